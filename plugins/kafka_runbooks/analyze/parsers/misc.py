@@ -1,0 +1,180 @@
+"""Small parsers for the other capture kinds: open_files, process_stat, jmap_histo, heap_info.
+
+Formats (what capture runs):
+- open_files:   `ls /proc/PID/fd | wc -l` or `lsof -p PID | wc -l` -> one integer;
+                raw `lsof -p PID` output (header COMMAND PID ...) is also accepted (count = rows).
+- process_stat: `ps -o pid=,etimes=,rss=,args= -p PID` -> "  81068 123456 1901924 java ... kafka.Kafka ...";
+                empty output means the process is gone (unparsable: "no such process").
+- jmap_histo:   `jmap -histo[:live] PID` / `jcmd PID GC.class_histogram`.
+- heap_info:    `jcmd PID GC.heap_info` (G1, Parallel, Serial, ZGC/Shenandoah first lines).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from .base import LineTally, decode
+
+
+@dataclass
+class OpenFiles:
+    count: int | None = None
+    line: int | None = None
+    unparsable: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.unparsable
+
+
+def parse_open_files(data: bytes | str | None) -> OpenFiles:
+    text, problems = decode(data)
+    if problems:
+        return OpenFiles(unparsable=problems)
+    lines = [(i, l.strip()) for i, l in enumerate(text.splitlines(), start=1) if l.strip()]
+    if len(lines) == 1 and re.fullmatch(r"\d+", lines[0][1]):
+        return OpenFiles(count=int(lines[0][1]), line=lines[0][0])
+    if lines and lines[0][1].startswith("COMMAND") and " PID " in lines[0][1] + " ":
+        return OpenFiles(count=len(lines) - 1, line=lines[-1][0])
+    return OpenFiles(unparsable=[f"expected a single integer (fd count), got {len(lines)} lines: {lines[0][1][:80]!r}"])
+
+
+@dataclass
+class ProcessStat:
+    pid: int | None = None
+    uptime_s: int | None = None
+    rss_kb: int | None = None
+    args: str | None = None
+    line: int | None = None
+    unparsable: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.unparsable
+
+    @property
+    def is_kafka(self) -> bool:
+        return bool(self.args and "kafka.Kafka" in self.args)
+
+
+_PS = re.compile(r"^\s*(?P<pid>\d+)\s+(?P<etimes>\d+)\s+(?P<rss>\d+)(?:\s+(?P<args>.*?))?\s*$")
+_ETIME = re.compile(r"^\s*(?P<pid>\d+)\s+(?:(?P<d>\d+)-)?(?:(?P<h>\d+):)?(?P<m>\d+):(?P<s>\d+)\s+(?P<rss>\d+)(?:\s+(?P<args>.*?))?\s*$")
+
+
+def parse_process_stat(data: bytes | str | None) -> ProcessStat:
+    text, problems = decode(data)
+    if problems:
+        return ProcessStat(unparsable=["no such process (empty ps output)"] if "empty" in problems[0] else problems)
+    rows = [(i, l) for i, l in enumerate(text.splitlines(), start=1) if l.strip() and not l.strip().startswith("PID")]
+    for i, l in rows:
+        m = _PS.match(l)
+        if m:
+            return ProcessStat(int(m.group("pid")), int(m.group("etimes")), int(m.group("rss")), m.group("args"), i)
+        m = _ETIME.match(l)  # `ps -o pid=,etime=,rss=,args=` ([[dd-]hh:]mm:ss)
+        if m:
+            up = int(m.group("d") or 0) * 86400 + int(m.group("h") or 0) * 3600 + int(m.group("m")) * 60 + int(m.group("s"))
+            return ProcessStat(int(m.group("pid")), up, int(m.group("rss")), m.group("args"), i)
+    return ProcessStat(unparsable=[f"no 'pid etimes rss args' row in {len(rows)} lines"])
+
+
+@dataclass(frozen=True)
+class HistoRow:
+    rank: int
+    instances: int
+    bytes: int
+    cls: str
+    line: int
+
+
+@dataclass
+class JmapHisto:
+    rows: list[HistoRow] = field(default_factory=list)
+    total_instances: int | None = None
+    total_bytes: int | None = None
+    unparsable: list[str] = field(default_factory=list)
+    unrecognized: LineTally = field(default_factory=LineTally)
+
+    @property
+    def ok(self) -> bool:
+        return not self.unparsable
+
+    def top(self, n: int = 10) -> list[HistoRow]:
+        return sorted(self.rows, key=lambda r: -r.bytes)[:n]
+
+
+_HISTO = re.compile(r"^\s*(?P<rank>\d+):\s+(?P<inst>\d+)\s+(?P<bytes>\d+)\s+(?P<cls>\S+)(?:\s+\(.*\))?\s*$")
+_HISTO_TOTAL = re.compile(r"^\s*Total\s+(?P<inst>\d+)\s+(?P<bytes>\d+)\s*$")
+
+
+def parse_jmap_histo(data: bytes | str | None) -> JmapHisto:
+    text, problems = decode(data)
+    h = JmapHisto()
+    if problems:
+        h.unparsable.extend(problems)
+        return h
+    for i, l in enumerate(text.splitlines(), start=1):
+        if not l.strip() or l.strip().startswith(("num ", "---")) or re.fullmatch(r"\s*\d+:\s*", l):
+            continue
+        m = _HISTO.match(l)
+        if m:
+            h.rows.append(HistoRow(int(m.group("rank")), int(m.group("inst")), int(m.group("bytes")), m.group("cls"), i))
+            continue
+        m = _HISTO_TOTAL.match(l)
+        if m:
+            h.total_instances, h.total_bytes = int(m.group("inst")), int(m.group("bytes"))
+            continue
+        h.unrecognized.add(i, l)
+    if not h.rows:
+        h.unparsable.append("no histogram rows recognised")
+    elif h.total_bytes is None:
+        h.unparsable.append(f"truncated histogram: no 'Total' line after {len(h.rows)} rows")
+    return h
+
+
+@dataclass
+class HeapInfo:
+    collector: str | None = None
+    total_kb: int | None = None
+    used_kb: int | None = None
+    metaspace_used_kb: int | None = None
+    line: int | None = None
+    unparsable: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.unparsable
+
+
+_HEAP = re.compile(r"^\s*(?P<name>[\w\- ]+?)\s+total (?:reserved )?(?P<total>\d+)K, (?:committed \d+K, )?used (?P<used>\d+)K")
+_META = re.compile(r"^\s*Metaspace\s+used (?P<used>\d+)K")
+
+
+def parse_heap_info(data: bytes | str | None) -> HeapInfo:
+    text, problems = decode(data)
+    hi = HeapInfo()
+    if problems:
+        hi.unparsable.extend(problems)
+        return hi
+    young_old: list[tuple[int, int]] = []
+    for i, l in enumerate(text.splitlines(), start=1):
+        m = _HEAP.match(l)
+        if m:
+            name = m.group("name").strip()
+            if name in ("PSYoungGen", "ParOldGen", "def new generation", "tenured generation", "par new generation",
+                        "concurrent mark-sweep generation"):
+                young_old.append((int(m.group("total")), int(m.group("used"))))
+                hi.collector = hi.collector or name
+                hi.line = hi.line or i
+            elif hi.total_kb is None:
+                hi.collector, hi.total_kb, hi.used_kb, hi.line = name, int(m.group("total")), int(m.group("used")), i
+            continue
+        m = _META.match(l)
+        if m and hi.metaspace_used_kb is None:
+            hi.metaspace_used_kb = int(m.group("used"))
+    if hi.total_kb is None and young_old:
+        hi.total_kb = sum(t for t, _ in young_old)
+        hi.used_kb = sum(u for _, u in young_old)
+    if hi.total_kb is None:
+        hi.unparsable.append("no 'total NK, used NK' heap line recognised")
+    return hi

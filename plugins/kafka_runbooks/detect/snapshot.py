@@ -1,0 +1,400 @@
+"""Read a ZooKeeper-mode Kafka cluster's metadata into a :class:`ClusterSnapshot`.
+
+The layout is Kafka's own (the client is already chrooted, e.g. ``127.0.0.1:21811/kafka``)::
+
+    /brokers/ids/<id>                          {"host":..,"port":..,"endpoints":[..],"rack":..}
+    /controller                                {"version":1,"brokerid":1,"timestamp":".."}
+    /brokers/topics/<T>                        {"version":1,"partitions":{"0":[1,2,3]}}
+    /brokers/topics/<T>/partitions/<P>/state   {"leader":1,"leader_epoch":0,"isr":[1,2,3],..}
+    /config/topics/<T>                         {"version":1,"config":{"min.insync.replicas":"2"}}
+
+Everything read from ZooKeeper is untrusted: a znode that cannot be understood (invalid UTF-8 or
+JSON, wrong types, out-of-range numbers, oversized values, non-numeric ids, topic names Kafka
+would never create) becomes one line in ``snapshot.unparsable`` -- ``"<znode path>: <why>"`` --
+and reading carries on.  Nothing is dropped silently and nothing raises, except a lost
+connection that kazoo's own retry could not cure.
+
+The parsing half (``parse_*``) is pure; only :func:`read_snapshot` talks to ZooKeeper.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import re
+from typing import Any, Iterable, Mapping
+from urllib.parse import urlsplit
+
+from kafka_runbooks.model import Broker, ClusterSnapshot, Partition
+
+MAX_ZNODE_BYTES = 512 * 1024  # a topic with 10k partitions x RF 3 is ~200 KB; anything bigger is hostile
+MAX_BROKER_ID = 2**31 - 1  # Kafka broker ids are Java ints
+MAX_PARTITIONS_PER_TOPIC = 1_000_000
+MAX_REPLICAS = 1000
+MAX_ENDPOINT_CHARS = 1024
+MAX_SHOWN_CHARS = 200  # how much of a hostile name is quoted back in `unparsable`
+
+# Kafka's own rule (org.apache.kafka.common.internals.Topic.validate): legal chars, <= 249, not "." / ".."
+_TOPIC_RE = re.compile(r"[A-Za-z0-9._-]{1,249}")
+_DIGITS_RE = re.compile(r"(0|[1-9][0-9]{0,9})")
+
+
+class Unparsable(ValueError):
+    """A znode's content is not what Kafka writes; the message says why."""
+
+
+# --------------------------------------------------------------------------- pure helpers
+
+def show(name: str) -> str:
+    """A name as it may be quoted in a message: legal names as-is, others escaped and bounded."""
+    if _TOPIC_RE.fullmatch(name) and name not in (".", ".."):
+        return name
+    quoted = ascii(name)
+    return quoted if len(quoted) <= MAX_SHOWN_CHARS else quoted[:MAX_SHOWN_CHARS] + "...'"
+
+
+def valid_topic_name(name: str) -> bool:
+    return bool(_TOPIC_RE.fullmatch(name)) and name not in (".", "..")
+
+
+def parse_id(text: str, what: str = "broker id") -> int:
+    """A znode child name that must be a non-negative Java int (broker id, partition index)."""
+    if not isinstance(text, str) or not _DIGITS_RE.fullmatch(text) or int(text) > MAX_BROKER_ID:
+        raise Unparsable(f"{what} {show(str(text))} is not a non-negative 32-bit integer")
+    return int(text)
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"non-standard JSON constant {name}")
+
+
+def decode_json(data: bytes | None, *, max_bytes: int = MAX_ZNODE_BYTES) -> Any:
+    if data is None or len(data) == 0:
+        raise Unparsable("empty znode (no data)")
+    if len(data) > max_bytes:
+        raise Unparsable(f"{len(data)} bytes exceeds the {max_bytes}-byte limit")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise Unparsable(f"not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except RecursionError:
+        raise Unparsable("JSON nested too deeply") from None
+    except ValueError as exc:  # JSONDecodeError, int-digits limit, NaN/Infinity
+        raise Unparsable(f"invalid JSON: {str(exc)[:MAX_SHOWN_CHARS]}") from None
+
+
+def _obj(doc: Any, what: str) -> Mapping[str, Any]:
+    if not isinstance(doc, dict):
+        raise Unparsable(f"{what} is a JSON {type(doc).__name__}, expected an object")
+    return doc
+
+
+def _int(value: Any, field: str, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise Unparsable(f"{field!r} is {_type_of(value)}, expected an integer")
+    if not lo <= value <= hi:
+        raise Unparsable(f"{field!r} = {str(value)[:40]} is outside [{lo}, {hi}]")
+    return value
+
+
+def _type_of(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, str):
+        return f"a string {show(value)}"
+    return f"a JSON {type(value).__name__}"
+
+
+def _id_list(value: Any, field: str, *, allow_empty: bool) -> tuple[int, ...]:
+    if not isinstance(value, list):
+        raise Unparsable(f"{field!r} is {_type_of(value)}, expected a list of broker ids")
+    if len(value) > MAX_REPLICAS:
+        raise Unparsable(f"{field!r} has {len(value)} entries (limit {MAX_REPLICAS})")
+    if not value and not allow_empty:
+        raise Unparsable(f"{field!r} is empty")
+    ids = tuple(_int(v, f"{field}[{i}]", 0, MAX_BROKER_ID) for i, v in enumerate(value))
+    if len(set(ids)) != len(ids):
+        raise Unparsable(f"{field!r} repeats a broker id: {list(ids)}")
+    return ids
+
+
+def _endpoint(ep: Any) -> tuple[str, int]:
+    if not isinstance(ep, str) or len(ep) > MAX_ENDPOINT_CHARS:
+        raise Unparsable(f"endpoint is {_type_of(ep)[:80]}, expected 'LISTENER://host:port'")
+    try:
+        parts = urlsplit(ep)
+        host, port = parts.hostname, parts.port
+    except ValueError as exc:
+        raise Unparsable(f"endpoint {show(ep)}: {exc}") from None
+    if not parts.scheme or not host or port is None:
+        raise Unparsable(f"endpoint {show(ep)} is not 'LISTENER://host:port'")
+    return host, port
+
+
+def parse_broker(broker_id: int, doc: Any) -> Broker:
+    """`/brokers/ids/<id>` → Broker. ``host`` may be null (listeners only): taken from the first endpoint."""
+    d = _obj(doc, "registration")
+    endpoints_raw = d.get("endpoints", [])
+    if not isinstance(endpoints_raw, list) or len(endpoints_raw) > 64:
+        raise Unparsable(f"'endpoints' is {_type_of(endpoints_raw)}, expected a list of strings")
+    endpoints = tuple(endpoints_raw)
+    parsed = [_endpoint(ep) for ep in endpoints]  # every endpoint must parse
+    host = d.get("host")
+    if host is not None and (not isinstance(host, str) or not host or len(host) > 255):
+        raise Unparsable(f"'host' is {_type_of(host)[:80]}, expected a host name")
+    port = d.get("port", -1)
+    port = _int(port, "port", -1, 65535)
+    if not host or port <= 0:
+        if not parsed:
+            raise Unparsable("no host/port and no endpoints")
+        ep_host, ep_port = parsed[0]
+        host = host or ep_host
+        port = port if port > 0 else ep_port
+    rack = d.get("rack")
+    if rack is not None and (not isinstance(rack, str) or len(rack) > 255):
+        raise Unparsable(f"'rack' is {_type_of(rack)[:80]}, expected a string")
+    # "version" in the registration is the znode schema version, not Kafka's: not recorded as Broker.version.
+    return Broker(id=broker_id, host=host, port=port, rack=rack, endpoints=endpoints)
+
+
+def parse_controller(doc: Any) -> int:
+    return _int(_obj(doc, "controller").get("brokerid"), "brokerid", 0, MAX_BROKER_ID)
+
+
+def parse_assignment(doc: Any) -> tuple[dict[int, tuple[int, ...]], list[str]]:
+    """`/brokers/topics/<T>` → ({partition: replicas}, [problems with single partitions])."""
+    d = _obj(doc, "topic assignment")
+    parts = d.get("partitions")
+    if not isinstance(parts, dict):
+        raise Unparsable(f"'partitions' is {_type_of(parts)}, expected an object")
+    if len(parts) > MAX_PARTITIONS_PER_TOPIC:
+        raise Unparsable(f"{len(parts)} partitions (limit {MAX_PARTITIONS_PER_TOPIC})")
+    out: dict[int, tuple[int, ...]] = {}
+    problems: list[str] = []
+    for key, replicas in parts.items():
+        try:
+            out[parse_id(key, "partition")] = _id_list(replicas, f"partitions.{show(key)}", allow_empty=False)
+        except Unparsable as exc:
+            problems.append(str(exc))
+    return out, problems
+
+
+def parse_state(doc: Any) -> tuple[int, tuple[int, ...], int]:
+    """`.../partitions/<P>/state` → (leader, isr, leader_epoch)."""
+    d = _obj(doc, "partition state")
+    if "leader" not in d:
+        raise Unparsable("no 'leader'")
+    leader = _int(d["leader"], "leader", -1, MAX_BROKER_ID)
+    isr = _id_list(d.get("isr"), "isr", allow_empty=True)
+    epoch = _int(d.get("leader_epoch", 0), "leader_epoch", 0, MAX_BROKER_ID)
+    return leader, isr, epoch
+
+
+def parse_topic_config(doc: Any) -> int | None:
+    """`/config/topics/<T>` → the topic's min.insync.replicas override, or None."""
+    d = _obj(doc, "topic config")
+    cfg = d.get("config", {})
+    if not isinstance(cfg, dict):
+        raise Unparsable(f"'config' is {_type_of(cfg)}, expected an object")
+    raw = cfg.get("min.insync.replicas")
+    if raw is None:
+        return None
+    if isinstance(raw, str) and _DIGITS_RE.fullmatch(raw.strip()):
+        raw = int(raw.strip())
+    return _int(raw, "min.insync.replicas", 1, MAX_REPLICAS)
+
+
+def utc_now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+# --------------------------------------------------------------------------- I/O
+
+def _fetch(zk, paths: Iterable[str]) -> dict[str, tuple[bytes | None, Any]]:
+    """Read many znodes, pipelined (kazoo async), retrying a lost connection with the client's
+    command retry.  Returns {path: (data or None when missing, ZnodeStat or None)}."""
+    from kazoo.exceptions import ConnectionLoss, NoNodeError, OperationTimeoutError, SessionExpiredError
+
+    paths = list(paths)
+    pending = [(p, zk.get_async(p)) for p in paths]
+    out: dict[str, tuple[bytes | None, Any]] = {}
+    for path, result in pending:
+        try:
+            out[path] = result.get()
+        except NoNodeError:
+            out[path] = (None, None)
+        except (ConnectionLoss, OperationTimeoutError, SessionExpiredError):
+            try:
+                out[path] = zk.retry(zk.get, path)
+            except NoNodeError:
+                out[path] = (None, None)
+    return out
+
+
+def _children(zk, path: str) -> list[str] | None:
+    from kazoo.exceptions import NoNodeError
+
+    try:
+        return zk.retry(zk.get_children, path)
+    except NoNodeError:
+        return None
+
+
+def read_snapshot(zk, cluster: str, *, max_bytes: int = MAX_ZNODE_BYTES) -> ClusterSnapshot:
+    """Read registrations, the controller, every partition's assignment + state, and the topics'
+    min.insync.replicas overrides.  ``zk`` is a started (chrooted) KazooClient."""
+    taken_at = utc_now()
+    bad: list[str] = []
+
+    def note(path: str, why: str) -> None:
+        bad.append(f"{path}: {why}")
+
+    def doc_of(path: str, data: bytes | None) -> Any:
+        return decode_json(data, max_bytes=max_bytes)
+
+    # brokers
+    brokers: list[Broker] = []
+    ids = _children(zk, "/brokers/ids")
+    if ids is None:
+        note("/brokers/ids", "missing: is the ZooKeeper chroot right for this Kafka cluster?")
+        ids = []
+    valid_ids: dict[str, int] = {}
+    for child in sorted(ids):
+        try:
+            valid_ids[child] = parse_id(child)
+        except Unparsable as exc:
+            note(f"/brokers/ids/{show(child)}", str(exc))
+    regs = _fetch(zk, [f"/brokers/ids/{c}" for c in valid_ids])
+    for child, bid in sorted(valid_ids.items(), key=lambda kv: kv[1]):
+        path = f"/brokers/ids/{child}"
+        data, stat = regs[path]
+        if stat is None:
+            note(path, "deregistered while the snapshot was being read")
+            continue
+        try:
+            brokers.append(parse_broker(bid, doc_of(path, data)))
+        except Unparsable as exc:
+            # The ephemeral registration exists, so the broker IS registered: keep it, address unknown.
+            note(path, f"{exc}; broker kept as registered with unknown address")
+            brokers.append(Broker(id=bid, host="", port=0))
+
+    # controller
+    controller_id: int | None = None
+    (cdata, cstat), = _fetch(zk, ["/controller"]).values()
+    if cstat is not None:
+        try:
+            controller_id = parse_controller(doc_of("/controller", cdata))
+        except Unparsable as exc:
+            note("/controller", str(exc))
+
+    # topics
+    partitions: list[Partition] = []
+    topics = _children(zk, "/brokers/topics")
+    if topics is None:
+        note("/brokers/topics", "missing: is the ZooKeeper chroot right for this Kafka cluster?")
+        topics = []
+    good_topics = []
+    for t in sorted(topics):
+        if valid_topic_name(t):
+            good_topics.append(t)
+        else:
+            note(f"/brokers/topics/{show(t)}", "not a legal Kafka topic name (ignored: never used in paths)")
+    docs = _fetch(zk, [f"/brokers/topics/{t}" for t in good_topics] + [f"/config/topics/{t}" for t in good_topics])
+    assignments: dict[str, dict[int, tuple[int, ...]]] = {}
+    min_isr: dict[str, int | None] = {}
+    for t in good_topics:
+        tpath, cpath = f"/brokers/topics/{t}", f"/config/topics/{t}"
+        data, stat = docs[tpath]
+        if stat is None:
+            note(tpath, "deleted while the snapshot was being read")
+            continue
+        try:
+            assignment, problems = parse_assignment(doc_of(tpath, data))
+        except Unparsable as exc:
+            note(tpath, str(exc))
+            continue
+        for why in problems:
+            note(tpath, why)
+        assignments[t] = assignment
+        cdata, cstat = docs[cpath]
+        min_isr[t] = None
+        if cstat is not None:
+            try:
+                min_isr[t] = parse_topic_config(doc_of(cpath, cdata))
+            except Unparsable as exc:
+                note(cpath, f"{exc}; min.insync.replicas unknown for this topic")
+
+    state_paths = {
+        (t, p): f"/brokers/topics/{t}/partitions/{p}/state" for t, a in assignments.items() for p in a
+    }
+    states = _fetch(zk, state_paths.values())
+    for (t, p), spath in sorted(state_paths.items()):
+        data, stat = states[spath]
+        if stat is None:
+            note(spath, f"missing: partition {t}-{p} has replicas {list(assignments[t][p])} but no state")
+            continue
+        try:
+            leader, isr, epoch = parse_state(doc_of(spath, data))
+        except Unparsable as exc:
+            note(spath, str(exc))
+            continue
+        partitions.append(
+            Partition(
+                topic=t,
+                index=p,
+                replicas=assignments[t][p],
+                leader=leader,
+                isr=isr,
+                leader_epoch=epoch,
+                min_insync_replicas=min_isr.get(t),
+            )
+        )
+
+    return ClusterSnapshot(
+        cluster=cluster,
+        taken_at=taken_at,
+        brokers=tuple(brokers),
+        controller_id=controller_id,
+        partitions=tuple(partitions),
+        unparsable=tuple(bad),
+    )
+
+
+# --------------------------------------------------------------------------- clients
+
+def zk_client_from_hosts(hosts: str, chroot: str | None = None, *, timeout_s: float = 10.0, tries: int = 3):
+    """An unstarted KazooClient for ``hosts`` ("h1:p1,h2:p2") under ``chroot`` ("/kafka").
+
+    Read-write sessions only (a read-only server could serve stale ISR data), kazoo retries for
+    connecting and for commands (``zk.retry``)."""
+    from kazoo.client import KazooClient
+    from kazoo.retry import KazooRetry
+
+    hosts = (hosts or "").strip()
+    if not hosts or "/" in hosts or any(not h.strip() for h in hosts.split(",")):
+        raise ValueError(f"bad ZooKeeper hosts {hosts!r}: expected 'host:port,host:port'")
+    chroot = (chroot or "").strip().rstrip("/")
+    if chroot:
+        if not chroot.startswith("/") or any(part in (".", "..", "") for part in chroot[1:].split("/")):
+            raise ValueError(f"bad ZooKeeper chroot {chroot!r}: expected an absolute path like '/kafka'")
+    return KazooClient(
+        hosts=hosts + chroot,
+        timeout=timeout_s,
+        read_only=False,
+        connection_retry=KazooRetry(max_tries=tries, delay=0.2, backoff=2, max_delay=5.0),
+        command_retry=KazooRetry(max_tries=tries, delay=0.2, backoff=2, max_delay=5.0),
+    )
+
+
+def zk_client(conn_id: str, *, timeout_s: float = 10.0, tries: int = 3):
+    """An unstarted KazooClient from an Airflow connection: host "h1:p1,h2:p2", extra {"chroot": "/kafka"}."""
+    from airflow.sdk import BaseHook  # imported late: nothing slow at DAG parse time
+
+    conn = BaseHook.get_connection(conn_id)
+    hosts = (conn.host or "").strip()
+    if conn.port and "," not in hosts and ":" not in hosts:
+        hosts = f"{hosts}:{conn.port}"
+    extra = conn.extra_dejson or {}
+    return zk_client_from_hosts(hosts, extra.get("chroot"), timeout_s=timeout_s, tries=tries)

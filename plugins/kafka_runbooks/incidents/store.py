@@ -1,0 +1,174 @@
+"""Local incident store: one directory per incident with its record and an append-only audit log.
+
+    <incident_base>/<incident_id>/incident.json   the record (rewritten atomically)
+    <incident_base>/<incident_id>/audit.jsonl     every action: who, when, what, where, outcome
+
+Writers take an flock on the incident directory, so concurrent tasks never lose an update.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import fcntl
+import json
+import os
+import re
+import secrets
+from pathlib import Path
+from typing import Any, Iterator, Mapping, Sequence
+
+_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+
+OPEN = "open"
+CLOSED = "closed"
+
+
+class IncidentError(ValueError):
+    pass
+
+
+def utcnow() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def validate_id(value: str, what: str = "incident id") -> str:
+    if not isinstance(value, str) or not _ID_RE.match(value) or ".." in value:
+        raise IncidentError(f"invalid {what} {value!r}: letters, digits, '_', '.', '-' only")
+    return value
+
+
+def new_incident_id(cluster: str) -> str:
+    validate_id(cluster, "cluster name")
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return f"{cluster}-{stamp}-{secrets.token_hex(3)}"
+
+
+class IncidentStore:
+    def __init__(self, base: str | os.PathLike[str]):
+        self.base = Path(base)
+
+    def _dir(self, incident_id: str) -> Path:
+        return self.base / validate_id(incident_id)
+
+    @contextlib.contextmanager
+    def _locked(self, incident_id: str) -> Iterator[Path]:
+        d = self._dir(incident_id)
+        d.mkdir(parents=True, exist_ok=True)
+        with open(d / ".lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield d
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    @staticmethod
+    def _write_record(d: Path, record: Mapping[str, Any]) -> None:
+        tmp = d / "incident.json.tmp"
+        tmp.write_text(json.dumps(record, indent=2, sort_keys=True, default=str), encoding="utf-8")
+        os.replace(tmp, d / "incident.json")
+
+    def open(
+        self,
+        *,
+        cluster: str,
+        broker_ids: Sequence[int],
+        reason: str,
+        trigger: Mapping[str, Any] | None = None,
+        opened_by: str,
+        incident_id: str | None = None,
+    ) -> dict[str, Any]:
+        incident_id = incident_id or new_incident_id(cluster)
+        with self._locked(incident_id) as d:
+            if (d / "incident.json").exists():
+                raise IncidentError(f"incident {incident_id} already exists")
+            record = {
+                "id": incident_id,
+                "cluster": cluster,
+                "status": OPEN,
+                "broker_ids": sorted({int(b) for b in broker_ids}),
+                "reason": reason,
+                "trigger": dict(trigger) if trigger else None,
+                "opened_at": utcnow(),
+                "opened_by": opened_by,
+                "closed_at": None,
+                "notes": [],
+            }
+            self._write_record(d, record)
+        self.audit(incident_id, actor=opened_by, action="open_incident", outcome="ok", details={"reason": reason})
+        return record
+
+    def get(self, incident_id: str) -> dict[str, Any]:
+        path = self._dir(incident_id) / "incident.json"
+        if not path.exists():
+            raise IncidentError(f"no incident {incident_id} in {self.base}")
+        return json.loads(path.read_text(encoding="utf-8"))
+
+    def update(self, incident_id: str, **fields: Any) -> dict[str, Any]:
+        with self._locked(incident_id) as d:
+            record = json.loads((d / "incident.json").read_text(encoding="utf-8"))
+            note = fields.pop("note", None)
+            record.update(fields)
+            if note:
+                record.setdefault("notes", []).append({"at": utcnow(), "text": note})
+            self._write_record(d, record)
+            return record
+
+    def close(self, incident_id: str, *, actor: str, resolution: str) -> dict[str, Any]:
+        record = self.update(incident_id, status=CLOSED, closed_at=utcnow(), resolution=resolution)
+        self.audit(incident_id, actor=actor, action="close_incident", outcome="ok", details={"resolution": resolution})
+        return record
+
+    def find_open(self, cluster: str, broker_ids: Sequence[int], kind: str) -> dict[str, Any] | None:
+        """An open incident of this cluster and finding kind that already covers one of these brokers."""
+        if not self.base.exists():
+            return None
+        wanted = {int(b) for b in broker_ids}
+        for path in sorted(self.base.glob("*/incident.json")):
+            try:
+                record = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            trigger_kind = (record.get("trigger") or {}).get("kind")
+            if (
+                record.get("status") == OPEN
+                and record.get("cluster") == cluster
+                and trigger_kind == kind
+                and (wanted & set(record.get("broker_ids") or ()) or not wanted)
+            ):
+                return record
+        return None
+
+    def audit(
+        self,
+        incident_id: str,
+        *,
+        actor: str,
+        action: str,
+        outcome: str,
+        host: str | None = None,
+        command: Sequence[str] | None = None,
+        details: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        entry = {
+            "at": utcnow(),
+            "incident_id": incident_id,
+            "actor": actor,
+            "action": action,
+            "host": host,
+            "command": list(command) if command is not None else None,
+            "outcome": outcome,
+            "details": dict(details or {}),
+        }
+        with self._locked(incident_id) as d:
+            with open(d / "audit.jsonl", "a", encoding="utf-8") as fh:
+                fh.write(json.dumps(entry, sort_keys=True, default=str) + "\n")
+                fh.flush()
+                os.fsync(fh.fileno())
+        return entry
+
+    def audit_trail(self, incident_id: str) -> list[dict[str, Any]]:
+        path = self._dir(incident_id) / "audit.jsonl"
+        if not path.exists():
+            return []
+        return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]

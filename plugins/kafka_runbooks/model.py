@@ -1,0 +1,282 @@
+"""The one vocabulary shared by detectors, capture, the Spark app, reports and runbooks.
+
+Everything here is plain data (frozen dataclasses) with JSON round-trips, so it can cross
+Airflow XCom, DAG-run conf, the Spark driver and the incident store unchanged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+CONSUMER_OFFSETS = "__consumer_offsets"
+
+
+class Severity(str, enum.Enum):
+    INFO = "info"
+    WARNING = "warning"
+    CRITICAL = "critical"
+
+
+@dataclass(frozen=True)
+class Broker:
+    """A broker as registered in ZooKeeper (`/brokers/ids/<id>`) or reported by the Admin API."""
+
+    id: int
+    host: str
+    port: int
+    version: str | None = None  # Kafka version when known (from config or the Admin API)
+    rack: str | None = None
+    endpoints: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "endpoints": list(self.endpoints)}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Broker":
+        return cls(
+            id=int(d["id"]),
+            host=str(d["host"]),
+            port=int(d["port"]),
+            version=d.get("version"),
+            rack=d.get("rack"),
+            endpoints=tuple(d.get("endpoints") or ()),
+        )
+
+
+@dataclass(frozen=True)
+class Partition:
+    """One partition's assignment and state (`/brokers/topics/T/partitions/P/state`)."""
+
+    topic: str
+    index: int
+    replicas: tuple[int, ...]
+    leader: int  # -1 when offline
+    isr: tuple[int, ...]
+    leader_epoch: int = 0
+    min_insync_replicas: int | None = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.index}"
+
+    @property
+    def offline(self) -> bool:
+        return self.leader < 0
+
+    @property
+    def under_replicated(self) -> bool:
+        return len(self.isr) < len(self.replicas)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **dataclasses.asdict(self),
+            "replicas": list(self.replicas),
+            "isr": list(self.isr),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Partition":
+        return cls(
+            topic=str(d["topic"]),
+            index=int(d["index"]),
+            replicas=tuple(int(r) for r in d["replicas"]),
+            leader=int(d["leader"]),
+            isr=tuple(int(r) for r in d["isr"]),
+            leader_epoch=int(d.get("leader_epoch", 0)),
+            min_insync_replicas=d.get("min_insync_replicas"),
+        )
+
+
+@dataclass(frozen=True)
+class HostProbe:
+    """What a host probe over SSH saw for one broker's host."""
+
+    broker_id: int
+    reachable: bool
+    pid: int | None = None
+    process_alive: bool = False
+    open_files: int | None = None
+    connection_states: Mapping[str, int] = field(default_factory=dict)  # state -> count on the broker port
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "connection_states": dict(self.connection_states)}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "HostProbe":
+        return cls(
+            broker_id=int(d["broker_id"]),
+            reachable=bool(d["reachable"]),
+            pid=d.get("pid"),
+            process_alive=bool(d.get("process_alive", False)),
+            open_files=d.get("open_files"),
+            connection_states=dict(d.get("connection_states") or {}),
+            error=d.get("error"),
+        )
+
+
+@dataclass(frozen=True)
+class ClusterSnapshot:
+    """Cluster state at one instant: registrations, controller, partitions, host probes."""
+
+    cluster: str
+    taken_at: str  # ISO-8601 UTC
+    brokers: tuple[Broker, ...]
+    controller_id: int | None
+    partitions: tuple[Partition, ...]
+    probes: tuple[HostProbe, ...] = ()
+    # Problems met while reading (e.g. a znode whose JSON could not be parsed): never dropped.
+    unparsable: tuple[str, ...] = ()
+
+    @property
+    def live_broker_ids(self) -> frozenset[int]:
+        return frozenset(b.id for b in self.brokers)
+
+    def broker(self, broker_id: int) -> Broker | None:
+        return next((b for b in self.brokers if b.id == broker_id), None)
+
+    def probe(self, broker_id: int) -> HostProbe | None:
+        return next((p for p in self.probes if p.broker_id == broker_id), None)
+
+    def partitions_of(self, broker_id: int) -> list[Partition]:
+        return [p for p in self.partitions if broker_id in p.replicas]
+
+    def with_probes(self, probes: Iterable[HostProbe]) -> "ClusterSnapshot":
+        return dataclasses.replace(self, probes=tuple(probes))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "cluster": self.cluster,
+            "taken_at": self.taken_at,
+            "brokers": [b.to_dict() for b in self.brokers],
+            "controller_id": self.controller_id,
+            "partitions": [p.to_dict() for p in self.partitions],
+            "probes": [p.to_dict() for p in self.probes],
+            "unparsable": list(self.unparsable),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "ClusterSnapshot":
+        return cls(
+            cluster=str(d["cluster"]),
+            taken_at=str(d["taken_at"]),
+            brokers=tuple(Broker.from_dict(b) for b in d["brokers"]),
+            controller_id=d.get("controller_id"),
+            partitions=tuple(Partition.from_dict(p) for p in d["partitions"]),
+            probes=tuple(HostProbe.from_dict(p) for p in d.get("probes") or ()),
+            unparsable=tuple(d.get("unparsable") or ()),
+        )
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """A citation: the exact lines of one captured file (or a live observation) behind a finding."""
+
+    source: str  # bundle-relative file path, or e.g. "zookeeper:/brokers/topics/t/partitions/0/state"
+    lines: tuple[int, ...] = ()  # 1-based line numbers in `source`
+    excerpt: str = ""
+    host: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "lines": list(self.lines)}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Evidence":
+        return cls(
+            source=str(d["source"]),
+            lines=tuple(int(x) for x in d.get("lines") or ()),
+            excerpt=str(d.get("excerpt", "")),
+            host=d.get("host"),
+        )
+
+
+@dataclass(frozen=True)
+class Finding:
+    """Something a detector or the analysis concluded, with the evidence that proves it."""
+
+    kind: str  # e.g. "broker_unresponsive", "jvm_deadlock", "under_replicated", "unparsable"
+    severity: Severity
+    summary: str
+    broker_ids: tuple[int, ...] = ()
+    partitions: tuple[str, ...] = ()
+    evidence: tuple[Evidence, ...] = ()
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "severity": self.severity.value,
+            "summary": self.summary,
+            "broker_ids": list(self.broker_ids),
+            "partitions": list(self.partitions),
+            "evidence": [e.to_dict() for e in self.evidence],
+            "details": dict(self.details),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Finding":
+        return cls(
+            kind=str(d["kind"]),
+            severity=Severity(d["severity"]),
+            summary=str(d["summary"]),
+            broker_ids=tuple(int(b) for b in d.get("broker_ids") or ()),
+            partitions=tuple(d.get("partitions") or ()),
+            evidence=tuple(Evidence.from_dict(e) for e in d.get("evidence") or ()),
+            details=dict(d.get("details") or {}),
+        )
+
+
+@dataclass(frozen=True)
+class Step:
+    """One action of a remediation plan, on one broker's host."""
+
+    action: str  # "restart_broker"
+    broker_id: int
+    command: tuple[str, ...]  # argv, never a shell string built from untrusted values
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "command": list(self.command)}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Step":
+        return cls(
+            action=str(d["action"]),
+            broker_id=int(d["broker_id"]),
+            command=tuple(d["command"]),
+            reason=str(d["reason"]),
+        )
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A remediation plan: the steps, or the reasons it is refused."""
+
+    cluster: str
+    steps: tuple[Step, ...]
+    refusals: tuple[str, ...] = ()  # every reason not to act, each naming what blocks it
+    blast_radius: tuple[str, ...] = ()  # partitions losing an in-sync replica while the step runs
+
+    @property
+    def refused(self) -> bool:
+        return bool(self.refusals)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "cluster": self.cluster,
+            "steps": [s.to_dict() for s in self.steps],
+            "refusals": list(self.refusals),
+            "blast_radius": list(self.blast_radius),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Plan":
+        return cls(
+            cluster=str(d["cluster"]),
+            steps=tuple(Step.from_dict(s) for s in d.get("steps") or ()),
+            refusals=tuple(d.get("refusals") or ()),
+            blast_radius=tuple(d.get("blast_radius") or ()),
+        )

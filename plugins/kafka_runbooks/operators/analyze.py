@@ -1,0 +1,84 @@
+"""Analyze: the bundle goes through the PySpark job; its findings and report join the incident."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+from typing import Any, Sequence
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowFailException
+
+import kafka_runbooks
+
+PACKAGE_DIR = Path(kafka_runbooks.__file__).resolve().parent
+DEFAULT_APP = PACKAGE_DIR.parents[1] / "spark_apps" / "analyze_bundle.py"
+
+
+def package_zip(dest_dir: str) -> str:
+    """Zip of the kafka_runbooks package, shipped with --py-files so any Spark master can import it."""
+    path = Path(dest_dir) / "kafka_runbooks.zip"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        for file in sorted(PACKAGE_DIR.rglob("*.py")):
+            zf.write(file, file.relative_to(PACKAGE_DIR.parent).as_posix())
+    return str(path)
+
+
+class AnalyzeBundleOperator(SparkSubmitOperator):
+    """SparkSubmitOperator for ``spark_apps/analyze_bundle.py`` that ships the package with the job."""
+
+    def __init__(self, *, bundle_dir: str, kafka_version: str = "", **kwargs: Any) -> None:
+        kwargs.setdefault("application", os.environ.get("KAFKA_RUNBOOKS_SPARK_APP", str(DEFAULT_APP)))
+        kwargs.setdefault("name", "kafka-runbooks-analyze-bundle")
+        kwargs["application_args"] = ["--bundle", bundle_dir, "--kafka-version", kafka_version]
+        env = dict(kwargs.pop("env_vars", None) or {})
+        # executors run the same interpreter as this worker unless the deployment says otherwise
+        if "PYSPARK_PYTHON" not in os.environ:
+            env.setdefault("PYSPARK_PYTHON", sys.executable)
+        kwargs["env_vars"] = env
+        super().__init__(**kwargs)
+
+    def execute(self, context) -> None:
+        with tempfile.TemporaryDirectory(prefix="kafka-runbooks-spark-") as tmp:
+            self.py_files = package_zip(tmp)
+            super().execute(context)
+
+
+class PublishReportOperator(BaseOperator):
+    """Reads the job's findings.json, attaches findings and report to the incident."""
+
+    template_fields: Sequence[str] = ("incident", "bundle_dir")
+
+    def __init__(self, *, incident: Any, bundle_dir: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.incident = incident
+        self.bundle_dir = bundle_dir
+
+    def execute(self, context) -> dict[str, Any]:
+        from kafka_runbooks.config import load_cluster
+        from kafka_runbooks.incidents.store import IncidentStore
+        from kafka_runbooks.model import Finding
+
+        path = Path(self.bundle_dir) / "findings.json"
+        report = Path(self.bundle_dir) / "report.html"
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+            findings = [Finding.from_dict(f) for f in doc["findings"]]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise AirflowFailException(f"the analysis left no readable findings at {path}: {exc!r}") from exc
+        for f in findings:
+            self.log.warning("finding %s [%s]: %s", f.kind, f.severity.value, f.summary)
+        self.log.info("report: %s", report)
+        store = IncidentStore(load_cluster(self.incident["cluster"]).incident_base)
+        store.update(
+            self.incident["incident_id"],
+            bundle_dir=str(self.bundle_dir),
+            report=str(report),
+            findings=[f.to_dict() for f in findings],
+        )
+        return {"bundle_dir": str(self.bundle_dir), "report": str(report), "findings": [f.to_dict() for f in findings]}

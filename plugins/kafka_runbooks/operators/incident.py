@@ -1,0 +1,124 @@
+"""Open an incident from a request, and close it (or leave it open, saying why) at the end of a run."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from airflow.sdk import BaseOperator, TriggerRule
+from airflow.sdk.exceptions import AirflowFailException
+
+APPROVE = "Approve"
+
+
+def approval_decision(approval: Any) -> tuple[str | None, str]:
+    """(chosen option, who) from the ApprovalOperator's XCom; (None, ...) when no answer exists."""
+    if not isinstance(approval, dict) or not approval.get("chosen_options"):
+        return None, "nobody"
+    if approval.get("timedout"):
+        return str(approval["chosen_options"][0]), "nobody (approval timed out)"
+    user = approval.get("responded_by_user")
+    who = (user.get("name") or user.get("id")) if isinstance(user, dict) else None
+    return str(approval["chosen_options"][0]), str(who or "unknown user")
+
+
+class OpenIncidentOperator(BaseOperator):
+    """Validates the request, opens (or resumes) the incident and records the cluster state at start."""
+
+    template_fields: Sequence[str] = ("request",)
+
+    def __init__(self, *, request: Any, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.request = request
+
+    def execute(self, context) -> dict[str, Any]:
+        from kafka_runbooks.config import load_cluster
+        from kafka_runbooks.incidents.request import parse_request
+        from kafka_runbooks.incidents.store import IncidentError, IncidentStore
+        from kafka_runbooks.operators.detect import take_snapshot
+
+        try:
+            request = parse_request(self.request)
+            config = load_cluster(request.cluster)
+            request = parse_request(self.request, known_brokers=set(config.hosts))
+        except (IncidentError, ValueError) as exc:
+            raise AirflowFailException(f"bad incident request: {exc}") from exc
+
+        store = IncidentStore(config.incident_base)
+        actor = f"dag:{context['dag'].dag_id}/run:{context['run_id']}"
+        if request.incident_id:
+            try:
+                record = store.get(request.incident_id)
+            except IncidentError:
+                record = store.open(
+                    cluster=config.name,
+                    broker_ids=request.broker_ids,
+                    reason=request.reason,
+                    opened_by=actor,
+                    incident_id=request.incident_id,
+                )
+        else:
+            record = store.open(cluster=config.name, broker_ids=request.broker_ids, reason=request.reason, opened_by=actor)
+        store.update(record["id"], response_run=context["run_id"])
+
+        snapshot = take_snapshot(config)
+        peers = sorted(snapshot.live_broker_ids - set(request.broker_ids))
+        self.log.info("incident %s: brokers %s, peers %s", record["id"], list(request.broker_ids), peers)
+        return {
+            "incident_id": record["id"],
+            "cluster": config.name,
+            "broker_ids": list(request.broker_ids),
+            # peers are captured too: their server.log holds the fetch errors that accuse the suspect
+            "capture_broker_ids": sorted(set(request.broker_ids) | set(peers)),
+            "kafka_version": config.kafka_version or "",
+            "trigger": record.get("trigger"),
+            "snapshot": snapshot.to_dict(),
+        }
+
+
+class CloseIncidentOperator(BaseOperator):
+    """Last task of a response run (runs whatever happened upstream).
+
+    Approved, restarted and verified: the incident is closed. Rejected or timed out: no change was
+    made and the incident stays open with its evidence. Anything else: the incident stays open, the
+    reason is recorded, and this task fails so the run is marked failed.
+    """
+
+    template_fields: Sequence[str] = ("incident", "approval", "restart", "verify", "report")
+
+    def __init__(self, *, incident: Any, approval: Any, restart: Any, verify: Any, report: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("trigger_rule", TriggerRule.ALL_DONE)
+        super().__init__(**kwargs)
+        self.incident = incident
+        self.approval = approval
+        self.restart = restart
+        self.verify = verify
+        self.report = report
+
+    def execute(self, context) -> dict[str, Any]:
+        from kafka_runbooks.config import load_cluster
+        from kafka_runbooks.incidents.store import IncidentStore
+
+        if not isinstance(self.incident, dict):
+            raise AirflowFailException("the incident was never opened (see open_incident)")
+        store = IncidentStore(load_cluster(self.incident["cluster"]).incident_base)
+        incident_id = self.incident["incident_id"]
+        actor = f"dag:{context['dag'].dag_id}/run:{context['run_id']}"
+        report = self.report if isinstance(self.report, dict) else {}
+        choice, who = approval_decision(self.approval)
+
+        if choice == APPROVE and self.restart and self.verify:
+            record = store.close(incident_id, actor=actor, resolution=f"restarted {self.restart.get('restarted')} after approval by {who}; recovery verified")
+            return {"status": record["status"], "incident_id": incident_id, "report": report.get("report")}
+
+        if choice is not None and choice != APPROVE:
+            note = f"{choice} by {who}: no change was made; evidence kept in {report.get('bundle_dir')}"
+            store.update(incident_id, decision=choice, note=note)
+            store.audit(incident_id, actor=who, action="approval", outcome=choice.lower(), details={"note": note})
+            self.log.warning("incident %s stays open: %s", incident_id, note)
+            return {"status": "open", "incident_id": incident_id, "decision": choice, "report": report.get("report")}
+
+        stage = "before approval" if choice is None else "after approval (restart or recovery failed)"
+        note = f"run halted {stage}; no further change made; see the task logs and the audit trail"
+        store.update(incident_id, note=note)
+        store.audit(incident_id, actor=actor, action="halt", outcome="failed", details={"stage": stage})
+        raise AirflowFailException(f"incident {incident_id} stays open: {note}")

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs what the demo and the tests need, idempotently: Debian packages, then the project venv.
+set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+venv="$repo/.venv"
+stamp="$venv/.kafka-runbooks-installed"
+
+apt_packages=(zookeeper openssh-server openjdk-17-jdk-headless iproute2 net-tools procps lsof)
+missing=()
+for p in "${apt_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+# a JDK already on PATH (jstack/jmap/javac) is enough; do not force Debian's over it
+if command -v javac >/dev/null && command -v jstack >/dev/null && command -v jmap >/dev/null; then
+  missing=("${missing[@]/openjdk-17-jdk-headless}")
+fi
+missing=(${missing[@]+"${missing[@]}"})
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "bootstrap: installing Debian packages: ${missing[*]}" >&2
+  if [ "$(id -u)" -ne 0 ]; then sudo=sudo; else sudo=; fi
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+python=${PYTHON:-python3.11}
+command -v "$python" >/dev/null || python=python3
+if [ ! -x "$venv/bin/python" ]; then
+  "$python" -m venv "$venv"
+fi
+if [ ! -f "$stamp" ] || [ "$repo/pyproject.toml" -nt "$stamp" ]; then
+  echo "bootstrap: installing Python dependencies into $venv (first time ~3 min)" >&2
+  "$venv/bin/pip" install -q --upgrade pip
+  "$venv/bin/pip" install -q -e "$repo"
+  touch "$stamp"
+fi
