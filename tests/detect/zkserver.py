@@ -7,7 +7,6 @@ these tests are the proof that the reader works against real ZooKeeper, never sk
 
 from __future__ import annotations
 
-import os
 import shutil
 import socket
 import subprocess

@@ -98,6 +98,15 @@ public final class Partition {
         }
     }
 
+    /** Appending to the leader's log may unblock delayed produce/fetch requests waiting on this partition. */
+    public void appendMessagesToLeader(kafka.server.ReplicaManager replicaManager) {
+        tryCompleteDelayedRequests(replicaManager);
+    }
+
+    private void tryCompleteDelayedRequests(kafka.server.ReplicaManager replicaManager) {
+        replicaManager.tryCompleteDelayedProduce(topic + "-" + partitionId);
+    }
+
     private boolean updateIsr(LeaderAndIsr s, List<Integer> newIsr) throws InterruptedException {
         // Kafka keeps leader_epoch (and the controller_epoch it got from the controller) on leader-driven ISR changes.
         LeaderAndIsr n = new LeaderAndIsr(s.leader, s.leaderEpoch, newIsr, s.controllerEpoch, s.zkVersion);

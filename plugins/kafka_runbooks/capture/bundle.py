@@ -28,7 +28,7 @@ class BundleError(ValueError):
 
 def validate_component(value: object, what: str) -> str:
     """One path component (cluster name, incident id): no separators, no traversal, no NUL."""
-    if not isinstance(value, str) or not _COMPONENT_RE.match(value) or value in (".", ".."):
+    if not isinstance(value, str) or not _COMPONENT_RE.fullmatch(value) or value in (".", ".."):
         raise BundleError(f"invalid {what} {value!r}: use letters, digits and ._:+@- (no '/', no leading '.')")
     return value
 
@@ -104,7 +104,7 @@ class EvidenceBundle:
         return d
 
     def file_path(self, broker_id: int, filename: str) -> Path:
-        if not _FILE_NAME_RE.match(filename):
+        if not _FILE_NAME_RE.fullmatch(filename):
             raise BundleError(f"invalid bundle file name {filename!r}")
         return self.host_dir(broker_id) / filename
 

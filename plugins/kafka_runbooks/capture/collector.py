@@ -150,6 +150,9 @@ def _capture_reachable_host(config, broker, bid, port, bundle, runner, address, 
         listeners = C.parse_ss_listeners(_read(Path(res.stdout_path or "")))
     addrs = [a for a in (broker.host if broker else None, getattr(runner, "host", None)) if a]
     pid = C.find_broker_pid(listeners, port, addrs)
+    if pid is None and settings.jvm_tool_prefix and res.exit_code != C.EXIT_NOT_FOUND:
+        res = do(C.listen_sockets_command(t, settings.jvm_tool_prefix))  # see the JVM user's sockets
+        pid = C.find_broker_pid(C.parse_ss_listeners(_read(Path(res.stdout_path or ""))), port, addrs)
     bundle.set_host(bid, pid=pid)
     if pid is None:
         host_errors.append(f"no visible process listening on port {port} at {addrs or 'any address'}")

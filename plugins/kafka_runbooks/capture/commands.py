@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from kafka_runbooks.config import CaptureSettings
@@ -47,7 +47,7 @@ class CaptureCommand:
     to_file: bool = True  # stream stdout to the bundle file rather than memory
 
     def __post_init__(self) -> None:
-        if not _NAME_RE.match(self.name):
+        if not _NAME_RE.fullmatch(self.name):
             raise UnsafeValueError(f"bad capture command name {self.name!r}")
         validate_argv(self.argv)
 
@@ -108,7 +108,7 @@ def validate_abs_path(path: object, what: str = "path") -> str:
 
 def validate_work_dir(path: object) -> str:
     path = validate_abs_path(path, "remote_work_dir")
-    if not _SAFE_DIR_RE.match(path):
+    if not _SAFE_DIR_RE.fullmatch(path):
         raise UnsafeValueError(f"remote_work_dir may only contain [A-Za-z0-9_./-]: {path!r}")
     return path.rstrip("/") or "/"
 
@@ -134,8 +134,13 @@ def _prefix(settings: CaptureSettings) -> tuple[str, ...]:
 # commands
 
 
-def listen_sockets_command(timeout: float) -> CaptureCommand:
-    """Listening TCP sockets with their processes: finds the broker PID by its port."""
+def listen_sockets_command(timeout: float, prefix: Sequence[str] = ()) -> CaptureCommand:
+    """Listening TCP sockets with their processes: finds the broker PID by its port.
+
+    ``ss -p`` shows only the caller's own processes to a non-root user; with ``prefix`` (the JVM
+    tool prefix, e.g. sudo -u kafka) it runs as the broker's user."""
+    if prefix:
+        return CaptureCommand("listen-sockets-jvm-user", KIND_SOCKETS_SS, (*validate_argv(prefix), "ss", "-Hltnp"), timeout)
     return CaptureCommand("listen-sockets", KIND_SOCKETS_SS, ("ss", "-Hltnp"), timeout)
 
 
@@ -206,7 +211,7 @@ def heap_dump_path(settings: CaptureSettings, broker_id: int, ts: str) -> str:
 def heap_dump_command(pid: int, remote_path: str, settings: CaptureSettings) -> CaptureCommand:
     pid = validate_pid(pid)
     remote_path = validate_abs_path(remote_path, "heap dump path")
-    if not _SAFE_DIR_RE.match(remote_path):
+    if not _SAFE_DIR_RE.fullmatch(remote_path):
         raise UnsafeValueError(f"heap dump path may only contain [A-Za-z0-9_./-]: {remote_path!r}")
     return CaptureCommand(
         "heap-dump",

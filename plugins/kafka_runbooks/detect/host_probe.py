@@ -40,6 +40,9 @@ def probe_host(config: ClusterConfig, broker: model.Broker, runner) -> model.Hos
             errors = []
         addrs = [a for a in (broker.host, getattr(runner, "host", None)) if a]
         pid = C.find_broker_pid(listeners, port, addrs)
+        if pid is None and not netstat and config.capture.jvm_tool_prefix:
+            res2 = runner.run(C.listen_sockets_command(t, config.capture.jvm_tool_prefix).argv, t)
+            pid = C.find_broker_pid(C.parse_ss_listeners(res2.stdout.decode("utf-8", "replace")), port, addrs)
         alive = False
         open_files = None
         if pid is None:

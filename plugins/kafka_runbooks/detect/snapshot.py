@@ -53,6 +53,12 @@ def show(name: str) -> str:
     return quoted if len(quoted) <= MAX_SHOWN_CHARS else quoted[:MAX_SHOWN_CHARS] + "...'"
 
 
+def quote(value: str) -> str:
+    """A string value from a znode, quoted and bounded for a message."""
+    quoted = ascii(value)
+    return quoted if len(quoted) <= MAX_SHOWN_CHARS else quoted[:MAX_SHOWN_CHARS] + "...'"
+
+
 def valid_topic_name(name: str) -> bool:
     return bool(_TOPIC_RE.fullmatch(name)) and name not in (".", "..")
 
@@ -60,7 +66,7 @@ def valid_topic_name(name: str) -> bool:
 def parse_id(text: str, what: str = "broker id") -> int:
     """A znode child name that must be a non-negative Java int (broker id, partition index)."""
     if not isinstance(text, str) or not _DIGITS_RE.fullmatch(text) or int(text) > MAX_BROKER_ID:
-        raise Unparsable(f"{what} {show(str(text))} is not a non-negative 32-bit integer")
+        raise Unparsable(f"{what} {quote(str(text))} is not a non-negative 32-bit integer")
     return int(text)
 
 
@@ -103,7 +109,7 @@ def _type_of(value: Any) -> str:
     if value is None:
         return "null"
     if isinstance(value, str):
-        return f"a string {show(value)}"
+        return f"a string {quote(value)}"
     return f"a JSON {type(value).__name__}"
 
 

@@ -62,6 +62,7 @@ class LogEvent:
     logger: str | None
     message: str
     exception: str | None = None  # "java.io.IOException: Connection to 219 was ..."
+    exception_line: int | None = None
     continuation: list[str] = field(default_factory=list)
     signature: str | None = None
     attrs: dict[str, str] = field(default_factory=dict)
@@ -158,6 +159,7 @@ def parse_kafka_log(data: bytes | str | None) -> KafkaLog:
             em = _EXC.match(ln.strip())
             if em and cur.exception is None:
                 cur.exception = ln.strip()
+                cur.exception_line = i
             continue
         log.unparsed.add(i, ln)
     if cur is not None:

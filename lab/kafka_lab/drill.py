@@ -1,0 +1,104 @@
+"""The demo drill: lab up → deadlock broker 3 → health check finds it → incident response runs
+capture, Spark analysis, report and plan → the approval is answered → broker 3 restarted →
+recovery verified → incident closed → lab torn down.
+
+    python -m kafka_lab.drill [--broker 3] [--reject] [--keep-lab]
+
+The approval is answered by this program (user "drill-bot"), the way on-call would click Approve
+in the Airflow UI; it says so in its output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from kafka_lab.airflow_home import REPO, load_dags, prepare, take_triggered_confs
+from kafka_lab.approvals import Responder
+
+HEALTH = "kafka_health_check"
+RESPONSE = "kafka_incident_response"
+
+
+def say(msg: str) -> None:
+    print(f"[drill] {msg}", flush=True)
+
+
+def detect_until_finding(health_dag, cluster: str, timeout_s: float) -> list[dict]:
+    """Runs the health check as its schedule would, until it opens an incident (bounded)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        health_dag.test(run_conf={"cluster": cluster})
+        confs = take_triggered_confs(RESPONSE)
+        if confs:
+            return confs
+        if time.monotonic() > deadline:
+            raise SystemExit(f"the health check raised no finding within {timeout_s:.0f}s")
+
+
+def run_drill(state_dir: Path, broker: int, option: str, keep_lab: bool) -> int:
+    from kafka_lab import Lab
+
+    lab = Lab(state_dir)
+    t0 = time.monotonic()
+    say(f"starting the lab in {state_dir} (3-node ZooKeeper, 3 sshd hosts, 3 broker JVMs)")
+    lab.up()
+    try:
+        say(f"lab up in {time.monotonic() - t0:.1f}s")
+        prepare(state_dir / "airflow", lab.airflow_env())
+        dags = load_dags()
+        settings = lab.cluster_settings()
+
+        say(f"injecting fault: JVM deadlock on broker {broker} (seed incident 001)")
+        t_fault = time.monotonic()
+        lab.deadlock(broker)
+        confs = detect_until_finding(dags.get_dag(HEALTH), "lab", timeout_s=120)
+        say(f"fault → finding in {time.monotonic() - t_fault:.1f}s; incident response conf: {json.dumps(confs[0])}")
+
+        say(f"the approval will be answered by this drill as user 'drill-bot': {option}")
+        with Responder(RESPONSE, "approve", option, user="drill-bot", timeout_s=900) as responder:
+            run = dags.get_dag(RESPONSE).test(run_conf=confs[0])
+        if responder.error:
+            raise responder.error
+
+        from kafka_runbooks.incidents.store import IncidentStore
+
+        store = IncidentStore(settings["incident_base"])
+        incident = store.get(confs[0]["incident_id"])
+        say(f"incident-response run: {run.state}")
+        say(f"incident {incident['id']}: {incident['status']}" + (f" ({incident.get('resolution')})" if incident.get("resolution") else ""))
+        for f in incident.get("findings", []):
+            if f["severity"] == "critical":
+                say(f"finding: {f['summary']}")
+        for entry in store.audit_trail(incident["id"]):
+            say(f"audit {entry['at']} {entry['actor']}: {entry['action']} → {entry['outcome']}" + (f" on {entry['host']}" if entry.get("host") else ""))
+        say(f"evidence bundle: {incident.get('bundle_dir')}")
+        say(f"report: {incident.get('report')}")
+        expected = "closed" if option == "Approve" else "open"
+        ok = run.state == "success" and incident["status"] == expected
+        if not ok:
+            say(f"DRILL FAILED: expected run success and incident {expected}")
+        return 0 if ok else 1
+    finally:
+        if keep_lab:
+            say(f"lab left running (--keep-lab); stop it with: python -m kafka_lab down")
+        else:
+            lab.down()
+            say("lab torn down")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--state-dir", type=Path, default=REPO / "var" / "drill")
+    p.add_argument("--broker", type=int, default=3)
+    p.add_argument("--reject", action="store_true", help="answer Reject instead of Approve")
+    p.add_argument("--keep-lab", action="store_true")
+    args = p.parse_args(argv)
+    return run_drill(args.state_dir, args.broker, "Reject" if args.reject else "Approve", args.keep_lab)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,128 @@
+"""One self-contained HTML report (inline CSS, no scripts, no external assets). Pure.
+
+Everything that comes from evidence is hostile (thread names, log lines, hostnames): every value goes
+through html.escape.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any, Iterable, Mapping
+
+from ..model import Finding
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:1.5rem;color:#1b1f23;max-width:1300px}
+h1{font-size:1.5rem}h2{font-size:1.2rem;border-bottom:1px solid #ddd;padding-bottom:.2rem;margin-top:2rem}
+table{border-collapse:collapse;margin:.5rem 0;font-size:.9rem}th,td{border:1px solid #ccc;padding:.25rem .5rem;
+text-align:left;vertical-align:top}th{background:#f3f4f6}pre{background:#f6f8fa;padding:.5rem;overflow-x:auto;
+font-size:.8rem;white-space:pre-wrap;word-break:break-all}.critical{color:#fff;background:#b42318}
+.warning{background:#fedf89}.info{background:#d1e9ff}.sev{padding:.05rem .4rem;border-radius:.2rem;font-weight:600}
+.muted{color:#667085}code{font-size:.85rem}
+"""
+
+
+def _e(v: Any) -> str:
+    return html.escape("" if v is None else str(v), quote=True)
+
+
+def _table(headers: Iterable[str], rows: Iterable[Iterable[Any]]) -> str:
+    head = "".join(f"<th>{_e(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _states(d: Mapping[str, int] | None) -> str:
+    if not d:
+        return ""
+    return _e(", ".join(f"{k} {v}" for k, v in sorted(d.items(), key=lambda kv: -kv[1])))
+
+
+def render_report(findings: list[Finding], tables: Mapping[str, Any] | None = None, title: str = "Kafka incident analysis") -> str:
+    """findings + tables {"bundle", "generated_at", "brokers": [...], "timeline": [...], "connections": [...]} -> HTML."""
+    t = dict(tables or {})
+    parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{_e(title)}</title>",
+             "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">",
+             f"<style>{_CSS}</style></head><body>", f"<h1>{_e(title)}</h1>"]
+    if t.get("bundle"):
+        parts.append(f"<p class='muted'>Bundle <code>{_e(t['bundle'])}</code>, generated {_e(t.get('generated_at'))}</p>")
+
+    # summary
+    parts.append("<h2>Summary</h2>")
+    if findings:
+        parts.append(_table(["severity", "kind", "brokers", "summary"], [
+            [f"<span class='sev {_e(f.severity.value)}'>{_e(f.severity.value)}</span>", _e(f.kind),
+             _e(", ".join(map(str, f.broker_ids))), _e(f.summary)] for f in findings]))
+    else:
+        parts.append("<p>No findings.</p>")
+
+    # deadlocks: lock cycle tables + advice
+    for f in (x for x in findings if x.kind == "jvm_deadlock"):
+        d = f.details
+        parts.append(f"<h2>Lock cycle on broker {_e(', '.join(map(str, f.broker_ids)))}</h2>")
+        parts.append(_table(["thread", "waits for lock", "class", "held by", "in cycle"], [
+            [_e(c.get("thread")), f"<code>{_e(c.get('waiting_for', {}).get('address'))}</code>",
+             _e(c.get("waiting_for", {}).get("class")), _e(c.get("held_by")), "yes" if c.get("in_cycle") else "blocked behind it"]
+            for c in d.get("cycle", [])]))
+        parts.append(f"<p>Progress across {_e(d.get('dumps'))} dump(s): <b>{_e(d.get('progress'))}</b>"
+                     + (f" <span class='muted'>({_e('; '.join(d.get('progress_notes') or []))})</span>" if d.get("progress_notes") else "")
+                     + f". Kafka version: {_e(d.get('kafka_version') or 'unknown')}.</p>")
+        bugs = d.get("known_bugs") or []
+        if bugs:
+            parts.append(_table(["bug", "title", "fixed in", "status"], [
+                [f"<a href='{_e(b.get('url'))}'>{_e(b.get('id'))}</a>", _e(b.get("title")), _e(", ".join(b.get("fixed_in", []))),
+                 _e(b.get("status"))] for b in bugs]))
+        ruled = d.get("ruled_out_bugs") or []
+        if ruled:
+            parts.append("<p class='muted'>Ruled out by version: " + _e(", ".join(f"{b['id']} ({b['status']})" for b in ruled)) + "</p>")
+        if d.get("advice"):
+            parts.append(f"<p><b>Advice:</b> {_e(d['advice'])}</p>")
+
+    # brokers
+    brokers = t.get("brokers") or []
+    if brokers:
+        parts.append("<h2>Brokers</h2>")
+        parts.append(_table(["broker", "pid", "uptime (s)", "RSS (KiB)", "open files", "heap used/total (KiB)",
+                             "connections on broker port", "threads blocked / total", "Kafka version"], [
+            [_e(b.get("broker_id")), _e(b.get("pid")), _e(b.get("uptime_s")), _e(b.get("rss_kb")), _e(b.get("open_files")),
+             _e(f"{b.get('heap_used_kb')}/{b.get('heap_total_kb')}" if b.get("heap_total_kb") else ""),
+             _states(b.get("connection_states")),
+             _e(f"{b.get('threads_blocked')}/{b.get('threads_total')}" if b.get("threads_total") is not None else ""),
+             _e(b.get("kafka_version"))] for b in brokers]))
+    conns = t.get("connections") or []
+    if conns:
+        parts.append("<h2>Connection states (per broker, local port)</h2>")
+        parts.append(_table(["broker", "local port", "state", "count", "Recv-Q bytes"], [
+            [_e(c.get("broker_id")), _e(c.get("local_port")), _e(c.get("state")), _e(c.get("count")), _e(c.get("recv_q"))]
+            for c in conns]))
+
+    # timeline
+    tl = t.get("timeline") or []
+    parts.append("<h2>Timeline of key log events</h2>")
+    if tl:
+        parts.append(_table(["time", "broker", "level", "event", "message", "source"], [
+            [_e(r.get("timestamp")), _e(r.get("broker_id")), _e(r.get("level")), _e(r.get("signature")),
+             _e(r.get("message")), f"<code>{_e(r.get('source'))}:{_e(r.get('line'))}</code>"] for r in tl]))
+    else:
+        parts.append("<p class='muted'>No key log events.</p>")
+
+    # evidence
+    parts.append("<h2>Evidence</h2>")
+    for f in findings:
+        if f.kind == "unparsable":
+            continue
+        for ev in f.evidence:
+            cite = f"{ev.source}:{','.join(map(str, ev.lines))}" if ev.lines else ev.source
+            parts.append(f"<h3>{_e(f.kind)} — <code>{_e(cite)}</code></h3><pre>{_e(ev.excerpt)}</pre>")
+
+    # unparsable
+    unp = [f for f in findings if f.kind == "unparsable"]
+    parts.append("<h2>Unparsable evidence</h2>")
+    if unp:
+        parts.append(_table(["file", "kind", "reasons"], [
+            [f"<code>{_e(f.details.get('path'))}</code>", _e(f.details.get("kind")), _e("; ".join(f.details.get("reasons", [])))]
+            for f in unp]))
+    else:
+        parts.append("<p class='muted'>None: every captured file was parsed.</p>")
+    parts.append("</body></html>")
+    return "\n".join(parts)

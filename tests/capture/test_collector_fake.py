@@ -1,0 +1,109 @@
+"""Collector and probe logic with a scripted runner: fallbacks and failure recording."""
+
+from __future__ import annotations
+
+import shlex
+
+from kafka_runbooks import model
+from kafka_runbooks.capture.bundle import EvidenceBundle, verify
+from kafka_runbooks.capture.collector import capture_cluster
+from kafka_runbooks.capture.ssh import CommandResult
+from kafka_runbooks.config import CaptureSettings, ClusterConfig
+from kafka_runbooks.detect.host_probe import probe_host
+
+NETSTAT_L = "tcp6 0 0 10.0.0.7:9092 :::* LISTEN 4321/java\n"
+NETSTAT_A = ("tcp6 0 0 10.0.0.7:9092 10.0.0.1:5000 CLOSE_WAIT 4321/java\n"
+             "tcp6 0 0 10.0.0.7:9092 10.0.0.1:5001 CLOSE_WAIT 4321/java\n"
+             "tcp6 0 0 10.0.0.7:9092 10.0.0.1:5002 ESTABLISHED 4321/java\n")
+
+
+class FakeRunner:
+    """No `ss` on this host (exit 127); jmap fails; everything else answers."""
+
+    host = "10.0.0.7"
+    address = "10.0.0.7:22"
+
+    def __init__(self, prefix_only_pid=False):
+        self.calls: list[tuple[str, ...]] = []
+        self.prefix_only_pid = prefix_only_pid
+
+    def connect(self):
+        return self
+
+    def close(self):
+        pass
+
+    def _answer(self, argv):
+        a = tuple(argv)
+        self.calls.append(a)
+        if self.prefix_only_pid:
+            if a == ("ss", "-Hltnp"):
+                return 0, b"LISTEN 0 50 [::ffff:10.0.0.7]:9092 *:*\n"
+            if a[-2:] == ("ss", "-Hltnp"):
+                return 0, b'LISTEN 0 50 [::ffff:10.0.0.7]:9092 *:* users:(("java",pid=4321,fd=3))\n'
+        if a[0] == "ss" or (a[-1] == "-Hltnp"):
+            return 127, b""
+        if a[:2] == ("netstat", "-ltnp"):
+            return 0, NETSTAT_L.encode()
+        if a[:2] in (("netstat", "-anp"), ("netstat", "-tan")):
+            return 0, NETSTAT_A.encode()
+        if "jmap" in a:
+            return 1, b""
+        if a[0] == "ps":
+            return 0, b"4321 S\n" if "pid=,stat=" in a else b" 4321 100 2048 java kafka.Kafka\n"
+        if "find" in a:
+            return 0, b"/proc/4321/fd/0\n/proc/4321/fd/1\n/proc/4321/fd/2\n"
+        return 0, b"ok\n"
+
+    def run(self, argv, timeout):
+        code, out = self._answer(argv)
+        return CommandResult(tuple(argv), shlex.join(argv), out, b"" if code == 0 else b"err\n", code, "2024-01-01T00:00:00+00:00", 0.01)
+
+    def run_to_file(self, argv, timeout, path):
+        res = self.run(argv, timeout)
+        with open(path, "wb") as fh:
+            fh.write(res.stdout)
+        res.stdout_path, res.stdout_bytes, res.stdout = path, len(res.stdout), b""
+        return res
+
+
+def _cfg(tmp_path, **cap):
+    return ClusterConfig(name="c", zk_conn_id="zk", hosts={7: "ssh7"}, server_log_path="/var/log/kafka/{broker_id}.log",
+                         bundle_base=str(tmp_path), capture=CaptureSettings(jstack_count=2, jstack_interval_s=3, **cap))
+
+
+def test_netstat_fallback_and_failing_command(tmp_path):
+    runner = FakeRunner()
+    slept = []
+    bundle = EvidenceBundle(tmp_path, "c", "i1")
+    m = capture_cluster(_cfg(tmp_path), None, [7], bundle, lambda cid: runner, sleep=slept.append)
+    names = [c["name"] for c in m["commands"]]
+    assert "listen-sockets-netstat" in names and "sockets-netstat" in names
+    kinds = {c["name"]: c["kind"] for c in m["commands"]}
+    assert kinds["sockets-netstat"] == "sockets_netstat"
+    assert m["hosts"]["7"]["pid"] == 4321 and m["hosts"]["7"]["reachable"]
+    assert m["hosts"]["7"]["open_files"] == 3
+    assert ("tail", "-n", "2000", "--", "/var/log/kafka/7.log") in runner.calls
+    jmap = next(c for c in m["commands"] if c["name"] == "jmap-histo")
+    assert jmap["exit_code"] == 1 and jmap["stderr"] == "hosts/7/jmap-histo.err"
+    assert names.index("server-log") > names.index("jmap-histo")  # the failure did not stop the host
+    assert len(slept) == 1 and 0 < slept[0] <= 3  # interval between the two jstacks
+    # heap size unknown (jcmd answered 'ok'), RSS 2 MiB known, lots of disk? df output unparsable -> no dump
+    assert m["hosts"]["7"]["heap_dump"]["take"] is False
+    assert verify(bundle.path) == []
+
+
+def test_pid_found_through_jvm_user_prefix(tmp_path):
+    runner = FakeRunner(prefix_only_pid=True)
+    cfg = _cfg(tmp_path, jvm_tool_prefix=["sudo", "-n", "-u", "kafka"])
+    m = capture_cluster(cfg, None, [7], EvidenceBundle(tmp_path, "c", "i2"), lambda cid: runner, sleep=lambda s: None)
+    assert m["hosts"]["7"]["pid"] == 4321
+    assert ("sudo", "-n", "-u", "kafka", "jstack", "-l", "4321") in runner.calls
+    p = probe_host(cfg, model.Broker(7, "10.0.0.7", 9092), FakeRunner(prefix_only_pid=True))
+    assert p.pid == 4321
+
+
+def test_probe_with_netstat(tmp_path):
+    p = probe_host(_cfg(tmp_path), model.Broker(7, "10.0.0.7", 9092), FakeRunner())
+    assert p.reachable and p.pid == 4321 and p.process_alive and p.open_files == 3
+    assert dict(p.connection_states) == {"CLOSE_WAIT": 2, "ESTABLISHED": 1}

@@ -1,0 +1,210 @@
+"""Real SSH: capture of a private sshd + JVM host, strict host keys, timeouts, unreachable hosts, probes."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+
+from kafka_runbooks import model
+from kafka_runbooks.capture.bundle import EvidenceBundle, verify
+from kafka_runbooks.capture.collector import capture_cluster
+from kafka_runbooks.capture.ssh import ConnectError, HostKeyError, InsecureConnectionError, SSHRunner
+from kafka_runbooks.config import CaptureSettings, ClusterConfig
+from kafka_runbooks.detect.host_probe import probe_all, probe_host
+
+
+def _config(h, tmp_path, **capture) -> ClusterConfig:
+    settings = dict(jstack_count=3, jstack_interval_s=0.5, command_timeout_s=30, connect_timeout_s=3,
+                    log_tail_lines=50, remote_work_dir=h.work_dir)
+    settings.update(capture)
+    return ClusterConfig(
+        name="capt", zk_conn_id="zk_none", hosts={1: h.conn_ok, 2: h.conn_down}, broker_port=h.broker_port,
+        server_log_path=h.server_log, bundle_base=str(tmp_path), capture=CaptureSettings(**settings),
+    )
+
+
+def _snapshot(h) -> model.ClusterSnapshot:
+    return model.ClusterSnapshot(
+        cluster="capt", taken_at="2024-05-01T07:00:00Z",
+        brokers=(model.Broker(1, h.host, h.broker_port), model.Broker(2, "127.0.0.22", h.broker_port)),
+        controller_id=1, partitions=(model.Partition("t", 0, (1, 2), 1, (1,)),),
+    )
+
+
+def test_runner_runs_argv_quoted(ssh_host):
+    with SSHRunner(ssh_host.conn_ok) as r:
+        res = r.run(["printf", "%s|", "a b", "$(id)", "`id`; echo pwned", "x\ny"], timeout=10)
+        assert res.ok, res
+        assert res.stdout == b"a b|$(id)|`id`; echo pwned|x\ny|"
+        assert res.command.endswith("printf '%s|' 'a b' '$(id)' '`id`; echo pwned' 'x\ny'")
+        who = r.run(["id", "-un"], timeout=10)
+        assert who.stdout.strip() == ssh_host.user.encode()
+        first = r._client
+        r.run(["true"], timeout=10)
+        assert r._client is first  # one connection reused
+        bad = r.run(["sh", "-c", "echo oops >&2; exit 3"], timeout=10)
+        assert bad.exit_code == 3 and bad.stderr == b"oops\n" and bad.error is None and not bad.ok
+
+
+def test_runner_timeout_kills_and_records(ssh_host):
+    with SSHRunner(ssh_host.conn_ok) as r:
+        t0 = time.monotonic()
+        res = r.run(["sleep", "27"], timeout=1.5)
+        assert time.monotonic() - t0 < 10
+        assert res.error == "timeout after 1.5s"
+        left = r.run(["ps", "-u", ssh_host.user, "-o", "args="], timeout=10)
+        assert b"sleep 27" not in left.stdout
+
+
+def test_runner_to_file_and_fetch(ssh_host, tmp_path):
+    with SSHRunner(ssh_host.conn_ok) as r:
+        out = tmp_path / "big.out"
+        res = r.run_to_file(["head", "-c", "3000000", "/dev/zero"], 20, str(out))
+        assert res.ok and res.stdout == b"" and res.stdout_bytes == 3_000_000
+        assert out.stat().st_size == 3_000_000
+        local = tmp_path / "log"
+        assert r.fetch(ssh_host.server_log, str(local)) == local.stat().st_size
+        with pytest.raises(ValueError, match="fetch limit"):
+            r.fetch(ssh_host.server_log, str(tmp_path / "no"), max_bytes=10)
+
+
+def test_unknown_host_key_refused(ssh_host):
+    with pytest.raises(HostKeyError, match="UNKNOWN"):
+        SSHRunner(ssh_host.conn_unknown).run(["true"], 5)
+
+
+def test_changed_host_key_refused(ssh_host):
+    with pytest.raises(HostKeyError, match="CHANGED"):
+        SSHRunner(ssh_host.conn_changed).run(["true"], 5)
+
+
+def test_no_host_key_check_connection_refused(ssh_host):
+    with pytest.raises(InsecureConnectionError, match="no_host_key_check"):
+        SSHRunner(ssh_host.conn_nocheck)
+
+
+def test_allow_host_key_change_connection_refused(ssh_host):
+    with pytest.raises(InsecureConnectionError, match="allow_host_key_change"):
+        SSHRunner(ssh_host.conn_allow_change)
+
+
+def test_unreachable_host_raises_connect_error_fast(ssh_host):
+    t0 = time.monotonic()
+    with pytest.raises(ConnectError):
+        SSHRunner(ssh_host.conn_down).run(["true"], 5)
+    assert time.monotonic() - t0 < 5
+
+
+def test_capture_cluster(ssh_host, tmp_path):
+    cfg = _config(ssh_host, tmp_path)
+    bundle = EvidenceBundle(cfg.bundle_base, cfg.name, "inc-capture-1")
+    trigger = model.Finding("broker_unresponsive", model.Severity.CRITICAL, "broker 1 silent", broker_ids=(1,))
+    t0 = time.monotonic()
+    m = capture_cluster(cfg, _snapshot(ssh_host), [1, 2], bundle, trigger=trigger)
+    elapsed = time.monotonic() - t0
+    root = bundle.path
+    assert m["trigger"]["kind"] == "broker_unresponsive"
+
+    h1, h2 = m["hosts"]["1"], m["hosts"]["2"]
+    assert h1["reachable"] is True and h1["pid"] == ssh_host.jvm_pid
+    assert h1["ssh_conn_id"] == ssh_host.conn_ok and h1["address"] == f"{ssh_host.host}:{ssh_host.port}"
+    assert h2["reachable"] is False and h2["error"] and h2["pid"] is None
+
+    cmds = {c["name"]: c for c in m["commands"] if c["broker_id"] == 1}
+    assert not [c for c in m["commands"] if c["broker_id"] == 2]
+    jstacks = [cmds[f"jstack-{i}"] for i in (1, 2, 3)]
+    for c in jstacks:
+        assert c["exit_code"] == 0 and c["error"] is None and c["kind"] == "jstack"
+        text = (root / c["stdout"]).read_text()
+        for thread in ("kafka-request-handler-3", "group-metadata-manager-0", "executor-Heartbeat", "kafka-network-thread-0"):
+            assert thread in text
+        assert "Found one Java-level deadlock" in text
+    # the sampling interval was respected between dump starts
+    import datetime as dt
+    starts = [dt.datetime.fromisoformat(c["started_at"]) for c in jstacks]
+    assert all((b - a).total_seconds() >= 0.45 for a, b in zip(starts, starts[1:]))
+
+    assert cmds["jmap-histo"]["exit_code"] == 0 and "java.lang.String" in (root / cmds["jmap-histo"]["stdout"]).read_text()
+    ss = (root / cmds["sockets-ss"]["stdout"]).read_text()
+    assert ":9092" in ss and cmds["sockets-ss"]["kind"] == "sockets_ss"
+    assert isinstance(h1["open_files"], int) and h1["open_files"] > 5
+    log = (root / cmds["server-log"]["stdout"]).read_text().splitlines()
+    assert len(log) == 50 and "Connection to 0 was disconnected" in log[-1]
+    ps = (root / cmds["process-stat"]["stdout"]).read_text()
+    assert str(ssh_host.jvm_pid) in ps and "DemoBroker" in ps
+    assert h1["process"]["pid"] == ssh_host.jvm_pid and h1["process"]["rss_bytes"] > 0
+    assert cmds["heap-info"]["exit_code"] == 0 and cmds["disk-free"]["exit_code"] == 0
+
+    hd = h1["heap_dump"]
+    assert hd["take"] is True and ">= 2 x heap" in hd["reason"] and hd["heap_bytes"] > 0
+    assert hd["fetched"] is True and (root / hd["path"]).stat().st_size > 1000
+    assert (root / hd["path"]).read_bytes()[:12] == b"JAVA PROFILE"
+    files = {f["path"]: f for f in m["files"]}
+    assert files[hd["path"]]["kind"] == "heap_dump"
+    assert "snapshot.json" in files
+    for c in m["commands"]:
+        assert c["stdout"] in files
+        assert c["command"].endswith(" ".join(c["argv"])) or "'" in c["command"]
+
+    assert verify(root) == []
+    assert elapsed < 25
+
+
+def test_capture_records_command_timeout_and_continues(ssh_host, tmp_path):
+    cfg = _config(ssh_host, tmp_path, jstack_count=1, command_timeout_s=3, heap_dump=False)
+    cfg = ClusterConfig(**{**cfg.__dict__, "server_log_path": ssh_host.fifo_log})
+    bundle = EvidenceBundle(cfg.bundle_base, cfg.name, "inc-timeout")
+    m = capture_cluster(cfg, None, [1], bundle)  # no snapshot: port from config, address from the SSH host
+    cmds = {c["name"]: c for c in m["commands"]}
+    assert cmds["server-log"]["error"] == "timeout after 3s"
+    assert cmds["jstack-1"]["exit_code"] == 0
+    assert m["hosts"]["1"]["reachable"] is True and m["hosts"]["1"]["pid"] == ssh_host.jvm_pid
+    assert "server-log: timeout after 3s" in m["hosts"]["1"]["error"]
+    assert m["hosts"]["1"]["heap_dump"]["take"] is False and "disabled" in m["hosts"]["1"]["heap_dump"]["reason"]
+    assert verify(bundle.path) == []
+
+
+def test_capture_records_insecure_connection_per_host(ssh_host, tmp_path):
+    cfg = _config(ssh_host, tmp_path, jstack_count=1, heap_dump=False)
+    cfg = ClusterConfig(**{**cfg.__dict__, "hosts": {1: ssh_host.conn_ok, 3: ssh_host.conn_nocheck, 4: ssh_host.conn_changed}})
+    bundle = EvidenceBundle(cfg.bundle_base, cfg.name, "inc-insecure")
+    m = capture_cluster(cfg, None, [1, 3, 4, 5], bundle)
+    assert m["hosts"]["1"]["reachable"] is True
+    assert "InsecureConnectionError" in m["hosts"]["3"]["error"] and m["hosts"]["3"]["reachable"] is False
+    assert "HostKeyError" in m["hosts"]["4"]["error"] and m["hosts"]["4"]["reachable"] is False
+    assert "no SSH connection for broker 5" in m["hosts"]["5"]["error"]
+
+
+def test_probe_host_and_probe_all(ssh_host, tmp_path):
+    cfg = _config(ssh_host, tmp_path)
+    b1 = model.Broker(1, ssh_host.host, ssh_host.broker_port)
+    # one live connection and one the client closed: the JVM never closes its side -> CLOSE_WAIT
+    live = socket.create_connection((ssh_host.host, ssh_host.broker_port))
+    gone = socket.create_connection((ssh_host.host, ssh_host.broker_port))
+    gone.close()
+    try:
+        time.sleep(0.3)
+        with SSHRunner(ssh_host.conn_ok) as r:
+            p = probe_host(cfg, b1, r)
+        assert p.reachable and p.pid == ssh_host.jvm_pid and p.process_alive and p.error is None
+        assert p.open_files and p.open_files > 5
+        assert p.connection_states.get("ESTABLISHED", 0) >= 1
+        assert p.connection_states.get("CLOSE_WAIT", 0) >= 1
+        assert "LISTEN" not in p.connection_states
+        probes = probe_all(cfg, [b1, model.Broker(2, "127.0.0.22", ssh_host.broker_port), model.Broker(9, "h", 9092)])
+        assert [x.broker_id for x in probes] == [1, 2, 9]
+        assert probes[0].reachable and probes[0].pid == ssh_host.jvm_pid
+        assert not probes[1].reachable and "ConnectError" in probes[1].error
+        assert not probes[2].reachable and "no SSH connection" in probes[2].error
+        assert model.HostProbe.from_dict(probes[0].to_dict()) == probes[0]
+    finally:
+        live.close()
+
+
+def test_probe_wrong_port_reports_no_process(ssh_host, tmp_path):
+    cfg = _config(ssh_host, tmp_path)
+    with SSHRunner(ssh_host.conn_ok) as r:
+        p = probe_host(cfg, model.Broker(1, ssh_host.host, 9999), r)
+    assert p.reachable and p.pid is None and not p.process_alive and "no visible process" in p.error

@@ -1,0 +1,51 @@
+"""The DAG files: they import cleanly and fast, and the approval gate cannot be bypassed by structure."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from kafka_lab.airflow_home import REPO, load_dags
+from kafka_runbooks.operators.approval import RemediationApprovalOperator
+
+pytestmark = pytest.mark.usefixtures("airflow_db")
+
+
+def test_dags_import_without_errors_and_have_the_stages():
+    bag = load_dags()
+    assert set(bag.dag_ids) >= {"kafka_health_check", "kafka_incident_response"}
+    response = bag.get_dag("kafka_incident_response")
+    order = ["open_incident", "capture", "analyze", "report", "plan", "approve", "restart", "verify_recovery", "close_incident"]
+    assert set(order) == set(response.task_ids)
+    for upstream, downstream in zip(order, order[1:]):
+        assert upstream in response.get_task(downstream).upstream_task_ids, (upstream, downstream)
+
+
+def test_restart_is_gated_by_the_approval_and_defaults_to_reject():
+    response = load_dags().get_dag("kafka_incident_response")
+    approve = response.get_task("approve")
+    assert isinstance(approve, RemediationApprovalOperator)
+    assert approve.defaults == ["Reject"] and approve.response_timeout is not None
+    # every path to the restart goes through the approval
+    assert "approve" in response.get_task("restart").get_flat_relative_ids(upstream=True)
+    assert response.get_task("analyze").__class__.__mro__[1].__name__ == "SparkSubmitOperator"
+
+
+def test_approval_cannot_default_to_approve():
+    import pytest
+
+    with pytest.raises(ValueError):
+        RemediationApprovalOperator(task_id="x", subject="s", defaults="Approve")
+
+
+def test_dag_files_import_nothing_slow():
+    """Parsing the DAG folder must not import kazoo, paramiko, pyspark or confluent_kafka."""
+    code = (
+        "import sys, json\n"
+        f"sys.path[:0] = [{str(REPO / 'dags')!r}]\n"
+        "import kafka_health_check, kafka_incident_response\n"
+        "print(json.dumps(sorted(m for m in ('kazoo', 'paramiko', 'pyspark', 'confluent_kafka') if m in sys.modules)))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == []

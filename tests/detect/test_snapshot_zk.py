@@ -1,0 +1,193 @@
+"""read_snapshot against a REAL ZooKeeper holding Kafka's exact znode layout, then hostile znodes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from kazoo.exceptions import BadArgumentsError
+
+from kafka_runbooks.detect.detectors import detect
+from kafka_runbooks.detect.snapshot import read_snapshot, zk_client_from_hosts
+
+
+def j(obj) -> bytes:
+    return json.dumps(obj).encode()
+
+
+def register(zk, broker_id, host="127.0.0.1", port=None, *, ephemeral=False, null_host=False):
+    port = port or 9090 + broker_id
+    reg = {
+        "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
+        "endpoints": [f"PLAINTEXT://{host}:{port}"],
+        "jmx_port": -1,
+        "host": None if null_host else host,
+        "timestamp": "1700000000000",
+        "port": -1 if null_host else port,
+        "version": 4,
+    }
+    zk.create(f"/brokers/ids/{broker_id}", j(reg), ephemeral=ephemeral, makepath=True)
+
+
+def topic(zk, name, assignment, states, min_isr=None):
+    zk.create(f"/brokers/topics/{name}", j({"version": 1, "partitions": {str(p): r for p, r in assignment.items()}}), makepath=True)
+    for p, (leader, isr) in states.items():
+        zk.create(
+            f"/brokers/topics/{name}/partitions/{p}/state",
+            j({"controller_epoch": 1, "leader": leader, "version": 1, "leader_epoch": 3, "isr": isr}),
+            makepath=True,
+        )
+    cfg = {} if min_isr is None else {"min.insync.replicas": str(min_isr)}
+    zk.create(f"/config/topics/{name}", j({"version": 1, "config": cfg}), makepath=True)
+
+
+def kafka_cluster(zk):
+    for b in (1, 2):
+        register(zk, b)
+    register(zk, 3, null_host=True)  # listeners-only registration: host null, port -1
+    zk.create("/controller", j({"version": 1, "brokerid": 1, "timestamp": "1700000000000"}))
+    topic(zk, "orders", {0: [1, 2, 3], 1: [2, 3, 1], 2: [3, 1, 2]}, {0: (1, [1, 2]), 1: (2, [2, 1]), 2: (3, [3])}, min_isr=2)
+    topic(zk, "__consumer_offsets", {0: [3, 1, 2]}, {0: (3, [3, 1, 2])})
+
+
+def test_reads_kafka_layout(zk):
+    kafka_cluster(zk)
+    s = read_snapshot(zk, "lab")
+    assert s.unparsable == ()
+    assert s.cluster == "lab" and s.taken_at.endswith("Z")
+    assert [b.id for b in s.brokers] == [1, 2, 3]
+    b3 = s.broker(3)
+    assert (b3.host, b3.port, b3.endpoints) == ("127.0.0.1", 9093, ("PLAINTEXT://127.0.0.1:9093",))
+    assert s.broker(1).port == 9091
+    assert s.controller_id == 1
+    by_name = {p.name: p for p in s.partitions}
+    assert set(by_name) == {"orders-0", "orders-1", "orders-2", "__consumer_offsets-0"}
+    o2 = by_name["orders-2"]
+    assert (o2.replicas, o2.leader, o2.isr, o2.leader_epoch, o2.min_insync_replicas) == ((3, 1, 2), 3, (3,), 3, 2)
+    assert by_name["__consumer_offsets-0"].min_insync_replicas is None
+    # and the detectors see broker 3 as the one that broke
+    findings = detect(s)
+    assert [f.broker_ids for f in findings if f.kind == "broker_unresponsive"] == [(3,)]
+
+
+def test_missing_state_znode_is_recorded(zk):
+    kafka_cluster(zk)
+    zk.create("/brokers/topics/late", j({"version": 1, "partitions": {"0": [1, 2]}}))
+    s = read_snapshot(zk, "lab")
+    assert "late-0" not in {p.name for p in s.partitions}
+    assert any(u.startswith("/brokers/topics/late/partitions/0/state: missing") for u in s.unparsable)
+
+
+def test_wrong_chroot_is_recorded_not_empty_silence(zookeeper):
+    with pytest.warns(UserWarning, match="No chroot path exists"):  # kazoo's own warning for a missing chroot
+        zk = zookeeper.client("/definitely-not-kafka")
+    try:
+        s = read_snapshot(zk, "lab")
+    finally:
+        zk.stop()
+        zk.close()
+    assert s.brokers == () and s.partitions == ()
+    assert any(u.startswith("/brokers/ids: missing") for u in s.unparsable)
+    assert any(u.startswith("/brokers/topics: missing") for u in s.unparsable)
+
+
+def test_hostile_znodes_are_recorded_never_crash(zk):
+    kafka_cluster(zk)
+    deep = b"[" * 100_000 + b"]" * 100_000
+    hostile_states = {
+        "garbage": b"\xff\xfe\x00garbage\x80",
+        "leaderx": j({"leader": "x", "isr": [1], "leader_epoch": 0}),
+        "isrstr": j({"leader": 1, "isr": "1,2", "leader_epoch": 0}),
+        "deep": deep,
+        "huge": b'{"leader":1,"isr":[1],"pad":"' + b"A" * (1024 * 1024) + b'"}',
+        "bigint": b'{"leader": 99999999999999999999999, "isr": [1]}',
+        "nan": b'{"leader": NaN, "isr": [1]}',
+        "boolleader": j({"leader": True, "isr": [1]}),
+        "arr": j([1, 2, 3]),
+        "empty": b"",
+    }
+    for name, state in hostile_states.items():
+        zk.create(f"/brokers/topics/{name}", j({"version": 1, "partitions": {"0": [1, 2]}}))
+        zk.create(f"/brokers/topics/{name}/partitions/0/state", state, makepath=True)
+    # hostile assignments and configs
+    zk.create("/brokers/topics/badparts", j({"version": 1, "partitions": {"0": [1, 2], "x": [1], "1": "1,2", "2": [1, 1]}}))
+    zk.create("/brokers/topics/badparts/partitions/0/state", j({"leader": 1, "isr": [1, 2]}), makepath=True)
+    zk.create("/brokers/topics/notobj", j("just a string"))
+    zk.set("/config/topics/orders", j({"version": 1, "config": {"min.insync.replicas": "two"}}))
+    # path-like / illegal topic names: kazoo/ZooKeeper refuse "." and "..", others are legal znodes but not Kafka topics
+    with pytest.raises((ValueError, BadArgumentsError)):
+        zk.create("/brokers/topics/../../etc", b"{}")
+    for evil in ("..\\..\\etc", "bad name", "x" * 300, "tópico", "..", "."):
+        try:
+            zk.create(f"/brokers/topics/{evil}", j({"version": 1, "partitions": {"0": [1]}}))
+        except (ValueError, BadArgumentsError):
+            assert evil in ("..", ".")
+    # hostile broker registrations and controller
+    zk.create("/brokers/ids/abc", j({"host": "h", "port": 1}))
+    zk.create("/brokers/ids/99999999999", j({"host": "h", "port": 1}))
+    zk.create("/brokers/ids/7", b"not json")
+    zk.create("/brokers/ids/8", j({"host": 5, "port": "9092", "endpoints": []}))
+    zk.set("/controller", j({"brokerid": "1"}))
+
+    s = read_snapshot(zk, "lab")  # no exception is the first assertion
+    bad = "\n".join(s.unparsable)
+
+    names = {p.name for p in s.partitions}
+    assert {"orders-0", "orders-1", "orders-2", "__consumer_offsets-0", "badparts-0"} == names
+    for name in hostile_states:
+        assert f"/brokers/topics/{name}/partitions/0/state: " in bad, name
+    assert "/brokers/topics/garbage/partitions/0/state: not UTF-8" in bad
+    assert "/brokers/topics/leaderx/partitions/0/state: 'leader' is a string 'x'" in bad
+    assert "/brokers/topics/isrstr/partitions/0/state: 'isr' is a string '1,2'" in bad
+    assert "/brokers/topics/deep/partitions/0/state: JSON nested too deeply" in bad
+    assert "/brokers/topics/huge/partitions/0/state: 1048" in bad and "exceeds the 524288-byte limit" in bad
+    assert "/brokers/topics/nan/partitions/0/state: invalid JSON: non-standard JSON constant NaN" in bad
+    assert "/brokers/topics/bigint/partitions/0/state: 'leader' = 99999999999999999999999 is outside" in bad
+    assert "/brokers/topics/boolleader/partitions/0/state: 'leader' is a JSON bool" in bad
+    assert "/brokers/topics/empty/partitions/0/state: empty znode" in bad
+    assert "/brokers/topics/badparts: partition 'x'" in bad
+    assert "/brokers/topics/badparts: 'partitions.1' is a string '1,2'" in bad
+    assert "/brokers/topics/badparts: 'partitions.2' repeats a broker id" in bad
+    assert "/brokers/topics/notobj: topic assignment is a JSON str" in bad
+    assert "/config/topics/orders: 'min.insync.replicas' is a string 'two'" in bad
+    assert "/brokers/topics/'..\\\\..\\\\etc': not a legal Kafka topic name" in bad
+    assert "/brokers/topics/'bad name': not a legal Kafka topic name" in bad
+    assert "/brokers/topics/'t\\xf3pico': not a legal Kafka topic name" in bad
+    assert any(u.startswith("/brokers/topics/'xxxx") and len(u) < 400 for u in s.unparsable)
+    assert "/brokers/ids/abc: broker id 'abc' is not" in bad
+    assert "/brokers/ids/99999999999: broker id" in bad
+    assert "/brokers/ids/7: invalid JSON" in bad
+    assert "/brokers/ids/8: 'host' is a JSON int" in bad
+    assert "/controller: 'brokerid' is a string '1'" in bad
+    # registered-but-garbled brokers stay registered (their ephemeral znode exists)
+    assert {b.id for b in s.brokers} == {1, 2, 3, 7, 8}
+    assert s.broker(7).host == "" and s.controller_id is None
+    # orders topic kept, its min.isr unknown
+    assert {p.min_insync_replicas for p in s.partitions if p.topic == "orders"} == {None}
+    # every entry names its znode path, and the whole snapshot serialises
+    assert all(u.startswith("/") for u in s.unparsable)
+    json.dumps(s.to_dict(), allow_nan=False)
+    findings = detect(s)
+    unp = [f for f in findings if f.kind == "unparsable"]
+    assert len(unp) == 1 and len(unp[0].details["entries"]) == len(s.unparsable)
+
+
+def test_client_builder_validates_and_is_read_write():
+    zk = zk_client_from_hosts("127.0.0.1:1,127.0.0.1:2", "/kafka")
+    assert zk.chroot == "/kafka" and zk.read_only is False
+    for hosts, chroot in (("", None), ("h:1/x", None), ("h:1", "kafka"), ("h:1", "/a/../b")):
+        with pytest.raises(ValueError):
+            zk_client_from_hosts(hosts, chroot)
+
+
+def test_zk_client_from_airflow_connection(monkeypatch):
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_KR_ZK_TEST",
+        json.dumps({"conn_type": "generic", "host": "127.0.0.1:21811,127.0.0.1:21812", "extra": {"chroot": "/kafka"}}),
+    )
+    from kafka_runbooks.detect.snapshot import zk_client
+
+    zk = zk_client("kr_zk_test")
+    assert zk.chroot == "/kafka"
+    assert sorted(zk.hosts) == [("127.0.0.1", 21811), ("127.0.0.1", 21812)]
+    assert zk.read_only is False
