@@ -167,7 +167,7 @@ def test_truncated_full_dump_keeps_parsed_threads():
 
 def test_truncated_deadlock_excerpt():
     lines = fixture_text("seed001_219_jstack_deadlock.txt").splitlines()
-    d = parse_jstack("\n".join(lines[:5]))  # cut after "waiting to lock monitor", before "which is held by"
+    d = parse_jstack("\n".join(lines[:4]))  # cut after "waiting to lock monitor", before "which is held by"
     assert not d.ok
     assert any("truncated deadlock section" in u for u in d.unparsable)
     assert any("no 'which is held by'" in u for u in d.unparsable)

@@ -33,7 +33,6 @@ public final class SocketServer {
     }
 
     public void startup() throws IOException {
-        Logger.info("kafka.network.SocketServer", "[Socket Server on Broker " + brokerId + "], Started 1 acceptor threads");
         for (int i = 0; i < processors.length; i++) processors[i] = new Processor(i, brokerId, requestChannel);
         requestChannel.setProcessors(processors);
         serverChannel = ServerSocketChannel.open();

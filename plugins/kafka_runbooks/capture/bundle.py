@@ -73,12 +73,25 @@ class EvidenceBundle:
     Refuses to reuse a directory that already holds a manifest (evidence is never overwritten).
     """
 
-    def __init__(self, bundle_base: str | os.PathLike, cluster: str, incident_id: str, trigger: Mapping | None = None):
+    def __init__(
+        self,
+        bundle_base: str | os.PathLike,
+        cluster: str,
+        incident_id: str,
+        trigger: Mapping | None = None,
+        *,
+        capture_id: str | None = None,
+    ):
+        """``capture_id`` gives each capture of one incident its own ``<incident_id>/<capture_id>/``."""
         self.cluster = validate_component(cluster, "cluster name")
         self.incident_id = validate_component(incident_id, "incident id")
+        self.capture_id = validate_component(capture_id, "capture id") if capture_id is not None else None
         base = Path(bundle_base).resolve()
         self.path = base / self.cluster / self.incident_id
-        if self.path.resolve().parent.parent != base:
+        if self.capture_id is not None:
+            self.path = self.path / self.capture_id
+        levels = 3 if self.capture_id is not None else 2
+        if self.path.resolve().parents[levels - 1] != base:
             raise BundleError(f"bundle path escapes {base}: {self.path}")
         if (self.path / MANIFEST).exists():
             raise BundleError(f"evidence bundle already exists: {self.path}")
@@ -87,6 +100,7 @@ class EvidenceBundle:
         self.manifest: dict[str, Any] = {
             "schema": SCHEMA,
             "incident_id": self.incident_id,
+            "capture_id": self.capture_id,
             "cluster": self.cluster,
             "created_at": utcnow_iso(),
             "finished_at": None,

@@ -29,7 +29,7 @@ import selectors
 import shlex
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import IO, Any, Sequence
 
 import paramiko

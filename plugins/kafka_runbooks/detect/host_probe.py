@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable
 
 from kafka_runbooks import model
 from kafka_runbooks.capture import commands as C

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -34,6 +35,8 @@ class CaptureEvidenceOperator(BaseOperator):
             cluster=config.name,
             incident_id=incident_id,
             trigger=Finding.from_dict(trigger).to_dict() if trigger else None,
+            # one incident may be captured by several response runs; evidence is never overwritten
+            capture_id=datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ"),
         )
         manifest = capture_cluster(config, snapshot, self.incident["capture_broker_ids"], bundle)
         hosts = manifest.get("hosts", {})

@@ -31,15 +31,18 @@ class PlanRestartOperator(BaseOperator):
         self.approval_timeout = approval_timeout
 
     def execute(self, context) -> dict[str, Any]:
+        from kafka_runbooks.detect.detectors import detect
         from kafka_runbooks.model import Finding
         from kafka_runbooks.operators.detect import take_snapshot
         from kafka_runbooks.remediate.briefing import approval_body
         from kafka_runbooks.remediate.planner import plan_restart
+        from kafka_runbooks.remediate.safety import not_serving_from
 
         config, store = _store(self.incident["cluster"])
         incident_id = self.incident["incident_id"]
-        snapshot = take_snapshot(config, probe_hosts=False)
-        plan = plan_restart(snapshot, self.incident["broker_ids"], config)
+        snapshot = take_snapshot(config)
+        not_serving = not_serving_from(detect(snapshot))
+        plan = plan_restart(snapshot, self.incident["broker_ids"], config, not_serving=not_serving)
         store.update(incident_id, plan=plan.to_dict())
         actor = f"dag:{context['dag'].dag_id}/run:{context['run_id']}"
         if plan.refused:
@@ -70,11 +73,13 @@ class RestartBrokersOperator(BaseOperator):
 
     def execute(self, context) -> dict[str, Any]:
         from kafka_runbooks.capture.ssh import SSHRunner
+        from kafka_runbooks.detect.detectors import detect
         from kafka_runbooks.detect.snapshot import zk_client
         from kafka_runbooks.model import Plan
         from kafka_runbooks.operators.detect import take_snapshot
         from kafka_runbooks.remediate.recovery import RecoveryTimeout, wait_for_recovery
-        from kafka_runbooks.remediate.safety import restart_refusals
+        from kafka_runbooks.remediate.recovery import registration_id
+        from kafka_runbooks.remediate.safety import not_serving_from, restart_refusals
 
         choice, who = approval_decision(self.approval)
         if choice != APPROVE:
@@ -84,12 +89,23 @@ class RestartBrokersOperator(BaseOperator):
         plan = Plan.from_dict(self.plan["plan"])
         restarted: list[int] = []
         for step in plan.steps:
-            snapshot = take_snapshot(config, probe_hosts=False)
-            refusals = restart_refusals(snapshot, step.broker_id, default_min_isr=config.min_insync_replicas)
+            snapshot = take_snapshot(config)
+            not_serving = not_serving_from(detect(snapshot)).get(step.broker_id)
+            refusals = restart_refusals(
+                snapshot, step.broker_id, default_min_isr=config.min_insync_replicas, not_serving=not_serving
+            )
             if refusals:
                 store.audit(incident_id, actor=who, action=step.action, outcome="refused", details={"broker_id": step.broker_id, "refusals": refusals})
                 raise AirflowFailException(f"broker {step.broker_id}: restart refused at execution time: {refusals}")
             conn_id = config.ssh_conn_id(step.broker_id)
+            expected = [p.name for p in snapshot.partitions_of(step.broker_id)]
+            zk = zk_client(config.zk_conn_id)
+            zk.start(timeout=config.capture.connect_timeout_s)
+            try:
+                previous = registration_id(zk, step.broker_id)
+            finally:
+                zk.stop()
+                zk.close()
             self.log.warning("restarting broker %s on %s: %s (approved by %s)", step.broker_id, conn_id, list(step.command), who)
             with SSHRunner(conn_id, connect_timeout=config.capture.connect_timeout_s) as runner:
                 result = runner.run(step.command, timeout=config.recovery_timeout_s)
@@ -115,7 +131,14 @@ class RestartBrokersOperator(BaseOperator):
             zk = zk_client(config.zk_conn_id)
             zk.start(timeout=config.capture.connect_timeout_s)
             try:
-                waited = wait_for_recovery(zk, config.name, step.broker_id, timeout_s=config.recovery_timeout_s)
+                waited = wait_for_recovery(
+                    zk,
+                    config.name,
+                    step.broker_id,
+                    timeout_s=config.recovery_timeout_s,
+                    expected_partitions=expected,
+                    previous_registration=previous,
+                )
             except RecoveryTimeout as exc:
                 store.audit(incident_id, actor=who, action="wait_for_recovery", outcome="timeout", details={"broker_id": step.broker_id, "error": str(exc)})
                 raise AirflowFailException(f"broker {step.broker_id} did not recover: {exc}; halting, nothing further is done") from exc

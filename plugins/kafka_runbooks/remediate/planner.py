@@ -9,7 +9,7 @@ fresh snapshot before each step, so a plan approved now is never executed blind.
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Iterable, Mapping
 
 from kafka_runbooks.config import ClusterConfig, ConfigError
 from kafka_runbooks.model import ClusterSnapshot, Plan, Step
@@ -29,7 +29,15 @@ def restart_order(snapshot: ClusterSnapshot, broker_ids: Iterable[int]) -> list[
     return ids
 
 
-def plan_restart(snapshot: ClusterSnapshot, broker_ids: Iterable[int], config: ClusterConfig) -> Plan:
+def plan_restart(
+    snapshot: ClusterSnapshot,
+    broker_ids: Iterable[int],
+    config: ClusterConfig,
+    *,
+    not_serving: Mapping[int, str] | None = None,
+) -> Plan:
+    """``not_serving``: broker id -> the evidence that it is not serving now (see safety)."""
+    not_serving = dict(not_serving or {})
     ids = restart_order(snapshot, broker_ids)
     refusals: list[str] = []
     radius: list[str] = []
@@ -39,13 +47,13 @@ def plan_restart(snapshot: ClusterSnapshot, broker_ids: Iterable[int], config: C
     if snapshot.cluster != config.name:
         refusals.append(f"snapshot is of cluster {snapshot.cluster!r} but the config is for {config.name!r}")
     for n, bid in enumerate(ids, 1):
-        for why in restart_refusals(snapshot, bid, default_min_isr=config.min_insync_replicas):
+        for why in restart_refusals(snapshot, bid, default_min_isr=config.min_insync_replicas, not_serving=not_serving.get(bid)):
             refusals.append(f"broker {bid}: {why}")
         try:
             config.ssh_conn_id(bid)
         except ConfigError as exc:
             refusals.append(f"broker {bid}: {exc}")
-        radius.extend(f"broker {bid} down: {line}" for line in blast_radius(snapshot, bid))
+        radius.extend(f"broker {bid} down: {line}" for line in blast_radius(snapshot, bid, not_serving=not_serving.get(bid)))
         role = " (the controller: restarted last)" if bid == snapshot.controller_id else ""
         reason = (
             f"restart broker {bid}{role}, step {n} of {len(ids)}; "

@@ -14,6 +14,13 @@ Stricter than Strimzi in two places, on purpose:
 
 A broker that is NOT in a partition's ISR (e.g. dropped because it is deadlocked) takes nothing
 away from that ISR by restarting: no refusal for that partition.
+
+A broker confirmed NOT SERVING (``not_serving``: the evidence, e.g. a stuck JVM deadlock or a fresh
+``broker_unresponsive`` finding) is the one exception to "last in-sync replica": the partitions
+whose only in-sync replica it is are already unavailable, restarting it is their only way back
+without an unclean election, and they are listed in the blast radius instead (like KafkaRoller,
+which restarts a broker that is already not ready without waiting for it to become available).
+min.insync.replicas refusals still apply.
 """
 
 from __future__ import annotations
@@ -33,12 +40,16 @@ def _ids(xs) -> str:
     return "[" + ",".join(str(x) for x in xs) + "]"
 
 
-def partition_refusal(p: Partition, broker_id: int, live: frozenset[int], default_min_isr: int | None) -> str | None:
+def partition_refusal(
+    p: Partition, broker_id: int, live: frozenset[int], default_min_isr: int | None, not_serving: str | None = None
+) -> str | None:
     """Why restarting ``broker_id`` would hurt partition ``p``, or None when it would not."""
     if broker_id not in p.isr:
         return None
     remaining = [r for r in p.isr if r != broker_id and r in live]
     unregistered = [r for r in p.isr if r != broker_id and r not in live]
+    if not remaining and not_serving:
+        return None  # already unavailable: see blast_radius
     if not remaining:
         if len(p.replicas) == 1:
             return f"{p.name}: broker {broker_id} is the only replica (replication factor 1); restarting takes the partition offline"
@@ -56,7 +67,9 @@ def partition_refusal(p: Partition, broker_id: int, live: frozenset[int], defaul
     return None
 
 
-def restart_refusals(snapshot: ClusterSnapshot, broker_id: int, *, default_min_isr: int | None = None) -> list[str]:
+def restart_refusals(
+    snapshot: ClusterSnapshot, broker_id: int, *, default_min_isr: int | None = None, not_serving: str | None = None
+) -> list[str]:
     """Every reason not to restart ``broker_id`` now, each naming what blocks it ([] = safe).
 
     ``default_min_isr`` is the cluster-wide min.insync.replicas (topic overrides come from the
@@ -71,13 +84,13 @@ def restart_refusals(snapshot: ClusterSnapshot, broker_id: int, *, default_min_i
         if entry.startswith(_BLOCKING_PREFIXES)
     ]
     for p in sorted(snapshot.partitions_of(broker_id), key=partition_order):
-        why = partition_refusal(p, broker_id, live, default_min_isr)
+        why = partition_refusal(p, broker_id, live, default_min_isr, not_serving)
         if why:
             refusals.append(why)
     return refusals
 
 
-def blast_radius(snapshot: ClusterSnapshot, broker_id: int) -> list[str]:
+def blast_radius(snapshot: ClusterSnapshot, broker_id: int, *, not_serving: str | None = None) -> list[str]:
     """What changes while ``broker_id`` is down: partitions that lose an in-sync replica and/or
     whose leadership moves, ``__consumer_offsets`` first.  One line per partition, starting with
     its name."""
@@ -90,11 +103,28 @@ def blast_radius(snapshot: ClusterSnapshot, broker_id: int) -> list[str]:
             effects.append(f"loses in-sync replica {broker_id} (isr {_ids(p.isr)} -> {_ids(after)})")
         if p.leader == broker_id:
             candidates = [r for r in p.isr if r != broker_id and r in live]
-            effects.append(
-                f"leadership moves off broker {broker_id} (to one of {_ids(candidates)})"
-                if candidates
-                else f"leader {broker_id} goes away with no other live in-sync replica: partition offline"
-            )
+            if candidates:
+                effects.append(f"leadership moves off broker {broker_id} (to one of {_ids(candidates)})")
+            elif not_serving:
+                effects.append(
+                    f"already unavailable (leader {broker_id} is not serving: {not_serving}); offline until broker {broker_id} is back"
+                )
+            else:
+                effects.append(f"leader {broker_id} goes away with no other live in-sync replica: partition offline")
         if effects:
             out.append(f"{p.name}: " + "; ".join(effects))
     return out
+
+
+def not_serving_from(findings) -> dict[int, str]:
+    """Brokers that a FRESH detection shows are not serving, with the evidence, for ``not_serving``.
+
+    Only current detector findings count (never an older analysis): a broker that came back by
+    itself must again be protected as the last in-sync replica.
+    """
+    evidence: dict[int, list[str]] = {}
+    for f in findings:
+        if f.kind == "broker_unresponsive":
+            for b in f.broker_ids:
+                evidence.setdefault(int(b), []).append(f.summary)
+    return {b: "; ".join(v) for b, v in evidence.items()}
