@@ -54,7 +54,7 @@ def test_seed_cycle_found_without_deadlock_summary():
     head, _, stacks = text.partition("Java stack information for the threads listed above:")
     stripped = "\n" * head.count("\n") + "Java stack information for the threads listed above:" + stacks
     d = _check_seed_graph(stripped)
-    assert not d.deadlocks[0] if d.deadlocks else True
+    assert not d.deadlocks  # jstack summary gone: edges come from the stacks alone
 
 
 def test_jdk17_full_dump_monitor_and_reentrantlock_cycles():
