@@ -55,7 +55,7 @@ def main() -> int:
         from kafka_runbooks.detect.host_probe import probe_all
         from kafka_runbooks.detect.snapshot import read_snapshot, zk_client
 
-        config = ClusterConfig.from_dict("lab", lab.cluster_settings())
+        config = ClusterConfig.from_dict("lab", lab.cluster_settings()["lab"])
 
         def snapshot():
             zk = zk_client(config.zk_conn_id)

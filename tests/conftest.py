@@ -24,3 +24,19 @@ def airflow_db():
     AIRFLOW_TEST_HOME.mkdir(parents=True, exist_ok=True)
     subprocess.run([str(Path(sys.executable).parent / "airflow"), "db", "migrate"], check=True, stdout=subprocess.DEVNULL)
     return AIRFLOW_TEST_HOME
+
+
+@pytest.fixture(scope="module")
+def lab():
+    """The practice cluster (3 ZooKeeper nodes, 3 sshd hosts, 3 broker JVMs), fresh per module.
+
+    Not under pytest's tmp dir: that is mode 700 and the broker hosts' users must reach the state dir.
+    """
+    from kafka_lab import Lab
+
+    lab = Lab(TEST_VAR / "lab")
+    try:
+        lab.up()
+        yield lab
+    finally:
+        lab.down()

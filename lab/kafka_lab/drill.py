@@ -50,7 +50,7 @@ def run_drill(state_dir: Path, broker: int, option: str, keep_lab: bool) -> int:
         say(f"lab up in {time.monotonic() - t0:.1f}s")
         prepare(state_dir / "airflow", lab.airflow_env())
         dags = load_dags()
-        settings = lab.cluster_settings()
+        settings = lab.cluster_settings()["lab"]
 
         say(f"injecting fault: JVM deadlock on broker {broker} (seed incident 001)")
         t_fault = time.monotonic()

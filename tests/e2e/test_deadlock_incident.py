@@ -25,7 +25,7 @@ DEADLOCK_THREADS = {"executor-Heartbeat", "group-metadata-manager-0", "kafka-req
 def drill(lab, airflow_db):
     os.environ.update(lab.airflow_env())
     take_triggered_confs(RESPONSE)  # nothing left over from other tests
-    return lab, load_dags(), lab.cluster_settings()
+    return lab, load_dags(), lab.cluster_settings()["lab"]
 
 
 def _store(settings):
@@ -34,15 +34,12 @@ def _store(settings):
     return IncidentStore(settings["incident_base"])
 
 
-def _broker_pid(lab, broker_id):
-    return lab.status()["brokers"][str(broker_id)]["pid"]
-
-
 def _snapshot(lab):
     from kafka_runbooks.detect.snapshot import read_snapshot, zk_client_from_hosts
 
-    info = json.loads((Path(lab.state_dir) / "lab.json").read_text())
-    zk = zk_client_from_hosts(info["zk_connect"], info["chroot"])
+    from kafka_lab import CHROOT, ZK_CONNECT
+
+    zk = zk_client_from_hosts(ZK_CONNECT, CHROOT)
     zk.start(timeout=10)
     try:
         return read_snapshot(zk, "lab")
@@ -55,7 +52,7 @@ def test_reject_then_approve_from_the_form(drill):
     lab, dags, settings = drill
     store = _store(settings)
     lab.deadlock(3)
-    pid_before = _broker_pid(lab, 3)
+    pid_before = lab.broker_pid(3)
 
     confs = detect_until_finding(dags.get_dag(HEALTH), "lab", timeout_s=120)
     assert len(confs) == 1 and confs[0]["broker_ids"] == [3], confs
@@ -72,7 +69,7 @@ def test_reject_then_approve_from_the_form(drill):
     assert states["close_incident"] == "success"
     incident = store.get(incident_id)
     assert incident["status"] == "open" and incident["decision"] == "Reject"
-    assert _broker_pid(lab, 3) == pid_before, "a Reject must not restart anything"
+    assert lab.broker_pid(3) == pid_before, "a Reject must not restart anything"
     assert not [e for e in store.audit_trail(incident_id) if e["action"] == "restart_broker"]
 
     bundle = Path(incident["bundle_dir"])
@@ -102,7 +99,7 @@ def test_reject_then_approve_from_the_form(drill):
     assert responder.error is None
     assert run.state == "success", {ti.task_id: ti.state for ti in run.get_task_instances()}
 
-    assert _broker_pid(lab, 3) != pid_before
+    assert lab.broker_pid(3) != pid_before
     snapshot = _snapshot(lab)
     assert 3 in snapshot.live_broker_ids
     assert not [p.name for p in snapshot.partitions if set(p.isr) != set(p.replicas)]

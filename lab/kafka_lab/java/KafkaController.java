@@ -87,6 +87,7 @@ public final class KafkaController {
         active = true;
         liveBrokers = new TreeSet<>();
         onBrokerChange(true);
+        onTopicChange();
         onIsrChange();
         log("kafka.controller.KafkaController", p() + "Broker " + brokerId + " is ready to serve as the new controller with epoch " + epoch);
     }
@@ -169,6 +170,34 @@ public final class KafkaController {
             }
             if (n == null) return;
             if (zk.conditionalUpdate(path, n.toJson(), s.zkVersion) >= 0) return;
+        }
+    }
+
+    /** TopicChangeListener: new partitions go NewPartition -> OnlinePartition (leader = first live assigned replica). */
+    private void onTopicChange() {
+        if (!active || shuttingDown) return;
+        try {
+            for (String topic : zk.children("/brokers/topics", zk.watcher(this::onTopicChange))) {
+                String a = zk.readDataMaybeNull("/brokers/topics/" + topic, new Stat(), null);
+                if (a == null) continue;
+                for (Map.Entry<Integer, List<Integer>> e : ReplicaManager.parseAssignment(a).entrySet()) {
+                    String path = "/brokers/topics/" + topic + "/partitions/" + e.getKey() + "/state";
+                    if (zk.zk().exists(path, false) != null) continue;
+                    List<Integer> live = new ArrayList<>();
+                    for (int r : e.getValue()) if (liveBrokers.contains(r)) live.add(r);
+                    if (live.isEmpty()) continue;
+                    LeaderAndIsr s = new LeaderAndIsr(live.get(0), 0, live, epoch, 0);
+                    zk.ensurePersistent("/brokers/topics/" + topic + "/partitions/" + e.getKey());
+                    try {
+                        zk.createPersistent(path, s.toJson());
+                        Logger.controllerInfo("state.change.logger", "Controller " + brokerId + " epoch " + epoch + " changed partition [" + topic + "," + e.getKey()
+                                + "] from NewPartition to OnlinePartition with leader " + s.leader);
+                    } catch (KeeperException.NodeExistsException ignored) {
+                    }
+                }
+            }
+        } catch (Exception e) {
+            Logger.error("kafka.controller.KafkaController", p() + "Error while handling new topics", e.toString());
         }
     }
 

@@ -179,13 +179,12 @@ final class KafkaApis {
         // Metadata v0 response built from the broker's view of ZooKeeper (brokers, then all topics).
         ReplicaManager rm = server.replicaManager;
         ByteBuffer out = ByteBuffer.allocate(256 * 1024);
-        List<Integer> ids = new ArrayList<>(rm.liveBrokers.keySet());
-        java.util.Collections.sort(ids);
-        out.putInt(ids.size());
-        for (int id : ids) {
-            out.putInt(id);
-            writeString(out, rm.hostOf(id));
-            out.putInt(rm.portOf(id));
+        java.util.TreeMap<Integer, String[]> brokers = new java.util.TreeMap<>(rm.liveBrokers);
+        out.putInt(brokers.size());
+        for (Map.Entry<Integer, String[]> e : brokers.entrySet()) {
+            out.putInt(e.getKey());
+            writeString(out, e.getValue()[0]);
+            out.putInt(Integer.parseInt(e.getValue()[1]));
         }
         java.util.TreeMap<String, List<Partition>> byTopic = new java.util.TreeMap<>();
         for (Partition p : rm.allPartitions()) byTopic.computeIfAbsent(p.topic, k -> new ArrayList<>()).add(p);

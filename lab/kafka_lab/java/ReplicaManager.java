@@ -125,7 +125,7 @@ public final class ReplicaManager {
                 Logger.info("kafka.server.ReplicaFetcherManager", "[ReplicaFetcherManager on broker " + brokerId + "] Removed fetcher for partitions " + p.name());
                 if (offsets) groupManager.loadGroupsForPartition(p.topic, p.partitionId);
             } else {
-                if (p.assignedReplicas().contains(brokerId) && p.leader() >= 0) {
+                if (p.assignedReplicas().contains(brokerId) && p.leader() >= 0 && hostOf(p.leader()) != null) {
                     Logger.info("kafka.server.ReplicaFetcherManager", "[ReplicaFetcherManager on broker " + brokerId + "] Added fetcher for partitions List([" + p.name()
                             + ", initOffset 0 to broker BrokerEndPoint(" + p.leader() + "," + hostOf(p.leader()) + "," + portOf(p.leader()) + ")] )");
                 }
@@ -137,8 +137,9 @@ public final class ReplicaManager {
         }
     }
 
-    String hostOf(int id) { String[] hp = liveBrokers.get(id); return hp == null ? config.host : hp[0]; }
-    int portOf(int id) { String[] hp = liveBrokers.get(id); return hp == null ? config.port : Integer.parseInt(hp[1]); }
+    /** Endpoint of a registered broker; null/-1 while it is not registered. */
+    String hostOf(int id) { String[] hp = liveBrokers.get(id); return hp == null ? null : hp[0]; }
+    int portOf(int id) { String[] hp = liveBrokers.get(id); return hp == null ? -1 : Integer.parseInt(hp[1]); }
 
     /** Partitions this broker follows from the given leader. */
     List<Partition> partitionsFollowedFrom(int leader) {
@@ -361,8 +362,15 @@ final class ReplicaFetcherThread extends Thread {
         if (s == null) {
             String host = rm.hostOf(sourceBroker);
             int port = rm.portOf(sourceBroker);
+            if (host == null) { // leader not registered (yet): wait for its registration like a fetcher waiting for metadata
+                rm.refreshBrokers();
+                host = rm.hostOf(sourceBroker);
+                port = rm.portOf(sourceBroker);
+                if (host == null) return;
+            }
             s = new Socket();
             try {
+                s.bind(new InetSocketAddress(rm.config.host, 0)); // connect from this host's own address
                 s.connect(new InetSocketAddress(host, port), rm.config.replicaSocketTimeoutMs);
             } catch (IOException e) {
                 try { s.close(); } catch (IOException ignored) { }

@@ -131,6 +131,18 @@ public final class ZkUtils {
         zk.create(path, data.getBytes(StandardCharsets.UTF_8), ZooDefs.Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
     }
 
+    public void ensurePersistent(String path) throws KeeperException, InterruptedException {
+        StringBuilder cur = new StringBuilder();
+        for (String part : path.split("/")) {
+            if (part.isEmpty()) continue;
+            cur.append('/').append(part);
+            try {
+                zk.create(cur.toString(), new byte[0], ZooDefs.Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+            } catch (KeeperException.NodeExistsException ignored) {
+            }
+        }
+    }
+
     public void close() {
         try { zk.close(); } catch (InterruptedException ignored) { }
     }
