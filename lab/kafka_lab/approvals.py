@@ -29,6 +29,17 @@ class Responder:
         self._thread = threading.Thread(target=self._run, name=f"hitl-responder-{self.task_id}", daemon=True)
 
     def start(self) -> "Responder":
+        # import in the caller's thread: two threads importing Airflow's models at once can deadlock
+        # on the import locks (seen with dag.test() starting in the main thread)
+        import airflow.jobs.scheduler_job_runner  # noqa: F401
+        import airflow.models.hitl  # noqa: F401
+        import airflow.models.taskinstance  # noqa: F401
+        import airflow.models.trigger  # noqa: F401
+        import airflow.triggers.base  # noqa: F401
+        import airflow.utils.session  # noqa: F401
+        from airflow.models import import_all_models
+
+        import_all_models()
         self._thread.start()
         return self
 

@@ -71,6 +71,8 @@ def test_reject_then_approve_from_the_form(drill):
     assert incident["status"] == "open" and incident["decision"] == "Reject"
     assert lab.broker_pid(3) == pid_before, "a Reject must not restart anything"
     assert not [e for e in store.audit_trail(incident_id) if e["action"] == "restart_broker"]
+    rejection = [e for e in store.audit_trail(incident_id) if e["action"] == "approval"]
+    assert [(e["actor"], e["outcome"]) for e in rejection] == [("oncall-alice", "reject")]
 
     bundle = Path(incident["bundle_dir"])
     manifest = json.loads((bundle / "manifest.json").read_text())
@@ -105,6 +107,8 @@ def test_reject_then_approve_from_the_form(drill):
     assert not [p.name for p in snapshot.partitions if set(p.isr) != set(p.replicas)]
     incident = store.get(incident_id)
     assert incident["status"] == "closed"
+    approvals = [(e["actor"], e["outcome"]) for e in store.audit_trail(incident_id) if e["action"] == "approval"]
+    assert approvals == [("oncall-alice", "reject"), ("oncall-bob", "approve")]
     restarts = [e for e in store.audit_trail(incident_id) if e["action"] == "restart_broker"]
     assert len(restarts) == 1 and restarts[0]["outcome"] == "ok"
     assert restarts[0]["actor"] == "oncall-bob" and restarts[0]["host"] == "kafka_lab_host_3"

@@ -113,7 +113,13 @@ class CloseIncidentOperator(BaseOperator):
         if choice is not None and choice != APPROVE:
             note = f"{choice} by {who}: no change was made; evidence kept in {report.get('bundle_dir')}"
             store.update(incident_id, decision=choice, note=note)
-            store.audit(incident_id, actor=who, action="approval", outcome=choice.lower(), details={"note": note})
+            store.audit(
+                incident_id,
+                actor=who,
+                action="approval",
+                outcome=choice.lower(),
+                details={"note": note, "responded_at": self.approval.get("responded_at"), "timedout": self.approval.get("timedout")},
+            )
             self.log.warning("incident %s stays open: %s", incident_id, note)
             return {"status": "open", "incident_id": incident_id, "decision": choice, "report": report.get("report")}
 

@@ -82,11 +82,19 @@ class RestartBrokersOperator(BaseOperator):
         from kafka_runbooks.remediate.safety import not_serving_from, restart_refusals
 
         choice, who = approval_decision(self.approval)
-        if choice != APPROVE:
-            raise AirflowFailException(f"no approval recorded for this run (got {choice!r}); nothing restarted")
+        by_a_person = isinstance(self.approval, dict) and not self.approval.get("timedout") and self.approval.get("responded_by_user")
+        if choice != APPROVE or not by_a_person:
+            raise AirflowFailException(f"no approval by a person recorded for this run (got {choice!r}); nothing restarted")
         config, store = _store(self.incident["cluster"])
         incident_id = self.incident["incident_id"]
         plan = Plan.from_dict(self.plan["plan"])
+        store.audit(
+            incident_id,
+            actor=who,
+            action="approval",
+            outcome="approve",
+            details={"responded_at": self.approval.get("responded_at"), "plan": plan.to_dict(), "run_id": context["run_id"]},
+        )
         restarted: list[int] = []
         for step in plan.steps:
             snapshot = take_snapshot(config)
