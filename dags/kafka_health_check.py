@@ -6,9 +6,10 @@ import os
 
 import pendulum
 from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
-from airflow.sdk import DAG, Param
+from airflow.sdk import DAG
 
 from kafka_runbooks.operators.detect import ClusterSnapshotOperator, DetectFindingsOperator
+from kafka_runbooks.operators.params import cluster_param
 
 with DAG(
     dag_id="kafka_health_check",
@@ -19,12 +20,7 @@ with DAG(
     max_active_runs=1,
     tags=["kafka", "detect"],
     params={
-        "cluster": Param(
-            os.environ.get("KAFKA_RUNBOOKS_DEFAULT_CLUSTER", "lab"),
-            type="string",
-            pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$",
-            description="Cluster name, a key of the kafka_runbooks_clusters Variable.",
-        ),
+        "cluster": cluster_param(),
     },
 ) as dag:
     snapshot = ClusterSnapshotOperator(task_id="snapshot", cluster="{{ params.cluster }}")

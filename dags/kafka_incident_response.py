@@ -12,6 +12,7 @@ from kafka_runbooks.operators.analyze import AnalyzeBundleOperator, PublishRepor
 from kafka_runbooks.operators.approval import DECISION_KEY, RemediationApprovalOperator
 from kafka_runbooks.operators.capture import CaptureEvidenceOperator
 from kafka_runbooks.operators.incident import CloseIncidentOperator, OpenIncidentOperator
+from kafka_runbooks.operators.params import cluster_param
 from kafka_runbooks.operators.remediate import ClusterRecoveredSensor, PlanRestartOperator, RestartBrokersOperator
 
 APPROVAL_TIMEOUT = timedelta(seconds=float(os.environ.get("KAFKA_RUNBOOKS_APPROVAL_TIMEOUT_S", 3600)))
@@ -32,12 +33,7 @@ with DAG(
     render_template_as_native_obj=True,
     tags=["kafka", "capture", "analyze", "remediate"],
     params={
-        "cluster": Param(
-            os.environ.get("KAFKA_RUNBOOKS_DEFAULT_CLUSTER", "lab"),
-            type="string",
-            pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$",
-            description="Cluster name, a key of the kafka_runbooks_clusters Variable.",
-        ),
+        "cluster": cluster_param(),
         "broker_ids": Param([], type="array", items={"type": "integer", "minimum": 0}, minItems=1,
                             description="Suspect broker ids (they are captured and, if approved, restarted)."),
         "reason": Param("", type="string", maxLength=2000, description="Why this response was started."),

@@ -35,17 +35,11 @@ def _store(settings):
 
 
 def _snapshot(lab):
-    from kafka_runbooks.detect.snapshot import read_snapshot, zk_client_from_hosts
-
     from kafka_lab import CHROOT, ZK_CONNECT
+    from kafka_runbooks.detect.snapshot import read_snapshot, zk_client_from_hosts, zk_session
 
-    zk = zk_client_from_hosts(ZK_CONNECT, CHROOT)
-    zk.start(timeout=10)
-    try:
+    with zk_session(zk_client_from_hosts(ZK_CONNECT, CHROOT)) as zk:
         return read_snapshot(zk, "lab")
-    finally:
-        zk.stop()
-        zk.close()
 
 
 def test_reject_then_approve_from_the_form(drill):

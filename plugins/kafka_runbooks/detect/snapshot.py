@@ -19,6 +19,7 @@ The parsing half (``parse_*``) is pure; only :func:`read_snapshot` talks to ZooK
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import re
@@ -404,3 +405,14 @@ def zk_client(conn_id: str, *, timeout_s: float = 10.0, tries: int = 3):
         hosts = f"{hosts}:{conn.port}"
     extra = conn.extra_dejson or {}
     return zk_client_from_hosts(hosts, extra.get("chroot"), timeout_s=timeout_s, tries=tries)
+
+
+@contextlib.contextmanager
+def zk_session(client):
+    """Starts an (unstarted) KazooClient and always stops and closes it."""
+    client.start()
+    try:
+        yield client
+    finally:
+        client.stop()
+        client.close()

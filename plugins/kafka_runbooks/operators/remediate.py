@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 from typing import Any, Sequence
 
@@ -74,7 +75,7 @@ class RestartBrokersOperator(BaseOperator):
     def execute(self, context) -> dict[str, Any]:
         from kafka_runbooks.capture.ssh import SSHRunner
         from kafka_runbooks.detect.detectors import detect
-        from kafka_runbooks.detect.snapshot import zk_client
+        from kafka_runbooks.detect.snapshot import zk_client, zk_session
         from kafka_runbooks.model import Plan
         from kafka_runbooks.operators.detect import take_snapshot
         from kafka_runbooks.remediate.recovery import RecoveryTimeout, wait_for_recovery
@@ -107,13 +108,8 @@ class RestartBrokersOperator(BaseOperator):
                 raise AirflowFailException(f"broker {step.broker_id}: restart refused at execution time: {refusals}")
             conn_id = config.ssh_conn_id(step.broker_id)
             expected = [p.name for p in snapshot.partitions_of(step.broker_id)]
-            zk = zk_client(config.zk_conn_id)
-            zk.start(timeout=config.capture.connect_timeout_s)
-            try:
+            with zk_session(zk_client(config.zk_conn_id, timeout_s=config.capture.connect_timeout_s)) as zk:
                 previous = registration_id(zk, step.broker_id)
-            finally:
-                zk.stop()
-                zk.close()
             self.log.warning("restarting broker %s on %s: %s (approved by %s)", step.broker_id, conn_id, list(step.command), who)
             with SSHRunner(conn_id, connect_timeout=config.capture.connect_timeout_s) as runner:
                 result = runner.run(step.command, timeout=config.recovery_timeout_s)
@@ -136,24 +132,21 @@ class RestartBrokersOperator(BaseOperator):
             )
             if outcome != "ok":
                 raise AirflowFailException(f"restart of broker {step.broker_id} failed (exit {result.exit_code}, {result.error}); halting")
-            zk = zk_client(config.zk_conn_id)
-            zk.start(timeout=config.capture.connect_timeout_s)
+            started = time.monotonic()
             try:
-                waited = wait_for_recovery(
-                    zk,
-                    config.name,
-                    step.broker_id,
-                    timeout_s=config.recovery_timeout_s,
-                    expected_partitions=expected,
-                    previous_registration=previous,
-                )
+                with zk_session(zk_client(config.zk_conn_id, timeout_s=config.capture.connect_timeout_s)) as zk:
+                    wait_for_recovery(
+                        zk,
+                        config.name,
+                        step.broker_id,
+                        timeout_s=config.recovery_timeout_s,
+                        expected_partitions=expected,
+                        previous_registration=previous,
+                    )
             except RecoveryTimeout as exc:
                 store.audit(incident_id, actor=who, action="wait_for_recovery", outcome="timeout", details={"broker_id": step.broker_id, "error": str(exc)})
                 raise AirflowFailException(f"broker {step.broker_id} did not recover: {exc}; halting, nothing further is done") from exc
-            finally:
-                zk.stop()
-                zk.close()
-            store.audit(incident_id, actor=who, action="wait_for_recovery", outcome="ok", details={"broker_id": step.broker_id, "waited": str(waited)})
+            store.audit(incident_id, actor=who, action="wait_for_recovery", outcome="ok", details={"broker_id": step.broker_id, "seconds": round(time.monotonic() - started, 1)})
             restarted.append(step.broker_id)
         return {"restarted": restarted, "approved_by": who}
 
