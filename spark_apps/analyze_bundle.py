@@ -57,8 +57,10 @@ def _write_atomic(path: str, text: str) -> None:
     os.replace(tmp, path)
 
 
-def _snapshot_info(bundle: str, entries: list[dict]) -> tuple[dict[int, int], dict[int, str], list[ParsedFile]]:
+def _snapshot_info(bundle: str, entries: list[dict]) -> tuple[dict[int, int], dict[int, str], dict[int, str], list[ParsedFile]]:
+    """Broker ports, hosts and versions from the bundle's cluster snapshot."""
     ports: dict[int, int] = {}
+    hosts: dict[int, str] = {}
     versions: dict[int, str] = {}
     bad: list[ParsedFile] = []
     for e in entries:
@@ -69,11 +71,13 @@ def _snapshot_info(bundle: str, entries: list[dict]) -> tuple[dict[int, int], di
                 snap = ClusterSnapshot.from_dict(json.load(fh))
             for b in snap.brokers:
                 ports[b.id] = b.port
+                if b.host:
+                    hosts[b.id] = b.host
                 if b.version:
                     versions[b.id] = b.version
         except Exception as exc:  # noqa: BLE001 - evidence is untrusted
             bad.append(ParsedFile(path=e["path"], kind=e["kind"], problems=[f"cannot load snapshot: {exc.__class__.__name__}: {exc}"]))
-    return ports, versions, bad
+    return ports, hosts, versions, bad
 
 
 def run(spark, bundle: str, out: str, kafka_version: str | None = None) -> dict:
@@ -114,7 +118,19 @@ def run(spark, bundle: str, out: str, kafka_version: str | None = None) -> dict:
 
     from pyspark.sql import functions as F
 
-    conn_rows = (dfs["connections"].groupBy("broker_id", "local_port", "state")
+    ports, hosts, snap_versions, bad = _snapshot_info(bundle, entries)
+    conns = dfs["connections"]
+    if ports:
+        # each broker's own listener only: hosts may share a socket table, or have several addresses
+        endpoints = spark.createDataFrame(
+            [(b, hosts.get(b), p) for b, p in ports.items()], "ep_broker INT, ep_host STRING, ep_port INT")
+        conns = conns.join(
+            endpoints,
+            (conns.broker_id == endpoints.ep_broker) & (conns.local_port == endpoints.ep_port)
+            & (endpoints.ep_host.isNull() | conns.local_host.isin("*", "0.0.0.0", "::")
+               | (conns.local_host == endpoints.ep_host)),
+        )
+    conn_rows = (conns.groupBy("broker_id", "local_port", "state")
                  .agg(F.count("*").alias("count"), F.sum("recv_q").alias("recv_q"))
                  .orderBy(F.col("broker_id"), F.col("count").desc()).limit(300).collect())
     connections = [r.asDict() for r in conn_rows]
@@ -124,12 +140,12 @@ def run(spark, bundle: str, out: str, kafka_version: str | None = None) -> dict:
     timeline = [r.asDict() for r in tl_rows]
     parsed.unpersist()
 
-    ports, snap_versions, bad = _snapshot_info(bundle, entries)
     files.extend(bad)
     for p in manifest_problems:
         files.append(ParsedFile(path="manifest.json", kind="manifest", problems=[p]))
-    findings = diagnose(files, kafka_version=kafka_version, broker_ports=ports, broker_versions=snap_versions)
-    tables = {"bundle": bundle, "generated_at": generated, "brokers": broker_table(files, ports),
+    findings = diagnose(files, kafka_version=kafka_version, broker_ports=ports, broker_hosts=hosts,
+                        broker_versions=snap_versions)
+    tables = {"bundle": bundle, "generated_at": generated, "brokers": broker_table(files, ports, hosts),
               "connections": connections, "timeline": timeline,
               "row_counts": {t: dfs[t].count() for t in TABLES}}
     doc = findings_document(bundle, generated, findings)

@@ -80,6 +80,9 @@ def test_reject_then_approve_from_the_form(drill):
     assert verify(bundle) == []
 
     findings = json.loads((bundle / "findings.json").read_text())["findings"]
+    assert not [f["summary"] for f in findings if f["kind"] == "unparsable"], "every captured file must parse"
+    pileup = [f for f in findings if f["kind"] == "close_wait_pileup"]
+    assert [f["broker_ids"] for f in pileup] == [[3]]
     deadlock = [f for f in findings if f["kind"] == "jvm_deadlock"]
     assert deadlock and deadlock[0]["broker_ids"] == [3]
     assert all(t in deadlock[0]["summary"] for t in DEADLOCK_THREADS)

@@ -185,20 +185,30 @@ def broker_port_of(broker: int | None, broker_ports: dict[int, int] | None) -> i
     return DEFAULT_BROKER_PORT
 
 
-def _close_wait_findings(files: list[ParsedFile], broker_ports: dict[int, int] | None) -> list[Finding]:
+def on_broker_endpoint(row, broker: int | None, broker_ports: dict[int, int] | None,
+                       broker_hosts: dict[int, str] | None = None) -> bool:
+    """A socket of the broker's own listener: its port and, when the broker's address is known, that
+    address (a host with several addresses, or hosts sharing one socket table, show others' sockets too)."""
+    if row.local_port != broker_port_of(broker, broker_ports):
+        return False
+    host = (broker_hosts or {}).get(broker) if broker is not None else None
+    return not host or row.local_host in (host, "*", "0.0.0.0", "::")
+
+
+def _close_wait_findings(files: list[ParsedFile], broker_ports: dict[int, int] | None,
+                         broker_hosts: dict[int, str] | None = None) -> list[Finding]:
     tables = _by_broker(files, ("sockets_ss", "sockets_netstat"))
     port_counts: dict[int | None, dict[str, int]] = {}
     latest: dict[int | None, ParsedFile] = {}
     for b, fs in tables.items():
         f = fs[-1]
         latest[b] = f
-        port = broker_port_of(b, broker_ports)
-        port_counts[b] = dict(Counter(r.state for r in f.result.rows if r.local_port == port))
+        port_counts[b] = dict(Counter(r.state for r in f.result.rows if on_broker_endpoint(r, b, broker_ports, broker_hosts)))
     findings = []
     for b, f in latest.items():
         t: SocketTable = f.result
         port = broker_port_of(b, broker_ports)
-        rows = [r for r in t.rows if r.local_port == port and r.state != "LISTEN"]
+        rows = [r for r in t.rows if on_broker_endpoint(r, b, broker_ports, broker_hosts) and r.state != "LISTEN"]
         cw = [r for r in rows if r.state == "CLOSE_WAIT"]
         if len(cw) < CLOSE_WAIT_MIN or len(cw) * 2 < len(rows):
             continue
@@ -345,6 +355,7 @@ def _unparsable_findings(files: list[ParsedFile]) -> list[Finding]:
 
 def diagnose(files: list[ParsedFile], kafka_version: str | None = None,
              broker_ports: dict[int, int] | None = None,
+             broker_hosts: dict[int, str] | None = None,
              broker_versions: dict[int, str] | None = None) -> list[Finding]:
     """All findings for one bundle, most severe first.
 
@@ -354,7 +365,7 @@ def diagnose(files: list[ParsedFile], kafka_version: str | None = None,
     files = list(files)
     versions: dict[int | None, str] = dict(broker_versions or {})
     versions.update(kafka_versions(files))
-    findings = (_deadlock_findings(files, versions, kafka_version) + _close_wait_findings(files, broker_ports)
+    findings = (_deadlock_findings(files, versions, kafka_version) + _close_wait_findings(files, broker_ports, broker_hosts)
                 + _log_findings(files) + _unparsable_findings(files))
     rank = {Severity.CRITICAL: 0, Severity.WARNING: 1, Severity.INFO: 2}
     return sorted(findings, key=lambda x: rank[x.severity])
@@ -363,7 +374,8 @@ def diagnose(files: list[ParsedFile], kafka_version: str | None = None,
 # ---------------------------------------------------------------- tables for the report
 
 
-def broker_table(files: list[ParsedFile], broker_ports: dict[int, int] | None = None) -> list[dict]:
+def broker_table(files: list[ParsedFile], broker_ports: dict[int, int] | None = None,
+                 broker_hosts: dict[int, str] | None = None) -> list[dict]:
     """One row per broker: pid, uptime, RSS, open files, heap, connection states on its port, threads blocked."""
     rows: dict[int | None, dict] = {}
 
@@ -382,8 +394,8 @@ def broker_table(files: list[ParsedFile], broker_ports: dict[int, int] | None = 
         h: HeapInfo = fs[-1].result
         row(b).update(heap_used_kb=h.used_kb, heap_total_kb=h.total_kb)
     for b, fs in _by_broker(files, ("sockets_ss", "sockets_netstat")).items():
-        port = broker_port_of(b, broker_ports)
-        row(b)["connection_states"] = dict(Counter(r.state for r in fs[-1].result.rows if r.local_port == port))
+        row(b)["connection_states"] = dict(
+            Counter(r.state for r in fs[-1].result.rows if on_broker_endpoint(r, b, broker_ports, broker_hosts)))
     for b, fs in _by_broker(files, "jstack").items():
         d: JstackDump = fs[-1].result
         ts = d.all_threads()

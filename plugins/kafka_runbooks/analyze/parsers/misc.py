@@ -37,7 +37,14 @@ def parse_open_files(data: bytes | str | None) -> OpenFiles:
         return OpenFiles(count=int(lines[0][1]), line=lines[0][0])
     if lines and lines[0][1].startswith("COMMAND") and " PID " in lines[0][1] + " ":
         return OpenFiles(count=len(lines) - 1, line=lines[-1][0])
-    return OpenFiles(unparsable=[f"expected a single integer (fd count), got {len(lines)} lines: {lines[0][1][:80]!r}"])
+    # a listing of the process's fd directory, one entry per line (`find /proc/PID/fd -mindepth 1 ...`)
+    if lines and all(_FD_ENTRY.fullmatch(l) for _, l in lines):
+        return OpenFiles(count=len(lines), line=lines[-1][0])
+    return OpenFiles(unparsable=[f"expected an fd count, an lsof listing or a /proc/PID/fd listing; got {len(lines)} "
+                                 f"lines: {lines[0][1][:80]!r}" if lines else "no lines"])
+
+
+_FD_ENTRY = re.compile(r"(?:/proc/\d+/fd/)?\d+")
 
 
 @dataclass
