@@ -11,7 +11,7 @@ from typing import Iterable, Sequence
 
 from kafka_runbooks.model import Finding, Plan, Severity
 
-MAX_EVIDENCE_LINES = 12
+MAX_CITED_FINDINGS = 6
 MAX_LISTED_PARTITIONS = 40
 
 
@@ -37,11 +37,11 @@ def approval_body(findings: Sequence[Finding], plan: Plan, *, report_path: str |
         parts.append("_The analysis produced no finding._")
     for f in ranked:
         parts.append(f"- **{f.severity.value.upper()}** {_code(f.kind)}: {_code(f.summary)}")
-    parts.append("\n### Key evidence")
+    parts.append("\n### Key evidence (first citation per finding; all of them are in the report)")
     cited = 0
     for f in ranked:
-        for ev in f.evidence:
-            if cited >= MAX_EVIDENCE_LINES:
+        for ev in f.evidence[:1]:
+            if cited >= MAX_CITED_FINDINGS:
                 break
             where = f"{ev.source}:{','.join(map(str, ev.lines[:6]))}" if ev.lines else ev.source
             excerpt = [line for line in ev.excerpt.splitlines() if line.strip()][:8]
