@@ -42,8 +42,10 @@ def _gate_dag(dag_id: str, timeout_s: float) -> DAG:
 
 def _serialized(dag: DAG) -> DAG:
     """dag.test() runs only serialized DAGs: register this test-only DAG as the DAG processor would."""
+    from airflow.dag_processing.bundles.manager import DagBundlesManager
     from airflow.dag_processing.dagbag import DagBag, sync_bag_to_db
 
+    DagBundlesManager().sync_bundles_to_db()  # a fresh metadata DB has no bundle row yet
     bag = DagBag(dag_folder=__file__)
     bag.bag_dag(dag)
     sync_bag_to_db(bag, "dags-folder", None)
