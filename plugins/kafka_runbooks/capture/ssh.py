@@ -7,7 +7,7 @@ the hook's policy handling is not strict by construction:
 
 * ``allow_host_key_change: true`` makes the hook skip known hosts and install paramiko's base
   ``MissingHostKeyPolicy`` -- which silently accepts ANY key for an unknown host;
-* ``no_host_key_check: true`` installs ``AutoAddPolicy``;
+* ``no_host_key_check: true`` makes paramiko add any unknown host key silently;
 * ``get_conn()`` retries a failed connect 3 times with 3-5 s sleeps (a changed host key included).
 
 So: those two flags are refused outright (:class:`InsecureConnectionError`), the client always gets
