@@ -56,7 +56,7 @@ def run_drill(state_dir: Path, broker: int, option: str, keep_lab: bool) -> int:
         t_fault = time.monotonic()
         lab.deadlock(broker)
         confs = detect_until_finding(dags.get_dag(HEALTH), "lab", timeout_s=120)
-        say(f"fault → finding in {time.monotonic() - t_fault:.1f}s; incident response conf: {json.dumps(confs[0])}")
+        say(f"fault → finding in {time.monotonic() - t_fault:.1f}s: incident {confs[0]['incident_id']}, brokers {confs[0]['broker_ids']}: {confs[0]['reason']}")
 
         say(f"the approval will be answered by this drill as user 'drill-bot': {option}")
         with Responder(RESPONSE, "approve", option, user="drill-bot", timeout_s=900) as responder:

@@ -6,7 +6,8 @@ from typing import Any, Sequence
 
 from airflow.sdk import BaseOperator
 
-ACTIONABLE = ("broker_unresponsive", "offline_partitions")
+# findings that open an incident; those that name brokers also start the incident response
+OPENS_INCIDENT = ("broker_unresponsive", "offline_partitions")
 
 
 def take_snapshot(config, *, probe_hosts: bool = True):
@@ -75,7 +76,7 @@ class DetectFindingsOperator(BaseOperator):
         store = IncidentStore(config.incident_base)
         confs = []
         for f in findings:
-            if f.kind not in ACTIONABLE:
+            if f.kind not in OPENS_INCIDENT:
                 continue
             existing = store.find_open(config.name, f.broker_ids, f.kind)
             if existing:
@@ -89,12 +90,17 @@ class DetectFindingsOperator(BaseOperator):
                 opened_by=f"dag:{context['dag'].dag_id}",
             )
             self.log.warning("opened incident %s", record["id"])
+            if not f.broker_ids:
+                # e.g. partitions with no leader at all: nothing to capture or restart automatically
+                store.update(record["id"], note="no broker named by the finding: needs a person; no response run started")
+                continue
             confs.append(
                 {
                     "cluster": config.name,
                     "incident_id": record["id"],
                     "broker_ids": list(f.broker_ids),
                     "reason": f.summary,
+                    "finding": f.to_dict(),
                 }
             )
         return confs
