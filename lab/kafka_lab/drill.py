@@ -11,7 +11,7 @@ in the Airflow UI; it says so in its output.
 from __future__ import annotations
 
 import argparse
-import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -96,7 +96,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--broker", type=int, default=3)
     p.add_argument("--reject", action="store_true", help="answer Reject instead of Approve")
     p.add_argument("--keep-lab", action="store_true")
+    p.add_argument("--verbose", action="store_true", help="show Airflow's INFO logs of every task")
     args = p.parse_args(argv)
+    os.environ.setdefault("AIRFLOW__LOGGING__LOGGING_LEVEL", "INFO" if args.verbose else "WARNING")
     return run_drill(args.state_dir, args.broker, "Reject" if args.reject else "Approve", args.keep_lab)
 
 

@@ -5,7 +5,8 @@ from kafka_runbooks.model import Finding, Severity
 from kafka_runbooks.remediate.planner import plan_restart
 from kafka_runbooks.remediate.safety import not_serving_from, restart_refusals
 
-from test_remediate_pure import CONFIG, P, snap
+from snapshot_builders import P, snap
+from test_remediate_pure import CONFIG
 
 # seed 001 on brokers 1,2,3: broker 3 deadlocked; peers dropped it, its own partitions have ISR [3]
 SEED_001 = [

@@ -11,19 +11,7 @@ from kafka_runbooks.remediate.recovery import RecoveryTimeout, recovery_status
 from kafka_runbooks.remediate.safety import blast_radius, restart_refusals
 
 
-def P(topic, index, replicas, leader, isr, min_isr=None):
-    return Partition(topic, index, tuple(replicas), leader, tuple(isr), min_insync_replicas=min_isr)
-
-
-def snap(partitions, brokers=(1, 2, 3), controller=1, unparsable=()):
-    return ClusterSnapshot(
-        cluster="c1",
-        taken_at="2024-01-01T00:00:00Z",
-        brokers=tuple(Broker(b, f"kafka{b}", 9092) for b in brokers),
-        controller_id=controller,
-        partitions=tuple(partitions),
-        unparsable=tuple(unparsable),
-    )
+from snapshot_builders import P, snap  # noqa: E402
 
 
 CONFIG = ClusterConfig(
