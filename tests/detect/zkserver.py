@@ -8,7 +8,6 @@ these tests are the proof that the reader works against real ZooKeeper, never sk
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import tempfile
 import threading
@@ -17,6 +16,8 @@ import uuid
 from pathlib import Path
 
 import pytest
+
+from kafka_lab.lab import four_letter, port_open
 
 HOST = "127.0.0.1"
 PORT = 21890
@@ -41,26 +42,6 @@ JAVA_DIR = Path("/usr/share/java")
 START_TIMEOUT_S = 20.0
 
 
-def _four_letter(cmd: bytes, timeout: float = 1.0) -> str:
-    with socket.create_connection((HOST, PORT), timeout=timeout) as s:
-        s.sendall(cmd)
-        chunks = []
-        while True:
-            data = s.recv(4096)
-            if not data:
-                break
-            chunks.append(data)
-    return b"".join(chunks).decode("utf-8", "replace")
-
-
-def _port_in_use() -> bool:
-    try:
-        with socket.create_connection((HOST, PORT), timeout=0.3):
-            return True
-    except OSError:
-        return False
-
-
 class ZooKeeperServer:
     def __init__(self) -> None:
         self.proc: subprocess.Popen | None = None
@@ -82,7 +63,7 @@ class ZooKeeperServer:
                 f"missing in {JAVA_DIR}: {missing}",
                 pytrace=False,
             )
-        if _port_in_use():
+        if port_open(HOST, PORT, timeout=0.3):
             pytest.fail(f"port {PORT} is already in use (a leftover ZooKeeper?); free it and rerun", pytrace=False)
         self.workdir = Path(tempfile.mkdtemp(prefix="kr-zk-"))
         conf = self.workdir / "conf"
@@ -117,7 +98,7 @@ class ZooKeeperServer:
             if self.proc.poll() is not None:
                 self._fail(f"ZooKeeper exited with code {self.proc.returncode} while starting")
             try:
-                if "Mode: standalone" in _four_letter(b"srvr"):
+                if "Mode: standalone" in four_letter(PORT, "srvr"):
                     return
             except OSError:
                 pass
