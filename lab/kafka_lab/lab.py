@@ -84,8 +84,8 @@ def port_open(host: str, port: int, timeout: float = 0.3) -> bool:
         return False
 
 
-def four_letter(port: int, cmd: str = "srvr", timeout: float = 1.0) -> str:
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+def four_letter(port: int, cmd: str = "srvr", timeout: float = 1.0, host: str = "127.0.0.1") -> str:
+    with socket.create_connection((host, port), timeout=timeout) as s:
         s.sendall(cmd.encode())
         chunks = []
         while True:

@@ -21,8 +21,10 @@ from pathlib import Path
 
 import pytest
 
-HOST = "127.0.0.21"
-DOWN_HOST = "127.0.0.22"
+from kafka_lab.net import service_ip
+
+HOST = service_ip("capture_ssh")
+DOWN_HOST = service_ip("capture_ssh_down")
 SSH_PORT = 2222
 BROKER_PORT = 9092
 USER = "krcapture"

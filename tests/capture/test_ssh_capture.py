@@ -14,6 +14,10 @@ from kafka_runbooks.capture.ssh import ConnectError, HostKeyError, InsecureConne
 from kafka_runbooks.config import CaptureSettings, ClusterConfig
 from kafka_runbooks.detect.host_probe import probe_all, probe_host
 
+from kafka_lab.net import service_ip
+
+DOWN_HOST = service_ip("capture_ssh_down")
+
 
 def _config(h, tmp_path, **capture) -> ClusterConfig:
     settings = dict(jstack_count=3, jstack_interval_s=0.5, command_timeout_s=30, connect_timeout_s=3,
@@ -28,7 +32,7 @@ def _config(h, tmp_path, **capture) -> ClusterConfig:
 def _snapshot(h) -> model.ClusterSnapshot:
     return model.ClusterSnapshot(
         cluster="capt", taken_at="2024-05-01T07:00:00Z",
-        brokers=(model.Broker(1, h.host, h.broker_port), model.Broker(2, "127.0.0.22", h.broker_port)),
+        brokers=(model.Broker(1, h.host, h.broker_port), model.Broker(2, DOWN_HOST, h.broker_port)),
         controller_id=1, partitions=(model.Partition("t", 0, (1, 2), 1, (1,)),),
     )
 
@@ -193,7 +197,7 @@ def test_probe_host_and_probe_all(ssh_host, tmp_path):
         assert p.connection_states.get("ESTABLISHED", 0) >= 1
         assert p.connection_states.get("CLOSE_WAIT", 0) >= 1
         assert "LISTEN" not in p.connection_states
-        probes = probe_all(cfg, [b1, model.Broker(2, "127.0.0.22", ssh_host.broker_port), model.Broker(9, "h", 9092)])
+        probes = probe_all(cfg, [b1, model.Broker(2, DOWN_HOST, ssh_host.broker_port), model.Broker(9, "h", 9092)])
         assert [x.broker_id for x in probes] == [1, 2, 9]
         assert probes[0].reachable and probes[0].pid == ssh_host.jvm_pid
         assert not probes[1].reachable and "ConnectError" in probes[1].error

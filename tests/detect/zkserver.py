@@ -18,9 +18,10 @@ from pathlib import Path
 import pytest
 
 from kafka_lab.lab import four_letter, port_open
+from kafka_lab.net import ZK_CLIENT_PORT, service_ip
 
-HOST = "127.0.0.1"
-PORT = 21890
+HOST = service_ip("zookeeper")
+PORT = ZK_CLIENT_PORT
 JARS = [
     "zookeeper.jar",
     "zookeeper-jute.jar",
@@ -98,7 +99,7 @@ class ZooKeeperServer:
             if self.proc.poll() is not None:
                 self._fail(f"ZooKeeper exited with code {self.proc.returncode} while starting")
             try:
-                if "Mode: standalone" in four_letter(PORT, "srvr"):
+                if "Mode: standalone" in four_letter(PORT, "srvr", host=HOST):
                     return
             except OSError:
                 pass
