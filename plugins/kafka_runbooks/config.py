@@ -132,6 +132,7 @@ class ClusterConfig:
     name: str
     zk_conn_id: str  # Airflow connection: host "h1:p1,h2:p2", extra {"chroot": "/kafka"}
     hosts: Mapping[int, str]  # broker id -> Airflow SSH connection id of its host
+    kafka_conn_id: str | None = None  # optional Airflow connection with librdkafka security settings
     broker_port: int = 9092  # fallback when a registration carries no port
     # the listener probes and clients use (e.g. "REPLICATION"); None: the registration's only endpoint
     listener: str | None = None

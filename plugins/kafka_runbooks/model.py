@@ -158,6 +158,27 @@ class HostProbe:
 
 
 @dataclass(frozen=True)
+class KafkaCheck:
+    """A direct Kafka-protocol check of one broker: a client bootstrapped at that broker alone asks
+    it for metadata, with a short timeout. ``answered_by`` is the broker id that answered."""
+
+    broker_id: int
+    endpoint: str  # "host:port" that was asked
+    ok: bool
+    latency_ms: float | None = None
+    answered_by: int | None = None
+    error: str | None = None
+    at: str | None = None  # ISO-8601 UTC
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "KafkaCheck":
+        return cls(**{k: d.get(k) for k in cls.__dataclass_fields__ if k in d})
+
+
+@dataclass(frozen=True)
 class ClusterSnapshot:
     """Cluster state at one instant: registrations, controller, partitions, host probes."""
 
