@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from .jstack import JstackDump, parse_jstack, strip_deadlock_section
-from .kafka_log import KafkaLog, LogEvent, parse_kafka_log
+from .kafka_log import KafkaLog, LogRecord as LogEvent, parse_kafka_log
 from .misc import (
     HeapInfo, JmapHisto, OpenFiles, ProcessStat, parse_heap_info, parse_jmap_histo, parse_open_files,
     parse_process_stat,
