@@ -1,15 +1,15 @@
-"""The Spark side of log analysis: big log files are read by Spark's text source, split into partitions,
-and every line goes through JVM column expressions only (no Python function per line):
+"""The Spark side of log analysis. Big log files are read by Spark's text source, split into partitions, and
+every line goes through JVM column expressions only (no Python function per line):
 
 1. gate: the logger's simple class name read with ``substring_index`` (layouts.GATE_STEPS) must be one the
-   signature table knows, or the line is an exception line under a record, or a marker frame;
-2. classify (on the few gated rows): literals with ``contains``, then the signature's Java regex;
-3. number: ``monotonically_increasing_id`` within a split + the survey's line count at the split start;
-4. assemble: a signature row joined to its exception line (line + 1) and marker frame (line + 2);
-5. attributes: ``regexp_extract`` per signature and per exception-line rule (signatures.EXCEPTION_ATTRS).
+   signature table knows, or the line is an exception line, or a marker frame, or an ERROR/FATAL record;
+2. number: ``monotonically_increasing_id`` within a split + the survey's line count at the split start;
+3. assemble: one window per file (lead 1 and 2) brings each gated record the two lines under it.
 
-The rows that survive (signature events, and ERROR/FATAL records in the kafka/strimzi layouts) are written to
-Parquet by the executors; the driver only ever sees aggregates and a bounded sample.
+Only the gated rows (a few per cent of the lines) leave the JVM: in Arrow batches (``mapInArrow``) they go
+through the one pure classifier (parsers/logs.classify), so this path and the pure path agree by
+construction. The resulting log_events rows are written to Parquet by the executors; the driver only ever
+sees aggregates and a bounded sample.
 
 Only imported inside a Spark job (it imports pyspark at module level).
 """
@@ -18,34 +18,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 from . import signatures as S
+from .tables import SCHEMAS, spark_schema
 from .parsers.layouts import BY_NAME, GATE_STEPS, gate_keys
 
 MASK33 = (1 << 33) - 1
 RAW_MAX = 2000
-# layouts whose ERROR/FATAL records without a signature are kept too, and where their level is printed (1-based)
-from .parsers.layouts import LEVEL_POS  # noqa: E402
-LEVEL_LAYOUTS = tuple(LEVEL_POS)
+from .parsers.layouts import LEVEL_POS  # noqa: E402  (where kafka/strimzi print the level: ERROR/FATAL kept)
 EXC_JAVA = r"^(?:Caused by: )?[A-Za-z_$][A-Za-z0-9_$.]{0,300}(?:Exception|Error|Throwable)(?::|$|\s)"
-LEVEL_JAVA = r"\b(TRACE|DEBUG|INFO|WARN|WARNING|ERROR|FATAL|SEVERE)\b"
-TS_JAVA = (r"^\[?([0-9]{4}-[0-9]{2}-[0-9]{2})[ T]([0-9]{2}:[0-9]{2}:[0-9]{2})(?:[,.]([0-9]{1,9}))?"
-           r"(Z|[+-][0-9]{2}:?[0-9]{2})?")
-TS_YY_JAVA = r"^([0-9]{2})/([0-9]{2})/([0-9]{2}) ([0-9]{2}:[0-9]{2}:[0-9]{2})"
 
-EVENT_SCHEMA = T.StructType([
-    T.StructField("path", T.StringType()), T.StructField("broker_id", T.IntegerType()),
-    T.StructField("layout", T.StringType()), T.StructField("line", T.LongType()),
-    T.StructField("ts", T.StringType()), T.StructField("zone", T.StringType()),
-    T.StructField("level", T.StringType()), T.StructField("logger", T.StringType()),
-    T.StructField("signature", T.StringType()), T.StructField("wording", T.StringType()),
-    T.StructField("attrs", T.MapType(T.StringType(), T.StringType())),
-    T.StructField("raw", T.StringType()), T.StructField("exception", T.StringType()),
-    T.StructField("exception_line", T.LongType()),
-])
+EVENT_SCHEMA = spark_schema("log_events")
 EVENT_COLUMNS = [f.name for f in EVENT_SCHEMA.fields]
 
 
@@ -59,9 +44,11 @@ class ScanFile:
 
 
 def configure(spark: SparkSession, split_bytes: int) -> None:
-    """One split per partition, splits at multiples of split_bytes (the survey counted lines up to those)."""
+    """One split per partition, splits at multiples of split_bytes (the survey counted lines up to those);
+    the few shuffles of the job move small data: as many partitions as cores."""
     spark.conf.set("spark.sql.files.maxPartitionBytes", str(split_bytes))
     spark.conf.set("spark.sql.files.openCostInBytes", str(split_bytes))
+    spark.conf.set("spark.sql.shuffle.partitions", str(max(2, spark.sparkContext.defaultParallelism)))
 
 
 def gate_key_column(layout: str, v: Column) -> Column:
@@ -69,13 +56,6 @@ def gate_key_column(layout: str, v: Column) -> Column:
     for delim, count in GATE_STEPS[layout]:
         key = F.substring_index(key, delim, count)
     return key
-
-
-def _sig_literals(sig: S.Signature, v: Column) -> Column:
-    cond = F.lit(True)
-    for lit in sig.literals:
-        cond = cond & v.contains(lit)
-    return cond
 
 
 def _kept_lines(spark: SparkSession, f: ScanFile) -> DataFrame:
@@ -119,118 +99,84 @@ def _kept_lines(spark: SparkSession, f: ScanFile) -> DataFrame:
     return kept.select(
         F.lit(f.path).alias("path"), F.lit(f.broker_id).cast("int").alias("broker_id"), F.lit(f.layout).alias("layout"),
         line.cast("long").alias("line"), kind.alias("kind"), F.substring(vv, 1, RAW_MAX).alias("value"),
-        gate_key_column(f.layout, vv).alias("key"),
+        (F.regexp_replace(gate_key_column(f.layout, vv), r"\)$", "") if f.layout == "kafka"
+         else gate_key_column(f.layout, vv)).alias("key"),
     )
 
 
-def _classify_column(layout: str, v: Column, key: Column, exc: Column) -> Column:
-    """The index (into SIGNATURES) of the first row matching: logger key, literals, pattern."""
-    suffix = ")" if layout == "kafka" else ""
-    expr = None
-    for i, sig in enumerate(S.SIGNATURES):
-        jpat, _ = S.java_pattern(sig.pattern)
-        text = v if sig.on == "message" else exc
-        cond = key.isin(*[lg + suffix for lg in sig.loggers]) & _sig_literals(sig, text) & text.rlike(jpat)
-        expr = F.when(cond, F.lit(i)) if expr is None else expr.when(cond, F.lit(i))
-    return expr
+def classify_batches(batches):
+    """mapInArrow body: gated records (with the line under them and the one after) -> log_events rows, by the
+    one pure classifier (parsers/logs.classify), so the JVM-scanned and the pure path agree by construction."""
+    import pyarrow as pa
 
+    from .logsummary import event_row
+    from .parsers.layouts import BY_NAME, level_kept
+    from .parsers.logs import LogRecord, classify
 
-def _by_index(idx: Column, values: list[str]) -> Column:
-    """values[idx], null when idx is null (element_at on a null index is not safe in generated code)."""
-    return F.when(idx.isNotNull(), F.element_at(F.array(*[F.lit(v) for v in values]), F.coalesce(idx, F.lit(0)) + 1))
-
-
-def _attr_names() -> list[str]:
-    names: list[str] = []
-    for sig in S.SIGNATURES:
-        for n in S.java_pattern(sig.pattern)[1]:
-            if n not in names:
-                names.append(n)
-    for _, _, pat in S.EXCEPTION_ATTRS:
-        for n in S._compiled(pat).groupindex:
-            if n not in names:
-                names.append(n)
-    for _, _, attr in S.FRAME_MARKERS:
-        if attr not in names:
-            names.append(attr)
-    return names
-
-
-def _attrs_column(idx: Column, v: Column, src: Column, marker: Column) -> Column:
-    entries = []
-    sig_name = _by_index(idx, [s.name for s in S.SIGNATURES])
-    for name in _attr_names():
-        cands = []
-        for i, sig in enumerate(S.SIGNATURES):
-            jpat, groups = S.java_pattern(sig.pattern)
-            if name in groups:
-                text = v if sig.on == "message" else src
-                cands.append(F.when(idx == i, F.nullif(F.regexp_extract(text, jpat, groups[name]), F.lit(""))))
-        for names_, lit, pat in S.EXCEPTION_ATTRS:
-            jpat, groups = S.java_pattern(pat)
-            if name in groups:
-                cands.append(F.when(sig_name.isin(*names_) & src.contains(lit),
-                                    F.nullif(F.regexp_extract(src, jpat, groups[name]), F.lit(""))))
-        for sname, lit, attr in S.FRAME_MARKERS:
-            if attr == name:
-                cands.append(F.when((sig_name == sname) & marker.isNotNull() & marker.contains(lit), F.lit("1")))
-        if cands:
-            entries.append(F.struct(F.lit(name).alias("k"), F.coalesce(*cands).alias("v")))
-    arr = F.filter(F.array(*entries), lambda e: e["v"].isNotNull())
-    return F.map_from_entries(F.transform(arr, lambda e: F.struct(e["k"], e["v"])))
-
-
-def _ts_columns(v: Column) -> tuple[Column, Column]:
-    d, t, frac, zone = (F.regexp_extract(v, TS_JAVA, i) for i in (1, 2, 3, 4))
-    frac3 = F.substring(F.concat(frac, F.lit("000")), 1, 3)
-    iso = F.when(d != "", F.concat(d, F.lit("T"), t, F.lit("."), frac3))
-    yy, mm, dd, tt = (F.regexp_extract(v, TS_YY_JAVA, i) for i in (1, 2, 3, 4))
-    iso_yy = F.when(yy != "", F.concat(F.lit("20"), yy, F.lit("-"), mm, F.lit("-"), dd, F.lit("T"), tt, F.lit(".000")))
-    return F.coalesce(iso, iso_yy, F.lit("")), F.nullif(zone, F.lit(""))
+    for batch in batches:
+        d = batch.to_pydict()
+        out = {c: [] for c in EVENT_COLUMNS}
+        for i in range(batch.num_rows):
+            raw, layout = d["value"][i], d["layout"][i]
+            reader = BY_NAME.get(layout)
+            h = reader.header(raw) if reader else None
+            if h is None:
+                continue
+            r = LogRecord(line=int(d["line"][i]), end_line=int(d["line"][i]), ts=h.ts, level=h.level, logger=h.logger,
+                          thread=h.thread, message=h.message, zone=h.zone, myid=h.myid, raw=raw)
+            nxt, frame = d["exc_value"][i], d["marker"][i]
+            classify(r, nxt, frame)
+            if nxt is not None and r.exception is None:
+                from .parsers.logs import is_exception_line
+                if is_exception_line(nxt):
+                    r.exception, r.exception_line = nxt.strip()[:2000], int(d["line"][i]) + 1
+            if not r.signature and not level_kept(layout, raw):
+                continue
+            row = event_row(r, layout, d["path"][i], d["broker_id"][i])
+            for c in EVENT_COLUMNS:
+                out[c].append(row[c])
+        out["attrs"] = [list(a.items()) for a in out["attrs"]]
+        yield pa.RecordBatch.from_pydict(out, schema=SCHEMAS["log_events"])
 
 
 def events_frame(spark: SparkSession, files: list[ScanFile]) -> DataFrame | None:
-    """The log_events rows (EVENT_SCHEMA) of every file, computed on the executors."""
+    """The log_events rows (EVENT_SCHEMA) of every file, computed on the executors.
+
+    One JVM scan per file gates every line with column expressions (logger key, first character, contains);
+    the gated rows, a few per cent of the lines, are put in line order per file with one window that brings
+    each record the two lines under it, and are classified in Arrow batches by the pure classifier."""
     if not files:
         return None
     lines = None
     for f in files:
         k = _kept_lines(spark, f)
         lines = k if lines is None else lines.unionByName(k)
-    by_layout = []
-    for layout in sorted({f.layout for f in files}):
-        L = lines.where(F.col("layout") == layout)
-        rec = L.where(F.col("kind") == "rec").alias("r")
-        exc = L.where(F.col("kind") == "exc").select("path", (F.col("line") - 1).alias("eline"),
-                                                    F.col("value").alias("exc_value"), F.col("line").alias("exc_no")).alias("e")
-        mk = L.where(F.col("kind") == "marker").select("path", (F.col("line") - 2).alias("mline"),
-                                                      F.col("value").alias("marker")).alias("m")
-        j = (rec.join(exc, (F.col("r.path") == F.col("e.path")) & (F.col("r.line") == F.col("e.eline")), "left")
-             .join(mk, (F.col("r.path") == F.col("m.path")) & (F.col("r.line") == F.col("m.mline")), "left")
-             .select("r.path", "r.broker_id", "r.layout", "r.line", "r.value", "r.key", "exc_value", "exc_no", "marker"))
-        v, key, excv = F.col("value"), F.col("key"), F.col("exc_value")
-        idx = _classify_column(layout, v, key, excv)
-        j = j.withColumn("sig_idx", idx)
-        lvl = F.regexp_extract(F.substring(v, 1, 80), LEVEL_JAVA, 1)
-        lvl = F.when(lvl == "WARNING", "WARN").when(lvl == "SEVERE", "ERROR").otherwise(lvl)
-        keep = F.col("sig_idx").isNotNull()
-        if layout in LEVEL_POS:
-            keep = keep | F.substring(v, LEVEL_POS[layout], 5).isin("ERROR", "FATAL")
-        j = j.where(keep)
-        src = F.coalesce(excv, v)
-        ts, zone = _ts_columns(v)
-        suffix_strip = F.regexp_replace(key, r"\)$", "") if layout == "kafka" else key
-        out = j.select(
-            "path", "broker_id", "layout", "line", ts.alias("ts"), zone.alias("zone"), lvl.alias("level"),
-            suffix_strip.alias("logger"),
-            _by_index(F.col("sig_idx"), [s.name for s in S.SIGNATURES]).alias("signature"),
-            _by_index(F.col("sig_idx"), [s.versions for s in S.SIGNATURES]).alias("wording"),
-            F.when(F.col("sig_idx").isNotNull(), _attrs_column(F.col("sig_idx"), v, src, F.col("marker")))
-             .otherwise(F.create_map().cast("map<string,string>")).alias("attrs"),
-            v.alias("raw"), excv.alias("exception"), F.col("exc_no").alias("exception_line"),
-        )
-        by_layout.append(out)
-    df = by_layout[0]
-    for o in by_layout[1:]:
-        df = df.unionByName(o)
-    return df
+    w = Window.partitionBy("path").orderBy("line")
+    nxt1 = F.lead(F.struct("line", "kind", "value"), 1).over(w)
+    nxt2 = F.lead(F.struct("line", "kind", "value"), 2).over(w)
+    j = lines.select("*", nxt1.alias("n1"), nxt2.alias("n2")).where(F.col("kind") == "rec")
+    exc_ok = (F.col("n1.line") == F.col("line") + 1) & (F.col("n1.kind") == "exc")
+    j = j.select("path", "broker_id", "layout", "line", "value", "key",
+                 F.when(exc_ok, F.col("n1.value")).alias("exc_value"),
+                 F.when(exc_ok & (F.col("n2.line") == F.col("line") + 2) & (F.col("n2.kind") == "marker"),
+                        F.col("n2.value")).alias("marker"))
+    return j.where(_possible(F.col("key"), F.col("value"), F.col("exc_value"), F.col("layout"))).mapInArrow(
+        classify_batches, EVENT_SCHEMA)
+
+
+def _possible(key: Column, v: Column, exc: Column, layout: Column) -> Column:
+    """A cheap JVM prefilter before the Arrow hand-off: some signature of this logger has its first literal in the
+    text, or the record is an ERROR/FATAL one kept for the timeline (no false negatives: the classifier needs both)."""
+    by_logger: dict[str, list[S.Signature]] = {}
+    for sig in S.SIGNATURES:
+        for lg in sig.loggers:
+            by_logger.setdefault(lg, []).append(sig)
+    cond = F.lit(False)
+    for lg, sigs in sorted(by_logger.items()):
+        lits = F.lit(False)
+        for sig in sigs:
+            lits = lits | (v if sig.on == "message" else exc).contains(sig.literals[0])
+        cond = cond | ((key == lg) & lits)
+    for lay, pos in LEVEL_POS.items():
+        cond = cond | ((layout == lay) & F.substring(v, pos, 5).isin("ERROR", "FATAL"))
+    return cond

@@ -87,6 +87,8 @@ class LogSummary:
     omitted: dict[str, int] = field(default_factory=dict)  # signature -> events left out of the sample
     minutes: list[dict[str, Any]] = field(default_factory=list)  # fetch failures per minute (exact)
     read_by: str = "python"  # "python" | "spark"
+    first_ts: str | None = None  # first and last record times of the file (local time as logged)
+    last_ts: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -131,4 +133,6 @@ def summarize(p: LogParse, path: str, kind: str, broker_id: int | None = None, h
                       parsed_share=round(p.parsed_share, 4) if p.nonblank else None, lines=p.total_lines,
                       notes=list(p.notes), unparsable=list(p.unparsable),
                       counts=dict(Counter(r["signature"] for r in rows if r["signature"])),
-                      events=[record_of(r) for r in sampled], omitted=omitted, minutes=fetch_minutes(rows))
+                      events=[record_of(r) for r in sampled], omitted=omitted, minutes=fetch_minutes(rows),
+                      first_ts=next((r.ts for r in p.records if r.ts), None),
+                      last_ts=next((r.ts for r in reversed(p.records) if r.ts), None))

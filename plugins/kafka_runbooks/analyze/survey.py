@@ -45,6 +45,8 @@ class Survey:
     first_line_of_split: dict[int, int] = field(default_factory=dict)  # split start -> its first line number
     layout: str | None = None
     sampled_share: float | None = None
+    first_ts: str | None = None  # first record time in the head, last record time in the tail
+    last_ts: str | None = None
     error: str | None = None
 
     @property
@@ -141,6 +143,8 @@ def survey_file(path: str, file_uri: str, split_bytes: int, want_layout: bool = 
             tail_lines = split_lines(decode_evidence(tail).text)[1:] if pos > SAMPLE else []
             p = parse_lines(sample + tail_lines, layout.name)
             s.sampled_share = round(p.parsed_share, 4)
+            s.first_ts = next((r.ts for r in p.records if r.ts), None)
+            s.last_ts = next((r.ts for r in reversed(p.records) if r.ts), None)
     return s
 
 
