@@ -107,14 +107,12 @@ def _snapshot_info(bundle_uri: str, entries: list[dict]):
     return ports, hosts, versions, bad
 
 
-def _spark_log_summaries(spark, events_path: str, scan: list[tuple[dict, Survey]]) -> list[ParsedFile]:
+def _spark_log_summaries(ev, scan: list[tuple[dict, Survey]]) -> list[ParsedFile]:
     """LogSummary per JVM-scanned file from Parquet aggregates: exact counts, first/last SAMPLE events per
     signature, exact per-minute fetch-failure counts. Only aggregates and the bounded sample reach the driver."""
     from pyspark.sql import Window as W
     from pyspark.sql import functions as F
 
-    paths = [e["path"] for e, _ in scan]
-    ev = spark.read.parquet(events_path).where((F.col("source") == "spark") & F.col("path").isin(paths))
     counts = {(r["path"], r["signature"]): r["n"] for r in
               ev.where(F.col("signature").isNotNull()).groupBy("path", "signature").agg(F.count(F.lit(1)).alias("n")).collect()}
     w_asc = W.partitionBy("path", "signature").orderBy(F.col("line").asc())
@@ -236,6 +234,9 @@ def run(spark, bundle: str, out: str | None = None, kafka_version: str | None = 
     events_df = fastscan.events_frame(spark, [fastscan.ScanFile(e["path"], U.join(bundle_uri, e["path"]), e.get("broker_id"),
                                                                 s.layout, s.first_line_of_split) for e, s in scan])
     if events_df is not None:
+        from pyspark import StorageLevel
+
+        events_df = events_df.persist(StorageLevel.MEMORY_AND_DISK)  # signature rows only: small; aggregated below
         events_df.write.mode("overwrite").parquet(U.join(U.join(pq, "log_events"), "source=spark"))
     tables.write_part(out_uri, "files", [{"path": e["path"], "kind": e["kind"], "broker_id": e.get("broker_id"),
                                           "bytes": s.size, "read_by": "spark", "layout": s.layout,
@@ -245,7 +246,9 @@ def run(spark, bundle: str, out: str | None = None, kafka_version: str | None = 
 
     # 4. driver: aggregates for the JVM-scanned logs
     t = time.monotonic()
-    files.extend(_spark_log_summaries(spark, U.join(pq, "log_events"), scan) if scan else [])
+    if events_df is not None:
+        files.extend(_spark_log_summaries(events_df, scan))
+        events_df.unpersist()
     timings["aggregates_s"] = round(time.monotonic() - t, 3)
     conn_rows = []
     cdf = spark.read.schema(tables.spark_schema("connections")).parquet(U.join(pq, "connections"))

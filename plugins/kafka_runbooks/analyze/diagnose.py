@@ -282,6 +282,29 @@ def _deadlock_findings(files: list[ParsedFile], versions: dict[int | None, str],
     return findings
 
 
+def _owner_unknown_findings(files: list[ParsedFile]) -> list[Finding]:
+    """Threads parked on an ownable lock (ReentrantLock & co.) whose owner the dump does not show: without
+    jstack -l a cycle through such locks cannot be seen, so say so instead of implying there is none."""
+    out = []
+    for broker, pairs in _dumps_by_broker(files).items():
+        f, d = pairs[-1]
+        g = build_wait_for_graph(d)
+        waits = [(n, a, c) for n, a, c in g.unresolved if re.search(r"Lock\$[A-Za-z]{0,20}Sync$", c)]
+        if not waits:
+            continue
+        why = ("the dump has no 'Locked ownable synchronizers' sections (taken without jstack -l)" if not d.ownable_info
+               else "no thread in the dump lists them as owned")
+        out.append(Finding(kind="lock_owner_unknown", severity=Severity.INFO if d.ownable_info else Severity.WARNING,
+                           summary=(f"{len(waits)} thread(s) on {_bid(broker)} wait on lock(s) "
+                                    f"{', '.join(sorted({f'<{a}> ({c})' for _, a, c in waits})[:3])} whose owner is unknown: {why}; "
+                                    "a deadlock through them can be neither shown nor ruled out"),
+                           broker_ids=(broker,) if broker is not None else (),
+                           evidence=(Evidence(f.path, (), "\n".join(f"{n} waits for <{a}> ({c})" for n, a, c in waits[:10]), f.host),),
+                           details={"waiting": [{"thread": n, "address": a, "class": c} for n, a, c in waits[:50]],
+                                    "ownable_info": d.ownable_info, "ambiguity": why}))
+    return out
+
+
 # ---------------------------------------------------------------- sockets
 
 
@@ -948,6 +971,26 @@ def _unparsable_findings(files: list[ParsedFile]) -> list[Finding]:
     return out
 
 
+def _as_summary(f: ParsedFile) -> ParsedFile:
+    """Log results given as a LogParse/KafkaLog (pure callers) become the LogSummary diagnose reads."""
+    from .logsummary import summarize
+    from .parsers.kafka_log import KafkaLog
+    from .parsers.logs import LogParse
+
+    r = f.result
+    if isinstance(r, KafkaLog):
+        r = r.parse
+    if isinstance(r, LogParse):
+        return ParsedFile(path=f.path, kind=f.kind, broker_id=f.broker_id, host=f.host,
+                          result=summarize(r, f.path, f.kind, f.broker_id, f.host), problems=list(f.problems), seq=f.seq,
+                          bytes=f.bytes, notes=list(f.notes), server=f.server, embedded=f.embedded, parse_s=f.parse_s)
+    if f.kind == "jstack" and isinstance(r, JstackDump):
+        return ParsedFile(path=f.path, kind=f.kind, broker_id=f.broker_id, host=f.host, result=ThreadDumps(dumps=[r]),
+                          problems=list(f.problems), seq=f.seq, bytes=f.bytes, notes=list(f.notes), server=f.server,
+                          embedded=f.embedded, parse_s=f.parse_s)
+    return f
+
+
 def diagnose(files: list[ParsedFile], kafka_version: str | None = None,
              broker_ports: dict[int, int] | None = None,
              broker_hosts: dict[int, str] | None = None,
@@ -959,14 +1002,15 @@ def diagnose(files: list[ParsedFile], kafka_version: str | None = None,
     Kafka version per broker: `kafka_version` (from configuration) overrides everything, then the
     server.log `Kafka version` line, then `broker_versions` (e.g. from the cluster snapshot).
     """
-    files = list(files)
+    files = [_as_summary(f) for f in files]
     window = window or Window()
     offsets: dict[int | None, dt.timedelta] = dict(utc_offsets or {})
     versions: dict[int | None, str] = dict(broker_versions or {})
     versions.update(kafka_versions(files))
     gc = _gc_by_broker(files)
     zk_configs = {f.server or f.path: f.result for f in files if f.kind == "zk_config" and f.result is not None and f.result.ok}
-    findings = (_deadlock_findings(files, versions, kafka_version) + _probe_findings(files, broker_ports, broker_hosts)
+    findings = (_deadlock_findings(files, versions, kafka_version) + _owner_unknown_findings(files)
+                + _probe_findings(files, broker_ports, broker_hosts)
                 + _close_wait_findings(files, broker_ports, broker_hosts) + _fetch_findings(files, window, offsets, gc)
                 + _request_findings(files, versions) + _group_load_findings(files) + _cleaner_findings(files)
                 + _listing_findings(files) + _dumplog_findings(files) + _zk_session_findings(files, offsets, gc)
@@ -982,6 +1026,7 @@ def diagnose(files: list[ParsedFile], kafka_version: str | None = None,
 def broker_table(files: list[ParsedFile], broker_ports: dict[int, int] | None = None,
                  broker_hosts: dict[int, str] | None = None) -> list[dict]:
     """One row per broker: pid, uptime, RSS, open files, heap, connection states on its listener, threads blocked."""
+    files = [_as_summary(f) for f in files]
     rows: dict[int | None, dict] = {}
 
     def row(b):
@@ -1030,6 +1075,7 @@ def file_table(files: list[ParsedFile]) -> list[dict]:
 
 def timeline(files: list[ParsedFile], limit: int = 300) -> list[dict]:
     """Key log events (signatures and ERROR/FATAL lines) across brokers, in time order."""
+    files = [_as_summary(f) for f in files]
     out = []
     for b, fs in _logs(files).items():
         for f in fs:

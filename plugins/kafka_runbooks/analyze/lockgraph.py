@@ -84,10 +84,12 @@ def build_wait_for_graph(dump: JstackDump) -> WaitForGraph:
         if t.tid:
             by_tid[t.tid] = t
     report_holders: dict[tuple[str, str], str] = {}
+    report_by_addr: dict[str, str] = {}  # the report names a lock's holder: true for every waiter of that lock
     for dl in dump.deadlocks:
         for e in dl:
             if e.address and e.held_by:
                 report_holders[(e.thread, e.address.lower())] = e.held_by
+                report_by_addr[e.address.lower()] = e.held_by
     for t in threads:
         aw = t.awaited
         if aw is None:
@@ -107,7 +109,7 @@ def build_wait_for_graph(dump: JstackDump) -> WaitForGraph:
         if hint is not None and hint.key != t.key:
             g.edges.append(LockEdge(t.name, hint.name, aw.address, aw.cls, kind, aw.line, None, "owner_hint", t.key, hint.key))
             continue
-        held_by = report_holders.get((t.name, aw.address.lower()))
+        held_by = report_holders.get((t.name, aw.address.lower())) or report_by_addr.get(aw.address.lower())
         if held_by is not None:
             cands = by_name.get(held_by) or []
             hk = cands[0].key if len(cands) == 1 else f"{held_by}@report"
@@ -218,7 +220,11 @@ def _thread_key(t: ThreadInfo) -> tuple:
 
 
 def _find(d: JstackDump, key: str, name: str) -> ThreadInfo | None:
-    return d.by_key(key) or (d.thread(name) if key.endswith("@report") or "@" in key and not key.startswith(("nid=", "tid=")) else None)
+    """The same thread in another dump: by nid/tid; by name only when the dumps print no thread ids."""
+    t = d.by_key(key)
+    if t is None and not key.startswith(("nid=", "tid=")):
+        t = d.thread(name)
+    return t
 
 
 def compare_dumps(dumps: list[JstackDump], threads: tuple[str, ...], keys: tuple[str, ...] | None = None) -> CycleProgress:

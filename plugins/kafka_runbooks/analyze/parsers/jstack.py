@@ -164,6 +164,7 @@ class JstackDump:
     first_line: int = 0
     last_line: int = 0
     format: str = "jstack"  # jstack | visualvm | json | excerpt
+    ownable_info: bool = False  # "Locked ownable synchronizers" sections present (jstack -l, jcmd Thread.print -l)
     index: int = 0  # position of this dump in its file (0-based)
     unparsable: list[str] = field(default_factory=list)
     unrecognized: LineTally = field(default_factory=LineTally)
@@ -344,6 +345,7 @@ def _parse_section(lines: list[str], a: int, b: int, embedded: bool) -> JstackDu
     dl_cur: DeadlockEntry | None = None
     dl_list: list[DeadlockEntry] | None = None
     dl_open = False
+    saw_trailer = False
     recognized = 0
     nonblank = 0
 
@@ -360,8 +362,8 @@ def _parse_section(lines: list[str], a: int, b: int, embedded: bool) -> JstackDu
         ln = lines[idx]
         if not ln.strip():
             continue
-        if mode == "after":
-            continue  # after the JNI trailer: heap summary of kill -3, or the log around an embedded dump
+        if mode == "after" and not ln.startswith("Found one Java-level deadlock:"):
+            continue  # after the JNI trailer: jstack's deadlock report may follow; else heap summary / the log around
         nonblank += 1
         c0 = ln[0]
         if c0 == "F":
@@ -392,6 +394,7 @@ def _parse_section(lines: list[str], a: int, b: int, embedded: bool) -> JstackDu
                 continue
             if ln.startswith("JNI global ref"):
                 close_thread()
+                saw_trailer = True
                 mode = "after" if embedded or dump.full_dump else "top"
                 recognized += 1
                 continue
@@ -483,6 +486,7 @@ def _parse_section(lines: list[str], a: int, b: int, embedded: bool) -> JstackDu
         cur.last_line = i
         s = ln.strip()
         if _OWNABLE_HDR.match(ln):
+            dump.ownable_info = True
             mode = "ownable"
             recognized += 1
             continue
@@ -531,6 +535,9 @@ def _parse_section(lines: list[str], a: int, b: int, embedded: bool) -> JstackDu
         dump.unrecognized.add(i, ln)
     close_thread()
 
+    if dump.full_dump and not saw_trailer and dump.format == "jstack":
+        dump.notes.append("no 'JNI global refs' line after the threads: normal for older JVMs and some tools, "
+                          "or the dump was cut (last thread: " + (repr(dump.threads[-1].name) if dump.threads else "none") + ")")
     for t in dump.deadlock_stacks:
         if t.state is None and t.awaited is not None:
             t.state = "BLOCKED" if t.waiting_to_lock else "WAITING"
