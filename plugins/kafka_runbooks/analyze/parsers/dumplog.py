@@ -25,6 +25,10 @@ _INDEX = re.compile(r"^offset: (?P<offset>-?[0-9]{1,19}) position: (?P<position>
 _TIMEINDEX = re.compile(r"^timestamp: (?P<ts>-?[0-9]{1,19}) offset: (?P<offset>-?[0-9]{1,19})\s{0,10}$", re.ASCII)
 _DUMPING = re.compile(r"^Dumping (?P<file>\S{1,4096})\s{0,10}$")
 _STARTING = re.compile(r"^Starting offset: (?P<offset>-?[0-9]{1,19})\s{0,10}$", re.ASCII)
+# the tool's own verification of an index against its log segment
+_MISMATCH = re.compile(r"^Indexed offset: (?P<indexed>-?[0-9]{1,19}), found log offset: (?P<found>-?[0-9]{1,19})\s{0,10}$", re.ASCII)
+_VERIFY_HEADERS = ("The following indexed offsets are not found in the log.", "Mismatches in :", "Found timestamp mismatch in :",
+                   "Found out of order timestamp in :", "Non-consecutive offsets in ")
 
 
 @dataclass(frozen=True)
@@ -71,6 +75,8 @@ class DumpedFile:
     index: list[IndexEntry] = field(default_factory=list)
     batches: list[Batch] = field(default_factory=list)
     records: int = 0
+    mismatches: list[tuple[int, int, int]] = field(default_factory=list)  # (line, indexed offset, found log offset)
+    verification: list[str] = field(default_factory=list)  # the tool's own verification headings, as printed
 
     def problems(self) -> list[str]:
         """Evidence of damage: gaps/overlaps between batches, invalid CRCs, index entries out of order."""
@@ -169,6 +175,13 @@ def parse_dump_log(data: bytes | str | None) -> DumpLog:
         if cur is None:  # output without its "Dumping <file>" header (an excerpt)
             cur = DumpedFile("", "unknown", i)
             out.files.append(cur)
+        m = _MISMATCH.match(s)
+        if m:
+            cur.mismatches.append((i, int(m.group("indexed")), int(m.group("found"))))
+            continue
+        if s.startswith(_VERIFY_HEADERS):
+            cur.verification.append(s[:300])
+            continue
         m = _STARTING.match(s)
         if m:
             cur.starting_offset = int(m.group("offset"))

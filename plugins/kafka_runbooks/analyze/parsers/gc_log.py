@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from .base import LineTally, decode_evidence, iter_lines
 
-_UNIFIED = re.compile(r"\[(?P<deco>[^\]\n]{1,80})\](?:\[[^\]\n]{0,80}\]){0,6}\s{0,20}GC\((?P<gc>[0-9]{1,12})\) (?P<what>Pause [A-Za-z ()0-9-]{1,120}?)"
+_UNIFIED = re.compile(r"\[(?P<deco>[^\]\n]{1,80})\](?:\[[^\]\n]{0,80}\]){0,6}\s{0,20}GC\((?P<gc>[0-9]{1,12})\) (?P<what>Pause [A-Za-z ()0-9.,:/_-]{1,120}?)"
                       r"(?: (?P<before>[0-9]{1,9})[MKG]->(?P<after>[0-9]{1,9})[MKG]\((?P<total>[0-9]{1,9})[MKG]\))? (?P<ms>[0-9]{1,9}\.[0-9]{1,6})ms\s{0,10}$",
                       re.ASCII)
 _UNI_TIME = re.compile(r"\[(?P<t>[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,6})?(?:[+-][0-9]{4}|Z)?)\]", re.ASCII)

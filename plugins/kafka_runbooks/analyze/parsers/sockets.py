@@ -48,6 +48,15 @@ _UNIX_ROW = re.compile(r"^(?:unix\s|u_str\s|u_dgr\s|u_seq\s|nl\s|p_raw\s|p_dgr\s
 _BSD_ADDR = re.compile(r"^(?P<host>.{1,200})\.(?P<port>[0-9]{1,5}|\*)$")
 
 
+_LINUX_PORT = re.compile(r":(?:[0-9]{1,5}|\*)$")
+_BSD_PORT = re.compile(r"\.(?:[0-9]{1,5}|\*)$")
+
+
+def _bsd_address(addr: str) -> bool:
+    """'127.0.0.1.9092', '::1.2181', '*.*' (BSD/macOS) vs '127.0.0.1:9092', '::ffff:1.2.3.4:9092', '[::]:*' (Linux)."""
+    return bool(_BSD_PORT.search(addr)) and not _LINUX_PORT.search(addr)
+
+
 def split_hostport(addr: str, bsd: bool = False) -> tuple[str, int | None]:
     """'::ffff:192.168.1.219:9092' -> ('192.168.1.219', 9092); '[::1]:9092' -> ('::1', 9092); '*:*' -> ('*', None);
     BSD style (bsd=True): '192.168.1.5.9092' -> ('192.168.1.5', 9092), '*.9092' -> ('*', 9092), '*.*' -> ('*', None)."""
@@ -173,8 +182,7 @@ def parse_sockets(data: bytes | str | None) -> SocketTable:
         m = _NETSTAT_ROW.match(s)
         if m:
             proto = m.group("proto")
-            row_bsd = bsd or proto.endswith("4") or proto.endswith("46") or (
-                ":" not in m.group("local") and m.group("local").count(".") in (1, 4))
+            row_bsd = bsd or _bsd_address(m.group("local"))
             state = m.group("state")
             prog = m.group("prog")
             if state is not None and state not in _NETSTAT_STATES and state not in _BSD_STATES:
@@ -188,7 +196,7 @@ def parse_sockets(data: bytes | str | None) -> SocketTable:
                 else:
                     program = prog
             row = _row(i, proto, state, m, pid, program, row_bsd)
-            table.format = table.format or ("netstat_bsd" if row_bsd and (bsd or proto.endswith("4") or proto.endswith("46")) else "netstat")
+            table.format = table.format or ("netstat_bsd" if row_bsd else "netstat")
         else:
             m = _SS_ROW.match(s)
             if m and m.group("state") in _SS_STATES:
