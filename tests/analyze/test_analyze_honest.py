@@ -1,0 +1,101 @@
+"""Honest findings on real logs: a broker's own stall or controlled shutdown is not its peers' fault, fetch
+failures are attributed to the leader the line names and windowed to the incident, and what a finding
+cannot tell it says (ambiguity)."""
+
+import datetime as dt
+
+from kafka_runbooks.analyze.diagnose import ParsedFile, Window, diagnose
+from kafka_runbooks.analyze.parsers import parse_log, parse_sockets
+
+from analyze_helpers import fixture_bytes, fixture_text
+
+UTC = dt.timezone.utc
+
+
+def _log(path, name, broker, kind="server_log", text=None):
+    return ParsedFile(path, kind, broker, result=parse_log(text if text is not None else fixture_bytes(name)))
+
+
+def _kinds(fs):
+    return {f.kind for f in fs}
+
+
+def test_a_paused_broker_and_a_leadership_move_are_not_peer_fetch_failures():
+    """Real 2.3 run: broker 3 SIGSTOPped 45 s. Brokers 1 and 2 stopped their fetchers to 3 when its session
+    expired ("Client was shutdown"); broker 3, resumed, logged fetch errors naming 1 and 2 right after its own
+    46.6 s silence. None of it is "peers report fetch failures from broker N"."""
+    files = [_log("hosts/1/server.log", "real23/broker1.server.log.pause", 1), _log("hosts/3/server.log", "real23/broker3.server.log", 3)]
+    fs = diagnose(files, window=Window(dt.datetime(2026, 11, 22, 13, 50, tzinfo=UTC), dt.datetime(2026, 11, 22, 14, 10, tzinfo=UTC)))
+    assert "peer_fetch_failures" not in _kinds(fs)
+    own = {f.broker_ids: f for f in fs if f.kind == "fetch_failures_own_doing"}
+    assert "stopped this fetcher itself" in own[(1,)].summary and "leaders named: 3" in own[(1,)].summary
+    assert "46618 ms" in own[(3,)].summary and "leaders named: 1, 2" in own[(3,)].summary
+    zk = next(f for f in fs if f.kind == "zk_session_expired" and f.broker_ids == (3,))
+    assert "46618 ms" in zk.summary
+
+
+def test_own_controlled_shutdown_is_said_as_such():
+    files = [_log("hosts/2/server.log", "real23/broker2.server.log.shutdown", 2)]
+    fs = diagnose(files)
+    assert "peer_fetch_failures" not in _kinds(fs)
+    assert next(f for f in fs if f.kind == "own_controlled_shutdown").broker_ids == (2,)
+    assert next(f for f in fs if f.kind == "fetch_failures_own_doing").broker_ids == (2,)
+
+
+def test_seed000_peers_name_broker_0_and_broker_0_is_quiet():
+    files = [_log(f"hosts/{b}/server.log", f"seed000_broker{b}_server.log", b) for b in (0, 1, 2)]
+    window = Window(dt.datetime(2018, 10, 30, 6, 50, tzinfo=UTC), dt.datetime(2018, 10, 30, 9, 0, tzinfo=UTC))
+    f = next(x for x in diagnose(files, window=window) if x.kind == "peer_fetch_failures")
+    assert f.broker_ids == (0,) and f.details["reporters"] == [1, 2] and f.details["count"] == 2
+    assert f.details["causes"] == {"disconnected": 2} and f.details["ambiguity"] is None
+    assert {e.source for e in f.evidence} == {"hosts/1/server.log", "hosts/2/server.log"}
+    assert all(e.lines[:2] == (1, 2) for e in f.evidence)  # the WARN line and its exception line
+
+
+def test_earlier_episode_that_ended_is_not_counted():
+    """The same seed 000 logs analysed for a later incident: the 07:00 errors stopped while both reporters
+    kept logging for another 38-70 minutes; they are an earlier episode, listed apart, not counted."""
+    files = [_log(f"hosts/{b}/server.log", f"seed000_broker{b}_server.log", b) for b in (1, 2)]
+    later = Window(dt.datetime(2018, 10, 30, 9, 0, tzinfo=UTC), dt.datetime(2018, 10, 30, 9, 30, tzinfo=UTC))
+    fs = diagnose(files, window=later)
+    assert "peer_fetch_failures" not in _kinds(fs)
+    e = next(f for f in fs if f.kind == "earlier_fetch_failures")
+    assert e.broker_ids == (0,) and e.details["earlier_episodes"][0]["count"] == 2
+
+
+def test_errors_before_the_window_with_no_evidence_they_ended_are_counted_and_the_doubt_said():
+    files = [_log("hosts/217/server.log", "seed001_217_server.log", 217), _log("hosts/218/server.log", "seed001_218_server.log", 218)]
+    w = Window(dt.datetime(2020, 4, 22, 16, 50, tzinfo=UTC), dt.datetime(2020, 4, 22, 17, 21, tzinfo=UTC))
+    f = next(x for x in diagnose(files, window=w) if x.kind == "peer_fetch_failures")
+    assert f.broker_ids == (219,) and f.details["count"] == 2 and "nothing shows the episode ended" in f.details["ambiguity"]
+
+
+def test_a_single_reporter_of_many_leaders_is_ambiguous():
+    text = fixture_text("real23/broker3.server.log").replace("Client session timed out", "Client session notice")
+    fs = diagnose([_log("hosts/3/server.log", None, 3, text=text)])
+    f = [x for x in fs if x.kind == "peer_fetch_failures"]
+    assert {x.broker_ids for x in f} == {(1,), (2,)}
+    assert all("only broker 3 reports it" in x.summary and "the reporter itself may be the problem" in x.summary for x in f)
+
+
+def test_unknown_api_key_names_the_key_the_version_and_the_client():
+    seed = ParsedFile("hosts/3/server.log", "server_log", 3, result=parse_log(fixture_bytes("seed002_processor.log")))
+    f = next(x for x in diagnose([seed], broker_versions={3: "0.9.0.1"}) if x.kind == "unknown_api_request")
+    assert "API key 18 (ApiVersions, added in Kafka 0.10.0)" in f.summary and "drops every request selected in the same poll" in f.summary
+    assert f.severity.value == "critical" and f.details["no_restart"] is True
+    real = _log("hosts/1/server.log", "real23/broker1.server.log.badrequest", 1)
+    table = parse_sockets("State Recv-Q Send-Q Local Address:Port Peer Address:Port Process\n"
+                          "ESTAB 0 0 127.102.1.1:9092 127.0.0.1:48908 users:((\"java\",pid=29181,fd=140))\n")
+    fs = diagnose([real, ParsedFile("hosts/1/ss.out", "sockets_ss", 1, result=table)])
+    f = next(x for x in fs if x.kind == "unknown_api_request")
+    assert "API key 99 (unknown to Kafka's API list)" in f.summary and "127.0.0.1:48908 x1" in f.summary
+    assert f.details["socket_table_matches"] == ["hosts/1/ss.out:2 ESTABLISHED 127.102.1.1:9092 <- 127.0.0.1:48908 (pid 29181)"]
+
+
+def test_restart_too_soon_and_offsets_load_without_finish():
+    fs = diagnose([_log("hosts/1/server.log", "real23/broker1.server.log.restart", 1)])
+    r = next(f for f in fs if f.kind == "registration_conflict")
+    assert r.severity.value == "critical" and r.evidence[0].lines
+    pasted = "Loading offsets and group metadata from [__consumer_offsets,19] (kafka.coordinator.GroupMetadataManager)\n"
+    g = next(f for f in diagnose([_log("hosts/3/server.log", None, 3, text=pasted)]) if f.kind == "group_load_unfinished")
+    assert g.partitions == ("__consumer_offsets-19",)
