@@ -161,7 +161,7 @@ def _spark_log_summaries(ev, scan: list[tuple[dict, Survey]]) -> list[ParsedFile
 
 
 def run(spark, bundle: str, out: str | None = None, kafka_version: str | None = None, *,
-        split_mb: int = DEFAULT_SPLIT_MB, window_minutes: float = DEFAULT_WINDOW_MIN,
+        split_mb: float = DEFAULT_SPLIT_MB, window_minutes: float = DEFAULT_WINDOW_MIN,
         budget_s: float = 10.0, budget_per_mb_s: float = 1.0) -> dict:
     from kafka_runbooks.analyze import fastscan
 
@@ -184,7 +184,7 @@ def run(spark, bundle: str, out: str | None = None, kafka_version: str | None = 
 
     entries, manifest_problems = manifest_entries(manifest)
     sc = spark.sparkContext
-    split = int(split_mb) << 20
+    split = int(split_mb * (1 << 20))
     fastscan.configure(spark, split)
     par = sc.defaultParallelism
 
@@ -214,6 +214,8 @@ def run(spark, bundle: str, out: str | None = None, kafka_version: str | None = 
             continue
         if s.spark_readable():
             scan.append((e, s))
+            if e["kind"] == "kafka_stdout":  # kill -3 thread dumps land in the broker's stdout: read them too
+                py_entries.append(dict(e, kind="jstack"))
         else:
             py_entries.append(e)
     # 2. python path: each task parses one file and writes its rows as Parquet part files
@@ -287,7 +289,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bundle", required=True, help="bundle directory: path, file://, s3a:// or hdfs:// URI")
     ap.add_argument("--out", default=None, help="output location (default: the bundle)")
     ap.add_argument("--kafka-version", default=None, help="broker Kafka version when known from configuration")
-    ap.add_argument("--split-mb", type=int, default=DEFAULT_SPLIT_MB, help="Spark split size for big logs (MiB, multiple of 4)")
+    ap.add_argument("--split-mb", type=float, default=DEFAULT_SPLIT_MB,
+                    help="Spark split size for big logs in MiB: a multiple or a divisor of 4 (e.g. 32, or 0.0625 = 64 KiB)")
     ap.add_argument("--window-minutes", type=float, default=DEFAULT_WINDOW_MIN,
                     help="incident window before the trigger/capture: older fetch errors are earlier episodes")
     ap.add_argument("--budget-s", type=float, default=10.0, help="per-file parse budget, base seconds")
