@@ -270,7 +270,9 @@ def run(spark, bundle: str, out: str | None = None, kafka_version: str | None = 
         files.append(ParsedFile(path="manifest.json", kind="manifest", problems=[p]))
     window = incident_window(manifest, window_minutes)
     findings = diagnose(files, kafka_version=kafka_version, broker_ports=ports, broker_hosts=hosts,
-                        broker_versions=snap_versions, window=window, utc_offsets=_utc_offsets(manifest))
+                        broker_versions=snap_versions, window=window, utc_offsets=_utc_offsets(manifest),
+                        zk_zones={str(k): str(v.get("zone")) for k, v in (manifest.get("zookeeper") or {}).items()
+                                  if isinstance(v, dict) and v.get("zone")})
     timings["total_s"] = round(time.monotonic() - t_start, 3)
     ftable = file_table(files)
     report_tables = {"bundle": shown, "generated_at": generated, "brokers": broker_table(files, ports, hosts),

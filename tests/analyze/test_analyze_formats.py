@@ -80,12 +80,13 @@ def test_zk_follower_drop_seed004_with_sync_arithmetic():
              ParsedFile("zk/37/zookeeper.log", "zk_log", None, result=__import__("kafka_runbooks.analyze.parsers", fromlist=["x"]).parse_log(
                  fixture_bytes("seed004_zk37_leader.log")), server="37"),
              ParsedFile("zk/13/zoo.cfg", "zk_config", None, result=parse_properties("tickTime=2000\ninitLimit=10\nsyncLimit=5\n"), server="13")]
-    f = next(x for x in diagnose(files) if x.kind == "zk_follower_drop")
+    f = next(x for x in diagnose(files, zk_zones={"13": "us-east-1a"}) if x.kind == "zk_follower_drop")
     assert "follower(s) 13 dropped out of the ensemble 1 time(s)" in f.summary and "rejoined after 104 ms" in f.summary
     assert "the leader dropped learner(s) 13" in f.summary
     assert "syncLimit 5 x tickTime 2000 ms = 10000 ms" in f.summary
     drops = [d for d in f.details["drops"] if "leader_side" not in d]
     assert drops[0]["at"] == "2023-09-01T04:02:01.662" and drops[0]["server"] == "13" and drops[0]["rejoined_after_ms"] == 104
+    assert drops[0]["zone"] == "us-east-1a"  # recorded so recurrence can be counted by zone
     assert {e.source for e in f.evidence} == {"zk/13/zookeeper.log", "zk/37/zookeeper.log"}
 
 

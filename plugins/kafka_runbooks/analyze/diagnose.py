@@ -791,7 +791,8 @@ def _zk_session_findings(files: list[ParsedFile], offsets, gc) -> list[Finding]:
     return out
 
 
-def _zk_server_findings(files: list[ParsedFile], offsets, gc, zk_configs: dict[str, Any]) -> list[Finding]:
+def _zk_server_findings(files: list[ParsedFile], offsets, gc, zk_configs: dict[str, Any],
+                        zones: dict[str, str] | None = None) -> list[Finding]:
     """Followers dropping out of the ensemble (seed 004), with syncLimit x tickTime and correlations."""
     out = []
     drops = []
@@ -806,6 +807,7 @@ def _zk_server_findings(files: list[ParsedFile], offsets, gc, zk_configs: dict[s
                 took = next((e for e in s.signatures("zk_election_took") if e.line > r.line), None)
                 disc = next((e for e in s.signatures("zk_disconnected_from_leader") if e.line >= r.line and e.line - r.line < 50), None)
                 drops.append({"server": server, "at": r.ts, "line": r.line, "file": f.path, "host": f.host,
+                              "zone": (zones or {}).get(str(server)),
                               "cause": r.attrs.get("cause"), "rejoined_after_ms": int(took.attrs["millis"]) if took else None,
                               "connected_for_ms": int(disc.attrs["millis"]) if disc and disc.attrs.get("millis") else None,
                               "rec": r, "took": took})
@@ -996,7 +998,8 @@ def diagnose(files: list[ParsedFile], kafka_version: str | None = None,
              broker_hosts: dict[int, str] | None = None,
              broker_versions: dict[int, str] | None = None,
              window: Window | None = None,
-             utc_offsets: dict[int, dt.timedelta] | None = None) -> list[Finding]:
+             utc_offsets: dict[int, dt.timedelta] | None = None,
+             zk_zones: dict[str, str] | None = None) -> list[Finding]:
     """All findings for one bundle, most severe first.
 
     Kafka version per broker: `kafka_version` (from configuration) overrides everything, then the
@@ -1014,7 +1017,7 @@ def diagnose(files: list[ParsedFile], kafka_version: str | None = None,
                 + _close_wait_findings(files, broker_ports, broker_hosts) + _fetch_findings(files, window, offsets, gc)
                 + _request_findings(files, versions) + _group_load_findings(files) + _cleaner_findings(files)
                 + _listing_findings(files) + _dumplog_findings(files) + _zk_session_findings(files, offsets, gc)
-                + _zk_server_findings(files, offsets, gc, zk_configs) + _zk_stats_findings(files) + _gc_findings(gc)
+                + _zk_server_findings(files, offsets, gc, zk_configs, zk_zones) + _zk_stats_findings(files) + _gc_findings(gc)
                 + _simple_log_findings(files) + _unparsable_findings(files))
     rank = {Severity.CRITICAL: 0, Severity.WARNING: 1, Severity.INFO: 2}
     return sorted(findings, key=lambda x: rank[x.severity])
