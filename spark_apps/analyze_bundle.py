@@ -113,12 +113,11 @@ def _spark_log_summaries(ev, scan: list[tuple[dict, Survey]]) -> list[ParsedFile
     from pyspark.sql import Window as W
     from pyspark.sql import functions as F
 
-    counts = {(r["path"], r["signature"]): r["n"] for r in
-              ev.where(F.col("signature").isNotNull()).groupBy("path", "signature").agg(F.count(F.lit(1)).alias("n")).collect()}
     w_asc = W.partitionBy("path", "signature").orderBy(F.col("line").asc())
-    w_desc = W.partitionBy("path", "signature").orderBy(F.col("line").desc())
-    sample_rows = (ev.withColumn("a", F.row_number().over(w_asc)).withColumn("d", F.row_number().over(w_desc))
-                   .where((F.col("a") <= SAMPLE) | (F.col("d") <= SAMPLE)).drop("a", "d").collect())
+    w_all = W.partitionBy("path", "signature")
+    sample_rows = (ev.withColumn("a", F.row_number().over(w_asc)).withColumn("n", F.count(F.lit(1)).over(w_all))
+                   .where((F.col("a") <= SAMPLE) | (F.col("a") > F.col("n") - SAMPLE)).collect())
+    counts = {(r["path"], r["signature"]): r["n"] for r in sample_rows if r["signature"] is not None}
     attrs = F.col("attrs")
     cause = (F.when(attrs.getItem("client_shutdown").isNotNull(), "client_shutdown")
              .when(attrs.getItem("disconnected_node").isNotNull(), "disconnected")
@@ -130,7 +129,9 @@ def _spark_log_summaries(ev, scan: list[tuple[dict, Survey]]) -> list[ParsedFile
                    .collect())
     by_path: dict[str, list] = {}
     for r in sample_rows:
-        by_path.setdefault(r["path"], []).append(r.asDict())
+        d = r.asDict()
+        d.pop("a", None), d.pop("n", None)
+        by_path.setdefault(r["path"], []).append(d)
     minutes: dict[str, list] = {}
     for r in minute_rows:
         minutes.setdefault(r["path"], []).append({k: r[k] for k in ("signature", "leader", "fetcher", "cause", "minute",

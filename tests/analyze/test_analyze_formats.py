@@ -237,3 +237,6 @@ def test_jmxtool_csv():
                   '"time","kafka.network:type=RequestChannel,name=RequestQueueSize:Value"\n'
                   '1795356000000,0\n1795356002000,500\n')
     assert j.ok and j.series("RequestQueueSize") == [(1795356000000, 0.0), (1795356002000, 500.0)]
+    f = next(x for x in diagnose([ParsedFile("hosts/3/jmx.out", "jmx", 3, result=j)], broker_versions={3: "1.1.0"})
+             if x.kind == "request_queue_saturated")
+    assert "reached 500 of queued.max.requests 500 (default)" in f.summary and "KIP-291" in f.summary

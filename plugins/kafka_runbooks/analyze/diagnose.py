@@ -882,6 +882,36 @@ def _zk_stats_findings(files: list[ParsedFile]) -> list[Finding]:
     return out
 
 
+def _jmx_findings(files: list[ParsedFile], versions: dict[int | None, str]) -> list[Finding]:
+    """Request queue at its bound (queued.max.requests, default 500): before Kafka 2.2 (KIP-291) controller
+    requests wait in the same queue behind client requests (incident 003)."""
+    from .known_bugs import parse_version
+
+    out = []
+    configs = {b: fs[-1].result for b, fs in _by_broker(files, "kafka_config").items()}
+    for b, fs in _by_broker(files, "jmx").items():
+        series = [(f, t, v) for f in fs for t, v in f.result.series("RequestQueueSize")]
+        if not series:
+            continue
+        cfg = configs.get(b)
+        bound = (cfg.int("queued.max.requests") if cfg is not None else None) or 500
+        f, t, peak = max(series, key=lambda x: x[2])
+        if peak < 0.9 * bound:
+            continue
+        v = parse_version(versions.get(b))
+        kip = ""
+        if v is not None and v < (2, 2, 0, 0):
+            kip = (f"; Kafka {versions.get(b)} < 2.2 queues controller requests behind client requests (KIP-291): "
+                   "leadership changes wait too")
+        out.append(Finding(kind="request_queue_saturated", severity=Severity.WARNING,
+                           summary=(f"{_bid(b)}: RequestQueueSize reached {peak:.0f} of queued.max.requests {bound}"
+                                    f"{' (default)' if cfg is None or cfg.int('queued.max.requests') is None else ''}{kip}"),
+                           broker_ids=(b,) if b is not None else (),
+                           evidence=(Evidence(f.path, (), f"time {t}: RequestQueueSize {peak:.0f}", f.host),),
+                           details={"peak": peak, "bound": bound, "samples": len(series)}))
+    return out
+
+
 def _gc_by_broker(files: list[ParsedFile]) -> dict[int | None, list]:
     out: dict[int | None, list] = defaultdict(list)
     for b, fs in _by_broker(files, "gc_log").items():
@@ -1018,7 +1048,7 @@ def diagnose(files: list[ParsedFile], kafka_version: str | None = None,
                 + _request_findings(files, versions) + _group_load_findings(files) + _cleaner_findings(files)
                 + _listing_findings(files) + _dumplog_findings(files) + _zk_session_findings(files, offsets, gc)
                 + _zk_server_findings(files, offsets, gc, zk_configs, zk_zones) + _zk_stats_findings(files) + _gc_findings(gc)
-                + _simple_log_findings(files) + _unparsable_findings(files))
+                + _simple_log_findings(files) + _jmx_findings(files, versions) + _unparsable_findings(files))
     rank = {Severity.CRITICAL: 0, Severity.WARNING: 1, Severity.INFO: 2}
     return sorted(findings, key=lambda x: rank[x.severity])
 

@@ -51,57 +51,58 @@ def configure(spark: SparkSession, split_bytes: int) -> None:
     spark.conf.set("spark.sql.shuffle.partitions", str(max(2, spark.sparkContext.defaultParallelism)))
 
 
-def gate_key_column(layout: str, v: Column) -> Column:
-    key = v
+def sql_str(v: str) -> str:
+    """A Spark SQL string literal."""
+    return "'" + v.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def gate_key_sql(layout: str, col: str = "value") -> str:
+    key = col
     for delim, count in GATE_STEPS[layout]:
-        key = F.substring_index(key, delim, count)
+        key = f"substring_index({key}, {sql_str(delim)}, {count})"
     return key
 
 
+def gate_key_column(layout: str, v: Column | None = None) -> Column:
+    return F.expr(gate_key_sql(layout))
+
+
+def _in(expr: str, values) -> str:
+    return f"{expr} IN ({', '.join(sql_str(x) for x in values)})"
+
+
 def _kept_lines(spark: SparkSession, f: ScanFile) -> DataFrame:
-    """The gated lines of one file with their line numbers and what they are (sig / exc / marker / level)."""
+    """The gated lines of one file with their line numbers and what they are (rec / exc / marker).
+
+    Built as SQL text (one expression per column, not hundreds of py4j calls)."""
     layout = BY_NAME[f.layout]
-    df = spark.read.text(f.uri)
-    v = F.col("value")
-    numbered = df.select(
-        v.alias("value"),
-        F.expr("input_file_block_start()").alias("block_start"),
-        F.monotonically_increasing_id().alias("mono"),
-    )
-    first = F.substring(v, 1, 1)
-    header_like = first.isin(*list(layout.first_chars))
-    key = gate_key_column(f.layout, v)
-    is_cand = header_like & key.isin(*sorted(gate_keys(f.layout, S.ALL_LOGGERS)))
-    is_exc = (~first.isin(" ", "\t", "") & ~header_like
-              & (v.contains("Exception") | v.contains("Error") | v.contains("Throwable"))
-              & v.rlike(EXC_JAVA))
-    markers = [lit for _, lit, _ in S.FRAME_MARKERS]
-    is_marker = first.isin(" ", "\t")
-    mk = F.lit(False)
-    for lit in markers:
-        mk = mk | v.contains(lit)
-    is_marker = is_marker & mk
-    if f.layout in LEVEL_POS:
-        is_level = header_like & F.substring(v, LEVEL_POS[f.layout], 5).isin("ERROR", "FATAL")
+    first = "substring(value, 1, 1)"
+    header_like = _in(first, list(layout.first_chars))
+    is_cand = f"({header_like} AND {_in(gate_key_sql(f.layout), sorted(gate_keys(f.layout, S.ALL_LOGGERS)))})"
+    is_exc = (f"(NOT {_in(first, [' ', chr(9), ''])} AND NOT {header_like} AND "
+              f"(instr(value, 'Exception') > 0 OR instr(value, 'Error') > 0 OR instr(value, 'Throwable') > 0) AND "
+              f"value RLIKE {sql_str(EXC_JAVA)})")
+    markers = " OR ".join(f"instr(value, {sql_str(lit)}) > 0" for _, lit, _ in S.FRAME_MARKERS) or "false"
+    is_marker = f"({_in(first, [' ', chr(9)])} AND ({markers}))"
+    is_level = (f"({header_like} AND {_in(f'substring(value, {LEVEL_POS[f.layout]}, 5)', ['ERROR', 'FATAL'])})"
+                if f.layout in LEVEL_POS else "false")
+    numbered = spark.read.text(f.uri).selectExpr(
+        "value", "input_file_block_start() AS block_start", "monotonically_increasing_id() AS mono")
+    kept = numbered.where(f"{is_cand} OR {is_exc} OR {is_marker} OR {is_level}")
+    if f.first_line_of_split:
+        pairs = ", ".join(f"{k}L, {l}L" for k, l in sorted(f.first_line_of_split.items()))
+        first_line = f"coalesce(element_at(map({pairs}), block_start), 1L)"
     else:
-        is_level = F.lit(False)
-    kept = numbered.where(is_cand | is_exc | is_marker | is_level)
-    split_map = F.create_map(*[x for k, l in sorted(f.first_line_of_split.items()) for x in (F.lit(k), F.lit(l))]) \
-        if f.first_line_of_split else None
-    first_line = F.coalesce(F.element_at(split_map, F.col("block_start")), F.lit(1)) if split_map is not None else F.lit(1)
-    line = first_line + F.col("mono").bitwiseAND(F.lit(MASK33))
-    vv = F.col("value")
-    fv = F.substring(vv, 1, 1)
-    hl = fv.isin(*list(layout.first_chars))
-    kind = (F.when(hl, F.lit("rec"))
-            .when(fv.isin(" ", "\t"), F.lit("marker"))
-            .otherwise(F.lit("exc")))
-    return kept.select(
-        F.lit(f.path).alias("path"), F.lit(f.broker_id).cast("int").alias("broker_id"), F.lit(f.layout).alias("layout"),
-        line.cast("long").alias("line"), kind.alias("kind"), F.substring(vv, 1, RAW_MAX).alias("value"),
-        (F.regexp_replace(gate_key_column(f.layout, vv), r"\)$", "") if f.layout == "kafka"
-         else gate_key_column(f.layout, vv)).alias("key"),
-    )
+        first_line = "1L"
+    key = gate_key_sql(f.layout)
+    if f.layout == "kafka":
+        key = f"regexp_replace({key}, '\\\\)$', '')"
+    return kept.selectExpr(
+        f"{sql_str(f.path)} AS path", f"CAST({'NULL' if f.broker_id is None else int(f.broker_id)} AS INT) AS broker_id",
+        f"{sql_str(f.layout)} AS layout",
+        f"CAST({first_line} + (mono & {MASK33}L) AS BIGINT) AS line",
+        f"CASE WHEN {header_like} THEN 'rec' WHEN {_in(first, [' ', chr(9)])} THEN 'marker' ELSE 'exc' END AS kind",
+        f"substring(value, 1, {RAW_MAX}) AS value", f"{key} AS key")
 
 
 def classify_batches(batches):
@@ -160,23 +161,24 @@ def events_frame(spark: SparkSession, files: list[ScanFile]) -> DataFrame | None
                  F.when(exc_ok, F.col("n1.value")).alias("exc_value"),
                  F.when(exc_ok & (F.col("n2.line") == F.col("line") + 2) & (F.col("n2.kind") == "marker"),
                         F.col("n2.value")).alias("marker"))
-    return j.where(_possible(F.col("key"), F.col("value"), F.col("exc_value"), F.col("layout"))).mapInArrow(
-        classify_batches, EVENT_SCHEMA)
+    return j.where(_possible_sql()).mapInArrow(classify_batches, EVENT_SCHEMA)
 
 
-def _possible(key: Column, v: Column, exc: Column, layout: Column) -> Column:
+_TEXT_COL = {"message": "value", "exception": "coalesce(exc_value, '')"}
+
+
+def _possible_sql() -> str:
     """A cheap JVM prefilter before the Arrow hand-off: some signature of this logger has its first literal in the
     text, or the record is an ERROR/FATAL one kept for the timeline (no false negatives: the classifier needs both)."""
     by_logger: dict[str, list[S.Signature]] = {}
     for sig in S.SIGNATURES:
         for lg in sig.loggers:
             by_logger.setdefault(lg, []).append(sig)
-    cond = F.lit(False)
+    whens = []
     for lg, sigs in sorted(by_logger.items()):
-        lits = F.lit(False)
-        for sig in sigs:
-            lits = lits | (v if sig.on == "message" else exc).contains(sig.literals[0])
-        cond = cond | ((key == lg) & lits)
+        lits = " OR ".join(f"instr({_TEXT_COL[sig.on]}, {sql_str(sig.literals[0])}) > 0" for sig in sigs)
+        whens.append(f"WHEN {sql_str(lg)} THEN ({lits})")
+    cond = f"(CASE key {' '.join(whens)} ELSE false END)"
     for lay, pos in LEVEL_POS.items():
-        cond = cond | ((layout == lay) & F.substring(v, pos, 5).isin("ERROR", "FATAL"))
+        cond += f" OR (layout = {sql_str(lay)} AND substring(value, {pos}, 5) IN ('ERROR', 'FATAL'))"
     return cond
