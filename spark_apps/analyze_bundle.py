@@ -235,7 +235,7 @@ def run(spark, bundle: str, out: str | None = None, kafka_version: str | None = 
     from pyspark.sql import functions as F
 
     events_df = fastscan.events_frame(spark, [fastscan.ScanFile(e["path"], U.join(bundle_uri, e["path"]), e.get("broker_id"),
-                                                                s.layout, s.first_line_of_split) for e, s in scan])
+                                                                s.layout, s.first_line_of_split) for e, s in scan], split)
     if events_df is not None:
         from pyspark import StorageLevel
 

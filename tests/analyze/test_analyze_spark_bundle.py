@@ -101,3 +101,39 @@ def test_report_names_files_and_layouts(real_bundle):
     b, _ = real_bundle
     html = (b / "report.html").read_text()
     assert "Evidence read" in html and "zookeeper_myid" in html and "lab-fault-1" in html and "Incident window" in html
+
+
+def test_record_split_from_its_exception_line_by_a_split_boundary(spark, tmp_path):
+    """A record on the last line of a split keeps the exception line and the frame under it (first lines of the
+    next split): the JVM scan's rows equal the pure parser's whichever line the boundary falls before."""
+    from kafka_runbooks.analyze import fastscan, survey as SV, uri as U
+
+    split = 4096
+    rec, exc, frame = fixture_bytes("seed002_processor.log").splitlines(keepends=True)[:3]
+    pad = b"[2017-10-12 16:52:37,000] INFO padding (kafka.log.Log)\n"
+    data = b""
+    for k in range(1, 7):  # boundary k*split falls before: the exception line (k%3==1), the frame (2), the record (0)
+        before = {1: rec, 2: rec + exc, 0: b""}[k % 3]
+        while len(data) + len(before) + len(pad) <= k * split:
+            data += pad
+        data += b"x" * (k * split - len(data) - len(before) - 1) + b"\n" + before  # a filler line up to the boundary
+        assert len(data) == k * split
+        data += {1: exc + frame, 2: frame, 0: rec + exc + frame}[k % 3]
+    f = tmp_path / "server.log"
+    f.write_bytes(data + pad)
+    conf = {k: spark.conf.get(k) for k in ("spark.sql.files.maxPartitionBytes", "spark.sql.files.openCostInBytes",
+                                           "spark.sql.shuffle.partitions")}
+    try:
+        fastscan.configure(spark, split)
+        s = SV.survey_file("server.log", U.to_uri(str(f)), split)
+        assert len(s.first_line_of_split) >= 6
+        rows = fastscan.events_frame(spark, [fastscan.ScanFile("server.log", s.uri, 1, s.layout, s.first_line_of_split)],
+                                     split).collect()
+    finally:
+        for k, v in conf.items():
+            spark.conf.set(k, v)
+    want = sorted((r["line"], r["signature"], json.dumps(r["attrs"], sort_keys=True))
+                  for r in event_rows(parse_log(f.read_bytes()), "server.log", 1))
+    got = sorted((r["line"], r["signature"], json.dumps(dict(r["attrs"] or {}), sort_keys=True)) for r in rows)
+    assert got == want and len(want) == 6
+    assert all('"api_key_frame": "1"' in a for _, _, a in got)

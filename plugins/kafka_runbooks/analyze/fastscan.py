@@ -71,7 +71,7 @@ def _in(expr: str, values) -> str:
     return f"{expr} IN ({', '.join(sql_str(x) for x in values)})"
 
 
-def _kept_lines(spark: SparkSession, f: ScanFile) -> DataFrame:
+def _kept_lines(spark: SparkSession, f: ScanFile, split_bytes: int | None = None) -> DataFrame:
     """The gated lines of one file with their line numbers and what they are (rec / exc / marker).
 
     Built as SQL text (one expression per column, not hundreds of py4j calls)."""
@@ -97,12 +97,24 @@ def _kept_lines(spark: SparkSession, f: ScanFile) -> DataFrame:
     key = gate_key_sql(f.layout)
     if f.layout == "kafka":
         key = f"regexp_replace({key}, '\\\\)$', '')"
-    return kept.selectExpr(
+    rows = kept.selectExpr(
         f"{sql_str(f.path)} AS path", f"CAST({'NULL' if f.broker_id is None else int(f.broker_id)} AS INT) AS broker_id",
-        f"{sql_str(f.layout)} AS layout",
+        f"{sql_str(f.layout)} AS layout", "block_start AS block", f"mono & {MASK33}L AS row_in_split",
         f"CAST({first_line} + (mono & {MASK33}L) AS BIGINT) AS line",
         f"CASE WHEN {header_like} THEN 'rec' WHEN {_in(first, [' ', chr(9)])} THEN 'marker' ELSE 'exc' END AS kind",
-        f"substring(value, 1, {RAW_MAX}) AS value", f"{key} AS key")
+        f"substring(value, 1, {RAW_MAX}) AS value", f"{key} AS key", "false AS dup")
+    # records no signature can match leave here, before the shuffle (exception lines and frames stay)
+    rows = rows.where(f"kind <> 'rec' OR {_possible_sql(exception_known=False)}")
+    if split_bytes:
+        # the first two lines of a split also go to the split before (for the record on its last lines)
+        head = rows.where(f"row_in_split < 2 AND block > 0").selectExpr(
+            "path", "broker_id", "layout", f"block - {int(split_bytes)}L AS block", "row_in_split", "line", "kind",
+            "value", "key", "true AS dup")
+        rows = rows.unionByName(head)
+    else:
+        rows = rows.selectExpr("path", "broker_id", "layout", "0L AS block", "row_in_split", "line", "kind", "value",
+                               "key", "dup")
+    return rows.drop("row_in_split")
 
 
 def classify_batches(batches):
@@ -140,22 +152,25 @@ def classify_batches(batches):
         yield pa.RecordBatch.from_pydict(out, schema=SCHEMAS["log_events"])
 
 
-def events_frame(spark: SparkSession, files: list[ScanFile]) -> DataFrame | None:
+def events_frame(spark: SparkSession, files: list[ScanFile], split_bytes: int | None = None) -> DataFrame | None:
     """The log_events rows (EVENT_SCHEMA) of every file, computed on the executors.
 
-    One JVM scan per file gates every line with column expressions (logger key, first character, contains);
-    the gated rows, a few per cent of the lines, are put in line order per file with one window that brings
-    each record the two lines under it, and are classified in Arrow batches by the pure classifier."""
+    One JVM scan per file gates every line with column expressions (logger key, first character, contains) and
+    drops the records no signature can match (first literal absent, not ERROR/FATAL); the rows left, well under
+    one per cent of the lines, are put in line order per (file, split) with one window that brings each record
+    the two lines under it, and are classified in Arrow batches by the pure classifier. The first two lines of
+    a split are also handed to the split before it (flagged ``dup``, never classified there), so a record on
+    the last line of a split still sees its exception line; windows per split keep every core busy."""
     if not files:
         return None
     lines = None
     for f in files:
-        k = _kept_lines(spark, f)
+        k = _kept_lines(spark, f, split_bytes)
         lines = k if lines is None else lines.unionByName(k)
-    w = Window.partitionBy("path").orderBy("line")
+    w = Window.partitionBy("path", "block").orderBy("line")
     nxt1 = F.lead(F.struct("line", "kind", "value"), 1).over(w)
     nxt2 = F.lead(F.struct("line", "kind", "value"), 2).over(w)
-    j = lines.select("*", nxt1.alias("n1"), nxt2.alias("n2")).where(F.col("kind") == "rec")
+    j = lines.select("*", nxt1.alias("n1"), nxt2.alias("n2")).where((F.col("kind") == "rec") & ~F.col("dup"))
     exc_ok = (F.col("n1.line") == F.col("line") + 1) & (F.col("n1.kind") == "exc")
     j = j.select("path", "broker_id", "layout", "line", "value", "key",
                  F.when(exc_ok, F.col("n1.value")).alias("exc_value"),
@@ -167,15 +182,20 @@ def events_frame(spark: SparkSession, files: list[ScanFile]) -> DataFrame | None
 _TEXT_COL = {"message": "value", "exception": "coalesce(exc_value, '')"}
 
 
-def _possible_sql() -> str:
+def _possible_sql(exception_known: bool = True) -> str:
     """A cheap JVM prefilter before the Arrow hand-off: some signature of this logger has its first literal in the
-    text, or the record is an ERROR/FATAL one kept for the timeline (no false negatives: the classifier needs both)."""
+    text, or the record is an ERROR/FATAL one kept for the timeline (no false negatives: the classifier needs both).
+    Before the window (``exception_known=False``) the exception line is not there yet: a logger with an
+    ``on="exception"`` signature keeps its records."""
     by_logger: dict[str, list[S.Signature]] = {}
     for sig in S.SIGNATURES:
         for lg in sig.loggers:
             by_logger.setdefault(lg, []).append(sig)
     whens = []
     for lg, sigs in sorted(by_logger.items()):
+        if not exception_known and any(sig.on == "exception" for sig in sigs):
+            whens.append(f"WHEN {sql_str(lg)} THEN true")
+            continue
         lits = " OR ".join(f"instr({_TEXT_COL[sig.on]}, {sql_str(sig.literals[0])}) > 0" for sig in sigs)
         whens.append(f"WHEN {sql_str(lg)} THEN ({lits})")
     cond = f"(CASE key {' '.join(whens)} ELSE false END)"
