@@ -119,21 +119,23 @@ def test_record_split_from_its_exception_line_by_a_split_boundary(spark, tmp_pat
         data += b"x" * (k * split - len(data) - len(before) - 1) + b"\n" + before  # a filler line up to the boundary
         assert len(data) == k * split
         data += {1: exc + frame, 2: frame, 0: rec + exc + frame}[k % 3]
-    f = tmp_path / "server.log"
+    f = tmp_path / "d ir%41" / "server é.log"  # Spark names it URL-encoded: mapped back to the bundle's file
+    f.parent.mkdir()
     f.write_bytes(data + pad)
     conf = {k: spark.conf.get(k) for k in ("spark.sql.files.maxPartitionBytes", "spark.sql.files.openCostInBytes",
                                            "spark.sql.shuffle.partitions")}
     try:
         fastscan.configure(spark, split)
-        s = SV.survey_file("server.log", U.to_uri(str(f)), split)
+        s = SV.survey_file("server é.log", U.to_uri(str(f)), split)
         assert len(s.first_line_of_split) >= 6
-        rows = fastscan.events_frame(spark, [fastscan.ScanFile("server.log", s.uri, 1, s.layout, s.first_line_of_split)],
+        rows = fastscan.events_frame(spark, [fastscan.ScanFile("server é.log", s.uri, 1, s.layout, s.first_line_of_split)],
                                      split).collect()
     finally:
         for k, v in conf.items():
             spark.conf.set(k, v)
     want = sorted((r["line"], r["signature"], json.dumps(r["attrs"], sort_keys=True))
-                  for r in event_rows(parse_log(f.read_bytes()), "server.log", 1))
+                  for r in event_rows(parse_log(f.read_bytes()), "server é.log", 1))
     got = sorted((r["line"], r["signature"], json.dumps(dict(r["attrs"] or {}), sort_keys=True)) for r in rows)
     assert got == want and len(want) == 6
     assert all('"api_key_frame": "1"' in a for _, _, a in got)
+    assert {r["path"] for r in rows} == {"server é.log"}

@@ -4,9 +4,14 @@ every line goes through JVM column expressions only (no Python function per line
 1. gate: the logger's simple class name read with ``substring_index`` (layouts.GATE_STEPS) must be one the
    signature table knows, or the line is an exception line, or a marker frame, or an ERROR/FATAL record;
 2. number: ``monotonically_increasing_id`` within a split + the survey's line count at the split start;
-3. assemble: one window per file (lead 1 and 2) brings each gated record the two lines under it.
+3. prefilter: records whose logger has no signature with its first literal in the message leave before the
+   shuffle (a logger with a signature read on the exception line keeps its records);
+4. assemble: one window per (file, split) (lead 1 and 2) brings each record the two kept lines after it.
 
-Only the gated rows (a few per cent of the lines) leave the JVM: in Arrow batches (``mapInArrow``) they go
+All files of one layout are read by ONE scan (expressions planned and compiled once, whatever the number of
+brokers).
+
+Only the rows left (about one per cent of the lines) leave the JVM: in Arrow batches (``mapInArrow``) they go
 through the one pure classifier (parsers/logs.classify), so this path and the pure path agree by
 construction. The resulting log_events rows are written to Parquet by the executors; the driver only ever
 sees aggregates and a bounded sample.
@@ -23,7 +28,7 @@ from pyspark.sql import functions as F
 
 from . import signatures as S
 from .tables import SCHEMAS, spark_schema
-from .parsers.layouts import BY_NAME, GATE_STEPS, gate_keys
+from .parsers.layouts import BY_NAME, GATE_STEPS, GATE_SUFFIX, gate_keys
 
 MASK33 = (1 << 33) - 1
 RAW_MAX = 2000
@@ -49,6 +54,10 @@ def configure(spark: SparkSession, split_bytes: int) -> None:
     spark.conf.set("spark.sql.files.maxPartitionBytes", str(split_bytes))
     spark.conf.set("spark.sql.files.openCostInBytes", str(split_bytes))
     spark.conf.set("spark.sql.shuffle.partitions", str(max(2, spark.sparkContext.defaultParallelism)))
+    # the per-line stage (gate + prefilter) generates a processNext over the JVM's 8000-byte JIT limit: above it
+    # the JVM interprets it for every line (several times slower). Above 8000 bytes Spark compiles each operator
+    # on its own instead (smaller methods, JIT-compiled).
+    spark.conf.set("spark.sql.codegen.hugeMethodLimit", "8000")
 
 
 def sql_str(v: str) -> str:
@@ -71,134 +80,179 @@ def _in(expr: str, values) -> str:
     return f"{expr} IN ({', '.join(sql_str(x) for x in values)})"
 
 
-def _kept_lines(spark: SparkSession, f: ScanFile, split_bytes: int | None = None) -> DataFrame:
-    """The gated lines of one file with their line numbers and what they are (rec / exc / marker).
-
-    Built as SQL text (one expression per column, not hundreds of py4j calls)."""
-    layout = BY_NAME[f.layout]
+def _gate_sql(layout_name: str) -> tuple[str, str]:
+    """(the gate: which lines of a file in this layout are kept, the kind of a kept line: rec / exc / marker)."""
+    layout = BY_NAME[layout_name]
     first = "substring(value, 1, 1)"
     header_like = _in(first, list(layout.first_chars))
-    is_cand = f"({header_like} AND {_in(gate_key_sql(f.layout), sorted(gate_keys(f.layout, S.ALL_LOGGERS)))})"
+    is_cand = f"({header_like} AND {_in(gate_key_sql(layout_name), sorted(gate_keys(layout_name, S.ALL_LOGGERS)))})"
     is_exc = (f"(NOT {_in(first, [' ', chr(9), ''])} AND NOT {header_like} AND "
               f"(instr(value, 'Exception') > 0 OR instr(value, 'Error') > 0 OR instr(value, 'Throwable') > 0) AND "
               f"value RLIKE {sql_str(EXC_JAVA)})")
     markers = " OR ".join(f"instr(value, {sql_str(lit)}) > 0" for _, lit, _ in S.FRAME_MARKERS) or "false"
     is_marker = f"({_in(first, [' ', chr(9)])} AND ({markers}))"
-    is_level = (f"({header_like} AND {_in(f'substring(value, {LEVEL_POS[f.layout]}, 5)', ['ERROR', 'FATAL'])})"
-                if f.layout in LEVEL_POS else "false")
-    numbered = spark.read.text(f.uri).selectExpr(
-        "value", "input_file_block_start() AS block_start", "monotonically_increasing_id() AS mono")
-    kept = numbered.where(f"{is_cand} OR {is_exc} OR {is_marker} OR {is_level}")
-    if f.first_line_of_split:
-        pairs = ", ".join(f"{k}L, {l}L" for k, l in sorted(f.first_line_of_split.items()))
-        first_line = f"coalesce(element_at(map({pairs}), block_start), 1L)"
-    else:
-        first_line = "1L"
-    key = gate_key_sql(f.layout)
-    if f.layout == "kafka":
-        key = f"regexp_replace({key}, '\\\\)$', '')"
-    rows = kept.selectExpr(
-        f"{sql_str(f.path)} AS path", f"CAST({'NULL' if f.broker_id is None else int(f.broker_id)} AS INT) AS broker_id",
-        f"{sql_str(f.layout)} AS layout", "block_start AS block", f"mono & {MASK33}L AS row_in_split",
-        f"CAST({first_line} + (mono & {MASK33}L) AS BIGINT) AS line",
-        f"CASE WHEN {header_like} THEN 'rec' WHEN {_in(first, [' ', chr(9)])} THEN 'marker' ELSE 'exc' END AS kind",
-        f"substring(value, 1, {RAW_MAX}) AS value", f"{key} AS key", "false AS dup")
-    # records no signature can match leave here, before the shuffle (exception lines and frames stay)
-    rows = rows.where(f"kind <> 'rec' OR {_possible_sql(exception_known=False)}")
+    is_level = (f"({header_like} AND {_in(f'substring(value, {LEVEL_POS[layout_name]}, 5)', ['ERROR', 'FATAL'])})"
+                if layout_name in LEVEL_POS else "false")
+    kind = f"CASE WHEN {header_like} THEN 'rec' WHEN {_in(first, [' ', chr(9)])} THEN 'marker' ELSE 'exc' END"
+    return f"{is_cand} OR {is_exc} OR {is_marker} OR {is_level}", kind
+
+
+def _kept_lines(spark: SparkSession, layout: str, uris: list[str], split_bytes: int | None) -> DataFrame:
+    """The kept lines of every file in one layout, in ONE scan (the expressions are planned and compiled once
+    whatever the number of files): file (as Spark names it), block (split start), row (within the split), kind,
+    value; records no signature can match already dropped. With ``split_bytes`` the first two lines of a split
+    are also handed to the split before (``dup``) so a record on the last line of a split sees the lines under it.
+
+    Built as SQL text (one expression per column, not hundreds of py4j calls)."""
+    gate, kind = _gate_sql(layout)
+    # the raw gate key in the prefilter: an alias would be inlined into every branch of the CASE
+    possible = _possible_sql(layout, gate_key_sql(layout))
+    rows = (spark.read.text(uris)
+            .selectExpr("value", "input_file_name() AS file", "input_file_block_start() AS block",
+                        f"monotonically_increasing_id() & {MASK33}L AS row")
+            .where(gate)
+            .selectExpr("file", "block", "row", f"{kind} AS kind", f"substring(value, 1, {RAW_MAX}) AS value")
+            .where(f"kind <> 'rec' OR {possible}"))
     if split_bytes:
-        # the first two lines of a split also go to the split before (for the record on its last lines)
-        head = rows.where(f"row_in_split < 2 AND block > 0").selectExpr(
-            "path", "broker_id", "layout", f"block - {int(split_bytes)}L AS block", "row_in_split", "line", "kind",
-            "value", "key", "true AS dup")
-        rows = rows.unionByName(head)
-    else:
-        rows = rows.selectExpr("path", "broker_id", "layout", "0L AS block", "row_in_split", "line", "kind", "value",
-                               "key", "dup")
-    return rows.drop("row_in_split")
+        return rows.selectExpr(
+            "file", "row", "kind", "value", "block AS own",
+            f"explode(CASE WHEN row < 2 AND block > 0 THEN array(block, block - {int(split_bytes)}L) "
+            "ELSE array(block) END) AS block").selectExpr("file", "block", "row", "kind", "value", "block <> own AS dup")
+    return rows.selectExpr("file", "0L AS block", "row", "kind", "value", "false AS dup")
 
 
-def classify_batches(batches):
-    """mapInArrow body: gated records (with the line under them and the one after) -> log_events rows, by the
-    one pure classifier (parsers/logs.classify), so the JVM-scanned and the pure path agree by construction."""
-    import pyarrow as pa
+def spark_file_key(name: str) -> str:
+    """A file as ``input_file_name()`` names it (URL-encoded URI) or as the bundle names it (plain URI) -> one key:
+    the scheme-less, decoded path."""
+    from urllib.parse import unquote, urlsplit
 
-    from .logsummary import event_row
-    from .parsers.layouts import BY_NAME, level_kept
-    from .parsers.logs import LogRecord, classify
+    p = urlsplit(name)
+    return (p.netloc + "/" + unquote(p.path).lstrip("/")) if p.scheme else unquote(name).lstrip("/")
 
-    for batch in batches:
-        d = batch.to_pydict()
-        out = {c: [] for c in EVENT_COLUMNS}
-        for i in range(batch.num_rows):
-            raw, layout = d["value"][i], d["layout"][i]
-            reader = BY_NAME.get(layout)
-            h = reader.header(raw) if reader else None
-            if h is None:
-                continue
-            r = LogRecord(line=int(d["line"][i]), end_line=int(d["line"][i]), ts=h.ts, level=h.level, logger=h.logger,
-                          thread=h.thread, message=h.message, zone=h.zone, myid=h.myid, raw=raw)
-            nxt, frame = d["exc_value"][i], d["marker"][i]
-            classify(r, nxt, frame)
-            if nxt is not None and r.exception is None:
-                from .parsers.logs import is_exception_line
-                if is_exception_line(nxt):
-                    r.exception, r.exception_line = nxt.strip()[:2000], int(d["line"][i]) + 1
-            if not r.signature and not level_kept(layout, raw):
-                continue
-            row = event_row(r, layout, d["path"][i], d["broker_id"][i])
-            for c in EVENT_COLUMNS:
-                out[c].append(row[c])
-        out["attrs"] = [list(a.items()) for a in out["attrs"]]
-        yield pa.RecordBatch.from_pydict(out, schema=SCHEMAS["log_events"])
+
+def _our_key(u: str) -> str:
+    from urllib.parse import urlsplit
+
+    p = urlsplit(u)
+    return (p.netloc + "/" + p.path.lstrip("/")) if p.scheme else u.lstrip("/")
+
+
+def make_classifier(files: list[ScanFile], split_bytes: int | None):
+    """The mapInArrow body for one layout's files: records (with the two kept lines after each in the same
+    window) -> log_events rows, by the one pure classifier (parsers/logs.classify), so the JVM-scanned and the
+    pure path agree by construction. Line numbers are the survey's line at the split start + the row."""
+    meta = {_our_key(f.uri): (f.path, f.broker_id, f.layout, {int(k): int(v) for k, v in f.first_line_of_split.items()})
+            for f in files}
+    split = int(split_bytes or 0)
+
+    def classify_batches(batches):
+        import pyarrow as pa
+
+        from .logsummary import event_row
+        from .parsers.layouts import BY_NAME, level_kept
+        from .parsers.logs import LogRecord, classify, is_exception_line
+
+        cache: dict[str, tuple] = {}
+
+        def lookup(name: str):
+            m = cache.get(name)
+            if m is None:
+                k = spark_file_key(name)
+                m = meta.get(k)
+                if m is None:  # an encoding we did not foresee: the longest matching path suffix
+                    best = max(meta, key=lambda ours: len(_common_suffix(ours, k)))
+                    m = meta[best]
+                cache[name] = m
+            return m
+
+        for batch in batches:
+            d = batch.to_pydict()
+            out = {c: [] for c in EVENT_COLUMNS}
+            for i in range(batch.num_rows):
+                path, broker_id, layout, firsts = lookup(d["file"][i])
+                block = int(d["block"][i])
+                line = firsts.get(block, 1) + int(d["row"][i])
+                raw = d["value"][i]
+                h = BY_NAME[layout].header(raw)
+                if h is None:
+                    continue
+                nxt = frame = None
+                n1, n2 = d["n1"][i], d["n2"][i]
+
+                def line_of(n):
+                    b = block + split if n["dup"] else block
+                    return firsts.get(b, 1) + int(n["row"])
+                if n1 is not None and n1["kind"] == "exc" and line_of(n1) == line + 1:
+                    nxt = n1["value"]
+                    if n2 is not None and n2["kind"] == "marker" and line_of(n2) == line + 2:
+                        frame = n2["value"]
+                r = LogRecord(line=line, end_line=line, ts=h.ts, level=h.level, logger=h.logger, thread=h.thread,
+                              message=h.message, zone=h.zone, myid=h.myid, raw=raw)
+                classify(r, nxt, frame)
+                if nxt is not None and r.exception is None and is_exception_line(nxt):
+                    r.exception, r.exception_line = nxt.strip()[:2000], line + 1
+                if not r.signature and not level_kept(layout, raw):
+                    continue
+                row = event_row(r, layout, path, broker_id)
+                for c in EVENT_COLUMNS:
+                    out[c].append(row[c])
+            out["attrs"] = [list(a.items()) for a in out["attrs"]]
+            yield pa.RecordBatch.from_pydict(out, schema=SCHEMAS["log_events"])
+
+    return classify_batches
+
+
+def _common_suffix(a: str, b: str) -> str:
+    n = 0
+    while n < min(len(a), len(b)) and a[-1 - n] == b[-1 - n]:
+        n += 1
+    return a[len(a) - n:]
 
 
 def events_frame(spark: SparkSession, files: list[ScanFile], split_bytes: int | None = None) -> DataFrame | None:
     """The log_events rows (EVENT_SCHEMA) of every file, computed on the executors.
 
-    One JVM scan per file gates every line with column expressions (logger key, first character, contains) and
-    drops the records no signature can match (first literal absent, not ERROR/FATAL); the rows left, well under
-    one per cent of the lines, are put in line order per (file, split) with one window that brings each record
-    the two lines under it, and are classified in Arrow batches by the pure classifier. The first two lines of
-    a split are also handed to the split before it (flagged ``dup``, never classified there), so a record on
-    the last line of a split still sees its exception line; windows per split keep every core busy."""
+    One JVM scan per layout gates every line with column expressions (logger key, first character, contains) and
+    drops the records no signature can match (first literal absent, not ERROR/FATAL); the rows left, about one
+    per cent of the lines, are put in order per (file, split) with one window that brings each record the two
+    kept lines after it, and are classified in Arrow batches by the pure classifier. Windows per split keep
+    every core busy; the first two lines of a split are handed back to the split before (see _kept_lines)."""
     if not files:
         return None
-    lines = None
+    out = None
+    by_layout: dict[str, list[ScanFile]] = {}
     for f in files:
-        k = _kept_lines(spark, f, split_bytes)
-        lines = k if lines is None else lines.unionByName(k)
-    w = Window.partitionBy("path", "block").orderBy("line")
-    nxt1 = F.lead(F.struct("line", "kind", "value"), 1).over(w)
-    nxt2 = F.lead(F.struct("line", "kind", "value"), 2).over(w)
-    j = lines.select("*", nxt1.alias("n1"), nxt2.alias("n2")).where((F.col("kind") == "rec") & ~F.col("dup"))
-    exc_ok = (F.col("n1.line") == F.col("line") + 1) & (F.col("n1.kind") == "exc")
-    j = j.select("path", "broker_id", "layout", "line", "value", "key",
-                 F.when(exc_ok, F.col("n1.value")).alias("exc_value"),
-                 F.when(exc_ok & (F.col("n2.line") == F.col("line") + 2) & (F.col("n2.kind") == "marker"),
-                        F.col("n2.value")).alias("marker"))
-    return j.where(_possible_sql()).mapInArrow(classify_batches, EVENT_SCHEMA)
+        by_layout.setdefault(f.layout, []).append(f)
+    for layout, group in sorted(by_layout.items()):
+        lines = _kept_lines(spark, layout, [f.uri for f in group], split_bytes)
+        w = Window.partitionBy("file", "block").orderBy("dup", "row")
+        nxt = F.struct("dup", "row", "kind", "value")
+        j = (lines.select("*", F.lead(nxt, 1).over(w).alias("n1"), F.lead(nxt, 2).over(w).alias("n2"))
+             .where((F.col("kind") == "rec") & ~F.col("dup"))
+             .select("file", "block", "row", "value", "n1", "n2")
+             .mapInArrow(make_classifier(group, split_bytes), EVENT_SCHEMA))
+        out = j if out is None else out.unionByName(j)
+    return out
 
 
-_TEXT_COL = {"message": "value", "exception": "coalesce(exc_value, '')"}
-
-
-def _possible_sql(exception_known: bool = True) -> str:
-    """A cheap JVM prefilter before the Arrow hand-off: some signature of this logger has its first literal in the
-    text, or the record is an ERROR/FATAL one kept for the timeline (no false negatives: the classifier needs both).
-    Before the window (``exception_known=False``) the exception line is not there yet: a logger with an
-    ``on="exception"`` signature keeps its records."""
+def _possible_sql(layout: str, key_sql: str) -> str:
+    """A cheap JVM prefilter before the shuffle: some signature of this logger has its first literal in the
+    message, or the logger has a signature read on the exception line under the record (not known yet), or the
+    record is an ERROR/FATAL one kept for the timeline (no false negatives: the classifier needs all of these).
+    ``key_sql`` is the layout's raw gate key (e.g. 'ReplicaFetcherThread)' in the Kafka layout)."""
+    suffix = GATE_SUFFIX.get(layout, "")
     by_logger: dict[str, list[S.Signature]] = {}
     for sig in S.SIGNATURES:
         for lg in sig.loggers:
             by_logger.setdefault(lg, []).append(sig)
     whens = []
     for lg, sigs in sorted(by_logger.items()):
-        if not exception_known and any(sig.on == "exception" for sig in sigs):
-            whens.append(f"WHEN {sql_str(lg)} THEN true")
+        if any(sig.on == "exception" for sig in sigs):
+            whens.append(f"WHEN {sql_str(lg + suffix)} THEN true")
             continue
-        lits = " OR ".join(f"instr({_TEXT_COL[sig.on]}, {sql_str(sig.literals[0])}) > 0" for sig in sigs)
-        whens.append(f"WHEN {sql_str(lg)} THEN ({lits})")
-    cond = f"(CASE key {' '.join(whens)} ELSE false END)"
-    for lay, pos in LEVEL_POS.items():
-        cond += f" OR (layout = {sql_str(lay)} AND substring(value, {pos}, 5) IN ('ERROR', 'FATAL'))"
+        lits = " OR ".join(sorted({f"instr(value, {sql_str(sig.literals[0])}) > 0" for sig in sigs}))
+        whens.append(f"WHEN {sql_str(lg + suffix)} THEN ({lits})")
+    cond = f"(CASE {key_sql} {' '.join(whens)} ELSE false END)"
+    if layout in LEVEL_POS:
+        cond += f" OR substring(value, {LEVEL_POS[layout]}, 5) IN ('ERROR', 'FATAL')"
     return cond
