@@ -236,6 +236,7 @@ def run(spark, bundle: str, out: str | None = None, kafka_version: str | None = 
 
     events_df = fastscan.events_frame(spark, [fastscan.ScanFile(e["path"], U.join(bundle_uri, e["path"]), e.get("broker_id"),
                                                                 s.layout, s.first_line_of_split) for e, s in scan], split)
+    timings["scan_build_s"] = round(time.monotonic() - t, 3)
     if events_df is not None:
         from pyspark import StorageLevel
 
