@@ -239,20 +239,18 @@ def _possible_sql(layout: str, key_sql: str) -> str:
     """A cheap JVM prefilter before the shuffle: some signature of this logger has its first literal in the
     message, or the logger has a signature read on the exception line under the record (not known yet), or the
     record is an ERROR/FATAL one kept for the timeline (no false negatives: the classifier needs all of these).
-    ``key_sql`` is the layout's raw gate key (e.g. 'ReplicaFetcherThread)' in the Kafka layout)."""
+    ``key_sql`` is the layout's raw gate key (e.g. 'ReplicaFetcherThread)' in the Kafka layout).
+
+    One map lookup (logger -> its literals; '' for a logger read on the exception line: always found), so the
+    key is computed once per line (a CASE over the loggers would recompute it in every branch)."""
     suffix = GATE_SUFFIX.get(layout, "")
-    by_logger: dict[str, list[S.Signature]] = {}
+    by_logger: dict[str, set[str]] = {}
     for sig in S.SIGNATURES:
         for lg in sig.loggers:
-            by_logger.setdefault(lg, []).append(sig)
-    whens = []
-    for lg, sigs in sorted(by_logger.items()):
-        if any(sig.on == "exception" for sig in sigs):
-            whens.append(f"WHEN {sql_str(lg + suffix)} THEN true")
-            continue
-        lits = " OR ".join(sorted({f"instr(value, {sql_str(sig.literals[0])}) > 0" for sig in sigs}))
-        whens.append(f"WHEN {sql_str(lg + suffix)} THEN ({lits})")
-    cond = f"(CASE {key_sql} {' '.join(whens)} ELSE false END)"
+            by_logger.setdefault(lg, set()).add("" if sig.on == "exception" else sig.literals[0])
+    pairs = ", ".join(f"{sql_str(lg + suffix)}, array({', '.join(sql_str(x) for x in sorted({''} if '' in lits else lits))})"
+                      for lg, lits in sorted(by_logger.items()))
+    cond = f"exists(coalesce(element_at(map({pairs}), {key_sql}), array()), x -> instr(value, x) > 0)"
     if layout in LEVEL_POS:
         cond += f" OR substring(value, {LEVEL_POS[layout]}, 5) IN ('ERROR', 'FATAL')"
     return cond
