@@ -121,7 +121,8 @@ def _spark_log_summaries(ev, scan: list[tuple[dict, Survey]]) -> list[ParsedFile
     attrs = F.col("attrs")
     cause = (F.when(attrs.getItem("client_shutdown").isNotNull(), "client_shutdown")
              .when(attrs.getItem("disconnected_node").isNotNull(), "disconnected")
-             .when(attrs.getItem("timeout").isNotNull(), "timeout").otherwise("unknown"))
+             .when(attrs.getItem("timeout").isNotNull(), "timeout")
+             .when(attrs.getItem("connection_failed").isNotNull(), "connection_failed").otherwise("unknown"))
     minute_rows = (ev.where(F.col("signature").isin("replica_fetch_error", "fetch_session_error"))
                    .groupBy("path", "signature", attrs.getItem("leader").alias("leader"), attrs.getItem("fetcher").alias("fetcher"),
                             cause.alias("cause"), F.substring("ts", 1, 16).alias("minute"))

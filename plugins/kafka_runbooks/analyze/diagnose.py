@@ -28,7 +28,7 @@ from .lockgraph import (Cycle, LockEdge, WaitForGraph, blocked_behind, build_wai
                         compare_dumps, find_cycles, stalled_request_handlers)
 from .logsummary import LogSummary
 from .parsers.jstack import JstackDump, ThreadDumps
-from .parsers.kafka_log import CAUSE_CLIENT_SHUTDOWN
+from .parsers.kafka_log import CAUSE_CLIENT_SHUTDOWN, fetch_cause
 from .parsers.logs import LogRecord
 from .parsers.misc import HeapInfo, OpenFiles, ProcessStat
 from .parsers.sockets import SocketTable
@@ -522,8 +522,7 @@ def _fetch_findings(files: list[ParsedFile], window: Window, offsets, gc) -> lis
             continue
         reporters = sorted({rep for _, _, _, rep in counted} - {None})
         times = [t for _, _, t, _ in counted if t]
-        causes = Counter(("disconnected" if "disconnected_node" in r.attrs else "timeout" if "timeout" in r.attrs else "unknown")
-                         for _, r, _, _ in counted)
+        causes = Counter(fetch_cause(r.attrs) for _, r, _, _ in counted)
         per_file: dict[str, list] = defaultdict(list)
         for f, r, _, _ in counted:
             per_file[f.path].append((f, r))

@@ -343,6 +343,9 @@ EXCEPTION_ATTRS: tuple[tuple[tuple[str, ...], str, str], ...] = (
      r"Connection to (?P<disconnected_node>-?[0-9]{1,10}) was disconnected before the response was read"),
     (("replica_fetch_error", "fetch_session_error"), "Client was shutdown before response was read", r"(?P<client_shutdown>Client was shutdown) before response was read"),
     (("replica_fetch_error", "fetch_session_error"), "Exception", r"(?P<timeout>SocketTimeoutException|TimeoutException)"),
+    # NetworkClientUtils.awaitReady: "Connection to " + node + " failed." (node = host:port (id: N rack: R))
+    (("replica_fetch_error", "fetch_session_error"), " failed",
+     r"Connection to (?P<connection_failed>[A-Za-z0-9_.:\[\]-]{1,100})(?: \(id: -?[0-9]{1,10} rack: [A-Za-z0-9_.-]{1,60}\))? failed"),
     (("processor_uncaught_exception",), "ArrayIndexOutOfBoundsException", r"ArrayIndexOutOfBoundsException: (?P<api_key_aioobe>-?[0-9]{1,6})"),
     (("invalid_request", "processor_uncaught_exception"), "API key", r"Unknown API key (?P<api_key>-?[0-9]{1,6})"),
     (("invalid_request", "processor_uncaught_exception"), "apiKey", r"best guess of the apiKey is: (?P<api_key>-?[0-9]{1,6})"),

@@ -13,6 +13,7 @@ on UTC; otherwise times are taken as UTC (and the analysis says so).
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,8 +25,12 @@ from .logs import LogParse, LogRecord, classify as _classify, is_exception_line,
 # fetch failure causes, from the exception line (or the inline cause of FetchSessionHandler's line)
 CAUSE_DISCONNECTED = "disconnected"  # "Connection to N was disconnected before the response was read"
 CAUSE_CLIENT_SHUTDOWN = "client_shutdown"  # the fetcher itself was being stopped (leadership moved / own shutdown)
-CAUSE_TIMEOUT = "timeout"
+CAUSE_TIMEOUT = "timeout"  # SocketTimeoutException ("Failed to connect within N ms"), request timeouts
+CAUSE_CONNECTION_FAILED = "connection_failed"  # "Connection to host:port (id: N rack: R) failed."
 CAUSE_UNKNOWN = "unknown"
+# the causes that mean "the leader did not serve this fetcher" (client_shutdown: the fetcher was stopped itself)
+UNREACHABLE_CAUSES = (CAUSE_DISCONNECTED, CAUSE_TIMEOUT, CAUSE_CONNECTION_FAILED)
+PAIR_WITHIN_S = 2.0  # FetchSessionHandler's INFO and the fetcher's WARN of one failure: same thread, same moment
 
 FETCH_SIGNATURES = ("replica_fetch_error", "fetch_session_error")
 
@@ -70,6 +75,8 @@ def fetch_cause(attrs: dict[str, str]) -> str:
         return CAUSE_CLIENT_SHUTDOWN
     if "timeout" in attrs or "Timeout" in attrs.get("cause", ""):
         return CAUSE_TIMEOUT
+    if "connection_failed" in attrs:
+        return CAUSE_CONNECTION_FAILED
     return CAUSE_UNKNOWN
 
 
@@ -114,20 +121,60 @@ def _aware(t: dt.datetime | None) -> dt.datetime | None:
     return t.replace(tzinfo=dt.timezone.utc) if t.tzinfo is None else t.astimezone(dt.timezone.utc)
 
 
+def _pairs(records: list[LogRecord]) -> list[tuple[LogRecord, LogRecord | None]]:
+    """One entry per failed fetch: Kafka >= 1.1 logs one failure twice, FetchSessionHandler's INFO (cause inline)
+    then the fetcher's WARN (exception under it) -- same fetcher thread and leader, within PAIR_WITHIN_S. An INFO
+    without its WARN (a fetcher being stopped logs no WARN) and a WARN without an INFO (0.9 - 1.0, or INFO
+    filtered out) are failures on their own."""
+    recs = sorted((r for r in records if r.signature in FETCH_SIGNATURES), key=lambda r: r.line)
+    out: list[tuple[LogRecord, LogRecord | None]] = []
+    pending: dict[tuple, list] = {}  # (fetcher, leader, fetcher_id) -> unpaired INFO entries
+    for r in recs:
+        key = (r.attrs.get("fetcher"), r.attrs.get("leader"), r.attrs.get("fetcher_id"))
+        if r.signature == "fetch_session_error":
+            entry = [r, None]
+            out.append(entry)  # type: ignore[arg-type]
+            pending.setdefault(key, []).append(entry)
+            continue
+        match = None
+        for entry in pending.get(key, []):
+            a, b = entry[0].at(), r.at()
+            if entry[1] is None and a is not None and b is not None and 0 <= (b - a).total_seconds() <= PAIR_WITHIN_S:
+                match = entry
+                break
+        if match is not None:
+            match[1] = r
+            pending[key].remove(match)
+        else:
+            out.append([r, None])  # type: ignore[arg-type]
+    return [(a, b) for a, b in out]
+
+
 def fetch_errors(text: bytes | str | None, since: dt.datetime | None = None, until: dt.datetime | None = None,
                  *, broker_id: int | None = None, utc_offset: dt.timedelta | None = None,
                  layout: str | None = None) -> list[FetchError]:
-    """Replica fetch failures in a broker's log, oldest first, within [since, until] when given (naive = UTC).
+    """Replica fetch failures in a broker's log, oldest first, one per failure (the INFO + WARN pair of Kafka
+    >= 1.1 counts once and is cited by its first line), every cause (filter with UNREACHABLE_CAUSES), within
+    [since, until] when given (naive = UTC).
 
     Each is attributed to the leader the line itself names (thread name ReplicaFetcherThread-F-<leader>, or
     leaderId=<leader>); the fetching broker is the line's replicaId, else ``broker_id``.
     """
     s, u = _aware(since), _aware(until)
     out = []
-    for r in select_fetch_failures(parse(text, layout)):
-        fe = fetch_error_of(r, broker_id, utc_offset)
+    for first, second in _pairs(parse(text, layout)):
+        fe = fetch_error_of(first, broker_id, utc_offset)
         if fe is None:
             continue
+        if second is not None:
+            other = fetch_error_of(second, broker_id, utc_offset)
+            if other is not None:
+                fe = dataclasses.replace(
+                    fe, excerpt=(fe.excerpt + "\n" + other.excerpt)[:1200],
+                    cause=fe.cause if fe.cause != CAUSE_UNKNOWN else other.cause,
+                    exception_line_no=other.exception_line_no,
+                    note="; ".join(x for x in (fe.note, f"logged twice (lines {first.line} and {second.line}): one failure")
+                                   if x))
         if (s or u) and fe.at is None:
             continue
         if s and fe.at < s:
