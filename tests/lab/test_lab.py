@@ -141,8 +141,7 @@ def test_deadlock_reproduces_incident_001(lab):
 def test_restart_over_ssh_recovers(lab):
     parts_before = lab.partitions()
     old_pid = lab.broker_pid(3)
-    restart = lab.cluster_settings()["lab"]["restart_command"]
-    argv = [a.replace("{broker_id}", "3") for a in restart]
+    argv = [str(lab.script(3, "kafka-restart"))]
     rc, out, err = ssh(lab, 3, shlex.join(argv), timeout=120)
     assert rc == 0, out + err
     assert "SIGKILL" in out  # a deadlocked broker does not finish its shutdown

@@ -8,7 +8,7 @@ from kafka_runbooks.config import ClusterConfig
 from kafka_runbooks.model import Finding, KafkaCheck, Plan, Severity
 from kafka_runbooks.remediate.digest import plan_digest, state_digest
 from kafka_runbooks.remediate.plan import plan_restart, restart_order
-from kafka_runbooks.remediate.recovery import RecoveryTimeout, recovery_status
+from kafka_runbooks.remediate.recovery import recovery_status
 from kafka_runbooks.remediate.safety import (
     SafetySettings,
     blast_radius,
@@ -247,7 +247,3 @@ def test_recovery_status():
     assert not done and len(waiting) == 1 and waiting[0].startswith("orders-1: broker 3 to rejoin the ISR")
     assert recovery_status(snap(HEALTHY), 3, before) == (True, [])
 
-
-def test_recovery_timeout_message():
-    exc = RecoveryTimeout(3, 2.0, ["orders-1: broker 3 to rejoin the ISR"])
-    assert "broker 3 did not recover within 2s" in str(exc) and "orders-1" in str(exc)

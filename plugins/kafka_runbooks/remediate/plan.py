@@ -19,6 +19,7 @@ from kafka_runbooks import clock
 from kafka_runbooks.config import ClusterConfig
 from kafka_runbooks.model import Broker, ClusterSnapshot, Partition, Plan, Step
 from kafka_runbooks.remediate.digest import state_digest
+from kafka_runbooks.remediate.gates import canary_coverage
 from kafka_runbooks.remediate.safety import SafetySettings, blast_radius, stop_refusals, unclean_warnings
 
 ACTION = "restart_broker"
@@ -96,6 +97,7 @@ def plan_restart(
     settings: SafetySettings | None = None,
     completed: Iterable[int] = (),
     roll_id: str | None = None,
+    canary_topic: str | None = None,
 ) -> Plan:
     """``not_serving``: broker -> direct evidence it is not serving (``safety.not_serving_evidence``).
     ``completed``: brokers an earlier run of this roll restarted; they get no step."""
@@ -114,6 +116,8 @@ def plan_restart(
     todo = [b for b in requested if b not in done]
     if requested and not todo:
         refusals.append(f"nothing left to do: brokers {done} were already restarted by this roll")
+    if canary_topic:
+        refusals += canary_coverage(snapshot, canary_topic)
     order = restart_order(snapshot, todo, not_serving)
     steps: list[Step] = []
     radius: list[str] = []

@@ -1,0 +1,264 @@
+"""The gates after every start, each bounded by its ``gates.*`` setting, none a fixed sleep.
+
+* in sync: the broker is in the ISR of every partition it holds (kazoo watches on the state znodes,
+  polled every ``poll_s`` as a safety net), with progress -- which partitions still miss it, and
+  how far its log recovery has come (``Completed load of log`` lines of its server.log);
+* coordinator loaded: every ``__consumer_offsets`` partition the broker leads, and every one whose
+  leader changed during the step, answers an OffsetFetch for a probe group id that Kafka maps to
+  that partition (Kafka 2.3: ``Utils.abs(groupId.hashCode) % offsets.topic.num.partitions``),
+  through a confluent-kafka consumer (``Consumer.committed``), until none answers
+  COORDINATOR_LOAD_IN_PROGRESS / NOT_COORDINATOR; corroborated by the broker's
+  ``Finished loading offsets`` lines. (The Admin API's coordinator calls are not used: librdkafka
+  aborts the process when a coordinator request fails mid-flight, issue librdkafka#4605 -- exactly
+  the moment this gate exists for.)
+* canary: acks=all produce to every partition of the canary topic (a replica on every broker) and
+  consume it back in the canary group, within ``canary.latency_bound_ms``.
+
+Any gate failing raises :class:`GateFailed`, which halts the roll.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping
+
+from kafka_runbooks.model import CONSUMER_OFFSETS, ClusterSnapshot
+
+PROBE_PREFIX = "kafka-runbooks-probe-"
+LOG_RECOVERY_MARKERS = ("Completed load of log", "Recovering unflushed segment", "Loading producer state", "Logs loading complete")
+
+
+class GateFailed(RuntimeError):
+    def __init__(self, gate: str, reason: str, details: Mapping[str, Any] | None = None):
+        self.gate = gate
+        self.reason = reason
+        self.details = dict(details or {})
+        super().__init__(f"gate {gate!r} failed: {reason}")
+
+
+@dataclass
+class GateResult:
+    gate: str
+    seconds: float
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"gate": self.gate, "seconds": round(self.seconds, 2), **self.details}
+
+
+# --------------------------------------------------------------------------- pure helpers
+
+def java_string_hash(s: str) -> int:
+    """Java's ``String.hashCode`` (UTF-16 code units, 32-bit two's complement)."""
+    h = 0
+    data = s.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + int.from_bytes(data[i:i + 2], "big")) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def offsets_partition_for(group_id: str, num_partitions: int) -> int:
+    """Kafka's ``GroupMetadataManager.partitionFor``: ``Utils.abs(hashCode) % n`` (``Utils.abs`` = ``& 0x7fffffff``)."""
+    return (java_string_hash(group_id) & 0x7FFFFFFF) % num_partitions
+
+
+def probe_groups(num_partitions: int, prefix: str = PROBE_PREFIX) -> dict[int, str]:
+    """One probe group id per ``__consumer_offsets`` partition (the first ``prefix<n>`` that maps there)."""
+    out: dict[int, str] = {}
+    n = 0
+    while len(out) < num_partitions:
+        group = f"{prefix}{n}"
+        out.setdefault(offsets_partition_for(group, num_partitions), group)
+        n += 1
+        if n > num_partitions * 1000:
+            raise RuntimeError(f"could not find probe groups for {num_partitions} partitions")
+    return out
+
+
+def offsets_partitions(snapshot: ClusterSnapshot) -> dict[int, int]:
+    """{__consumer_offsets partition: leader} (leader -1 when offline)."""
+    return {p.index: p.leader for p in snapshot.partitions if p.topic == CONSUMER_OFFSETS}
+
+
+def partitions_to_probe(before: Mapping[int, int], after: Mapping[int, int], broker_id: int) -> list[int]:
+    """Offsets partitions the broker leads now, and those whose leader changed during the step."""
+    return sorted(p for p, leader in after.items() if leader == broker_id or before.get(p) != leader)
+
+
+def finished_loading(log_text: str) -> dict[int, int]:
+    """{partition: milliseconds} from ``Finished loading offsets ... from __consumer_offsets-N in M milliseconds``."""
+    from kafka_runbooks.analyze.parsers.kafka_log import parse_kafka_log
+
+    out = {}
+    for ev in parse_kafka_log(log_text).signatures("group_load_done"):
+        out[int(ev.attrs["partition"])] = int(ev.attrs["millis"])
+    return out
+
+
+def log_recovery_progress(log_text: str) -> dict[str, int]:
+    return {m: log_text.count(m) for m in LOG_RECOVERY_MARKERS if m in log_text}
+
+
+def canary_coverage(snapshot: ClusterSnapshot, topic: str) -> list[str]:
+    """Why ``topic`` cannot serve as the canary ([] = it can): it must exist with a replica on every live broker."""
+    parts = [p for p in snapshot.partitions if p.topic == topic]
+    if not parts:
+        return [f"canary topic {topic!r} does not exist: create it with a replica on every broker"]
+    covered = {r for p in parts for r in p.replicas}
+    missing = sorted(snapshot.live_broker_ids - covered)
+    return [f"canary topic {topic!r} has no replica on brokers {missing}"] if missing else []
+
+
+# --------------------------------------------------------------------------- I/O gates
+
+def in_sync_gate(zk, cluster: str, broker_id: int, expected: Iterable[str], *, timeout_s: float, poll_s: float,
+                 progress: Callable[[list[str], dict[str, int]], None], recovery_log: Callable[[], str]) -> GateResult:
+    """Back in every ISR it belongs in; ``progress(waiting_for, log_recovery)`` is called when the
+    picture changes (and at most every 30 s otherwise)."""
+    from kafka_runbooks.detect.snapshot import read_snapshot
+    from kafka_runbooks.remediate.recovery import recovery_status
+    from kafka_runbooks.remediate.waits import Waker, wait_for
+
+    expected = list(expected)
+    waker = Waker()
+    t0 = time.monotonic()
+    last: dict[str, Any] = {"waiting": None, "at": 0.0}
+    watched: set[str] = set()
+
+    def check() -> bool | None:
+        zk.get_children("/brokers/ids", watch=waker)
+        snapshot = read_snapshot(zk, cluster)
+        done, waiting = recovery_status(snapshot, broker_id, expected)
+        if done:
+            return True
+        for p in snapshot.partitions_of(broker_id):
+            path = f"/brokers/topics/{p.topic}/partitions/{p.index}/state"
+            if broker_id not in p.isr and path not in watched:
+                watched.add(path)
+                zk.exists(path, watch=waker)
+        if waiting != last["waiting"] or time.monotonic() - last["at"] >= 30:
+            last.update(waiting=waiting, at=time.monotonic())
+            progress(waiting, log_recovery_progress(recovery_log()))
+        # a fired watch is gone: re-arm the ones still pending
+        for path in list(watched):
+            zk.exists(path, watch=waker)
+        return None
+
+    if wait_for(check, timeout_s=timeout_s, poll_s=poll_s, waker=waker) is None:
+        raise GateFailed("in_sync", f"broker {broker_id} is not back in every ISR after {timeout_s:g}s",
+                         {"waiting_for": last["waiting"] or []})
+    return GateResult("in_sync", time.monotonic() - t0, {"partitions": len(expected)})
+
+
+def coordinator_gate(consumer_config: Callable[[str], dict], partitions: Iterable[int], num_partitions: int, *,
+                     timeout_s: float, poll_s: float, request_timeout_s: float,
+                     broker_log: Callable[[], str], led_by_broker: Iterable[int]) -> GateResult:
+    """Every partition in ``partitions`` answers an OffsetFetch for its probe group.
+    ``consumer_config(group_id)`` gives the librdkafka config of a consumer in that group."""
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+    t0 = time.monotonic()
+    groups = probe_groups(num_partitions)
+    pending = {p: groups[p] for p in partitions}
+    seen_errors: dict[int, list[str]] = {}
+    loaded_after: dict[int, float] = {}
+    consumers: dict[int, Any] = {}
+    try:
+        deadline = t0 + timeout_s
+        while pending:
+            for p, group in list(pending.items()):
+                if p not in consumers:
+                    consumers[p] = Consumer(consumer_config(group))
+                try:
+                    consumers[p].committed([TopicPartition(CONSUMER_OFFSETS, 0)], timeout=request_timeout_s)
+                except KafkaException as exc:
+                    err = exc.args[0] if exc.args else exc
+                    name = err.name() if hasattr(err, "name") else type(err).__name__
+                    errs = seen_errors.setdefault(p, [])
+                    if name not in errs:
+                        errs.append(name)
+                    continue
+                loaded_after[p] = round(time.monotonic() - t0, 2)
+                del pending[p]
+                consumers.pop(p).close()
+            if not pending:
+                break
+            if time.monotonic() >= deadline:
+                raise GateFailed("coordinator", f"__consumer_offsets partitions {sorted(pending)} have no loaded coordinator "
+                                 f"after {timeout_s:g}s", {"errors_seen": seen_errors, "pending": sorted(pending)})
+            time.sleep(min(poll_s, max(0.0, deadline - time.monotonic())))
+    finally:
+        for c in consumers.values():
+            try:
+                c.close()
+            except Exception:  # noqa: BLE001
+                pass
+    finished = finished_loading(broker_log())
+    led = sorted(set(led_by_broker) & set(partitions))
+    return GateResult("coordinator", time.monotonic() - t0, {
+        "probed": sorted(partitions),
+        "errors_seen": {str(k): v for k, v in sorted(seen_errors.items())},
+        "loaded_after_s": {str(k): v for k, v in sorted(loaded_after.items())},
+        "finished_loading_lines": {str(p): finished[p] for p in led if p in finished},
+        "not_corroborated": [p for p in led if p not in finished],
+    })
+
+
+def canary_gate(producer_config: dict, consumer_config: dict, topic: str, partitions: list[int], *,
+                latency_bound_ms: float, timeout_s: float, poll_s: float) -> GateResult:
+    """Rounds of: produce one acks=all record to every partition, consume each back and commit, all
+    within ``latency_bound_ms``; the gate passes at the first round that does."""
+    from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+
+    t0 = time.monotonic()
+    failures: list[str] = []
+    bound_s = latency_bound_ms / 1000.0
+    while True:
+        round_start = time.monotonic()
+        token = uuid.uuid4().hex
+        delivered: dict[int, int] = {}
+        errors: list[str] = []
+
+        def on_delivery(err, msg) -> None:
+            if err is not None:
+                errors.append(f"{topic}-{msg.partition()}: {err.name() if hasattr(err, 'name') else err}")
+            else:
+                delivered[msg.partition()] = msg.offset()
+
+        producer = Producer({**producer_config, "acks": "all", "message.timeout.ms": max(1, int(latency_bound_ms))})
+        for p in partitions:
+            producer.produce(topic, value=token.encode(), key=b"kafka-runbooks-canary", partition=p, on_delivery=on_delivery)
+        producer.flush(bound_s + 1)
+        ok = not errors and len(delivered) == len(partitions)
+        consumed: set[int] = set()
+        if ok:
+            consumer = Consumer({**consumer_config, "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+            try:
+                consumer.assign([TopicPartition(topic, p, o) for p, o in delivered.items()])
+                while len(consumed) < len(partitions) and time.monotonic() - round_start < bound_s:
+                    msg = consumer.poll(min(0.5, max(0.01, bound_s - (time.monotonic() - round_start))))
+                    if msg is None:
+                        continue
+                    if msg.error():
+                        if msg.error().code() != KafkaError._PARTITION_EOF:
+                            errors.append(f"consume {topic}-{msg.partition()}: {msg.error().name()}")
+                        continue
+                    if msg.value() == token.encode():
+                        consumed.add(msg.partition())
+                if len(consumed) == len(partitions):
+                    consumer.commit(asynchronous=False)
+            except Exception as exc:  # noqa: BLE001 - a failed round is retried until the gate's bound
+                errors.append(f"consume: {exc!r}")
+            finally:
+                consumer.close()
+        elapsed_ms = (time.monotonic() - round_start) * 1000
+        if ok and len(consumed) == len(partitions) and elapsed_ms <= latency_bound_ms and not errors:
+            return GateResult("canary", time.monotonic() - t0, {"round_trip_ms": round(elapsed_ms, 1), "failed_rounds": failures[-5:]})
+        failures.append(f"round at {round(time.monotonic() - t0, 1)}s: {elapsed_ms:.0f} ms, delivered {sorted(delivered)}, "
+                        f"consumed {sorted(consumed)}, errors {errors[:5]}")
+        if time.monotonic() - t0 >= timeout_s:
+            raise GateFailed("canary", f"no canary round succeeded within {latency_bound_ms:g} ms in {timeout_s:g}s",
+                             {"failed_rounds": failures[-5:]})
+        time.sleep(poll_s)
