@@ -5,9 +5,12 @@
 * Four eyes: the HITL request is assigned to the cluster's configured approvers minus whoever
   started the run (``dag_run.triggering_user_name``), so Airflow's REST API refuses anybody else;
   the answer is checked again here against the same rule before it counts.
-* The decision is read from the task's own HITL detail (through the Task SDK) when the task
-  resumes, and recorded in the remediation ledger sealed with an HMAC whose key is the password of
-  the Airflow connection ``approvals.secret_conn_id``. It is also pushed to XCom (key ``decision``)
+* The decision is the resume event Airflow built from the task's own HITL detail row (written by
+  the REST endpoint or the scheduler's timeout sweep), recorded by ``execute_complete`` in the
+  remediation ledger sealed with an HMAC whose key is the password of the Airflow connection
+  ``approvals.secret_conn_id``. (Reading the row back with the Task SDK's
+  ``get_hitl_detail_content_detail`` is not possible here: task-sdk 1.3.2's supervisor does not
+  serve ``GetHITLDetailResponse`` -- "Unhandled request" -- in workers or under ``dag.test()``.) It is also pushed to XCom (key ``decision``)
   for the incident's close-out -- nothing that changes a cluster reads it from there.
 * On-call is told that an approval waits (``notifiers``: e.g. ``OnCallWebhookNotifier``).
 """
@@ -136,7 +139,6 @@ class RemediationApprovalOperator(ApprovalOperator):
         elif requested.plan_digest != digest:
             refusals.append("the plan changed after the approval was requested")
         if not timed_out:
-            refusals += self._confirm_with_hitl_detail(ti, chosen, user)
             refusals += A.four_eyes_refusals((user or {}).get("id"), (user or {}).get("name"), config.approvals.approvers,
                                              requested.starter if requested else None)
         decision = A.Decision(
@@ -172,20 +174,6 @@ class RemediationApprovalOperator(ApprovalOperator):
                 if hmac.compare_digest(str(e.get("mac") or ""), A.seal(request, secret)):
                     return request
         return None
-
-    def _confirm_with_hitl_detail(self, ti, chosen, user) -> list[str]:
-        """The response as Airflow stored it on this task's HITL detail must be the one we resumed with."""
-        try:
-            from airflow.sdk.execution_time.hitl import get_hitl_detail_content_detail
-
-            stored = get_hitl_detail_content_detail(ti_id=ti.id)
-        except Exception as exc:  # noqa: BLE001
-            return [f"the HITL response could not be read back ({type(exc).__name__}: {exc})"]
-        who = stored.responded_by_user
-        stored_user = {"id": who.id, "name": who.name} if who is not None else None
-        if not stored.response_received or (stored.chosen_options or [None])[0] != chosen or stored_user != user:
-            return [f"the stored HITL response ({stored.chosen_options}, {stored_user}) differs from the one resumed with ({chosen}, {user})"]
-        return []
 
     def _audit(self, config, plan, decision) -> None:
         from kafka_runbooks.incidents.store import IncidentStore

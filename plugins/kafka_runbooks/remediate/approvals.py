@@ -1,10 +1,12 @@
 """Approvals that mean something: who may approve, and a decision that cannot be replayed.  Pure.
 
 Design. The decision is never read from XCom. The approval task (a HITL ApprovalOperator) resumes
-in ``execute_complete`` with the response Airflow recorded on its HITL detail row (written by the
-REST endpoint, which already enforced ``assigned_users``); it re-reads that row through the Task
-SDK, applies the four-eyes rule itself, and records a :class:`Decision` in the remediation ledger
-sealed with an HMAC keyed by a secret held in an Airflow connection. The executor accepts only a
+in ``execute_complete`` with the resume event Airflow built from its HITL detail row (written by the
+REST endpoint, which already enforced ``assigned_users``, or by the scheduler's timeout sweep); it
+applies the four-eyes rule itself and records a :class:`Decision` in the remediation ledger sealed
+with an HMAC keyed by a secret held in an Airflow connection. Before asking, it records the request
+(plan digest, run, try, who started the run) sealed the same way, so the decision binds to the plan
+that was SHOWN even if the plan's XCom were edited while the request waited. The executor accepts only a
 decision that
 
 * carries a valid seal (nobody without the secret can write or edit one: not a hand-written XCom,
