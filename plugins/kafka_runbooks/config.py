@@ -145,6 +145,12 @@ _SECTIONS = {
     "approvals": ApprovalSettings,
 }
 _ARGV_FIELDS = ("stop_command", "start_command", "kill_command")
+# settings the remediation engine replaced: a clear error instead of a silently ignored value
+_RETIRED = {
+    "restart_command": "split into stop_command and start_command (plus kill_command for escalation)",
+    "recovery_timeout_s": "replaced by the gates section (register_s, in_sync_s, coordinator_s, canary_s)",
+    "approval_timeout_s": "moved to approvals.timeout_s",
+}
 
 
 @dataclass(frozen=True)
@@ -219,6 +225,9 @@ class ClusterConfig:
     def from_dict(cls, name: str, d: Mapping[str, Any]) -> "ClusterConfig":
         try:
             hosts = {int(k): str(v) for k, v in dict(d["hosts"]).items()}
+            retired = sorted(set(d) & set(_RETIRED))
+            if retired:
+                raise ConfigError(f"cluster {name!r}: " + "; ".join(f"{k} is retired: {_RETIRED[k]}" for k in retired))
             unknown = set(d) - set(cls.__dataclass_fields__)
             if unknown:
                 raise ConfigError(f"cluster {name!r}: unknown settings {sorted(unknown)}")

@@ -34,8 +34,11 @@ def test_java_string_hash_matches_java():
     assert java_string_hash("Aa") == java_string_hash("BB") == 2112
     assert java_string_hash("polygenelubricants") == -2**31  # Integer.MIN_VALUE
     assert java_string_hash("\U0001F600") == 0xD83D * 31 + 0xDE00  # UTF-16 surrogate pair, as Java sees it
-    # Kafka's Utils.abs is `& 0x7fffffff`, not Math.abs: MIN_VALUE maps to 0
+    # Kafka's Utils.abs is Math.abs with MIN_VALUE mapped to 0 (values printed by Kafka 2.3.0's own Utils.abs)
     assert offsets_partition_for("polygenelubricants", 50) == 0
+    assert offsets_partition_for("kafka-runbooks-probe-0", 50) == 26  # hashCode -1809687476
+    assert offsets_partition_for("kafka-runbooks-probe-4", 50) == 22
+    assert offsets_partition_for("big-5", 10) == 4
 
 
 def test_probe_groups_cover_every_partition_and_map_back():

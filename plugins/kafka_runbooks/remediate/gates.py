@@ -60,8 +60,11 @@ def java_string_hash(s: str) -> int:
 
 
 def offsets_partition_for(group_id: str, num_partitions: int) -> int:
-    """Kafka's ``GroupMetadataManager.partitionFor``: ``Utils.abs(hashCode) % n`` (``Utils.abs`` = ``& 0x7fffffff``)."""
-    return (java_string_hash(group_id) & 0x7FFFFFFF) % num_partitions
+    """Kafka's ``GroupMetadataManager.partitionFor``: ``Utils.abs(groupId.hashCode) % n``, where Kafka's
+    ``Utils.abs`` is ``Math.abs`` except that ``Integer.MIN_VALUE`` maps to 0 (not ``& 0x7fffffff``,
+    which is ``Utils.toPositive``, the partitioner's)."""
+    h = java_string_hash(group_id)
+    return (0 if h == -(1 << 31) else abs(h)) % num_partitions
 
 
 def probe_groups(num_partitions: int, prefix: str = PROBE_PREFIX) -> dict[int, str]:
