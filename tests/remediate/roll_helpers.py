@@ -16,6 +16,15 @@ class CanaryLoad:
     how many produces failed after retries, which records were never read, and whether the group's
     committed offsets ever went backwards (a lost commit)."""
 
+    @staticmethod
+    def create_topic(bootstrap: str, name: str, partitions: int = 3, min_isr: int = 2) -> str:
+        """A topic of the test's own (replication factor 3, min.insync.replicas 2) through the Admin API."""
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic(name, partitions, 3, config={"min.insync.replicas": str(min_isr)})])[name].result(60)
+        return name
+
     def __init__(self, bootstrap: str, topic: str, group: str, rate_per_s: float = 20.0) -> None:
         self.bootstrap, self.topic, self.group = bootstrap, topic, group
         self.rate_per_s = rate_per_s
@@ -70,8 +79,13 @@ class CanaryLoad:
         while not self.stop_event.is_set() or self._unseen():
             msg = c.poll(0.5)
             if msg is not None and not msg.error():
-                with self.lock:
-                    self.seen.add(json.loads(msg.value())["seq"])
+                try:
+                    seq = json.loads(msg.value())["seq"]
+                except (ValueError, KeyError, TypeError):
+                    seq = None  # not one of ours
+                if seq is not None:
+                    with self.lock:
+                        self.seen.add(seq)
                 pending[msg.partition()] = msg.offset() + 1
             if pending and time.monotonic() - last_commit >= 1.0:
                 from confluent_kafka import KafkaException, TopicPartition

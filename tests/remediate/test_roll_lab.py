@@ -95,13 +95,15 @@ def zk_client():
 
 def test_full_roll_under_canary_load(roll_env):
     lab, settings, webhook = roll_env
-    from kafka_lab.topics import ORDERS, bootstrap_all
+    from kafka_lab.topics import bootstrap_all
 
     controller = lab.controller()["brokerid"]
     pids = {b: lab.broker_pid(b) for b in (1, 2, 3)}
     zk = zk_client()
     watcher = ZooKeeperWatcher(zk)
-    load = CanaryLoad(bootstrap_all(), ORDERS, f"roll-test-{uuid.uuid4().hex[:6]}").start()
+    name = CanaryLoad.create_topic(bootstrap_all(), f"roll-test-{uuid.uuid4().hex[:6]}")
+    lab.wait_full_isr(60)
+    load = CanaryLoad(bootstrap_all(), name, f"{name}-group").start()
     time.sleep(3)  # the load is flowing before the roll starts (the figures below are about the roll)
     try:
         run = roll({})
