@@ -91,9 +91,20 @@ def zk_client():
     return zk
 
 
+def delete_topic(lab, name: str) -> None:
+    """Tests leave no topic behind: the next test's safety checks read every partition."""
+    from confluent_kafka.admin import AdminClient
+
+    from kafka_lab.procs import wait_until
+    from kafka_lab.topics import bootstrap_all
+
+    AdminClient({"bootstrap.servers": bootstrap_all()}).delete_topics([name])[name].result(60)
+    wait_until(lambda: lab.kazoo().exists(f"/brokers/topics/{name}") is None, 120, f"topic {name} deleted")
+
+
 # ------------------------------------------------------------------ a full roll under load
 
-def test_full_roll_under_canary_load(roll_env):
+def test_full_roll_under_canary_load(roll_env, request):
     lab, settings, webhook = roll_env
     from kafka_lab.topics import bootstrap_all
 
@@ -102,6 +113,7 @@ def test_full_roll_under_canary_load(roll_env):
     zk = zk_client()
     watcher = ZooKeeperWatcher(zk)
     name = CanaryLoad.create_topic(bootstrap_all(), f"roll-test-{uuid.uuid4().hex[:6]}")
+    request.addfinalizer(lambda: delete_topic(lab, name))
     lab.wait_full_isr(60)
     load = CanaryLoad(bootstrap_all(), name, f"{name}-group").start()
     time.sleep(3)  # the load is flowing before the roll starts (the figures below are about the roll)
@@ -148,7 +160,7 @@ def test_full_roll_under_canary_load(roll_env):
 
 # ------------------------------------------------------------------ the coordinator gate
 
-def test_coordinator_gate_holds_while_a_large_offsets_partition_loads(roll_env):
+def test_coordinator_gate_holds_while_a_large_offsets_partition_loads(roll_env, request):
     """A __consumer_offsets partition made large (its cleaners stopped), then its leadership moved to a
     replica that has to load it: the gate keeps answering "not yet" until Kafka finished loading."""
     lab, settings, _ = roll_env
@@ -165,7 +177,8 @@ def test_coordinator_gate_holds_while_a_large_offsets_partition_loads(roll_env):
         lab.kill_cleaner(b)  # compaction stopped, as in incident 002
     admin = AdminClient({"bootstrap.servers": bootstrap_all()})
     fill = f"fill-{uuid.uuid4().hex[:6]}"
-    admin.create_topics([NewTopic(fill, 100, 1)])[fill].result(60)
+    admin.create_topics([NewTopic(fill, 100, 3)])[fill].result(60)
+    request.addfinalizer(lambda: delete_topic(lab, fill))
     group = next(g for g in (f"big-{i}" for i in range(10000)) if offsets_partition_for(g, 50) == 7)
     meta = "x" * 3000
     for n in range(1, 1201):  # ~1200 x 100 offsets x 3 KB: a few hundred MB in __consumer_offsets-7
