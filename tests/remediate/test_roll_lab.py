@@ -98,7 +98,8 @@ def delete_topic(lab, name: str) -> None:
     from kafka_lab.procs import wait_until
     from kafka_lab.topics import bootstrap_all
 
-    AdminClient({"bootstrap.servers": bootstrap_all()}).delete_topics([name])[name].result(60)
+    admin = AdminClient({"bootstrap.servers": bootstrap_all()})  # referenced until its future resolves
+    admin.delete_topics([name])[name].result(60)
     wait_until(lambda: lab.kazoo().exists(f"/brokers/topics/{name}") is None, 120, f"topic {name} deleted")
 
 
@@ -186,8 +187,9 @@ def test_coordinator_gate_holds_while_a_large_offsets_partition_loads(roll_env, 
         admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, tps)])[group].result(60)
     state = lab.partitions(["__consumer_offsets"])[("__consumer_offsets", 7)]
     leader = state["leader"]
-    # leadership moves to a follower, which has to load the partition before it can answer for any group
-    # of it; the gate starts the moment ZooKeeper shows the new leader
+    # the leader dies (SIGKILL: it can answer nothing afterwards); when its session expires the controller
+    # makes a follower leader, which has to load the partition before it can answer for any group of it.
+    # The gate starts the moment ZooKeeper shows the new leader.
     zk = zk_client()
     moved = threading.Event()
     new_leader: dict = {}
@@ -201,8 +203,7 @@ def test_coordinator_gate_holds_while_a_large_offsets_partition_loads(roll_env, 
 
     try:
         DataWatch(zk, "/brokers/topics/__consumer_offsets/partitions/7/state", on_state)
-        stopper = threading.Thread(target=lambda: lab.stop(leader), daemon=True)
-        stopper.start()
+        lab.kill(leader)
         assert moved.wait(120), "leadership of __consumer_offsets-7 never moved"
         base = client_config({}, bootstrap_all(), 10.0)
         result = coordinator_gate(
@@ -210,7 +211,6 @@ def test_coordinator_gate_holds_while_a_large_offsets_partition_loads(roll_env, 
             timeout_s=120, poll_s=0.05, request_timeout_s=0.5,
             broker_log=lambda: lab.server_log(new_leader["id"]).read_text(errors="replace"), led_by_broker=[7],
         )
-        stopper.join(120)
     finally:
         zk.stop()
         zk.close()
