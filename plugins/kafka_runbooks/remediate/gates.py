@@ -163,6 +163,7 @@ def coordinator_gate(consumer_config: Callable[[str], dict], partitions: Iterabl
     from confluent_kafka import Consumer, KafkaException, TopicPartition
 
     t0 = time.monotonic()
+    heard = _BrokerErrors()
     groups = probe_groups(num_partitions)
     pending = {p: groups[p] for p in partitions}
     seen_errors: dict[int, list[str]] = {}
@@ -173,16 +174,23 @@ def coordinator_gate(consumer_config: Callable[[str], dict], partitions: Iterabl
         while pending:
             for p, group in list(pending.items()):
                 if p not in consumers:
-                    consumers[p] = Consumer(consumer_config(group))
+                    # librdkafka retries COORDINATOR_LOAD_IN_PROGRESS by itself until the call's timeout;
+                    # its group-protocol debug lines say what the broker answered meanwhile
+                    consumers[p] = Consumer({**consumer_config(group), "debug": "cgrp", "logger": heard.for_partition(p)})
                 try:
                     consumers[p].committed([TopicPartition(CONSUMER_OFFSETS, 0)], timeout=request_timeout_s)
                 except KafkaException as exc:
                     err = exc.args[0] if exc.args else exc
                     name = err.name() if hasattr(err, "name") else type(err).__name__
                     errs = seen_errors.setdefault(p, [])
-                    if name not in errs:
-                        errs.append(name)
+                    for n in heard.take(p) + [name]:
+                        if n not in errs:
+                            errs.append(n)
                     continue
+                for n in heard.take(p):
+                    errs = seen_errors.setdefault(p, [])
+                    if n not in errs:
+                        errs.append(n)
                 loaded_after[p] = round(time.monotonic() - t0, 2)
                 del pending[p]
                 consumers.pop(p).close()
@@ -207,6 +215,50 @@ def coordinator_gate(consumer_config: Callable[[str], dict], partitions: Iterabl
         "finished_loading_lines": {str(p): finished[p] for p in led if p in finished},
         "not_corroborated": [p for p in led if p not in finished],
     })
+
+
+class _BrokerErrors:
+    """Collects, per probed partition, the coordinator errors named in librdkafka's debug log lines."""
+
+    NAMES = {
+        "Coordinator load in progress": "COORDINATOR_LOAD_IN_PROGRESS",
+        "COORDINATOR_LOAD_IN_PROGRESS": "COORDINATOR_LOAD_IN_PROGRESS",
+        "Not coordinator": "NOT_COORDINATOR",
+        "NOT_COORDINATOR": "NOT_COORDINATOR",
+        "Coordinator not available": "COORDINATOR_NOT_AVAILABLE",
+        "COORDINATOR_NOT_AVAILABLE": "COORDINATOR_NOT_AVAILABLE",
+    }
+
+    def __init__(self) -> None:
+        import threading
+
+        self.lock = threading.Lock()
+        self.names: dict[int, list[str]] = {}
+
+    def for_partition(self, p: int):
+        import logging
+
+        outer = self
+
+        class Sink(logging.Handler):
+            def emit(self, record: logging.LogRecord) -> None:
+                msg = record.getMessage()
+                for text, name in outer.NAMES.items():
+                    if text in msg:
+                        with outer.lock:
+                            names = outer.names.setdefault(p, [])
+                            if name not in names:
+                                names.append(name)
+
+        logger = logging.getLogger(f"kafka_runbooks.remediate.gates.probe.{p}")
+        logger.propagate = False
+        logger.setLevel(logging.DEBUG)
+        logger.handlers = [Sink()]
+        return logger
+
+    def take(self, p: int) -> list[str]:
+        with self.lock:
+            return self.names.pop(p, [])
 
 
 def canary_gate(producer_config: dict, consumer_config: dict, topic: str, partitions: list[int], *,
