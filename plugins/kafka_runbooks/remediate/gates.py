@@ -179,18 +179,19 @@ def coordinator_gate(consumer_config: Callable[[str], dict], partitions: Iterabl
                     consumers[p] = Consumer({**consumer_config(group), "debug": "cgrp", "logger": heard.for_partition(p)})
                 try:
                     consumers[p].committed([TopicPartition(CONSUMER_OFFSETS, 0)], timeout=request_timeout_s)
+                    failed = None
                 except KafkaException as exc:
                     err = exc.args[0] if exc.args else exc
-                    name = err.name() if hasattr(err, "name") else type(err).__name__
-                    errs = seen_errors.setdefault(p, [])
-                    for n in heard.take(p) + [name]:
-                        if n not in errs:
-                            errs.append(n)
-                    continue
-                for n in heard.take(p):
-                    errs = seen_errors.setdefault(p, [])
+                    failed = err.name() if hasattr(err, "name") else type(err).__name__
+                consumers[p].poll(0)  # delivers the client's queued log lines to ``heard``
+                errs = seen_errors.setdefault(p, [])
+                for n in heard.take(p) + ([failed] if failed else []):
                     if n not in errs:
                         errs.append(n)
+                if not errs:
+                    del seen_errors[p]
+                if failed:
+                    continue
                 loaded_after[p] = round(time.monotonic() - t0, 2)
                 del pending[p]
                 consumers.pop(p).close()
