@@ -216,8 +216,8 @@ def test_coordinator_gate_holds_while_a_large_offsets_partition_loads(roll_env, 
         zk.close()
     lab.start(leader)
     finished = result.details["finished_loading_lines"]
-    assert result.details["errors_seen"].get("7"), result.details  # it did answer "not yet" while loading
-    assert set(result.details["errors_seen"]["7"]) <= {"COORDINATOR_LOAD_IN_PROGRESS", "NOT_COORDINATOR", "_TIMED_OUT"}
+    # while Kafka loaded, the coordinator answered "load in progress" and the gate held
+    assert "COORDINATOR_LOAD_IN_PROGRESS" in result.details["errors_seen"].get("7", []), result.details
     assert "7" in finished and finished["7"] > 0, result.details  # corroborated by Kafka's own line
     print("COORDINATOR GATE", json.dumps(result.to_dict()))
 

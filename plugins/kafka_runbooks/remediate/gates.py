@@ -174,9 +174,10 @@ def coordinator_gate(consumer_config: Callable[[str], dict], partitions: Iterabl
         while pending:
             for p, group in list(pending.items()):
                 if p not in consumers:
-                    # librdkafka retries COORDINATOR_LOAD_IN_PROGRESS by itself until the call's timeout;
-                    # its group-protocol debug lines say what the broker answered meanwhile
-                    consumers[p] = Consumer({**consumer_config(group), "debug": "cgrp", "logger": heard.for_partition(p)})
+                    # librdkafka retries COORDINATOR_LOAD_IN_PROGRESS by itself until the call's timeout; its
+                    # debug lines ("OffsetFetch ... returned Broker: Coordinator load in progress") say what the
+                    # coordinator answered meanwhile
+                    consumers[p] = Consumer({**consumer_config(group), "debug": "cgrp,topic", "logger": heard.for_partition(p)})
                 try:
                     consumers[p].committed([TopicPartition(CONSUMER_OFFSETS, 0)], timeout=request_timeout_s)
                     failed = None
