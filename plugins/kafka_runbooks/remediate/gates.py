@@ -24,6 +24,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
+from kafka_runbooks import clock
 from kafka_runbooks.model import CONSUMER_OFFSETS, ClusterSnapshot
 
 PROBE_PREFIX = "kafka-runbooks-probe-"
@@ -168,6 +169,7 @@ def coordinator_gate(consumer_config: Callable[[str], dict], partitions: Iterabl
     pending = {p: groups[p] for p in partitions}
     seen_errors: dict[int, list[str]] = {}
     loaded_after: dict[int, float] = {}
+    loaded_at: dict[int, str] = {}
     consumers: dict[int, Any] = {}
     try:
         deadline = t0 + timeout_s
@@ -194,6 +196,7 @@ def coordinator_gate(consumer_config: Callable[[str], dict], partitions: Iterabl
                 if failed:
                     continue
                 loaded_after[p] = round(time.monotonic() - t0, 2)
+                loaded_at[p] = clock.now_iso()
                 del pending[p]
                 consumers.pop(p).close()
             if not pending:
@@ -214,6 +217,7 @@ def coordinator_gate(consumer_config: Callable[[str], dict], partitions: Iterabl
         "probed": sorted(partitions),
         "errors_seen": {str(k): v for k, v in sorted(seen_errors.items())},
         "loaded_after_s": {str(k): v for k, v in sorted(loaded_after.items())},
+        "loaded_at": {str(k): v for k, v in sorted(loaded_at.items())},
         "finished_loading_lines": {str(p): finished[p] for p in led if p in finished},
         "not_corroborated": [p for p in led if p not in finished],
     })
