@@ -110,4 +110,6 @@ def test_reject_then_approve_from_the_form(drill):
     restarts = [e for e in store.audit_trail(incident_id) if e["action"] == "restart_broker"]
     assert len(restarts) == 1 and restarts[0]["outcome"] == "ok"
     assert restarts[0]["actor"] == "oncall-bob" and restarts[0]["host"] == "kafka_lab_host_3"
-    assert [e["outcome"] for e in store.audit_trail(incident_id) if e["action"] == "wait_for_recovery"] == ["ok"]
+    # the engine's gates after the start: back in every ISR, coordinators loaded
+    assert [e["outcome"] for e in store.audit_trail(incident_id) if e["action"] == "gate_in_sync"] == ["ok"]
+    assert [e["outcome"] for e in store.audit_trail(incident_id) if e["action"] == "maintenance_lock"] == ["acquired", "released"]
