@@ -26,7 +26,7 @@ import pytest
 
 from kafka_lab.airflow_home import load_dags
 from kafka_lab.approvals import Responder
-from roll_helpers import CanaryLoad, ZooKeeperWatcher
+from kafka_lab.rollwatch import CanaryLoad, ZooKeeperWatcher
 from webhook_receiver import WebhookReceiver
 
 pytestmark = [pytest.mark.lab, pytest.mark.airflow, pytest.mark.timeout(1200)]

@@ -190,6 +190,7 @@ def run(ex: Execution) -> dict[str, Any]:
             ledger.append("refused", ex.run_id, reason=str(exc))
             raise Refused(str(exc)) from exc
         audit("maintenance_lock", "acquired", details=identity)
+        t_roll = time.monotonic()
         current: int | None = None
         try:
             for step in ex.plan.steps:
@@ -279,8 +280,9 @@ def run(ex: Execution) -> dict[str, Any]:
         finally:
             lock.release()
             audit("maintenance_lock", "released")
-    ledger.append(L.COMPLETED, ex.run_id, restarted=done)
-    return {"restarted": done, "approved_by": ex.approver, "timings": ex.timings, "record_id": ex.record_id}
+        wall_s = round(time.monotonic() - t_roll, 2)
+    ledger.append(L.COMPLETED, ex.run_id, restarted=done, wall_s=wall_s)
+    return {"restarted": done, "approved_by": ex.approver, "timings": ex.timings, "record_id": ex.record_id, "wall_s": wall_s}
 
 
 def _halt(ex: Execution, ledger, audit, zk, broker_id: int | None, phase: str, reason: str,

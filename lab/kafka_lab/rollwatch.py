@@ -1,5 +1,6 @@
-"""What the real-Kafka roll tests watch from the outside: a canary load with the client's retries, and a
-ZooKeeper watcher that records every registration and every ``__consumer_offsets`` ISR change."""
+"""Watching a rolling restart from the outside (the roll tests and ``benchmarks/roll.py``): a canary load
+with the client's own retries, and a ZooKeeper watcher that records every registration and every
+``__consumer_offsets`` ISR change. Neither reads anything the remediation engine writes."""
 
 from __future__ import annotations
 
