@@ -42,25 +42,6 @@ def _truthy(value: Any) -> bool:
     return value is True or str(value).strip().lower() in ("true", "1", "yes", "execute")
 
 
-def read_static_configs(config) -> tuple[dict[int, dict[str, str]], list[str]]:
-    """server.properties of every configured broker host (for min ISR / unclean election), with notes."""
-    from kafka_runbooks.hooks.ssh import StrictSSHHook
-    from kafka_runbooks.remediate.host import BrokerHost
-
-    static, notes = {}, []
-    for b in sorted(config.hosts):
-        try:
-            with StrictSSHHook(config.ssh_conn_id(b), connect_timeout=config.capture.connect_timeout_s) as ssh:
-                props = BrokerHost(config, b, ssh).server_properties()
-            if props is None:
-                notes.append(f"broker {b}: {config.server_properties(b)} not readable")
-            else:
-                static[b] = props
-        except Exception as exc:  # noqa: BLE001
-            notes.append(f"broker {b}: server.properties not read ({type(exc).__name__}: {exc})")
-    return static, notes
-
-
 def find_resumable_roll(store, cluster: str) -> tuple[dict[str, Any], Any] | None:
     """The latest open rolling-restart record of ``cluster`` whose ledger says it halted."""
     import json
@@ -131,6 +112,7 @@ class PlanRemediationOperator(BaseOperator):
         from kafka_runbooks.model import Finding
         from kafka_runbooks.remediate import ledger as L
         from kafka_runbooks.remediate.digest import plan_digest
+        from kafka_runbooks.remediate.host import read_static_configs
         from kafka_runbooks.remediate.plan import plan_restart, safety_settings
 
         incident = self.incident if isinstance(self.incident, dict) else None

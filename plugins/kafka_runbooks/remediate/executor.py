@@ -109,23 +109,12 @@ def read_fresh_state(zk, ex: Execution) -> FreshState:
     """Everything the safety rules read, now."""
     from kafka_runbooks.detect.snapshot import read_snapshot
     from kafka_runbooks.hooks.kafka import KafkaHook
-    from kafka_runbooks.hooks.ssh import StrictSSHHook
-    from kafka_runbooks.remediate.host import BrokerHost
+    from kafka_runbooks.remediate.host import read_static_configs
     from kafka_runbooks.remediate.plan import safety_settings
 
     cfg = ex.config
-    snapshot = read_snapshot(zk, cfg.name)
-    notes: list[str] = []
-    static: dict[int, dict[str, str]] = {}
-    for b in sorted(cfg.hosts):
-        try:
-            with StrictSSHHook(cfg.ssh_conn_id(b), connect_timeout=cfg.capture.connect_timeout_s) as ssh:
-                props = BrokerHost(cfg, b, ssh).server_properties()
-        except Exception as exc:  # noqa: BLE001 - a host we cannot read adds a note, the ZooKeeper rules still apply
-            props = None
-            notes.append(f"broker {b}: server.properties not read ({type(exc).__name__}: {exc})")
-        if props is not None:
-            static[b] = props
+    static, notes = read_static_configs(cfg)
+    snapshot = read_snapshot(zk, cfg.name)  # read last: the state the stop is checked on is the newest
     not_serving: dict[int, str] = {}
     if ex.plan.not_serving:
         hook = KafkaHook(cfg.kafka_conn_id, listener=cfg.listener)

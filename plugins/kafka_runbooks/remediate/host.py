@@ -118,3 +118,26 @@ class BrokerHost:
     def server_properties(self) -> dict[str, str] | None:
         res = self.ssh.run(("cat", self.config.server_properties(self.broker_id)), CMD_TIMEOUT_S)
         return parse_properties(res.stdout.decode("utf-8", "replace")) if res.ok else None
+
+
+def read_static_configs(config: ClusterConfig) -> tuple[dict[int, dict[str, str]], list[str]]:
+    """server.properties of every configured broker host, read in parallel (for min ISR and unclean
+    election), and a note for each host that could not be read (the ZooKeeper-side rules still apply)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from kafka_runbooks.hooks.ssh import StrictSSHHook
+
+    def one(b: int):
+        try:
+            with StrictSSHHook(config.ssh_conn_id(b), connect_timeout=config.capture.connect_timeout_s) as ssh:
+                props = BrokerHost(config, b, ssh).server_properties()
+            return b, props, None if props is not None else f"broker {b}: {config.server_properties(b)} not readable"
+        except Exception as exc:  # noqa: BLE001 - a host we cannot read adds a note
+            return b, None, f"broker {b}: server.properties not read ({type(exc).__name__}: {exc})"
+
+    ids = sorted(config.hosts)
+    if not ids:
+        return {}, []
+    with ThreadPoolExecutor(max_workers=min(8, len(ids)), thread_name_prefix="props") as pool:
+        results = list(pool.map(one, ids))
+    return {b: p for b, p, _ in results if p is not None}, [n for _, _, n in results if n]
