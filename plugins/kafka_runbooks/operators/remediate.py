@@ -149,6 +149,9 @@ class PlanRemediationOperator(BaseOperator):
             completed = list(progress.completed)
             self.log.warning("resuming roll %s: requested %s, already done %s, halted: %s", record_id, requested, completed,
                              (progress.halted or {}).get("reason"))
+            if self.broker_ids and sorted(int(b) for b in self.broker_ids) != sorted(requested):
+                self.log.warning("resume continues the halted roll's brokers %s; the form's brokers %s are ignored",
+                                 requested, list(self.broker_ids))
         else:
             requested = [int(b) for b in (self.broker_ids or [])] or sorted(config.hosts)
 
@@ -175,6 +178,9 @@ class PlanRemediationOperator(BaseOperator):
                         details={"refusals": list(plan.refusals), "plan": plan.to_dict(), "digest": digest, "notes": notes,
                                  "run_id": context["ti"].run_id})
             if plan.refused:
+                if self.kind == ROLLING_RESTART and not completed:
+                    # nothing was done and nothing can be: the roll's record ends here (an incident stays open)
+                    store.close(record_id, actor=starter or _actor(context), resolution="plan refused; nothing was changed")
                 raise AirflowFailException("restart refused:\n" + "\n".join(f"- {r}" for r in plan.refusals))
         return {
             "plan": plan.to_dict(),
