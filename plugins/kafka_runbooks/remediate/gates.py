@@ -120,7 +120,7 @@ def canary_coverage(snapshot: ClusterSnapshot, topic: str) -> list[str]:
 def in_sync_gate(zk, cluster: str, broker_id: int, expected: Iterable[str], *, timeout_s: float, poll_s: float,
                  progress: Callable[[list[str], dict[str, int]], None], recovery_log: Callable[[], str]) -> GateResult:
     """Back in every ISR it belongs in; ``progress(waiting_for, log_recovery)`` is called when the
-    picture changes (and at most every 30 s otherwise)."""
+    picture changed (at most every 5 s) and at least every 30 s while it waits."""
     from kafka_runbooks.detect.snapshot import read_snapshot
     from kafka_runbooks.remediate.recovery import recovery_status
     from kafka_runbooks.remediate.waits import Waker, wait_for
@@ -142,7 +142,8 @@ def in_sync_gate(zk, cluster: str, broker_id: int, expected: Iterable[str], *, t
             if broker_id not in p.isr and path not in watched:
                 watched.add(path)
                 zk.exists(path, watch=waker)
-        if waiting != last["waiting"] or time.monotonic() - last["at"] >= 30:
+        since = time.monotonic() - last["at"]
+        if (waiting != last["waiting"] and since >= 5) or since >= 30:
             last.update(waiting=waiting, at=time.monotonic())
             progress(waiting, log_recovery_progress(recovery_log()))
         # a fired watch is gone: re-arm the ones still pending
