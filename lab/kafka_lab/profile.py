@@ -1,0 +1,61 @@
+"""The lab's broker settings, in one place (lab/README.md explains each choice and what was measured).
+
+``PROFILES[name]`` is merged over ``BASE`` and written into every broker's server.properties; the per-broker
+keys (id, listeners, directories, ZooKeeper) are added by ``hosts.py``.
+"""
+
+from __future__ import annotations
+
+# Settings that make the tests fast without making them flaky on a loaded 2-core machine.
+BASE: dict[str, str | int] = {
+    # 6 s is Kafka 2.3's own default. A broker's ZooKeeper client declares a server dead after 2/3 of it
+    # without an answer, so shorter values expire sessions on CPU stalls of other helpers' JVMs/Spark.
+    "zookeeper.session.timeout.ms": 6000,
+    "zookeeper.connection.timeout.ms": 15000,
+    # default 10 s: a follower that falls behind leaves the ISR after 5 s
+    "replica.lag.time.max.ms": 5000,
+    # default 30 s: the peers of a stuck broker give up a fetch (and log it) after 5 s
+    "replica.socket.timeout.ms": 5000,
+    "auto.leader.rebalance.enable": "false",
+    "leader.imbalance.check.interval.seconds": 300,
+    "unclean.leader.election.enable": "false",
+    # a consumer group forms at once instead of after 3 s
+    "group.initial.rebalance.delay.ms": 0,
+    # fewer threads than the defaults (8 handlers, 3 processors per listener): 3 JVMs share 2 cores
+    "num.io.threads": 4,
+    "num.network.threads": 2,
+    "num.replica.fetchers": 1,
+    # the cleaner allocates its dedupe buffer on the heap (default 128 MiB of a 256 MiB heap)
+    "log.cleaner.dedupe.buffer.size": 16 * 1024 * 1024,
+    "offsets.topic.num.partitions": 50,
+    "offsets.topic.replication.factor": 3,
+    "transaction.state.log.replication.factor": 3,
+    "transaction.state.log.min.isr": 2,
+    "default.replication.factor": 3,
+    # topics exist because the lab created them, never because a client asked for a name
+    "auto.create.topics.enable": "false",
+    "controlled.shutdown.enable": "true",
+}
+
+PROFILES: dict[str, dict[str, str | int]] = {
+    "default": {},
+    # issue 7's drill: the controller moves leadership back to preferred replicas on its own, often
+    "rebalance": {
+        "auto.leader.rebalance.enable": "true",
+        "leader.imbalance.check.interval.seconds": 10,
+        "leader.imbalance.per.broker.percentage": 10,
+    },
+}
+
+DEFAULT_PROFILE = "default"
+
+HEAP_OPTS = "-Xms128m -Xmx256m"
+# Kafka's own kafka-run-class.sh defaults, plus C1 only (less JIT CPU on a shared 2-core machine)
+JVM_PERFORMANCE_OPTS = ("-server -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35 "
+                        "-XX:+ExplicitGCInvokesConcurrent -XX:TieredStopAtLevel=1 -Djava.awt.headless=true")
+
+
+def broker_settings(profile: str) -> dict[str, str | int]:
+    if profile not in PROFILES:
+        raise ValueError(f"unknown lab profile {profile!r}; known: {sorted(PROFILES)}")
+    return {**BASE, **PROFILES[profile]}
