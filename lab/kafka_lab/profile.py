@@ -14,8 +14,11 @@ BASE: dict[str, str | int] = {
     "zookeeper.connection.timeout.ms": 15000,
     # default 10 s: a follower that falls behind leaves the ISR after 5 s
     "replica.lag.time.max.ms": 5000,
-    # default 30 s: the peers of a stuck broker give up a fetch (and log it) after 5 s
-    "replica.socket.timeout.ms": 5000,
+    # default 30 s each. A replica fetcher's request times out after request.timeout.ms (ReplicaFetcherBlockingSend);
+    # replica.socket.timeout.ms bounds its connect. The peers of a stuck leader log
+    # "Connection to N was disconnected before the response was read" after 10 s instead of 30 s.
+    "request.timeout.ms": 10000,
+    "replica.socket.timeout.ms": 10000,
     "auto.leader.rebalance.enable": "false",
     "leader.imbalance.check.interval.seconds": 300,
     "unclean.leader.election.enable": "false",

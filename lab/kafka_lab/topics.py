@@ -74,14 +74,14 @@ def force_offsets_topic(timeout: float = 60) -> None:
 def elect_preferred(partitions: list[tuple[str, int]], timeout: float = 30) -> dict:
     """Preferred-replica election through the Admin API; {(topic, p): error name or None}."""
     from confluent_kafka import TopicPartition
-    from confluent_kafka.admin import ElectionType
+    from confluent_kafka import ElectionType
 
     if not partitions:
         return {}
     a = admin()
     f = a.elect_leaders(ElectionType.PREFERRED, [TopicPartition(t, p) for t, p in partitions])  # no kwargs: see ENVIRONMENT.md
     result = f.result(timeout=timeout)
-    return {(tp.topic, tp.partition): (err.name() if err is not None else None) for tp, err in result.items()}
+    return {(tp.topic, tp.partition): (str(err) if err is not None else None) for tp, err in result.items()}
 
 
 def list_topics_at(b: int, timeout: float = 3.0):

@@ -248,7 +248,7 @@ public final class LabFaultAgent {
 
     private static ReentrantLock requestQueueLock() throws Exception {
         for (Thread t : Thread.getAllStackTraces().keySet()) {
-            if (!t.getName().startsWith("kafka-request-handler-")) {
+            if (!t.getName().contains("kafka-request-handler-")) {  // 2.3: data-plane-kafka-request-handler-N
                 continue;
             }
             Object handler = field(t, Thread.class, "target");  // kafka.server.KafkaRequestHandler
@@ -256,7 +256,7 @@ public final class LabFaultAgent {
             Object queue = field(channel, channel.getClass(), "kafka$network$RequestChannel$$requestQueue");
             return (ReentrantLock) field(queue, java.util.concurrent.ArrayBlockingQueue.class, "lock");
         }
-        throw new IllegalStateException("no kafka-request-handler-* thread: the broker has not started its request handlers");
+        throw new IllegalStateException("no *kafka-request-handler-* thread: the broker has not started its request handlers");
     }
 
     private static List<Object> log4jAppenders() throws Exception {
