@@ -8,9 +8,11 @@ from __future__ import annotations
 
 # Settings that make the tests fast without making them flaky on a loaded 2-core machine.
 BASE: dict[str, str | int] = {
-    # 6 s is Kafka 2.3's own default. A broker's ZooKeeper client declares a server dead after 2/3 of it
-    # without an answer, so shorter values expire sessions on CPU stalls of other helpers' JVMs/Spark.
-    "zookeeper.session.timeout.ms": 6000,
+    # Kafka 2.3's default is 6 s. Measured here with other labs running (load average ~6): a restarted broker
+    # reaches "Creating /brokers/ids/N" ~5 s after kafka-start, so with 6 s a killed broker's old session is
+    # gone ~1 s after the new JVM would need it, and Kafka's "node already exists" refusal races with the start.
+    # 10 s is ZooKeeper's maximum for the lab's tickTime (20 x 500 ms); the largest G1 pause seen was 0.13 s.
+    "zookeeper.session.timeout.ms": 10000,
     "zookeeper.connection.timeout.ms": 15000,
     # default 10 s: a follower that falls behind leaves the ISR after 5 s
     "replica.lag.time.max.ms": 5000,

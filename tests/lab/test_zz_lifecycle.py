@@ -1,0 +1,46 @@
+"""down() leaves no process; the rebalance profile (issue 7) makes the controller move leadership back by itself.
+
+Runs last among the lab tests (file name): it takes the session's lab down and brings it up again, once in the
+rebalance profile and then back in the default one, so later tests find the usual lab.
+"""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from kafka_lab import BROKER_IDS, Lab
+
+from .lab_helpers import LogCursor, led_by
+
+pytestmark = pytest.mark.lab
+
+
+def assert_nothing_left(lab: Lab) -> None:
+    assert lab.processes() == []
+    out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True).stdout
+    assert str(lab.state) not in out
+
+
+def test_down_leaves_no_process_and_the_rebalance_profile_moves_leadership_back(lab):
+    try:
+        lab.down()
+        assert_nothing_left(lab)
+        lab.up(profile="rebalance")
+        props = (lab.host_dir(1) / "config" / "server.properties").read_text()
+        assert "auto.leader.rebalance.enable=true\n" in props and "leader.imbalance.check.interval.seconds=10\n" in props
+        ctrl = lab.controller()["brokerid"]
+        b = next(x for x in BROKER_IDS if x != ctrl)
+        led = set(led_by(lab.partitions(), b))
+        cur = LogCursor(lab.log_path(ctrl, "controller.log"))
+        assert lab.stop(b).returncode == 0
+        lab.wait_partitions(lambda ps: not led_by(ps, b), 30, f"leadership away from {b}")
+        lab.start(b)
+        # nobody asks for an election: the controller's imbalance check moves leadership back to b
+        lab.wait_partitions(lambda ps: set(led_by(ps, b)) == led, 120, f"the controller to give {b} its leaderships back")
+        assert "Starting replica leader election (PREFERRED) for partitions" in cur.new() or "preferred replica" in cur.new().lower()
+    finally:
+        lab.down()
+        assert_nothing_left(lab)
+        lab.up(profile="default")
