@@ -173,7 +173,7 @@ class FaultsMixin:
             self.host_script(b, "kafka-start")
             done.append(f"started broker {b}")
         self.wait_registered(BROKER_IDS, left())
-        self.wait_full_isr(left())
+        self._wait_full_isr_or_restart(done, left)
         if self.non_preferred():
             self.ensure_preferred_leaders(left())
             done.append("preferred-replica election")
@@ -183,6 +183,23 @@ class FaultsMixin:
         if done or not self._load_fresh():
             self.wait_load(left())
         return done
+
+    def _wait_full_isr_or_restart(self, done: list[str], left, catch_up_s: float = 60) -> None:
+        """Full ISRs; a registered broker that stays out of ISRs (Kafka 2.3.0 can reject the controller's
+        LeaderAndIsr after a session expiry: "Epoch N larger than current broker epoch M") is restarted."""
+        try:
+            self.wait_full_isr(min(catch_up_s, left()))
+            return
+        except LabError:
+            parts = self.partitions()
+        stuck = sorted({r for s in parts.values() for r in s["replicas"] if r not in s["isr"]})
+        for b in stuck:
+            if self.stop(b, timeout_s=30, check=False).returncode != 0:
+                self.kill(b)
+            done.append(f"restarted broker {b} (registered but out of ISRs)")
+        for b in stuck:
+            self.start(b, timeout=left())
+        self.wait_full_isr(left())
 
     def _heal_broker(self, b: int, done: list[str], left) -> bool:
         """Undoes what can be undone in place; True when the broker must be (re)started."""

@@ -115,7 +115,10 @@ def run_consumer(bootstrap: str, group: str, stats: Stats, stop: threading.Event
 
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "client.id": f"kafka-lab-load-{group}",
                   "enable.auto.commit": False, "auto.offset.reset": "latest", "session.timeout.ms": 10000,
-                  "heartbeat.interval.ms": 1000, "on_commit": on_commit, "error_cb": _client_error(stats)})
+                  "heartbeat.interval.ms": 1000, "on_commit": on_commit, "error_cb": _client_error(stats),
+                  # the group's rebalance timeout: a rebalance that waits for a member lost in a coordinator
+                  # move (seen after a ZooKeeper session flap of the coordinator) gives up after 30 s, not 5 min
+                  "max.poll.interval.ms": 30000})
     c.subscribe([ORDERS], on_assign=on_assign)
     pending = 0
     next_commit = time.monotonic() + 1

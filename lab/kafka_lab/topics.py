@@ -56,18 +56,24 @@ def create_topics(timeout: float = 60) -> None:
 
 
 def force_offsets_topic(timeout: float = 60) -> None:
-    """Kafka creates __consumer_offsets on the first FindCoordinator request; ask until a coordinator answers."""
-    a = admin()
+    """Kafka creates __consumer_offsets on the first FindCoordinator request: a consumer asks for a committed
+    offset until a coordinator answers. (AdminClient.describe_consumer_groups is not used for this: while no
+    coordinator exists it can abort the process in librdkafka 2.16, `rd_kafka_enq_once_del_source_return`.)"""
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap_all(), "group.id": "kafka-lab-bootstrap", "client.id": "kafka-lab-admin",
+                  "enable.auto.commit": False})
     deadline = time.monotonic() + timeout
     last = None
-    while time.monotonic() < deadline:
-        try:
-            f = a.describe_consumer_groups(["kafka-lab-bootstrap"])["kafka-lab-bootstrap"]
-            f.result(timeout=10)
-            return
-        except Exception as exc:  # noqa: BLE001 - COORDINATOR_NOT_AVAILABLE until the topic has leaders
-            last = exc
-            time.sleep(0.3)
+    try:
+        while time.monotonic() < deadline:
+            try:
+                c.committed([TopicPartition(ORDERS, 0)], timeout=5)
+                return
+            except KafkaException as exc:  # COORDINATOR_NOT_AVAILABLE, timeouts: until the topic has leaders
+                last = exc
+    finally:
+        c.close()
     raise LabError(f"__consumer_offsets not created within {timeout:.0f}s (last error: {last})")
 
 

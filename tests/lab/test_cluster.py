@@ -13,10 +13,9 @@ import stat
 
 import paramiko
 import pytest
-from confluent_kafka.admin import AdminClient
 
 from kafka_lab import BROKER_IDS, broker_ip, host_name, host_user
-from kafka_lab.topics import CANARY, OFFSETS, ORDERS, bootstrap_all
+from kafka_lab.topics import CANARY, OFFSETS, ORDERS
 from kafka_lab.zookeeper import ZK_IDS, quorum_modes
 from kafka_lab.net import zk_ip
 
@@ -116,10 +115,9 @@ def test_load_commits_to_a_group_coordinated_by_every_broker(healthy_lab):
     s = healthy_lab.wait_load(60)
     assert s["produced_ok"] > 0 and s["consumed"] > 0 and s["commits_ok"] > 0
     assert set(s["groups"]) == set(healthy_lab.groups.values())
-    admin = AdminClient({"bootstrap.servers": bootstrap_all()})
-    futures = admin.describe_consumer_groups(list(healthy_lab.groups.values()))
-    coordinators = {g: f.result(timeout=30).coordinator.id for g, f in futures.items()}
-    assert coordinators == {g: b for b, g in healthy_lab.groups.items()}
+    # each broker's own group coordinator stabilized the group meant for it (Kafka's partitionFor rule)
+    for b, g in healthy_lab.groups.items():
+        assert f"INFO [GroupCoordinator {b}]: Stabilized group {g} generation" in healthy_lab.server_log(b).read_text()
     for g in s["groups"].values():
         assert g["assigned"] == [0, 1, 2, 3, 4, 5] and g["commits_ok"] > 0
 
