@@ -159,9 +159,10 @@ class FaultsMixin:
             if not alive(pid):
                 self._start_zk(z)
                 done.append(f"started zk{z}")
-            elif proc_state(pid) in STOPPED:
-                os.kill(pid, signal.SIGCONT)
-                done.append(f"resumed zk{z}")
+            else:
+                if proc_state(pid) in STOPPED:
+                    done.append(f"resumed zk{z}")
+                os.kill(pid, signal.SIGCONT)  # always: a SIGSTOP sent just before may not show in /proc yet
         for b in BROKER_IDS:
             if not alive(read_pid(self._pid_file(f"sshd{b}"))):
                 self._start_sshd(b)
@@ -207,8 +208,8 @@ class FaultsMixin:
         if not alive(pid):
             return True
         if proc_state(pid) in STOPPED:
-            os.kill(pid, signal.SIGCONT)
             done.append(f"resumed broker {b}")
+        os.kill(pid, signal.SIGCONT)  # always: a SIGSTOP sent just before may not show in /proc yet
         st = agent.read_state(self.run_dir(b))
         if not st or st.get("pid") != pid or not (st.get("active") or st.get("needs_restart")):
             return False

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from kafka_lab import BROKER_IDS
+from kafka_lab import BROKER_IDS, wait_until
 from kafka_lab.procs import alive, proc_state
 from kafka_lab.zookeeper import ZK_IDS, quorum_modes
 
@@ -47,6 +47,7 @@ def test_reset_heals_many_faults_at_once(healthy_lab):
     lab.deadlock(2)
     lab.pause(3)
     os.kill(lab.zk_pid(follower), signal.SIGSTOP)  # left stopped
+    wait_until(lambda: proc_state(lab.zk_pid(follower)) == "T", 10, "the follower to stop")
     os.kill(int((lab.state / "run" / "load.pid").read_text()), signal.SIGKILL)
     done = lab.reset()
     assert any("released" in d and "broker 1" in d for d in done)

@@ -39,7 +39,10 @@ def test_down_leaves_no_process_and_the_rebalance_profile_moves_leadership_back(
         lab.start(b)
         # nobody asks for an election: the controller's imbalance check moves leadership back to b
         lab.wait_partitions(lambda ps: set(led_by(ps, b)) == led, 120, f"the controller to give {b} its leaderships back")
-        assert "Starting replica leader election (PREFERRED) for partitions" in cur.new() or "preferred replica" in cur.new().lower()
+        text = cur.new()
+        assert f"INFO [Controller id={ctrl}] Processing automatic preferred replica leader election (kafka.controller.KafkaController)" in text
+        assert f"TRACE [Controller id={ctrl}] Leader imbalance ratio for broker {b} is 1.0 (kafka.controller.KafkaController)" in text
+        assert f"INFO [Controller id={ctrl}] Starting preferred replica leader election for partitions " in text
     finally:
         lab.down()
         assert_nothing_left(lab)
