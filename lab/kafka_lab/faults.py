@@ -214,8 +214,13 @@ class FaultsMixin:
         if not st or st.get("pid") != pid or not (st.get("active") or st.get("needs_restart")):
             return False
         if st.get("needs_restart"):
-            self.kill(b)
-            done.append(f"killed broker {b} ({st['needs_restart']})")
+            # a deadlocked broker never finishes a controlled shutdown; one whose cleaner died does (and then
+            # its registration goes at once instead of after the session timeout)
+            if st["needs_restart"] == "deadlock" or self.stop(b, timeout_s=30, check=False).returncode != 0:
+                self.kill(b)
+                done.append(f"killed broker {b} ({st['needs_restart']})")
+            else:
+                done.append(f"stopped broker {b} ({st['needs_restart']})")
             return True
         if "logs-blocked" in st["active"]:
             agent.command(self.run_dir(b), "unblock-logs", pid)

@@ -4,27 +4,9 @@ from __future__ import annotations
 
 import re
 import subprocess
-from pathlib import Path
 
-from kafka_lab import wait_until
+from kafka_lab.logwatch import LogCursor  # noqa: F401 - re-exported for the tests
 from kafka_runbooks.analyze.parsers.sockets import SocketRow, parse_sockets
-
-
-class LogCursor:
-    """What a log file gained since the cursor was made (the lab's logs outlive faults and restarts)."""
-
-    def __init__(self, path: Path):
-        self.path = path
-        self.offset = path.stat().st_size if path.exists() else 0
-
-    def new(self) -> str:
-        with open(self.path, "rb") as fh:
-            fh.seek(self.offset)
-            return fh.read().decode(errors="replace")
-
-    def wait_for(self, pattern: str, timeout: float, flags: int = re.M) -> re.Match:
-        rx = re.compile(pattern, flags)
-        return wait_until(lambda: rx.search(self.new()), timeout, f"/{pattern}/ in {self.path}", interval=0.25)
 
 
 def sockets(ip: str, port: int) -> list[SocketRow]:
