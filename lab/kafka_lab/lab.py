@@ -131,8 +131,10 @@ class Lab(FaultsMixin):
         if busy:
             raise LabError(f"ports already in use (another lab in this slot, KAFKA_RUNBOOKS_SLOT?): {busy}")
         kafka_home = resolve_kafka_home(REPO)
-        if self.state.exists():
-            shutil.rmtree(self.state)
+        if self.state.exists():  # the previous run's state (logs) stays one run for post-mortems
+            prev = self.state.with_name(self.state.name + ".prev")
+            shutil.rmtree(prev, ignore_errors=True)
+            self.state.rename(prev)
         self.state.mkdir(parents=True)
         os.chmod(self.state, 0o755)
         (self.state / "run").mkdir()

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from kafka_lab import BROKER_IDS, Lab
+from kafka_lab import BROKER_IDS, Lab, LabError
 
 from .lab_helpers import LogCursor, led_by
 
@@ -37,8 +37,16 @@ def test_down_leaves_no_process_and_the_rebalance_profile_moves_leadership_back(
         assert lab.stop(b).returncode == 0
         lab.wait_partitions(lambda ps: not led_by(ps, b), 30, f"leadership away from {b}")
         lab.start(b)
-        # nobody asks for an election: the controller's imbalance check moves leadership back to b
-        lab.wait_partitions(lambda ps: set(led_by(ps, b)) == led, 120, f"the controller to give {b} its leaderships back")
+        # nobody asks for an election: the controller's imbalance check moves leadership back to b until at most
+        # leader.imbalance.per.broker.percentage (10) of its preferred partitions are led by others -- Kafka's rule:
+        # a partition whose election came before b rejoined its ISR may stay put (1 of ~19 is under 10 %)
+        try:
+            lab.wait_partitions(lambda ps: len(led & set(led_by(ps, b))) >= 0.9 * len(led), 120,
+                                f"the controller to give {b} its leaderships back")
+        except LabError:
+            ps = lab.partitions()
+            lines = [ln for ln in cur.new().splitlines() if "imbalance ratio" in ln or "Starting preferred" in ln]
+            pytest.fail(f"still led elsewhere: { {k: ps[k] for k in led if ps[k]['leader'] != b} }\n" + "\n".join(lines[-10:]))
         text = cur.new()
         assert f"INFO [Controller id={ctrl}] Processing automatic preferred replica leader election (kafka.controller.KafkaController)" in text
         assert f"TRACE [Controller id={ctrl}] Leader imbalance ratio for broker {b} is 1.0 (kafka.controller.KafkaController)" in text
