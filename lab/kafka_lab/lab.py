@@ -98,6 +98,11 @@ class Lab(FaultsMixin):
     def zk_pid(self, z: int) -> int | None:
         return read_pid(self.state / "run" / f"zk{int(z)}.pid")
 
+    @property
+    def marker(self) -> str:
+        """Every lab process names a path under the state dir in its command line (not <state>.prev/...)."""
+        return str(self.state) + os.sep
+
     def _pid_file(self, name: str) -> Path:
         return self.state / "run" / f"{name}.pid"
 
@@ -178,7 +183,7 @@ class Lab(FaultsMixin):
     def down(self) -> list[int]:
         """Stop every lab process (pid files first, then any process whose command line names the state dir)."""
         self.close()
-        marker = str(self.state)
+        marker = self.marker
         killed: list[int] = []
         pids = [read_pid(self._pid_file("load"))] + [self.broker_pid(b) for b in BROKER_IDS] + \
                [read_pid(self._pid_file(f"sshd{b}")) for b in BROKER_IDS] + [self.zk_pid(z) for z in ZK_IDS]
@@ -195,7 +200,7 @@ class Lab(FaultsMixin):
 
     def processes(self) -> list[int]:
         """Pids of running processes that belong to this lab (their command line names the state dir)."""
-        return pids_mentioning(str(self.state))
+        return pids_mentioning(self.marker)
 
     def _addresses(self) -> list[tuple[str, int]]:
         return ([(zk_ip(z), p) for z in ZK_IDS for p in (ZK_CLIENT_PORT, ZK_QUORUM_PORT, ZK_ELECTION_PORT)]
@@ -233,11 +238,11 @@ class Lab(FaultsMixin):
 
     def stop_load(self, timeout: float = 15) -> None:
         pid = read_pid(self._pid_file("load"))
-        if signal_if_ours(pid, str(self.state), signal.SIGTERM):
+        if signal_if_ours(pid, self.marker, signal.SIGTERM):
             try:
                 wait_until(lambda: not alive(pid), timeout, "the load to stop")
             except LabError:
-                signal_if_ours(pid, str(self.state))
+                signal_if_ours(pid, self.marker)
 
     @property
     def load_stats_path(self) -> Path:

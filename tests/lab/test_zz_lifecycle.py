@@ -20,7 +20,7 @@ pytestmark = pytest.mark.lab
 def assert_nothing_left(lab: Lab) -> None:
     assert lab.processes() == []
     out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True).stdout
-    assert str(lab.state) not in out
+    assert lab.marker not in out
 
 
 def test_down_leaves_no_process_and_the_rebalance_profile_moves_leadership_back(lab):
