@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--verbose", action="store_true", help="show Airflow's INFO logs of every task")
     args = p.parse_args(argv)
     os.environ.setdefault("AIRFLOW__LOGGING__LOGGING_LEVEL", "INFO" if args.verbose else "WARNING")
-    return run_drill(args.state_dir, args.broker, "Reject" if args.reject else "Approve", args.keep_lab)
+    return run_drill(args.state_dir.resolve(), args.broker, "Reject" if args.reject else "Approve", args.keep_lab)
 
 
 if __name__ == "__main__":
