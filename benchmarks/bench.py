@@ -57,12 +57,13 @@ def main() -> int:
         from kafka_runbooks.config import ClusterConfig
         from kafka_runbooks.detect.detectors import detect
         from kafka_runbooks.detect.host_probe import probe_all
-        from kafka_runbooks.detect.snapshot import read_snapshot, zk_client, zk_session
+        from kafka_runbooks.detect.snapshot import read_snapshot
+        from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
 
         config = ClusterConfig.from_dict("lab", lab.cluster_settings()["lab"])
 
         def snapshot():
-            with zk_session(zk_client(config.zk_conn_id)) as zk:
+            with ZooKeeperHook(config.zk_conn_id).session() as zk:
                 snap = read_snapshot(zk, "lab")
             return snap.with_probes(probe_all(config, snap.brokers))
 

@@ -8,6 +8,7 @@ that run outside Airflow.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from dataclasses import dataclass, field
@@ -19,6 +20,20 @@ FILE_ENV = "KAFKA_RUNBOOKS_CLUSTERS_FILE"
 
 class ConfigError(ValueError):
     """A cluster's settings are missing or wrong; the message says which and why."""
+
+
+def _section(cls, d: Mapping[str, Any] | None, name: str, tuples: tuple[str, ...] = ()):
+    """A settings section from its dict: unknown keys are an error naming them; lists become tuples."""
+    d = dict(d or {})
+    unknown = set(d) - set(cls.__dataclass_fields__)
+    if unknown:
+        raise ConfigError(f"unknown {name} settings: {sorted(unknown)}")
+    for key in tuples:
+        if key in d:
+            if isinstance(d[key], str):
+                raise ConfigError(f"{name}.{key} must be a list, not a string")
+            d[key] = tuple(d[key])
+    return cls(**d)
 
 
 @dataclass(frozen=True)
@@ -36,16 +51,80 @@ class CaptureSettings:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "CaptureSettings":
-        known = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
-        unknown = set(d) - set(known)
-        if unknown:
-            raise ConfigError(f"unknown capture settings: {sorted(unknown)}")
-        if "jvm_tool_prefix" in known:
-            known["jvm_tool_prefix"] = tuple(known["jvm_tool_prefix"])
-        s = cls(**known)
+        s = _section(cls, d, "capture", tuples=("jvm_tool_prefix",))
         if s.jstack_count < 1 or s.jstack_interval_s < 0 or s.command_timeout_s <= 0:
             raise ConfigError("capture: jstack_count >= 1, jstack_interval_s >= 0, command_timeout_s > 0")
         return s
+
+
+@dataclass(frozen=True)
+class GateSettings:
+    """Bounds of the waits after each remediation step (no fixed sleeps: each is polled or deferred)."""
+
+    stop_s: float = 120.0  # stop command → the old process is gone
+    deregister_s: float = 60.0  # → the old ZooKeeper registration is gone (session closed or expired)
+    register_s: float = 120.0  # start command → alive and registered with a new session
+    in_sync_s: float = 900.0  # → back in every ISR it belongs in
+    coordinator_s: float = 600.0  # → every __consumer_offsets partition it leads loaded
+    canary_s: float = 120.0  # → canary produce/consume succeeding
+    poll_s: float = 2.0
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "GateSettings":
+        s = _section(cls, d, "gates")
+        if min(dataclasses.astuple(s)) <= 0:
+            raise ConfigError("gates: every bound must be > 0 seconds")
+        return s
+
+
+@dataclass(frozen=True)
+class HealthSettings:
+    """Detection: how sure the health check must be before a response starts."""
+
+    consecutive_checks: int = 2  # a finding must hold this many checks in a row before a response starts
+    clear_checks: int = 3  # an incident whose finding is gone this many checks in a row resolves itself
+    kafka_probe_timeout_s: float = 5.0  # direct Kafka-protocol check of one broker
+    history_samples: int = 60  # probes kept per broker / ZooKeeper server
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "HealthSettings":
+        s = _section(cls, d, "health")
+        if s.consecutive_checks < 1 or s.clear_checks < 1 or s.history_samples < 2 or s.kafka_probe_timeout_s <= 0:
+            raise ConfigError("health: consecutive_checks >= 1, clear_checks >= 1, history_samples >= 2, kafka_probe_timeout_s > 0")
+        return s
+
+
+@dataclass(frozen=True)
+class CanarySettings:
+    enabled: bool = False
+    topic: str = "kafka-runbooks-canary"
+    latency_bound_ms: float = 5000.0
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "CanarySettings":
+        return _section(cls, d, "canary")
+
+
+@dataclass(frozen=True)
+class ApprovalSettings:
+    """Who may approve a remediation of this cluster (never the person who started the run)."""
+
+    approvers: tuple[str, ...] = ()  # Airflow user names
+    timeout_s: float = 3600.0  # no answer in time is a Reject
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "ApprovalSettings":
+        return _section(cls, d, "approvals", tuples=("approvers",))
+
+
+_SECTIONS = {
+    "capture": CaptureSettings,
+    "gates": GateSettings,
+    "health": HealthSettings,
+    "canary": CanarySettings,
+    "approvals": ApprovalSettings,
+}
+_ARGV_FIELDS = ("restart_command", "stop_command", "start_command", "kill_command")
 
 
 @dataclass(frozen=True)
@@ -53,10 +132,18 @@ class ClusterConfig:
     name: str
     zk_conn_id: str  # Airflow connection: host "h1:p1,h2:p2", extra {"chroot": "/kafka"}
     hosts: Mapping[int, str]  # broker id -> Airflow SSH connection id of its host
+    kafka_conn_id: str | None = None  # optional Airflow connection with librdkafka security settings
     broker_port: int = 9092  # fallback when a registration carries no port
+    # the listener probes and clients use (e.g. "REPLICATION"); None: the registration's only endpoint
+    listener: str | None = None
     # argv run over SSH on the broker's host; "{broker_id}" is the only placeholder.
-    restart_command: tuple[str, ...] = ("sudo", "-n", "systemctl", "restart", "kafka")
+    stop_command: tuple[str, ...] = ("sudo", "-n", "systemctl", "stop", "kafka")  # controlled shutdown
+    start_command: tuple[str, ...] = ("sudo", "-n", "systemctl", "start", "kafka")
+    kill_command: tuple[str, ...] = ()  # escalation when the process outlives gates.stop_s; empty: never kill
+    restart_command: tuple[str, ...] = ("sudo", "-n", "systemctl", "restart", "kafka")  # retired with the engine
     server_log_path: str = "/var/log/kafka/server.log"  # "{broker_id}" allowed
+    server_properties_path: str = "/etc/kafka/server.properties"  # "{broker_id}" allowed
+    kafka_home: str = "/opt/kafka"  # on the broker hosts: bin/kafka-dump-log.sh, bin/kafka-run-class.sh
     kafka_version: str | None = None
     min_insync_replicas: int | None = None  # cluster default; topic overrides are read from ZooKeeper
     bundle_base: str = "/var/lib/kafka-runbooks/bundles"
@@ -65,6 +152,10 @@ class ClusterConfig:
     approval_timeout_s: float = 3600.0
     spark_conn_id: str = "spark_default"
     capture: CaptureSettings = field(default_factory=CaptureSettings)
+    gates: GateSettings = field(default_factory=GateSettings)
+    health: HealthSettings = field(default_factory=HealthSettings)
+    canary: CanarySettings = field(default_factory=CanarySettings)
+    approvals: ApprovalSettings = field(default_factory=ApprovalSettings)
 
     def ssh_conn_id(self, broker_id: int) -> str:
         try:
@@ -72,30 +163,37 @@ class ClusterConfig:
         except KeyError:
             raise ConfigError(f"cluster {self.name!r} has no SSH connection for broker {broker_id}") from None
 
+    def argv(self, which: str, broker_id: int) -> tuple[str, ...]:
+        """``stop_command`` / ``start_command`` / ``kill_command`` for one broker, built from this
+        configuration at execution time (never from XCom)."""
+        if which not in _ARGV_FIELDS:
+            raise ConfigError(f"no command {which!r}")
+        return tuple(part.replace("{broker_id}", str(int(broker_id))) for part in getattr(self, which))
+
     def restart_argv(self, broker_id: int) -> tuple[str, ...]:
-        return tuple(part.replace("{broker_id}", str(int(broker_id))) for part in self.restart_command)
+        return self.argv("restart_command", broker_id)
 
     def server_log(self, broker_id: int) -> str:
         return self.server_log_path.replace("{broker_id}", str(int(broker_id)))
+
+    def server_properties(self, broker_id: int) -> str:
+        return self.server_properties_path.replace("{broker_id}", str(int(broker_id)))
 
     @classmethod
     def from_dict(cls, name: str, d: Mapping[str, Any]) -> "ClusterConfig":
         try:
             hosts = {int(k): str(v) for k, v in dict(d["hosts"]).items()}
-            restart = d.get("restart_command", cls.restart_command)
-            if isinstance(restart, str):
-                raise ConfigError(f"cluster {name!r}: restart_command must be an argv list, not a shell string")
-            known = {k: v for k, v in d.items() if k in cls.__dataclass_fields__ and k not in ("hosts", "capture", "name")}
             unknown = set(d) - set(cls.__dataclass_fields__)
             if unknown:
                 raise ConfigError(f"cluster {name!r}: unknown settings {sorted(unknown)}")
-            known["restart_command"] = tuple(str(x) for x in restart)
-            return cls(
-                name=name,
-                hosts=hosts,
-                capture=CaptureSettings.from_dict(d.get("capture") or {}),
-                **known,
-            )
+            known = {k: v for k, v in d.items() if k not in ("hosts", "name", *_SECTIONS)}
+            for key in _ARGV_FIELDS:
+                if key in known:
+                    if isinstance(known[key], str):
+                        raise ConfigError(f"cluster {name!r}: {key} must be an argv list, not a shell string")
+                    known[key] = tuple(str(x) for x in known[key])
+            sections = {key: section.from_dict(d.get(key) or {}) for key, section in _SECTIONS.items()}
+            return cls(name=name, hosts=hosts, **sections, **known)
         except ConfigError:
             raise
         except (KeyError, TypeError, ValueError) as exc:

@@ -22,14 +22,47 @@ class Severity(str, enum.Enum):
 
 @dataclass(frozen=True)
 class Broker:
-    """A broker as registered in ZooKeeper (`/brokers/ids/<id>`) or reported by the Admin API."""
+    """A broker as registered in ZooKeeper (`/brokers/ids/<id>`) or reported by the Admin API.
+
+    ``host``/``port`` are the registration's own (Kafka fills them from a PLAINTEXT-protocol
+    endpoint, or leaves them empty); clients and probes pick a listener with :meth:`endpoint`.
+    The registration fields (``session_id`` = the znode's ephemeral owner, ``registration_zxid`` =
+    its czxid, ``registered_at`` = its ctime) tell a new registration from an old one."""
 
     id: int
     host: str
     port: int
     version: str | None = None  # Kafka version when known (from config or the Admin API)
     rack: str | None = None
-    endpoints: tuple[str, ...] = ()
+    endpoints: tuple[str, ...] = ()  # "LISTENER://host:port", as registered
+    jmx_port: int | None = None
+    registered_at: str | None = None  # ISO-8601 UTC
+    session_id: int | None = None
+    registration_zxid: int | None = None
+
+    def listeners(self) -> dict[str, tuple[str, int]]:
+        """{listener name: (host, port)} of the registered endpoints that parse."""
+        out: dict[str, tuple[str, int]] = {}
+        for ep in self.endpoints:
+            name, sep, rest = ep.partition("://")
+            host, colon, port = rest.rpartition(":")
+            if sep and colon and host and port.isdigit():
+                out[name] = (host.strip("[]"), int(port))
+        return out
+
+    def endpoint(self, listener: str | None = None) -> tuple[str, int]:
+        """(host, port) to reach this broker on ``listener``; with no listener named: the only
+        registered endpoint, else the registration's host/port. Raises KeyError naming what exists."""
+        found = self.listeners()
+        if listener:
+            if listener not in found:
+                raise KeyError(f"broker {self.id} has no listener {listener!r} (registered: {sorted(found) or 'none'})")
+            return found[listener]
+        if len(found) == 1:
+            return next(iter(found.values()))
+        if self.host and self.port > 0:
+            return self.host, self.port
+        raise KeyError(f"broker {self.id}: several listeners {sorted(found)} and no listener configured")
 
     def to_dict(self) -> dict[str, Any]:
         return {**dataclasses.asdict(self), "endpoints": list(self.endpoints)}
@@ -43,6 +76,10 @@ class Broker:
             version=d.get("version"),
             rack=d.get("rack"),
             endpoints=tuple(d.get("endpoints") or ()),
+            jmx_port=d.get("jmx_port"),
+            registered_at=d.get("registered_at"),
+            session_id=d.get("session_id"),
+            registration_zxid=d.get("registration_zxid"),
         )
 
 
@@ -56,7 +93,8 @@ class Partition:
     leader: int  # -1 when offline
     isr: tuple[int, ...]
     leader_epoch: int = 0
-    min_insync_replicas: int | None = None
+    min_insync_replicas: int | None = None  # topic override (/config/topics/T)
+    unclean_leader_election: bool | None = None  # topic override of unclean.leader.election.enable
 
     @property
     def name(self) -> str:
@@ -87,6 +125,7 @@ class Partition:
             isr=tuple(int(r) for r in d["isr"]),
             leader_epoch=int(d.get("leader_epoch", 0)),
             min_insync_replicas=d.get("min_insync_replicas"),
+            unclean_leader_election=d.get("unclean_leader_election"),
         )
 
 
@@ -119,6 +158,27 @@ class HostProbe:
 
 
 @dataclass(frozen=True)
+class KafkaCheck:
+    """A direct Kafka-protocol check of one broker: a client bootstrapped at that broker alone asks
+    it for metadata, with a short timeout. ``answered_by`` is the broker id that answered."""
+
+    broker_id: int
+    endpoint: str  # "host:port" that was asked
+    ok: bool
+    latency_ms: float | None = None
+    answered_by: int | None = None
+    error: str | None = None
+    at: str | None = None  # ISO-8601 UTC
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "KafkaCheck":
+        return cls(**{k: d.get(k) for k in cls.__dataclass_fields__ if k in d})
+
+
+@dataclass(frozen=True)
 class ClusterSnapshot:
     """Cluster state at one instant: registrations, controller, partitions, host probes."""
 
@@ -130,6 +190,12 @@ class ClusterSnapshot:
     probes: tuple[HostProbe, ...] = ()
     # Problems met while reading (e.g. a znode whose JSON could not be parsed): never dropped.
     unparsable: tuple[str, ...] = ()
+    controller_epoch: int | None = None
+    # partitions ("topic-N") named in /admin/reassign_partitions and /admin/preferred_replica_election
+    reassigning: tuple[str, ...] = ()
+    preferred_election_pending: tuple[str, ...] = ()
+    # dynamic broker configs from /config/brokers/<id> and /config/brokers/<default> (key "<default>")
+    broker_configs: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
     @property
     def live_broker_ids(self) -> frozenset[int]:
@@ -144,6 +210,12 @@ class ClusterSnapshot:
     def partitions_of(self, broker_id: int) -> list[Partition]:
         return [p for p in self.partitions if broker_id in p.replicas]
 
+    def broker_config(self, key: str, broker_id: int | None = None) -> str | None:
+        """A dynamic broker config: the broker's own override, else the cluster-wide default."""
+        if broker_id is not None and key in self.broker_configs.get(str(broker_id), {}):
+            return self.broker_configs[str(broker_id)][key]
+        return self.broker_configs.get("<default>", {}).get(key)
+
     def with_probes(self, probes: Iterable[HostProbe]) -> "ClusterSnapshot":
         return dataclasses.replace(self, probes=tuple(probes))
 
@@ -156,6 +228,10 @@ class ClusterSnapshot:
             "partitions": [p.to_dict() for p in self.partitions],
             "probes": [p.to_dict() for p in self.probes],
             "unparsable": list(self.unparsable),
+            "controller_epoch": self.controller_epoch,
+            "reassigning": list(self.reassigning),
+            "preferred_election_pending": list(self.preferred_election_pending),
+            "broker_configs": {k: dict(v) for k, v in self.broker_configs.items()},
         }
 
     @classmethod
@@ -168,6 +244,10 @@ class ClusterSnapshot:
             partitions=tuple(Partition.from_dict(p) for p in d["partitions"]),
             probes=tuple(HostProbe.from_dict(p) for p in d.get("probes") or ()),
             unparsable=tuple(d.get("unparsable") or ()),
+            controller_epoch=d.get("controller_epoch"),
+            reassigning=tuple(d.get("reassigning") or ()),
+            preferred_election_pending=tuple(d.get("preferred_election_pending") or ()),
+            broker_configs={str(k): dict(v) for k, v in (d.get("broker_configs") or {}).items()},
         )
 
 

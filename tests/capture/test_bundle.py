@@ -9,7 +9,7 @@ import pytest
 
 from kafka_runbooks import model
 from kafka_runbooks.capture.bundle import SCHEMA, BundleError, EvidenceBundle, load_manifest, verify
-from kafka_runbooks.capture.ssh import CommandResult
+from kafka_runbooks.hooks.ssh import CommandResult
 
 
 def _result(argv, out=b"", err=b"", code=0, error=None):

@@ -7,7 +7,7 @@ import shlex
 from kafka_runbooks import model
 from kafka_runbooks.capture.bundle import EvidenceBundle, verify
 from kafka_runbooks.capture.collector import capture_cluster
-from kafka_runbooks.capture.ssh import CommandResult
+from kafka_runbooks.hooks.ssh import CommandResult
 from kafka_runbooks.config import CaptureSettings, ClusterConfig
 from kafka_runbooks.detect.host_probe import probe_host
 
@@ -27,7 +27,7 @@ class FakeRunner:
         self.calls: list[tuple[str, ...]] = []
         self.prefix_only_pid = prefix_only_pid
 
-    def connect(self):
+    def get_conn(self):
         return self
 
     def close(self):

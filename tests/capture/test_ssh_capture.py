@@ -10,7 +10,7 @@ import pytest
 from kafka_runbooks import model
 from kafka_runbooks.capture.bundle import EvidenceBundle, verify
 from kafka_runbooks.capture.collector import capture_cluster
-from kafka_runbooks.capture.ssh import ConnectError, HostKeyError, InsecureConnectionError, SSHRunner
+from kafka_runbooks.hooks.ssh import ConnectError, HostKeyError, InsecureConnectionError, StrictSSHHook
 from kafka_runbooks.config import CaptureSettings, ClusterConfig
 from kafka_runbooks.detect.host_probe import probe_all, probe_host
 
@@ -38,22 +38,22 @@ def _snapshot(h) -> model.ClusterSnapshot:
 
 
 def test_runner_runs_argv_quoted(ssh_host):
-    with SSHRunner(ssh_host.conn_ok) as r:
+    with StrictSSHHook(ssh_host.conn_ok) as r:
         res = r.run(["printf", "%s|", "a b", "$(id)", "`id`; echo pwned", "x\ny"], timeout=10)
         assert res.ok, res
         assert res.stdout == b"a b|$(id)|`id`; echo pwned|x\ny|"
         assert res.command.endswith("printf '%s|' 'a b' '$(id)' '`id`; echo pwned' 'x\ny'")
         who = r.run(["id", "-un"], timeout=10)
         assert who.stdout.strip() == ssh_host.user.encode()
-        first = r._client
+        first = r.client
         r.run(["true"], timeout=10)
-        assert r._client is first  # one connection reused
+        assert r.client is first  # one connection reused
         bad = r.run(["sh", "-c", "echo oops >&2; exit 3"], timeout=10)
         assert bad.exit_code == 3 and bad.stderr == b"oops\n" and bad.error is None and not bad.ok
 
 
 def test_runner_timeout_kills_and_records(ssh_host):
-    with SSHRunner(ssh_host.conn_ok) as r:
+    with StrictSSHHook(ssh_host.conn_ok) as r:
         t0 = time.monotonic()
         res = r.run(["sleep", "27"], timeout=1.5)
         assert time.monotonic() - t0 < 10
@@ -63,7 +63,7 @@ def test_runner_timeout_kills_and_records(ssh_host):
 
 
 def test_runner_to_file_and_fetch(ssh_host, tmp_path):
-    with SSHRunner(ssh_host.conn_ok) as r:
+    with StrictSSHHook(ssh_host.conn_ok) as r:
         out = tmp_path / "big.out"
         res = r.run_to_file(["head", "-c", "3000000", "/dev/zero"], 20, str(out))
         assert res.ok and res.stdout == b"" and res.stdout_bytes == 3_000_000
@@ -76,28 +76,28 @@ def test_runner_to_file_and_fetch(ssh_host, tmp_path):
 
 def test_unknown_host_key_refused(ssh_host):
     with pytest.raises(HostKeyError, match="UNKNOWN"):
-        SSHRunner(ssh_host.conn_unknown).run(["true"], 5)
+        StrictSSHHook(ssh_host.conn_unknown).run(["true"], 5)
 
 
 def test_changed_host_key_refused(ssh_host):
     with pytest.raises(HostKeyError, match="CHANGED"):
-        SSHRunner(ssh_host.conn_changed).run(["true"], 5)
+        StrictSSHHook(ssh_host.conn_changed).run(["true"], 5)
 
 
 def test_no_host_key_check_connection_refused(ssh_host):
     with pytest.raises(InsecureConnectionError, match="no_host_key_check"):
-        SSHRunner(ssh_host.conn_nocheck)
+        StrictSSHHook(ssh_host.conn_nocheck)
 
 
 def test_allow_host_key_change_connection_refused(ssh_host):
     with pytest.raises(InsecureConnectionError, match="allow_host_key_change"):
-        SSHRunner(ssh_host.conn_allow_change)
+        StrictSSHHook(ssh_host.conn_allow_change)
 
 
 def test_unreachable_host_raises_connect_error_fast(ssh_host):
     t0 = time.monotonic()
     with pytest.raises(ConnectError):
-        SSHRunner(ssh_host.conn_down).run(["true"], 5)
+        StrictSSHHook(ssh_host.conn_down).run(["true"], 5)
     assert time.monotonic() - t0 < 5
 
 
@@ -190,7 +190,7 @@ def test_probe_host_and_probe_all(ssh_host, tmp_path):
     gone.close()
     try:
         time.sleep(0.3)
-        with SSHRunner(ssh_host.conn_ok) as r:
+        with StrictSSHHook(ssh_host.conn_ok) as r:
             p = probe_host(cfg, b1, r)
         assert p.reachable and p.pid == ssh_host.jvm_pid and p.process_alive and p.error is None
         assert p.open_files and p.open_files > 5
@@ -209,6 +209,6 @@ def test_probe_host_and_probe_all(ssh_host, tmp_path):
 
 def test_probe_wrong_port_reports_no_process(ssh_host, tmp_path):
     cfg = _config(ssh_host, tmp_path)
-    with SSHRunner(ssh_host.conn_ok) as r:
+    with StrictSSHHook(ssh_host.conn_ok) as r:
         p = probe_host(cfg, model.Broker(1, ssh_host.host, 9999), r)
     assert p.reachable and p.pid is None and not p.process_alive and "no visible process" in p.error

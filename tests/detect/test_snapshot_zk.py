@@ -8,7 +8,8 @@ import pytest
 from kazoo.exceptions import BadArgumentsError
 
 from kafka_runbooks.detect.detectors import detect
-from kafka_runbooks.detect.snapshot import read_snapshot, zk_client_from_hosts
+from kafka_runbooks.detect.snapshot import read_snapshot
+from kafka_runbooks.hooks.zookeeper import kazoo_client
 
 
 def j(obj) -> bytes:
@@ -173,11 +174,11 @@ def test_hostile_znodes_are_recorded_never_crash(zk):
 
 
 def test_client_builder_validates_and_is_read_write():
-    zk = zk_client_from_hosts("127.0.0.1:1,127.0.0.1:2", "/kafka")
+    zk = kazoo_client("127.0.0.1:1,127.0.0.1:2", "/kafka")
     assert zk.chroot == "/kafka" and zk.read_only is False
     for hosts, chroot in (("", None), ("h:1/x", None), ("h:1", "kafka"), ("h:1", "/a/../b")):
         with pytest.raises(ValueError):
-            zk_client_from_hosts(hosts, chroot)
+            kazoo_client(hosts, chroot)
 
 
 def test_zk_client_from_airflow_connection(monkeypatch):
@@ -185,9 +186,48 @@ def test_zk_client_from_airflow_connection(monkeypatch):
         "AIRFLOW_CONN_KR_ZK_TEST",
         json.dumps({"conn_type": "generic", "host": "127.0.0.1:21811,127.0.0.1:21812", "extra": {"chroot": "/kafka"}}),
     )
-    from kafka_runbooks.detect.snapshot import zk_client
+    from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
 
-    zk = zk_client("kr_zk_test")
+    zk = ZooKeeperHook("kr_zk_test").get_conn()
     assert zk.chroot == "/kafka"
     assert sorted(zk.hosts) == [("127.0.0.1", 21811), ("127.0.0.1", 21812)]
     assert zk.read_only is False
+
+
+def test_reads_sessions_maintenance_and_dynamic_configs(zk):
+    """What the remediation engine checks before every step: who holds which session, whether a
+    reassignment or preferred election is running, and the cluster-wide dynamic broker configs."""
+    kafka_cluster(zk)
+    zk.delete("/brokers/ids/2")
+    register(zk, 2, ephemeral=True)  # a live registration: owned by this session
+    zk.create("/controller_epoch", b"7")
+    zk.create("/admin/reassign_partitions", j({"version": 1, "partitions": [{"topic": "orders", "partition": 1, "replicas": [1, 2, 3]}]}), makepath=True)
+    zk.create("/admin/preferred_replica_election", j({"version": 1, "partitions": [{"topic": "orders", "partition": 2}]}))
+    zk.create("/config/brokers/<default>", j({"version": 1, "config": {"auto.leader.rebalance.enable": "true"}}), makepath=True)
+    zk.create("/config/brokers/2", j({"version": 1, "config": {"auto.leader.rebalance.enable": "false"}}))
+    zk.set("/config/topics/orders", j({"version": 1, "config": {"min.insync.replicas": "2", "unclean.leader.election.enable": "true"}}))
+
+    s = read_snapshot(zk, "lab")
+    assert s.unparsable == ()
+    b2 = s.broker(2)
+    assert b2.session_id == zk.client_id[0] and b2.registration_zxid > 0 and b2.registered_at.endswith("Z")
+    assert s.broker(1).session_id == 0  # persistent znode: no owner
+    assert s.controller_epoch == 7
+    assert s.reassigning == ("orders-1",) and s.preferred_election_pending == ("orders-2",)
+    assert s.broker_config("auto.leader.rebalance.enable") == "true"
+    assert s.broker_config("auto.leader.rebalance.enable", 2) == "false"
+    assert s.broker_config("auto.leader.rebalance.enable", 1) == "true"
+    assert {p.unclean_leader_election for p in s.partitions if p.topic == "orders"} == {True}
+    assert {p.unclean_leader_election for p in s.partitions if p.topic == "__consumer_offsets"} == {None}
+    again = type(s).from_dict(json.loads(json.dumps(s.to_dict())))
+    assert again == s
+
+
+def test_unreadable_maintenance_znode_counts_as_in_progress(zk):
+    kafka_cluster(zk)
+    zk.create("/admin/reassign_partitions", b"{not json", makepath=True)
+    zk.create("/config/brokers/<default>", j({"version": 1, "config": {"x": 1}}), makepath=True)
+    s = read_snapshot(zk, "lab")
+    assert s.reassigning == ("<unreadable>",)
+    assert any(u.startswith("/admin/reassign_partitions: invalid JSON") for u in s.unparsable)
+    assert any(u.startswith("/config/brokers/<default>: config values must be strings") for u in s.unparsable)

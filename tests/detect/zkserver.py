@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from kafka_lab.lab import four_letter, port_open
+from kafka_lab.lab import port_open
+from kafka_runbooks.hooks.zookeeper import four_letter
 from kafka_lab.net import ZK_CLIENT_PORT, service_ip
 
 HOST = service_ip("zookeeper")
@@ -99,7 +100,7 @@ class ZooKeeperServer:
             if self.proc.poll() is not None:
                 self._fail(f"ZooKeeper exited with code {self.proc.returncode} while starting")
             try:
-                if "Mode: standalone" in four_letter(PORT, "srvr", host=HOST):
+                if "Mode: standalone" in four_letter(HOST, PORT, "srvr"):
                     return
             except OSError:
                 pass
@@ -129,9 +130,9 @@ class ZooKeeperServer:
             self.workdir = None
 
     def client(self, chroot: str | None = None):
-        from kafka_runbooks.detect.snapshot import zk_client_from_hosts
+        from kafka_runbooks.hooks.zookeeper import kazoo_client
 
-        zk = zk_client_from_hosts(self.hosts, chroot, timeout_s=5.0)
+        zk = kazoo_client(self.hosts, chroot, timeout_s=5.0)
         zk.start(timeout=10)
         return zk
 

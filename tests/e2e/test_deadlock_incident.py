@@ -36,9 +36,10 @@ def _store(settings):
 
 def _snapshot(lab):
     from kafka_lab import CHROOT, ZK_CONNECT
-    from kafka_runbooks.detect.snapshot import read_snapshot, zk_client_from_hosts, zk_session
+    from kafka_runbooks.detect.snapshot import read_snapshot
+    from kafka_runbooks.hooks.zookeeper import kazoo_client, zk_session
 
-    with zk_session(zk_client_from_hosts(ZK_CONNECT, CHROOT)) as zk:
+    with zk_session(kazoo_client(ZK_CONNECT, CHROOT)) as zk:
         return read_snapshot(zk, "lab")
 
 

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from kafka_runbooks.capture.commands import validate_broker_id
-from kafka_runbooks.capture.ssh import CommandResult, utcnow_iso
+from kafka_runbooks import clock
+from kafka_runbooks.hooks.ssh import CommandResult
 
 SCHEMA = "kafka-runbooks/evidence-bundle/v1"
 MANIFEST = "manifest.json"
@@ -102,7 +103,7 @@ class EvidenceBundle:
             "incident_id": self.incident_id,
             "capture_id": self.capture_id,
             "cluster": self.cluster,
-            "created_at": utcnow_iso(),
+            "created_at": clock.now_iso(),
             "finished_at": None,
             "trigger": dict(trigger) if trigger is not None else None,
             "hosts": {},
@@ -210,7 +211,7 @@ class EvidenceBundle:
     def write_manifest(self, *, finished: bool = True) -> dict:
         with self._lock:
             if finished:
-                self.manifest["finished_at"] = utcnow_iso()
+                self.manifest["finished_at"] = clock.now_iso()
             self.manifest["commands"].sort(key=lambda c: (c["broker_id"], c["started_at"]))
             self.manifest["files"].sort(key=lambda f: f["path"])
             atomic_write_json(self.path / MANIFEST, self.manifest)

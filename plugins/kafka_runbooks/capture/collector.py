@@ -7,7 +7,6 @@ aborts the rest of the capture.
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -17,7 +16,8 @@ from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
 from kafka_runbooks import model
 from kafka_runbooks.capture import commands as C
 from kafka_runbooks.capture.bundle import EvidenceBundle
-from kafka_runbooks.capture.ssh import CommandResult, SSHError, default_runner_factory, utcnow_iso
+from kafka_runbooks import clock
+from kafka_runbooks.hooks.ssh import CommandResult, SSHError, default_runner_factory
 from kafka_runbooks.config import ClusterConfig
 
 log = logging.getLogger(__name__)
@@ -109,7 +109,7 @@ def capture_host(
         address = runner.address
         bundle.set_host(bid, address=address)
         try:
-            runner.connect()
+            runner.get_conn()
         except SSHError as exc:
             bundle.set_host(bid, reachable=False, error=f"{type(exc).__name__}: {exc}")
             return
@@ -133,7 +133,7 @@ def _capture_reachable_host(config, broker, bid, port, bundle, runner, address, 
             res = runner.run_to_file(cmd.argv, cmd.timeout, str(path))
         except SSHError as exc:  # connection lost mid-capture: record, go on (next command reconnects)
             path.write_bytes(b"")
-            res = CommandResult(cmd.argv, "", b"", b"", None, utcnow_iso(), 0.0, f"{type(exc).__name__}: {exc}", str(path))
+            res = CommandResult(cmd.argv, "", b"", b"", None, clock.now_iso(), 0.0, f"{type(exc).__name__}: {exc}", str(path))
         bundle.record_command(bid, address, cmd.name, cmd.kind, res)
         if res.error:
             host_errors.append(f"{cmd.name}: {res.error}")
@@ -195,7 +195,7 @@ def _capture_reachable_host(config, broker, bid, port, bundle, runner, address, 
 
 
 def _heap_dump(settings, bid, pid, bundle, runner, address, do) -> dict[str, Any]:
-    ts = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    ts = clock.stamp()
     remote = C.heap_dump_path(settings, bid, ts)
     out: dict[str, Any] = {"remote_path": remote, "fetched": False, "path": None}
     res = do(C.heap_dump_command(pid, remote, settings))

@@ -9,7 +9,7 @@ from typing import Callable, Iterable
 
 from kafka_runbooks import model
 from kafka_runbooks.capture import commands as C
-from kafka_runbooks.capture.ssh import default_runner_factory
+from kafka_runbooks.hooks.ssh import default_runner_factory
 from kafka_runbooks.config import ClusterConfig
 
 log = logging.getLogger(__name__)
@@ -18,7 +18,7 @@ PROBE_TIMEOUT_CAP_S = 20.0
 
 
 def probe_host(config: ClusterConfig, broker: model.Broker, runner) -> model.HostProbe:
-    """Probe one broker's host through ``runner`` (an SSHRunner or anything with ``run``).
+    """Probe one broker's host through ``runner`` (an StrictSSHHook or anything with ``run``).
     Never raises for host problems: an unusable host is ``reachable=False`` with the error."""
     t = min(config.capture.command_timeout_s, PROBE_TIMEOUT_CAP_S)
     try:

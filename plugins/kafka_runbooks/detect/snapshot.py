@@ -7,6 +7,10 @@ The layout is Kafka's own (the client is already chrooted, e.g. ``127.0.0.1:2181
     /brokers/topics/<T>                        {"version":1,"partitions":{"0":[1,2,3]}}
     /brokers/topics/<T>/partitions/<P>/state   {"leader":1,"leader_epoch":0,"isr":[1,2,3],..}
     /config/topics/<T>                         {"version":1,"config":{"min.insync.replicas":"2"}}
+    /config/brokers/<id> and /<default>        {"version":1,"config":{"auto.leader.rebalance.enable":"false"}}
+    /controller_epoch                          "7"
+    /admin/reassign_partitions                 {"version":1,"partitions":[{"topic":"t","partition":0,..}]}
+    /admin/preferred_replica_election          {"version":1,"partitions":[{"topic":"t","partition":0}]}
 
 Everything read from ZooKeeper is untrusted: a znode that cannot be understood (invalid UTF-8 or
 JSON, wrong types, out-of-range numbers, oversized values, non-numeric ids, topic names Kafka
@@ -19,13 +23,13 @@ The parsing half (``parse_*``) is pure; only :func:`read_snapshot` talks to ZooK
 
 from __future__ import annotations
 
-import contextlib
-import datetime as _dt
+import dataclasses
 import json
 import re
 from typing import Any, Iterable, Mapping
 from urllib.parse import urlsplit
 
+from kafka_runbooks import clock
 from kafka_runbooks.model import Broker, ClusterSnapshot, Partition
 
 MAX_ZNODE_BYTES = 512 * 1024  # a topic with 10k partitions x RF 3 is ~200 KB; anything bigger is hostile
@@ -162,8 +166,19 @@ def parse_broker(broker_id: int, doc: Any) -> Broker:
     rack = d.get("rack")
     if rack is not None and (not isinstance(rack, str) or len(rack) > 255):
         raise Unparsable(f"'rack' is {_type_of(rack)[:80]}, expected a string")
+    jmx = d.get("jmx_port", -1)
+    jmx = _int(jmx, "jmx_port", -1, 65535)
     # "version" in the registration is the znode schema version, not Kafka's: not recorded as Broker.version.
-    return Broker(id=broker_id, host=host, port=port, rack=rack, endpoints=endpoints)
+    return Broker(id=broker_id, host=host, port=port, rack=rack, endpoints=endpoints, jmx_port=jmx if jmx > 0 else None)
+
+
+def registration_facts(stat: Any) -> dict[str, Any]:
+    """What the registration znode's stat says about the broker's ZooKeeper session."""
+    return {
+        "registered_at": clock.iso(clock.from_millis(stat.ctime)),
+        "session_id": int(stat.ephemeralOwner),
+        "registration_zxid": int(stat.czxid),
+    }
 
 
 def parse_controller(doc: Any) -> int:
@@ -199,22 +214,51 @@ def parse_state(doc: Any) -> tuple[int, tuple[int, ...], int]:
     return leader, isr, epoch
 
 
-def parse_topic_config(doc: Any) -> int | None:
-    """`/config/topics/<T>` → the topic's min.insync.replicas override, or None."""
-    d = _obj(doc, "topic config")
+def config_map(doc: Any, what: str) -> dict[str, str]:
+    """`/config/topics/<T>` or `/config/brokers/<id>` → its "config" object (string values only)."""
+    d = _obj(doc, what)
     cfg = d.get("config", {})
     if not isinstance(cfg, dict):
         raise Unparsable(f"'config' is {_type_of(cfg)}, expected an object")
+    bad = [k for k, v in cfg.items() if not isinstance(k, str) or not isinstance(v, str)]
+    if bad:
+        raise Unparsable(f"config values must be strings; {show(str(bad[0]))} is {_type_of(cfg[bad[0]])}")
+    return dict(cfg)
+
+
+def parse_topic_config(doc: Any) -> tuple[int | None, bool | None]:
+    """`/config/topics/<T>` → (min.insync.replicas override, unclean.leader.election.enable override)."""
+    cfg = config_map(doc, "topic config")
+    min_isr = None
     raw = cfg.get("min.insync.replicas")
+    if raw is not None:
+        min_isr = _int(int(raw.strip()) if _DIGITS_RE.fullmatch(raw.strip()) else raw, "min.insync.replicas", 1, MAX_REPLICAS)
+    return min_isr, parse_bool(cfg.get("unclean.leader.election.enable"), "unclean.leader.election.enable")
+
+
+def parse_bool(raw: str | None, what: str) -> bool | None:
     if raw is None:
         return None
-    if isinstance(raw, str) and _DIGITS_RE.fullmatch(raw.strip()):
-        raw = int(raw.strip())
-    return _int(raw, "min.insync.replicas", 1, MAX_REPLICAS)
+    value = raw.strip().lower()
+    if value not in ("true", "false"):
+        raise Unparsable(f"{what!r} = {quote(raw)} is not true/false")
+    return value == "true"
 
 
-def utc_now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+def parse_partition_list(doc: Any, what: str) -> list[str]:
+    """`/admin/reassign_partitions` or `/admin/preferred_replica_election` → ["topic-N", ...]."""
+    d = _obj(doc, what)
+    parts = d.get("partitions")
+    if not isinstance(parts, list):
+        raise Unparsable(f"'partitions' is {_type_of(parts)}, expected a list")
+    out = []
+    for entry in parts[:MAX_PARTITIONS_PER_TOPIC]:
+        e = _obj(entry, f"{what} entry")
+        topic = e.get("topic")
+        if not isinstance(topic, str) or not valid_topic_name(topic):
+            raise Unparsable(f"entry topic {_type_of(topic)[:80]} is not a legal topic name")
+        out.append(f"{topic}-{_int(e.get('partition'), 'partition', 0, MAX_PARTITIONS_PER_TOPIC)}")
+    return out
 
 
 # --------------------------------------------------------------------------- I/O
@@ -252,7 +296,7 @@ def _children(zk, path: str) -> list[str] | None:
 def read_snapshot(zk, cluster: str, *, max_bytes: int = MAX_ZNODE_BYTES) -> ClusterSnapshot:
     """Read registrations, the controller, every partition's assignment + state, and the topics'
     min.insync.replicas overrides.  ``zk`` is a started (chrooted) KazooClient."""
-    taken_at = utc_now()
+    taken_at = clock.now_iso()
     bad: list[str] = []
 
     def note(path: str, why: str) -> None:
@@ -281,20 +325,48 @@ def read_snapshot(zk, cluster: str, *, max_bytes: int = MAX_ZNODE_BYTES) -> Clus
             note(path, "deregistered while the snapshot was being read")
             continue
         try:
-            brokers.append(parse_broker(bid, doc_of(path, data)))
+            broker = parse_broker(bid, doc_of(path, data))
         except Unparsable as exc:
             # The ephemeral registration exists, so the broker IS registered: keep it, address unknown.
             note(path, f"{exc}; broker kept as registered with unknown address")
-            brokers.append(Broker(id=bid, host="", port=0))
+            broker = Broker(id=bid, host="", port=0)
+        brokers.append(dataclasses.replace(broker, **registration_facts(stat)))
 
-    # controller
+    # controller, maintenance in progress, dynamic broker configs
+    admin = _fetch(zk, ["/controller", "/controller_epoch", "/admin/reassign_partitions", "/admin/preferred_replica_election"])
     controller_id: int | None = None
-    (cdata, cstat), = _fetch(zk, ["/controller"]).values()
+    cdata, cstat = admin["/controller"]
     if cstat is not None:
         try:
             controller_id = parse_controller(doc_of("/controller", cdata))
         except Unparsable as exc:
             note("/controller", str(exc))
+    controller_epoch: int | None = None
+    edata, estat = admin["/controller_epoch"]
+    if estat is not None:
+        try:
+            controller_epoch = _int(doc_of("/controller_epoch", edata), "controller_epoch", 0, MAX_BROKER_ID)
+        except Unparsable as exc:
+            note("/controller_epoch", str(exc))
+    in_progress: dict[str, list[str]] = {}
+    for path in ("/admin/reassign_partitions", "/admin/preferred_replica_election"):
+        data, stat = admin[path]
+        in_progress[path] = []
+        if stat is not None:
+            try:
+                in_progress[path] = parse_partition_list(doc_of(path, data), path)
+            except Unparsable as exc:
+                note(path, f"{exc}; treated as in progress")
+                in_progress[path] = ["<unreadable>"]
+    broker_configs: dict[str, dict[str, str]] = {}
+    config_children = [c for c in (_children(zk, "/config/brokers") or []) if c == "<default>" or _DIGITS_RE.fullmatch(c)]
+    for path, (data, stat) in _fetch(zk, [f"/config/brokers/{c}" for c in config_children]).items():
+        if stat is None:
+            continue
+        try:
+            broker_configs[path.rsplit("/", 1)[1]] = config_map(doc_of(path, data), "broker config")
+        except Unparsable as exc:
+            note(path, f"{exc}; dynamic broker config unknown")
 
     # topics
     partitions: list[Partition] = []
@@ -310,7 +382,7 @@ def read_snapshot(zk, cluster: str, *, max_bytes: int = MAX_ZNODE_BYTES) -> Clus
             note(f"/brokers/topics/{show(t)}", "not a legal Kafka topic name (ignored: never used in paths)")
     docs = _fetch(zk, [f"/brokers/topics/{t}" for t in good_topics] + [f"/config/topics/{t}" for t in good_topics])
     assignments: dict[str, dict[int, tuple[int, ...]]] = {}
-    min_isr: dict[str, int | None] = {}
+    topic_overrides: dict[str, tuple[int | None, bool | None]] = {}
     for t in good_topics:
         tpath, cpath = f"/brokers/topics/{t}", f"/config/topics/{t}"
         data, stat = docs[tpath]
@@ -326,12 +398,12 @@ def read_snapshot(zk, cluster: str, *, max_bytes: int = MAX_ZNODE_BYTES) -> Clus
             note(tpath, why)
         assignments[t] = assignment
         cdata, cstat = docs[cpath]
-        min_isr[t] = None
+        topic_overrides[t] = (None, None)
         if cstat is not None:
             try:
-                min_isr[t] = parse_topic_config(doc_of(cpath, cdata))
+                topic_overrides[t] = parse_topic_config(doc_of(cpath, cdata))
             except Unparsable as exc:
-                note(cpath, f"{exc}; min.insync.replicas unknown for this topic")
+                note(cpath, f"{exc}; min.insync.replicas and unclean.leader.election.enable unknown for this topic")
 
     state_paths = {
         (t, p): f"/brokers/topics/{t}/partitions/{p}/state" for t, a in assignments.items() for p in a
@@ -355,7 +427,8 @@ def read_snapshot(zk, cluster: str, *, max_bytes: int = MAX_ZNODE_BYTES) -> Clus
                 leader=leader,
                 isr=isr,
                 leader_epoch=epoch,
-                min_insync_replicas=min_isr.get(t),
+                min_insync_replicas=topic_overrides.get(t, (None, None))[0],
+                unclean_leader_election=topic_overrides.get(t, (None, None))[1],
             )
         )
 
@@ -366,53 +439,8 @@ def read_snapshot(zk, cluster: str, *, max_bytes: int = MAX_ZNODE_BYTES) -> Clus
         controller_id=controller_id,
         partitions=tuple(partitions),
         unparsable=tuple(bad),
+        controller_epoch=controller_epoch,
+        reassigning=tuple(in_progress["/admin/reassign_partitions"]),
+        preferred_election_pending=tuple(in_progress["/admin/preferred_replica_election"]),
+        broker_configs=broker_configs,
     )
-
-
-# --------------------------------------------------------------------------- clients
-
-def zk_client_from_hosts(hosts: str, chroot: str | None = None, *, timeout_s: float = 10.0, tries: int = 3):
-    """An unstarted KazooClient for ``hosts`` ("h1:p1,h2:p2") under ``chroot`` ("/kafka").
-
-    Read-write sessions only (a read-only server could serve stale ISR data), kazoo retries for
-    connecting and for commands (``zk.retry``)."""
-    from kazoo.client import KazooClient
-    from kazoo.retry import KazooRetry
-
-    hosts = (hosts or "").strip()
-    if not hosts or "/" in hosts or any(not h.strip() for h in hosts.split(",")):
-        raise ValueError(f"bad ZooKeeper hosts {hosts!r}: expected 'host:port,host:port'")
-    chroot = (chroot or "").strip().rstrip("/")
-    if chroot:
-        if not chroot.startswith("/") or any(part in (".", "..", "") for part in chroot[1:].split("/")):
-            raise ValueError(f"bad ZooKeeper chroot {chroot!r}: expected an absolute path like '/kafka'")
-    return KazooClient(
-        hosts=hosts + chroot,
-        timeout=timeout_s,
-        read_only=False,
-        connection_retry=KazooRetry(max_tries=tries, delay=0.2, backoff=2, max_delay=5.0),
-        command_retry=KazooRetry(max_tries=tries, delay=0.2, backoff=2, max_delay=5.0),
-    )
-
-
-def zk_client(conn_id: str, *, timeout_s: float = 10.0, tries: int = 3):
-    """An unstarted KazooClient from an Airflow connection: host "h1:p1,h2:p2", extra {"chroot": "/kafka"}."""
-    from airflow.sdk import BaseHook  # imported late: nothing slow at DAG parse time
-
-    conn = BaseHook.get_connection(conn_id)
-    hosts = (conn.host or "").strip()
-    if conn.port and "," not in hosts and ":" not in hosts:
-        hosts = f"{hosts}:{conn.port}"
-    extra = conn.extra_dejson or {}
-    return zk_client_from_hosts(hosts, extra.get("chroot"), timeout_s=timeout_s, tries=tries)
-
-
-@contextlib.contextmanager
-def zk_session(client):
-    """Starts an (unstarted) KazooClient and always stops and closes it."""
-    client.start()
-    try:
-        yield client
-    finally:
-        client.stop()
-        client.close()

@@ -9,7 +9,6 @@ Writers take an flock on the incident directory, so concurrent tasks never lose 
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import fcntl
 import json
 import os
@@ -17,6 +16,8 @@ import re
 import secrets
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
+
+from kafka_runbooks import clock
 
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
@@ -28,10 +29,6 @@ class IncidentError(ValueError):
     pass
 
 
-def utcnow() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
-
-
 def validate_id(value: str, what: str = "incident id") -> str:
     if not isinstance(value, str) or not _ID_RE.match(value) or ".." in value:
         raise IncidentError(f"invalid {what} {value!r}: letters, digits, '_', '.', '-' only")
@@ -40,8 +37,7 @@ def validate_id(value: str, what: str = "incident id") -> str:
 
 def new_incident_id(cluster: str) -> str:
     validate_id(cluster, "cluster name")
-    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    return f"{cluster}-{stamp}-{secrets.token_hex(3)}"
+    return f"{cluster}-{clock.stamp()}-{secrets.token_hex(3)}"
 
 
 class IncidentStore:
@@ -89,7 +85,7 @@ class IncidentStore:
                 "broker_ids": sorted({int(b) for b in broker_ids}),
                 "reason": reason,
                 "trigger": dict(trigger) if trigger else None,
-                "opened_at": utcnow(),
+                "opened_at": clock.now_iso(),
                 "opened_by": opened_by,
                 "closed_at": None,
                 "notes": [],
@@ -110,12 +106,12 @@ class IncidentStore:
             note = fields.pop("note", None)
             record.update(fields)
             if note:
-                record.setdefault("notes", []).append({"at": utcnow(), "text": note})
+                record.setdefault("notes", []).append({"at": clock.now_iso(), "text": note})
             self._write_record(d, record)
             return record
 
     def close(self, incident_id: str, *, actor: str, resolution: str) -> dict[str, Any]:
-        record = self.update(incident_id, status=CLOSED, closed_at=utcnow(), resolution=resolution)
+        record = self.update(incident_id, status=CLOSED, closed_at=clock.now_iso(), resolution=resolution)
         self.audit(incident_id, actor=actor, action="close_incident", outcome="ok", details={"resolution": resolution})
         return record
 
@@ -151,7 +147,7 @@ class IncidentStore:
         details: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         entry = {
-            "at": utcnow(),
+            "at": clock.now_iso(),
             "incident_id": incident_id,
             "actor": actor,
             "action": action,

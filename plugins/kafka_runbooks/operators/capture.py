@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+
 from pathlib import Path
 from typing import Any, Sequence
 
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
+
+from kafka_runbooks import clock
 
 
 class CaptureEvidenceOperator(BaseOperator):
@@ -36,7 +38,7 @@ class CaptureEvidenceOperator(BaseOperator):
             incident_id=incident_id,
             trigger=Finding.from_dict(trigger).to_dict() if trigger else None,
             # one incident may be captured by several response runs; evidence is never overwritten
-            capture_id=datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ"),
+            capture_id=clock.stamp(micros=True),
         )
         manifest = capture_cluster(config, snapshot, self.incident["capture_broker_ids"], bundle)
         hosts = manifest.get("hosts", {})

@@ -13,9 +13,10 @@ OPENS_INCIDENT = ("broker_unresponsive", "offline_partitions")
 def take_snapshot(config, *, probe_hosts: bool = True):
     """ClusterSnapshot from ZooKeeper, with host probes over SSH for every registered broker."""
     from kafka_runbooks.detect.host_probe import probe_all
-    from kafka_runbooks.detect.snapshot import read_snapshot, zk_client, zk_session
+    from kafka_runbooks.detect.snapshot import read_snapshot
+    from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
 
-    with zk_session(zk_client(config.zk_conn_id, timeout_s=config.capture.connect_timeout_s)) as zk:
+    with ZooKeeperHook(config.zk_conn_id, timeout_s=config.capture.connect_timeout_s).session() as zk:
         snapshot = read_snapshot(zk, config.name)
     if probe_hosts:
         snapshot = snapshot.with_probes(probe_all(config, snapshot.brokers))

@@ -73,9 +73,9 @@ class RestartBrokersOperator(BaseOperator):
         self.approval = approval
 
     def execute(self, context) -> dict[str, Any]:
-        from kafka_runbooks.capture.ssh import SSHRunner
+        from kafka_runbooks.hooks.ssh import StrictSSHHook
         from kafka_runbooks.detect.detectors import detect
-        from kafka_runbooks.detect.snapshot import zk_client, zk_session
+        from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
         from kafka_runbooks.model import Plan
         from kafka_runbooks.operators.detect import take_snapshot
         from kafka_runbooks.remediate.recovery import RecoveryTimeout, wait_for_recovery
@@ -108,10 +108,10 @@ class RestartBrokersOperator(BaseOperator):
                 raise AirflowFailException(f"broker {step.broker_id}: restart refused at execution time: {refusals}")
             conn_id = config.ssh_conn_id(step.broker_id)
             expected = [p.name for p in snapshot.partitions_of(step.broker_id)]
-            with zk_session(zk_client(config.zk_conn_id, timeout_s=config.capture.connect_timeout_s)) as zk:
+            with ZooKeeperHook(config.zk_conn_id, timeout_s=config.capture.connect_timeout_s).session() as zk:
                 previous = registration_id(zk, step.broker_id)
             self.log.warning("restarting broker %s on %s: %s (approved by %s)", step.broker_id, conn_id, list(step.command), who)
-            with SSHRunner(conn_id, connect_timeout=config.capture.connect_timeout_s) as runner:
+            with StrictSSHHook(conn_id, connect_timeout=config.capture.connect_timeout_s) as runner:
                 result = runner.run(step.command, timeout=config.recovery_timeout_s)
             outcome = "ok" if result.exit_code == 0 and not result.error else "failed"
             store.audit(
@@ -134,7 +134,7 @@ class RestartBrokersOperator(BaseOperator):
                 raise AirflowFailException(f"restart of broker {step.broker_id} failed (exit {result.exit_code}, {result.error}); halting")
             started = time.monotonic()
             try:
-                with zk_session(zk_client(config.zk_conn_id, timeout_s=config.capture.connect_timeout_s)) as zk:
+                with ZooKeeperHook(config.zk_conn_id, timeout_s=config.capture.connect_timeout_s).session() as zk:
                     wait_for_recovery(
                         zk,
                         config.name,

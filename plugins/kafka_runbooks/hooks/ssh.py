@@ -1,9 +1,9 @@
-"""A small remote runner over an Airflow SSH connection, with strict host-key checking.
+"""``StrictSSHHook``: the SSH provider's hook, made strict about host keys, running argv commands.
 
-The connection is resolved by ``SSHHook(ssh_conn_id=...)`` (so env-var, secrets-backend and DB
+The connection is resolved by the provider's ``SSHHook`` (so env-var, secrets-backend and DB
 connections all work, and ``host_key`` / ``key_file`` / ``conn_timeout`` extras are parsed the
-provider's way). The paramiko client itself is built here, not by ``SSHHook.get_conn()``, because
-the hook's policy handling is not strict by construction:
+provider's way). ``get_conn()`` is overridden: the paramiko client is built here because the
+base hook's policy handling is not strict by construction:
 
 * ``allow_host_key_change: true`` makes the hook skip known hosts and install paramiko's base
   ``MissingHostKeyPolicy`` -- which silently accepts ANY key for an unknown host;
@@ -22,7 +22,6 @@ channel, so a hung command records ``error="timeout after Ns"`` and never hangs 
 
 from __future__ import annotations
 
-import datetime as dt
 import io
 import logging
 import selectors
@@ -33,7 +32,9 @@ from dataclasses import dataclass
 from typing import IO, Any, Sequence
 
 import paramiko
+from airflow.providers.ssh.hooks.ssh import SSHHook
 
+from kafka_runbooks import clock
 from kafka_runbooks.capture.commands import UnsafeValueError, validate_argv
 
 log = logging.getLogger(__name__)
@@ -58,10 +59,6 @@ class HostKeyError(SSHError):
 
 class ConnectError(SSHError):
     """Network, timeout or authentication failure while connecting."""
-
-
-def utcnow_iso() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
 
 
 @dataclass
@@ -95,8 +92,8 @@ def _check_extras(conn_id: str, extra: dict) -> None:
             )
 
 
-class SSHRunner:
-    """Runs argv commands on one host over one reused SSH connection. Use one runner per host
+class StrictSSHHook(SSHHook):
+    """Runs argv commands on one host over one reused SSH connection. Use one hook per host
     (and per thread); the connection is opened lazily and re-opened if it dropped."""
 
     def __init__(
@@ -106,21 +103,17 @@ class SSHRunner:
         connect_timeout: float | None = None,
         remote_timeout_wrapper: bool = True,
     ) -> None:
-        from airflow.providers.ssh.hooks.ssh import SSHHook  # late: Airflow import is slow
-
-        self.ssh_conn_id = ssh_conn_id
-        self.remote_timeout_wrapper = remote_timeout_wrapper
-        conn = SSHHook.get_connection(ssh_conn_id)
+        conn = self.get_connection(ssh_conn_id)
         self._extra = dict(conn.extra_dejson or {})
         _check_extras(ssh_conn_id, self._extra)
-        hook = SSHHook(ssh_conn_id=ssh_conn_id, conn_retry_attempts=1)
-        if hook.no_host_key_check or hook.allow_host_key_change:  # belt and braces
+        super().__init__(ssh_conn_id=ssh_conn_id, conn_retry_attempts=1)
+        if self.no_host_key_check or self.allow_host_key_change:  # belt and braces
             raise InsecureConnectionError(f"SSH connection {ssh_conn_id!r} disables host-key checking; refused")
-        self.hook = hook
-        self.host: str = hook.remote_host
-        self.port: int = int(hook.port or 22)
-        self.connect_timeout = float(connect_timeout if connect_timeout is not None else (hook.conn_timeout or 10))
-        self._client: paramiko.SSHClient | None = None
+        self.remote_timeout_wrapper = remote_timeout_wrapper
+        self.host: str = self.remote_host
+        self.port: int = int(self.port or 22)
+        self.connect_timeout = float(connect_timeout if connect_timeout is not None else (self.conn_timeout or 10))
+        self.client: paramiko.SSHClient | None = None
         self._lock = threading.RLock()
 
     @property
@@ -132,17 +125,17 @@ class SSHRunner:
     def _known_name(self) -> str:
         return self.host if self.port == 22 else f"[{self.host}]:{self.port}"
 
-    def connect(self) -> paramiko.SSHClient:
+    def get_conn(self) -> paramiko.SSHClient:
         with self._lock:
-            if self._client is not None:
-                t = self._client.get_transport()
+            if self.client is not None:
+                t = self.client.get_transport()
                 if t is not None and t.is_active():
-                    return self._client
-                self._client.close()
-                self._client = None
+                    return self.client
+                self.client.close()
+                self.client = None
             client = paramiko.SSHClient()
             client.set_missing_host_key_policy(paramiko.RejectPolicy())
-            pinned = self.hook.host_key
+            pinned = self.host_key
             if pinned is not None:
                 client.get_host_keys().add(self._known_name(), pinned.get_name(), pinned)
             elif self._extra.get("known_hosts"):
@@ -152,23 +145,23 @@ class SSHRunner:
             kwargs: dict[str, Any] = {
                 "hostname": self.host,
                 "port": self.port,
-                "username": self.hook.username,
+                "username": self.username,
                 "timeout": self.connect_timeout,
                 "banner_timeout": self.connect_timeout,
                 "auth_timeout": self.connect_timeout,
-                "compress": self.hook.compress,
-                "look_for_keys": self.hook.look_for_keys,
+                "compress": self.compress,
+                "look_for_keys": self.look_for_keys,
                 "allow_agent": False,
-                "sock": self.hook.host_proxy,
+                "sock": self.host_proxy,
             }
-            if self.hook.password:
-                kwargs["password"] = self.hook.password.strip()
-            if self.hook.pkey:
-                kwargs["pkey"] = self.hook.pkey
-            if self.hook.key_file:
-                kwargs["key_filename"] = self.hook.key_file
-            if self.hook.disabled_algorithms:
-                kwargs["disabled_algorithms"] = self.hook.disabled_algorithms
+            if self.password:
+                kwargs["password"] = self.password.strip()
+            if self.pkey:
+                kwargs["pkey"] = self.pkey
+            if self.key_file:
+                kwargs["key_filename"] = self.key_file
+            if self.disabled_algorithms:
+                kwargs["disabled_algorithms"] = self.disabled_algorithms
             try:
                 client.connect(**kwargs)
             except paramiko.BadHostKeyException as exc:
@@ -194,16 +187,16 @@ class SSHRunner:
                 raise HostKeyError(f"{self.ssh_conn_id} ({self.address}): presented host key differs from pinned key")
             if transport is not None:
                 transport.set_keepalive(15)
-            self._client = client
+            self.client = client
             return client
 
     def close(self) -> None:
         with self._lock:
-            if self._client is not None:
-                self._client.close()
-                self._client = None
+            if self.client is not None:
+                self.client.close()
+                self.client = None
 
-    def __enter__(self) -> "SSHRunner":
+    def __enter__(self) -> "StrictSSHHook":
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -237,8 +230,8 @@ class SSHRunner:
         if not timeout or timeout <= 0:
             raise UnsafeValueError(f"timeout must be > 0, got {timeout!r}")
         command = self.command_line(argv, timeout)
-        client = self.connect()  # SSHError propagates: the host is unusable
-        started_at = utcnow_iso()
+        client = self.get_conn()  # SSHError propagates: the host is unusable
+        started_at = clock.now_iso()
         t0 = time.monotonic()
         deadline = t0 + timeout + (KILL_GRACE_S + LOCAL_GRACE_S if self.remote_timeout_wrapper else 0.0)
         err = bytearray()
@@ -333,13 +326,13 @@ class SSHRunner:
     # -- files --------------------------------------------------------------------------------
 
     def remote_size(self, remote_path: str) -> int:
-        with self.connect().open_sftp() as sftp:
+        with self.get_conn().open_sftp() as sftp:
             return int(sftp.stat(remote_path).st_size or 0)
 
     def fetch(self, remote_path: str, local_path: str, max_bytes: int | None = None) -> int:
         """Copy a remote file over SFTP; refuses (ValueError) when larger than ``max_bytes``."""
         validate_argv([remote_path])
-        with self.connect().open_sftp() as sftp:
+        with self.get_conn().open_sftp() as sftp:
             size = int(sftp.stat(remote_path).st_size or 0)
             if max_bytes is not None and size > max_bytes:
                 raise ValueError(f"{remote_path} is {size} B > fetch limit {max_bytes} B; left on the host")
@@ -347,12 +340,12 @@ class SSHRunner:
         return size
 
     def remove(self, remote_path: str) -> None:
-        with self.connect().open_sftp() as sftp:
+        with self.get_conn().open_sftp() as sftp:
             sftp.remove(remote_path)
 
 
 def default_runner_factory(connect_timeout: float | None = None):
-    def factory(ssh_conn_id: str) -> SSHRunner:
-        return SSHRunner(ssh_conn_id, connect_timeout=connect_timeout)
+    def factory(ssh_conn_id: str) -> StrictSSHHook:
+        return StrictSSHHook(ssh_conn_id, connect_timeout=connect_timeout)
 
     return factory
