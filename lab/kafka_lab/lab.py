@@ -29,7 +29,7 @@ from .net import (JMX_PORT, KAFKA_CLIENT_PORT, KAFKA_REPLICATION_PORT, SSH_PORT,
                   ZK_QUORUM_PORT, broker_ip, zk_ip)
 from .procs import LabError, alive, pids_mentioning, port_open, proc_state, read_pid, run, signal_if_ours, spawn, wait_until
 from .profile import DEFAULT_PROFILE, broker_settings
-from .zookeeper import ZK_IDS, four_letter
+from .zookeeper import ZK_IDS
 
 CHROOT = "/kafka"
 CLUSTER = "lab"
@@ -37,7 +37,7 @@ ZK_CONN_ID = "kafka_lab_zk"
 REPO = Path(__file__).resolve().parents[2]
 LAB_STATE_FILE = "lab-state.json"
 
-__all__ = ["Lab", "LabError", "wait_until", "port_open", "four_letter", "default_state_dir", "host_conn_id", "zk_connect"]
+__all__ = ["Lab", "LabError", "wait_until", "port_open", "default_state_dir", "host_conn_id", "zk_connect"]
 
 
 def host_conn_id(broker_id: int) -> str:
