@@ -109,7 +109,7 @@ class Lab(FaultsMixin):
     @property
     def kafka_home(self) -> Path:
         saved = self._saved().get("kafka_home")
-        return Path(saved) if saved else resolve_kafka_home(REPO)
+        return Path(saved) if saved else resolve_kafka_home(REPO, allow_download=False)
 
     def _saved(self) -> dict:
         try:
@@ -127,6 +127,8 @@ class Lab(FaultsMixin):
             broker_settings(profile)
             self.profile = profile
         t0 = time.monotonic()
+        if os.geteuid() != 0:
+            raise LabError("the lab needs root: it creates the hosts' users, runs their sshd and runs each broker as its host's user")
         for parent in self.state.parents:
             if parent.exists() and not os.stat(parent).st_mode & 0o001:
                 raise LabError(f"{parent} is not searchable by other users; the broker hosts' users ({host_user(1)}..) "
