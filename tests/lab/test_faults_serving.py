@@ -12,7 +12,7 @@ from kafka_lab import broker_ip, wait_until
 from kafka_lab.procs import alive, proc_state
 from kafka_lab.topics import CANARY, ORDERS, list_topics_at
 
-from .lab_helpers import LogCursor, jstack, sockets, thread_blocks
+from .lab_helpers import LogCursor, jstack, led_by, sockets, thread_blocks
 
 pytestmark = pytest.mark.lab
 
@@ -130,3 +130,26 @@ def test_bad_request_unknown_api_key_is_logged_and_the_socket_closed(healthy_lab
                  r"org\.apache\.kafka\.common\.errors\.InvalidRequestException: Unknown API key 60$", 30)
     assert r["client_id"] not in cur.new()  # 2.3 rejects the header before reading the client id
     assert list_topics_at(b, timeout=10).brokers
+
+
+def test_stop_of_a_hung_broker_times_out_without_killing_and_reset_recovers_it(healthy_lab):
+    lab = healthy_lab
+    b = next(x for x in (2, 1, 3) if x != lab.controller()["brokerid"])  # the controller moves its leaderships
+    pid = lab.broker_pid(b)
+    cur = LogCursor(lab.server_log(b))
+    lab.hang(b)
+    p = lab.stop(b, timeout_s=5, check=False)
+    # the controlled shutdown succeeds (the controller moves its leaderships away), then Kafka's shutdown hook waits
+    # for a network processor parked on the held lock: it never finishes, and kafka-stop says so instead of
+    # escalating (SIGKILL is the product's decision)
+    assert p.returncode == 1 and f"broker {b} (pid {pid}) is still running 5s after SIGTERM" in p.stderr
+    assert alive(pid) and lab.registration(b) is not None
+    text = cur.new()
+    assert f"INFO [KafkaServer id={b}] Controlled shutdown succeeded (kafka.server.KafkaServer)" in text
+    assert f"[KafkaServer id={b}] shut down completed" not in text
+    hook = thread_blocks(jstack(lab, b))["kafka-shutdown-hook"]
+    assert "at kafka.network.SocketServer.stopProcessingRequests" in hook and "at kafka.network.Processor.shutdown" in hook
+    assert not led_by(lab.partitions(), b)
+    done = lab.reset()
+    assert f"broker {b} finished a pending shutdown" in done and f"started broker {b}" in done
+    assert lab.broker_pid(b) != pid and lab.registration(b) is not None
