@@ -1,4 +1,4 @@
-"""The demo drill: lab up → deadlock broker 3 → health check finds it → incident response runs
+"""The demo drill: lab up (real Kafka 2.3.0) → deadlock broker 3 → health check finds it → incident response runs
 capture, Spark analysis, report and plan → the approval is answered → broker 3 restarted →
 recovery verified → incident closed → lab torn down.
 
@@ -44,7 +44,7 @@ def run_drill(state_dir: Path, broker: int, option: str, keep_lab: bool) -> int:
 
     lab = Lab(state_dir)
     t0 = time.monotonic()
-    say(f"starting the lab in {state_dir} (3-node ZooKeeper, 3 sshd hosts, 3 broker JVMs)")
+    say(f"starting the lab in {state_dir} (3-node ZooKeeper, 3 sshd hosts, 3 Apache Kafka 2.3.0 brokers, client load)")
     lab.up()
     try:
         say(f"lab up in {time.monotonic() - t0:.1f}s")
@@ -52,7 +52,7 @@ def run_drill(state_dir: Path, broker: int, option: str, keep_lab: bool) -> int:
         dags = load_dags()
         settings = lab.cluster_settings()["lab"]
 
-        say(f"injecting fault: JVM deadlock on broker {broker} (seed incident 001)")
+        say(f"injecting fault: a Java-level deadlock in broker {broker}'s JVM that its request handlers wait behind (seed incident 001)")
         t_fault = time.monotonic()
         lab.deadlock(broker)
         confs = detect_until_finding(dags.get_dag(HEALTH), "lab", timeout_s=120)
@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--verbose", action="store_true", help="show Airflow's INFO logs of every task")
     args = p.parse_args(argv)
     os.environ.setdefault("AIRFLOW__LOGGING__LOGGING_LEVEL", "INFO" if args.verbose else "WARNING")
-    return run_drill(args.state_dir, args.broker, "Reject" if args.reject else "Approve", args.keep_lab)
+    return run_drill(args.state_dir.resolve(), args.broker, "Reject" if args.reject else "Approve", args.keep_lab)
 
 
 if __name__ == "__main__":
