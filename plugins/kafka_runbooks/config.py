@@ -79,30 +79,58 @@ class GateSettings:
 
 @dataclass(frozen=True)
 class HealthSettings:
-    """Detection: how sure the health check must be before a response starts."""
+    """Detection: what the health check probes, how sure it must be before a response starts, and
+    the thresholds of its detectors (per cluster; every default is explained in runbooks/detection.md)."""
 
     consecutive_checks: int = 2  # a finding must hold this many checks in a row before a response starts
     clear_checks: int = 3  # an incident whose finding is gone this many checks in a row resolves itself
     kafka_probe_timeout_s: float = 5.0  # direct Kafka-protocol check of one broker
     history_samples: int = 60  # probes kept per broker / ZooKeeper server
+    probe_command_timeout_s: float = 15.0  # each SSH command of a host probe
+    probe_host_deadline_s: float = 45.0  # one host's whole probe
+    fetch_error_window_s: float = 180.0  # peers' fetch errors older than this never count
+    log_tail_bytes: int = 512 * 1024  # how much of each server.log the probe reads
+    startup_grace_s: float = 120.0  # a broker registered this recently may still be loading: not accused
+    log_stale_s: float = 900.0  # server.log untouched this long while the process lives (a quiet 2.3 broker logs every 10 min)
+    close_wait_min: int = 100  # CLOSE_WAIT count that is notable at all ...
+    close_wait_ratio: float = 3.0  # ... when also this many times the median of the peers
+    close_wait_growth: int = 10  # CLOSE_WAIT rising by at least this much over the trend samples
+    recv_q_growth_bytes: int = 1  # Recv-Q bytes rising by at least this much (data nobody reads)
+    open_files_min: int = 10_000
+    open_files_ratio: float = 3.0
+    trend_samples: int = 4  # how many recent samples (incl. this one) a trend is judged on
+    traffic_ratio: float = 0.05  # bytes/s below this fraction of the peers' median is "near zero"
+    max_evidence: int = 20  # evidence items per finding; ``details`` always has the full lists
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "HealthSettings":
         s = _section(cls, d, "health")
         if s.consecutive_checks < 1 or s.clear_checks < 1 or s.history_samples < 2 or s.kafka_probe_timeout_s <= 0:
             raise ConfigError("health: consecutive_checks >= 1, clear_checks >= 1, history_samples >= 2, kafka_probe_timeout_s > 0")
+        if s.trend_samples < 2 or s.trend_samples > s.history_samples:
+            raise ConfigError("health: 2 <= trend_samples <= history_samples")
+        if min(s.probe_command_timeout_s, s.probe_host_deadline_s, s.fetch_error_window_s, s.log_tail_bytes) <= 0:
+            raise ConfigError("health: probe timeouts, fetch_error_window_s and log_tail_bytes must be > 0")
         return s
 
 
 @dataclass(frozen=True)
 class CanarySettings:
+    """A small produce (acks=all) + consume on a partition led by each broker, every health check.
+    The topic must exist (the canary never creates topics); its partitions should be spread over
+    every broker (one partition per broker at least)."""
+
     enabled: bool = False
     topic: str = "kafka-runbooks-canary"
     latency_bound_ms: float = 5000.0
+    timeout_s: float = 10.0  # one broker's produce + consume
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "CanarySettings":
-        return _section(cls, d, "canary")
+        s = _section(cls, d, "canary")
+        if s.timeout_s <= 0 or s.latency_bound_ms <= 0:
+            raise ConfigError("canary: timeout_s > 0 and latency_bound_ms > 0")
+        return s
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,8 @@ class FakeRunner:
             return 1, b""
         if a[0] == "ps":
             return 0, b"4321 S\n" if "pid=,stat=" in a else b" 4321 100 2048 java kafka.Kafka\n"
+        if a[:2] == ("cat", "/proc/4321/stat"):
+            return 0, b"4321 (java) S 1 4321 4321 0 -1 4194560 12 0 0 0\n"
         if "find" in a:
             return 0, b"/proc/4321/fd/0\n/proc/4321/fd/1\n/proc/4321/fd/2\n"
         return 0, b"ok\n"
@@ -107,3 +109,4 @@ def test_probe_with_netstat(tmp_path):
     p = probe_host(_cfg(tmp_path), model.Broker(7, "10.0.0.7", 9092), FakeRunner())
     assert p.reachable and p.pid == 4321 and p.process_alive and p.open_files == 3
     assert dict(p.connection_states) == {"CLOSE_WAIT": 2, "ESTABLISHED": 1}
+    assert p.process_state == "sleeping" and p.listening and p.ports == (9092,) and p.addresses == ("10.0.0.7",)

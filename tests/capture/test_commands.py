@@ -100,65 +100,6 @@ def test_argv_with_nul_refused():
         C.validate_argv("echo hi")
 
 
-SS_LISTEN = """\
-LISTEN 0      50     [::ffff:127.0.0.11]:9092            *:*    users:(("java",pid=1111,fd=120))
-LISTEN 0      50     [::ffff:127.0.0.12]:9092            *:*
-LISTEN 0      50     [::ffff:127.0.0.13]:9092            *:*
-LISTEN 0      128          127.0.0.11:2222        0.0.0.0:*
-LISTEN 0      50                    *:9999              *:*    users:(("java",pid=2222,fd=7),("java",pid=2222,fd=8))
-LISTEN 0      50              0.0.0.0:9093        0.0.0.0:*    users:(("java",pid=3333,fd=7))
-"""
-
-
-def test_pid_from_ss_listener_on_host_address():
-    ls = C.parse_ss_listeners(SS_LISTEN)
-    assert C.find_broker_pid(ls, 9092, ["127.0.0.11"]) == 1111
-    # peer brokers on the same port (other users): no pid visible -> not ours
-    assert C.find_broker_pid(ls, 9092, ["127.0.0.12"]) is None
-    assert C.find_broker_pid(ls, 9999, ["127.0.0.12"]) == 2222  # wildcard '*'
-    assert C.find_broker_pid(ls, 9093, ["10.0.0.5"]) == 3333  # wildcard 0.0.0.0
-    assert C.find_broker_pid(ls, 9092, ["broker1.example"]) == 1111  # hostname: the single visible process
-    assert C.find_broker_pid(ls, 9094, ["127.0.0.11"]) is None
-
-
-def test_pid_parser_tolerates_header_and_ipv6_wildcard():
-    text = "State  Recv-Q Send-Q Local Address:Port Peer Address:Port Process\n" \
-           "LISTEN 0 50 [::]:9092 [::]:* users:((\"java\",pid=42,fd=1))\n"
-    assert C.find_broker_pid(C.parse_ss_listeners(text), 9092, ["127.0.0.1"]) == 42
-
-
-def test_pid_from_netstat():
-    text = """Active Internet connections (only servers)
-Proto Recv-Q Send-Q Local Address           Foreign Address         State       PID/Program name
-tcp        0      0 127.0.0.11:2222         0.0.0.0:*               LISTEN      100/sshd
-tcp6       0      0 127.0.0.11:9092         :::*                    LISTEN      555/java
-tcp6       0      0 :::9093                 :::*                    LISTEN      -
-"""
-    ls = C.parse_netstat_listeners(text)
-    assert C.find_broker_pid(ls, 9092, ["127.0.0.11"]) == 555
-    assert C.find_broker_pid(ls, 9093, ["127.0.0.11"]) is None
-
-
-def test_connection_states_ss_and_netstat():
-    ss = """State      Recv-Q Send-Q        Local Address:Port         Peer Address:Port Process
-LISTEN     0      50     [::ffff:127.0.0.11]:9092                     *:*
-ESTAB      0      0      [::ffff:127.0.0.11]:9092  [::ffff:127.0.0.1]:51000
-CLOSE-WAIT 1      0      [::ffff:127.0.0.11]:9092  [::ffff:127.0.0.1]:51001
-CLOSE-WAIT 7      0      [::ffff:127.0.0.11]:9092  [::ffff:127.0.0.1]:51002
-ESTAB      0      0      [::ffff:127.0.0.12]:9092  [::ffff:127.0.0.1]:51003
-ESTAB      0      0             127.0.0.1:51000  127.0.0.11:9092
-TIME-WAIT  0      0      [::ffff:127.0.0.11]:9092  [::ffff:127.0.0.1]:51004
-"""
-    assert C.connection_states(ss, 9092, "127.0.0.11") == {"CLOSE_WAIT": 2, "ESTABLISHED": 1, "TIME_WAIT": 1}
-    assert C.connection_states(ss, 9092, "broker-a") == {"CLOSE_WAIT": 2, "ESTABLISHED": 2, "TIME_WAIT": 1}
-    ns = """Proto Recv-Q Send-Q Local Address           Foreign Address         State       PID/Program name
-tcp6     120      0 127.0.0.11:9092         127.0.0.1:40000         CLOSE_WAIT  555/java
-tcp6       0      0 127.0.0.11:9092         127.0.0.1:40001         ESTABLISHED 555/java
-tcp        0      0 127.0.0.1:40001         127.0.0.11:9092         ESTABLISHED -
-"""
-    assert C.connection_states(ns, 9092, "127.0.0.11", netstat=True) == {"CLOSE_WAIT": 1, "ESTABLISHED": 1}
-
-
 def test_df_and_heap_info_parsers():
     df = "Filesystem     1024-blocks      Used Available Capacity Mounted on\n/dev/sda1        1000000    400000    600000      40% /\n"
     assert C.parse_df_available(df) == 600000 * 1024

@@ -15,6 +15,8 @@ from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
 
 from kafka_runbooks import model
 from kafka_runbooks.capture import commands as C
+from kafka_runbooks.capture import sockets as S
+from kafka_runbooks.detect.endpoints import resolve
 from kafka_runbooks.capture.bundle import EvidenceBundle
 from kafka_runbooks import clock
 from kafka_runbooks.hooks.ssh import CommandResult, SSHError, default_runner_factory
@@ -145,14 +147,15 @@ def _capture_reachable_host(config, broker, bid, port, bundle, runner, address, 
     res = do(C.listen_sockets_command(t))
     if res.exit_code == C.EXIT_NOT_FOUND:
         res = do(C.listen_sockets_netstat_command(t))
-        listeners = C.parse_netstat_listeners(_read(Path(res.stdout_path or "")))
+        listeners = S.parse_netstat_listeners(_read(Path(res.stdout_path or "")))
     else:
-        listeners = C.parse_ss_listeners(_read(Path(res.stdout_path or "")))
+        listeners = S.parse_ss_listeners(_read(Path(res.stdout_path or "")))
     addrs = [a for a in (broker.host if broker else None, getattr(runner, "host", None)) if a]
-    pid = C.find_broker_pid(listeners, port, addrs)
+    endpoint = S.Endpoint.of([x for a in addrs for x in resolve(a)], [port])
+    pid = S.find_broker_pid(listeners, endpoint)
     if pid is None and settings.jvm_tool_prefix and res.exit_code != C.EXIT_NOT_FOUND:
         res = do(C.listen_sockets_command(t, settings.jvm_tool_prefix))  # see the JVM user's sockets
-        pid = C.find_broker_pid(C.parse_ss_listeners(_read(Path(res.stdout_path or ""))), port, addrs)
+        pid = S.find_broker_pid(S.parse_ss_listeners(_read(Path(res.stdout_path or ""))), endpoint)
     bundle.set_host(bid, pid=pid)
     if pid is None:
         host_errors.append(f"no visible process listening on port {port} at {addrs or 'any address'}")
