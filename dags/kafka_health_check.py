@@ -25,7 +25,8 @@ with DAG(
 ) as dag:
     snapshot = ClusterSnapshotOperator(task_id="snapshot", cluster="{{ params.cluster }}")
     detect = DetectFindingsOperator(task_id="detect", cluster="{{ params.cluster }}", snapshot=snapshot.output)
+    # one response run per newly opened incident; its run id is recorded on the incident
     TriggerDagRunOperator.partial(
         task_id="start_incident_response",
         trigger_dag_id="kafka_incident_response",
-    ).expand(conf=detect.output)
+    ).expand_kwargs(detect.output)

@@ -1,30 +1,87 @@
-"""Detect: read the cluster (kazoo + SSH host probes), run the detectors, open incidents."""
+"""Detect: read the cluster (ZooKeeper, direct Kafka checks, canary, SSH host probes), keep its
+history, run the detectors, and open / resolve incidents by the rules of incidents/lifecycle.py."""
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from airflow.sdk import BaseOperator
 
-# findings that open an incident; those that name brokers also start the incident response
-OPENS_INCIDENT = ("broker_unresponsive", "offline_partitions")
+RESPONSE_DAG = "kafka_incident_response"
 
 
-def take_snapshot(config, *, probe_hosts: bool = True):
-    """ClusterSnapshot from ZooKeeper, with host probes over SSH for every registered broker."""
+def known_registrations(config) -> dict[int, Any]:
+    """The last registration the health check saw of every configured broker (from its history):
+    an unregistered broker is still probed on its ports and checked on its endpoints."""
+    from kafka_runbooks.detect.history import HistoryStore, broker_series
+    from kafka_runbooks.model import Broker
+
+    out = {}
+    try:
+        store = HistoryStore(config.incident_base, config.name, config.health.history_samples)
+        for bid in config.hosts:
+            for sample in reversed(store.read(broker_series(bid))):
+                endpoints = sample.get("endpoints")
+                if isinstance(endpoints, str) and endpoints:
+                    eps = tuple(endpoints.split(","))
+                    host, port = Broker(bid, "", 0, endpoints=eps).endpoint(None) if len(eps) == 1 else ("", 0)
+                    out[bid] = Broker(bid, host, port, endpoints=eps)
+                    break
+    except (OSError, ValueError, KeyError):
+        pass
+    return out
+
+
+def brokers_to_probe(config, snapshot, known: Mapping[int, Any] | None = None) -> tuple[list, list]:
+    """(registered brokers + configured brokers that are not registered, the unregistered ids).
+    An unregistered broker is its last known registration, else just its id (its SSH host and the
+    configured ``broker_port`` then locate it)."""
+    from kafka_runbooks.model import Broker
+
+    known = known or {}
+    brokers = list(snapshot.brokers)
+    missing = sorted(set(config.hosts) - snapshot.live_broker_ids)
+    for bid in missing:
+        brokers.append(known.get(bid) or Broker(bid, "", 0))
+    return sorted(brokers, key=lambda b: b.id), missing
+
+
+def take_snapshot(config, *, probe_hosts: bool = True, check_kafka: bool = True, known: Mapping[int, Any] | None = None):
+    """ClusterSnapshot from ZooKeeper; then, in parallel: host probes over SSH of every registered
+    or configured broker, direct Kafka checks of each, and the canary when the cluster enables it."""
+    import dataclasses
+    from concurrent.futures import ThreadPoolExecutor
+
     from kafka_runbooks.detect.host_probe import probe_all
     from kafka_runbooks.detect.snapshot import read_snapshot
+    from kafka_runbooks.hooks.kafka import KafkaHook
     from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
 
     with ZooKeeperHook(config.zk_conn_id, timeout_s=config.capture.connect_timeout_s).session() as zk:
         snapshot = read_snapshot(zk, config.name)
-    if probe_hosts:
-        snapshot = snapshot.with_probes(probe_all(config, snapshot.brokers))
+    snapshot = dataclasses.replace(snapshot, configured_broker_ids=tuple(sorted(config.hosts)))
+    brokers, missing = brokers_to_probe(config, snapshot, known)
+    hook = KafkaHook(config.kafka_conn_id, listener=config.listener)
+    checkable = [b for b in brokers if b.endpoints or b.id not in missing]
+    led = {}
+    if config.canary.enabled:
+        for p in sorted(snapshot.partitions, key=lambda p: p.index):
+            if p.topic == config.canary.topic and p.leader in snapshot.live_broker_ids:
+                led.setdefault(p.leader, p.index)
+    with ThreadPoolExecutor(max_workers=3, thread_name_prefix="snapshot") as pool:
+        probes = pool.submit(probe_all, config, brokers) if probe_hosts else None
+        checks = pool.submit(hook.check_all, checkable, config.health.kafka_probe_timeout_s, unregistered=missing) if check_kafka else None
+        canary = (pool.submit(hook.canary, list(snapshot.brokers), led, config.canary.topic, config.canary.timeout_s)
+                  if check_kafka and config.canary.enabled else None)
+        if probes is not None:
+            snapshot = snapshot.with_probes(probes.result())
+        if checks is not None:
+            snapshot = snapshot.with_checks(checks.result(), canary.result() if canary is not None else ())
     return snapshot
 
 
 class ClusterSnapshotOperator(BaseOperator):
-    """Reads registrations, controller and partition state from ZooKeeper and probes each broker host."""
+    """Reads ZooKeeper, checks every broker directly, runs the canary and probes every host."""
 
     template_fields: Sequence[str] = ("cluster",)
 
@@ -36,24 +93,42 @@ class ClusterSnapshotOperator(BaseOperator):
     def execute(self, context) -> dict[str, Any]:
         from kafka_runbooks.config import load_cluster
 
-        snapshot = take_snapshot(load_cluster(self.cluster), probe_hosts=self.probe_hosts)
+        config = load_cluster(self.cluster)
+        snapshot = take_snapshot(config, probe_hosts=self.probe_hosts, known=known_registrations(config))
         self.log.info(
-            "cluster %s: brokers %s, controller %s, %d partitions, %d unparsable znodes",
-            snapshot.cluster,
-            sorted(snapshot.live_broker_ids),
-            snapshot.controller_id,
-            len(snapshot.partitions),
-            len(snapshot.unparsable),
+            "cluster %s: registered %s, configured %s, controller %s, %d partitions, %d unparsable znodes; checks %s",
+            snapshot.cluster, sorted(snapshot.live_broker_ids), list(snapshot.configured_broker_ids), snapshot.controller_id,
+            len(snapshot.partitions), len(snapshot.unparsable),
+            {c.broker_id: ("ok" if c.ok else c.error_code) for c in snapshot.kafka_checks},
         )
         return snapshot.to_dict()
 
 
-class DetectFindingsOperator(BaseOperator):
-    """Runs the detectors on a snapshot; opens one incident per new actionable finding.
+def response_run_states(context, incidents: Mapping[str, Mapping[str, Any]]) -> dict[str, str | None]:
+    """Airflow's state of each responding incident's response run (None when Airflow does not know it)."""
+    from kafka_runbooks.incidents.store import RESPONDING
 
-    Returns the DAG-run confs for ``kafka_incident_response`` (one per newly opened incident), so a
-    mapped TriggerDagRunOperator can start them. An open incident that already covers the same broker
-    and kind is not opened twice: a scheduled check must not pile up responses to one fault.
+    ti = context.get("ti")
+    out: dict[str, str | None] = {}
+    for iid, rec in incidents.items():
+        run_id = rec.get("response_run")
+        if rec.get("status") != RESPONDING or not run_id:
+            continue
+        try:
+            state = ti.get_dagrun_state(RESPONSE_DAG, run_id)
+            out[iid] = str(getattr(state, "value", state)) if state is not None else None
+        except Exception:  # noqa: BLE001 - the run does not exist (deleted) or the API is unavailable
+            out[iid] = None
+    return out
+
+
+class DetectFindingsOperator(BaseOperator):
+    """Records the snapshot in the history, runs the detectors on it, and moves incidents:
+    opens one (and returns the response run to start) when a finding held for
+    ``health.consecutive_checks`` checks; resolves one whose finding cleared for
+    ``health.clear_checks`` checks; marks ``needs_person`` a response that ended without an outcome.
+
+    Returns ``[{"trigger_run_id": ..., "conf": ...}]`` for a mapped TriggerDagRunOperator.
     """
 
     template_fields: Sequence[str] = ("cluster", "snapshot")
@@ -66,42 +141,71 @@ class DetectFindingsOperator(BaseOperator):
     def execute(self, context) -> list[dict[str, Any]]:
         from kafka_runbooks.config import load_cluster
         from kafka_runbooks.detect.detectors import detect
+        from kafka_runbooks.detect.history import HistoryStore, broker_samples
+        from kafka_runbooks.incidents import lifecycle
         from kafka_runbooks.incidents.store import IncidentStore
         from kafka_runbooks.model import ClusterSnapshot
 
         config = load_cluster(self.cluster)
         snapshot = ClusterSnapshot.from_dict(self.snapshot)
-        findings = detect(snapshot)
+        history_store = HistoryStore(config.incident_base, config.name, config.health.history_samples)
+        history = history_store.append(broker_samples(snapshot))
+        findings = detect(snapshot, config.health, history)
         for f in findings:
             self.log.warning("finding %s [%s] brokers=%s: %s", f.kind, f.severity.value, list(f.broker_ids), f.summary)
+
         store = IncidentStore(config.incident_base)
-        confs = []
-        for f in findings:
-            if f.kind not in OPENS_INCIDENT:
-                continue
-            existing = store.find_open(config.name, f.broker_ids, f.kind)
-            if existing:
-                self.log.info("incident %s already open for %s on brokers %s", existing["id"], f.kind, list(f.broker_ids))
-                continue
-            record = store.open(
-                cluster=config.name,
-                broker_ids=f.broker_ids,
-                reason=f.summary,
-                trigger=f.to_dict(),
-                opened_by=f"dag:{context['dag'].dag_id}",
-            )
-            self.log.warning("opened incident %s", record["id"])
-            if not f.broker_ids:
-                # e.g. partitions with no leader at all: nothing to capture or restart automatically
-                store.update(record["id"], note="no broker named by the finding: needs a person; no response run started")
-                continue
-            confs.append(
-                {
-                    "cluster": config.name,
-                    "incident_id": record["id"],
-                    "broker_ids": list(f.broker_ids),
-                    "reason": f.summary,
-                    "finding": f.to_dict(),
-                }
-            )
-        return confs
+        actor = f"dag:{context['dag'].dag_id}/run:{context['run_id']}"
+        incidents = {r["id"]: r for r in store.records(config.name)}
+        run_states = response_run_states(context, incidents)
+        for iid, reason in lifecycle.stale_responses(incidents, run_states):
+            incidents[iid] = store.needs_person(iid, actor=actor, reason=reason)
+            self.log.warning("incident %s needs a person: %s", iid, reason)
+        running = {iid for iid, state in run_states.items() if state in ("queued", "running")}
+
+        actions: list[lifecycle.Action] = []
+
+        def advance(state: dict) -> dict:
+            new, acts = lifecycle.step(state, findings, incidents, running, config.health, snapshot.taken_at)
+            actions.extend(acts)
+            return new
+
+        history_store.update_state(advance)
+        starts: list[dict[str, Any]] = []
+        links: dict[str, str] = {}
+        for a in actions:
+            self.log.info("lifecycle: %s %s %s: %s", a.kind, a.key, a.incident_id or "", a.reason)
+            if a.kind == "open" and a.finding is not None:
+                start = self._open(store, config, a, actor, context)
+                links[a.key] = start["incident_id"]
+                if start.get("conf"):
+                    starts.append({"trigger_run_id": start["run_id"], "conf": start["conf"]})
+            elif a.kind == "note" and a.incident_id:
+                store.update(a.incident_id, last_seen_at=snapshot.taken_at, last_seen_kind=a.finding.kind if a.finding else None)
+            elif a.kind == "resolve" and a.incident_id:
+                store.resolve(a.incident_id, actor=actor, reason=a.reason, **dict(a.details))
+            elif a.kind == "restart_streak" and a.incident_id:
+                store.audit(a.incident_id, actor=actor, action="detected_again", outcome="new streak", details={"reason": a.reason})
+        if links:
+            history_store.update_state(lambda st: _link_all(lifecycle, st, links))
+        return starts
+
+    def _open(self, store, config, a, actor: str, context) -> dict[str, Any]:
+        f = a.finding
+        record = store.open(cluster=config.name, broker_ids=f.broker_ids, reason=f.summary, trigger=f.to_dict(), opened_by=actor)
+        store.audit(record["id"], actor=actor, action="detected", outcome=f.kind, details={"why": a.reason})
+        self.log.warning("opened incident %s: %s", record["id"], a.reason)
+        if not f.broker_ids:
+            store.needs_person(record["id"], actor=actor, reason="no broker named by the finding: nothing to capture or restart automatically")
+            return {"incident_id": record["id"]}
+        run_id = f"health__{record['id']}"
+        store.responding(record["id"], actor=actor, run_id=run_id)
+        conf = {"cluster": config.name, "incident_id": record["id"], "broker_ids": list(f.broker_ids), "reason": f.summary,
+                "finding": f.to_dict()}
+        return {"incident_id": record["id"], "run_id": run_id, "conf": conf}
+
+
+def _link_all(lifecycle, state: dict, links: Mapping[str, str]) -> dict:
+    for key, iid in links.items():
+        state = lifecycle.link(state, key, iid)
+    return state
