@@ -38,22 +38,32 @@ def _section(cls, d: Mapping[str, Any] | None, name: str, tuples: tuple[str, ...
 
 @dataclass(frozen=True)
 class CaptureSettings:
-    jstack_count: int = 3
+    jstack_count: int = 3  # thread dumps of a suspect broker (a peer gets one)
     jstack_interval_s: float = 5.0
     command_timeout_s: float = 60.0
     connect_timeout_s: float = 10.0
-    log_tail_lines: int = 2000
-    heap_dump: bool = True
+    host_deadline_s: float = 90.0  # one host's whole capture; what is left undone is recorded as skipped
+    log_tail_lines: int = 2000  # of server.log
+    log_tail_bytes: int = 1 << 20  # of every other log (controller, state-change, log-cleaner, stdout, GC)
+    # next to server.log unless log_dir says otherwise ("{broker_id}" allowed)
+    log_dir: str | None = None
+    other_logs: tuple[str, ...] = ("controller.log", "state-change.log", "log-cleaner.log", "kafkaServer.out", "kafkaServer-gc.log")
+    stdout_log: str = "kafkaServer.out"  # where the JVM's stdout goes: a SIGQUIT thread dump lands there
+    jhsdb_timeout_s: float = 45.0  # `jhsdb jstack --pid`: the fallback that needs no cooperation from the JVM
+    sigquit_wait_s: float = 3.0
+    heap_dump: bool = False  # heap dumps only where configured, and only of the suspect broker
     heap_dump_fetch_limit_bytes: int = 1 << 30  # larger dumps stay on the host; the manifest says where
-    remote_work_dir: str = "/tmp"  # where a heap dump is written on the broker host
+    remote_work_dir: str = "/tmp"  # a 0700 directory is made in it, as the JVM's user, for a heap dump
     # argv prefix for JVM tools, e.g. ["sudo", "-n", "-u", "kafka"] when SSH logs in as another user
     jvm_tool_prefix: tuple[str, ...] = ()
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "CaptureSettings":
-        s = _section(cls, d, "capture", tuples=("jvm_tool_prefix",))
+        s = _section(cls, d, "capture", tuples=("jvm_tool_prefix", "other_logs"))
         if s.jstack_count < 1 or s.jstack_interval_s < 0 or s.command_timeout_s <= 0:
             raise ConfigError("capture: jstack_count >= 1, jstack_interval_s >= 0, command_timeout_s > 0")
+        if s.host_deadline_s <= 0 or s.jhsdb_timeout_s <= 0 or s.log_tail_bytes <= 0:
+            raise ConfigError("capture: host_deadline_s, jhsdb_timeout_s and log_tail_bytes must be > 0")
         return s
 
 
@@ -203,6 +213,12 @@ class ClusterConfig:
 
     def server_log(self, broker_id: int) -> str:
         return self.server_log_path.replace("{broker_id}", str(int(broker_id)))
+
+    def log_dir(self, broker_id: int) -> str:
+        """The broker's log directory: ``capture.log_dir``, else the directory of its server.log."""
+        if self.capture.log_dir:
+            return self.capture.log_dir.replace("{broker_id}", str(int(broker_id)))
+        return self.server_log(broker_id).rsplit("/", 1)[0] or "/"
 
     def server_properties(self, broker_id: int) -> str:
         return self.server_properties_path.replace("{broker_id}", str(int(broker_id)))

@@ -12,40 +12,67 @@ from kafka_runbooks.config import CaptureSettings
 HOSTILE = ["1; rm -rf /", "$(reboot)", "12\n34", "`id`", "1 2", "-1", "", "0x10", "１２"]
 
 
-def test_plan_with_pid():
-    s = CaptureSettings(jstack_count=4, log_tail_lines=500, remote_work_dir="/var/tmp", jvm_tool_prefix=("sudo", "-n", "-u", "kafka"))
-    plan = C.host_plan(4242, "/var/log/kafka/server.log", s)
-    names = [c.name for c in plan]
-    assert names == ["process-stat", "jstack-1", "jstack-2", "jstack-3", "jstack-4", "jmap-histo", "heap-info",
-                     "open-files", "sockets-ss", "disk-free", "server-log"]
-    by = {c.name: c for c in plan}
-    assert by["jstack-2"].argv == ("sudo", "-n", "-u", "kafka", "jstack", "-l", "4242")
-    assert by["jstack-2"].kind == "jstack"
-    assert by["jmap-histo"].argv == ("sudo", "-n", "-u", "kafka", "jmap", "-histo:live", "4242")
-    assert by["heap-info"].argv == ("sudo", "-n", "-u", "kafka", "jcmd", "4242", "GC.heap_info")
-    assert by["open-files"].argv[-5:] == ("find", "/proc/4242/fd", "-mindepth", "1", "-maxdepth", "1")[-5:]
-    assert by["disk-free"].argv == ("df", "-Pk", "/var/tmp")
-    assert by["server-log"].argv == ("tail", "-n", "500", "--", "/var/log/kafka/server.log")
-    assert by["process-stat"].argv == ("ps", "-o", "pid=,etimes=,rss=,args=", "-p", "4242")
-    assert by["sockets-ss"].argv == ("ss", "-tanp")
-    kinds = {c.kind for c in plan}
-    assert kinds <= {"jstack", "jmap_histo", "heap_info", "open_files", "sockets_ss", "disk_free", "server_log", "process_stat"}
-    assert C.sockets_netstat_command(5).argv == ("netstat", "-anp")
-    assert C.sockets_netstat_command(5).kind == "sockets_netstat"
+def test_command_argv_and_kinds():
+    s = CaptureSettings(log_tail_lines=500, log_tail_bytes=4096, remote_work_dir="/var/tmp", jvm_tool_prefix=("sudo", "-n", "-u", "kafka"))
+    assert C.jstack_command(4242, 2, s).argv == ("sudo", "-n", "-u", "kafka", "jstack", "-l", "4242")
+    assert C.jstack_command(4242, 2, s).kind == "jstack"
+    assert C.jmap_histo_command(4242, s).argv == ("sudo", "-n", "-u", "kafka", "jmap", "-histo:live", "4242")
+    assert C.heap_info_command(4242, s).argv == ("sudo", "-n", "-u", "kafka", "jcmd", "4242", "GC.heap_info")
+    assert C.open_files_command(4242, s).argv[-5:] == ("/proc/4242/fd", "-mindepth", "1", "-maxdepth", "1")
+    assert C.disk_free_command(s).argv == ("df", "-Pk", "/var/tmp")
+    assert C.server_log_command("/var/log/kafka/server.log", s).argv == ("tail", "-n", "500", "--", "/var/log/kafka/server.log")
+    assert C.process_stat_command(4242, 5).argv == ("ps", "-o", "pid=,etimes=,rss=,args=", "-p", "4242")
+    assert C.process_state_command(4242, 5).argv == ("cat", "/proc/4242/stat")
+    assert (C.sockets_command(5, 2).name, C.sockets_command(5, 2).argv) == ("sockets-ss-2", ("ss", "-tanpi"))
+    assert C.sockets_netstat_command(5).argv == ("netstat", "-anp") and C.sockets_netstat_command(5).kind == "sockets_netstat"
+    jh = C.jhsdb_jstack_command(4242, 1, s, 30)
+    assert jh.argv == ("sudo", "-n", "-u", "kafka", "jhsdb", "jstack", "--pid", "4242") and jh.kind == "jstack_jhsdb"
+    assert C.sigquit_command(4242, s, 5).argv == ("sudo", "-n", "-u", "kafka", "kill", "-QUIT", "4242")
+    assert C.tail_from_command("x", "jstack", "/l/kafkaServer.out", 100, 10, 5).argv == ("tail", "-c", "+101", "--", "/l/kafkaServer.out")
+    logs = {n: C.log_tail_command(n, "/var/log/kafka", s, 5) for n in s.other_logs}
+    assert logs["controller.log"].argv == ("tail", "-c", "4096", "--", "/var/log/kafka/controller.log")
+    assert {n: (c.name, c.kind) for n, c in logs.items()} == {
+        "controller.log": ("log-controller", "controller_log"), "state-change.log": ("log-state-change", "state_change_log"),
+        "log-cleaner.log": ("log-log-cleaner", "log_cleaner_log"), "kafkaServer.out": ("log-kafkaServer", "kafka_stdout"),
+        "kafkaServer-gc.log": ("log-kafkaServer-gc", "gc_log")}
+    with pytest.raises(C.UnsafeValueError):
+        C.log_tail_command("../../etc/shadow", "/var/log/kafka", s, 5)
 
 
-def test_plan_without_pid_skips_jvm_tools():
-    plan = C.host_plan(None, "/x/server.log", CaptureSettings())
-    assert [c.name for c in plan] == ["sockets-ss", "disk-free", "server-log"]
+def test_tool_plan_reads_the_process_state_first():
+    s = CaptureSettings(jstack_count=3, heap_dump=True)
+    running = C.tool_plan(C.SUSPECT, 42, "sleeping", s)
+    assert (running.thread_dumps, running.dump_method, running.histogram, running.heap_dump, running.skipped) == (3, "jstack", True, True, ())
+    # a stopped JVM: no attach-based tool, each skip says why; one jhsdb dump instead
+    stopped = C.tool_plan(C.SUSPECT, 42, "stopped", s)
+    assert (stopped.thread_dumps, stopped.dump_method, stopped.histogram, stopped.heap_dump) == (1, "jhsdb", False, False)
+    assert {t for t, _ in stopped.skipped} == {"jstack", "jmap -histo:live", "jcmd GC.heap_info", "heap dump"}
+    assert all("stopped" in why and "attach" in why for _, why in stopped.skipped)
+    assert C.tool_plan(C.SUSPECT, 42, "zombie", s).thread_dumps == 0
+    assert C.tool_plan(C.SUSPECT, None, None, s).skipped == (("JVM tools", "no broker process found"),)
 
 
-def test_heap_dump_command_and_path():
-    s = CaptureSettings(remote_work_dir="/data/dumps/")
-    p = C.heap_dump_path(s, 3, "20240501T070000Z")
-    assert p == "/data/dumps/kafka-3-20240501T070000Z.hprof"
-    cmd = C.heap_dump_command(77, p, s)
-    assert cmd.argv == ("jmap", f"-dump:live,format=b,file={p}", "77")
+def test_peers_never_get_stop_the_world_tools_and_heap_dumps_only_where_configured():
+    s = CaptureSettings(jstack_count=3, heap_dump=True)
+    peer = C.tool_plan(C.PEER, 42, "running", s)
+    assert (peer.thread_dumps, peer.dump_method, peer.histogram, peer.heap_dump) == (1, "jstack", False, False)
+    assert peer.skipped == () and peer.left_out[0][0] == "jmap -histo:live" and "never a healthy peer" in peer.left_out[0][1]
+    unconfigured = C.tool_plan(C.SUSPECT, 42, "running", CaptureSettings())
+    assert unconfigured.heap_dump is False and unconfigured.histogram is True and unconfigured.skipped == ()
+    assert ("heap dump", "heap dumps not configured for this cluster (capture.heap_dump)") in unconfigured.left_out
+
+
+def test_heap_dump_commands_run_as_the_jvm_user_in_a_private_directory():
+    s = CaptureSettings(remote_work_dir="/data/dumps/", jvm_tool_prefix=("sudo", "-n", "-u", "kafka"))
+    d = C.heap_dump_dir(s, 3, "20240501T070000Z")
+    assert d == "/data/dumps/kafka-runbooks-3-20240501T070000Z"
+    assert C.mkdir_private_command(d, s, 5).argv == ("sudo", "-n", "-u", "kafka", "mkdir", "-m", "0700", "--", d)
+    cmd = C.heap_dump_command(77, f"{d}/heap.hprof", s)
+    assert cmd.argv == ("sudo", "-n", "-u", "kafka", "jmap", f"-dump:live,format=b,file={d}/heap.hprof", "77")
     assert cmd.kind == "heap_dump"
+    assert C.cat_as_jvm_user_command("heap-dump", f"{d}/heap.hprof", s, 5).argv[:4] == ("sudo", "-n", "-u", "kafka")
+    assert [c.argv[4:] for c in C.remove_dump_commands(f"{d}/heap.hprof", d, s, 5)] == [
+        ("rm", "-f", "--", f"{d}/heap.hprof"), ("rmdir", "--", d)]
 
 
 @pytest.mark.parametrize("bad", HOSTILE + [None, 1.5, True, "99999999999"])
@@ -65,7 +92,7 @@ def test_pid_as_digit_string_accepted():
 @pytest.mark.parametrize("bad", ["1; rm -rf /", "$(reboot)", "a\nb", -1, "3/../4", True])
 def test_hostile_broker_id_refused(bad):
     with pytest.raises(C.UnsafeValueError):
-        C.heap_dump_path(CaptureSettings(), bad, "20240101T000000Z")
+        C.heap_dump_dir(CaptureSettings(), bad, "20240101T000000Z")
 
 
 @pytest.mark.parametrize(
@@ -82,7 +109,7 @@ def test_hostile_work_dir_refused(bad):
     with pytest.raises(C.UnsafeValueError):
         C.disk_free_command(CaptureSettings(remote_work_dir=bad))
     with pytest.raises(C.UnsafeValueError):
-        C.heap_dump_path(CaptureSettings(remote_work_dir=bad), 1, "20240101T000000Z")
+        C.heap_dump_dir(CaptureSettings(remote_work_dir=bad), 1, "20240101T000000Z")
 
 
 def test_log_path_with_shell_metacharacters_stays_one_quoted_word():

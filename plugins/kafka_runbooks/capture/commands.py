@@ -24,6 +24,23 @@ KIND_OPEN_FILES = "open_files"
 KIND_SERVER_LOG = "server_log"
 KIND_PROCESS_STAT = "process_stat"
 KIND_DISK_FREE = "disk_free"
+# added for real Kafka 2.3 (docs/CONTRACTS.md, "Capture for real Kafka")
+KIND_JSTACK_JHSDB = "jstack_jhsdb"  # `jhsdb jstack --pid` output: the Serviceability Agent's format, not jstack's
+KIND_PROCESS_STATE = "process_state"  # /proc/<pid>/stat
+KIND_CONTROLLER_LOG = "controller_log"
+KIND_STATE_CHANGE_LOG = "state_change_log"
+KIND_LOG_CLEANER_LOG = "log_cleaner_log"
+KIND_STDOUT_LOG = "kafka_stdout"  # kafkaServer.out (SIGQUIT thread dumps land here)
+KIND_GC_LOG = "gc_log"
+KIND_KAFKA_CHECKS = "kafka_checks"  # kafka-checks.json: direct Kafka-protocol checks during the capture
+KIND_OTHER_LOG = "log"
+LOG_KINDS = {
+    "controller.log": KIND_CONTROLLER_LOG,
+    "state-change.log": KIND_STATE_CHANGE_LOG,
+    "log-cleaner.log": KIND_LOG_CLEANER_LOG,
+    "kafkaServer.out": KIND_STDOUT_LOG,
+    "kafkaServer-gc.log": KIND_GC_LOG,
+}
 
 # exit code of a shell / sshd when the command is not found
 EXIT_NOT_FOUND = 127
@@ -147,13 +164,89 @@ def listen_sockets_netstat_command(timeout: float) -> CaptureCommand:
     return CaptureCommand("listen-sockets-netstat", KIND_SOCKETS_NETSTAT, ("netstat", "-ltnp"), timeout)
 
 
-def sockets_command(timeout: float) -> CaptureCommand:
-    return CaptureCommand("sockets-ss", KIND_SOCKETS_SS, ("ss", "-tanp"), timeout)
+def sockets_command(timeout: float, seq: int = 1) -> CaptureCommand:
+    """One socket table with queues and byte counters; taken several times during a capture."""
+    seq = validate_int(seq, "socket sample", minimum=1, maximum=100)
+    return CaptureCommand(f"sockets-ss-{seq}", KIND_SOCKETS_SS, ("ss", "-tanpi"), timeout)
 
 
-def sockets_netstat_command(timeout: float) -> CaptureCommand:
+def sockets_netstat_command(timeout: float, seq: int = 1) -> CaptureCommand:
     """Fallback when ``ss`` is missing (exit 127)."""
-    return CaptureCommand("sockets-netstat", KIND_SOCKETS_NETSTAT, ("netstat", "-anp"), timeout)
+    seq = validate_int(seq, "socket sample", minimum=1, maximum=100)
+    return CaptureCommand(f"sockets-netstat-{seq}", KIND_SOCKETS_NETSTAT, ("netstat", "-anp"), timeout)
+
+
+def process_state_command(pid: int, timeout: float) -> CaptureCommand:
+    pid = validate_pid(pid)
+    return CaptureCommand("process-state", KIND_PROCESS_STATE, ("cat", f"/proc/{pid}/stat"), timeout)
+
+
+def jhsdb_jstack_command(pid: int, index: int, settings: CaptureSettings, timeout: float) -> CaptureCommand:
+    """Thread dump through the Serviceability Agent (ptrace): works on a stopped JVM and on one
+    that refuses the attach mechanism; the JVM does not have to cooperate."""
+    pid = validate_pid(pid)
+    index = validate_int(index, "jstack index", minimum=1, maximum=1000)
+    return CaptureCommand(f"jstack-jhsdb-{index}", KIND_JSTACK_JHSDB, (*_prefix(settings), "jhsdb", "jstack", "--pid", str(pid)), timeout)
+
+
+def sigquit_command(pid: int, settings: CaptureSettings, timeout: float) -> CaptureCommand:
+    """SIGQUIT: a running HotSpot JVM prints a thread dump to its stdout (kafkaServer.out)."""
+    pid = validate_pid(pid)
+    return CaptureCommand("sigquit", KIND_PROCESS_STAT, (*_prefix(settings), "kill", "-QUIT", str(pid)), timeout)
+
+
+def file_size_command(name: str, path: str, settings: CaptureSettings, timeout: float, *, as_jvm_user: bool = False) -> CaptureCommand:
+    path = validate_abs_path(path, "file path")
+    prefix = _prefix(settings) if as_jvm_user else ()
+    return CaptureCommand(name, KIND_PROCESS_STAT, (*prefix, "stat", "-c", "%s", "--", path), timeout)
+
+
+def tail_from_command(name: str, kind: str, path: str, offset: int, max_bytes: int, timeout: float) -> CaptureCommand:
+    """The bytes of ``path`` after ``offset`` (``tail -c +N``), at most ``max_bytes`` of them (``head -c``
+    is not needed: the stdout file only grew by one dump)."""
+    path = validate_abs_path(path, "file path")
+    offset = validate_int(offset, "offset", minimum=0, maximum=2**62)
+    validate_int(max_bytes, "max bytes", minimum=1, maximum=1 << 30)
+    return CaptureCommand(name, kind, ("tail", "-c", f"+{offset + 1}", "--", path), timeout)
+
+
+def log_tail_command(log_name: str, log_dir: str, settings: CaptureSettings, timeout: float) -> CaptureCommand:
+    """The last ``log_tail_bytes`` of one of the broker's other logs (controller.log, ...)."""
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}", log_name):
+        raise UnsafeValueError(f"bad log file name {log_name!r}")
+    path = validate_abs_path(f"{log_dir.rstrip('/')}/{log_name}", "log path")
+    n = validate_int(settings.log_tail_bytes, "log_tail_bytes", minimum=1, maximum=1 << 30)
+    stem = re.sub(r"[^A-Za-z0-9_-]", "-", log_name.rsplit(".", 1)[0] if log_name.endswith((".log", ".out")) else log_name)
+    return CaptureCommand(f"log-{stem}"[:64], LOG_KINDS.get(log_name, KIND_OTHER_LOG), ("tail", "-c", str(n), "--", path), timeout)
+
+
+def heap_dump_dir(settings: CaptureSettings, broker_id: int, ts: str) -> str:
+    broker_id = validate_broker_id(broker_id)
+    if not re.fullmatch(r"[0-9A-Za-z]{1,32}", ts):
+        raise UnsafeValueError(f"bad heap dump timestamp {ts!r}")
+    return f"{validate_work_dir(settings.remote_work_dir).rstrip('/')}/kafka-runbooks-{broker_id}-{ts}"
+
+
+def mkdir_private_command(path: str, settings: CaptureSettings, timeout: float) -> CaptureCommand:
+    """A 0700 directory made by the JVM's user (so only that user can read the dump in it)."""
+    path = validate_abs_path(path, "directory")
+    if not _SAFE_DIR_RE.fullmatch(path):
+        raise UnsafeValueError(f"directory may only contain [A-Za-z0-9_./-]: {path!r}")
+    return CaptureCommand("heap-dump-mkdir", KIND_HEAP_DUMP, (*_prefix(settings), "mkdir", "-m", "0700", "--", path), timeout)
+
+
+def cat_as_jvm_user_command(name: str, path: str, settings: CaptureSettings, timeout: float) -> CaptureCommand:
+    path = validate_abs_path(path, "file path")
+    return CaptureCommand(name, KIND_HEAP_DUMP, (*_prefix(settings), "cat", "--", path), timeout)
+
+
+def remove_dump_commands(path: str, directory: str, settings: CaptureSettings, timeout: float) -> list[CaptureCommand]:
+    path = validate_abs_path(path, "file path")
+    directory = validate_abs_path(directory, "directory")
+    return [
+        CaptureCommand("heap-dump-rm", KIND_HEAP_DUMP, (*_prefix(settings), "rm", "-f", "--", path), timeout),
+        CaptureCommand("heap-dump-rmdir", KIND_HEAP_DUMP, (*_prefix(settings), "rmdir", "--", directory), timeout),
+    ]
 
 
 def process_stat_command(pid: int, timeout: float) -> CaptureCommand:
@@ -199,15 +292,7 @@ def server_log_command(log_path: str, settings: CaptureSettings) -> CaptureComma
     return CaptureCommand("server-log", KIND_SERVER_LOG, ("tail", "-n", str(n), "--", log_path), settings.command_timeout_s)
 
 
-def heap_dump_path(settings: CaptureSettings, broker_id: int, ts: str) -> str:
-    broker_id = validate_broker_id(broker_id)
-    if not re.fullmatch(r"[0-9A-Za-z]{1,32}", ts):
-        raise UnsafeValueError(f"bad heap dump timestamp {ts!r}")
-    d = validate_work_dir(settings.remote_work_dir)
-    return f"{d.rstrip('/')}/kafka-{broker_id}-{ts}.hprof"
-
-
-def heap_dump_command(pid: int, remote_path: str, settings: CaptureSettings) -> CaptureCommand:
+def heap_dump_command(pid: int, remote_path: str, settings: CaptureSettings, timeout: float | None = None) -> CaptureCommand:
     pid = validate_pid(pid)
     remote_path = validate_abs_path(remote_path, "heap dump path")
     if not _SAFE_DIR_RE.fullmatch(remote_path):
@@ -216,29 +301,66 @@ def heap_dump_command(pid: int, remote_path: str, settings: CaptureSettings) -> 
         "heap-dump",
         KIND_HEAP_DUMP,
         (*_prefix(settings), "jmap", f"-dump:live,format=b,file={remote_path}", str(pid)),
-        max(settings.command_timeout_s, 300.0),
+        timeout or max(settings.command_timeout_s, 300.0),
     )
 
 
-def host_plan(pid: int | None, log_path: str, settings: CaptureSettings) -> list[CaptureCommand]:
-    """The fixed part of a host's capture, in order, once the PID is known (or not).
+# ---------------------------------------------------------------------------------------------
+# what to run on a host
 
-    jstack dumps come first (the collector waits ``jstack_interval_s`` between their starts), then
-    the rest. The socket-table fallback, the heap dump decision and the dump itself depend on
-    earlier results and are built by the collector from the functions above.
+
+SUSPECT = "suspect"
+PEER = "peer"
+RUNNABLE_STATES = ("running", "sleeping", "disk_sleep", "idle", "parked", "paging")
+
+
+@dataclass(frozen=True)
+class ToolPlan:
+    """Which JVM tools a host gets, decided from its role and its process state. ``skipped``: tools
+    the circumstances ruled out (a stopped process: the capture is partial); ``left_out``: tools
+    this host never gets by design (a peer, heap dumps not configured: the capture stays complete).
+    The manifest carries both, with the reasons."""
+
+    thread_dumps: int  # how many
+    dump_method: str | None  # "jstack" (attach; jhsdb / SIGQUIT fallbacks) | "jhsdb" | None
+    histogram: bool  # jmap -histo:live + jcmd GC.heap_info (stop-the-world: suspect only)
+    heap_dump: bool
+    skipped: tuple[tuple[str, str], ...] = ()
+    left_out: tuple[tuple[str, str], ...] = ()
+
+
+def tool_plan(role: str, pid: int | None, process_state: str | None, settings: CaptureSettings) -> ToolPlan:
+    """Pure: the JVM tools for one host.
+
+    * no process: logs and sockets only;
+    * stopped (SIGSTOP) or traced: no attach-based tool (jstack, jcmd, jmap wait for a JVM that
+      cannot answer); one `jhsdb jstack --pid` (ptrace, no cooperation needed) instead;
+    * zombie / dead: nothing can be asked;
+    * a running suspect: ``jstack_count`` dumps, the class histogram and heap info, and a heap dump
+      only where configured; a running peer: one plain thread dump, never a stop-the-world tool.
     """
-    t = settings.command_timeout_s
-    plan: list[CaptureCommand] = []
-    if pid is not None:
-        plan.append(process_stat_command(pid, t))
-        plan += [jstack_command(pid, i, settings) for i in range(1, settings.jstack_count + 1)]
-        plan.append(jmap_histo_command(pid, settings))
-        plan.append(heap_info_command(pid, settings))
-        plan.append(open_files_command(pid, settings))
-    plan.append(sockets_command(t))
-    plan.append(disk_free_command(settings))
-    plan.append(server_log_command(log_path, settings))
-    return plan
+    heavy = (("jmap -histo:live", "stop-the-world"), ("jcmd GC.heap_info", "with the histogram"))
+    if pid is None:
+        return ToolPlan(0, None, False, False, (("JVM tools", "no broker process found"),))
+    if process_state in ("zombie", "dead"):
+        return ToolPlan(0, None, False, False, (("JVM tools", f"the process is a {process_state}: no JVM to ask"),))
+    if process_state in ("stopped", "tracing_stop"):
+        why = f"the process is {process_state} (SIGSTOP?): attach-based tools would wait for a JVM that cannot answer"
+        skipped = [("jstack", why), ("jmap -histo:live", why), ("jcmd GC.heap_info", why)]
+        if role == SUSPECT and settings.heap_dump:
+            skipped.append(("heap dump", why))
+        if role == PEER:
+            skipped = skipped[:1]  # a peer would only have had one plain jstack
+        return ToolPlan(1, "jhsdb", False, False, tuple(skipped))
+    skipped: list[tuple[str, str]] = []
+    if process_state is not None and process_state not in RUNNABLE_STATES:
+        skipped.append(("process state", f"unexpected state {process_state!r}: tools tried anyway, within the deadline"))
+    if role == SUSPECT:
+        left_out = () if settings.heap_dump else (("heap dump", "heap dumps not configured for this cluster (capture.heap_dump)"),)
+        return ToolPlan(settings.jstack_count, "jstack", True, settings.heap_dump, tuple(skipped), left_out)
+    left_out = tuple((tool, f"{why} tool: suspect broker only, never a healthy peer") for tool, why in heavy[:1]) + (
+        ("heap dump", "suspect broker only"),)
+    return ToolPlan(1, "jstack", False, False, tuple(skipped), left_out)
 
 
 # ---------------------------------------------------------------------------------------------
