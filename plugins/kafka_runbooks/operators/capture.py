@@ -32,7 +32,7 @@ class CaptureEvidenceOperator(BaseOperator):
         from kafka_runbooks.hooks.kafka import KafkaHook
         from kafka_runbooks.incidents.store import IncidentStore
         from kafka_runbooks.model import ClusterSnapshot, Finding
-        from kafka_runbooks.operators.detect import brokers_to_probe, known_registrations
+        from kafka_runbooks.detect.observe import brokers_to_probe, known_registrations
 
         config = load_cluster(self.incident["cluster"])
         incident_id = self.incident["incident_id"]

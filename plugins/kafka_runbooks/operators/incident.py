@@ -34,7 +34,7 @@ class OpenIncidentOperator(BaseOperator):
         from kafka_runbooks.config import load_cluster
         from kafka_runbooks.incidents.request import parse_request
         from kafka_runbooks.incidents.store import RESPONDING, IncidentError, IncidentStore
-        from kafka_runbooks.operators.detect import take_snapshot
+        from kafka_runbooks.detect.observe import known_registrations, take_snapshot
 
         try:
             request = parse_request(self.request)
@@ -62,7 +62,7 @@ class OpenIncidentOperator(BaseOperator):
             # a health-check run already marked it (same run id); a run started by hand takes it over
             record = store.responding(record["id"], actor=actor, run_id=context["run_id"])
 
-        snapshot = take_snapshot(config)
+        snapshot = take_snapshot(config, known=known_registrations(config))
         peers = sorted(snapshot.live_broker_ids - set(request.broker_ids))
         self.log.info("incident %s: brokers %s, peers %s", record["id"], list(request.broker_ids), peers)
         return {
