@@ -23,7 +23,7 @@ def test_command_argv_and_kinds():
     assert C.server_log_command("/var/log/kafka/server.log", s).argv == ("tail", "-n", "500", "--", "/var/log/kafka/server.log")
     assert C.process_stat_command(4242, 5).argv == ("ps", "-o", "pid=,etimes=,rss=,args=", "-p", "4242")
     assert C.process_state_command(4242, 5).argv == ("cat", "/proc/4242/stat")
-    assert (C.sockets_command(5, 2).name, C.sockets_command(5, 2).argv) == ("sockets-ss-2", ("ss", "-tanpi"))
+    assert (C.sockets_command(5, 2).name, C.sockets_command(5, 2).argv) == ("sockets-ss-2", ("ss", "-tanp"))
     assert C.sockets_netstat_command(5).argv == ("netstat", "-anp") and C.sockets_netstat_command(5).kind == "sockets_netstat"
     jh = C.jhsdb_jstack_command(4242, 1, s, 30)
     assert jh.argv == ("sudo", "-n", "-u", "kafka", "jhsdb", "jstack", "--pid", "4242") and jh.kind == "jstack_jhsdb"
@@ -69,8 +69,8 @@ def test_heap_dump_commands_run_as_the_jvm_user_in_a_private_directory():
     assert C.mkdir_private_command(d, s, 5).argv == ("sudo", "-n", "-u", "kafka", "mkdir", "-m", "0700", "--", d)
     cmd = C.heap_dump_command(77, f"{d}/heap.hprof", s)
     assert cmd.argv == ("sudo", "-n", "-u", "kafka", "jmap", f"-dump:live,format=b,file={d}/heap.hprof", "77")
-    assert cmd.kind == "heap_dump"
-    assert C.cat_as_jvm_user_command("heap-dump", f"{d}/heap.hprof", s, 5).argv[:4] == ("sudo", "-n", "-u", "kafka")
+    assert cmd.kind == "aux" and C.cat_as_jvm_user_command("heap-dump-hprof", f"{d}/heap.hprof", s, 5).kind == "heap_dump"
+    assert C.cat_as_jvm_user_command("heap-dump-hprof", f"{d}/heap.hprof", s, 5).argv[:4] == ("sudo", "-n", "-u", "kafka")
     assert [c.argv[4:] for c in C.remove_dump_commands(f"{d}/heap.hprof", d, s, 5)] == [
         ("rm", "-f", "--", f"{d}/heap.hprof"), ("rmdir", "--", d)]
 

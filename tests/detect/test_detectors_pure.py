@@ -209,3 +209,43 @@ def test_blame_prefers_the_common_broker_and_ties_go_to_suspects_then_follower()
     parts = [dataclasses.replace(p, isr=(3,)) if p.leader == 3 else dataclasses.replace(p, isr=tuple(x for x in p.isr if x != 3))
              for p in partitions()]
     assert set(broken_links(snapshot(parts=parts))) == {(1, 3), (2, 3), (3, 1), (3, 2)}
+
+
+def test_a_broker_that_already_answered_in_this_session_is_never_starting():
+    # registered 60 s ago (within the grace), answered the previous check, hangs now: accused
+    reg = at(-60)
+    brokers = [broker(1), broker(2), broker(3, registered_at=reg)]
+    before = snapshot(brokers=brokers, taken=-30)
+    now = snapshot(brokers=brokers, checks=[check(1), check(2), check(3, ok=False)],
+                   probes=[probe(1), probe(2), probe(3, close_wait=30)])
+    assert only(detect(now, history=history(now)), "broker_starting")  # no history: the grace applies
+    f = only(detect(now, HealthSettings(close_wait_min=10), history(before, now)), "broker_unresponsive")
+    assert "direct check" in f.summary
+    # peers' fetch errors since its registration also say it had served
+    now = snapshot(brokers=brokers, checks=[check(1), check(2), check(3, ok=False)],
+                   probes=[probe(1, errors=[fetch_error(1, 3, -10)]), probe(2), probe(3)])
+    assert only(detect(now, history=history(now)), "broker_unresponsive")
+
+
+def test_traffic_near_zero_against_its_peers_corroborates():
+    def step(taken, sent3):
+        s = snapshot(checks=[check(1), check(2), check(3, ok=False)], taken=taken)
+        probes = tuple(dataclasses.replace(p, bytes_acked=(sent3 if p.broker_id == 3 else 20_000 + 3000 * (taken + 30))) for p in s.probes)
+        return dataclasses.replace(s, probes=probes)
+    a, b = step(-30, 98_324), step(0, 98_324)
+    f = only(detect(b, history=history(a, b)), "broker_unresponsive")
+    (t,) = [t for t in f.details["trends"] if t["key"] == "bytes_acked"]
+    assert t["change"] == 0 and t["points"] == [[at(-30), 98324.0], [at(0), 98324.0]]
+    assert "sent 0 B/s since the last probe vs 3000 B/s at its peers" in f.summary
+
+
+def test_fetch_errors_before_the_broker_last_answered_belong_to_a_fixed_episode():
+    # an earlier hang (errors at -100 s) was healed without a restart: broker 3 answered at -30 s;
+    # it hangs again now: only errors after -30 s count
+    old, new = fetch_error(1, 3, -100), fetch_error(2, 3, -10)
+    healed = snapshot(taken=-30)
+    now = snapshot(checks=[check(1), check(2), check(3, ok=False)], probes=[probe(1, errors=[old]), probe(2, errors=[new]), probe(3)])
+    f = only(detect(now, history=history(healed, now)), "broker_unresponsive")
+    assert f.details["peer_fetch_errors"] == {"2": 1}
+    only_old = snapshot(checks=[check(1), check(2), check(3, ok=False)], probes=[probe(1, errors=[old]), probe(2), probe(3)])
+    assert only(detect(only_old, history=history(healed, only_old)), "broker_check_failed").details["peer_fetch_errors"] == {}

@@ -422,9 +422,9 @@ def _heap_dump(h: _HostCapture, settings, bid: int, pid: int) -> dict[str, Any]:
             out["note"] = f"{size} B > fetch limit {settings.heap_dump_fetch_limit_bytes} B: left on the host (0700, the JVM user's) at {remote}"
             out["kept_on_host"] = True
             return out
-        res = h.do(C.cat_as_jvm_user_command("heap-dump", remote, settings, max(t, 300.0)))
+        res = h.do(C.cat_as_jvm_user_command("heap-dump-hprof", remote, settings, max(t, 300.0)))
         if res is not None and res.ok:
-            out.update(fetched=True, path=h.bundle.rel(h.bundle.file_path(bid, "heap-dump.out")))
+            out.update(fetched=True, path=h.bundle.rel(h.bundle.file_path(bid, "heap-dump-hprof.out")))
         return out
     finally:
         if not out.get("kept_on_host"):

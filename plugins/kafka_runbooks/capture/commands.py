@@ -34,6 +34,7 @@ KIND_STDOUT_LOG = "kafka_stdout"  # kafkaServer.out (SIGQUIT thread dumps land h
 KIND_GC_LOG = "gc_log"
 KIND_KAFKA_CHECKS = "kafka_checks"  # kafka-checks.json: direct Kafka-protocol checks during the capture
 KIND_OTHER_LOG = "log"
+KIND_AUX = "aux"  # helper commands' own output (mkdir, rm, stat, kill -QUIT, jmap -dump's messages): never parsed
 LOG_KINDS = {
     "controller.log": KIND_CONTROLLER_LOG,
     "state-change.log": KIND_STATE_CHANGE_LOG,
@@ -165,9 +166,9 @@ def listen_sockets_netstat_command(timeout: float) -> CaptureCommand:
 
 
 def sockets_command(timeout: float, seq: int = 1) -> CaptureCommand:
-    """One socket table with queues and byte counters; taken several times during a capture."""
+    """One socket table with its queues (Recv-Q, Send-Q); taken several times during a capture."""
     seq = validate_int(seq, "socket sample", minimum=1, maximum=100)
-    return CaptureCommand(f"sockets-ss-{seq}", KIND_SOCKETS_SS, ("ss", "-tanpi"), timeout)
+    return CaptureCommand(f"sockets-ss-{seq}", KIND_SOCKETS_SS, ("ss", "-tanp"), timeout)
 
 
 def sockets_netstat_command(timeout: float, seq: int = 1) -> CaptureCommand:
@@ -192,13 +193,13 @@ def jhsdb_jstack_command(pid: int, index: int, settings: CaptureSettings, timeou
 def sigquit_command(pid: int, settings: CaptureSettings, timeout: float) -> CaptureCommand:
     """SIGQUIT: a running HotSpot JVM prints a thread dump to its stdout (kafkaServer.out)."""
     pid = validate_pid(pid)
-    return CaptureCommand("sigquit", KIND_PROCESS_STAT, (*_prefix(settings), "kill", "-QUIT", str(pid)), timeout)
+    return CaptureCommand("sigquit", KIND_AUX, (*_prefix(settings), "kill", "-QUIT", str(pid)), timeout)
 
 
 def file_size_command(name: str, path: str, settings: CaptureSettings, timeout: float, *, as_jvm_user: bool = False) -> CaptureCommand:
     path = validate_abs_path(path, "file path")
     prefix = _prefix(settings) if as_jvm_user else ()
-    return CaptureCommand(name, KIND_PROCESS_STAT, (*prefix, "stat", "-c", "%s", "--", path), timeout)
+    return CaptureCommand(name, KIND_AUX, (*prefix, "stat", "-c", "%s", "--", path), timeout)
 
 
 def tail_from_command(name: str, kind: str, path: str, offset: int, max_bytes: int, timeout: float) -> CaptureCommand:
@@ -232,7 +233,7 @@ def mkdir_private_command(path: str, settings: CaptureSettings, timeout: float) 
     path = validate_abs_path(path, "directory")
     if not _SAFE_DIR_RE.fullmatch(path):
         raise UnsafeValueError(f"directory may only contain [A-Za-z0-9_./-]: {path!r}")
-    return CaptureCommand("heap-dump-mkdir", KIND_HEAP_DUMP, (*_prefix(settings), "mkdir", "-m", "0700", "--", path), timeout)
+    return CaptureCommand("heap-dump-mkdir", KIND_AUX, (*_prefix(settings), "mkdir", "-m", "0700", "--", path), timeout)
 
 
 def cat_as_jvm_user_command(name: str, path: str, settings: CaptureSettings, timeout: float) -> CaptureCommand:
@@ -244,8 +245,8 @@ def remove_dump_commands(path: str, directory: str, settings: CaptureSettings, t
     path = validate_abs_path(path, "file path")
     directory = validate_abs_path(directory, "directory")
     return [
-        CaptureCommand("heap-dump-rm", KIND_HEAP_DUMP, (*_prefix(settings), "rm", "-f", "--", path), timeout),
-        CaptureCommand("heap-dump-rmdir", KIND_HEAP_DUMP, (*_prefix(settings), "rmdir", "--", directory), timeout),
+        CaptureCommand("heap-dump-rm", KIND_AUX, (*_prefix(settings), "rm", "-f", "--", path), timeout),
+        CaptureCommand("heap-dump-rmdir", KIND_AUX, (*_prefix(settings), "rmdir", "--", directory), timeout),
     ]
 
 
@@ -298,8 +299,8 @@ def heap_dump_command(pid: int, remote_path: str, settings: CaptureSettings, tim
     if not _SAFE_DIR_RE.fullmatch(remote_path):
         raise UnsafeValueError(f"heap dump path may only contain [A-Za-z0-9_./-]: {remote_path!r}")
     return CaptureCommand(
-        "heap-dump",
-        KIND_HEAP_DUMP,
+        "heap-dump-jmap",
+        KIND_AUX,
         (*_prefix(settings), "jmap", f"-dump:live,format=b,file={remote_path}", str(pid)),
         timeout or max(settings.command_timeout_s, 300.0),
     )

@@ -42,12 +42,22 @@ class Context:
             return None
         return max(0.0, (self.now - clock.parse(b.registered_at)).total_seconds())
 
+    def last_answered_at(self, broker_id: int) -> dt.datetime | None:
+        """When ``broker_id`` last answered a direct check (from the history, this check excluded)."""
+        for s in reversed(self.series(broker_id)):
+            if s.at != self.snapshot.taken_at and s.get("check_ok") is True:
+                return clock.parse(s.at)
+        return None
+
     def peer_fetch_errors(self, broker_id: int) -> dict[int, list[FetchErrorSeen]]:
         """{peer: errors} -- the peers' fetchers that failed to fetch from ``broker_id`` within each
-        peer probe's window AND after ``broker_id``'s current registration (errors from an earlier
-        episode, before it last registered, never count)."""
+        peer probe's window, after ``broker_id``'s current registration AND after it last answered
+        a direct check: errors of an earlier, already-fixed episode never count."""
         b = self.snapshot.broker(broker_id)
         registered_at = clock.parse(b.registered_at) if b and b.registered_at else None
+        answered = self.last_answered_at(broker_id)
+        if answered is not None:
+            registered_at = max(registered_at, answered) if registered_at else answered
         out: dict[int, list[FetchErrorSeen]] = {}
         for probe in self.snapshot.probes:
             if probe.broker_id == broker_id or not probe.reachable:

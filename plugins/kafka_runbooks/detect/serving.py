@@ -22,6 +22,7 @@ unresponsive (still registered) to unregistered-alive (session expired) and stay
 
 from __future__ import annotations
 
+import statistics
 from typing import Any
 
 from kafka_runbooks.detect import trends
@@ -79,6 +80,12 @@ def _corroboration(ctx: Context, bid: int) -> tuple[list[str], list[Evidence], d
             found_trends.append(t)
             reasons.append(f"{label} on its ports rose from {t.points[0][1]:g} to {t.points[-1][1]:g} over {len(t.points)} probes")
             evidence.append(trend_evidence(t))
+    quiet = _traffic_near_zero(ctx, bid)
+    if quiet is not None:
+        mine, peers_median = quiet
+        found_trends.append(mine)
+        reasons.append(f"its sockets sent {mine.change:g} B/s since the last probe vs {peers_median:g} B/s at its peers (median)")
+        evidence.append(trend_evidence(mine))
     details["trends"] = [t.to_dict() for t in found_trends]
     cw = ctx.outlier(bid, "close_wait", h.close_wait_ratio, h.close_wait_min)
     if cw:
@@ -106,11 +113,35 @@ def _corroboration(ctx: Context, bid: int) -> tuple[list[str], list[Evidence], d
     return reasons, evidence, details
 
 
+def _traffic_near_zero(ctx: Context, bid: int) -> tuple[trends.Trend, float] | None:
+    """Bytes sent on the broker's ports (``ss -ti`` bytes_acked) grew at most ``traffic_ratio`` x
+    the median of its registered peers' rates between the last two probes (incident 000: its NIC
+    traffic fell to ~0 while the peers kept moving data)."""
+    mine = trends.rate(broker_series(bid), ctx.series(bid), "bytes_acked")
+    peers = [r.change for p in ctx.snapshot.live_broker_ids if p != bid
+             for r in [trends.rate(broker_series(p), ctx.series(p), "bytes_acked")] if r is not None]
+    if mine is None or not peers:
+        return None
+    median = statistics.median(peers)
+    if median <= 0 or mine.change > ctx.settings.traffic_ratio * median:
+        return None
+    return mine, median
+
+
 def _starting(ctx: Context, bid: int) -> str | None:
-    """Why a registered broker that does not answer yet is still starting up, or None."""
+    """Why a registered broker that does not answer yet is still starting up, or None.
+
+    Never starting: a broker that already answered a check in this registration (same ZooKeeper
+    session, from the history), or whose peers' fetchers failed on it since it registered (it led
+    partitions, so it had served)."""
     h = ctx.settings
     age = ctx.registration_age_s(bid)
     if age is None:
+        return None
+    b = ctx.snapshot.broker(bid)
+    if any(s.get("check_ok") is True and s.get("session_id") == b.session_id for s in ctx.series(bid)):
+        return None
+    if ctx.peer_fetch_errors(bid):
         return None
     if age < h.startup_grace_s:
         return f"registered {age:.0f} s ago (startup grace {h.startup_grace_s:g} s)"
