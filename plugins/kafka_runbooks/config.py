@@ -49,7 +49,9 @@ class CaptureSettings:
     log_dir: str | None = None
     other_logs: tuple[str, ...] = ("controller.log", "state-change.log", "log-cleaner.log", "kafkaServer.out", "kafkaServer-gc.log")
     stdout_log: str = "kafkaServer.out"  # where the JVM's stdout goes: a SIGQUIT thread dump lands there
-    jhsdb_timeout_s: float = 45.0  # `jhsdb jstack --pid`: the fallback that needs no cooperation from the JVM
+    # `jhsdb jstack --pid` (ptrace; needs no cooperation from the JVM). Measured here on JDK 17: fine on a small
+    # JVM (< 1 s), but on a Kafka 2.3 broker it fails ("VM.initialize() was not yet called") and spins until killed
+    jhsdb_timeout_s: float = 20.0
     sigquit_wait_s: float = 3.0
     heap_dump: bool = False  # heap dumps only where configured, and only of the suspect broker
     heap_dump_fetch_limit_bytes: int = 1 << 30  # larger dumps stay on the host; the manifest says where

@@ -27,7 +27,11 @@ def test_command_argv_and_kinds():
     assert C.sockets_netstat_command(5).argv == ("netstat", "-anp") and C.sockets_netstat_command(5).kind == "sockets_netstat"
     jh = C.jhsdb_jstack_command(4242, 1, s, 30)
     assert jh.argv == ("sudo", "-n", "-u", "kafka", "jhsdb", "jstack", "--pid", "4242") and jh.kind == "jstack_jhsdb"
-    assert C.sigquit_command(4242, s, 5).argv == ("sudo", "-n", "-u", "kafka", "kill", "-QUIT", "4242")
+    assert C.sigquit_command(4242, s, 5, 2).argv == ("sudo", "-n", "-u", "kafka", "kill", "-QUIT", "4242")
+    assert C.sigquit_command(4242, s, 5, 2).name == "sigquit-2"
+    pt = C.proc_threads_command(4242, 5)
+    assert pt.argv == ("find", "/proc/4242/task", "-mindepth", "2", "-maxdepth", "2", "-name", "stat", "-exec", "cat", "{}", "+")
+    assert pt.kind == "proc_threads"
     assert C.tail_from_command("x", "jstack", "/l/kafkaServer.out", 100, 10, 5).argv == ("tail", "-c", "+101", "--", "/l/kafkaServer.out")
     logs = {n: C.log_tail_command(n, "/var/log/kafka", s, 5) for n in s.other_logs}
     assert logs["controller.log"].argv == ("tail", "-c", "4096", "--", "/var/log/kafka/controller.log")
@@ -42,12 +46,14 @@ def test_command_argv_and_kinds():
 def test_tool_plan_reads_the_process_state_first():
     s = CaptureSettings(jstack_count=3, heap_dump=True)
     running = C.tool_plan(C.SUSPECT, 42, "sleeping", s)
-    assert (running.thread_dumps, running.dump_method, running.histogram, running.heap_dump, running.skipped) == (3, "jstack", True, True, ())
-    # a stopped JVM: no attach-based tool, each skip says why; one jhsdb dump instead
+    assert (running.thread_dumps, running.dump_methods, running.histogram, running.heap_dump, running.skipped) == (
+        3, ("jstack", "sigquit", "jhsdb"), True, True, ())
+    # a stopped JVM: no attach-based tool, no SIGQUIT, each skip says why; one bounded jhsdb dump instead
     stopped = C.tool_plan(C.SUSPECT, 42, "stopped", s)
-    assert (stopped.thread_dumps, stopped.dump_method, stopped.histogram, stopped.heap_dump) == (1, "jhsdb", False, False)
-    assert {t for t, _ in stopped.skipped} == {"jstack", "jmap -histo:live", "jcmd GC.heap_info", "heap dump"}
-    assert all("stopped" in why and "attach" in why for _, why in stopped.skipped)
+    assert (stopped.thread_dumps, stopped.dump_methods, stopped.histogram, stopped.heap_dump) == (1, ("jhsdb",), False, False)
+    assert {t for t, _ in stopped.skipped} == {"jstack", "SIGQUIT thread dump", "jmap -histo:live", "jcmd GC.heap_info", "heap dump"}
+    assert all("stopped" in why for _, why in stopped.skipped)
+    assert C.tool_plan(C.PEER, 42, "stopped", s).skipped[:2] == stopped.skipped[:2]
     assert C.tool_plan(C.SUSPECT, 42, "zombie", s).thread_dumps == 0
     assert C.tool_plan(C.SUSPECT, None, None, s).skipped == (("JVM tools", "no broker process found"),)
 
@@ -55,8 +61,9 @@ def test_tool_plan_reads_the_process_state_first():
 def test_peers_never_get_stop_the_world_tools_and_heap_dumps_only_where_configured():
     s = CaptureSettings(jstack_count=3, heap_dump=True)
     peer = C.tool_plan(C.PEER, 42, "running", s)
-    assert (peer.thread_dumps, peer.dump_method, peer.histogram, peer.heap_dump) == (1, "jstack", False, False)
+    assert (peer.thread_dumps, peer.dump_methods, peer.histogram, peer.heap_dump) == (1, ("jstack", "sigquit"), False, False)
     assert peer.skipped == () and peer.left_out[0][0] == "jmap -histo:live" and "never a healthy peer" in peer.left_out[0][1]
+    assert ("jhsdb", "stops the process while it reads it: suspect broker only") in peer.left_out
     unconfigured = C.tool_plan(C.SUSPECT, 42, "running", CaptureSettings())
     assert unconfigured.heap_dump is False and unconfigured.histogram is True and unconfigured.skipped == ()
     assert ("heap dump", "heap dumps not configured for this cluster (capture.heap_dump)") in unconfigured.left_out

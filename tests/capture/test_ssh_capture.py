@@ -195,6 +195,8 @@ def test_a_stopped_jvm_is_captured_within_the_deadline_without_attach_tools(ssh_
     names = [c["name"] for c in m["commands"]]
     assert not [n for n in names if n.startswith(("jstack-1", "jmap", "heap"))], names
     assert h["duration_s"] <= 60 and m["duration_s"] <= 60 + 15
+    threads = next(c for c in m["commands"] if c["name"] == "proc-threads")
+    assert " T " in (bundle.path / threads["stdout"]).read_text()  # every thread listed, stopped, without the JVM's help
     reasons = " ".join(h["status_reasons"])
     assert "skipped jstack: the process is stopped" in reasons and "attach-based tools" in reasons
     dump = next(c for c in m["commands"] if c["name"] == "jstack-jhsdb-1")
@@ -213,7 +215,7 @@ def test_sigquit_fallback_cuts_the_dump_out_of_the_stdout_file(ssh_host, tmp_pat
     bundle = EvidenceBundle(cfg.bundle_base, cfg.name, "inc-sigquit")
     with StrictSSHHook(ssh_host.conn_ok) as r:
         h = _HostCapture(cfg, bundle, r, 1, r.address, time.sleep)
-        method = _thread_dump(h, cfg, ssh_host.jvm_pid, 1, "sigquit")
+        method = _thread_dump(h, cfg, ssh_host.jvm_pid, 1, ["sigquit"])
     assert method == "sigquit", h.failed
     text = (bundle.path / "hosts" / "1" / "jstack-sigquit-1.out").read_text()
     assert text.count("Full thread dump") == 1 and "kafka-request-handler-3" in text

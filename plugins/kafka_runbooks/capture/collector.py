@@ -277,8 +277,10 @@ def _capture_reachable_host(config, broker, bid, role, bundle, runner, sleep) ->
     for tool, why in plan.skipped:
         h.skip(tool, why)
     bundle.set_host(bid, left_out=[{"tool": tool, "reason": why} for tool, why in plan.left_out])
-    bundle.set_host(bid, pid=pid, process_state=state, plan={"thread_dumps": plan.thread_dumps, "dump_method": plan.dump_method,
+    bundle.set_host(bid, pid=pid, process_state=state, plan={"thread_dumps": plan.thread_dumps, "dump_methods": list(plan.dump_methods),
                                                             "histogram": plan.histogram, "heap_dump": plan.heap_dump})
+    if pid is not None:
+        h.do(C.proc_threads_command(pid, t))
 
     # 2-3. socket tables and thread dumps, interleaved
     sock_seq = 1
@@ -293,7 +295,8 @@ def _capture_reachable_host(config, broker, bid, role, bundle, runner, sleep) ->
         sock_seq += 1
 
     sockets()
-    method = plan.dump_method
+    methods = list(plan.dump_methods)
+    method = None
     last = None
     for i in range(1, plan.thread_dumps + 1):
         if last is not None:
@@ -305,7 +308,9 @@ def _capture_reachable_host(config, broker, bid, role, bundle, runner, sleep) ->
                 sleep(wait)
             sockets()
         last = time.monotonic()
-        method = _thread_dump(h, config, pid, i, method)
+        method = _thread_dump(h, config, pid, i, methods)
+        if method is None:
+            break
     bundle.set_host(bid, thread_dump_method=method)
 
     # 4. logs
@@ -351,31 +356,31 @@ def _capture_reachable_host(config, broker, bid, role, bundle, runner, sleep) ->
                     error="; ".join(notes + h.failed) or None, duration_s=round(settings.host_deadline_s - h.left(), 1), **facts)
 
 
-def _thread_dump(h: _HostCapture, config: ClusterConfig, pid: int, i: int, method: str | None) -> str | None:
-    """One thread dump with the best method that works; returns the method to use next time."""
-    settings = h.settings
-    if method == "jstack":
-        res = h.do(C.jstack_command(pid, i, settings))
-        if res is not None and res.exit_code == 0 and res.error is None and _looks_like_dump(h.text(f"jstack-{i}")):
-            return "jstack"
-        if res is None:
-            return method
-        h.failed.append(f"jstack-{i}: could not attach; falling back to jhsdb, then SIGQUIT")
-        method = "jhsdb"
-    if method == "jhsdb":
-        timeout = min(settings.jhsdb_timeout_s, max(MIN_COMMAND_S, h.left() - 1.0))
-        res = h.do(C.jhsdb_jstack_command(pid, i, settings, timeout))
-        if res is not None and res.exit_code == 0 and res.error is None and "Thread" in h.text(f"jstack-jhsdb-{i}"):
-            return "jhsdb"
-        if res is None:
-            return method
-        method = "sigquit"
-    if method == "sigquit":
-        if _sigquit_dump(h, config, pid, i):
-            return "sigquit"
-        h.skip(f"thread dump {i}", "jstack, jhsdb and SIGQUIT all failed")
-        return None
-    return method
+def _thread_dump(h: _HostCapture, config: ClusterConfig, pid: int, i: int, methods: list[str]) -> str | None:
+    """Thread dump number ``i`` with the first method in ``methods`` that works; a method that
+    failed is dropped from ``methods`` (the next dumps start with the one that worked). Returns it."""
+    while methods:
+        method = methods[0]
+        if method == "jstack":
+            res = h.do(C.jstack_command(pid, i, h.settings))
+            if res is None:
+                return None
+            if res.exit_code == 0 and res.error is None and _looks_like_dump(h.text(f"jstack-{i}")):
+                return "jstack"
+        elif method == "sigquit":
+            if _sigquit_dump(h, config, pid, i):
+                return "sigquit"
+        elif method == "jhsdb":
+            timeout = min(h.settings.jhsdb_timeout_s, max(MIN_COMMAND_S, h.left() - 1.0))
+            res = h.do(C.jhsdb_jstack_command(pid, i, h.settings, timeout))
+            if res is None:
+                return None
+            if res.exit_code == 0 and res.error is None and '"' in h.text(f"jstack-jhsdb-{i}"):
+                return "jhsdb"
+        h.failed.append(f"thread dump {i}: {method} did not produce a dump" + (f"; trying {methods[1]}" if len(methods) > 1 else ""))
+        methods.pop(0)
+    h.skip(f"thread dump {i}", "no thread-dump method worked (see the failures above)")
+    return None
 
 
 def _looks_like_dump(text: str) -> bool:
@@ -391,7 +396,7 @@ def _sigquit_dump(h: _HostCapture, config: ClusterConfig, pid: int, i: int) -> b
     before = h.text(f"sigquit-{i}-before").strip()
     if res is None or not before.isdigit():
         return False
-    if h.do(C.sigquit_command(pid, settings, t)) is None:
+    if h.do(C.sigquit_command(pid, settings, t, i)) is None:
         return False
     h.sleep(min(settings.sigquit_wait_s, max(0.0, h.left() - MIN_COMMAND_S)))
     res = h.do(C.tail_from_command(f"jstack-sigquit-{i}", C.KIND_JSTACK, stdout_log, int(before), settings.log_tail_bytes, t),

@@ -34,6 +34,7 @@ KIND_STDOUT_LOG = "kafka_stdout"  # kafkaServer.out (SIGQUIT thread dumps land h
 KIND_GC_LOG = "gc_log"
 KIND_KAFKA_CHECKS = "kafka_checks"  # kafka-checks.json: direct Kafka-protocol checks during the capture
 KIND_OTHER_LOG = "log"
+KIND_PROC_THREADS = "proc_threads"  # /proc/<pid>/task/*/stat: every native thread, name (15 chars) and kernel state
 KIND_AUX = "aux"  # helper commands' own output (mkdir, rm, stat, kill -QUIT, jmap -dump's messages): never parsed
 LOG_KINDS = {
     "controller.log": KIND_CONTROLLER_LOG,
@@ -182,6 +183,15 @@ def process_state_command(pid: int, timeout: float) -> CaptureCommand:
     return CaptureCommand("process-state", KIND_PROCESS_STATE, ("cat", f"/proc/{pid}/stat"), timeout)
 
 
+def proc_threads_command(pid: int, timeout: float) -> CaptureCommand:
+    """Every thread of the process as the kernel sees it (``tid (name) state ...``, one line each):
+    needs nothing from the JVM, so it works on a stopped one too. HotSpot names native threads after
+    the Java thread (first 15 characters: ``data-plane-kafk``, ``kafka-log-clean``)."""
+    pid = validate_pid(pid)
+    return CaptureCommand("proc-threads", KIND_PROC_THREADS,
+                          ("find", f"/proc/{pid}/task", "-mindepth", "2", "-maxdepth", "2", "-name", "stat", "-exec", "cat", "{}", "+"), timeout)
+
+
 def jhsdb_jstack_command(pid: int, index: int, settings: CaptureSettings, timeout: float) -> CaptureCommand:
     """Thread dump through the Serviceability Agent (ptrace): works on a stopped JVM and on one
     that refuses the attach mechanism; the JVM does not have to cooperate."""
@@ -190,10 +200,11 @@ def jhsdb_jstack_command(pid: int, index: int, settings: CaptureSettings, timeou
     return CaptureCommand(f"jstack-jhsdb-{index}", KIND_JSTACK_JHSDB, (*_prefix(settings), "jhsdb", "jstack", "--pid", str(pid)), timeout)
 
 
-def sigquit_command(pid: int, settings: CaptureSettings, timeout: float) -> CaptureCommand:
+def sigquit_command(pid: int, settings: CaptureSettings, timeout: float, index: int = 1) -> CaptureCommand:
     """SIGQUIT: a running HotSpot JVM prints a thread dump to its stdout (kafkaServer.out)."""
     pid = validate_pid(pid)
-    return CaptureCommand("sigquit", KIND_AUX, (*_prefix(settings), "kill", "-QUIT", str(pid)), timeout)
+    index = validate_int(index, "dump index", minimum=1, maximum=1000)
+    return CaptureCommand(f"sigquit-{index}", KIND_AUX, (*_prefix(settings), "kill", "-QUIT", str(pid)), timeout)
 
 
 def file_size_command(name: str, path: str, settings: CaptureSettings, timeout: float, *, as_jvm_user: bool = False) -> CaptureCommand:
@@ -323,7 +334,10 @@ class ToolPlan:
     The manifest carries both, with the reasons."""
 
     thread_dumps: int  # how many
-    dump_method: str | None  # "jstack" (attach; jhsdb / SIGQUIT fallbacks) | "jhsdb" | None
+    # thread-dump methods, tried in order until one works: "jstack" (attach), "sigquit" (into the
+    # stdout file: needs a running JVM, not the attach mechanism), "jhsdb" (ptrace: stops the process
+    # while it reads it -- suspect only, or a process that is stopped anyway)
+    dump_methods: tuple[str, ...]
     histogram: bool  # jmap -histo:live + jcmd GC.heap_info (stop-the-world: suspect only)
     heap_dump: bool
     skipped: tuple[tuple[str, str], ...] = ()
@@ -331,37 +345,36 @@ class ToolPlan:
 
 
 def tool_plan(role: str, pid: int | None, process_state: str | None, settings: CaptureSettings) -> ToolPlan:
-    """Pure: the JVM tools for one host.
+    """Pure: the JVM tools for one host (every host with a process also gets its /proc thread list).
 
     * no process: logs and sockets only;
     * stopped (SIGSTOP) or traced: no attach-based tool (jstack, jcmd, jmap wait for a JVM that
-      cannot answer); one `jhsdb jstack --pid` (ptrace, no cooperation needed) instead;
+      cannot answer) and no SIGQUIT (delivered only when it resumes); one bounded `jhsdb jstack`;
     * zombie / dead: nothing can be asked;
-    * a running suspect: ``jstack_count`` dumps, the class histogram and heap info, and a heap dump
-      only where configured; a running peer: one plain thread dump, never a stop-the-world tool.
+    * a running suspect: ``jstack_count`` dumps (jstack, else SIGQUIT, else jhsdb), the class
+      histogram and heap info, and a heap dump only where configured; a running peer: one plain
+      thread dump (jstack, else SIGQUIT), never a stop-the-world tool.
     """
-    heavy = (("jmap -histo:live", "stop-the-world"), ("jcmd GC.heap_info", "with the histogram"))
     if pid is None:
-        return ToolPlan(0, None, False, False, (("JVM tools", "no broker process found"),))
+        return ToolPlan(0, (), False, False, (("JVM tools", "no broker process found"),))
     if process_state in ("zombie", "dead"):
-        return ToolPlan(0, None, False, False, (("JVM tools", f"the process is a {process_state}: no JVM to ask"),))
+        return ToolPlan(0, (), False, False, (("JVM tools", f"the process is a {process_state}: no JVM to ask"),))
     if process_state in ("stopped", "tracing_stop"):
         why = f"the process is {process_state} (SIGSTOP?): attach-based tools would wait for a JVM that cannot answer"
-        skipped = [("jstack", why), ("jmap -histo:live", why), ("jcmd GC.heap_info", why)]
-        if role == SUSPECT and settings.heap_dump:
-            skipped.append(("heap dump", why))
-        if role == PEER:
-            skipped = skipped[:1]  # a peer would only have had one plain jstack
-        return ToolPlan(1, "jhsdb", False, False, tuple(skipped))
+        skipped = [("jstack", why), ("SIGQUIT thread dump", "a stopped JVM handles the signal only when it resumes")]
+        if role == SUSPECT:
+            skipped += [("jmap -histo:live", why), ("jcmd GC.heap_info", why)] + ([("heap dump", why)] if settings.heap_dump else [])
+        return ToolPlan(1, ("jhsdb",), False, False, tuple(skipped))
     skipped: list[tuple[str, str]] = []
     if process_state is not None and process_state not in RUNNABLE_STATES:
         skipped.append(("process state", f"unexpected state {process_state!r}: tools tried anyway, within the deadline"))
     if role == SUSPECT:
         left_out = () if settings.heap_dump else (("heap dump", "heap dumps not configured for this cluster (capture.heap_dump)"),)
-        return ToolPlan(settings.jstack_count, "jstack", True, settings.heap_dump, tuple(skipped), left_out)
-    left_out = tuple((tool, f"{why} tool: suspect broker only, never a healthy peer") for tool, why in heavy[:1]) + (
-        ("heap dump", "suspect broker only"),)
-    return ToolPlan(1, "jstack", False, False, tuple(skipped), left_out)
+        return ToolPlan(settings.jstack_count, ("jstack", "sigquit", "jhsdb"), True, settings.heap_dump, tuple(skipped), left_out)
+    left_out = (("jmap -histo:live", "stop-the-world tool: suspect broker only, never a healthy peer"),
+                ("jhsdb", "stops the process while it reads it: suspect broker only"),
+                ("heap dump", "suspect broker only"))
+    return ToolPlan(1, ("jstack", "sigquit"), False, False, tuple(skipped), left_out)
 
 
 # ---------------------------------------------------------------------------------------------
