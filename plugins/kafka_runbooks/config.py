@@ -111,6 +111,9 @@ class HealthSettings:
     open_files_min: int = 10_000
     open_files_ratio: float = 3.0
     trend_samples: int = 4  # how many recent samples (incl. this one) a trend is judged on
+    # a finding seen for the first time is looked at again this many seconds later, in the same health run,
+    # until it held for consecutive_checks observations (0: only the scheduled / event-triggered runs count)
+    recheck_s: float = 10.0
     traffic_ratio: float = 0.05  # bytes/s below this fraction of the peers' median is "near zero"
     max_evidence: int = 20  # evidence items per finding; ``details`` always has the full lists
 
@@ -121,6 +124,8 @@ class HealthSettings:
             raise ConfigError("health: consecutive_checks >= 1, clear_checks >= 1, history_samples >= 2, kafka_probe_timeout_s > 0")
         if s.trend_samples < 2 or s.trend_samples > s.history_samples:
             raise ConfigError("health: 2 <= trend_samples <= history_samples")
+        if s.recheck_s < 0:
+            raise ConfigError("health: recheck_s >= 0")
         if min(s.probe_command_timeout_s, s.probe_host_deadline_s, s.fetch_error_window_s, s.log_tail_bytes) <= 0:
             raise ConfigError("health: probe timeouts, fetch_error_window_s and log_tail_bytes must be > 0")
         return s

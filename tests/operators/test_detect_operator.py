@@ -23,7 +23,7 @@ def incident_base(tmp_path, monkeypatch):
     path = tmp_path / "clusters.json"
     path.write_text(json.dumps({"lab": {"zk_conn_id": "zk", "hosts": {"1": "h1", "2": "h2", "3": "h3"},
                                         "incident_base": str(tmp_path / "incidents"),
-                                        "health": {"consecutive_checks": 2, "clear_checks": 2}}}))
+                                        "health": {"consecutive_checks": 2, "clear_checks": 2, "recheck_s": 0}}}))
     monkeypatch.setenv("KAFKA_RUNBOOKS_CLUSTERS_FILE", str(path))
     return tmp_path / "incidents"
 
@@ -45,25 +45,27 @@ def check_at(s, n, run_states=None):
     return op.execute({"dag": SimpleNamespace(dag_id="kafka_health_check"), "run_id": f"scheduled__{n}", "ti": TI(run_states or {})})
 
 
-def hung():
-    return snapshot(checks=[check(1), check(2), check(3, ok=False)], probes=[probe(1, errors=[fetch_error(1, 3, -5)]), probe(2), probe(3)])
+def hung(n=0):
+    """Broker 3 stuck at check n: its check fails, broker 1 logged a failed fetch from it 5 s before."""
+    return snapshot(checks=[check(1), check(2), check(3, ok=False)],
+                    probes=[probe(1, errors=[fetch_error(1, 3, 30 * n - 5)]), probe(2), probe(3)])
 
 
 def test_one_response_per_episode_and_its_end(incident_base):
     store = IncidentStore(incident_base)
-    assert check_at(hung(), 0) == []  # first check: held once, not yet
-    (start,) = check_at(hung(), 1)
+    assert check_at(hung(0), 0) == []  # first check: held once, not yet
+    (start,) = check_at(hung(1), 1)
     iid = start["conf"]["incident_id"]
     assert start["trigger_run_id"] == f"health__{iid}" and start["conf"]["broker_ids"] == [3]
     assert start["conf"]["finding"]["kind"] == "broker_unresponsive"
     rec = store.get(iid)
     assert rec["status"] == "responding" and rec["response_run"] == f"health__{iid}"
-    assert check_at(hung(), 2) == []  # its response runs: noted, not repeated
+    assert check_at(hung(2), 2) == []  # its response runs: noted, not repeated
     assert store.get(iid)["last_seen_at"] == at(60)
     # the response run failed without recording an outcome: a person owns it now
-    assert check_at(hung(), 3, {f"health__{iid}": "failed"}) == []
+    assert check_at(hung(3), 3, {f"health__{iid}": "failed"}) == []
     assert store.get(iid)["status"] == "needs_person"
-    assert check_at(hung(), 4) == []  # the same episode goes on: no pile-up
+    assert check_at(hung(4), 4) == []  # the same episode goes on: no pile-up
     # the broker recovers: after clear_checks checks the incident resolves by itself
     check_at(snapshot(), 5)
     check_at(snapshot(), 6)
@@ -72,8 +74,8 @@ def test_one_response_per_episode_and_its_end(incident_base):
     actions = [e["action"] for e in store.audit_trail(iid)]
     assert actions == ["open_incident", "detected", "status -> responding", "status -> needs_person", "status -> resolved"]
     # a new episode: a new incident, not blocked by the old one
-    check_at(hung(), 7)
-    (again,) = check_at(hung(), 8)
+    check_at(hung(7), 7)
+    (again,) = check_at(hung(8), 8)
     assert again["conf"]["incident_id"] != iid
     # the history holds every check's samples
     series = (incident_base / "_health" / "lab" / "series" / "broker-3.jsonl").read_text().splitlines()

@@ -119,6 +119,12 @@ def step(
     return {"streaks": streaks, "last_check": at, "checks": int(state.get("checks", 0)) + 1}, actions
 
 
+def pending(state: Mapping[str, Any], settings: HealthSettings) -> list[str]:
+    """Streaks seen but not yet for the consecutive checks, with no incident: worth a re-check soon."""
+    return sorted(k for k, st in (state.get("streaks") or {}).items()
+                  if not st.get("incident_id") and 0 < int(st.get("count", 0)) < settings.consecutive_checks)
+
+
 def link(state: Mapping[str, Any], key: str, incident_id: str) -> dict[str, Any]:
     """The state after the incident opened for streak ``key``."""
     new = {**state, "streaks": {k: dict(v) for k, v in (state.get("streaks") or {}).items()}}

@@ -72,9 +72,10 @@ class DetectFindingsOperator(BaseOperator):
         self.snapshot = snapshot
 
     def execute(self, context) -> list[dict[str, Any]]:
+        import time
+
         from kafka_runbooks.config import load_cluster
-        from kafka_runbooks.detect.detectors import detect
-        from kafka_runbooks.detect.history import HistoryStore, broker_samples
+        from kafka_runbooks.detect.history import HistoryStore
         from kafka_runbooks.incidents import lifecycle
         from kafka_runbooks.incidents.store import IncidentStore
         from kafka_runbooks.model import ClusterSnapshot
@@ -82,12 +83,30 @@ class DetectFindingsOperator(BaseOperator):
         config = load_cluster(self.cluster)
         snapshot = ClusterSnapshot.from_dict(self.snapshot)
         history_store = HistoryStore(config.incident_base, config.name, config.health.history_samples)
+        store = IncidentStore(config.incident_base)
+        starts: list[dict[str, Any]] = []
+        for observation in range(1, config.health.consecutive_checks + 1):
+            state = self._check(snapshot, config, history_store, store, context, starts)
+            waiting = lifecycle.pending(state, config.health)
+            if not waiting or config.health.recheck_s <= 0 or observation == config.health.consecutive_checks:
+                break
+            self.log.info("re-checking in %gs: %s seen once, not yet for %d consecutive checks",
+                          config.health.recheck_s, waiting, config.health.consecutive_checks)
+            time.sleep(config.health.recheck_s)
+            snapshot = take_snapshot(config, known=known_registrations(config))
+        return starts
+
+    def _check(self, snapshot, config, history_store, store, context, starts: list) -> dict:
+        """One observation: history, detectors, lifecycle, incident moves. Returns the new state."""
+        from kafka_runbooks.detect.detectors import detect
+        from kafka_runbooks.detect.history import broker_samples
+        from kafka_runbooks.incidents import lifecycle
+
         history = history_store.append(broker_samples(snapshot))
         findings = detect(snapshot, config.health, history)
         for f in findings:
             self.log.warning("finding %s [%s] brokers=%s: %s", f.kind, f.severity.value, list(f.broker_ids), f.summary)
 
-        store = IncidentStore(config.incident_base)
         actor = f"dag:{context['dag'].dag_id}/run:{context['run_id']}"
         incidents = {r["id"]: r for r in store.records(config.name)}
         run_states = response_run_states(context, incidents)
@@ -103,8 +122,7 @@ class DetectFindingsOperator(BaseOperator):
             actions.extend(acts)
             return new
 
-        history_store.update_state(advance)
-        starts: list[dict[str, Any]] = []
+        state = history_store.update_state(advance)
         links: dict[str, str] = {}
         for a in actions:
             self.log.info("lifecycle: %s %s %s: %s", a.kind, a.key, a.incident_id or "", a.reason)
@@ -120,8 +138,8 @@ class DetectFindingsOperator(BaseOperator):
             elif a.kind == "restart_streak" and a.incident_id:
                 store.audit(a.incident_id, actor=actor, action="detected_again", outcome="new streak", details={"reason": a.reason})
         if links:
-            history_store.update_state(lambda st: _link_all(lifecycle, st, links))
-        return starts
+            state = history_store.update_state(lambda st: _link_all(lifecycle, st, links))
+        return state
 
     def _open(self, store, config, a, actor: str, context) -> dict[str, Any]:
         f = a.finding
