@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+os.environ.setdefault("AIRFLOW__LOGGING__LOGGING_LEVEL", "WARNING")  # figures only on stdout
 sys.path[:0] = [str(REPO / "lab"), str(REPO / "plugins")]
 
 NOT_SERVING = {"broker_unresponsive", "broker_unregistered_alive", "broker_absent"}
@@ -30,6 +31,10 @@ BROKER = 3
 
 
 def main() -> int:
+    import logging
+
+    for name in ("kazoo", "paramiko"):
+        logging.getLogger(name).setLevel(logging.WARNING)
     from kafka_lab import Lab
 
     from kafka_runbooks import clock

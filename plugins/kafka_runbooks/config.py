@@ -97,6 +97,9 @@ class HealthSettings:
     consecutive_checks: int = 2  # a finding must hold this many checks in a row before a response starts
     clear_checks: int = 3  # an incident whose finding is gone this many checks in a row resolves itself
     kafka_probe_timeout_s: float = 5.0  # direct Kafka-protocol check of one broker
+    # a configured broker that is NOT registered is checked on its last known endpoint only as evidence:
+    # a short bound keeps an event-triggered check quick (the finding does not depend on it)
+    unregistered_probe_timeout_s: float = 2.0
     history_samples: int = 60  # probes kept per broker / ZooKeeper server
     probe_command_timeout_s: float = 15.0  # each SSH command of a host probe
     probe_host_deadline_s: float = 45.0  # one host's whole probe
@@ -140,7 +143,7 @@ class CanarySettings:
     enabled: bool = False
     topic: str = "kafka-runbooks-canary"
     latency_bound_ms: float = 5000.0
-    timeout_s: float = 10.0  # one broker's produce + consume
+    timeout_s: float = 5.0  # producing, and then consuming, each bounded by this
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "CanarySettings":

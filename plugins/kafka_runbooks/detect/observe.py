@@ -66,7 +66,8 @@ def take_snapshot(config, *, probe_hosts: bool = True, check_kafka: bool = True,
                 led.setdefault(p.leader, p.index)
     with ThreadPoolExecutor(max_workers=3, thread_name_prefix="snapshot") as pool:
         probes = pool.submit(probe_all, config, brokers) if probe_hosts else None
-        checks = pool.submit(hook.check_all, checkable, config.health.kafka_probe_timeout_s, unregistered=missing) if check_kafka else None
+        checks = (pool.submit(hook.check_all, checkable, config.health.kafka_probe_timeout_s, unregistered=missing,
+                              unregistered_timeout_s=config.health.unregistered_probe_timeout_s) if check_kafka else None)
         canary = (pool.submit(hook.canary, list(snapshot.brokers), led, config.canary.topic, config.canary.timeout_s)
                   if check_kafka and config.canary.enabled else None)
         if probes is not None:

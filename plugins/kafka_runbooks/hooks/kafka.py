@@ -125,14 +125,22 @@ class KafkaHook(BaseHook):
                               registered=registered)
         return KafkaCheck(broker.id, endpoint, ok=True, latency_ms=elapsed(), answered_by=broker.id, at=at, registered=registered)
 
-    def check_all(self, brokers: Iterable[Broker], timeout_s: float, *, unregistered: Iterable[int] = ()) -> list[KafkaCheck]:
-        """Every broker checked in parallel (each on its own client); results in the brokers' order."""
+    def check_all(self, brokers: Iterable[Broker], timeout_s: float, *, unregistered: Iterable[int] = (),
+                  unregistered_timeout_s: float | None = None) -> list[KafkaCheck]:
+        """Every broker checked in parallel (each on its own client); results in the brokers' order.
+        Brokers in ``unregistered`` (checked on their last known endpoint) get ``unregistered_timeout_s``."""
         brokers = list(brokers)
         if not brokers:
             return []
         unregistered = set(unregistered)
+        short = min(timeout_s, unregistered_timeout_s) if unregistered_timeout_s else timeout_s
+
+        def one(b: Broker) -> KafkaCheck:
+            gone = b.id in unregistered
+            return self.check_broker(b, short if gone else timeout_s, registered=not gone)
+
         with ThreadPoolExecutor(max_workers=min(16, len(brokers)), thread_name_prefix="kafka-check") as pool:
-            return list(pool.map(lambda b: self.check_broker(b, timeout_s, registered=b.id not in unregistered), brokers))
+            return list(pool.map(one, brokers))
 
     def canary(self, brokers: Iterable[Broker], led: dict[int, int], topic: str, timeout_s: float) -> list[CanaryResult]:
         """One record produced (acks=all) to partition ``led[b]`` of ``topic`` -- a partition broker
