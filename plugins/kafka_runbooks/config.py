@@ -99,7 +99,7 @@ class HealthSettings:
     kafka_probe_timeout_s: float = 5.0  # direct Kafka-protocol check of one broker
     # a configured broker that is NOT registered is checked on its last known endpoint only as evidence:
     # a short bound keeps an event-triggered check quick (the finding does not depend on it)
-    unregistered_probe_timeout_s: float = 2.0
+    unregistered_probe_timeout_s: float = 1.0
     history_samples: int = 60  # probes kept per broker / ZooKeeper server
     probe_command_timeout_s: float = 15.0  # each SSH command of a host probe
     probe_host_deadline_s: float = 45.0  # one host's whole probe
@@ -117,6 +117,8 @@ class HealthSettings:
     # a finding seen for the first time is looked at again this many seconds later, in the same health run,
     # until it held for consecutive_checks observations (0: only the scheduled / event-triggered runs count)
     recheck_s: float = 10.0
+    # a streak not seen by any check for this long (the checks stopped) ends: a later sighting is a new episode
+    episode_gap_s: float = 900.0
     traffic_ratio: float = 0.05  # bytes/s below this fraction of the peers' median is "near zero"
     max_evidence: int = 20  # evidence items per finding; ``details`` always has the full lists
 

@@ -100,3 +100,16 @@ def test_responses_that_ended_without_an_outcome_need_a_person():
                  "c": {"status": "needs_person"}}
     out = dict(stale_responses(incidents, {"a": "running", "b": "failed"}))
     assert list(out) == ["b"] and "r2 is failed" in out["b"]
+
+
+def test_a_streak_nobody_checked_for_a_long_time_is_a_new_episode():
+    key = streak_key(finding())
+    state, _ = run([[finding()], [finding()]])
+    state["streaks"][key]["incident_id"] = "lab-1"
+    rec = {"id": "lab-1", "status": "needs_person", "broker_ids": [3]}
+    # the next check comes an hour later (the checks had stopped): counted afresh, then a new incident
+    later = HealthSettings(consecutive_checks=2, clear_checks=3, episode_gap_s=900)
+    state, acts = step(state, [finding()], {"lab-1": rec}, (), later, "2026-11-22T15:00:00.000Z")
+    assert [a.kind for a in acts] == ["restart_streak"] and state["streaks"][key]["incident_id"] is None
+    state, acts = step(state, [finding()], {"lab-1": rec}, (), later, "2026-11-22T15:00:30.000Z")
+    assert [a.kind for a in acts] == ["open"]

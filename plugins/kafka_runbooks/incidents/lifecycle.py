@@ -78,7 +78,12 @@ def step(
                 present[key] = f
 
     for key, f in present.items():
-        st = streaks.get(key) or {"first_seen": at, "count": 0, "incident_id": None}
+        st = streaks.get(key)
+        if st is not None and _gap_s(st.get("last_seen"), at) > settings.episode_gap_s:
+            actions.append(Action("restart_streak", key, f"not checked since {st.get('last_seen')} (> {settings.episode_gap_s:g} s): "
+                                  "a new episode", f, st.get("incident_id")))
+            st = None
+        st = st or {"first_seen": at, "count": 0, "incident_id": None}
         st.update(problem=problem_of(f), broker_ids=sorted(f.broker_ids), kind=f.kind, last_seen=at, absent=0)
         st["count"] = int(st.get("count", 0)) + 1
         linked = incidents.get(st.get("incident_id") or "")
@@ -161,8 +166,13 @@ def stale_responses(incidents: Mapping[str, Mapping[str, Any]], run_states: Mapp
     return out
 
 
-def now() -> str:
-    return clock.now_iso()
+def _gap_s(before: str | None, at: str) -> float:
+    if not before:
+        return 0.0
+    try:
+        return (clock.parse(at) - clock.parse(before)).total_seconds()
+    except ValueError:
+        return 0.0
 
 
-__all__ = ["Action", "NEEDS_PERSON", "OPEN", "link", "stale_responses", "step", "streak_key"]
+__all__ = ["Action", "NEEDS_PERSON", "OPEN", "link", "pending", "stale_responses", "step", "streak_key"]
