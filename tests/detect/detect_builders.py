@@ -45,7 +45,7 @@ def check(b: int, ok: bool = True, *, registered: bool = True) -> KafkaCheck:
 
 def fetch_error(fetcher: int, leader: int, seconds: float, line: int = 100) -> FetchErrorSeen:
     return FetchErrorSeen(
-        at=at(seconds), fetcher_broker_id=fetcher, leader_broker_id=leader, line_no=line, cause="disconnected_before_response",
+        at=at(seconds), fetcher_broker_id=fetcher, leader_broker_id=leader, line_no=line, cause="disconnected",
         excerpt=f"[2026-11-22 13:59:50,000] WARN [ReplicaFetcher replicaId={fetcher}, leaderId={leader}, fetcherId=0] "
                 f"Error in response for fetch request (...) / java.io.IOException: Connection to {leader} was disconnected before the response was read",
     )

@@ -2,10 +2,11 @@
 which leader, and when.
 
 ADAPTER, TO BE REPLACED: the analysis helper is adding
-``kafka_runbooks.analyze.parsers.kafka_log.fetch_errors(text, since=None, until=None)`` with this
-same signature and result fields; when it is on main, :func:`fetch_errors` below becomes a re-export
-of it (keeping :func:`classify_cause` if the upstream one does not say why a fetch failed).
-Until then this calls the parser that exists (``parse_kafka_log``) and adds what detection needs.
+``kafka_runbooks.analyze.parsers.kafka_log.fetch_errors(text, since=None, until=None, *, broker_id=None,
+utc_offset=None)`` (seen on its branch; not on main yet). This adapter has that signature, result
+fields and cause words, so the swap is: import theirs here instead of the body below, keep
+:data:`UNREACHABLE_CAUSES` (theirs returns every cause, "client_shutdown" included, for the caller to
+filter). Until then it calls the parser that exists (``parse_kafka_log``).
 
 The wordings, checked in Kafka 2.3.0's own classes (kafka_2.12-2.3.0.jar, kafka-clients-2.3.0.jar)
 and on a real 2.3.0 broker here::
@@ -22,8 +23,8 @@ being the thread name's last number). One failure logs both 2.3 lines: they coun
 "Client was shutdown before response was read" is a fetcher being stopped on a leader change --
 normal, never counted.
 
-Times are the log's own (the broker host's local time, naive); callers convert their window
-into that time with the host's UTC offset.
+log4j prints the host's local time without a zone: ``utc_offset`` is the host's offset; ``at`` is
+returned in UTC; ``since``/``until`` are UTC (naive = UTC).
 """
 
 from __future__ import annotations
@@ -34,15 +35,19 @@ from dataclasses import dataclass
 
 from kafka_runbooks.analyze.parsers.kafka_log import parse_kafka_log
 
+CAUSE_DISCONNECTED = "disconnected"  # "Connection to N was disconnected before the response was read"
+CAUSE_CLIENT_SHUTDOWN = "client_shutdown"  # the fetcher itself was being stopped (a leader change): normal
+CAUSE_TIMEOUT = "timeout"  # "Failed to connect within N ms", request timeouts
+CAUSE_CONNECTION_FAILED = "connection_failed"  # refused / failed connections
+CAUSE_UNKNOWN = "unknown"
 # causes that mean "the leader did not serve this fetcher"
-UNREACHABLE_CAUSES = ("disconnected_before_response", "connect_timeout", "connection_failed", "request_timeout")
+UNREACHABLE_CAUSES = (CAUSE_DISCONNECTED, CAUSE_TIMEOUT, CAUSE_CONNECTION_FAILED)
 
 _CAUSES = (
-    ("shutdown", re.compile(r"Client was shutdown before response was read")),
-    ("disconnected_before_response", re.compile(r"was disconnected before the response was read")),
-    ("connect_timeout", re.compile(r"Failed to connect within \d+ ms")),
-    ("connection_failed", re.compile(r"Connection to \S+(?: \(id: \d+ rack: \S+\))? failed|Connection refused")),
-    ("request_timeout", re.compile(r"TimeoutException|timed out", re.I)),
+    (CAUSE_CLIENT_SHUTDOWN, re.compile(r"Client was shutdown before response was read")),
+    (CAUSE_DISCONNECTED, re.compile(r"was disconnected before the response was read")),
+    (CAUSE_TIMEOUT, re.compile(r"Failed to connect within \d+ ms|TimeoutException|timed out", re.I)),
+    (CAUSE_CONNECTION_FAILED, re.compile(r"Connection to \S+(?: \(id: \d+ rack: \S+\))? failed|Connection refused")),
 )
 _LEADER_OF_OLD_THREAD = re.compile(r"ReplicaFetcherThread-\d+-(?P<leader>\d+)")
 _TS_FORMATS = ("%Y-%m-%d %H:%M:%S,%f", "%Y-%m-%d %H:%M:%S.%f", "%Y-%m-%dT%H:%M:%S,%f", "%Y-%m-%dT%H:%M:%S.%f",
@@ -52,19 +57,19 @@ MAX_EXCERPT = 300
 
 @dataclass(frozen=True)
 class FetchError:
-    at: dt.datetime  # as printed in the log (naive, the host's local time)
+    at: dt.datetime | None  # UTC
     fetcher_broker_id: int | None
     leader_broker_id: int
     line_no: int
     excerpt: str
-    cause: str | None = None
+    cause: str = CAUSE_UNKNOWN
 
 
-def classify_cause(text: str) -> str | None:
+def classify_cause(text: str) -> str:
     for name, rx in _CAUSES:
         if rx.search(text):
             return name
-    return None
+    return CAUSE_UNKNOWN
 
 
 def parse_log_time(ts: str) -> dt.datetime | None:
@@ -76,19 +81,27 @@ def parse_log_time(ts: str) -> dt.datetime | None:
     return None
 
 
-def fetch_errors(text: str | bytes, since: dt.datetime | None = None, until: dt.datetime | None = None) -> list[FetchError]:
-    """Failed fetches whose cause says the leader did not serve (see UNREACHABLE_CAUSES), with
-    ``since <= at <= until`` (naive datetimes in the log's time), oldest first, one per failure."""
+def _utc(t: dt.datetime | None) -> dt.datetime | None:
+    if t is None:
+        return None
+    return t.replace(tzinfo=dt.timezone.utc) if t.tzinfo is None else t.astimezone(dt.timezone.utc)
+
+
+def fetch_errors(text: str | bytes, since: dt.datetime | None = None, until: dt.datetime | None = None, *,
+                 broker_id: int | None = None, utc_offset: dt.timedelta | None = None) -> list[FetchError]:
+    """Failed replica fetches with ``since <= at <= until`` (UTC), oldest first, one per failure (the
+    INFO + WARN pair of 2.3 counts once), every cause -- filter with :data:`UNREACHABLE_CAUSES`."""
+    offset = utc_offset or dt.timedelta(0)
+    lo, hi = _utc(since), _utc(until)
     log = parse_kafka_log(text)
     out: list[FetchError] = []
     seen: set[tuple] = set()
     for ev in log.signatures("replica_fetch_error"):
-        at = parse_log_time(ev.timestamp)
-        if at is None or (since is not None and at < since) or (until is not None and at > until):
+        local = parse_log_time(ev.timestamp)
+        if local is None:
             continue
-        detail = " ".join(x for x in (ev.message, ev.exception or "") if x)
-        cause = classify_cause(detail)
-        if cause not in UNREACHABLE_CAUSES:
+        at = (local - offset).replace(tzinfo=dt.timezone.utc)
+        if (lo is not None and at < lo) or (hi is not None and at > hi):
             continue
         leader = ev.attrs.get("remote_broker")
         if leader is None:
@@ -97,7 +110,7 @@ def fetch_errors(text: str | bytes, since: dt.datetime | None = None, until: dt.
         if leader is None or not str(leader).isdigit():
             continue
         fetcher = ev.attrs.get("local_broker")
-        fetcher_id = int(fetcher) if fetcher is not None and str(fetcher).isdigit() else None
+        fetcher_id = int(fetcher) if fetcher is not None and str(fetcher).isdigit() else broker_id
         # the INFO + WARN pair of one failure: same fetcher thread, same leader, same second
         key = (fetcher_id, ev.attrs.get("fetcher_id"), int(leader), at.replace(microsecond=0))
         if key in seen:
@@ -106,5 +119,6 @@ def fetch_errors(text: str | bytes, since: dt.datetime | None = None, until: dt.
         line = f"[{ev.timestamp}] {ev.level} {ev.message}"
         if ev.exception and ev.exception not in ev.message:
             line += f" / {ev.exception}"
-        out.append(FetchError(at, fetcher_id, int(leader), ev.line, line[:MAX_EXCERPT], cause))
+        out.append(FetchError(at, fetcher_id, int(leader), ev.line, line[:MAX_EXCERPT],
+                              classify_cause(" ".join(x for x in (ev.message, ev.exception or "") if x))))
     return out

@@ -30,7 +30,7 @@ from kafka_runbooks.capture import sockets as S
 from kafka_runbooks.config import ClusterConfig
 from kafka_runbooks.detect import procfs
 from kafka_runbooks.detect.endpoints import Resolver, broker_endpoint, resolve
-from kafka_runbooks.detect.fetch_errors import fetch_errors
+from kafka_runbooks.detect.fetch_errors import UNREACHABLE_CAUSES, fetch_errors
 from kafka_runbooks.hooks.ssh import CommandResult, default_runner_factory
 
 log = logging.getLogger(__name__)
@@ -154,11 +154,12 @@ def probe_host(
         if tail:
             if len(tail.encode()) >= n:  # the first line is probably cut
                 tail = tail.split("\n", 1)[1] if "\n" in tail else ""
-            errors = fetch_errors(tail, since=procfs.local_naive(since, offset), until=procfs.local_naive(now, offset))
+            errors = [e for e in fetch_errors(tail, since=since, until=now, broker_id=bid, utc_offset=offset)
+                      if e.cause in UNREACHABLE_CAUSES and e.at is not None]
             fields["fetch_errors_total"] = len(errors)
             fields["fetch_errors"] = tuple(
                 model.FetchErrorSeen(
-                    at=clock.iso(procfs.from_local_naive(e.at, offset)),
+                    at=clock.iso(e.at),
                     fetcher_broker_id=e.fetcher_broker_id if e.fetcher_broker_id is not None else bid,
                     leader_broker_id=e.leader_broker_id,
                     line_no=e.line_no,

@@ -49,15 +49,6 @@ def mtime(stat_text: str) -> dt.datetime | None:
     return dt.datetime.fromtimestamp(int(text), clock.UTC)
 
 
-def local_naive(at: dt.datetime, offset: dt.timedelta) -> dt.datetime:
-    """A UTC instant as the host's local wall-clock time (how its log4j prints it)."""
-    return (at.astimezone(clock.UTC) + offset).replace(tzinfo=None)
-
-
-def from_local_naive(at: dt.datetime, offset: dt.timedelta) -> dt.datetime:
-    return (at - offset).replace(tzinfo=clock.UTC)
-
-
 def uptime_s(etimes_text: str) -> float | None:
     """``ps -o etimes= -p PID`` -> seconds since the process started."""
     text = etimes_text.strip()
