@@ -15,7 +15,8 @@ from kafka_lab.drill import RESPONSE
 pytestmark = [pytest.mark.lab, pytest.mark.spark, pytest.mark.airflow, pytest.mark.timeout(600)]
 
 
-def test_last_in_sync_holder_of_consumer_offsets_is_not_restarted(lab, airflow_db):
+def test_last_in_sync_holder_of_consumer_offsets_is_not_restarted(healthy_lab, airflow_db):
+    lab = healthy_lab
     os.environ.update(lab.airflow_env())
     take_triggered_confs(RESPONSE)
     from kafka_runbooks.incidents.store import IncidentStore
