@@ -56,7 +56,8 @@ def run_drill(state_dir: Path, broker: int, option: str, keep_lab: bool) -> int:
         t_fault = time.monotonic()
         lab.deadlock(broker)
         confs = detect_until_finding(dags.get_dag(HEALTH), "lab", timeout_s=120)
-        say(f"fault → finding in {time.monotonic() - t_fault:.1f}s: incident {confs[0]['incident_id']}, brokers {confs[0]['broker_ids']}: {confs[0]['reason']}")
+        say(f"fault → incident in {time.monotonic() - t_fault:.1f}s ({confs[0]['finding']['kind']}, held for the consecutive checks): "
+            f"incident {confs[0]['incident_id']}, brokers {confs[0]['broker_ids']}: {confs[0]['reason']}")
 
         say(f"the approval will be answered by this drill as user 'drill-bot': {option}")
         with Responder(RESPONSE, "approve", option, user="drill-bot", timeout_s=900) as responder:
@@ -75,9 +76,13 @@ def run_drill(state_dir: Path, broker: int, option: str, keep_lab: bool) -> int:
                 say(f"finding: {f['summary']}")
         for entry in store.audit_trail(incident["id"]):
             say(f"audit {entry['at']} {entry['actor']}: {entry['action']} → {entry['outcome']}" + (f" on {entry['host']}" if entry.get("host") else ""))
+            if entry["action"] == "capture":
+                for reason in entry["details"].get("reasons", []):
+                    say(f"      capture: {reason}")
         say(f"evidence bundle: {incident.get('bundle_dir')}")
         say(f"report: {incident.get('report')}")
-        expected = "closed" if option == "Approve" else "open"
+        # Approve: restarted and verified -> closed; Reject: nothing changed, a person owns it -> needs_person
+        expected = "closed" if option == "Approve" else "needs_person"
         ok = run.state == "success" and incident["status"] == expected
         if not ok:
             say(f"DRILL FAILED: expected run success and incident {expected}")
