@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
+
+from kafka_runbooks.zookeeper import four_letter
 
 from .net import ZK_CLIENT_PORT, ZK_ELECTION_PORT, ZK_QUORUM_PORT, zk_ip
 
@@ -19,22 +20,10 @@ def connect_string(slot: int | None = None) -> str:
     return ",".join(f"{zk_ip(z, slot)}:{ZK_CLIENT_PORT}" for z in ZK_IDS)
 
 
-def four_letter(port: int, cmd: str = "srvr", timeout: float = 1.0, host: str = "127.0.0.1") -> str:
-    with socket.create_connection((host, port), timeout=timeout) as s:
-        s.sendall(cmd.encode())
-        chunks = []
-        while True:
-            b = s.recv(65536)
-            if not b:
-                break
-            chunks.append(b)
-    return b"".join(chunks).decode(errors="replace")
-
-
 def mode(z: int, timeout: float = 1.0) -> str | None:
     """leader / follower, or None when the node does not serve (quorum lost, stopped, down)."""
     try:
-        out = four_letter(ZK_CLIENT_PORT, "srvr", timeout=timeout, host=zk_ip(z))
+        out = four_letter(zk_ip(z), ZK_CLIENT_PORT, "srvr", timeout)
     except OSError:
         return None
     m = next((line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("Mode:")), None)

@@ -9,7 +9,7 @@ from kazoo.exceptions import BadArgumentsError
 
 from kafka_runbooks.detect.detectors import detect
 from kafka_runbooks.detect.snapshot import read_snapshot
-from kafka_runbooks.hooks.zookeeper import kazoo_client
+from kafka_runbooks.zookeeper import kazoo_client
 
 
 def j(obj) -> bytes:
