@@ -38,22 +38,34 @@ def _section(cls, d: Mapping[str, Any] | None, name: str, tuples: tuple[str, ...
 
 @dataclass(frozen=True)
 class CaptureSettings:
-    jstack_count: int = 3
+    jstack_count: int = 3  # thread dumps of a suspect broker (a peer gets one)
     jstack_interval_s: float = 5.0
     command_timeout_s: float = 60.0
     connect_timeout_s: float = 10.0
-    log_tail_lines: int = 2000
-    heap_dump: bool = True
+    host_deadline_s: float = 90.0  # one host's whole capture; what is left undone is recorded as skipped
+    log_tail_lines: int = 2000  # of server.log
+    log_tail_bytes: int = 1 << 20  # of every other log (controller, state-change, log-cleaner, stdout, GC)
+    # next to server.log unless log_dir says otherwise ("{broker_id}" allowed)
+    log_dir: str | None = None
+    other_logs: tuple[str, ...] = ("controller.log", "state-change.log", "log-cleaner.log", "kafkaServer.out", "kafkaServer-gc.log")
+    stdout_log: str = "kafkaServer.out"  # where the JVM's stdout goes: a SIGQUIT thread dump lands there
+    # `jhsdb jstack --pid` (ptrace; needs no cooperation from the JVM). Measured here on JDK 17: fine on a small
+    # JVM (< 1 s), but on a Kafka 2.3 broker it fails ("VM.initialize() was not yet called") and spins until killed
+    jhsdb_timeout_s: float = 20.0
+    sigquit_wait_s: float = 3.0
+    heap_dump: bool = False  # heap dumps only where configured, and only of the suspect broker
     heap_dump_fetch_limit_bytes: int = 1 << 30  # larger dumps stay on the host; the manifest says where
-    remote_work_dir: str = "/tmp"  # where a heap dump is written on the broker host
+    remote_work_dir: str = "/tmp"  # a 0700 directory is made in it, as the JVM's user, for a heap dump
     # argv prefix for JVM tools, e.g. ["sudo", "-n", "-u", "kafka"] when SSH logs in as another user
     jvm_tool_prefix: tuple[str, ...] = ()
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "CaptureSettings":
-        s = _section(cls, d, "capture", tuples=("jvm_tool_prefix",))
+        s = _section(cls, d, "capture", tuples=("jvm_tool_prefix", "other_logs"))
         if s.jstack_count < 1 or s.jstack_interval_s < 0 or s.command_timeout_s <= 0:
             raise ConfigError("capture: jstack_count >= 1, jstack_interval_s >= 0, command_timeout_s > 0")
+        if s.host_deadline_s <= 0 or s.jhsdb_timeout_s <= 0 or s.log_tail_bytes <= 0:
+            raise ConfigError("capture: host_deadline_s, jhsdb_timeout_s and log_tail_bytes must be > 0")
         return s
 
 
@@ -83,36 +95,67 @@ class GateSettings:
 
 @dataclass(frozen=True)
 class HealthSettings:
-    """Detection: how sure the health check must be before a response starts."""
+    """Detection: what the health check probes, how sure it must be before a response starts, and
+    the thresholds of its detectors (per cluster; every default is explained in runbooks/detection.md)."""
 
     consecutive_checks: int = 2  # a finding must hold this many checks in a row before a response starts
     clear_checks: int = 3  # an incident whose finding is gone this many checks in a row resolves itself
     kafka_probe_timeout_s: float = 5.0  # direct Kafka-protocol check of one broker
+    # a configured broker that is NOT registered is checked on its last known endpoint only as evidence:
+    # a short bound keeps an event-triggered check quick (the finding does not depend on it)
+    unregistered_probe_timeout_s: float = 1.0
     history_samples: int = 60  # probes kept per broker / ZooKeeper server
+    probe_command_timeout_s: float = 15.0  # each SSH command of a host probe
+    probe_host_deadline_s: float = 45.0  # one host's whole probe
+    fetch_error_window_s: float = 180.0  # peers' fetch errors older than this never count
+    log_tail_bytes: int = 512 * 1024  # how much of each server.log the probe reads
+    startup_grace_s: float = 120.0  # a broker registered this recently may still be loading: not accused
+    log_stale_s: float = 900.0  # server.log untouched this long while the process lives (a quiet 2.3 broker logs every 10 min)
+    close_wait_min: int = 100  # CLOSE_WAIT count that is notable at all ...
+    close_wait_ratio: float = 3.0  # ... when also this many times the median of the peers
+    close_wait_growth: int = 10  # CLOSE_WAIT rising by at least this much over the trend samples
+    recv_q_growth_bytes: int = 1  # Recv-Q bytes rising by at least this much (data nobody reads)
+    open_files_min: int = 10_000
+    open_files_ratio: float = 3.0
+    trend_samples: int = 4  # how many recent samples (incl. this one) a trend is judged on
+    # a finding seen for the first time is looked at again this many seconds later, in the same health run,
+    # until it held for consecutive_checks observations (0: only the scheduled / event-triggered runs count)
+    recheck_s: float = 10.0
+    # a streak not seen by any check for this long (the checks stopped) ends: a later sighting is a new episode
+    episode_gap_s: float = 900.0
+    traffic_ratio: float = 0.05  # bytes/s below this fraction of the peers' median is "near zero"
+    max_evidence: int = 20  # evidence items per finding; ``details`` always has the full lists
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "HealthSettings":
         s = _section(cls, d, "health")
         if s.consecutive_checks < 1 or s.clear_checks < 1 or s.history_samples < 2 or s.kafka_probe_timeout_s <= 0:
             raise ConfigError("health: consecutive_checks >= 1, clear_checks >= 1, history_samples >= 2, kafka_probe_timeout_s > 0")
+        if s.trend_samples < 2 or s.trend_samples > s.history_samples:
+            raise ConfigError("health: 2 <= trend_samples <= history_samples")
+        if s.recheck_s < 0:
+            raise ConfigError("health: recheck_s >= 0")
+        if min(s.probe_command_timeout_s, s.probe_host_deadline_s, s.fetch_error_window_s, s.log_tail_bytes) <= 0:
+            raise ConfigError("health: probe timeouts, fetch_error_window_s and log_tail_bytes must be > 0")
         return s
 
 
 @dataclass(frozen=True)
 class CanarySettings:
-    """The canary gate: acks=all produce to every partition of ``topic`` (a topic with a replica on
-    every broker, created by the cluster's operators) and consume it back in group ``group``."""
+    """A small produce (acks=all) + consume on a partition led by each broker, every health check.
+    The topic must exist (the canary never creates topics); its partitions should be spread over
+    every broker (one partition per broker at least)."""
 
     enabled: bool = False
     topic: str = "kafka-runbooks-canary"
-    group: str = "kafka-runbooks-canary"
-    latency_bound_ms: float = 5000.0  # one produce + consume round trip must finish within this
+    latency_bound_ms: float = 5000.0
+    timeout_s: float = 5.0  # producing, and then consuming, each bounded by this
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "CanarySettings":
         s = _section(cls, d, "canary")
-        if s.latency_bound_ms <= 0 or not s.topic or not s.group:
-            raise ConfigError("canary: topic and group must be set, latency_bound_ms > 0")
+        if s.timeout_s <= 0 or s.latency_bound_ms <= 0:
+            raise ConfigError("canary: timeout_s > 0 and latency_bound_ms > 0")
         return s
 
 
@@ -201,6 +244,12 @@ class ClusterConfig:
 
     def server_log(self, broker_id: int) -> str:
         return self.server_log_path.replace("{broker_id}", str(int(broker_id)))
+
+    def log_dir(self, broker_id: int) -> str:
+        """The broker's log directory: ``capture.log_dir``, else the directory of its server.log."""
+        if self.capture.log_dir:
+            return self.capture.log_dir.replace("{broker_id}", str(int(broker_id)))
+        return self.server_log(broker_id).rsplit("/", 1)[0] or "/"
 
     def server_properties(self, broker_id: int) -> str:
         return self.server_properties_path.replace("{broker_id}", str(int(broker_id)))

@@ -12,6 +12,7 @@ from kafka_runbooks.remediate import approvals as A
 from kafka_runbooks.remediate.executor import describe_state, order_refusals, plan_changed
 from kafka_runbooks.remediate.gates import (
     canary_coverage,
+    canary_leaders,
     finished_loading,
     java_string_hash,
     log_recovery_progress,
@@ -73,6 +74,9 @@ def test_canary_coverage():
     assert canary_coverage(s, "canary") == ["canary topic 'canary' has no replica on brokers [3]"]
     assert "does not exist" in canary_coverage(s, "other")[0]
     assert canary_coverage(snap([P("canary", 0, [1, 2, 3], 1, [1, 2, 3])]), "canary") == []
+    s = snap([P("canary", 0, [1, 2, 3], 1, [1, 2, 3]), P("canary", 1, [2, 3, 1], 1, [1, 2, 3]),
+              P("canary", 2, [3, 1, 2], 3, [3, 1, 2]), P("canary", 3, [2, 1, 3], -1, [2])])
+    assert canary_leaders(s, "canary") == {1: 0, 3: 2}  # one partition per leader; an offline one is skipped
 
 
 # ------------------------------------------------------------------ the broker's own lines

@@ -182,7 +182,7 @@ def test_a_dead_workers_lock_goes_with_its_session(zk, zookeeper):
     """A worker process that holds the lock is SIGKILLed: its session expires and another run gets the lock."""
     code = textwrap.dedent(f"""
         import sys, time
-        from kafka_runbooks.hooks.zookeeper import kazoo_client
+        from kafka_runbooks.zookeeper import kazoo_client
         from kafka_runbooks.remediate.lock import MaintenanceLock
         zk = kazoo_client({zookeeper.hosts!r}, {zk.chroot_path!r}, timeout_s=2.0)
         zk.start(timeout=10)

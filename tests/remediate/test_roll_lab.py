@@ -85,7 +85,7 @@ def audit_of(settings, run):
 
 def zk_client():
     from kafka_lab.lab import CHROOT, zk_connect
-    from kafka_runbooks.hooks.zookeeper import kazoo_client
+    from kafka_runbooks.zookeeper import kazoo_client
 
     zk = kazoo_client(zk_connect(), CHROOT, timeout_s=10.0)
     zk.start(timeout=15)

@@ -130,8 +130,8 @@ def read_fresh_state(zk, ex: Execution) -> FreshState:
     return FreshState(snapshot, safety_settings(cfg, static), not_serving, notes)
 
 
-def client_configs(ex: Execution, snapshot: ClusterSnapshot) -> tuple[dict, dict, Any]:
-    """(producer base config, consumer base config, consumer_config(group) factory) bootstrapped at the live brokers."""
+def probe_consumer_config(ex: Execution, snapshot: ClusterSnapshot):
+    """consumer_config(group) for the coordinator probes, bootstrapped at the live brokers."""
     from kafka_runbooks.hooks.kafka import KafkaHook, broker_address, client_config
 
     cfg = ex.config
@@ -143,11 +143,7 @@ def client_configs(ex: Execution, snapshot: ClusterSnapshot) -> tuple[dict, dict
         except KeyError:
             continue
     base = client_config(hook.base_config(), ",".join(addresses), cfg.gates.probe_timeout_s)
-
-    def consumer(group: str) -> dict:
-        return {**base, "group.id": group, "enable.auto.commit": False, "session.timeout.ms": 10000}
-
-    return base, consumer(cfg.canary.group), consumer
+    return lambda group: {**base, "group.id": group, "enable.auto.commit": False, "session.timeout.ms": 10000}
 
 
 def run(ex: Execution) -> dict[str, Any]:
@@ -228,9 +224,8 @@ def run(ex: Execution) -> dict[str, Any]:
                     now = read_snapshot(zk, cfg.name)
                     offsets_now = G.offsets_partitions(now)
                     if offsets_now:
-                        _, _, consumer = client_configs(ex, now)
                         res = G.coordinator_gate(
-                            consumer, G.partitions_to_probe(offsets_before, offsets_now, b), len(offsets_now),
+                            probe_consumer_config(ex, now), G.partitions_to_probe(offsets_before, offsets_now, b), len(offsets_now),
                             timeout_s=cfg.gates.coordinator_s, poll_s=cfg.gates.poll_s, request_timeout_s=cfg.gates.probe_timeout_s,
                             broker_log=lambda _h=host, _p=cfg.server_log(b): _h.tail(_p, 5000),
                             led_by_broker=[p for p, leader in offsets_now.items() if leader == b],
@@ -242,11 +237,12 @@ def run(ex: Execution) -> dict[str, Any]:
                         why = G.canary_coverage(now, cfg.canary.topic)
                         if why:
                             raise G.GateFailed("canary", "; ".join(why))
-                        producer, consumer_cfg, _ = client_configs(ex, now)
+                        from kafka_runbooks.hooks.kafka import KafkaHook
+
                         res = G.canary_gate(
-                            producer, consumer_cfg, cfg.canary.topic,
-                            sorted(p.index for p in now.partitions if p.topic == cfg.canary.topic),
-                            latency_bound_ms=cfg.canary.latency_bound_ms, timeout_s=cfg.gates.canary_s, poll_s=cfg.gates.poll_s,
+                            KafkaHook(cfg.kafka_conn_id, listener=cfg.listener), lambda: read_snapshot(zk, cfg.name),
+                            cfg.canary.topic, latency_bound_ms=cfg.canary.latency_bound_ms,
+                            round_timeout_s=cfg.canary.timeout_s, timeout_s=cfg.gates.canary_s, poll_s=cfg.gates.poll_s,
                         )
                         step_audit("gate_canary", "ok", details=res.to_dict())
                         timing["canary_s"] = round(res.seconds, 2)

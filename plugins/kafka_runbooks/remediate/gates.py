@@ -11,8 +11,9 @@
   ``Finished loading offsets`` lines. (The Admin API's coordinator calls are not used: librdkafka
   aborts the process when a coordinator request fails mid-flight, issue librdkafka#4605 -- exactly
   the moment this gate exists for.)
-* canary: acks=all produce to every partition of the canary topic (a replica on every broker) and
-  consume it back in the canary group, within ``canary.latency_bound_ms``.
+* canary: the health check's canary (``KafkaHook.canary``: acks=all produce and consume back) on a
+  partition led by each leader of the canary topic (a replica on every broker), within
+  ``canary.latency_bound_ms``.
 
 Any gate failing raises :class:`GateFailed`, which halts the roll.
 """
@@ -20,7 +21,6 @@ Any gate failing raises :class:`GateFailed`, which halts the roll.
 from __future__ import annotations
 
 import time
-import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
@@ -268,58 +268,40 @@ class _BrokerErrors:
             return self.names.pop(p, [])
 
 
-def canary_gate(producer_config: dict, consumer_config: dict, topic: str, partitions: list[int], *,
-                latency_bound_ms: float, timeout_s: float, poll_s: float) -> GateResult:
-    """Rounds of: produce one acks=all record to every partition, consume each back and commit, all
-    within ``latency_bound_ms``; the gate passes at the first round that does."""
-    from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+def canary_leaders(snapshot: ClusterSnapshot, topic: str) -> dict[int, int]:
+    """{leader: one partition of ``topic`` it leads}: a canary round over these touches every partition's
+    leader, and (replicas on every broker, acks=all) every in-sync replica."""
+    led: dict[int, int] = {}
+    for p in sorted((p for p in snapshot.partitions if p.topic == topic and p.leader >= 0), key=lambda p: p.index):
+        led.setdefault(p.leader, p.index)
+    return led
 
+
+def canary_gate(hook, read_snapshot: Callable[[], ClusterSnapshot], topic: str, *, latency_bound_ms: float,
+                round_timeout_s: float, timeout_s: float, poll_s: float) -> GateResult:
+    """Rounds of ``KafkaHook.canary`` (one acks=all record to a partition led by each leader of the
+    canary topic, consumed back) on the state as it is at each round; the gate passes at the first
+    round where every record made it and each round trip stayed within ``latency_bound_ms``."""
     t0 = time.monotonic()
     failures: list[str] = []
-    bound_s = latency_bound_ms / 1000.0
     while True:
-        round_start = time.monotonic()
-        token = uuid.uuid4().hex
-        delivered: dict[int, int] = {}
-        errors: list[str] = []
-
-        def on_delivery(err, msg) -> None:
-            if err is not None:
-                errors.append(f"{topic}-{msg.partition()}: {err.name() if hasattr(err, 'name') else err}")
-            else:
-                delivered[msg.partition()] = msg.offset()
-
-        producer = Producer({**producer_config, "acks": "all", "message.timeout.ms": max(1, int(latency_bound_ms))})
-        for p in partitions:
-            producer.produce(topic, value=token.encode(), key=b"kafka-runbooks-canary", partition=p, on_delivery=on_delivery)
-        producer.flush(bound_s + 1)
-        ok = not errors and len(delivered) == len(partitions)
-        consumed: set[int] = set()
-        if ok:
-            consumer = Consumer({**consumer_config, "enable.auto.commit": False, "auto.offset.reset": "earliest"})
-            try:
-                consumer.assign([TopicPartition(topic, p, o) for p, o in delivered.items()])
-                while len(consumed) < len(partitions) and time.monotonic() - round_start < bound_s:
-                    msg = consumer.poll(min(0.5, max(0.01, bound_s - (time.monotonic() - round_start))))
-                    if msg is None:
-                        continue
-                    if msg.error():
-                        if msg.error().code() != KafkaError._PARTITION_EOF:
-                            errors.append(f"consume {topic}-{msg.partition()}: {msg.error().name()}")
-                        continue
-                    if msg.value() == token.encode():
-                        consumed.add(msg.partition())
-                if len(consumed) == len(partitions):
-                    consumer.commit(asynchronous=False)
-            except Exception as exc:  # noqa: BLE001 - a failed round is retried until the gate's bound
-                errors.append(f"consume: {exc!r}")
-            finally:
-                consumer.close()
-        elapsed_ms = (time.monotonic() - round_start) * 1000
-        if ok and len(consumed) == len(partitions) and elapsed_ms <= latency_bound_ms and not errors:
-            return GateResult("canary", time.monotonic() - t0, {"round_trip_ms": round(elapsed_ms, 1), "failed_rounds": failures[-5:]})
-        failures.append(f"round at {round(time.monotonic() - t0, 1)}s: {elapsed_ms:.0f} ms, delivered {sorted(delivered)}, "
-                        f"consumed {sorted(consumed)}, errors {errors[:5]}")
+        snapshot = read_snapshot()
+        led = canary_leaders(snapshot, topic)
+        brokers = [b for b in (snapshot.broker(x) for x in sorted(led)) if b is not None]
+        results = hook.canary(brokers, {b.id: led[b.id] for b in brokers}, topic, round_timeout_s) if brokers else []
+        slow = [r for r in results if r.ok and (r.produce_ms or 0) + (r.consume_ms or 0) > latency_bound_ms]
+        bad = [r for r in results if not r.ok]
+        if results and not bad and not slow:
+            worst = max((r.produce_ms or 0) + (r.consume_ms or 0) for r in results)
+            return GateResult("canary", time.monotonic() - t0, {
+                "round_trip_ms": round(worst, 1), "partitions": {str(r.broker_id): r.partition for r in results},
+                "failed_rounds": failures[-5:]})
+        failures.append(
+            f"round at {round(time.monotonic() - t0, 1)}s: "
+            + ("; ".join([f"leader {r.broker_id}: {r.error_code} {r.error}" for r in bad]
+                         + [f"leader {r.broker_id}: {(r.produce_ms or 0) + (r.consume_ms or 0):.0f} ms" for r in slow])
+               or f"no leader of {topic} to write to")
+        )
         if time.monotonic() - t0 >= timeout_s:
             raise GateFailed("canary", f"no canary round succeeded within {latency_bound_ms:g} ms in {timeout_s:g}s",
                              {"failed_rounds": failures[-5:]})
