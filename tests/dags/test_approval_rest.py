@@ -17,7 +17,6 @@ ZooKeeper); no Kafka behaviour is claimed here -- the lab tests do that.
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 import uuid
@@ -136,4 +135,3 @@ def test_four_eyes_through_rest_then_one_use_of_the_approval(api_server, cluster
     # nothing was attempted the second time: one lock, one halt
     assert [e["outcome"] for e in audit if e["action"] == "maintenance_lock"] == ["acquired", "released"]
     assert len([e for e in audit if e["action"] == "halt"]) == 1
-    assert os.environ["AIRFLOW_VAR_KAFKA_RUNBOOKS_CLUSTERS"]

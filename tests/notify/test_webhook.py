@@ -3,7 +3,6 @@ webhook that cannot be reached never fails the run."""
 
 from __future__ import annotations
 
-import os
 from types import SimpleNamespace
 
 import pytest
@@ -51,4 +50,3 @@ def test_webhook_url_from_a_connection():
         webhook_url(SimpleNamespace(conn_id="c", schema="file", host="x", port=None, extra_dejson={}))
     with pytest.raises(ValueError):
         OnCallWebhookNotifier(event="nope")
-    assert os.environ.get("AIRFLOW_CONN_ONCALL_GONE") is None
