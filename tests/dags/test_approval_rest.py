@@ -16,7 +16,6 @@ ZooKeeper); no Kafka behaviour is claimed here -- the lab tests do that.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 import uuid
