@@ -55,24 +55,18 @@ def main() -> int:
         from kafka_runbooks.capture.bundle import EvidenceBundle
         from kafka_runbooks.capture.collector import capture_cluster
         from kafka_runbooks.config import ClusterConfig
-        from kafka_runbooks.detect.detectors import detect
-        from kafka_runbooks.detect.host_probe import probe_all
-        from kafka_runbooks.detect.snapshot import read_snapshot
-        from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
 
         config = ClusterConfig.from_dict("lab", lab.cluster_settings()["lab"])
 
-        def snapshot():
-            with ZooKeeperHook(config.zk_conn_id).session() as zk:
-                snap = read_snapshot(zk, "lab")
-            return snap.with_probes(probe_all(config, snap.brokers))
+        from kafka_runbooks.detect.observe import check_once
 
+        check_once(config)  # the history knows broker 3 answered before the fault
         lab.deadlock(3)
         t0 = time.perf_counter()
         deadline = t0 + 120
         while True:
-            snap = snapshot()
-            if any(f.kind == "broker_unresponsive" and 3 in f.broker_ids for f in detect(snap)):
+            snap, findings = check_once(config)  # ZooKeeper, direct checks, probes, history, detectors
+            if any(f.kind == "broker_unresponsive" and 3 in f.broker_ids for f in findings):
                 break
             if time.perf_counter() > deadline:
                 raise SystemExit("no finding within 120 s")

@@ -33,3 +33,11 @@ if [ ! -f "$stamp" ] || [ "$repo/pyproject.toml" -nt "$stamp" ]; then
   "$venv/bin/pip" install -q -e "$repo"
   touch "$stamp"
 fi
+
+# Apache Kafka 2.3.0 for the lab: KAFKA_HOME, else ../shared/kafka/kafka_2.12-2.3.0, else var/kafka/, else the
+# Apache archive (SHA-512 checked). One implementation, shared with the lab: lab/kafka_lab/kafka_home.py.
+if ! kafka_home=$("$venv/bin/python" "$repo/lab/kafka_lab/kafka_home.py" --repo "$repo"); then
+  echo "bootstrap: no Apache Kafka 2.3.0 for the lab (see the message above)" >&2
+  exit 1
+fi
+echo "bootstrap: Kafka 2.3.0 at $kafka_home" >&2

@@ -26,11 +26,12 @@ def airflow_db():
     return AIRFLOW_TEST_HOME
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def lab():
-    """The practice cluster (3 ZooKeeper nodes, 3 sshd hosts, 3 broker JVMs), fresh per module.
+    """The practice cluster (3 ZooKeeper nodes, 3 sshd hosts, 3 real Kafka 2.3.0 brokers, load), one per session.
 
     Not under pytest's tmp dir: that is mode 700 and the broker hosts' users must reach the state dir.
+    Tests that inject faults use ``healthy_lab``, which heals whatever the previous test left.
     """
     from kafka_lab import Lab
 
@@ -40,3 +41,10 @@ def lab():
         yield lab
     finally:
         lab.down()
+
+
+@pytest.fixture
+def healthy_lab(lab):
+    """The session's lab, reset to the healthy baseline (every fault healed, full ISRs, preferred leaders, load)."""
+    lab.reset()
+    return lab

@@ -1,4 +1,11 @@
-"""python -m kafka_lab up|down|status|deadlock N|stop N|start N|restart N|env"""
+"""python -m kafka_lab [--state DIR] COMMAND
+
+    up [--profile default|rebalance]   start the lab        down     stop it        status   what runs, where
+    reset                              heal every fault     env      the Airflow env (export lines)
+    hang B | unhang B | isolate B | unisolate B | deadlock B | kill-cleaner B
+    pause B | resume B | kill B | stop B | start B | zk-flap B [--times N]
+    zk-stall Z [--seconds S] | bad-request B [--api-key K]
+"""
 
 from __future__ import annotations
 
@@ -9,42 +16,74 @@ import sys
 import time
 
 from .lab import Lab
+from .kafka_home import KafkaHomeError
+from .procs import LabError
+
+BROKER_FAULTS = ("hang", "unhang", "isolate", "unisolate", "deadlock", "kill-cleaner", "pause", "resume", "kill", "stop", "start")
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m kafka_lab")
+    ap = argparse.ArgumentParser(prog="python -m kafka_lab", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--state", default=None, help="state dir (default $KAFKA_LAB_HOME or <repo>/var/lab)")
     sub = ap.add_subparsers(dest="cmd", required=True)
-    for c in ("up", "down", "status", "env"):
+    sub.add_parser("up").add_argument("--profile", default=None)
+    for c in ("down", "status", "env", "reset"):
         sub.add_parser(c)
-    for c in ("deadlock", "stop", "start", "restart"):
+    for c in BROKER_FAULTS:
         sub.add_parser(c).add_argument("broker_id", type=int)
+    p = sub.add_parser("zk-flap")
+    p.add_argument("broker_id", type=int)
+    p.add_argument("--times", type=int, default=3)
+    p = sub.add_parser("zk-stall")
+    p.add_argument("zk_id", type=int)
+    p.add_argument("--seconds", type=float, default=None)
+    p = sub.add_parser("bad-request")
+    p.add_argument("broker_id", type=int)
+    p.add_argument("--api-key", type=int, default=60)
     a = ap.parse_args(argv)
     lab = Lab(a.state)
     t0 = time.monotonic()
-    if a.cmd == "up":
-        lab.up()
-        print(f"lab up in {time.monotonic() - t0:.1f}s; state in {lab.state}; env: {lab.state / 'airflow.env'}")
-    elif a.cmd == "down":
-        killed = lab.down()
-        print(f"lab down in {time.monotonic() - t0:.1f}s; ended {len(killed)} processes")
-    elif a.cmd == "status":
-        print(json.dumps(lab.status(), indent=2))
-    elif a.cmd == "env":
-        for k, v in sorted(lab.airflow_env().items()):
-            print(f"export {k}={shlex.quote(v)}")
-    elif a.cmd == "deadlock":
-        lab.deadlock(a.broker_id)
-        print(f"deadlock injected into broker {a.broker_id}")
-    elif a.cmd == "stop":
-        lab.stop(a.broker_id)
-        print(f"broker {a.broker_id} killed (SIGKILL)")
-    elif a.cmd == "start":
-        print(lab.start(a.broker_id), end="")
-    elif a.cmd == "restart":
-        print(lab.restart(a.broker_id), end="")
-    lab._close_kazoo()
+    try:
+        result = run(lab, a)
+    except (LabError, KafkaHomeError) as exc:
+        print(f"kafka_lab {a.cmd}: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        lab.close()
+    if isinstance(result, str):
+        print(result, end="" if result.endswith("\n") else "\n")
+    elif result is not None:
+        print(json.dumps(result, indent=2, default=str))
+    print(f"[{a.cmd} took {time.monotonic() - t0:.1f}s]", file=sys.stderr)
     return 0
+
+
+def run(lab: Lab, a: argparse.Namespace):
+    if a.cmd == "up":
+        lab.up(a.profile)
+        return f"lab up in {lab.up_seconds:.1f}s (profile {lab.profile}); state in {lab.state}; env: {lab.state / 'airflow.env'}"
+    if a.cmd == "down":
+        return f"lab down; ended {len(lab.down())} processes"
+    if a.cmd == "status":
+        return lab.status()
+    if a.cmd == "env":
+        return "".join(f"export {k}={shlex.quote(v)}\n" for k, v in sorted(lab.airflow_env().items()))
+    if a.cmd == "reset":
+        return {"reset": lab.reset()}
+    if a.cmd == "zk-flap":
+        return {"sessions": lab.zk_flap(a.broker_id, a.times)}
+    if a.cmd == "zk-stall":
+        return lab.zk_stall(a.zk_id, a.seconds)
+    if a.cmd == "bad-request":
+        return lab.bad_request(a.broker_id, a.api_key)
+    if a.cmd == "stop":
+        p = lab.stop(a.broker_id, check=False)
+        if p.returncode != 0:
+            raise LabError(f"kafka-stop exited {p.returncode}: {p.stdout}{p.stderr}")
+        return p.stdout
+    if a.cmd == "start":
+        return lab.start(a.broker_id)
+    return getattr(lab, a.cmd.replace("-", "_"))(a.broker_id)
 
 
 if __name__ == "__main__":

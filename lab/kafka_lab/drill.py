@@ -1,4 +1,4 @@
-"""The demo drill: lab up → deadlock broker 3 → health check finds it → incident response runs
+"""The demo drill: lab up (real Kafka 2.3.0) → deadlock broker 3 → health check finds it → incident response runs
 capture, Spark analysis, report and plan → the approval is answered → broker 3 restarted →
 recovery verified → incident closed → lab torn down.
 
@@ -44,7 +44,7 @@ def run_drill(state_dir: Path, broker: int, option: str, keep_lab: bool) -> int:
 
     lab = Lab(state_dir)
     t0 = time.monotonic()
-    say(f"starting the lab in {state_dir} (3-node ZooKeeper, 3 sshd hosts, 3 broker JVMs)")
+    say(f"starting the lab in {state_dir} (3-node ZooKeeper, 3 sshd hosts, 3 Apache Kafka 2.3.0 brokers, client load)")
     lab.up()
     try:
         say(f"lab up in {time.monotonic() - t0:.1f}s")
@@ -52,11 +52,12 @@ def run_drill(state_dir: Path, broker: int, option: str, keep_lab: bool) -> int:
         dags = load_dags()
         settings = lab.cluster_settings()["lab"]
 
-        say(f"injecting fault: JVM deadlock on broker {broker} (seed incident 001)")
+        say(f"injecting fault: a Java-level deadlock in broker {broker}'s JVM that its request handlers wait behind (seed incident 001)")
         t_fault = time.monotonic()
         lab.deadlock(broker)
         confs = detect_until_finding(dags.get_dag(HEALTH), "lab", timeout_s=120)
-        say(f"fault → finding in {time.monotonic() - t_fault:.1f}s: incident {confs[0]['incident_id']}, brokers {confs[0]['broker_ids']}: {confs[0]['reason']}")
+        say(f"fault → incident in {time.monotonic() - t_fault:.1f}s ({confs[0]['finding']['kind']}, held for the consecutive checks): "
+            f"incident {confs[0]['incident_id']}, brokers {confs[0]['broker_ids']}: {confs[0]['reason']}")
 
         say(f"the approval will be answered by this drill as user 'drill-bot': {option}")
         with Responder(RESPONSE, "approve", option, user="drill-bot", timeout_s=900) as responder:
@@ -75,9 +76,13 @@ def run_drill(state_dir: Path, broker: int, option: str, keep_lab: bool) -> int:
                 say(f"finding: {f['summary']}")
         for entry in store.audit_trail(incident["id"]):
             say(f"audit {entry['at']} {entry['actor']}: {entry['action']} → {entry['outcome']}" + (f" on {entry['host']}" if entry.get("host") else ""))
+            if entry["action"] == "capture":
+                for reason in entry["details"].get("reasons", []):
+                    say(f"      capture: {reason}")
         say(f"evidence bundle: {incident.get('bundle_dir')}")
         say(f"report: {incident.get('report')}")
-        expected = "closed" if option == "Approve" else "open"
+        # Approve: restarted and verified -> closed; Reject: nothing changed, a person owns it -> needs_person
+        expected = "closed" if option == "Approve" else "needs_person"
         ok = run.state == "success" and incident["status"] == expected
         if not ok:
             say(f"DRILL FAILED: expected run success and incident {expected}")
@@ -99,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--verbose", action="store_true", help="show Airflow's INFO logs of every task")
     args = p.parse_args(argv)
     os.environ.setdefault("AIRFLOW__LOGGING__LOGGING_LEVEL", "INFO" if args.verbose else "WARNING")
-    return run_drill(args.state_dir, args.broker, "Reject" if args.reject else "Approve", args.keep_lab)
+    return run_drill(args.state_dir.resolve(), args.broker, "Reject" if args.reject else "Approve", args.keep_lab)
 
 
 if __name__ == "__main__":

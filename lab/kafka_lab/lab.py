@@ -1,8 +1,9 @@
-"""The practice cluster: 3-node ZooKeeper, 3 SSH "hosts", 3 Kafka 0.10.1.0 broker stand-ins, client load.
+"""The practice cluster: a 3-node ZooKeeper ensemble, 3 SSH "hosts" each running a real Apache Kafka 2.3.0 broker
+as its own user, the lab's topics, and an application load.
 
-Everything runs on loopback and is started/stopped by this module. Every process the lab starts carries the
-state directory in its command line and is recorded in a pid file, so ``down()`` (and a later ``up()``) can find
-and end exactly the lab's processes, by pid.
+Everything runs on the loopback addresses of this slot (net.py) and is started and stopped by this module. Every
+process the lab starts names the state directory in its command line and is recorded in a pid file, so ``down()``
+(and a later ``up()``) finds and ends exactly the lab's processes, by pid. Faults live in faults.py.
 """
 
 from __future__ import annotations
@@ -12,102 +13,56 @@ import os
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any, Callable
 
-BROKER_IDS = (1, 2, 3)
-ZK_IDS = (1, 2, 3)
-ZK_CLIENT_PORT = {1: 21811, 2: 21812, 3: 21813}
-ZK_CONNECT = ",".join(f"127.0.0.1:{p}" for p in ZK_CLIENT_PORT.values())
+from . import agent, hosts, topics, zookeeper
+from .faults import FaultsMixin
+from .hosts import BROKER_IDS, host_name, host_user
+from .kafka_home import KAFKA_VERSION, resolve as resolve_kafka_home
+from .load import groups_per_broker
+from .net import (JMX_PORT, KAFKA_CLIENT_PORT, KAFKA_REPLICATION_PORT, SSH_PORT, ZK_CLIENT_PORT, ZK_ELECTION_PORT,
+                  ZK_QUORUM_PORT, broker_ip, zk_ip)
+from .procs import LabError, alive, pids_mentioning, port_open, proc_state, read_pid, run, signal_if_ours, spawn, wait_until
+from .profile import DEFAULT_PROFILE, broker_settings
+from .zookeeper import ZK_IDS
+
 CHROOT = "/kafka"
-SSH_PORT = 2222
-BROKER_PORT = 9092
-KAFKA_VERSION = "0.10.1.0"
 CLUSTER = "lab"
+# Airflow users allowed to approve the lab's remediations (the drill answers as drill-bot)
+APPROVERS = ("drill-bot", "oncall-alice", "oncall-bob", "oncall-carol", "oncall-dave")
+APPROVAL_KEY_CONN_ID = "kafka_runbooks_approvals"
 ZK_CONN_ID = "kafka_lab_zk"
-JAVA_LIB = "/usr/share/java"
-ZK_SERVER_CP = [f"{JAVA_LIB}/zookeeper.jar", f"{JAVA_LIB}/slf4j-log4j12.jar", f"{JAVA_LIB}/log4j-1.2.jar", f"{JAVA_LIB}/servlet-api.jar"]
-BROKER_CP = [f"{JAVA_LIB}/zookeeper.jar", f"{JAVA_LIB}/slf4j-nop.jar"]
-TOPICS = {
-    "__consumer_offsets": (50, {"segment.bytes": "104857600", "cleanup.policy": "compact", "compression.type": "producer"}),
-    "orders": (6, {"min.insync.replicas": "2"}),
-}
-JAVA_SRC = Path(__file__).with_name("java")
 REPO = Path(__file__).resolve().parents[2]
+LAB_STATE_FILE = "lab-state.json"
 
-
-class LabError(RuntimeError):
-    pass
-
-
-def host_address(broker_id: int) -> str:
-    return f"127.0.0.{10 + int(broker_id)}"
-
-
-def host_user(broker_id: int) -> str:
-    return f"kbroker{int(broker_id)}"
+__all__ = ["Lab", "LabError", "wait_until", "port_open", "default_state_dir", "host_conn_id", "zk_connect"]
 
 
 def host_conn_id(broker_id: int) -> str:
     return f"kafka_lab_host_{int(broker_id)}"
 
 
+def zk_connect() -> str:
+    return zookeeper.connect_string()
+
+
 def default_state_dir() -> Path:
     return Path(os.environ.get("KAFKA_LAB_HOME") or REPO / "var" / "lab")
 
 
-def wait_until(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.1) -> Any:
-    """Poll ``predicate`` until it returns a truthy value; raise LabError naming ``what`` after ``timeout`` s."""
-    deadline = time.monotonic() + timeout
-    last_exc: Exception | None = None
-    while True:
-        try:
-            value = predicate()
-            if value:
-                return value
-        except Exception as exc:  # noqa: BLE001 - report the last failure if we time out
-            last_exc = exc
-        if time.monotonic() >= deadline:
-            raise LabError(f"timed out after {timeout:.1f}s waiting for {what}" + (f" (last error: {last_exc!r})" if last_exc else ""))
-        time.sleep(interval)
-
-
-def port_open(host: str, port: int, timeout: float = 0.3) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return True
-    except OSError:
-        return False
-
-
-def four_letter(port: int, cmd: str = "srvr", timeout: float = 1.0, host: str = "127.0.0.1") -> str:
-    with socket.create_connection((host, port), timeout=timeout) as s:
-        s.sendall(cmd.encode())
-        chunks = []
-        while True:
-            b = s.recv(65536)
-            if not b:
-                break
-            chunks.append(b)
-    return b"".join(chunks).decode(errors="replace")
-
-
-def _run(argv: list[str], **kw) -> subprocess.CompletedProcess:
-    return subprocess.run(argv, check=True, capture_output=True, text=True, **kw)
-
-
-class Lab:
-    def __init__(self, state_dir: str | os.PathLike | None = None,
-                 replica_lag_time_max_ms: int = 3000, zk_session_timeout_ms: int = 2000, client_conns: int = 4):
-        self.state = Path(state_dir) if state_dir else default_state_dir()
-        self.state = self.state.resolve()
-        self.replica_lag_time_max_ms = replica_lag_time_max_ms
-        self.zk_session_timeout_ms = zk_session_timeout_ms
-        self.client_conns = client_conns
+class Lab(FaultsMixin):
+    def __init__(self, state_dir: str | os.PathLike | None = None, profile: str | None = None):
+        self.state = Path(state_dir or default_state_dir()).resolve()
+        saved = self._saved()
+        self.profile = profile or saved.get("profile") or DEFAULT_PROFILE
+        broker_settings(self.profile)  # an unknown profile fails here, not half-way through up()
+        self.groups: dict[int, str] = {int(k): v for k, v in saved.get("groups", {}).items()}
+        self.up_seconds: float | None = None
         self._kz = None
 
     # ------------------------------------------------------------------ paths
@@ -115,7 +70,10 @@ class Lab:
         return self.state / f"host{int(b)}"
 
     def zk_dir(self, z: int) -> Path:
-        return self.state / "zk" / str(z)
+        return self.state / "zk" / str(int(z))
+
+    def run_dir(self, b: int) -> Path:
+        return self.host_dir(b) / "run"
 
     @property
     def key_file(self) -> Path:
@@ -125,140 +83,205 @@ class Lab:
     def known_hosts(self) -> Path:
         return self.state / "ssh" / "known_hosts"
 
+    def log_path(self, b: int, name: str = "server.log") -> Path:
+        return self.host_dir(b) / "logs" / name
+
     def server_log(self, b: int) -> Path:
-        return self.host_dir(b) / "logs" / "server.log"
+        return self.log_path(b, "server.log")
+
+    def zk_log(self, z: int) -> Path:
+        return self.zk_dir(z) / "zookeeper.log"
 
     def script(self, b: int, name: str) -> Path:
         return self.host_dir(b) / "bin" / name
 
     def broker_pid(self, b: int) -> int | None:
-        return _read_pid(self.host_dir(b) / "run" / "kafka.pid")
+        return read_pid(self.run_dir(b) / "kafka.pid")
+
+    def zk_pid(self, z: int) -> int | None:
+        return read_pid(self.state / "run" / f"zk{int(z)}.pid")
+
+    @property
+    def marker(self) -> str:
+        """Every lab process names a path under the state dir in its command line (not <state>.prev/...)."""
+        return str(self.state) + os.sep
+
+    def _pid_file(self, name: str) -> Path:
+        return self.state / "run" / f"{name}.pid"
+
+    @property
+    def kafka_home(self) -> Path:
+        saved = self._saved().get("kafka_home")
+        return Path(saved) if saved else resolve_kafka_home(REPO, allow_download=False)
+
+    def _saved(self) -> dict:
+        try:
+            return json.loads((self.state / LAB_STATE_FILE).read_text())
+        except (OSError, ValueError):
+            return {}
+
+    def _save(self, **kw) -> None:
+        data = {**self._saved(), **kw}
+        (self.state / LAB_STATE_FILE).write_text(json.dumps(data, indent=2) + "\n")
 
     # ------------------------------------------------------------------ lifecycle
-    def up(self) -> dict:
+    def up(self, profile: str | None = None) -> dict:
+        if profile:
+            broker_settings(profile)
+            self.profile = profile
         t0 = time.monotonic()
+        if os.geteuid() != 0:
+            raise LabError("the lab needs root: it creates the hosts' users, runs their sshd and runs each broker as its host's user")
         for parent in self.state.parents:
             if parent.exists() and not os.stat(parent).st_mode & 0o001:
                 raise LabError(f"{parent} is not searchable by other users; the broker hosts' users ({host_user(1)}..) "
                                f"must reach {self.state}: choose another state dir (KAFKA_LAB_HOME)")
         self.down()
-        busy = [f"{h}:{p}" for h, p in [("127.0.0.1", z) for z in ZK_CLIENT_PORT.values()]
-                + [(host_address(b), port) for b in BROKER_IDS for port in (SSH_PORT, BROKER_PORT)] if port_open(h, p)]
+        busy = [f"{h}:{p}" for h, p in self._addresses() if port_open(h, p)]
         if busy:
-            raise LabError(f"ports already in use (another lab with a different state dir?): {busy}")
-        if self.state.exists():
-            shutil.rmtree(self.state)
+            raise LabError(f"ports already in use (another lab in this slot, KAFKA_RUNBOOKS_SLOT?): {busy}")
+        kafka_home = resolve_kafka_home(REPO)
+        if self.state.exists():  # the previous run's state (logs) stays one run for post-mortems
+            prev = self.state.with_name(self.state.name + ".prev")
+            shutil.rmtree(prev, ignore_errors=True)
+            self.state.rename(prev)
         self.state.mkdir(parents=True)
         os.chmod(self.state, 0o755)
         (self.state / "run").mkdir()
-        javac = self._start_javac()
-        self._write_zk_configs()
+        self._save(profile=self.profile, kafka_home=str(kafka_home))
+        javac = agent.start_build(self.state / "agent")
+        zookeeper.write_configs(self.zk_dir)
         for z in ZK_IDS:
-            self._spawn(f"zk{z}", self._zk_argv(z), self.zk_dir(z) / "zookeeper.out", cwd=self.zk_dir(z))
+            self._start_zk(z)
         self._setup_ssh()
         for b in BROKER_IDS:
-            self._spawn(f"sshd{b}", ["/usr/sbin/sshd", "-D", "-e", "-f", str(self.host_dir(b) / "ssh" / "sshd_config")],
-                        self.host_dir(b) / "logs" / "sshd.log")
-        self._wait_zk_quorum(30)
-        self._bootstrap_zk()
-        out, err = javac.communicate(timeout=120)
-        if javac.returncode != 0:
-            raise LabError(f"javac failed:\n{out}\n{err}")
+            self._start_sshd(b)
+        hosts.ensure_etc_hosts({host_name(b): broker_ip(b) for b in BROKER_IDS})
+        self._check_readable_by_host_users(kafka_home)
+        jar = agent.finish_build(javac, self.state / "agent")
+        settings = broker_settings(self.profile)
         for b in BROKER_IDS:
-            self._write_broker_host(b)
-        starts = [subprocess.Popen(["runuser", "-u", host_user(b), "--", str(self.script(b, "kafka-start"))],
-                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for b in BROKER_IDS]
-        for b, p in zip(BROKER_IDS, starts):
-            out, _ = p.communicate(timeout=90)
-            if p.returncode != 0:
-                raise LabError(f"broker {b} failed to start: {out}\n--- server.log tail:\n{_tail(self.server_log(b))}")
+            hosts.write_broker_host(self.host_dir(b), b, kafka_home, jar, zk_connect() + CHROOT, settings)
+        wait_until(zookeeper.quorum_modes, 30, "the 3-node ZooKeeper ensemble to elect a leader", interval=0.2)
         for b in BROKER_IDS:
-            wait_until(lambda b=b: port_open(host_address(b), SSH_PORT), 10, f"sshd on {host_address(b)}:{SSH_PORT}")
-            if not _alive(_read_pid(self.state / "run" / f"sshd{b}.pid") or 0):
-                raise LabError(f"sshd for host {b} exited: {_tail(self.host_dir(b) / 'logs' / 'sshd.log')}")
-        self._spawn("clients", [sys.executable, "-m", "kafka_lab.clients", "--state", str(self.state), "--conns", str(self.client_conns),
-                                "--brokers", ",".join(f"{host_address(b)}:{BROKER_PORT}" for b in BROKER_IDS)],
-                    self.state / "run" / "clients.log", env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
-        self.wait_registered(BROKER_IDS, 30)
+            self.host_script(b, "kafka-start")
+        for b in BROKER_IDS:
+            wait_until(lambda b=b: port_open(broker_ip(b), SSH_PORT), 10, f"sshd on {broker_ip(b)}:{SSH_PORT}")
+        self.wait_registered(BROKER_IDS, 120)
         wait_until(self.controller, 30, "a controller in /kafka/controller")
-        self._create_topics()
-        self.wait_full_isr(30)
-        wait_until(lambda: all(s["leader"] == s["replicas"][0] for s in self.partitions().values()), 10, "preferred leaders")
+        topics.create_topics()
+        topics.force_offsets_topic()
+        self.wait_partitions(lambda ps: len([k for k in ps if k[0] == topics.OFFSETS]) == topics.OFFSETS_PARTITIONS, 60,
+                             f"{topics.OFFSETS_PARTITIONS} partitions of {topics.OFFSETS}")
+        self.wait_full_isr(120)
+        self.ensure_preferred_leaders()
+        leaders = {p: s["replicas"][0] for (t, p), s in self.partitions([topics.OFFSETS]).items()}
+        self.groups = groups_per_broker(leaders)
+        self._save(groups={str(b): g for b, g in self.groups.items()})
+        self.start_load()
+        self.wait_load(60)
         self._write_env_files()
         self.up_seconds = time.monotonic() - t0
+        self._save(up_seconds=round(self.up_seconds, 1))
         return self.status()
 
     def down(self) -> list[int]:
         """Stop every lab process (pid files first, then any process whose command line names the state dir)."""
-        self._close_kazoo()
+        self.close()
+        marker = self.marker
         killed: list[int] = []
-        # clients and brokers first, then sshd, then ZooKeeper
-        order = ["clients"] + [f"broker{b}" for b in BROKER_IDS] + [f"sshd{b}" for b in BROKER_IDS] + [f"zk{z}" for z in ZK_IDS]
-        for name in order:
-            pid = self.broker_pid(int(name[-1])) if name.startswith("broker") else _read_pid(self.state / "run" / f"{name}.pid")
-            if pid and _kill_if_ours(pid, str(self.state)):
+        pids = [read_pid(self._pid_file("load"))] + [self.broker_pid(b) for b in BROKER_IDS] + \
+               [read_pid(self._pid_file(f"sshd{b}")) for b in BROKER_IDS] + [self.zk_pid(z) for z in ZK_IDS]
+        for pid in pids + pids_mentioning(marker):
+            if pid and proc_state(pid) in ("T", "t"):
+                signal_if_ours(pid, marker, signal.SIGCONT)
+            if signal_if_ours(pid, marker):
                 killed.append(pid)
-        for pid in _pids_mentioning(str(self.state)):
-            if _kill_if_ours(pid, str(self.state)):
-                killed.append(pid)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and any(_alive(p) for p in killed):
-            time.sleep(0.05)
-        left = [p for p in _pids_mentioning(str(self.state))]
+        wait_until(lambda: not any(alive(p) for p in killed), 15, "the lab's processes to exit")
+        left = pids_mentioning(marker)
         if left:
             raise LabError(f"lab processes still running after down: {left}")
         return killed
 
     def processes(self) -> list[int]:
         """Pids of running processes that belong to this lab (their command line names the state dir)."""
-        return _pids_mentioning(str(self.state))
+        return pids_mentioning(self.marker)
 
-    # ------------------------------------------------------------------ faults
-    def deadlock(self, broker_id: int) -> None:
-        """Incident 001: a real Java monitor deadlock (executor-Heartbeat, group-metadata-manager-0,
-        kafka-request-handler-3) inside the running broker JVM; the broker stays registered in ZooKeeper."""
-        pid = self._require_broker_pid(broker_id)
-        os.kill(pid, signal.SIGUSR1)
+    def _addresses(self) -> list[tuple[str, int]]:
+        return ([(zk_ip(z), p) for z in ZK_IDS for p in (ZK_CLIENT_PORT, ZK_QUORUM_PORT, ZK_ELECTION_PORT)]
+                + [(broker_ip(b), p) for b in BROKER_IDS for p in (SSH_PORT, KAFKA_CLIENT_PORT, KAFKA_REPLICATION_PORT, JMX_PORT)])
 
-    def stop(self, broker_id: int) -> None:
-        """SIGKILL the broker JVM (its registration disappears after the ZooKeeper session timeout)."""
-        pid = self._require_broker_pid(broker_id)
-        os.kill(pid, signal.SIGKILL)
-        wait_until(lambda: not _alive(pid), 10, f"broker {broker_id} pid {pid} to exit")
+    # ------------------------------------------------------------------ processes
+    def _start_zk(self, z: int) -> int:
+        d = self.zk_dir(z)
+        return spawn(zookeeper.server_argv(d), d / "zookeeper.out", self._pid_file(f"zk{z}"), cwd=d)
 
-    def start(self, broker_id: int, timeout: float = 60) -> str:
-        """Start the broker JVM with its host's own start script, as the host's user."""
-        wait_until(lambda: not self._registered(broker_id), timeout, f"old registration of broker {broker_id} to expire")
-        p = subprocess.run(["runuser", "-u", host_user(broker_id), "--", str(self.script(broker_id, "kafka-start"))],
-                           capture_output=True, text=True, timeout=timeout)
-        if p.returncode != 0:
-            raise LabError(f"kafka-start {broker_id} failed: {p.stdout}{p.stderr}")
-        return p.stdout
+    def _start_sshd(self, b: int) -> int:
+        h = self.host_dir(b)
+        return spawn(["/usr/sbin/sshd", "-D", "-e", "-f", str(h / "ssh" / "sshd_config")], h / "logs" / "sshd.log",
+                     self._pid_file(f"sshd{b}"))
 
-    def restart(self, broker_id: int, timeout: float = 90) -> str:
-        p = subprocess.run(["runuser", "-u", host_user(broker_id), "--", str(self.script(broker_id, "kafka-restart"))],
-                           capture_output=True, text=True, timeout=timeout)
-        if p.returncode != 0:
-            raise LabError(f"kafka-restart {broker_id} failed: {p.stdout}{p.stderr}")
-        return p.stdout
+    def host_script(self, b: int, name: str, timeout: float = 120, check: bool = True,
+                    env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+        """Runs one of host b's control scripts as the host's user (as systemd or an operator over SSH would)."""
+        argv = ["runuser", "-u", host_user(b), "--", "env", *(f"{k}={v}" for k, v in (env or {}).items()), str(self.script(b, name))]
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd="/")
+        if check and p.returncode != 0:
+            raise LabError(f"{name} on host {b} exited {p.returncode}: {p.stdout}{p.stderr}")
+        return p
 
-    def _require_broker_pid(self, b: int) -> int:
-        pid = self.broker_pid(b)
-        if not pid or not _alive(pid):
-            raise LabError(f"broker {b} is not running")
-        return pid
+    def start_load(self) -> int:
+        if not self.groups:
+            raise LabError("no consumer groups chosen yet: the lab is not up")
+        pid = read_pid(self._pid_file("load"))
+        if alive(pid):
+            return pid
+        argv = [sys.executable, "-m", "kafka_lab.load", "--state", str(self.state), "--bootstrap", topics.bootstrap_all(),
+                "--groups", ",".join(self.groups[b] for b in sorted(self.groups)), "--stats", str(self.load_stats_path)]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")])}
+        return spawn(argv, self.state / "run" / "load.log", self._pid_file("load"), env=env)
+
+    def stop_load(self, timeout: float = 15) -> None:
+        pid = read_pid(self._pid_file("load"))
+        if signal_if_ours(pid, self.marker, signal.SIGTERM):
+            try:
+                wait_until(lambda: not alive(pid), timeout, "the load to stop")
+            except LabError:
+                signal_if_ours(pid, self.marker)
+
+    @property
+    def load_stats_path(self) -> Path:
+        return self.state / "run" / "load-stats.json"
+
+    def load_stats(self) -> dict:
+        try:
+            return json.loads(self.load_stats_path.read_text())
+        except (OSError, ValueError) as exc:
+            raise LabError(f"no load stats in {self.load_stats_path}: {exc}") from exc
+
+    def wait_load(self, timeout: float = 60) -> dict:
+        """Until the load produces and every group has committed offsets since ``wait_load`` was called."""
+        since = time.time()
+
+        def healthy():
+            s = self.load_stats()
+            return s if ((s.get("last_produce_ok_at") or 0) > since
+                         and all((g["last_commit_ok_at"] or 0) > since for g in s["groups"].values())) else None
+        return wait_until(healthy, timeout, "the load to produce and every group to commit", interval=0.5)
 
     # ------------------------------------------------------------------ ZooKeeper views (kazoo)
     def kazoo(self):
         if self._kz is None:
             from kazoo.client import KazooClient
 
-            kz = KazooClient(hosts=ZK_CONNECT + CHROOT, timeout=5.0)
-            kz.start(timeout=15)
+            kz = KazooClient(hosts=zk_connect() + CHROOT, timeout=10.0)
+            with warnings.catch_warnings():  # before the first broker starts, Kafka has not created its chroot yet
+                warnings.filterwarnings("ignore", "No chroot path exists")
+                kz.start(timeout=15)
             self._kz = kz
         return self._kz
 
-    def _close_kazoo(self) -> None:
+    def close(self) -> None:
         if self._kz is not None:
             try:
                 self._kz.stop()
@@ -267,102 +290,169 @@ class Lab:
                 pass
             self._kz = None
 
+    def registration(self, b: int) -> tuple[dict, Any] | None:
+        """(registration JSON, ZnodeStat) of /brokers/ids/<b>, or None when it is not registered."""
+        from kazoo.exceptions import NoNodeError
+
+        try:
+            data, stat = self.kazoo().get(f"/brokers/ids/{int(b)}")
+        except NoNodeError:
+            return None
+        return json.loads(data), stat
+
     def registered_brokers(self) -> dict[int, dict]:
-        kz = self.kazoo()
         out = {}
-        for c in kz.get_children("/brokers/ids"):
-            try:
-                data, _ = kz.get(f"/brokers/ids/{c}")
-            except Exception:  # noqa: BLE001 - vanished between list and get
-                continue
-            out[int(c)] = json.loads(data)
+        for c in self.kazoo().get_children("/brokers/ids"):
+            r = self.registration(int(c))
+            if r:
+                out[int(c)] = r[0]
         return out
 
-    def _registered(self, b: int) -> bool:
-        return self.kazoo().exists(f"/brokers/ids/{int(b)}") is not None
-
     def controller(self) -> dict | None:
-        kz = self.kazoo()
-        if not kz.exists("/controller"):
-            return None
+        from kazoo.exceptions import NoNodeError
+
         try:
-            return json.loads(kz.get("/controller")[0])
-        except Exception:  # noqa: BLE001
+            return json.loads(self.kazoo().get("/controller")[0])
+        except (NoNodeError, ValueError):
             return None
 
-    def partitions(self, topics: list[str] | None = None) -> dict[tuple[str, int], dict]:
+    def partitions(self, topic_names: list[str] | None = None) -> dict[tuple[str, int], dict]:
         """{(topic, partition): {"replicas": [...], "leader", "leader_epoch", "isr", "controller_epoch"}}."""
+        from kazoo.exceptions import NoNodeError
+
         kz = self.kazoo()
         out = {}
-        for t in topics or kz.get_children("/brokers/topics"):
+        for t in topic_names or kz.get_children("/brokers/topics"):
             assignment = json.loads(kz.get(f"/brokers/topics/{t}")[0])["partitions"]
             for p, replicas in assignment.items():
-                state = json.loads(kz.get(f"/brokers/topics/{t}/partitions/{p}/state")[0])
+                try:
+                    state = json.loads(kz.get(f"/brokers/topics/{t}/partitions/{p}/state")[0])
+                except NoNodeError:
+                    state = {"leader": -1, "isr": [], "leader_epoch": -1}
                 out[(t, int(p))] = {"replicas": replicas, **state}
         return out
 
-    def wait_registered(self, ids, timeout: float = 30) -> dict:
+    def wait_registered(self, ids, timeout: float = 60) -> dict:
         ids = {int(i) for i in ids}
-        return wait_until(lambda: (r := self.registered_brokers()) and ids <= set(r) and r, timeout, f"brokers {sorted(ids)} registered")
+        return wait_until(lambda: (r := self.registered_brokers()) and ids <= set(r) and r, timeout,
+                          f"brokers {sorted(ids)} registered", interval=0.2)
 
-    def wait_unregistered(self, broker_id: int, timeout: float = 30) -> None:
-        wait_until(lambda: not self._registered(broker_id), timeout, f"broker {broker_id} registration to disappear")
+    def wait_unregistered(self, broker_id: int, timeout: float = 60) -> None:
+        wait_until(lambda: self.registration(broker_id) is None, timeout, f"broker {broker_id} registration to disappear",
+                   interval=0.1)
 
-    def wait_full_isr(self, timeout: float = 30) -> dict:
-        def full():
-            ps = self.partitions()
-            return ps if all(sorted(s["isr"]) == sorted(s["replicas"]) and s["leader"] in s["replicas"] for s in ps.values()) else None
-        return wait_until(full, timeout, "every partition to have a leader and a full ISR")
+    def wait_full_isr(self, timeout: float = 60) -> dict:
+        return self.wait_partitions(lambda ps: all(sorted(s["isr"]) == sorted(s["replicas"]) and s["leader"] in s["replicas"]
+                                                   for s in ps.values()), timeout,
+                                    "every partition to have a leader and a full ISR")
 
     def wait_partitions(self, predicate: Callable[[dict], bool], timeout: float, what: str) -> dict:
         def check():
             ps = self.partitions()
             return ps if predicate(ps) else None
-        return wait_until(check, timeout, what)
+        return wait_until(check, timeout, what, interval=0.3)
 
-    # ------------------------------------------------------------------ status / settings
-    def status(self) -> dict:
-        procs = {}
-        for name in ["clients"] + [f"sshd{b}" for b in BROKER_IDS] + [f"zk{z}" for z in ZK_IDS]:
-            pid = _read_pid(self.state / "run" / f"{name}.pid")
-            procs[name] = pid if pid and _alive(pid) else None
-        for b in BROKER_IDS:
-            pid = self.broker_pid(b)
-            procs[f"broker{b}"] = pid if pid and _alive(pid) else None
-        zk_modes = {}
-        for z, port in ZK_CLIENT_PORT.items():
-            try:
-                zk_modes[z] = next((l.split(":", 1)[1].strip() for l in four_letter(port).splitlines() if l.startswith("Mode:")), "?")
-            except OSError as exc:
-                zk_modes[z] = f"down ({exc.__class__.__name__})"
-        out: dict[str, Any] = {"state_dir": str(self.state), "processes": procs, "zookeeper": zk_modes}
-        try:
-            out["registered_brokers"] = sorted(self.registered_brokers())
-            out["controller"] = self.controller()
-            ps = self.partitions()
-            out["partitions"] = {f"{t}-{p}": {k: s[k] for k in ("leader", "leader_epoch", "isr")} for (t, p), s in sorted(ps.items())}
-            out["under_replicated"] = sorted(f"{t}-{p}" for (t, p), s in ps.items() if len(s["isr"]) < len(s["replicas"]))
-        except Exception as exc:  # noqa: BLE001 - status must work on a half-broken lab
-            out["zk_error"] = repr(exc)
-        return out
+    def non_preferred(self) -> list[tuple[str, int]]:
+        return sorted(k for k, s in self.partitions().items() if s["leader"] != s["replicas"][0])
+
+    def ensure_preferred_leaders(self, timeout: float = 60) -> None:
+        """A preferred-replica election (Admin API) for partitions not led by their first replica, then waits."""
+        moved = self.non_preferred()
+        if not moved:
+            return
+        topics.elect_preferred(moved, timeout=timeout)
+        self.wait_partitions(lambda ps: all(s["leader"] == s["replicas"][0] for s in ps.values()), timeout, "preferred leaders")
+
+    # ------------------------------------------------------------------ SSH
+    def ssh(self, b: int, argv: list[str], timeout: float = 60) -> tuple[int, str, str]:
+        """Runs argv on host b over SSH as its user, with the pinned host key."""
+        return hosts.ssh_run(b, argv, self.key_file, self.known_hosts, timeout)
 
     def host_key(self, b: int) -> str:
         pub = (self.host_dir(b) / "ssh" / "ssh_host_ed25519_key.pub").read_text().split()
         return f"{pub[0]} {pub[1]}"
 
+    def approval_key(self) -> str:
+        """The key that seals recorded approval decisions (an Airflow connection's password in real deployments)."""
+        path = self.state / "approval.key"
+        if not path.exists():
+            import secrets
+
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(secrets.token_hex(32))
+            os.chmod(path, 0o600)
+        return path.read_text().strip()
+
+    def _setup_ssh(self) -> None:
+        sshd = self.state / "ssh"
+        sshd.mkdir(mode=0o700)
+        run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "kafka-lab-client", "-f", str(self.key_file)])
+        Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
+        client_pub = self.key_file.with_suffix(".pub").read_text()
+        known = []
+        for b in BROKER_IDS:
+            hosts.ensure_user(host_user(b))
+            h = self.host_dir(b)
+            (h / "ssh").mkdir(parents=True)
+            hosts.write_sshd(h, b, client_pub)
+            known.append(f"[{broker_ip(b)}]:{SSH_PORT} {self.host_key(b)}\n")
+        self.known_hosts.write_text("".join(known))
+        os.chmod(self.known_hosts, 0o644)
+
+    def _check_readable_by_host_users(self, kafka_home: Path) -> None:
+        jar = kafka_home / "libs" / f"kafka_2.12-{KAFKA_VERSION}.jar"
+        p = subprocess.run(["runuser", "-u", host_user(1), "--", "test", "-r", str(jar)], capture_output=True, timeout=30)
+        if p.returncode != 0:
+            raise LabError(f"{jar} is not readable by {host_user(1)}: the broker hosts' users must read KAFKA_HOME ({kafka_home})")
+
+    # ------------------------------------------------------------------ status / settings
+    def status(self) -> dict:
+        procs: dict[str, Any] = {}
+        for name, pid in ([("load", read_pid(self._pid_file("load")))] + [(f"zk{z}", self.zk_pid(z)) for z in ZK_IDS]
+                          + [(f"sshd{b}", read_pid(self._pid_file(f"sshd{b}"))) for b in BROKER_IDS]
+                          + [(f"broker{b}", self.broker_pid(b)) for b in BROKER_IDS]):
+            procs[name] = {"pid": pid, "state": proc_state(pid)} if alive(pid) else None
+        out: dict[str, Any] = {"state_dir": str(self.state), "profile": self.profile, "processes": procs,
+                               "zookeeper": {z: zookeeper.mode(z) or "not serving" for z in ZK_IDS},
+                               "agents": {b: agent.read_state(self.run_dir(b)) for b in BROKER_IDS}}
+        try:
+            regs = {b: self.registration(b) for b in BROKER_IDS}
+            out["registered"] = {b: {"czxid": r[1].czxid, "session": hex(r[1].ephemeralOwner)} if r else None for b, r in regs.items()}
+            out["controller"] = (self.controller() or {}).get("brokerid")
+            parts = self.partitions()
+            out["partitions"] = len(parts)
+            out["under_replicated"] = sorted(f"{t}-{p}" for (t, p), s in parts.items() if len(s["isr"]) < len(s["replicas"]))
+            out["not_preferred"] = sorted(f"{t}-{p}" for (t, p), s in parts.items() if s["leader"] != s["replicas"][0])
+        except Exception as exc:  # noqa: BLE001 - status must report, not fail
+            out["zookeeper_error"] = repr(exc)
+        try:
+            s = self.load_stats()
+            out["load"] = {k: s[k] for k in ("produced_ok", "produced_failed", "produce_errors", "consumed", "commits_ok",
+                                             "commits_failed", "produce_latency_ms", "updated_at")}
+        except LabError as exc:
+            out["load"] = str(exc)
+        return out
+
     def cluster_settings(self) -> dict:
+        host_tmpl = str(self.state / "host{broker_id}")
         return {
             CLUSTER: {
                 "zk_conn_id": ZK_CONN_ID,
                 "hosts": {str(b): host_conn_id(b) for b in BROKER_IDS},
-                "broker_port": BROKER_PORT,
-                "restart_command": [str(self.state / "host{broker_id}" / "bin" / "kafka-restart")],
-                "server_log_path": str(self.state / "host{broker_id}" / "logs" / "server.log"),
+                "listener": hosts.REPLICATION_LISTENER,
+                "broker_port": KAFKA_CLIENT_PORT,
+                "stop_command": [f"{host_tmpl}/bin/kafka-stop"],
+                "start_command": [f"{host_tmpl}/bin/kafka-start"],
+                "kill_command": [f"{host_tmpl}/bin/kafka-kill"],
+                "server_log_path": f"{host_tmpl}/logs/server.log",
+                "server_properties_path": f"{host_tmpl}/config/server.properties",
+                "kafka_home": str(self.kafka_home),
                 "kafka_version": KAFKA_VERSION,
                 "bundle_base": str(self.state / "bundles"),
                 "incident_base": str(self.state / "incidents"),
-                "recovery_timeout_s": 90.0,
-                "approval_timeout_s": 600.0,
+                "approvals": {"approvers": list(APPROVERS), "timeout_s": 600.0},
+                "gates": {"stop_s": 60.0, "deregister_s": 30.0, "register_s": 90.0, "in_sync_s": 120.0,
+                          "coordinator_s": 120.0, "canary_s": 60.0, "poll_s": 0.5, "lock_wait_s": 5.0},
                 "capture": {"jstack_count": 3, "jstack_interval_s": 1.0, "command_timeout_s": 30.0, "connect_timeout_s": 5.0,
                             "log_tail_lines": 2000, "heap_dump": True, "remote_work_dir": "/tmp"},
             }
@@ -370,12 +460,13 @@ class Lab:
 
     def airflow_env(self) -> dict[str, str]:
         env = {
-            f"AIRFLOW_CONN_{ZK_CONN_ID.upper()}": json.dumps({"conn_type": "generic", "host": ZK_CONNECT, "extra": {"chroot": CHROOT}}),
+            f"AIRFLOW_CONN_{ZK_CONN_ID.upper()}": json.dumps({"conn_type": "generic", "host": zk_connect(), "extra": {"chroot": CHROOT}}),
             "AIRFLOW_VAR_KAFKA_RUNBOOKS_CLUSTERS": json.dumps(self.cluster_settings()),
+            f"AIRFLOW_CONN_{APPROVAL_KEY_CONN_ID.upper()}": json.dumps({"conn_type": "generic", "password": self.approval_key()}),
         }
         for b in BROKER_IDS:
             env[f"AIRFLOW_CONN_{host_conn_id(b).upper()}"] = json.dumps({
-                "conn_type": "ssh", "host": host_address(b), "port": SSH_PORT, "login": host_user(b),
+                "conn_type": "ssh", "host": broker_ip(b), "port": SSH_PORT, "login": host_user(b),
                 "extra": {"key_file": str(self.key_file), "host_key": self.host_key(b), "no_host_key_check": False,
                           "conn_timeout": 10, "cmd_timeout": 60},
             })
@@ -386,242 +477,13 @@ class Lab:
         (self.state / "airflow.env").write_text("".join(f"{k}={shlex.quote(v)}\n" for k, v in sorted(env.items())))
         (self.state / "clusters.json").write_text(json.dumps(self.cluster_settings(), indent=2) + "\n")
         info = {
-            "state_dir": str(self.state), "zk_connect": ZK_CONNECT, "chroot": CHROOT, "known_hosts": str(self.known_hosts),
-            "key_file": str(self.key_file),
-            "brokers": {str(b): {"address": host_address(b), "ssh_port": SSH_PORT, "user": host_user(b), "port": BROKER_PORT,
+            "state_dir": str(self.state), "zk_connect": zk_connect(), "chroot": CHROOT, "known_hosts": str(self.known_hosts),
+            "key_file": str(self.key_file), "profile": self.profile, "kafka_home": str(self.kafka_home),
+            "brokers": {str(b): {"address": broker_ip(b), "host_name": host_name(b), "ssh_port": SSH_PORT, "user": host_user(b),
+                                 "client_port": KAFKA_CLIENT_PORT, "replication_port": KAFKA_REPLICATION_PORT, "jmx_port": JMX_PORT,
                                  "server_log": str(self.server_log(b)), "host_key": self.host_key(b),
                                  "bin": str(self.host_dir(b) / "bin")} for b in BROKER_IDS},
+            "consumer_groups": {str(b): g for b, g in self.groups.items()},
             "cluster_settings": self.cluster_settings(), "airflow_env": env,
         }
         (self.state / "lab.json").write_text(json.dumps(info, indent=2) + "\n")
-
-    # ------------------------------------------------------------------ internals
-    def _spawn(self, name: str, argv: list[str], log: Path, cwd: Path | None = None, env: dict | None = None) -> int:
-        log.parent.mkdir(parents=True, exist_ok=True)
-        with open(log, "ab") as fh:
-            p = subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=cwd, env=env,
-                                 start_new_session=True)
-        (self.state / "run" / f"{name}.pid").write_text(f"{p.pid}\n")
-        return p.pid
-
-    def _start_javac(self) -> subprocess.Popen:
-        classes = self.state / "classes"
-        classes.mkdir()
-        srcs = sorted(str(p) for p in JAVA_SRC.glob("*.java"))
-        if not srcs:
-            raise LabError(f"no Java sources in {JAVA_SRC}")
-        return subprocess.Popen(["javac", "-nowarn", "-XDignore.symbol.file", "-J-Xmx256m", "-d", str(classes), "-cp", ":".join(BROKER_CP), *srcs],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-    def _write_zk_configs(self) -> None:
-        for z in ZK_IDS:
-            d = self.zk_dir(z)
-            (d / "data").mkdir(parents=True)
-            (d / "data" / "myid").write_text(f"{z}\n")
-            servers = "".join(f"server.{i}=127.0.0.1:{28880 + i}:{38880 + i}\n" for i in ZK_IDS)
-            (d / "zoo.cfg").write_text(
-                f"tickTime=500\ninitLimit=10\nsyncLimit=5\ndataDir={d / 'data'}\nclientPort={ZK_CLIENT_PORT[z]}\n"
-                f"clientPortAddress=127.0.0.1\nmaxClientCnxns=0\n4lw.commands.whitelist=*\nadmin.enableServer=false\n"
-                f"standaloneEnabled=false\n{servers}")
-            (d / "log4j.properties").write_text(
-                "log4j.rootLogger=INFO, FILE\nlog4j.appender.FILE=org.apache.log4j.FileAppender\n"
-                f"log4j.appender.FILE.File={d / 'zookeeper.log'}\nlog4j.appender.FILE.layout=org.apache.log4j.PatternLayout\n"
-                "log4j.appender.FILE.layout.ConversionPattern=%d{ISO8601} [myid:%X{myid}] - %-5p [%t:%C{1}@%L] - %m%n\n")
-
-    def _zk_argv(self, z: int) -> list[str]:
-        d = self.zk_dir(z)
-        return ["java", "-Xms16m", "-Xmx96m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", f"-Dzookeeper.log.dir={d}",
-                "-cp", ":".join([str(d), *ZK_SERVER_CP]), "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(d / "zoo.cfg")]
-
-    def _wait_zk_quorum(self, timeout: float) -> None:
-        def modes():
-            ms = []
-            for port in ZK_CLIENT_PORT.values():
-                out = four_letter(port)
-                m = next((l.split(":", 1)[1].strip() for l in out.splitlines() if l.startswith("Mode:")), None)
-                if m not in ("leader", "follower"):
-                    return None
-                ms.append(m)
-            return ms if ms.count("leader") == 1 else None
-        wait_until(modes, timeout, "the 3-node ZooKeeper ensemble to elect a leader", interval=0.2)
-
-    def _bootstrap_zk(self) -> None:
-        """Kafka's persistent paths (what the first broker's startup creates)."""
-        from kazoo.client import KazooClient
-
-        kz = KazooClient(hosts=ZK_CONNECT, timeout=5.0)
-        kz.start(timeout=15)
-        try:
-            kz.ensure_path(CHROOT)
-            for p in ("/consumers", "/brokers/ids", "/brokers/topics", "/brokers/seqid", "/config/changes", "/config/topics",
-                      "/config/clients", "/admin/delete_topics", "/isr_change_notification"):
-                kz.ensure_path(CHROOT + p)
-        finally:
-            kz.stop()
-            kz.close()
-
-    def _create_topics(self) -> None:
-        """What `kafka-topics --create` writes (config, then the replica assignment); the controller then creates
-        the partition state znodes. Preferred leaders are spread round-robin over the brokers."""
-        kz = self.kazoo()
-        for topic, (n, cfg) in TOPICS.items():
-            assignment = {str(p): [BROKER_IDS[(p + k) % len(BROKER_IDS)] for k in range(3)] for p in range(n)}
-            kz.create(f"/config/topics/{topic}", json.dumps({"version": 1, "config": cfg}, separators=(",", ":")).encode())
-            kz.create(f"/brokers/topics/{topic}", json.dumps({"version": 1, "partitions": assignment}, separators=(",", ":")).encode())
-
-    def _setup_ssh(self) -> None:
-        sshd = self.state / "ssh"
-        sshd.mkdir(mode=0o700)
-        _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "kafka-lab-client", "-f", str(self.key_file)])
-        Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
-        client_pub = (self.key_file.with_suffix(".pub")).read_text()
-        known = []
-        for b in BROKER_IDS:
-            user = host_user(b)
-            if subprocess.run(["id", "-u", user], capture_output=True).returncode != 0:
-                _run(["useradd", "--create-home", "--shell", "/bin/bash", user])
-            _run(["usermod", "-p", "*", user])
-            h = self.host_dir(b)
-            for sub in ("ssh", "bin", "config", "logs", "run"):
-                (h / sub).mkdir(parents=True, exist_ok=True)
-            _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"host{b}", "-f", str(h / "ssh" / "ssh_host_ed25519_key")])
-            (h / "ssh" / "authorized_keys").write_text(client_pub)
-            os.chmod(h / "ssh" / "authorized_keys", 0o644)
-            (h / "ssh" / "sshd_config").write_text(
-                f"ListenAddress {host_address(b)}:{SSH_PORT}\nHostKey {h / 'ssh' / 'ssh_host_ed25519_key'}\n"
-                f"PidFile {h / 'ssh' / 'sshd.pid'}\nAuthorizedKeysFile {h / 'ssh' / 'authorized_keys'}\n"
-                "PubkeyAuthentication yes\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n"
-                f"PermitRootLogin no\nAllowUsers {user}\nStrictModes no\nPrintMotd no\nX11Forwarding no\n"
-                "Subsystem sftp internal-sftp\n")
-            known.append(f"[{host_address(b)}]:{SSH_PORT} {self.host_key(b)}\n")
-        self.known_hosts.write_text("".join(known))
-        os.chmod(self.known_hosts, 0o644)
-
-    def _write_broker_host(self, b: int) -> None:
-        h = self.host_dir(b)
-        props = {
-            "broker.id": b, "listeners": f"PLAINTEXT://{host_address(b)}:{BROKER_PORT}", "host.name": host_address(b),
-            "zookeeper.connect": ZK_CONNECT + CHROOT, "zookeeper.session.timeout.ms": self.zk_session_timeout_ms,
-            "zookeeper.connection.timeout.ms": 6000, "num.network.threads": 3, "num.io.threads": 8,
-            "queued.max.requests": 64, "replica.lag.time.max.ms": self.replica_lag_time_max_ms,
-            "replica.socket.timeout.ms": 2000, "replica.fetch.wait.max.ms": 150, "replica.fetch.backoff.ms": 500,
-            "num.replica.fetchers": 1, "offsets.topic.replication.factor": 3, "offsets.topic.num.partitions": 50,
-            "offsets.retention.check.interval.ms": 500, "unclean.leader.election.enable": "false",
-            "auto.leader.rebalance.enable": "false", "controlled.shutdown.enable": "false",
-            "log.dirs": str(h / "data"), "kafka.logs.dir": str(h / "logs"), "lab.ready.file": str(h / "run" / "kafka.ready"),
-        }
-        (h / "config" / "server.properties").write_text(
-            "# Kafka 0.10.1.0 broker stand-in (kafka-runbooks lab)\n" + "".join(f"{k}={v}\n" for k, v in props.items()))
-        (h / "data").mkdir(exist_ok=True)
-        classpath = ":".join([str(self.state / "classes"), *BROKER_CP])
-        java = ["java", "-Xms32m", "-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true",
-                f"-Dkafka.logs.dir={h / 'logs'}", "-cp", classpath, "kafka.Kafka", str(h / "config" / "server.properties")]
-        common = f"""#!/bin/bash
-# Broker {b} control script of the kafka-runbooks lab host {host_address(b)} (runs as {host_user(b)}).
-set -u
-HOST_DIR={shlex.quote(str(h))}
-PIDFILE="$HOST_DIR/run/kafka.pid"
-READY="$HOST_DIR/run/kafka.ready"
-running_pid() {{ local p; p=$(cat "$PIDFILE" 2>/dev/null) || return 1; [ -n "$p" ] && kill -0 "$p" 2>/dev/null && echo "$p"; }}
-"""
-        start = common + f"""
-# Starts the JVM detached (setsid/nohup: it outlives the SSH session); exits 0 once it is registered and listening.
-if pid=$(running_pid); then echo "broker {b} already running (pid $pid)"; exit 0; fi
-deadline=$((SECONDS + ${{KAFKA_START_TIMEOUT_S:-60}}))
-while :; do
-  rm -f "$READY"
-  cd "$HOST_DIR"
-  setsid nohup {' '.join(shlex.quote(a) for a in java)} >>"$HOST_DIR/logs/kafkaServer.out" 2>&1 </dev/null &
-  pid=$!
-  echo "$pid" >"$PIDFILE"
-  while kill -0 "$pid" 2>/dev/null && [ ! -s "$READY" ] && [ $SECONDS -lt $deadline ]; do sleep 0.1; done
-  if [ -s "$READY" ] && kill -0 "$pid" 2>/dev/null; then echo "broker {b} started (pid $pid)"; exit 0; fi
-  if kill -0 "$pid" 2>/dev/null; then echo "broker {b}: not ready before timeout (pid $pid)" >&2; exit 1; fi
-  # The JVM exited: most often its previous ZooKeeper session still holds /brokers/ids/{b} (killed broker,
-  # session not yet expired). Kafka refuses to start then; retry until the deadline.
-  if [ $SECONDS -ge $deadline ]; then echo "broker {b} failed to start; see $HOST_DIR/logs/server.log" >&2; exit 1; fi
-  sleep 1
-done
-"""
-        stop = common + f"""
-# SIGTERM, wait up to KAFKA_STOP_TIMEOUT_S (a deadlocked broker never finishes its shutdown), then SIGKILL.
-pid=$(running_pid) || {{ echo "broker {b} not running"; rm -f "$READY"; exit 0; }}
-kill -TERM "$pid"
-deadline=$((SECONDS + ${{KAFKA_STOP_TIMEOUT_S:-5}}))
-while kill -0 "$pid" 2>/dev/null && [ $SECONDS -lt $deadline ]; do sleep 0.1; done
-if kill -0 "$pid" 2>/dev/null; then
-  echo "broker {b} (pid $pid) did not stop after SIGTERM; sending SIGKILL"
-  kill -KILL "$pid"
-  while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
-fi
-rm -f "$READY"
-echo "broker {b} stopped (pid $pid)"
-"""
-        restart = common + f"""
-"$HOST_DIR/bin/kafka-stop" || exit 1
-exec "$HOST_DIR/bin/kafka-start"
-"""
-        for name, text in (("kafka-start", start), ("kafka-stop", stop), ("kafka-restart", restart)):
-            p = h / "bin" / name
-            p.write_text(text)
-            os.chmod(p, 0o755)
-        _run(["chown", "-R", f"{host_user(b)}:{host_user(b)}", str(h / "logs"), str(h / "run"), str(h / "data")])
-
-
-# ---------------------------------------------------------------------- process helpers
-def _read_pid(path: Path) -> int | None:
-    try:
-        return int(path.read_text().strip())
-    except (OSError, ValueError):
-        return None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().split(") ", 1)[1][0] != "Z"
-    except (OSError, IndexError):
-        return False
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as fh:
-            return fh.read().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
-
-
-def _is_lab_command(cmd: str, marker: str) -> bool:
-    """A lab process: java (ZooKeeper, broker), sshd, the client load, or a host control script -- naming the state dir."""
-    if marker not in cmd:
-        return False
-    argv0 = os.path.basename(cmd.split(" ", 1)[0])
-    return argv0 in ("java", "javac") or argv0.startswith("sshd") or "kafka_lab.clients" in cmd or "/bin/kafka-" in cmd
-
-
-def _pids_mentioning(text: str) -> list[int]:
-    me = os.getpid()
-    out = []
-    for d in os.listdir("/proc"):
-        if d.isdigit() and int(d) != me and _is_lab_command(_cmdline(int(d)), text) and _alive(int(d)):
-            out.append(int(d))
-    return sorted(out)
-
-
-def _kill_if_ours(pid: int, marker: str) -> bool:
-    """SIGKILL ``pid`` only if its command line names the lab's state dir (pid files can be stale)."""
-    if not _alive(pid) or not _is_lab_command(_cmdline(pid), marker):
-        return False
-    try:
-        os.kill(pid, signal.SIGKILL)
-        return True
-    except ProcessLookupError:
-        return False
-
-
-def _tail(path: Path, n: int = 30) -> str:
-    try:
-        return "".join(path.read_text(errors="replace").splitlines(True)[-n:])
-    except OSError:
-        return "(none)"

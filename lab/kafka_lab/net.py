@@ -36,6 +36,8 @@ SERVICE_HOSTS = {
     "webhook": 31,
     "spark_master": 40,
     "spark_worker": 41,
+    "lab_bad_client": 50,  # the lab's bad-request fault sends from here
+    "kafka_archive": 51,  # a local stand-in for the Apache archive (kafka_home download test)
 }
 
 

@@ -38,83 +38,146 @@ def _section(cls, d: Mapping[str, Any] | None, name: str, tuples: tuple[str, ...
 
 @dataclass(frozen=True)
 class CaptureSettings:
-    jstack_count: int = 3
+    jstack_count: int = 3  # thread dumps of a suspect broker (a peer gets one)
     jstack_interval_s: float = 5.0
     command_timeout_s: float = 60.0
     connect_timeout_s: float = 10.0
-    log_tail_lines: int = 2000
-    heap_dump: bool = True
+    host_deadline_s: float = 90.0  # one host's whole capture; what is left undone is recorded as skipped
+    log_tail_lines: int = 2000  # of server.log
+    log_tail_bytes: int = 1 << 20  # of every other log (controller, state-change, log-cleaner, stdout, GC)
+    # next to server.log unless log_dir says otherwise ("{broker_id}" allowed)
+    log_dir: str | None = None
+    other_logs: tuple[str, ...] = ("controller.log", "state-change.log", "log-cleaner.log", "kafkaServer.out", "kafkaServer-gc.log")
+    stdout_log: str = "kafkaServer.out"  # where the JVM's stdout goes: a SIGQUIT thread dump lands there
+    # `jhsdb jstack --pid` (ptrace; needs no cooperation from the JVM). Measured here on JDK 17: fine on a small
+    # JVM (< 1 s), but on a Kafka 2.3 broker it fails ("VM.initialize() was not yet called") and spins until killed
+    jhsdb_timeout_s: float = 20.0
+    sigquit_wait_s: float = 3.0
+    heap_dump: bool = False  # heap dumps only where configured, and only of the suspect broker
     heap_dump_fetch_limit_bytes: int = 1 << 30  # larger dumps stay on the host; the manifest says where
-    remote_work_dir: str = "/tmp"  # where a heap dump is written on the broker host
+    remote_work_dir: str = "/tmp"  # a 0700 directory is made in it, as the JVM's user, for a heap dump
     # argv prefix for JVM tools, e.g. ["sudo", "-n", "-u", "kafka"] when SSH logs in as another user
     jvm_tool_prefix: tuple[str, ...] = ()
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "CaptureSettings":
-        s = _section(cls, d, "capture", tuples=("jvm_tool_prefix",))
+        s = _section(cls, d, "capture", tuples=("jvm_tool_prefix", "other_logs"))
         if s.jstack_count < 1 or s.jstack_interval_s < 0 or s.command_timeout_s <= 0:
             raise ConfigError("capture: jstack_count >= 1, jstack_interval_s >= 0, command_timeout_s > 0")
+        if s.host_deadline_s <= 0 or s.jhsdb_timeout_s <= 0 or s.log_tail_bytes <= 0:
+            raise ConfigError("capture: host_deadline_s, jhsdb_timeout_s and log_tail_bytes must be > 0")
         return s
 
 
 @dataclass(frozen=True)
 class GateSettings:
-    """Bounds of the waits after each remediation step (no fixed sleeps: each is polled or deferred)."""
+    """Bounds of the waits around each remediation step (no fixed sleeps: each is watched or polled
+    every ``poll_s``). Any bound passed halts the run."""
 
-    stop_s: float = 120.0  # stop command → the old process is gone
+    stop_s: float = 120.0  # stop command → the old process is gone (then kill_command, if configured)
     deregister_s: float = 60.0  # → the old ZooKeeper registration is gone (session closed or expired)
     register_s: float = 120.0  # start command → alive and registered with a new session
     in_sync_s: float = 900.0  # → back in every ISR it belongs in
-    coordinator_s: float = 600.0  # → every __consumer_offsets partition it leads loaded
+    coordinator_s: float = 600.0  # → every __consumer_offsets partition has a loaded coordinator
     canary_s: float = 120.0  # → canary produce/consume succeeding
     poll_s: float = 2.0
+    lock_wait_s: float = 30.0  # a second run waits this long for the cluster's maintenance lock, then refuses
+    probe_timeout_s: float = 10.0  # one Kafka client request (coordinator probe, canary round trip)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "GateSettings":
         s = _section(cls, d, "gates")
-        if min(dataclasses.astuple(s)) <= 0:
-            raise ConfigError("gates: every bound must be > 0 seconds")
+        values = dataclasses.asdict(s)
+        if min(v for k, v in values.items() if k != "lock_wait_s") <= 0 or s.lock_wait_s < 0:
+            raise ConfigError("gates: every bound must be > 0 seconds (lock_wait_s >= 0)")
         return s
 
 
 @dataclass(frozen=True)
 class HealthSettings:
-    """Detection: how sure the health check must be before a response starts."""
+    """Detection: what the health check probes, how sure it must be before a response starts, and
+    the thresholds of its detectors (per cluster; every default is explained in runbooks/detection.md)."""
 
     consecutive_checks: int = 2  # a finding must hold this many checks in a row before a response starts
     clear_checks: int = 3  # an incident whose finding is gone this many checks in a row resolves itself
     kafka_probe_timeout_s: float = 5.0  # direct Kafka-protocol check of one broker
+    # a configured broker that is NOT registered is checked on its last known endpoint only as evidence:
+    # a short bound keeps an event-triggered check quick (the finding does not depend on it)
+    unregistered_probe_timeout_s: float = 1.0
     history_samples: int = 60  # probes kept per broker / ZooKeeper server
+    probe_command_timeout_s: float = 15.0  # each SSH command of a host probe
+    probe_host_deadline_s: float = 45.0  # one host's whole probe
+    fetch_error_window_s: float = 180.0  # peers' fetch errors older than this never count
+    log_tail_bytes: int = 512 * 1024  # how much of each server.log the probe reads
+    startup_grace_s: float = 120.0  # a broker registered this recently may still be loading: not accused
+    log_stale_s: float = 900.0  # server.log untouched this long while the process lives (a quiet 2.3 broker logs every 10 min)
+    close_wait_min: int = 100  # CLOSE_WAIT count that is notable at all ...
+    close_wait_ratio: float = 3.0  # ... when also this many times the median of the peers
+    close_wait_growth: int = 10  # CLOSE_WAIT rising by at least this much over the trend samples
+    recv_q_growth_bytes: int = 1  # Recv-Q bytes rising by at least this much (data nobody reads)
+    open_files_min: int = 10_000
+    open_files_ratio: float = 3.0
+    trend_samples: int = 4  # how many recent samples (incl. this one) a trend is judged on
+    # a finding seen for the first time is looked at again this many seconds later, in the same health run,
+    # until it held for consecutive_checks observations (0: only the scheduled / event-triggered runs count)
+    recheck_s: float = 10.0
+    # a streak not seen by any check for this long (the checks stopped) ends: a later sighting is a new episode
+    episode_gap_s: float = 900.0
+    traffic_ratio: float = 0.05  # bytes/s below this fraction of the peers' median is "near zero"
+    max_evidence: int = 20  # evidence items per finding; ``details`` always has the full lists
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "HealthSettings":
         s = _section(cls, d, "health")
         if s.consecutive_checks < 1 or s.clear_checks < 1 or s.history_samples < 2 or s.kafka_probe_timeout_s <= 0:
             raise ConfigError("health: consecutive_checks >= 1, clear_checks >= 1, history_samples >= 2, kafka_probe_timeout_s > 0")
+        if s.trend_samples < 2 or s.trend_samples > s.history_samples:
+            raise ConfigError("health: 2 <= trend_samples <= history_samples")
+        if s.recheck_s < 0:
+            raise ConfigError("health: recheck_s >= 0")
+        if min(s.probe_command_timeout_s, s.probe_host_deadline_s, s.fetch_error_window_s, s.log_tail_bytes) <= 0:
+            raise ConfigError("health: probe timeouts, fetch_error_window_s and log_tail_bytes must be > 0")
         return s
 
 
 @dataclass(frozen=True)
 class CanarySettings:
+    """A small produce (acks=all) + consume on a partition led by each broker, every health check.
+    The topic must exist (the canary never creates topics); its partitions should be spread over
+    every broker (one partition per broker at least)."""
+
     enabled: bool = False
     topic: str = "kafka-runbooks-canary"
     latency_bound_ms: float = 5000.0
+    timeout_s: float = 5.0  # producing, and then consuming, each bounded by this
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "CanarySettings":
-        return _section(cls, d, "canary")
+        s = _section(cls, d, "canary")
+        if s.timeout_s <= 0 or s.latency_bound_ms <= 0:
+            raise ConfigError("canary: timeout_s > 0 and latency_bound_ms > 0")
+        return s
 
 
 @dataclass(frozen=True)
 class ApprovalSettings:
-    """Who may approve a remediation of this cluster (never the person who started the run)."""
+    """Who may approve a remediation of this cluster (never the person who started the run), and how
+    on-call is reached. ``approvers`` are Airflow user ids (SimpleAuthManager: the user name; FAB: the
+    numeric id as a string); they become the HITL request's assigned users."""
 
-    approvers: tuple[str, ...] = ()  # Airflow user names
+    approvers: tuple[str, ...] = ()
     timeout_s: float = 3600.0  # no answer in time is a Reject
+    # Airflow connection whose password keys the HMAC that seals each recorded decision
+    secret_conn_id: str = "kafka_runbooks_approvals"
+    # Airflow connection (type http) of the on-call webhook; None: no webhook notification
+    oncall_conn_id: str | None = None
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "ApprovalSettings":
-        return _section(cls, d, "approvals", tuples=("approvers",))
+        s = _section(cls, d, "approvals", tuples=("approvers",))
+        if s.timeout_s <= 0 or any(not isinstance(a, str) or not a for a in s.approvers):
+            raise ConfigError("approvals: approvers must be non-empty user ids, timeout_s > 0")
+        return s
 
 
 _SECTIONS = {
@@ -124,7 +187,13 @@ _SECTIONS = {
     "canary": CanarySettings,
     "approvals": ApprovalSettings,
 }
-_ARGV_FIELDS = ("restart_command", "stop_command", "start_command", "kill_command")
+_ARGV_FIELDS = ("stop_command", "start_command", "kill_command")
+# settings the remediation engine replaced: a clear error instead of a silently ignored value
+_RETIRED = {
+    "restart_command": "split into stop_command and start_command (plus kill_command for escalation)",
+    "recovery_timeout_s": "replaced by the gates section (register_s, in_sync_s, coordinator_s, canary_s)",
+    "approval_timeout_s": "moved to approvals.timeout_s",
+}
 
 
 @dataclass(frozen=True)
@@ -140,16 +209,19 @@ class ClusterConfig:
     stop_command: tuple[str, ...] = ("sudo", "-n", "systemctl", "stop", "kafka")  # controlled shutdown
     start_command: tuple[str, ...] = ("sudo", "-n", "systemctl", "start", "kafka")
     kill_command: tuple[str, ...] = ()  # escalation when the process outlives gates.stop_s; empty: never kill
-    restart_command: tuple[str, ...] = ("sudo", "-n", "systemctl", "restart", "kafka")  # retired with the engine
     server_log_path: str = "/var/log/kafka/server.log"  # "{broker_id}" allowed
+    # the broker's stdout/stderr (kafka-server-start.sh writes kafkaServer.out next to server.log); "{broker_id}" allowed
+    stdout_log_path: str | None = None
+    # regex (pgrep -f) for the broker's process; "{server_properties}" becomes the escaped properties path
+    process_pattern: str = r"kafka\.Kafka .*{server_properties}"
     server_properties_path: str = "/etc/kafka/server.properties"  # "{broker_id}" allowed
     kafka_home: str = "/opt/kafka"  # on the broker hosts: bin/kafka-dump-log.sh, bin/kafka-run-class.sh
     kafka_version: str | None = None
     min_insync_replicas: int | None = None  # cluster default; topic overrides are read from ZooKeeper
+    # cluster setting of unclean.leader.election.enable; None: Kafka's default for kafka_version
+    unclean_leader_election: bool | None = None
     bundle_base: str = "/var/lib/kafka-runbooks/bundles"
     incident_base: str = "/var/lib/kafka-runbooks/incidents"
-    recovery_timeout_s: float = 300.0
-    approval_timeout_s: float = 3600.0
     spark_conn_id: str = "spark_default"
     capture: CaptureSettings = field(default_factory=CaptureSettings)
     gates: GateSettings = field(default_factory=GateSettings)
@@ -170,19 +242,41 @@ class ClusterConfig:
             raise ConfigError(f"no command {which!r}")
         return tuple(part.replace("{broker_id}", str(int(broker_id))) for part in getattr(self, which))
 
-    def restart_argv(self, broker_id: int) -> tuple[str, ...]:
-        return self.argv("restart_command", broker_id)
-
     def server_log(self, broker_id: int) -> str:
         return self.server_log_path.replace("{broker_id}", str(int(broker_id)))
 
+    def log_dir(self, broker_id: int) -> str:
+        """The broker's log directory: ``capture.log_dir``, else the directory of its server.log."""
+        if self.capture.log_dir:
+            return self.capture.log_dir.replace("{broker_id}", str(int(broker_id)))
+        return self.server_log(broker_id).rsplit("/", 1)[0] or "/"
+
     def server_properties(self, broker_id: int) -> str:
         return self.server_properties_path.replace("{broker_id}", str(int(broker_id)))
+
+    def stdout_log(self, broker_id: int) -> str:
+        if self.stdout_log_path:
+            return self.stdout_log_path.replace("{broker_id}", str(int(broker_id)))
+        return os.path.join(os.path.dirname(self.server_log(broker_id)), "kafkaServer.out")
+
+    def process_regex(self, broker_id: int) -> str:
+        """The pgrep -f pattern that finds this broker's JVM on its host."""
+        import re
+
+        pattern = self.process_pattern.replace("{server_properties}", re.escape(self.server_properties(broker_id)))
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ConfigError(f"cluster {self.name!r}: process_pattern is not a valid regex: {exc}") from None
+        return pattern
 
     @classmethod
     def from_dict(cls, name: str, d: Mapping[str, Any]) -> "ClusterConfig":
         try:
             hosts = {int(k): str(v) for k, v in dict(d["hosts"]).items()}
+            retired = sorted(set(d) & set(_RETIRED))
+            if retired:
+                raise ConfigError(f"cluster {name!r}: " + "; ".join(f"{k} is retired: {_RETIRED[k]}" for k in retired))
             unknown = set(d) - set(cls.__dataclass_fields__)
             if unknown:
                 raise ConfigError(f"cluster {name!r}: unknown settings {sorted(unknown)}")

@@ -130,8 +130,59 @@ class Partition:
 
 
 @dataclass(frozen=True)
+class FetchErrorSeen:
+    """A replica fetcher's failed fetch, read from one broker host's ``server.log``: broker
+    ``fetcher_broker_id`` could not fetch from leader ``leader_broker_id`` at ``at``."""
+
+    at: str  # ISO-8601 UTC (the log's local time converted with the host's UTC offset)
+    fetcher_broker_id: int | None  # None when the log line does not say (0.10-era thread names)
+    leader_broker_id: int
+    line_no: int  # 1-based, in the tail that was read
+    excerpt: str
+    cause: str | None = None  # "disconnected", "timeout", "connection_failed" (detect/fetch_errors.py)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "FetchErrorSeen":
+        return cls(
+            at=str(d["at"]),
+            fetcher_broker_id=d.get("fetcher_broker_id"),
+            leader_broker_id=int(d["leader_broker_id"]),
+            line_no=int(d.get("line_no", 0)),
+            excerpt=str(d.get("excerpt", "")),
+            cause=d.get("cause"),
+        )
+
+
+# /proc/<pid>/stat state letters (proc(5)) -> words used in findings
+PROCESS_STATES = {
+    "R": "running",
+    "S": "sleeping",
+    "D": "disk_sleep",
+    "T": "stopped",
+    "t": "tracing_stop",
+    "Z": "zombie",
+    "X": "dead",
+    "I": "idle",
+    "P": "parked",
+    "W": "paging",
+}
+# states in which a process cannot serve (attach-based JVM tools cannot work either)
+NOT_SERVING_STATES = ("stopped", "tracing_stop", "zombie", "dead")
+
+
+@dataclass(frozen=True)
 class HostProbe:
-    """What a host probe over SSH saw for one broker's host."""
+    """What a host probe over SSH saw for one broker's host.
+
+    Socket figures count TCP connections whose LOCAL end is one of the broker's ports on one of
+    the broker's own addresses (``addresses``: its registered host names resolved, plus the SSH
+    host), never LISTEN sockets. ``bytes_received``/``bytes_acked`` are the sums of ``ss -ti``
+    counters over those connections at ``probed_at`` (sockets come and go: compare them across
+    probes as a rate, not as a counter). ``fetch_errors`` are this host's replica fetchers'
+    failed fetches within the probe's window (``fetch_errors_since`` .. ``probed_at``)."""
 
     broker_id: int
     reachable: bool
@@ -140,9 +191,33 @@ class HostProbe:
     open_files: int | None = None
     connection_states: Mapping[str, int] = field(default_factory=dict)  # state -> count on the broker port
     error: str | None = None
+    probed_at: str | None = None  # ISO-8601 UTC, the host's clock
+    process_state: str | None = None  # PROCESS_STATES value from /proc/<pid>/stat; None without a process
+    process_uptime_s: float | None = None
+    ports: tuple[int, ...] = ()
+    addresses: tuple[str, ...] = ()
+    listening: bool = False  # the broker process holds a listening socket on one of ``ports``
+    recv_q_bytes: int | None = None  # sum of Recv-Q over those connections
+    recv_q_sockets: int | None = None  # connections with data waiting in Recv-Q
+    bytes_received: int | None = None
+    bytes_acked: int | None = None
+    server_log_mtime: str | None = None  # ISO-8601 UTC
+    server_log_age_s: float | None = None  # host clock minus mtime
+    fetch_errors: tuple[FetchErrorSeen, ...] = ()
+    fetch_errors_since: str | None = None
+    fetch_errors_total: int = 0  # before truncation to the newest ones kept in ``fetch_errors``
+
+    @property
+    def stopped(self) -> bool:
+        return self.process_state in NOT_SERVING_STATES
 
     def to_dict(self) -> dict[str, Any]:
-        return {**dataclasses.asdict(self), "connection_states": dict(self.connection_states)}
+        d = dataclasses.asdict(self)
+        d["connection_states"] = dict(self.connection_states)
+        d["ports"] = list(self.ports)
+        d["addresses"] = list(self.addresses)
+        d["fetch_errors"] = [e.to_dict() for e in self.fetch_errors]
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "HostProbe":
@@ -154,13 +229,29 @@ class HostProbe:
             open_files=d.get("open_files"),
             connection_states=dict(d.get("connection_states") or {}),
             error=d.get("error"),
+            probed_at=d.get("probed_at"),
+            process_state=d.get("process_state"),
+            process_uptime_s=d.get("process_uptime_s"),
+            ports=tuple(int(p) for p in d.get("ports") or ()),
+            addresses=tuple(d.get("addresses") or ()),
+            listening=bool(d.get("listening", False)),
+            recv_q_bytes=d.get("recv_q_bytes"),
+            recv_q_sockets=d.get("recv_q_sockets"),
+            bytes_received=d.get("bytes_received"),
+            bytes_acked=d.get("bytes_acked"),
+            server_log_mtime=d.get("server_log_mtime"),
+            server_log_age_s=d.get("server_log_age_s"),
+            fetch_errors=tuple(FetchErrorSeen.from_dict(e) for e in d.get("fetch_errors") or ()),
+            fetch_errors_since=d.get("fetch_errors_since"),
+            fetch_errors_total=int(d.get("fetch_errors_total") or 0),
         )
 
 
 @dataclass(frozen=True)
 class KafkaCheck:
-    """A direct Kafka-protocol check of one broker: a client bootstrapped at that broker alone asks
-    it for metadata, with a short timeout. ``answered_by`` is the broker id that answered."""
+    """A direct Kafka-protocol check of one broker: a client bootstrapped at that broker alone
+    (on the configured listener) sends it a request only that broker can answer, with a short
+    timeout. ``answered_by`` is the broker id that answered."""
 
     broker_id: int
     endpoint: str  # "host:port" that was asked
@@ -169,12 +260,37 @@ class KafkaCheck:
     answered_by: int | None = None
     error: str | None = None
     at: str | None = None  # ISO-8601 UTC
+    error_code: str | None = None  # librdkafka / Kafka error name, e.g. "_TIMED_OUT", "_TRANSPORT"
+    registered: bool = True  # False: checked because its host is configured, though not registered
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "KafkaCheck":
+        return cls(**{k: d.get(k) for k in cls.__dataclass_fields__ if k in d})
+
+
+@dataclass(frozen=True)
+class CanaryResult:
+    """One canary round trip on a partition led by ``broker_id``: produce (acks=all), then consume
+    the same record back from the leader."""
+
+    broker_id: int
+    topic: str
+    partition: int | None
+    ok: bool
+    produce_ms: float | None = None
+    consume_ms: float | None = None
+    error: str | None = None
+    error_code: str | None = None
+    at: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "CanaryResult":
         return cls(**{k: d.get(k) for k in cls.__dataclass_fields__ if k in d})
 
 
@@ -196,6 +312,11 @@ class ClusterSnapshot:
     preferred_election_pending: tuple[str, ...] = ()
     # dynamic broker configs from /config/brokers/<id> and /config/brokers/<default> (key "<default>")
     broker_configs: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    # direct Kafka-protocol checks and the canary (empty when not run)
+    kafka_checks: tuple[KafkaCheck, ...] = ()
+    canary: tuple[CanaryResult, ...] = ()
+    # broker ids whose hosts are configured (probed even when not registered)
+    configured_broker_ids: tuple[int, ...] = ()
 
     @property
     def live_broker_ids(self) -> frozenset[int]:
@@ -206,6 +327,12 @@ class ClusterSnapshot:
 
     def probe(self, broker_id: int) -> HostProbe | None:
         return next((p for p in self.probes if p.broker_id == broker_id), None)
+
+    def kafka_check(self, broker_id: int) -> KafkaCheck | None:
+        return next((c for c in self.kafka_checks if c.broker_id == broker_id), None)
+
+    def canary_of(self, broker_id: int) -> CanaryResult | None:
+        return next((c for c in self.canary if c.broker_id == broker_id), None)
 
     def partitions_of(self, broker_id: int) -> list[Partition]:
         return [p for p in self.partitions if broker_id in p.replicas]
@@ -218,6 +345,9 @@ class ClusterSnapshot:
 
     def with_probes(self, probes: Iterable[HostProbe]) -> "ClusterSnapshot":
         return dataclasses.replace(self, probes=tuple(probes))
+
+    def with_checks(self, checks: Iterable[KafkaCheck], canary: Iterable[CanaryResult] = ()) -> "ClusterSnapshot":
+        return dataclasses.replace(self, kafka_checks=tuple(checks), canary=tuple(canary))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -232,6 +362,9 @@ class ClusterSnapshot:
             "reassigning": list(self.reassigning),
             "preferred_election_pending": list(self.preferred_election_pending),
             "broker_configs": {k: dict(v) for k, v in self.broker_configs.items()},
+            "kafka_checks": [c.to_dict() for c in self.kafka_checks],
+            "canary": [c.to_dict() for c in self.canary],
+            "configured_broker_ids": list(self.configured_broker_ids),
         }
 
     @classmethod
@@ -248,6 +381,9 @@ class ClusterSnapshot:
             reassigning=tuple(d.get("reassigning") or ()),
             preferred_election_pending=tuple(d.get("preferred_election_pending") or ()),
             broker_configs={str(k): dict(v) for k, v in (d.get("broker_configs") or {}).items()},
+            kafka_checks=tuple(KafkaCheck.from_dict(c) for c in d.get("kafka_checks") or ()),
+            canary=tuple(CanaryResult.from_dict(c) for c in d.get("canary") or ()),
+            configured_broker_ids=tuple(int(b) for b in d.get("configured_broker_ids") or ()),
         )
 
 
@@ -309,40 +445,76 @@ class Finding:
         )
 
 
+TRANSACTION_STATE = "__transaction_state"
+INTERNAL_TOPICS = (CONSUMER_OFFSETS, TRANSACTION_STATE)  # their leaders are the group / transaction coordinators
+
+
 @dataclass(frozen=True)
 class Step:
-    """One action of a remediation plan, on one broker's host."""
+    """One action of a remediation plan on one broker: what it does, what it changes while it runs
+    (``blast_radius``) and, when it cannot be taken now, every reason (``refusals``).
+
+    No command lives here: the argv run on a host is built from the cluster's configuration when
+    the step executes (``ClusterConfig.argv``), never carried through XCom."""
 
     action: str  # "restart_broker"
     broker_id: int
-    command: tuple[str, ...]  # argv, never a shell string built from untrusted values
     reason: str
+    blast_radius: tuple[str, ...] = ()
+    refusals: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {**dataclasses.asdict(self), "command": list(self.command)}
+        return {
+            "action": self.action,
+            "broker_id": self.broker_id,
+            "reason": self.reason,
+            "blast_radius": list(self.blast_radius),
+            "refusals": list(self.refusals),
+        }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Step":
         return cls(
             action=str(d["action"]),
             broker_id=int(d["broker_id"]),
-            command=tuple(d["command"]),
             reason=str(d["reason"]),
+            blast_radius=tuple(str(x) for x in d.get("blast_radius") or ()),
+            refusals=tuple(str(x) for x in d.get("refusals") or ()),
         )
 
 
 @dataclass(frozen=True)
 class Plan:
-    """A remediation plan: the steps, or the reasons it is refused."""
+    """A remediation plan: ordered steps, or the reasons it is refused, and the state it came from.
+
+    ``refusals`` lists every reason not to act (plan-wide ones, then each step's as
+    ``"broker N: ..."``); ``blast_radius`` every step's effects as ``"broker N down: ..."``.
+    ``state_digest`` fingerprints the cluster state the plan was computed from; the approval is bound
+    to the digest of the whole plan (``remediate.digest.plan_digest``). ``completed`` names brokers an
+    earlier run of the same roll already restarted (resume): they are never restarted again."""
 
     cluster: str
     steps: tuple[Step, ...]
-    refusals: tuple[str, ...] = ()  # every reason not to act, each naming what blocks it
-    blast_radius: tuple[str, ...] = ()  # partitions losing an in-sync replica while the step runs
+    refusals: tuple[str, ...] = ()
+    blast_radius: tuple[str, ...] = ()
+    kind: str = "restart"  # "rolling_restart", "incident_restart"
+    requested: tuple[int, ...] = ()  # the brokers asked for, before ordering
+    computed_at: str | None = None
+    state_digest: str | None = None
+    controller_id: int | None = None
+    controller_epoch: int | None = None
+    warnings: tuple[str, ...] = ()  # e.g. what an unclean leader election would lose
+    not_serving: Mapping[int, str] = field(default_factory=dict)  # broker -> direct evidence (the waiver)
+    completed: tuple[int, ...] = ()
+    roll_id: str | None = None  # the incident-store record whose ledger tracks this plan's progress
 
     @property
     def refused(self) -> bool:
         return bool(self.refusals)
+
+    @property
+    def broker_order(self) -> tuple[int, ...]:
+        return tuple(s.broker_id for s in self.steps)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -350,6 +522,16 @@ class Plan:
             "steps": [s.to_dict() for s in self.steps],
             "refusals": list(self.refusals),
             "blast_radius": list(self.blast_radius),
+            "kind": self.kind,
+            "requested": list(self.requested),
+            "computed_at": self.computed_at,
+            "state_digest": self.state_digest,
+            "controller_id": self.controller_id,
+            "controller_epoch": self.controller_epoch,
+            "warnings": list(self.warnings),
+            "not_serving": {str(k): v for k, v in sorted(self.not_serving.items())},
+            "completed": list(self.completed),
+            "roll_id": self.roll_id,
         }
 
     @classmethod
@@ -359,4 +541,14 @@ class Plan:
             steps=tuple(Step.from_dict(s) for s in d.get("steps") or ()),
             refusals=tuple(d.get("refusals") or ()),
             blast_radius=tuple(d.get("blast_radius") or ()),
+            kind=str(d.get("kind") or "restart"),
+            requested=tuple(int(b) for b in d.get("requested") or ()),
+            computed_at=d.get("computed_at"),
+            state_digest=d.get("state_digest"),
+            controller_id=d.get("controller_id"),
+            controller_epoch=d.get("controller_epoch"),
+            warnings=tuple(d.get("warnings") or ()),
+            not_serving={int(k): str(v) for k, v in (d.get("not_serving") or {}).items()},
+            completed=tuple(int(b) for b in d.get("completed") or ()),
+            roll_id=d.get("roll_id"),
         )

@@ -49,15 +49,22 @@ class FakeRunner:
             return 0, NETSTAT_A.encode()
         if "jmap" in a:
             return 1, b""
+        if "jstack" in a:
+            return 0, b'Full thread dump OpenJDK 64-Bit Server VM:\n"main" #1 prio=5\n'
+        if a[0] == "tail" and a[-1].endswith((".log", ".out")) and "-c" in a:
+            return 1, b"", b"tail: cannot open 'x' for reading: No such file or directory\n"  # the other logs do not exist here
         if a[0] == "ps":
             return 0, b"4321 S\n" if "pid=,stat=" in a else b" 4321 100 2048 java kafka.Kafka\n"
+        if a[:2] == ("cat", "/proc/4321/stat"):
+            return 0, b"4321 (java) S 1 4321 4321 0 -1 4194560 12 0 0 0\n"
         if "find" in a:
             return 0, b"/proc/4321/fd/0\n/proc/4321/fd/1\n/proc/4321/fd/2\n"
         return 0, b"ok\n"
 
     def run(self, argv, timeout):
-        code, out = self._answer(argv)
-        return CommandResult(tuple(argv), shlex.join(argv), out, b"" if code == 0 else b"err\n", code, "2024-01-01T00:00:00+00:00", 0.01)
+        code, out, *err = self._answer(argv)
+        stderr = err[0] if err else (b"" if code == 0 else b"err\n")
+        return CommandResult(tuple(argv), shlex.join(argv), out, stderr, code, "2024-01-01T00:00:00+00:00", 0.01)
 
     def run_to_file(self, argv, timeout, path):
         res = self.run(argv, timeout)
@@ -69,7 +76,7 @@ class FakeRunner:
 
 def _cfg(tmp_path, **cap):
     return ClusterConfig(name="c", zk_conn_id="zk", hosts={7: "ssh7"}, server_log_path="/var/log/kafka/{broker_id}.log",
-                         bundle_base=str(tmp_path), capture=CaptureSettings(jstack_count=2, jstack_interval_s=3, **cap))
+                         bundle_base=str(tmp_path), capture=CaptureSettings(jstack_count=2, jstack_interval_s=3, heap_dump=True, **cap))
 
 
 def test_netstat_fallback_and_failing_command(tmp_path):
@@ -78,18 +85,23 @@ def test_netstat_fallback_and_failing_command(tmp_path):
     bundle = EvidenceBundle(tmp_path, "c", "i1")
     m = capture_cluster(_cfg(tmp_path), None, [7], bundle, lambda cid: runner, sleep=slept.append)
     names = [c["name"] for c in m["commands"]]
-    assert "listen-sockets-netstat" in names and "sockets-netstat" in names
+    assert "listen-sockets-netstat" in names and "sockets-netstat-1" in names and "sockets-netstat-3" in names
     kinds = {c["name"]: c["kind"] for c in m["commands"]}
-    assert kinds["sockets-netstat"] == "sockets_netstat"
+    assert kinds["sockets-netstat-1"] == "sockets_netstat"
     assert m["hosts"]["7"]["pid"] == 4321 and m["hosts"]["7"]["reachable"]
     assert m["hosts"]["7"]["open_files"] == 3
     assert ("tail", "-n", "2000", "--", "/var/log/kafka/7.log") in runner.calls
     jmap = next(c for c in m["commands"] if c["name"] == "jmap-histo")
     assert jmap["exit_code"] == 1 and jmap["stderr"] == "hosts/7/jmap-histo.err"
-    assert names.index("server-log") > names.index("jmap-histo")  # the failure did not stop the host
+    assert names.index("sockets-netstat-3") > names.index("jmap-histo")  # the failure did not stop the host
+    assert len(m["hosts"]["7"]["absent_files"]) == 5  # controller.log & co. do not exist here: noted, not failures
     assert len(slept) == 1 and 0 < slept[0] <= 3  # interval between the two jstacks
     # heap size unknown (jcmd answered 'ok'), RSS 2 MiB known, lots of disk? df output unparsable -> no dump
     assert m["hosts"]["7"]["heap_dump"]["take"] is False
+    h = m["hosts"]["7"]
+    assert h["status"] == "partial" and m["status"] == "partial"
+    assert any(r.startswith("jmap-histo: exit 1") for r in h["status_reasons"])
+    assert not any("ss" == r.split(":")[0] for r in h["status_reasons"])  # the missing `ss` is a fallback, not a failure
     assert verify(bundle.path) == []
 
 
@@ -107,3 +119,4 @@ def test_probe_with_netstat(tmp_path):
     p = probe_host(_cfg(tmp_path), model.Broker(7, "10.0.0.7", 9092), FakeRunner())
     assert p.reachable and p.pid == 4321 and p.process_alive and p.open_files == 3
     assert dict(p.connection_states) == {"CLOSE_WAIT": 2, "ESTABLISHED": 1}
+    assert p.process_state == "sleeping" and p.listening and p.ports == (9092,) and p.addresses == ("10.0.0.7",)

@@ -12,40 +12,74 @@ from kafka_runbooks.config import CaptureSettings
 HOSTILE = ["1; rm -rf /", "$(reboot)", "12\n34", "`id`", "1 2", "-1", "", "0x10", "１２"]
 
 
-def test_plan_with_pid():
-    s = CaptureSettings(jstack_count=4, log_tail_lines=500, remote_work_dir="/var/tmp", jvm_tool_prefix=("sudo", "-n", "-u", "kafka"))
-    plan = C.host_plan(4242, "/var/log/kafka/server.log", s)
-    names = [c.name for c in plan]
-    assert names == ["process-stat", "jstack-1", "jstack-2", "jstack-3", "jstack-4", "jmap-histo", "heap-info",
-                     "open-files", "sockets-ss", "disk-free", "server-log"]
-    by = {c.name: c for c in plan}
-    assert by["jstack-2"].argv == ("sudo", "-n", "-u", "kafka", "jstack", "-l", "4242")
-    assert by["jstack-2"].kind == "jstack"
-    assert by["jmap-histo"].argv == ("sudo", "-n", "-u", "kafka", "jmap", "-histo:live", "4242")
-    assert by["heap-info"].argv == ("sudo", "-n", "-u", "kafka", "jcmd", "4242", "GC.heap_info")
-    assert by["open-files"].argv[-5:] == ("find", "/proc/4242/fd", "-mindepth", "1", "-maxdepth", "1")[-5:]
-    assert by["disk-free"].argv == ("df", "-Pk", "/var/tmp")
-    assert by["server-log"].argv == ("tail", "-n", "500", "--", "/var/log/kafka/server.log")
-    assert by["process-stat"].argv == ("ps", "-o", "pid=,etimes=,rss=,args=", "-p", "4242")
-    assert by["sockets-ss"].argv == ("ss", "-tanp")
-    kinds = {c.kind for c in plan}
-    assert kinds <= {"jstack", "jmap_histo", "heap_info", "open_files", "sockets_ss", "disk_free", "server_log", "process_stat"}
-    assert C.sockets_netstat_command(5).argv == ("netstat", "-anp")
-    assert C.sockets_netstat_command(5).kind == "sockets_netstat"
+def test_command_argv_and_kinds():
+    s = CaptureSettings(log_tail_lines=500, log_tail_bytes=4096, remote_work_dir="/var/tmp", jvm_tool_prefix=("sudo", "-n", "-u", "kafka"))
+    assert C.jstack_command(4242, 2, s).argv == ("sudo", "-n", "-u", "kafka", "jstack", "-l", "4242")
+    assert C.jstack_command(4242, 2, s).kind == "jstack"
+    assert C.jmap_histo_command(4242, s).argv == ("sudo", "-n", "-u", "kafka", "jmap", "-histo:live", "4242")
+    assert C.heap_info_command(4242, s).argv == ("sudo", "-n", "-u", "kafka", "jcmd", "4242", "GC.heap_info")
+    assert C.open_files_command(4242, s).argv[-5:] == ("/proc/4242/fd", "-mindepth", "1", "-maxdepth", "1")
+    assert C.disk_free_command(s).argv == ("df", "-Pk", "/var/tmp")
+    assert C.server_log_command("/var/log/kafka/server.log", s).argv == ("tail", "-n", "500", "--", "/var/log/kafka/server.log")
+    assert C.process_stat_command(4242, 5).argv == ("ps", "-o", "pid=,etimes=,rss=,args=", "-p", "4242")
+    assert C.process_state_command(4242, 5).argv == ("cat", "/proc/4242/stat")
+    assert (C.sockets_command(5, 2).name, C.sockets_command(5, 2).argv) == ("sockets-ss-2", ("ss", "-tanp"))
+    assert C.sockets_netstat_command(5).argv == ("netstat", "-anp") and C.sockets_netstat_command(5).kind == "sockets_netstat"
+    jh = C.jhsdb_jstack_command(4242, 1, s, 30)
+    assert jh.argv == ("sudo", "-n", "-u", "kafka", "jhsdb", "jstack", "--pid", "4242") and jh.kind == "jstack_jhsdb"
+    assert C.sigquit_command(4242, s, 5, 2).argv == ("sudo", "-n", "-u", "kafka", "kill", "-QUIT", "4242")
+    assert C.sigquit_command(4242, s, 5, 2).name == "sigquit-2"
+    pt = C.proc_threads_command(4242, 5)
+    assert pt.argv == ("find", "/proc/4242/task", "-mindepth", "2", "-maxdepth", "2", "-name", "stat", "-exec", "cat", "{}", "+")
+    assert pt.kind == "proc_threads"
+    assert C.tail_from_command("x", "jstack", "/l/kafkaServer.out", 100, 10, 5).argv == ("tail", "-c", "+101", "--", "/l/kafkaServer.out")
+    logs = {n: C.log_tail_command(n, "/var/log/kafka", s, 5) for n in s.other_logs}
+    assert logs["controller.log"].argv == ("tail", "-c", "4096", "--", "/var/log/kafka/controller.log")
+    assert {n: (c.name, c.kind) for n, c in logs.items()} == {
+        "controller.log": ("log-controller", "controller_log"), "state-change.log": ("log-state-change", "state_change_log"),
+        "log-cleaner.log": ("log-log-cleaner", "log_cleaner_log"), "kafkaServer.out": ("log-kafkaServer", "kafka_stdout"),
+        "kafkaServer-gc.log": ("log-kafkaServer-gc", "gc_log")}
+    with pytest.raises(C.UnsafeValueError):
+        C.log_tail_command("../../etc/shadow", "/var/log/kafka", s, 5)
 
 
-def test_plan_without_pid_skips_jvm_tools():
-    plan = C.host_plan(None, "/x/server.log", CaptureSettings())
-    assert [c.name for c in plan] == ["sockets-ss", "disk-free", "server-log"]
+def test_tool_plan_reads_the_process_state_first():
+    s = CaptureSettings(jstack_count=3, heap_dump=True)
+    running = C.tool_plan(C.SUSPECT, 42, "sleeping", s)
+    assert (running.thread_dumps, running.dump_methods, running.histogram, running.heap_dump, running.skipped) == (
+        3, ("jstack", "sigquit", "jhsdb"), True, True, ())
+    # a stopped JVM: no attach-based tool, no SIGQUIT, each skip says why; one bounded jhsdb dump instead
+    stopped = C.tool_plan(C.SUSPECT, 42, "stopped", s)
+    assert (stopped.thread_dumps, stopped.dump_methods, stopped.histogram, stopped.heap_dump) == (1, ("jhsdb",), False, False)
+    assert {t for t, _ in stopped.skipped} == {"jstack", "SIGQUIT thread dump", "jmap -histo:live", "jcmd GC.heap_info", "heap dump"}
+    assert all("stopped" in why for _, why in stopped.skipped)
+    assert C.tool_plan(C.PEER, 42, "stopped", s).skipped[:2] == stopped.skipped[:2]
+    assert C.tool_plan(C.SUSPECT, 42, "zombie", s).thread_dumps == 0
+    assert C.tool_plan(C.SUSPECT, None, None, s).skipped == (("JVM tools", "no broker process found"),)
 
 
-def test_heap_dump_command_and_path():
-    s = CaptureSettings(remote_work_dir="/data/dumps/")
-    p = C.heap_dump_path(s, 3, "20240501T070000Z")
-    assert p == "/data/dumps/kafka-3-20240501T070000Z.hprof"
-    cmd = C.heap_dump_command(77, p, s)
-    assert cmd.argv == ("jmap", f"-dump:live,format=b,file={p}", "77")
-    assert cmd.kind == "heap_dump"
+def test_peers_never_get_stop_the_world_tools_and_heap_dumps_only_where_configured():
+    s = CaptureSettings(jstack_count=3, heap_dump=True)
+    peer = C.tool_plan(C.PEER, 42, "running", s)
+    assert (peer.thread_dumps, peer.dump_methods, peer.histogram, peer.heap_dump) == (1, ("jstack", "sigquit"), False, False)
+    assert peer.skipped == () and peer.left_out[0][0] == "jmap -histo:live" and "never a healthy peer" in peer.left_out[0][1]
+    assert ("jhsdb", "stops the process while it reads it: suspect broker only") in peer.left_out
+    unconfigured = C.tool_plan(C.SUSPECT, 42, "running", CaptureSettings())
+    assert unconfigured.heap_dump is False and unconfigured.histogram is True and unconfigured.skipped == ()
+    assert ("heap dump", "heap dumps not configured for this cluster (capture.heap_dump)") in unconfigured.left_out
+
+
+def test_heap_dump_commands_run_as_the_jvm_user_in_a_private_directory():
+    s = CaptureSettings(remote_work_dir="/data/dumps/", jvm_tool_prefix=("sudo", "-n", "-u", "kafka"))
+    d = C.heap_dump_dir(s, 3, "20240501T070000Z")
+    assert d == "/data/dumps/kafka-runbooks-3-20240501T070000Z"
+    assert C.mkdir_private_command(d, s, 5).argv == ("sudo", "-n", "-u", "kafka", "mkdir", "-m", "0700", "--", d)
+    cmd = C.heap_dump_command(77, f"{d}/heap.hprof", s)
+    assert cmd.argv == ("sudo", "-n", "-u", "kafka", "jmap", f"-dump:live,format=b,file={d}/heap.hprof", "77")
+    assert cmd.kind == "aux" and C.cat_as_jvm_user_command("heap-dump-hprof", f"{d}/heap.hprof", s, 5).kind == "heap_dump"
+    assert C.cat_as_jvm_user_command("heap-dump-hprof", f"{d}/heap.hprof", s, 5).argv[:4] == ("sudo", "-n", "-u", "kafka")
+    assert [c.argv[4:] for c in C.remove_dump_commands(f"{d}/heap.hprof", d, s, 5)] == [
+        ("rm", "-f", "--", f"{d}/heap.hprof"), ("rmdir", "--", d)]
 
 
 @pytest.mark.parametrize("bad", HOSTILE + [None, 1.5, True, "99999999999"])
@@ -65,7 +99,7 @@ def test_pid_as_digit_string_accepted():
 @pytest.mark.parametrize("bad", ["1; rm -rf /", "$(reboot)", "a\nb", -1, "3/../4", True])
 def test_hostile_broker_id_refused(bad):
     with pytest.raises(C.UnsafeValueError):
-        C.heap_dump_path(CaptureSettings(), bad, "20240101T000000Z")
+        C.heap_dump_dir(CaptureSettings(), bad, "20240101T000000Z")
 
 
 @pytest.mark.parametrize(
@@ -82,7 +116,7 @@ def test_hostile_work_dir_refused(bad):
     with pytest.raises(C.UnsafeValueError):
         C.disk_free_command(CaptureSettings(remote_work_dir=bad))
     with pytest.raises(C.UnsafeValueError):
-        C.heap_dump_path(CaptureSettings(remote_work_dir=bad), 1, "20240101T000000Z")
+        C.heap_dump_dir(CaptureSettings(remote_work_dir=bad), 1, "20240101T000000Z")
 
 
 def test_log_path_with_shell_metacharacters_stays_one_quoted_word():
@@ -98,65 +132,6 @@ def test_argv_with_nul_refused():
         C.validate_argv(["echo", "a\x00b"])
     with pytest.raises(C.UnsafeValueError):
         C.validate_argv("echo hi")
-
-
-SS_LISTEN = """\
-LISTEN 0      50     [::ffff:127.0.0.11]:9092            *:*    users:(("java",pid=1111,fd=120))
-LISTEN 0      50     [::ffff:127.0.0.12]:9092            *:*
-LISTEN 0      50     [::ffff:127.0.0.13]:9092            *:*
-LISTEN 0      128          127.0.0.11:2222        0.0.0.0:*
-LISTEN 0      50                    *:9999              *:*    users:(("java",pid=2222,fd=7),("java",pid=2222,fd=8))
-LISTEN 0      50              0.0.0.0:9093        0.0.0.0:*    users:(("java",pid=3333,fd=7))
-"""
-
-
-def test_pid_from_ss_listener_on_host_address():
-    ls = C.parse_ss_listeners(SS_LISTEN)
-    assert C.find_broker_pid(ls, 9092, ["127.0.0.11"]) == 1111
-    # peer brokers on the same port (other users): no pid visible -> not ours
-    assert C.find_broker_pid(ls, 9092, ["127.0.0.12"]) is None
-    assert C.find_broker_pid(ls, 9999, ["127.0.0.12"]) == 2222  # wildcard '*'
-    assert C.find_broker_pid(ls, 9093, ["10.0.0.5"]) == 3333  # wildcard 0.0.0.0
-    assert C.find_broker_pid(ls, 9092, ["broker1.example"]) == 1111  # hostname: the single visible process
-    assert C.find_broker_pid(ls, 9094, ["127.0.0.11"]) is None
-
-
-def test_pid_parser_tolerates_header_and_ipv6_wildcard():
-    text = "State  Recv-Q Send-Q Local Address:Port Peer Address:Port Process\n" \
-           "LISTEN 0 50 [::]:9092 [::]:* users:((\"java\",pid=42,fd=1))\n"
-    assert C.find_broker_pid(C.parse_ss_listeners(text), 9092, ["127.0.0.1"]) == 42
-
-
-def test_pid_from_netstat():
-    text = """Active Internet connections (only servers)
-Proto Recv-Q Send-Q Local Address           Foreign Address         State       PID/Program name
-tcp        0      0 127.0.0.11:2222         0.0.0.0:*               LISTEN      100/sshd
-tcp6       0      0 127.0.0.11:9092         :::*                    LISTEN      555/java
-tcp6       0      0 :::9093                 :::*                    LISTEN      -
-"""
-    ls = C.parse_netstat_listeners(text)
-    assert C.find_broker_pid(ls, 9092, ["127.0.0.11"]) == 555
-    assert C.find_broker_pid(ls, 9093, ["127.0.0.11"]) is None
-
-
-def test_connection_states_ss_and_netstat():
-    ss = """State      Recv-Q Send-Q        Local Address:Port         Peer Address:Port Process
-LISTEN     0      50     [::ffff:127.0.0.11]:9092                     *:*
-ESTAB      0      0      [::ffff:127.0.0.11]:9092  [::ffff:127.0.0.1]:51000
-CLOSE-WAIT 1      0      [::ffff:127.0.0.11]:9092  [::ffff:127.0.0.1]:51001
-CLOSE-WAIT 7      0      [::ffff:127.0.0.11]:9092  [::ffff:127.0.0.1]:51002
-ESTAB      0      0      [::ffff:127.0.0.12]:9092  [::ffff:127.0.0.1]:51003
-ESTAB      0      0             127.0.0.1:51000  127.0.0.11:9092
-TIME-WAIT  0      0      [::ffff:127.0.0.11]:9092  [::ffff:127.0.0.1]:51004
-"""
-    assert C.connection_states(ss, 9092, "127.0.0.11") == {"CLOSE_WAIT": 2, "ESTABLISHED": 1, "TIME_WAIT": 1}
-    assert C.connection_states(ss, 9092, "broker-a") == {"CLOSE_WAIT": 2, "ESTABLISHED": 2, "TIME_WAIT": 1}
-    ns = """Proto Recv-Q Send-Q Local Address           Foreign Address         State       PID/Program name
-tcp6     120      0 127.0.0.11:9092         127.0.0.1:40000         CLOSE_WAIT  555/java
-tcp6       0      0 127.0.0.11:9092         127.0.0.1:40001         ESTABLISHED 555/java
-tcp        0      0 127.0.0.1:40001         127.0.0.11:9092         ESTABLISHED -
-"""
-    assert C.connection_states(ns, 9092, "127.0.0.11", netstat=True) == {"CLOSE_WAIT": 1, "ESTABLISHED": 1}
 
 
 def test_df_and_heap_info_parsers():

@@ -21,7 +21,7 @@ DOWN_HOST = service_ip("capture_ssh_down")
 
 def _config(h, tmp_path, **capture) -> ClusterConfig:
     settings = dict(jstack_count=3, jstack_interval_s=0.5, command_timeout_s=30, connect_timeout_s=3,
-                    log_tail_lines=50, remote_work_dir=h.work_dir)
+                    log_tail_lines=50, remote_work_dir=h.work_dir, heap_dump=True)
     settings.update(capture)
     return ClusterConfig(
         name="capt", zk_conn_id="zk_none", hosts={1: h.conn_ok, 2: h.conn_down}, broker_port=h.broker_port,
@@ -105,16 +105,19 @@ def test_capture_cluster(ssh_host, tmp_path):
     cfg = _config(ssh_host, tmp_path)
     bundle = EvidenceBundle(cfg.bundle_base, cfg.name, "inc-capture-1")
     trigger = model.Finding("broker_unresponsive", model.Severity.CRITICAL, "broker 1 silent", broker_ids=(1,))
-    t0 = time.monotonic()
     m = capture_cluster(cfg, _snapshot(ssh_host), [1, 2], bundle, trigger=trigger)
-    elapsed = time.monotonic() - t0
     root = bundle.path
-    assert m["trigger"]["kind"] == "broker_unresponsive"
+    assert m["trigger"]["kind"] == "broker_unresponsive" and m["suspects"] == [1]
 
     h1, h2 = m["hosts"]["1"], m["hosts"]["2"]
-    assert h1["reachable"] is True and h1["pid"] == ssh_host.jvm_pid
+    assert h1["reachable"] is True and h1["pid"] == ssh_host.jvm_pid and h1["role"] == "suspect"
+    assert h1["process_state"] in ("sleeping", "running") and h1["thread_dump_method"] == "jstack"
     assert h1["ssh_conn_id"] == ssh_host.conn_ok and h1["address"] == f"{ssh_host.host}:{ssh_host.port}"
-    assert h2["reachable"] is False and h2["error"] and h2["pid"] is None
+    assert h2["reachable"] is False and h2["error"] and h2["pid"] is None and h2["status"] == "failed"
+    # the host has no controller.log & co.: noted as absent, so broker 1's capture is complete
+    assert h1["status"] == "complete", h1["status_reasons"]
+    assert len(h1["absent_files"]) == 5
+    assert m["status"] == "partial" and any(r.startswith("broker 2: host unreachable") for r in m["status_reasons"])
 
     cmds = {c["name"]: c for c in m["commands"] if c["broker_id"] == 1}
     assert not [c for c in m["commands"] if c["broker_id"] == 2]
@@ -125,14 +128,17 @@ def test_capture_cluster(ssh_host, tmp_path):
         for thread in ("kafka-request-handler-3", "group-metadata-manager-0", "executor-Heartbeat", "kafka-network-thread-0"):
             assert thread in text
         assert "Found one Java-level deadlock" in text
-    # the sampling interval was respected between dump starts
+    # the sampling interval was respected between dump starts, with a socket table between dumps
     import datetime as dt
     starts = [dt.datetime.fromisoformat(c["started_at"]) for c in jstacks]
     assert all((b - a).total_seconds() >= 0.45 for a, b in zip(starts, starts[1:]))
+    files = {f["path"]: f for f in m["files"]}
+    samples = sorted((f for f in files.values() if "/sockets-ss-" in f["path"] and f["broker_id"] == 1), key=lambda f: f["seq"])
+    assert [f["seq"] for f in samples] == [1, 2, 3, 4] and all(f["taken_at"] for f in samples)
+    ss = (root / samples[0]["path"]).read_text()
+    assert ":9092" in ss and "CLOSE-WAIT" in ss or "ESTAB" in ss
 
     assert cmds["jmap-histo"]["exit_code"] == 0 and "java.lang.String" in (root / cmds["jmap-histo"]["stdout"]).read_text()
-    ss = (root / cmds["sockets-ss"]["stdout"]).read_text()
-    assert ":9092" in ss and cmds["sockets-ss"]["kind"] == "sockets_ss"
     assert isinstance(h1["open_files"], int) and h1["open_files"] > 5
     log = (root / cmds["server-log"]["stdout"]).read_text().splitlines()
     assert len(log) == 50 and "Connection to 0 was disconnected" in log[-1]
@@ -141,19 +147,78 @@ def test_capture_cluster(ssh_host, tmp_path):
     assert h1["process"]["pid"] == ssh_host.jvm_pid and h1["process"]["rss_bytes"] > 0
     assert cmds["heap-info"]["exit_code"] == 0 and cmds["disk-free"]["exit_code"] == 0
 
+    # the heap dump: written into a 0700 directory, fetched, removed with its directory
     hd = h1["heap_dump"]
     assert hd["take"] is True and ">= 2 x heap" in hd["reason"] and hd["heap_bytes"] > 0
-    assert hd["fetched"] is True and (root / hd["path"]).stat().st_size > 1000
+    assert hd["fetched"] is True and hd["remote_removed"] is True
     assert (root / hd["path"]).read_bytes()[:12] == b"JAVA PROFILE"
-    files = {f["path"]: f for f in m["files"]}
+    assert cmds["heap-dump-mkdir"]["argv"][:3] == ["mkdir", "-m", "0700"]
     assert files[hd["path"]]["kind"] == "heap_dump"
+    import os
+    assert not os.path.exists(hd["remote_path"]) and not os.path.exists(os.path.dirname(hd["remote_path"]))
     assert "snapshot.json" in files
     for c in m["commands"]:
         assert c["stdout"] in files
-        assert c["command"].endswith(" ".join(c["argv"])) or "'" in c["command"]
 
     assert verify(root) == []
-    assert elapsed < 25
+
+
+def test_a_peer_gets_one_plain_jstack_and_no_stop_the_world_tool(ssh_host, tmp_path):
+    cfg = _config(ssh_host, tmp_path)
+    bundle = EvidenceBundle(cfg.bundle_base, cfg.name, "inc-peer")
+    m = capture_cluster(cfg, _snapshot(ssh_host), [1, 2], bundle, suspects=[2])
+    h1 = m["hosts"]["1"]
+    names = [c["name"] for c in m["commands"] if c["broker_id"] == 1]
+    assert h1["role"] == "peer" and [n for n in names if n.startswith("jstack")] == ["jstack-1"]
+    assert not [n for n in names if n.startswith(("jmap", "heap"))]
+    assert h1["heap_dump"]["take"] is False
+    assert {"tool": "jmap -histo:live", "reason": "stop-the-world tool: suspect broker only, never a healthy peer"} in h1["left_out"]
+    assert h1["status"] == "complete" and h1["skipped"] == []
+
+
+def test_a_stopped_jvm_is_captured_within_the_deadline_without_attach_tools(ssh_host, tmp_path):
+    import os
+    import signal
+
+    cfg = _config(ssh_host, tmp_path, host_deadline_s=60)
+    bundle = EvidenceBundle(cfg.bundle_base, cfg.name, "inc-stopped")
+    os.kill(ssh_host.jvm_pid, signal.SIGSTOP)
+    try:
+        m = capture_cluster(cfg, _snapshot(ssh_host), [1], bundle, suspects=[1])
+        with open(f"/proc/{ssh_host.jvm_pid}/stat") as fh:
+            still = fh.read().rsplit(")", 1)[1].split()[0]
+    finally:
+        os.kill(ssh_host.jvm_pid, signal.SIGCONT)
+    h = m["hosts"]["1"]
+    assert still == "T"  # the capture left it as it found it
+    assert h["process_state"] == "stopped" and h["status"] == "partial" and m["status"] == "partial"
+    names = [c["name"] for c in m["commands"]]
+    assert not [n for n in names if n.startswith(("jstack-1", "jmap", "heap"))], names
+    assert h["duration_s"] <= 60 and m["duration_s"] <= 60 + 15
+    threads = next(c for c in m["commands"] if c["name"] == "proc-threads")
+    assert " T " in (bundle.path / threads["stdout"]).read_text()  # every thread listed, stopped, without the JVM's help
+    reasons = " ".join(h["status_reasons"])
+    assert "skipped jstack: the process is stopped" in reasons and "attach-based tools" in reasons
+    dump = next(c for c in m["commands"] if c["name"] == "jstack-jhsdb-1")
+    assert dump["kind"] == "jstack_jhsdb" and dump["exit_code"] == 0
+    assert "kafka-request-handler-3" in (bundle.path / dump["stdout"]).read_text()
+    assert h["thread_dump_method"] == "jhsdb"
+
+
+def test_sigquit_fallback_cuts_the_dump_out_of_the_stdout_file(ssh_host, tmp_path):
+    from kafka_runbooks.capture.collector import _HostCapture, _thread_dump
+    from kafka_runbooks.config import ClusterConfig
+
+    cfg = _config(ssh_host, tmp_path)
+    cfg = ClusterConfig(**{**cfg.__dict__, "capture": type(cfg.capture)(**{**cfg.capture.__dict__, "stdout_log": "jvm.log",
+                                                                         "log_dir": str(ssh_host.dir)})})
+    bundle = EvidenceBundle(cfg.bundle_base, cfg.name, "inc-sigquit")
+    with StrictSSHHook(ssh_host.conn_ok) as r:
+        h = _HostCapture(cfg, bundle, r, 1, r.address, time.sleep)
+        method = _thread_dump(h, cfg, ssh_host.jvm_pid, 1, ["sigquit"])
+    assert method == "sigquit", h.failed
+    text = (bundle.path / "hosts" / "1" / "jstack-sigquit-1.out").read_text()
+    assert text.count("Full thread dump") == 1 and "kafka-request-handler-3" in text
 
 
 def test_capture_records_command_timeout_and_continues(ssh_host, tmp_path):
@@ -166,7 +231,8 @@ def test_capture_records_command_timeout_and_continues(ssh_host, tmp_path):
     assert cmds["jstack-1"]["exit_code"] == 0
     assert m["hosts"]["1"]["reachable"] is True and m["hosts"]["1"]["pid"] == ssh_host.jvm_pid
     assert "server-log: timeout after 3s" in m["hosts"]["1"]["error"]
-    assert m["hosts"]["1"]["heap_dump"]["take"] is False and "disabled" in m["hosts"]["1"]["heap_dump"]["reason"]
+    assert m["hosts"]["1"]["heap_dump"]["take"] is False and "not configured" in m["hosts"]["1"]["heap_dump"]["reason"]
+    assert m["hosts"]["1"]["status"] == "partial" and m["status"] == "partial"
     assert verify(bundle.path) == []
 
 

@@ -1,45 +1,27 @@
-"""Detectors on hand-built snapshots: no I/O."""
+"""Detectors on built snapshots and histories: no I/O. Each case is a shape measured on real
+Kafka 2.3 (ENVIRONMENT.md, issue 5): a stuck broker keeps its ISRs, its peers' fetchers log
+disconnects naming it, its CLOSE_WAIT grows; SIGSTOP deregisters it after the session timeout
+while the process and its port stay."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
-from kafka_runbooks.detect.detectors import Thresholds, blame, broken_links, detect
-from kafka_runbooks.model import Broker, ClusterSnapshot, Finding, HostProbe, Partition, Severity
-
-
-from snapshot_builders import P, snap  # noqa: E402
-
-
-def healthy_partitions():
-    out = []
-    for i in range(6):
-        r = [1 + (i + k) % 3 for k in range(3)]
-        out.append(P("orders", i, r, r[0], r))
-        out.append(P("__consumer_offsets", i, r, r[0], r))
-    return out
-
-
-def seed001():
-    """Seed 001 shape: broker 3 deadlocked -- peers dropped it, partitions it leads have Isr: 3."""
-    parts = []
-    for i in range(6):
-        r = [1 + (i + k) % 3 for k in range(3)]
-        leader = r[0]
-        isr = [3] if leader == 3 else [b for b in r if b != 3]
-        parts.append(P("st.topic.yery.test", i, r, leader, isr))
-    parts.append(P("__consumer_offsets", 7, [3, 1, 2], 3, [3]))
-    # figures from the post-mortem: 5,589 sockets on :9092 (mostly CLOSE_WAIT) vs 77 / 324; lsof 326,639 vs ~12,800
-    probes = [
-        HostProbe(1, True, pid=13517, process_alive=True, open_files=12_800, connection_states={"CLOSE_WAIT": 77}),
-        HostProbe(2, True, pid=13557, process_alive=True, open_files=12_900, connection_states={"CLOSE_WAIT": 324}),
-        HostProbe(3, True, pid=81068, process_alive=True, open_files=326_639, connection_states={"CLOSE_WAIT": 5589}),
-    ]
-    return snap(parts, probes=probes)
+from detect_builders import at, broker, check, fetch_error, history, partitions, probe, snapshot, with_close_wait
+from kafka_runbooks.config import HealthSettings
+from kafka_runbooks.detect.detectors import detect
+from kafka_runbooks.detect.isr import blame, broken_links
+from kafka_runbooks.model import Finding, HostProbe, Severity
 
 
 def kinds(findings):
-    return [f.kind for f in findings]
+    return sorted(f.kind for f in findings)
+
+
+def only(findings, kind):
+    (f,) = [f for f in findings if f.kind == kind]
+    return f
 
 
 def assert_serialisable(findings):
@@ -49,104 +31,221 @@ def assert_serialisable(findings):
 
 
 def test_healthy_cluster_has_no_finding():
-    s = snap(healthy_partitions(), probes=[HostProbe(b, True, open_files=12_000, connection_states={"CLOSE_WAIT": 3}) for b in (1, 2, 3)])
-    assert detect(s) == []
+    s = snapshot()
+    assert detect(s, history=history(s)) == []
 
 
-def test_seed001_flags_broker_3_only():
-    findings = detect(seed001())
-    assert_serialisable(findings)
-    unresp = [f for f in findings if f.kind == "broker_unresponsive"]
-    assert [f.broker_ids for f in unresp] == [(3,)]
-    f = unresp[0]
-    assert f.severity is Severity.CRITICAL
-    # partitions led by 3 whose ISR is only [3] are named, __consumer_offsets first
-    assert f.details["led_with_isr_only_itself"][0] == "__consumer_offsets-7"
-    assert set(f.details["led_with_isr_only_itself"]) == {"__consumer_offsets-7", "st.topic.yery.test-2", "st.topic.yery.test-5"}
-    assert f.details["dropped_by"] == [1, 2]
-    assert f.details["probe"]["close_wait"]["value"] == 5589
-    assert f.details["probe"]["close_wait"]["peer_values"] == [77, 324]
-    assert f.details["probe"]["open_files"]["value"] == 326_639
+def hung_3(errors_at=(-40, -10), close_wait=(2, 9, 25, 60)):
+    """A hung broker 3 on real 2.3: ISRs full, its check times out, peers log disconnects naming it,
+    CLOSE_WAIT grows between probes."""
+    snaps = []
+    for i, cw in enumerate(close_wait):
+        t = -30 * (len(close_wait) - 1 - i)
+        probes = [probe(1, errors=[fetch_error(1, 3, e) for e in errors_at]), probe(2, errors=[fetch_error(2, 3, errors_at[-1])]),
+                  probe(3, close_wait=cw, recv_q=40 * i)]
+        snaps.append(with_close_wait(snapshot(checks=[check(1), check(2), check(3, ok=False)], probes=probes), 3, cw, t))
+    return snaps
+
+
+def test_hung_broker_with_full_isrs_is_found_by_its_check_and_corroborated():
+    snaps = hung_3()
+    findings = detect(snaps[-1], history=history(*snaps))
+    f = only(findings, "broker_unresponsive")
+    assert f.severity is Severity.CRITICAL and f.broker_ids == (3,)
+    assert f.details["problem"] == "broker_not_serving" and f.details["check"]["error_code"] == "_TIMED_OUT"
+    assert f.details["peer_fetch_errors"] == {"1": 2, "2": 1}
+    # the trend finding cites its samples: time and value of each
+    (cw,) = [t for t in f.details["trends"] if t["key"] == "close_wait"]
+    assert cw["points"] == [[at(-90), 2.0], [at(-60), 9.0], [at(-30), 25.0], [at(0), 60.0]]
     sources = [e.source for e in f.evidence]
-    assert "zookeeper:/brokers/topics/st.topic.yery.test/partitions/0/state" in sources
-    assert "probe:broker/3" in sources
-    state = next(e for e in f.evidence if e.source.endswith("st.topic.yery.test/partitions/0/state"))
-    assert json.loads(state.excerpt)["isr"] == [1, 2]
-    assert "5589" in f.summary
-    # the symptoms are also reported as URP, never as a finding against 1 or 2
-    assert "under_replicated_partitions" in kinds(findings)
-    assert kinds(findings)[0] == "broker_unresponsive"
-
-
-def test_isolated_leader_alone_is_blamed_on_the_leader():
-    """Exactly seed 001's `kafka-topics --describe`: peers still list 3 in their ISRs, but the
-    partitions 3 leads show Isr: 3 -- the broken side is 3, not the followers."""
-    parts = [P("t", 0, [1, 2, 3], 1, [1, 2, 3]), P("t", 1, [3, 1, 2], 3, [3]), P("t", 2, [2, 3, 1], 2, [2, 3, 1]), P("t", 3, [3, 2, 1], 3, [3])]
-    findings = detect(snap(parts))
-    unresp = [f for f in findings if f.kind == "broker_unresponsive"]
-    assert [f.broker_ids for f in unresp] == [(3,)]
-    assert unresp[0].details["led_with_isr_only_itself"] == ["t-1", "t-3"]
-
-
-def test_probe_outlier_alone_flags_the_broker():
-    probes = [HostProbe(1, True, connection_states={"CLOSE_WAIT": 77}), HostProbe(2, True, connection_states={"CLOSE_WAIT": 324}),
-              HostProbe(3, True, connection_states={"CLOSE_WAIT": 5589})]
-    findings = detect(snap(healthy_partitions(), probes=probes))
-    assert kinds(findings) == ["broker_unresponsive"]
-    assert findings[0].broker_ids == (3,)
-
-
-def test_probe_thresholds_configurable_and_absolute_minimum():
-    probes = [HostProbe(1, True, connection_states={"CLOSE_WAIT": 2}), HostProbe(2, True, connection_states={"CLOSE_WAIT": 3}),
-              HostProbe(3, True, connection_states={"CLOSE_WAIT": 60})]
-    assert detect(snap(healthy_partitions(), probes=probes)) == []  # 20x but below the absolute minimum
-    found = detect(snap(healthy_partitions(), probes=probes), Thresholds(close_wait_min=50))
-    assert [f.broker_ids for f in found] == [(3,)]
-
-
-def test_offline_partitions_one_finding():
-    parts = healthy_partitions() + [P("orders", 10, [4, 5], 4, [4]), P("orders", 11, [1, 2], -1, [])]
-    findings = detect(snap(parts))
-    off = [f for f in findings if f.kind == "offline_partitions"]
-    assert len(off) == 1
-    assert set(off[0].partitions) == {"orders-10", "orders-11"}
-    assert off[0].severity is Severity.CRITICAL
-    assert off[0].broker_ids == (4,)
+    assert sources[0] == "kafka:check/broker/3"
+    assert "probe:broker/1/server.log" in sources and "history:broker-3/close_wait" in sources
+    assert any("was disconnected before the response was read" in e.excerpt for e in f.evidence)
+    assert "1 peer" not in f.summary and "2 peer(s) [1, 2]" in f.summary
+    assert kinds(findings) == ["broker_unresponsive"]  # ISRs are full: no ISR warning, nothing about 1 or 2
     assert_serialisable(findings)
 
 
-def test_under_replicated_one_finding_lists_partitions():
-    parts = healthy_partitions()
-    parts[0] = P("orders", 0, [1, 2, 3], 1, [1, 2])
-    parts[3] = P("__consumer_offsets", 1, [2, 3, 1], 2, [2, 1])
-    s = snap(parts, brokers=(1, 2))  # 3 is not registered: crashed, not "unresponsive while registered"
-    findings = detect(s)
-    assert "broker_unresponsive" not in kinds(findings)
-    urp = [f for f in findings if f.kind == "under_replicated_partitions"]
-    assert len(urp) == 1
-    assert urp[0].partitions[0] == "__consumer_offsets-1"
-    assert "orders-0" in urp[0].partitions
+def test_fetch_errors_from_an_earlier_episode_do_not_count():
+    # broker 3 re-registered 60 s ago (restarted after an earlier hang); the peers' errors are older
+    old = [fetch_error(1, 3, -120), fetch_error(2, 3, -100)]
+    s = snapshot(brokers=[broker(1), broker(2), broker(3, registered_at=at(-300))],
+                 checks=[check(1), check(2), check(3, ok=False)], probes=[probe(1, errors=old[:1]), probe(2, errors=old[1:]), probe(3)])
+    s = dataclasses.replace(s, brokers=(broker(1), broker(2), broker(3, registered_at=at(-60))))
+    f = only(detect(s, settings=HealthSettings(startup_grace_s=30)), "broker_check_failed")
+    assert f.severity is Severity.WARNING and f.details["peer_fetch_errors"] == {}
+    # the same errors, after its registration, do count
+    s2 = dataclasses.replace(s, brokers=(broker(1), broker(2), broker(3, registered_at=at(-200))))
+    assert only(detect(s2, settings=HealthSettings(startup_grace_s=30)), "broker_unresponsive").details["peer_fetch_errors"] == {"1": 1, "2": 1}
 
 
-def test_unparsable_and_unreachable_are_reported():
-    s = snap(
-        healthy_partitions(),
-        probes=[HostProbe(2, False, error="timed out"), HostProbe(9, False, error="not a broker")],
-        unparsable=["/brokers/topics/x/partitions/0/state: invalid JSON: Expecting value"],
-    )
+def test_an_uncorroborated_failed_check_is_a_warning_that_opens_nothing():
+    s = snapshot(checks=[check(1), check(2), check(3, ok=False)])
+    f = only(detect(s), "broker_check_failed")
+    assert f.severity is Severity.WARNING and f.details["corroborated_by"] == []
+
+
+def test_paused_broker_still_registered_is_unresponsive_with_its_stopped_process():
+    s = snapshot(checks=[check(1), check(2), check(3, ok=False)], probes=[probe(1), probe(2), probe(3, state="stopped")])
+    f = only(detect(s), "broker_unresponsive")
+    assert f.details["process_state"] == "stopped" and "is stopped" in f.summary
+
+
+def test_paused_broker_after_its_session_expired_is_alive_but_unregistered():
+    before = snapshot(taken=-30)
+    s = snapshot(brokers=[broker(1), broker(2)], probes=[probe(1), probe(2), probe(3, state="stopped")],
+                 checks=[check(1), check(2), check(3, ok=False, registered=False)])
+    findings = detect(s, history=history(before, s))
+    f = only(findings, "broker_unregistered_alive")
+    assert f.severity is Severity.CRITICAL and f.broker_ids == (3,)
+    assert f.details["process_state"] == "stopped" and f.details["listening"] is True and f.details["ports"] == [9093, 9092]
+    assert f.details["problem"] == "broker_not_serving"
+    assert f.details["last_registered_sample"]["at"] == at(-30) and f"last seen registered at {at(-30)}" in f.summary
+    assert "zookeeper:/brokers/ids" in [e.source for e in f.evidence]
+
+
+def test_killed_broker_is_absent_and_an_unreachable_unregistered_host_too():
+    s = snapshot(brokers=[broker(1), broker(2)], probes=[probe(1), probe(2), probe(3, pid=None)])
+    f = only(detect(s), "broker_absent")
+    assert f.broker_ids == (3,) and "no process listens on its ports [9093, 9092]" in f.summary
+    s = snapshot(brokers=[broker(1), broker(2)], probes=[probe(1), probe(2), probe(3, reachable=False)])
+    f = only(detect(s), "broker_absent")
+    assert f.details["host_reachable"] is False and "could not be probed" in f.summary
+
+
+def test_killed_broker_still_registered_until_its_session_expires():
+    s = snapshot(checks=[check(1), check(2), check(3, ok=False)], probes=[probe(1), probe(2), probe(3, pid=None)])
+    f = only(detect(s), "broker_unresponsive")
+    assert "no process listens on its ports" in f.summary
+
+
+def test_a_broker_catching_up_after_a_restart_is_not_accused():
+    fresh = broker(3, registered_at=at(-20), session=0x2000)
+    behind = partitions(isr_without=(3,))
+    # answering already: only the (true) under-replication warning, saying it is catching up
+    s = snapshot(brokers=[broker(1), broker(2), fresh], parts=behind)
     findings = detect(s)
-    assert sorted(kinds(findings)) == ["host_unreachable", "unparsable"]
-    unr = next(f for f in findings if f.kind == "host_unreachable")
-    assert unr.broker_ids == (2,) and unr.severity is Severity.WARNING and "timed out" in unr.summary
-    unp = next(f for f in findings if f.kind == "unparsable")
-    assert unp.evidence[0].source == "zookeeper:/brokers/topics/x/partitions/0/state"
+    assert kinds(findings) == ["under_replicated_partitions"]
+    assert only(findings, "under_replicated_partitions").details["catching_up"] == [3]
+    # not answering yet (loading), process running: info only
+    s = snapshot(brokers=[broker(1), broker(2), fresh], parts=behind, checks=[check(1), check(2), check(3, ok=False)])
+    findings = detect(s)
+    assert kinds(findings) == ["broker_starting", "under_replicated_partitions"]
+    assert not [f for f in findings if f.severity is Severity.CRITICAL]
+    # past the grace, but still rejoining ISRs sample after sample: still starting
+    settings = HealthSettings(startup_grace_s=30)
+    steps = []
+    for i, missing in enumerate(((3,), (3,), ())):
+        parts = partitions(isr_without=missing) if missing else partitions()
+        parts = parts[: 3 + i]  # more partitions with 3 in their ISR each time
+        steps.append(snapshot(brokers=[broker(1), broker(2), broker(3, registered_at=at(-45))], parts=parts,
+                              checks=[check(1), check(2), check(3, ok=False)], taken=-30 * (2 - i)))
+    assert only(detect(steps[-1], settings, history(*steps)), "broker_starting")
+    # a stopped process gets no grace
+    s = snapshot(brokers=[broker(1), broker(2), fresh], checks=[check(1), check(2), check(3, ok=False)],
+                 probes=[probe(1), probe(2), probe(3, state="stopped")])
+    assert only(detect(s), "broker_unresponsive")
+
+
+def test_a_just_started_unregistered_process_is_starting():
+    led_by_others = partitions(ids=(1, 2))
+    s = snapshot(brokers=[broker(1), broker(2)], parts=led_by_others, probes=[probe(1), probe(2), probe(3, uptime=4)])
+    assert kinds(detect(s)) == ["broker_starting"]
+
+
+def test_close_wait_growing_on_an_answering_broker_is_a_warning_citing_samples():
+    snaps = [with_close_wait(snapshot(), 2, cw, -30 * (3 - i)) for i, cw in enumerate((5, 30, 80, 150))]
+    f = only(detect(snaps[-1], history=history(*snaps)), "broker_socket_pileup")
+    assert f.severity is Severity.WARNING and f.broker_ids == (2,)
+    assert f.details["trend"]["points"][0] == [at(-90), 5.0] and f.details["trend"]["points"][-1] == [at(0), 150.0]
+    # a dip in between is not a steady rise
+    snaps = [with_close_wait(snapshot(), 2, cw, -30 * (3 - i)) for i, cw in enumerate((5, 30, 10, 50))]
+    assert detect(snaps[-1], history=history(*snaps)) == []
+
+
+def test_isr_shape_alone_never_opens_an_incident():
+    # seed 001's shape, read from ZooKeeper only (no direct checks): a warning, never critical
+    parts = [dataclasses.replace(p, isr=(3,)) if p.leader == 3 else dataclasses.replace(p, isr=tuple(x for x in p.isr if x != 3))
+             for p in partitions()]
+    s = dataclasses.replace(snapshot(parts=parts), kafka_checks=())
+    findings = detect(s)
+    assert only(findings, "isr_shape_suspect").broker_ids == (3,)
+    assert not [f for f in findings if f.severity is Severity.CRITICAL]
+    # checked and answering: the ISR shape names nobody
+    s = snapshot(parts=parts)
+    assert "isr_shape_suspect" not in kinds(detect(s))
+    # checked and failing: the shape corroborates
+    s = snapshot(parts=parts, checks=[check(1), check(2), check(3, ok=False)])
+    f = only(detect(s), "broker_unresponsive")
+    assert f.details["isr"]["led_with_isr_only_itself"] and any(e.source.startswith("zookeeper:/brokers/topics/") for e in f.evidence)
+
+
+def test_outlier_thresholds_are_per_cluster_settings():
+    s = snapshot(checks=[check(1), check(2), check(3, ok=False)], probes=[probe(1, close_wait=2), probe(2, close_wait=3), probe(3, close_wait=60)])
+    assert only(detect(s), "broker_check_failed")
+    f = only(detect(s, HealthSettings(close_wait_min=50)), "broker_unresponsive")
+    assert f.details["close_wait_outlier"]["value"] == 60
+
+
+def test_offline_under_replicated_unparsable_unreachable():
+    parts = partitions()
+    parts[0] = dataclasses.replace(parts[0], leader=-1, isr=())
+    parts[1] = dataclasses.replace(parts[1], isr=parts[1].isr[:1])
+    s = dataclasses.replace(snapshot(parts=parts, probes=[probe(1), HostProbe(2, False, error="timed out"), probe(3)]),
+                            unparsable=("/brokers/topics/x/partitions/0/state: invalid JSON: Expecting value",))
+    findings = detect(s)
+    assert kinds(findings) == ["host_unreachable", "offline_partitions", "under_replicated_partitions", "unparsable"]
+    assert findings[0].kind == "offline_partitions"  # most severe first
+    assert only(findings, "host_unreachable").broker_ids == (2,)
+    assert only(findings, "unparsable").evidence[0].source == "zookeeper:/brokers/topics/x/partitions/0/state"
     assert_serialisable(findings)
 
 
-def test_blame_prefers_the_common_broker_and_ties_go_to_probe_then_follower():
+def test_blame_prefers_the_common_broker_and_ties_go_to_suspects_then_follower():
     assert blame([(1, 3), (2, 3)]) == [3]
     assert blame([(3, 1), (3, 2)]) == [3]
     assert blame([(1, 3)]) == [3]
     assert blame([(1, 3)], suspects_first=[1]) == [1]
-    s = seed001()
-    assert set(broken_links(s)) == {(1, 3), (2, 3), (3, 1), (3, 2)}
+    parts = [dataclasses.replace(p, isr=(3,)) if p.leader == 3 else dataclasses.replace(p, isr=tuple(x for x in p.isr if x != 3))
+             for p in partitions()]
+    assert set(broken_links(snapshot(parts=parts))) == {(1, 3), (2, 3), (3, 1), (3, 2)}
+
+
+def test_a_broker_that_already_answered_in_this_session_is_never_starting():
+    # registered 60 s ago (within the grace), answered the previous check, hangs now: accused
+    reg = at(-60)
+    brokers = [broker(1), broker(2), broker(3, registered_at=reg)]
+    before = snapshot(brokers=brokers, taken=-30)
+    now = snapshot(brokers=brokers, checks=[check(1), check(2), check(3, ok=False)],
+                   probes=[probe(1), probe(2), probe(3, close_wait=30)])
+    assert only(detect(now, history=history(now)), "broker_starting")  # no history: the grace applies
+    f = only(detect(now, HealthSettings(close_wait_min=10), history(before, now)), "broker_unresponsive")
+    assert "direct check" in f.summary
+    # peers' fetch errors since its registration also say it had served
+    now = snapshot(brokers=brokers, checks=[check(1), check(2), check(3, ok=False)],
+                   probes=[probe(1, errors=[fetch_error(1, 3, -10)]), probe(2), probe(3)])
+    assert only(detect(now, history=history(now)), "broker_unresponsive")
+
+
+def test_traffic_near_zero_against_its_peers_corroborates():
+    def step(taken, sent3):
+        s = snapshot(checks=[check(1), check(2), check(3, ok=False)], taken=taken)
+        probes = tuple(dataclasses.replace(p, bytes_acked=(sent3 if p.broker_id == 3 else 20_000 + 3000 * (taken + 30))) for p in s.probes)
+        return dataclasses.replace(s, probes=probes)
+    a, b = step(-30, 98_324), step(0, 98_324)
+    f = only(detect(b, history=history(a, b)), "broker_unresponsive")
+    (t,) = [t for t in f.details["trends"] if t["key"] == "bytes_acked"]
+    assert t["change"] == 0 and t["points"] == [[at(-30), 98324.0], [at(0), 98324.0]]
+    assert "sent 0 B/s since the last probe vs 3000 B/s at its peers" in f.summary
+
+
+def test_fetch_errors_before_the_broker_last_answered_belong_to_a_fixed_episode():
+    # an earlier hang (errors at -100 s) was healed without a restart: broker 3 answered at -30 s;
+    # it hangs again now: only errors after -30 s count
+    old, new = fetch_error(1, 3, -100), fetch_error(2, 3, -10)
+    healed = snapshot(taken=-30)
+    now = snapshot(checks=[check(1), check(2), check(3, ok=False)], probes=[probe(1, errors=[old]), probe(2, errors=[new]), probe(3)])
+    f = only(detect(now, history=history(healed, now)), "broker_unresponsive")
+    assert f.details["peer_fetch_errors"] == {"2": 1}
+    only_old = snapshot(checks=[check(1), check(2), check(3, ok=False)], probes=[probe(1, errors=[old]), probe(2), probe(3)])
+    assert only(detect(only_old, history=history(healed, only_old)), "broker_check_failed").details["peer_fetch_errors"] == {}

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from kafka_lab.lab import port_open
-from kafka_runbooks.hooks.zookeeper import four_letter
+from kafka_runbooks.zookeeper import four_letter
 from kafka_lab.net import ZK_CLIENT_PORT, service_ip
 
 HOST = service_ip("zookeeper")
@@ -130,7 +130,7 @@ class ZooKeeperServer:
             self.workdir = None
 
     def client(self, chroot: str | None = None):
-        from kafka_runbooks.hooks.zookeeper import kazoo_client
+        from kafka_runbooks.zookeeper import kazoo_client
 
         zk = kazoo_client(self.hosts, chroot, timeout_s=5.0)
         zk.start(timeout=10)

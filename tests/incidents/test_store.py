@@ -71,3 +71,24 @@ def test_request_validation_names_the_bad_field():
     ]:
         with pytest.raises(IncidentError, match=word):
             parse_request(conf, known_brokers={1, 2, 3})
+
+
+def test_transitions_are_audited_and_needs_person_no_longer_counts_as_running(tmp_path):
+    from kafka_runbooks.incidents.store import NEEDS_PERSON, RESOLVED, RESPONDING
+
+    store = IncidentStore(tmp_path)
+    rec = store.open(cluster="lab", broker_ids=[3], reason="r", opened_by="dag:h", trigger={"kind": "broker_unresponsive"})
+    store.responding(rec["id"], actor="dag:h", run_id="health__x")
+    assert store.get(rec["id"])["status"] == RESPONDING and store.get(rec["id"])["response_run"] == "health__x"
+    store.needs_person(rec["id"], actor="dag:r", reason="Reject by alice", decision="Reject")
+    r = store.get(rec["id"])
+    assert r["status"] == NEEDS_PERSON and r["status_reason"] == "Reject by alice" and r["needs_person_since"]
+    store.resolve(rec["id"], actor="dag:h", reason="not seen for 3 checks")
+    r = store.get(rec["id"])
+    assert r["status"] == RESOLVED and r["closed_at"] and r["resolution"] == "not seen for 3 checks"
+    trail = [(e["action"], e["details"].get("from")) for e in store.audit_trail(rec["id"])]
+    assert trail == [("open_incident", None), ("status -> responding", "open"), ("status -> needs_person", "responding"),
+                     ("status -> resolved", "needs_person")]
+    with pytest.raises(IncidentError):
+        store.transition(rec["id"], "bogus", actor="x", reason="y")
+    assert [x["id"] for x in store.records("lab")] == [rec["id"]] and store.records("other") == []

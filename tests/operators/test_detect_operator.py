@@ -1,56 +1,98 @@
-"""DetectFindingsOperator: which findings open incidents, which start a response, and no duplicates."""
+"""DetectFindingsOperator over several checks: history kept, consecutive checks, one response per
+episode, needs_person and self-resolution -- against the real file stores."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-from kafka_runbooks.incidents.store import IncidentStore
-from kafka_runbooks.model import Broker, ClusterSnapshot, Partition
-from kafka_runbooks.operators.detect import DetectFindingsOperator
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "detect"))
+from detect_builders import at, check, fetch_error, partitions, probe, snapshot  # noqa: E402
+
+from kafka_runbooks.incidents.store import IncidentStore  # noqa: E402
+from kafka_runbooks.operators.detect import DetectFindingsOperator  # noqa: E402
 
 
 @pytest.fixture
-def cluster_file(tmp_path, monkeypatch):
+def incident_base(tmp_path, monkeypatch):
     path = tmp_path / "clusters.json"
-    path.write_text(json.dumps({"c1": {"zk_conn_id": "zk", "hosts": {"1": "h1", "2": "h2", "3": "h3"}, "incident_base": str(tmp_path / "incidents")}}))
+    path.write_text(json.dumps({"lab": {"zk_conn_id": "zk", "hosts": {"1": "h1", "2": "h2", "3": "h3"},
+                                        "incident_base": str(tmp_path / "incidents"),
+                                        "health": {"consecutive_checks": 2, "clear_checks": 2, "recheck_s": 0}}}))
     monkeypatch.setenv("KAFKA_RUNBOOKS_CLUSTERS_FILE", str(path))
     return tmp_path / "incidents"
 
 
-def _snapshot(partitions):
-    return ClusterSnapshot(
-        cluster="c1", taken_at="2026-01-01T00:00:00Z", brokers=tuple(Broker(b, f"h{b}", 9092) for b in (1, 2, 3)),
-        controller_id=1, partitions=tuple(partitions),
-    ).to_dict()
+class TI:
+    """The task instance's Task-SDK call the operator makes: the state of a response run."""
+
+    def __init__(self, states):
+        self.states = states
+
+    def get_dagrun_state(self, dag_id, run_id):
+        assert dag_id == "kafka_incident_response"
+        return self.states.get(run_id, "running")
 
 
-def _run(snapshot):
-    op = DetectFindingsOperator(task_id="detect", cluster="c1", snapshot=snapshot)
-    return op.execute({"dag": SimpleNamespace(dag_id="kafka_health_check")})
+def check_at(s, n, run_states=None):
+    s = dataclasses.replace(s, taken_at=at(30 * n))
+    op = DetectFindingsOperator(task_id="detect", cluster="lab", snapshot=s.to_dict())
+    return op.execute({"dag": SimpleNamespace(dag_id="kafka_health_check"), "run_id": f"scheduled__{n}", "ti": TI(run_states or {})})
 
 
-# seed 001 shape: broker 3 leads partitions whose ISR shrank to [3]
-STUCK = [Partition("orders", i, (3, 1, 2), 3, (3,)) for i in range(3)] + [Partition("orders", 3, (1, 2, 3), 1, (1, 2, 3))]
+def hung(n=0):
+    """Broker 3 stuck at check n: its check fails, broker 1 logged a failed fetch from it 5 s before."""
+    return snapshot(checks=[check(1), check(2), check(3, ok=False)],
+                    probes=[probe(1, errors=[fetch_error(1, 3, 30 * n - 5)]), probe(2), probe(3)])
 
 
-def test_unresponsive_broker_opens_one_incident_and_starts_one_response(cluster_file):
-    confs = _run(_snapshot(STUCK))
-    assert len(confs) == 1 and confs[0]["broker_ids"] == [3] and confs[0]["finding"]["kind"] == "broker_unresponsive"
-    incident = IncidentStore(cluster_file).get(confs[0]["incident_id"])
-    assert incident["status"] == "open" and incident["trigger"]["kind"] == "broker_unresponsive"
-    assert _run(_snapshot(STUCK)) == []  # the next scheduled check does not pile up a second response
+def test_one_response_per_episode_and_its_end(incident_base):
+    store = IncidentStore(incident_base)
+    assert check_at(hung(0), 0) == []  # first check: held once, not yet
+    (start,) = check_at(hung(1), 1)
+    iid = start["conf"]["incident_id"]
+    assert start["trigger_run_id"] == f"health__{iid}" and start["conf"]["broker_ids"] == [3]
+    assert start["conf"]["finding"]["kind"] == "broker_unresponsive"
+    rec = store.get(iid)
+    assert rec["status"] == "responding" and rec["response_run"] == f"health__{iid}"
+    assert check_at(hung(2), 2) == []  # its response runs: noted, not repeated
+    assert store.get(iid)["last_seen_at"] == at(60)
+    # the response run failed without recording an outcome: a person owns it now
+    assert check_at(hung(3), 3, {f"health__{iid}": "failed"}) == []
+    assert store.get(iid)["status"] == "needs_person"
+    assert check_at(hung(4), 4) == []  # the same episode goes on: no pile-up
+    # the broker recovers: after clear_checks checks the incident resolves by itself
+    check_at(snapshot(), 5)
+    check_at(snapshot(), 6)
+    rec = store.get(iid)
+    assert rec["status"] == "resolved" and "not seen for 2 consecutive checks" in rec["resolution"]
+    actions = [e["action"] for e in store.audit_trail(iid)]
+    assert actions == ["open_incident", "detected", "status -> responding", "status -> needs_person", "status -> resolved"]
+    # a new episode: a new incident, not blocked by the old one
+    check_at(hung(7), 7)
+    (again,) = check_at(hung(8), 8)
+    assert again["conf"]["incident_id"] != iid
+    # the history holds every check's samples
+    series = (incident_base / "_health" / "lab" / "series" / "broker-3.jsonl").read_text().splitlines()
+    assert len(series) == 9 and json.loads(series[-1])["values"]["check_ok"] is False
 
 
-def test_leaderless_partitions_open_an_incident_but_start_no_restart_response(cluster_file):
-    offline = [Partition("orders", 0, (1, 2, 3), -1, ())]
-    assert _run(_snapshot(offline)) == []
-    (record,) = [json.loads(p.read_text()) for p in cluster_file.glob("*/incident.json")]
-    assert record["trigger"]["kind"] == "offline_partitions" and "needs a person" in record["notes"][0]["text"]
+def test_leaderless_partitions_open_an_incident_for_a_person_and_start_nothing(incident_base):
+    parts = partitions()
+    parts[0] = dataclasses.replace(parts[0], leader=-1, isr=())
+    check_at(snapshot(parts=parts), 0)
+    assert check_at(snapshot(parts=parts), 1) == []
+    (record,) = [json.loads(p.read_text()) for p in incident_base.glob("*/incident.json")]
+    assert record["trigger"]["kind"] == "offline_partitions" and record["status"] == "needs_person"
+    assert "nothing to capture or restart" in record["status_reason"]
 
 
-def test_healthy_cluster_opens_nothing(cluster_file):
-    assert _run(_snapshot([Partition("orders", 0, (1, 2, 3), 1, (1, 2, 3))])) == []
-    assert not cluster_file.exists() or not list(cluster_file.glob("*/incident.json"))
+def test_healthy_cluster_opens_nothing(incident_base):
+    for n in range(3):
+        assert check_at(snapshot(), n) == []
+    assert not list(incident_base.glob("*/incident.json"))

@@ -1,8 +1,24 @@
-"""Capture the scene on every suspect broker host into an evidence bundle.
+"""Capture the scene on the suspect broker hosts and their peers into an evidence bundle -- fast,
+bounded and gentle.
 
 Hosts are captured in parallel (one thread and one SSH connection per host); each host's commands
-run in sequence. A failing command or an unreachable host is recorded in the manifest and never
-aborts the rest of the capture.
+run in sequence within ONE deadline (``capture.host_deadline_s``, default 90 s): every command's
+timeout is cut to what is left, and what could not run in time is recorded as skipped. Per host:
+
+1. the broker process: who listens on the broker's ports at its own addresses; its state from
+   ``/proc/<pid>/stat`` -- read FIRST, because it decides which tools may run (commands.tool_plan);
+2. socket tables (``ss -tanpi``: states, Recv-Q, byte counters), taken again between thread dumps
+   and at the end, so the analysis can see queues grow while nothing is read;
+3. thread dumps: ``jstack -l``; when it cannot attach, ``jhsdb jstack --pid``, then SIGQUIT into
+   the broker's stdout file (the dump is cut out of ``kafkaServer.out``); a stopped process gets
+   jhsdb only;
+4. logs: server.log, controller.log, state-change.log, log-cleaner.log, kafkaServer.out, the GC log;
+5. suspect only: ``jmap -histo:live``, ``jcmd GC.heap_info``, and a heap dump where configured --
+   written, fetched and removed as the JVM's user, in a 0700 directory.
+
+Every host ends ``complete`` (everything planned was captured), ``partial`` (something skipped or
+failed: the reasons say what) or ``failed`` (unreachable, or nothing captured); the capture's
+status is ``complete`` only when every host is, ``failed`` when every host failed.
 """
 
 from __future__ import annotations
@@ -13,30 +29,41 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
 
-from kafka_runbooks import model
+from kafka_runbooks import clock, model
 from kafka_runbooks.capture import commands as C
-from kafka_runbooks.capture.bundle import EvidenceBundle
-from kafka_runbooks import clock
-from kafka_runbooks.hooks.ssh import CommandResult, SSHError, default_runner_factory
+from kafka_runbooks.capture import sockets as S
+from kafka_runbooks.capture.bundle import EvidenceBundle, atomic_write_json
 from kafka_runbooks.config import ClusterConfig
+from kafka_runbooks.detect.endpoints import broker_endpoint
+from kafka_runbooks.detect.procfs import process_state
+from kafka_runbooks.hooks.ssh import CommandResult, SSHError, default_runner_factory
 
 log = logging.getLogger(__name__)
+
+COMPLETE, PARTIAL, FAILED = "complete", "partial", "failed"
+MIN_COMMAND_S = 2.0  # below this much time left, a command is skipped rather than started
+KAFKA_CHECKS_FILE = "kafka-checks.json"
 
 
 class Runner(Protocol):
     host: str
     address: str
 
-    def connect(self) -> Any: ...
+    def get_conn(self) -> Any: ...
     def run(self, argv: Sequence[str], timeout: float) -> CommandResult: ...
     def run_to_file(self, argv: Sequence[str], timeout: float, path: str) -> CommandResult: ...
-    def remote_size(self, remote_path: str) -> int: ...
-    def fetch(self, remote_path: str, local_path: str, max_bytes: int | None = None) -> int: ...
-    def remove(self, remote_path: str) -> None: ...
     def close(self) -> None: ...
 
 
 RunnerFactory = Callable[[str], Runner]
+Checker = Callable[[], Sequence[model.KafkaCheck]]
+
+
+def overall_status(hosts: Mapping[str, Mapping[str, Any]]) -> str:
+    statuses = [h.get("status") or FAILED for h in hosts.values()]
+    if not statuses or all(s == FAILED for s in statuses):
+        return FAILED
+    return COMPLETE if all(s == COMPLETE for s in statuses) else PARTIAL
 
 
 def capture_cluster(
@@ -47,29 +74,65 @@ def capture_cluster(
     runner_factory: RunnerFactory | None = None,
     *,
     trigger: model.Finding | Mapping | None = None,
+    suspects: Iterable[int] | None = None,
+    checker: Checker | None = None,
+    known: Mapping[int, model.Broker] | None = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> dict:
-    """Capture every broker in ``broker_ids`` (the suspect and its peers) into ``bundle`` and
-    write manifest.json (+ snapshot.json when a snapshot is given). Returns the manifest dict."""
+    """Capture every broker in ``broker_ids`` into ``bundle``; write manifest.json (with
+    ``status`` and ``status_reasons``), snapshot.json and kafka-checks.json. ``suspects`` (default:
+    the trigger's brokers, else all) get the heavy tools; the others are peers. ``checker`` runs
+    the direct Kafka checks, at the start and at the end of the capture."""
     factory = runner_factory or default_runner_factory(config.capture.connect_timeout_s)
+    started = time.monotonic()
+    trig = None
     if trigger is not None:
-        bundle.manifest["trigger"] = trigger.to_dict() if hasattr(trigger, "to_dict") else dict(trigger)
+        trig = trigger.to_dict() if hasattr(trigger, "to_dict") else dict(trigger)
+        bundle.manifest["trigger"] = trig
     if snapshot is not None:
         bundle.write_snapshot(snapshot)
     ids = list(dict.fromkeys(C.validate_broker_id(b) for b in broker_ids))
+    if suspects is None:
+        suspects = (trig or {}).get("broker_ids") or ids
+    suspect_ids = {int(b) for b in suspects}
+    bundle.manifest["suspects"] = sorted(suspect_ids & set(ids))
+    bundle.manifest["deadline_s"] = config.capture.host_deadline_s
     for bid in ids:
-        bundle.set_host(bid)
-    if ids:
-        with ThreadPoolExecutor(max_workers=min(32, len(ids)), thread_name_prefix="capture") as pool:
-            futures = {pool.submit(capture_host, config, snapshot, bid, bundle, factory, sleep=sleep): bid for bid in ids}
-            for fut in as_completed(futures):
-                bid = futures[fut]
-                try:
-                    fut.result()
-                except Exception as exc:  # noqa: BLE001 - a bug on one host must not lose the others
-                    log.exception("capture of broker %s failed", bid)
-                    bundle.set_host(bid, error=f"capture failed: {exc!r}")
+        bundle.set_host(bid, role=C.SUSPECT if bid in suspect_ids else C.PEER, status=FAILED, status_reasons=[])
+    checks: list[dict] = []
+    with ThreadPoolExecutor(max_workers=min(32, len(ids) + 1) or 1, thread_name_prefix="capture") as pool:
+        check_first = pool.submit(_checks, checker, "start") if checker else None
+        futures = {
+            pool.submit(capture_host, config, snapshot, bid, bundle, factory, role=C.SUSPECT if bid in suspect_ids else C.PEER,
+                        known=known, sleep=sleep): bid
+            for bid in ids
+        }
+        for fut in as_completed(futures):
+            bid = futures[fut]
+            try:
+                fut.result()
+            except Exception as exc:  # noqa: BLE001 - a bug on one host must not lose the others
+                log.exception("capture of broker %s failed", bid)
+                bundle.set_host(bid, status=FAILED, error=f"capture failed: {exc!r}", status_reasons=[f"capture failed: {exc!r}"])
+        if check_first is not None:
+            checks += check_first.result()
+    if checker is not None:
+        checks += _checks(checker, "end")
+        path = bundle.path / KAFKA_CHECKS_FILE
+        atomic_write_json(path, checks)
+        bundle.add_file(path, kind=C.KIND_KAFKA_CHECKS)
+    hosts = bundle.manifest["hosts"]
+    status = overall_status(hosts)
+    reasons = [f"broker {b}: {r}" for b, h in sorted(hosts.items(), key=lambda kv: int(kv[0])) for r in h.get("status_reasons") or []]
+    bundle.manifest.update(status=status, status_reasons=reasons, duration_s=round(time.monotonic() - started, 1))
     return bundle.write_manifest()
+
+
+def _checks(checker: Checker, when: str) -> list[dict]:
+    try:
+        return [{**c.to_dict(), "during_capture": when} for c in checker()]
+    except Exception as exc:  # noqa: BLE001 - the checks are evidence, not a precondition
+        return [{"error": f"{type(exc).__name__}: {exc}", "during_capture": when}]
 
 
 def _read(path: Path, limit: int = 4 << 20) -> str:
@@ -80,6 +143,66 @@ def _read(path: Path, limit: int = 4 << 20) -> str:
         return ""
 
 
+class _HostCapture:
+    """One host's capture: runs commands within the deadline, records them, collects the reasons."""
+
+    def __init__(self, config: ClusterConfig, bundle: EvidenceBundle, runner: Runner, bid: int, address: str,
+                 sleep: Callable[[float], None]) -> None:
+        self.config = config
+        self.settings = config.capture
+        self.bundle = bundle
+        self.runner = runner
+        self.bid = bid
+        self.address = address
+        self.sleep = sleep
+        self.deadline = time.monotonic() + self.settings.host_deadline_s
+        self.failed: list[str] = []  # commands that failed
+        self.skipped: list[dict[str, str]] = []  # tools left out, and why
+        self.absent: list[str] = []  # optional files that do not exist on this host
+        self.outputs: dict[str, CommandResult] = {}
+        self.captured = 0
+
+    def left(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def skip(self, tool: str, reason: str) -> None:
+        self.skipped.append({"tool": tool, "reason": reason})
+
+    def do(self, cmd: C.CaptureCommand, *, optional_file: bool = False, **extra: Any) -> CommandResult | None:
+        """Run one command (timeout cut to the deadline), stream its stdout into the bundle."""
+        left = self.left()
+        if left < MIN_COMMAND_S:
+            self.skip(cmd.name, f"host deadline of {self.settings.host_deadline_s:g} s reached")
+            return None
+        timeout = max(1.0, min(cmd.timeout, left - 1.0))
+        path = self.bundle.file_path(self.bid, f"{cmd.name}.out")
+        try:
+            res = self.runner.run_to_file(cmd.argv, timeout, str(path))
+        except SSHError as exc:  # connection lost mid-capture: record, go on (the next command reconnects)
+            path.write_bytes(b"")
+            res = CommandResult(cmd.argv, "", b"", b"", None, clock.now_iso(), 0.0, f"{type(exc).__name__}: {exc}", str(path))
+        entry = self.bundle.record_command(self.bid, self.address, cmd.name, cmd.kind, res)
+        if extra:
+            entry.update(extra)
+            for f in self.bundle.manifest["files"]:
+                if f["path"] == entry["stdout"]:
+                    f.update(extra)
+        self.outputs[cmd.name] = res
+        missing = optional_file and res.exit_code == 1 and b"No such file" in (res.stderr or b"")
+        if missing:
+            self.absent.append(cmd.argv[-1])
+        elif res.error or res.exit_code != 0:
+            err = (res.stderr or b"").decode("utf-8", "replace").strip().splitlines()
+            self.failed.append(f"{cmd.name}: {res.error or 'exit ' + str(res.exit_code)}" + (f" ({err[-1][:160]})" if err else ""))
+        elif res.stdout_bytes:
+            self.captured += 1
+        return res
+
+    def text(self, name: str) -> str:
+        res = self.outputs.get(name)
+        return _read(Path(res.stdout_path)) if res is not None and res.stdout_path and res.exit_code == 0 else ""
+
+
 def capture_host(
     config: ClusterConfig,
     snapshot: model.ClusterSnapshot | None,
@@ -87,34 +210,32 @@ def capture_host(
     bundle: EvidenceBundle,
     runner_factory: RunnerFactory,
     *,
+    role: str = C.SUSPECT,
+    known: Mapping[int, model.Broker] | None = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> None:
-    settings = config.capture
     bid = C.validate_broker_id(broker_id)
     broker = snapshot.broker(bid) if snapshot is not None else None
-    port = C.validate_port(broker.port if broker is not None else config.broker_port)
-    bundle.set_host(bid, broker_host=broker.host if broker else None, broker_port=port)
+    if broker is None:
+        broker = (known or {}).get(bid) or model.Broker(bid, "", 0)
+    bundle.set_host(bid, broker_host=broker.host or None, registered=snapshot is not None and snapshot.broker(bid) is not None)
     try:
         conn_id = config.ssh_conn_id(bid)
-    except Exception as exc:  # noqa: BLE001
-        bundle.set_host(bid, error=str(exc))
-        return
-    bundle.set_host(bid, ssh_conn_id=conn_id)
-    try:
+        bundle.set_host(bid, ssh_conn_id=conn_id)
         runner = runner_factory(conn_id)
     except Exception as exc:  # noqa: BLE001 - bad/insecure/missing connection
-        bundle.set_host(bid, error=f"{type(exc).__name__}: {exc}")
+        bundle.set_host(bid, error=f"{type(exc).__name__}: {exc}", status=FAILED, status_reasons=[f"{type(exc).__name__}: {exc}"])
         return
     try:
-        address = runner.address
-        bundle.set_host(bid, address=address)
+        bundle.set_host(bid, address=runner.address)
         try:
             runner.get_conn()
         except SSHError as exc:
-            bundle.set_host(bid, reachable=False, error=f"{type(exc).__name__}: {exc}")
+            why = f"{type(exc).__name__}: {exc}"
+            bundle.set_host(bid, reachable=False, error=why, status=FAILED, status_reasons=[f"host unreachable: {why}"])
             return
         bundle.set_host(bid, reachable=True)
-        _capture_reachable_host(config, broker, bid, port, bundle, runner, address, sleep)
+        _capture_reachable_host(config, broker, bid, role, bundle, runner, sleep)
     finally:
         try:
             runner.close()
@@ -122,103 +243,198 @@ def capture_host(
             pass
 
 
-def _capture_reachable_host(config, broker, bid, port, bundle, runner, address, sleep) -> None:
+def _capture_reachable_host(config, broker, bid, role, bundle, runner, sleep) -> None:
     settings = config.capture
-    host_errors: list[str] = []
-    outputs: dict[str, CommandResult] = {}
-
-    def do(cmd: C.CaptureCommand) -> CommandResult:
-        path = bundle.file_path(bid, f"{cmd.name}.out")
-        try:
-            res = runner.run_to_file(cmd.argv, cmd.timeout, str(path))
-        except SSHError as exc:  # connection lost mid-capture: record, go on (next command reconnects)
-            path.write_bytes(b"")
-            res = CommandResult(cmd.argv, "", b"", b"", None, clock.now_iso(), 0.0, f"{type(exc).__name__}: {exc}", str(path))
-        bundle.record_command(bid, address, cmd.name, cmd.kind, res)
-        if res.error:
-            host_errors.append(f"{cmd.name}: {res.error}")
-        outputs[cmd.name] = res
-        return res
-
+    h = _HostCapture(config, bundle, runner, bid, runner.address, sleep)
     t = settings.command_timeout_s
-    # 1. the broker PID: the process listening on the broker port (works when hosts share a process table)
-    res = do(C.listen_sockets_command(t))
-    if res.exit_code == C.EXIT_NOT_FOUND:
-        res = do(C.listen_sockets_netstat_command(t))
-        listeners = C.parse_netstat_listeners(_read(Path(res.stdout_path or "")))
+    endpoint, problems = broker_endpoint(broker, config.listener, config.broker_port, [getattr(runner, "host", "")])
+    for port in endpoint.ports:
+        C.validate_port(port)
+    bundle.set_host(bid, broker_ports=list(endpoint.ports), broker_addresses=sorted(endpoint.addresses))
+    notes = list(problems)
+
+    # 1. the broker process, and its state before anything else
+    res = h.do(C.listen_sockets_command(t))
+    netstat = res is not None and res.exit_code == C.EXIT_NOT_FOUND
+    if netstat:
+        h.failed = [f for f in h.failed if not f.startswith("listen-sockets:")]
+        h.do(C.listen_sockets_netstat_command(t))
+        listeners = S.parse_netstat_listeners(h.text("listen-sockets-netstat"))
     else:
-        listeners = C.parse_ss_listeners(_read(Path(res.stdout_path or "")))
-    addrs = [a for a in (broker.host if broker else None, getattr(runner, "host", None)) if a]
-    pid = C.find_broker_pid(listeners, port, addrs)
-    if pid is None and settings.jvm_tool_prefix and res.exit_code != C.EXIT_NOT_FOUND:
-        res = do(C.listen_sockets_command(t, settings.jvm_tool_prefix))  # see the JVM user's sockets
-        pid = C.find_broker_pid(C.parse_ss_listeners(_read(Path(res.stdout_path or ""))), port, addrs)
-    bundle.set_host(bid, pid=pid)
+        listeners = S.parse_ss_listeners(h.text("listen-sockets"))
+    pid = S.find_broker_pid(listeners, endpoint)
+    if pid is None and settings.jvm_tool_prefix and not netstat:
+        h.do(C.listen_sockets_command(t, settings.jvm_tool_prefix))  # see the JVM user's sockets
+        pid = S.find_broker_pid(S.parse_ss_listeners(h.text("listen-sockets-jvm-user")), endpoint)
+    state = None
     if pid is None:
-        host_errors.append(f"no visible process listening on port {port} at {addrs or 'any address'}")
+        notes.append(f"no visible process listening on ports {list(endpoint.ports)} at {sorted(endpoint.addresses) or 'any address'}")
+    else:
+        h.do(C.process_state_command(pid, t))
+        state = process_state(h.text("process-state"), pid)
+        h.do(C.process_stat_command(pid, t))
+    plan = C.tool_plan(role, pid, state, settings)
+    for tool, why in plan.skipped:
+        h.skip(tool, why)
+    bundle.set_host(bid, left_out=[{"tool": tool, "reason": why} for tool, why in plan.left_out])
+    bundle.set_host(bid, pid=pid, process_state=state, plan={"thread_dumps": plan.thread_dumps, "dump_methods": list(plan.dump_methods),
+                                                            "histogram": plan.histogram, "heap_dump": plan.heap_dump})
+    if pid is not None:
+        h.do(C.proc_threads_command(pid, t))
 
-    # 2. the fixed plan; jstack dumps spaced by the sampling interval
-    last_jstack: float | None = None
-    for cmd in C.host_plan(pid, config.server_log(bid), settings):
-        if cmd.kind == C.KIND_JSTACK:
-            if last_jstack is not None:
-                wait = settings.jstack_interval_s - (time.monotonic() - last_jstack)
-                if wait > 0:
-                    sleep(wait)
-            last_jstack = time.monotonic()
-        res = do(cmd)
-        if cmd.name == "sockets-ss" and res.exit_code == C.EXIT_NOT_FOUND:
-            do(C.sockets_netstat_command(t))
+    # 2-3. socket tables and thread dumps, interleaved
+    sock_seq = 1
 
-    # 3. derived facts
-    hdir = bundle.host_dir(bid)
+    def sockets() -> None:
+        nonlocal sock_seq
+        cmd = C.sockets_netstat_command(t, sock_seq) if netstat else C.sockets_command(t, sock_seq)
+        r = h.do(cmd, seq=sock_seq, taken_at=clock.now_iso())
+        if r is not None and r.exit_code == C.EXIT_NOT_FOUND and not netstat:
+            h.failed.pop()
+            h.do(C.sockets_netstat_command(t, sock_seq), seq=sock_seq, taken_at=clock.now_iso())
+        sock_seq += 1
+
+    sockets()
+    methods = list(plan.dump_methods)
+    method = None
+    last = None
+    for i in range(1, plan.thread_dumps + 1):
+        if last is not None:
+            wait = settings.jstack_interval_s - (time.monotonic() - last)
+            if wait > 0:
+                if h.left() - wait < MIN_COMMAND_S:
+                    h.skip(f"thread dump {i}", "host deadline: no time left for the sampling interval")
+                    break
+                sleep(wait)
+            sockets()
+        last = time.monotonic()
+        method = _thread_dump(h, config, pid, i, methods)
+        if method is None:
+            break
+    bundle.set_host(bid, thread_dump_method=method)
+
+    # 4. logs
+    h.do(C.server_log_command(config.server_log(bid), settings))
+    log_dir = config.log_dir(bid)
+    for name in settings.other_logs:
+        h.do(C.log_tail_command(name, log_dir, settings, t), optional_file=True)
+    if pid is not None:
+        h.do(C.open_files_command(pid, settings))
+    h.do(C.disk_free_command(settings))
+
+    # 5. suspect only: histogram, heap info, heap dump
     facts: dict[str, Any] = {}
-    if "process-stat" in outputs:
-        facts["process"] = C.parse_ps(_read(hdir / "process-stat.out"))
-    if "open-files" in outputs and outputs["open-files"].exit_code == 0:
-        facts["open_files"] = C.count_lines((hdir / "open-files.out").read_bytes())
-    heap = C.parse_heap_info(_read(hdir / "heap-info.out")) if "heap-info" in outputs else None
-    free = C.parse_df_available(_read(hdir / "disk-free.out")) if "disk-free" in outputs else None
-    rss = (facts.get("process") or {}).get("rss_bytes")
-
-    # 4. heap dump, only with room for it
-    heap_entry: dict[str, Any]
-    if pid is None:
-        heap_entry = {"take": False, "reason": "no broker process found", "heap_bytes": None, "free_bytes": free}
-    else:
-        decision = C.heap_dump_decision(heap, free, enabled=settings.heap_dump, rss_bytes=rss)
-        heap_entry = decision.to_dict()
+    if "process-stat" in h.outputs:
+        facts["process"] = C.parse_ps(h.text("process-stat"))
+    if "open-files" in h.outputs and h.outputs["open-files"].exit_code == 0:
+        facts["open_files"] = C.count_lines(h.text("open-files").encode())
+    if plan.histogram:
+        h.do(C.jmap_histo_command(pid, settings))
+        h.do(C.heap_info_command(pid, settings))
+    sockets()  # the last table: how the queues moved during the capture
+    if plan.heap_dump:
+        heap = C.parse_heap_info(h.text("heap-info"))
+        free = C.parse_df_available(h.text("disk-free"))
+        decision = C.heap_dump_decision(heap, free, enabled=True, rss_bytes=(facts.get("process") or {}).get("rss_bytes"))
+        facts["heap_dump"] = decision.to_dict()
         if decision.take:
-            heap_entry.update(_heap_dump(settings, bid, pid, bundle, runner, address, do))
-    facts["heap_dump"] = heap_entry
-    bundle.set_host(bid, error="; ".join(host_errors) or None, **facts)
+            facts["heap_dump"].update(_heap_dump(h, settings, bid, pid))
+        else:
+            h.skip("heap dump", decision.reason)
+    else:
+        facts["heap_dump"] = {"take": False, "reason": next((why for tool, why in plan.skipped + plan.left_out if tool == "heap dump"),
+                                                            "no broker process")}
+
+    reasons = notes + h.failed + [f"skipped {s['tool']}: {s['reason']}" for s in h.skipped]
+    if h.captured == 0:
+        status = FAILED
+    elif reasons:
+        status = PARTIAL
+    else:
+        status = COMPLETE
+    bundle.set_host(bid, status=status, status_reasons=reasons, skipped=h.skipped, absent_files=h.absent,
+                    error="; ".join(notes + h.failed) or None, duration_s=round(settings.host_deadline_s - h.left(), 1), **facts)
 
 
-def _heap_dump(settings, bid, pid, bundle, runner, address, do) -> dict[str, Any]:
-    ts = clock.stamp()
-    remote = C.heap_dump_path(settings, bid, ts)
-    out: dict[str, Any] = {"remote_path": remote, "fetched": False, "path": None}
-    res = do(C.heap_dump_command(pid, remote, settings))
-    if not res.ok:
-        out["error"] = res.error or f"jmap exit {res.exit_code}"
+def _thread_dump(h: _HostCapture, config: ClusterConfig, pid: int, i: int, methods: list[str]) -> str | None:
+    """Thread dump number ``i`` with the first method in ``methods`` that works; a method that
+    failed is dropped from ``methods`` (the next dumps start with the one that worked). Returns it."""
+    while methods:
+        method = methods[0]
+        if method == "jstack":
+            res = h.do(C.jstack_command(pid, i, h.settings))
+            if res is None:
+                return None
+            if res.exit_code == 0 and res.error is None and _looks_like_dump(h.text(f"jstack-{i}")):
+                return "jstack"
+        elif method == "sigquit":
+            if _sigquit_dump(h, config, pid, i):
+                return "sigquit"
+        elif method == "jhsdb":
+            timeout = min(h.settings.jhsdb_timeout_s, max(MIN_COMMAND_S, h.left() - 1.0))
+            res = h.do(C.jhsdb_jstack_command(pid, i, h.settings, timeout))
+            if res is None:
+                return None
+            if res.exit_code == 0 and res.error is None and '"' in h.text(f"jstack-jhsdb-{i}"):
+                return "jhsdb"
+        h.failed.append(f"thread dump {i}: {method} did not produce a dump" + (f"; trying {methods[1]}" if len(methods) > 1 else ""))
+        methods.pop(0)
+    h.skip(f"thread dump {i}", "no thread-dump method worked (see the failures above)")
+    return None
+
+
+def _looks_like_dump(text: str) -> bool:
+    return "Full thread dump" in text or '"main"' in text
+
+
+def _sigquit_dump(h: _HostCapture, config: ClusterConfig, pid: int, i: int) -> bool:
+    """SIGQUIT (only to a running JVM): it prints a thread dump to its stdout file; cut it out."""
+    settings = h.settings
+    stdout_log = f"{config.log_dir(h.bid).rstrip('/')}/{settings.stdout_log}"
+    t = min(settings.command_timeout_s, 10.0)
+    res = h.do(C.file_size_command(f"sigquit-{i}-before", stdout_log, settings, t))
+    before = h.text(f"sigquit-{i}-before").strip()
+    if res is None or not before.isdigit():
+        return False
+    if h.do(C.sigquit_command(pid, settings, t, i)) is None:
+        return False
+    h.sleep(min(settings.sigquit_wait_s, max(0.0, h.left() - MIN_COMMAND_S)))
+    res = h.do(C.tail_from_command(f"jstack-sigquit-{i}", C.KIND_JSTACK, stdout_log, int(before), settings.log_tail_bytes, t),
+               method="sigquit", source_file=stdout_log)
+    return res is not None and res.exit_code == 0 and "Full thread dump" in h.text(f"jstack-sigquit-{i}")
+
+
+def _heap_dump(h: _HostCapture, settings, bid: int, pid: int) -> dict[str, Any]:
+    """jmap -dump into a fresh 0700 directory made by the JVM's user; fetched with `cat` as that
+    user (streamed into the bundle), then removed with the directory."""
+    t = settings.command_timeout_s
+    directory = C.heap_dump_dir(settings, bid, clock.stamp())
+    remote = f"{directory}/heap.hprof"
+    out: dict[str, Any] = {"take": True, "remote_path": remote, "fetched": False, "path": None, "remote_removed": False}
+    res = h.do(C.mkdir_private_command(directory, settings, t))
+    if res is None or res.exit_code != 0:
+        out["error"] = "could not make the private dump directory"
         return out
     try:
-        size = runner.remote_size(remote)
-        out["remote_bytes"] = size
-        if size > settings.heap_dump_fetch_limit_bytes:
-            out["note"] = f"{size} B > fetch limit {settings.heap_dump_fetch_limit_bytes} B: left on the host at {remote}"
+        res = h.do(C.heap_dump_command(pid, remote, settings, timeout=max(t, 300.0)))
+        if res is None or not res.ok:
+            out["error"] = (res.error if res else "host deadline") or f"jmap exit {res.exit_code}"
             return out
-        local = bundle.file_path(bid, "heap-dump.hprof")
-        runner.fetch(remote, str(local), settings.heap_dump_fetch_limit_bytes)
-        bundle.add_file(local, kind=C.KIND_HEAP_DUMP, broker_id=bid, host=address, command="heap-dump", stream=None,
-                        remote_path=remote)
-        out.update(fetched=True, path=bundle.rel(local))
-        try:
-            runner.remove(remote)
-            out["remote_removed"] = True
-        except Exception as exc:  # noqa: BLE001
-            out["remote_removed"] = False
-            out["note"] = f"could not remove {remote}: {exc}"
-    except Exception as exc:  # noqa: BLE001
-        out["error"] = f"fetch failed: {exc}"
-    return out
+        h.do(C.file_size_command("heap-dump-size", remote, settings, t, as_jvm_user=True))
+        size = h.text("heap-dump-size").strip()
+        out["remote_bytes"] = int(size) if size.isdigit() else None
+        if out["remote_bytes"] is None or out["remote_bytes"] > settings.heap_dump_fetch_limit_bytes:
+            out["note"] = f"{size} B > fetch limit {settings.heap_dump_fetch_limit_bytes} B: left on the host (0700, the JVM user's) at {remote}"
+            out["kept_on_host"] = True
+            return out
+        res = h.do(C.cat_as_jvm_user_command("heap-dump-hprof", remote, settings, max(t, 300.0)))
+        if res is not None and res.ok:
+            out.update(fetched=True, path=h.bundle.rel(h.bundle.file_path(bid, "heap-dump-hprof.out")))
+        return out
+    finally:
+        if not out.get("kept_on_host"):
+            removed = [h.do(cmd) for cmd in C.remove_dump_commands(remote, directory, settings, t)]
+            out["remote_removed"] = all(r is not None and r.exit_code == 0 for r in removed)
+
+
+__all__ = ["COMPLETE", "FAILED", "PARTIAL", "capture_cluster", "capture_host", "overall_status"]

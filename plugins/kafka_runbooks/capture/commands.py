@@ -7,7 +7,6 @@ can reach a remote command line. (The runner quotes every argv with ``shlex.join
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from dataclasses import dataclass
 from typing import Iterable, Sequence
@@ -25,6 +24,25 @@ KIND_OPEN_FILES = "open_files"
 KIND_SERVER_LOG = "server_log"
 KIND_PROCESS_STAT = "process_stat"
 KIND_DISK_FREE = "disk_free"
+# added for real Kafka 2.3 (docs/CONTRACTS.md, "Capture for real Kafka")
+KIND_JSTACK_JHSDB = "jstack_jhsdb"  # `jhsdb jstack --pid` output: the Serviceability Agent's format, not jstack's
+KIND_PROCESS_STATE = "process_state"  # /proc/<pid>/stat
+KIND_CONTROLLER_LOG = "controller_log"
+KIND_STATE_CHANGE_LOG = "state_change_log"
+KIND_LOG_CLEANER_LOG = "log_cleaner_log"
+KIND_STDOUT_LOG = "kafka_stdout"  # kafkaServer.out (SIGQUIT thread dumps land here)
+KIND_GC_LOG = "gc_log"
+KIND_KAFKA_CHECKS = "kafka_checks"  # kafka-checks.json: direct Kafka-protocol checks during the capture
+KIND_OTHER_LOG = "log"
+KIND_PROC_THREADS = "proc_threads"  # /proc/<pid>/task/*/stat: every native thread, name (15 chars) and kernel state
+KIND_AUX = "aux"  # helper commands' own output (mkdir, rm, stat, kill -QUIT, jmap -dump's messages): never parsed
+LOG_KINDS = {
+    "controller.log": KIND_CONTROLLER_LOG,
+    "state-change.log": KIND_STATE_CHANGE_LOG,
+    "log-cleaner.log": KIND_LOG_CLEANER_LOG,
+    "kafkaServer.out": KIND_STDOUT_LOG,
+    "kafkaServer-gc.log": KIND_GC_LOG,
+}
 
 # exit code of a shell / sshd when the command is not found
 EXIT_NOT_FOUND = 127
@@ -148,13 +166,99 @@ def listen_sockets_netstat_command(timeout: float) -> CaptureCommand:
     return CaptureCommand("listen-sockets-netstat", KIND_SOCKETS_NETSTAT, ("netstat", "-ltnp"), timeout)
 
 
-def sockets_command(timeout: float) -> CaptureCommand:
-    return CaptureCommand("sockets-ss", KIND_SOCKETS_SS, ("ss", "-tanp"), timeout)
+def sockets_command(timeout: float, seq: int = 1) -> CaptureCommand:
+    """One socket table with its queues (Recv-Q, Send-Q); taken several times during a capture."""
+    seq = validate_int(seq, "socket sample", minimum=1, maximum=100)
+    return CaptureCommand(f"sockets-ss-{seq}", KIND_SOCKETS_SS, ("ss", "-tanp"), timeout)
 
 
-def sockets_netstat_command(timeout: float) -> CaptureCommand:
+def sockets_netstat_command(timeout: float, seq: int = 1) -> CaptureCommand:
     """Fallback when ``ss`` is missing (exit 127)."""
-    return CaptureCommand("sockets-netstat", KIND_SOCKETS_NETSTAT, ("netstat", "-anp"), timeout)
+    seq = validate_int(seq, "socket sample", minimum=1, maximum=100)
+    return CaptureCommand(f"sockets-netstat-{seq}", KIND_SOCKETS_NETSTAT, ("netstat", "-anp"), timeout)
+
+
+def process_state_command(pid: int, timeout: float) -> CaptureCommand:
+    pid = validate_pid(pid)
+    return CaptureCommand("process-state", KIND_PROCESS_STATE, ("cat", f"/proc/{pid}/stat"), timeout)
+
+
+def proc_threads_command(pid: int, timeout: float) -> CaptureCommand:
+    """Every thread of the process as the kernel sees it (``tid (name) state ...``, one line each):
+    needs nothing from the JVM, so it works on a stopped one too. HotSpot names native threads after
+    the Java thread (first 15 characters: ``data-plane-kafk``, ``kafka-log-clean``)."""
+    pid = validate_pid(pid)
+    return CaptureCommand("proc-threads", KIND_PROC_THREADS,
+                          ("find", f"/proc/{pid}/task", "-mindepth", "2", "-maxdepth", "2", "-name", "stat", "-exec", "cat", "{}", "+"), timeout)
+
+
+def jhsdb_jstack_command(pid: int, index: int, settings: CaptureSettings, timeout: float) -> CaptureCommand:
+    """Thread dump through the Serviceability Agent (ptrace): works on a stopped JVM and on one
+    that refuses the attach mechanism; the JVM does not have to cooperate."""
+    pid = validate_pid(pid)
+    index = validate_int(index, "jstack index", minimum=1, maximum=1000)
+    return CaptureCommand(f"jstack-jhsdb-{index}", KIND_JSTACK_JHSDB, (*_prefix(settings), "jhsdb", "jstack", "--pid", str(pid)), timeout)
+
+
+def sigquit_command(pid: int, settings: CaptureSettings, timeout: float, index: int = 1) -> CaptureCommand:
+    """SIGQUIT: a running HotSpot JVM prints a thread dump to its stdout (kafkaServer.out)."""
+    pid = validate_pid(pid)
+    index = validate_int(index, "dump index", minimum=1, maximum=1000)
+    return CaptureCommand(f"sigquit-{index}", KIND_AUX, (*_prefix(settings), "kill", "-QUIT", str(pid)), timeout)
+
+
+def file_size_command(name: str, path: str, settings: CaptureSettings, timeout: float, *, as_jvm_user: bool = False) -> CaptureCommand:
+    path = validate_abs_path(path, "file path")
+    prefix = _prefix(settings) if as_jvm_user else ()
+    return CaptureCommand(name, KIND_AUX, (*prefix, "stat", "-c", "%s", "--", path), timeout)
+
+
+def tail_from_command(name: str, kind: str, path: str, offset: int, max_bytes: int, timeout: float) -> CaptureCommand:
+    """The bytes of ``path`` after ``offset`` (``tail -c +N``), at most ``max_bytes`` of them (``head -c``
+    is not needed: the stdout file only grew by one dump)."""
+    path = validate_abs_path(path, "file path")
+    offset = validate_int(offset, "offset", minimum=0, maximum=2**62)
+    validate_int(max_bytes, "max bytes", minimum=1, maximum=1 << 30)
+    return CaptureCommand(name, kind, ("tail", "-c", f"+{offset + 1}", "--", path), timeout)
+
+
+def log_tail_command(log_name: str, log_dir: str, settings: CaptureSettings, timeout: float) -> CaptureCommand:
+    """The last ``log_tail_bytes`` of one of the broker's other logs (controller.log, ...)."""
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}", log_name):
+        raise UnsafeValueError(f"bad log file name {log_name!r}")
+    path = validate_abs_path(f"{log_dir.rstrip('/')}/{log_name}", "log path")
+    n = validate_int(settings.log_tail_bytes, "log_tail_bytes", minimum=1, maximum=1 << 30)
+    stem = re.sub(r"[^A-Za-z0-9_-]", "-", log_name.rsplit(".", 1)[0] if log_name.endswith((".log", ".out")) else log_name)
+    return CaptureCommand(f"log-{stem}"[:64], LOG_KINDS.get(log_name, KIND_OTHER_LOG), ("tail", "-c", str(n), "--", path), timeout)
+
+
+def heap_dump_dir(settings: CaptureSettings, broker_id: int, ts: str) -> str:
+    broker_id = validate_broker_id(broker_id)
+    if not re.fullmatch(r"[0-9A-Za-z]{1,32}", ts):
+        raise UnsafeValueError(f"bad heap dump timestamp {ts!r}")
+    return f"{validate_work_dir(settings.remote_work_dir).rstrip('/')}/kafka-runbooks-{broker_id}-{ts}"
+
+
+def mkdir_private_command(path: str, settings: CaptureSettings, timeout: float) -> CaptureCommand:
+    """A 0700 directory made by the JVM's user (so only that user can read the dump in it)."""
+    path = validate_abs_path(path, "directory")
+    if not _SAFE_DIR_RE.fullmatch(path):
+        raise UnsafeValueError(f"directory may only contain [A-Za-z0-9_./-]: {path!r}")
+    return CaptureCommand("heap-dump-mkdir", KIND_AUX, (*_prefix(settings), "mkdir", "-m", "0700", "--", path), timeout)
+
+
+def cat_as_jvm_user_command(name: str, path: str, settings: CaptureSettings, timeout: float) -> CaptureCommand:
+    path = validate_abs_path(path, "file path")
+    return CaptureCommand(name, KIND_HEAP_DUMP, (*_prefix(settings), "cat", "--", path), timeout)
+
+
+def remove_dump_commands(path: str, directory: str, settings: CaptureSettings, timeout: float) -> list[CaptureCommand]:
+    path = validate_abs_path(path, "file path")
+    directory = validate_abs_path(directory, "directory")
+    return [
+        CaptureCommand("heap-dump-rm", KIND_AUX, (*_prefix(settings), "rm", "-f", "--", path), timeout),
+        CaptureCommand("heap-dump-rmdir", KIND_AUX, (*_prefix(settings), "rmdir", "--", directory), timeout),
+    ]
 
 
 def process_stat_command(pid: int, timeout: float) -> CaptureCommand:
@@ -200,200 +304,81 @@ def server_log_command(log_path: str, settings: CaptureSettings) -> CaptureComma
     return CaptureCommand("server-log", KIND_SERVER_LOG, ("tail", "-n", str(n), "--", log_path), settings.command_timeout_s)
 
 
-def heap_dump_path(settings: CaptureSettings, broker_id: int, ts: str) -> str:
-    broker_id = validate_broker_id(broker_id)
-    if not re.fullmatch(r"[0-9A-Za-z]{1,32}", ts):
-        raise UnsafeValueError(f"bad heap dump timestamp {ts!r}")
-    d = validate_work_dir(settings.remote_work_dir)
-    return f"{d.rstrip('/')}/kafka-{broker_id}-{ts}.hprof"
-
-
-def heap_dump_command(pid: int, remote_path: str, settings: CaptureSettings) -> CaptureCommand:
+def heap_dump_command(pid: int, remote_path: str, settings: CaptureSettings, timeout: float | None = None) -> CaptureCommand:
     pid = validate_pid(pid)
     remote_path = validate_abs_path(remote_path, "heap dump path")
     if not _SAFE_DIR_RE.fullmatch(remote_path):
         raise UnsafeValueError(f"heap dump path may only contain [A-Za-z0-9_./-]: {remote_path!r}")
     return CaptureCommand(
-        "heap-dump",
-        KIND_HEAP_DUMP,
+        "heap-dump-jmap",
+        KIND_AUX,
         (*_prefix(settings), "jmap", f"-dump:live,format=b,file={remote_path}", str(pid)),
-        max(settings.command_timeout_s, 300.0),
+        timeout or max(settings.command_timeout_s, 300.0),
     )
 
 
-def host_plan(pid: int | None, log_path: str, settings: CaptureSettings) -> list[CaptureCommand]:
-    """The fixed part of a host's capture, in order, once the PID is known (or not).
+# ---------------------------------------------------------------------------------------------
+# what to run on a host
 
-    jstack dumps come first (the collector waits ``jstack_interval_s`` between their starts), then
-    the rest. The socket-table fallback, the heap dump decision and the dump itself depend on
-    earlier results and are built by the collector from the functions above.
+
+SUSPECT = "suspect"
+PEER = "peer"
+RUNNABLE_STATES = ("running", "sleeping", "disk_sleep", "idle", "parked", "paging")
+
+
+@dataclass(frozen=True)
+class ToolPlan:
+    """Which JVM tools a host gets, decided from its role and its process state. ``skipped``: tools
+    the circumstances ruled out (a stopped process: the capture is partial); ``left_out``: tools
+    this host never gets by design (a peer, heap dumps not configured: the capture stays complete).
+    The manifest carries both, with the reasons."""
+
+    thread_dumps: int  # how many
+    # thread-dump methods, tried in order until one works: "jstack" (attach), "sigquit" (into the
+    # stdout file: needs a running JVM, not the attach mechanism), "jhsdb" (ptrace: stops the process
+    # while it reads it -- suspect only, or a process that is stopped anyway)
+    dump_methods: tuple[str, ...]
+    histogram: bool  # jmap -histo:live + jcmd GC.heap_info (stop-the-world: suspect only)
+    heap_dump: bool
+    skipped: tuple[tuple[str, str], ...] = ()
+    left_out: tuple[tuple[str, str], ...] = ()
+
+
+def tool_plan(role: str, pid: int | None, process_state: str | None, settings: CaptureSettings) -> ToolPlan:
+    """Pure: the JVM tools for one host (every host with a process also gets its /proc thread list).
+
+    * no process: logs and sockets only;
+    * stopped (SIGSTOP) or traced: no attach-based tool (jstack, jcmd, jmap wait for a JVM that
+      cannot answer) and no SIGQUIT (delivered only when it resumes); one bounded `jhsdb jstack`;
+    * zombie / dead: nothing can be asked;
+    * a running suspect: ``jstack_count`` dumps (jstack, else SIGQUIT, else jhsdb), the class
+      histogram and heap info, and a heap dump only where configured; a running peer: one plain
+      thread dump (jstack, else SIGQUIT), never a stop-the-world tool.
     """
-    t = settings.command_timeout_s
-    plan: list[CaptureCommand] = []
-    if pid is not None:
-        plan.append(process_stat_command(pid, t))
-        plan += [jstack_command(pid, i, settings) for i in range(1, settings.jstack_count + 1)]
-        plan.append(jmap_histo_command(pid, settings))
-        plan.append(heap_info_command(pid, settings))
-        plan.append(open_files_command(pid, settings))
-    plan.append(sockets_command(t))
-    plan.append(disk_free_command(settings))
-    plan.append(server_log_command(log_path, settings))
-    return plan
+    if pid is None:
+        return ToolPlan(0, (), False, False, (("JVM tools", "no broker process found"),))
+    if process_state in ("zombie", "dead"):
+        return ToolPlan(0, (), False, False, (("JVM tools", f"the process is a {process_state}: no JVM to ask"),))
+    if process_state in ("stopped", "tracing_stop"):
+        why = f"the process is {process_state} (SIGSTOP?): attach-based tools would wait for a JVM that cannot answer"
+        skipped = [("jstack", why), ("SIGQUIT thread dump", "a stopped JVM handles the signal only when it resumes")]
+        if role == SUSPECT:
+            skipped += [("jmap -histo:live", why), ("jcmd GC.heap_info", why)] + ([("heap dump", why)] if settings.heap_dump else [])
+        return ToolPlan(1, ("jhsdb",), False, False, tuple(skipped))
+    skipped: list[tuple[str, str]] = []
+    if process_state is not None and process_state not in RUNNABLE_STATES:
+        skipped.append(("process state", f"unexpected state {process_state!r}: tools tried anyway, within the deadline"))
+    if role == SUSPECT:
+        left_out = () if settings.heap_dump else (("heap dump", "heap dumps not configured for this cluster (capture.heap_dump)"),)
+        return ToolPlan(settings.jstack_count, ("jstack", "sigquit", "jhsdb"), True, settings.heap_dump, tuple(skipped), left_out)
+    left_out = (("jmap -histo:live", "stop-the-world tool: suspect broker only, never a healthy peer"),
+                ("jhsdb", "stops the process while it reads it: suspect broker only"),
+                ("heap dump", "suspect broker only"))
+    return ToolPlan(1, ("jstack", "sigquit"), False, False, tuple(skipped), left_out)
 
 
 # ---------------------------------------------------------------------------------------------
 # parsers
-
-
-def _norm_addr(addr: str) -> str:
-    addr = addr.strip()
-    if addr.startswith("[") and addr.endswith("]"):
-        addr = addr[1:-1]
-    if "%" in addr:  # interface scope, e.g. 0.0.0.0%lo or fe80::1%eth0
-        addr = addr.split("%", 1)[0]
-    if addr.lower().startswith("::ffff:") and "." in addr:
-        addr = addr[7:]
-    return addr
-
-
-_WILDCARDS = {"*", "0.0.0.0", "::", ""}
-
-
-def split_host_port(s: str) -> tuple[str, int | None]:
-    """'127.0.0.1:9092', '[::ffff:127.0.0.1]:9092', '*:9092', ':::9092' (netstat) -> (addr, port)."""
-    s = s.strip()
-    if s.startswith("["):
-        host, _, rest = s[1:].partition("]")
-        port = rest[1:] if rest.startswith(":") else ""
-    else:
-        host, _, port = s.rpartition(":")
-    try:
-        p = int(port)
-    except ValueError:
-        p = None
-    return _norm_addr(host), p
-
-
-def _is_ip(host: str) -> bool:
-    try:
-        ipaddress.ip_address(_norm_addr(host))
-        return True
-    except ValueError:
-        return False
-
-
-_PID_RE = re.compile(r"pid=(\d+)")
-
-
-@dataclass(frozen=True)
-class Listener:
-    address: str
-    port: int
-    pids: tuple[int, ...]
-
-
-def parse_ss_listeners(text: str) -> list[Listener]:
-    """Parse ``ss -Hltnp`` (header tolerated): State Recv-Q Send-Q Local Peer [Process]."""
-    out = []
-    for line in text.splitlines():
-        parts = line.split()
-        if len(parts) < 5 or parts[0] == "State":
-            continue
-        if parts[0] != "LISTEN":
-            continue
-        addr, port = split_host_port(parts[3])
-        if port is None:
-            continue
-        pids = tuple(dict.fromkeys(int(p) for p in _PID_RE.findall(" ".join(parts[5:]))))
-        out.append(Listener(addr, port, pids))
-    return out
-
-
-def parse_netstat_listeners(text: str) -> list[Listener]:
-    """Parse ``netstat -ltnp``: Proto Recv-Q Send-Q Local Foreign State PID/Program."""
-    out = []
-    for line in text.splitlines():
-        parts = line.split()
-        if len(parts) < 6 or not parts[0].startswith("tcp") or "LISTEN" not in parts:
-            continue
-        addr, port = split_host_port(parts[3])
-        if port is None:
-            continue
-        pids: tuple[int, ...] = ()
-        if len(parts) >= 7:
-            m = re.match(r"(\d+)/", parts[6])
-            if m:
-                pids = (int(m.group(1)),)
-        out.append(Listener(addr, port, pids))
-    return out
-
-
-def find_broker_pid(listeners: Iterable[Listener], port: int, host_addresses: Iterable[str] = ()) -> int | None:
-    """The PID listening on ``port`` at one of ``host_addresses`` or a wildcard address.
-
-    Hosts that share one process table (our lab) each see their own broker on their own
-    address; only listeners whose process is visible (pid known) count. When none of the given
-    addresses is an IP literal (a hostname registration), a single visible process on the port wins.
-    """
-    port = validate_port(port)
-    wanted = {_norm_addr(h) for h in host_addresses if h}
-    on_port = [l for l in listeners if l.port == port and l.pids]
-    for group in (
-        [l for l in on_port if l.address in wanted],
-        [l for l in on_port if l.address in _WILDCARDS],
-    ):
-        pids = list(dict.fromkeys(p for l in group for p in l.pids))
-        if pids:
-            return pids[0]
-    if not any(_is_ip(h) for h in wanted):
-        pids = list(dict.fromkeys(p for l in on_port for p in l.pids))
-        if len(pids) == 1:
-            return pids[0]
-    return None
-
-
-_SS_STATE = {
-    "ESTAB": "ESTABLISHED",
-    "SYN-SENT": "SYN_SENT",
-    "SYN-RECV": "SYN_RECV",
-    "FIN-WAIT-1": "FIN_WAIT1",
-    "FIN-WAIT-2": "FIN_WAIT2",
-    "TIME-WAIT": "TIME_WAIT",
-    "CLOSE-WAIT": "CLOSE_WAIT",
-    "LAST-ACK": "LAST_ACK",
-    "LISTEN": "LISTEN",
-    "CLOSING": "CLOSING",
-    "UNCONN": "CLOSE",
-    "CLOSED": "CLOSE",
-}
-
-
-def connection_states(text: str, port: int, host: str | None = None, *, netstat: bool = False) -> dict[str, int]:
-    """state -> count of TCP sockets whose local port is ``port`` (and local address ``host`` when
-    ``host`` is an IP literal), from ``ss -tan[p]`` or ``netstat -an[p]``. LISTEN is not counted.
-    States use netstat's spelling (ESTABLISHED, CLOSE_WAIT, ...)."""
-    port = validate_port(port)
-    want = _norm_addr(host) if host and _is_ip(host) else None
-    counts: dict[str, int] = {}
-    for line in text.splitlines():
-        parts = line.split()
-        if netstat:
-            if len(parts) < 6 or not parts[0].startswith("tcp"):
-                continue
-            local, state = parts[3], parts[5]
-        else:
-            if len(parts) < 5 or parts[0] == "State":
-                continue
-            state = _SS_STATE.get(parts[0], parts[0])
-            local = parts[3]
-        addr, p = split_host_port(local)
-        if p != port or state == "LISTEN":
-            continue
-        if want is not None and addr != want:
-            continue
-        counts[state] = counts.get(state, 0) + 1
-    return dict(sorted(counts.items()))
 
 
 def count_lines(data: bytes) -> int:

@@ -6,8 +6,11 @@ Security settings (SASL/SSL, credentials) come only from an optional Airflow con
 bootstrap servers are never taken from it for per-broker work: each broker is reached on its own
 registered endpoint for the configured listener (``Broker.endpoint``).
 
-A client bootstrapped at one broker alone asks that broker first; ``ClusterMetadata.orig_broker_id``
-says which broker answered, so a check can prove the broker itself is serving.
+The direct check of broker N: a client bootstrapped at N alone (on the configured listener) sends
+a DescribeConfigs request for the BROKER resource N. librdkafka sends a broker resource's request
+to that broker and no other (a metadata request goes to *any* known broker: bootstrapped at a
+healthy 1, ``list_topics`` was answered by 2 here), and the answer carries N's own ``broker.id``:
+an answer proves N itself read and answered a request. A stuck or stopped N times out.
 """
 
 from __future__ import annotations
@@ -18,8 +21,11 @@ from typing import Any, Mapping
 
 from airflow.sdk import BaseHook
 
+from concurrent.futures import ThreadPoolExecutor
+from typing import Iterable
+
 from kafka_runbooks import clock
-from kafka_runbooks.model import Broker, KafkaCheck
+from kafka_runbooks.model import Broker, CanaryResult, KafkaCheck
 
 log = logging.getLogger(__name__)
 
@@ -83,24 +89,134 @@ class KafkaHook(BaseHook):
 
         return AdminClient(client_config(self.base_config(), broker_address(broker, self.listener), timeout_s))
 
-    def check_broker(self, broker: Broker, timeout_s: float) -> KafkaCheck:
-        """Ask ``broker`` itself for metadata within ``timeout_s``. Never raises for broker problems."""
+    def check_broker(self, broker: Broker, timeout_s: float, *, registered: bool = True) -> KafkaCheck:
+        """Ask ``broker`` itself a question within ``timeout_s``. Never raises for broker problems."""
         from confluent_kafka import KafkaException
+        from confluent_kafka.admin import ConfigResource
 
         at = clock.now_iso()
         try:
             endpoint = broker_address(broker, self.listener)
         except KeyError as exc:
-            return KafkaCheck(broker.id, "", ok=False, error=str(exc.args[0]), at=at)
+            return KafkaCheck(broker.id, "", ok=False, error=str(exc.args[0]), at=at, error_code="NO_ENDPOINT", registered=registered)
         t0 = time.monotonic()
+
+        def elapsed() -> float:
+            return round((time.monotonic() - t0) * 1000, 1)
+
         try:
-            md = self.admin_for(broker, timeout_s).list_topics(timeout=timeout_s)
+            admin = self.admin_for(broker, timeout_s)
+            futures = admin.describe_configs([ConfigResource(ConfigResource.Type.BROKER, str(broker.id))], request_timeout=timeout_s)
+            (future,) = futures.values()
+            config = future.result(timeout=timeout_s + 1.0)
         except KafkaException as exc:
             err = exc.args[0] if exc.args else exc
-            return KafkaCheck(broker.id, endpoint, ok=False, latency_ms=round((time.monotonic() - t0) * 1000, 1),
-                              error=f"no metadata answer within {timeout_s:g}s: {err}", at=at)
-        latency = round((time.monotonic() - t0) * 1000, 1)
-        if md.orig_broker_id != broker.id:
-            return KafkaCheck(broker.id, endpoint, ok=False, latency_ms=latency, answered_by=md.orig_broker_id,
-                              error=f"the answer came from broker {md.orig_broker_id}, not {broker.id}", at=at)
-        return KafkaCheck(broker.id, endpoint, ok=True, latency_ms=latency, answered_by=md.orig_broker_id, at=at)
+            code = err.name() if hasattr(err, "name") else None
+            return KafkaCheck(broker.id, endpoint, ok=False, latency_ms=elapsed(), error=f"no answer within {timeout_s:g}s: {err}",
+                              at=at, error_code=code, registered=registered)
+        except Exception as exc:  # noqa: BLE001 - a future that never resolved, a client that could not start
+            return KafkaCheck(broker.id, endpoint, ok=False, latency_ms=elapsed(), error=f"{type(exc).__name__}: {exc}",
+                              at=at, error_code=type(exc).__name__, registered=registered)
+        entry = config.get("broker.id")
+        answered_by = int(entry.value) if entry is not None and str(entry.value).isdigit() else None
+        if answered_by is not None and answered_by != broker.id:
+            return KafkaCheck(broker.id, endpoint, ok=False, latency_ms=elapsed(), answered_by=answered_by, at=at,
+                              error=f"{endpoint} answered as broker {answered_by}, not {broker.id}", error_code="WRONG_BROKER",
+                              registered=registered)
+        return KafkaCheck(broker.id, endpoint, ok=True, latency_ms=elapsed(), answered_by=broker.id, at=at, registered=registered)
+
+    def check_all(self, brokers: Iterable[Broker], timeout_s: float, *, unregistered: Iterable[int] = (),
+                  unregistered_timeout_s: float | None = None) -> list[KafkaCheck]:
+        """Every broker checked in parallel (each on its own client); results in the brokers' order.
+        Brokers in ``unregistered`` (checked on their last known endpoint) get ``unregistered_timeout_s``."""
+        brokers = list(brokers)
+        if not brokers:
+            return []
+        unregistered = set(unregistered)
+        short = min(timeout_s, unregistered_timeout_s) if unregistered_timeout_s else timeout_s
+
+        def one(b: Broker) -> KafkaCheck:
+            gone = b.id in unregistered
+            return self.check_broker(b, short if gone else timeout_s, registered=not gone)
+
+        with ThreadPoolExecutor(max_workers=min(16, len(brokers)), thread_name_prefix="kafka-check") as pool:
+            return list(pool.map(one, brokers))
+
+    def canary(self, brokers: Iterable[Broker], led: dict[int, int], topic: str, timeout_s: float) -> list[CanaryResult]:
+        """One record produced (acks=all) to partition ``led[b]`` of ``topic`` -- a partition broker
+        ``b`` leads -- and consumed back, for every broker in ``led``; all brokers at once, producing and
+        consuming each bounded by ``timeout_s``. A broker that leads no partition of the topic gets a failed result saying so."""
+        from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+
+        brokers = list(brokers)
+        at = clock.now_iso()
+        results: dict[int, CanaryResult] = {}
+        bootstrap = ",".join(broker_address(b, self.listener) for b in brokers if _has(b, self.listener))
+        for b in brokers:
+            if b.id not in led:
+                results[b.id] = CanaryResult(b.id, topic, None, ok=False, error=f"broker {b.id} leads no partition of {topic}",
+                                             error_code="NO_PARTITION", at=at)
+        todo = {bid: p for bid, p in led.items() if bid not in results}
+        if not todo or not bootstrap:
+            return [results[b] for b in sorted(results)]
+        ms = max(1000, int(timeout_s * 1000))
+        base = client_config(self.base_config(), bootstrap, timeout_s)
+        producer = Producer({**base, "acks": "all", "message.timeout.ms": ms, "linger.ms": 0, "enable.idempotence": False})
+        token = f"kafka-runbooks-canary {at}".encode()
+        sent: dict[int, dict] = {}
+
+        def delivered(bid: int, t0: float):
+            def cb(err, msg):
+                sent[bid] = {"err": err, "offset": msg.offset() if err is None else None, "ms": round((time.monotonic() - t0) * 1000, 1)}
+            return cb
+
+        for bid, partition in todo.items():
+            producer.produce(topic, value=token, key=str(bid).encode(), partition=partition, on_delivery=delivered(bid, time.monotonic()))
+        deadline = time.monotonic() + timeout_s
+        producer.flush(max(0.0, deadline - time.monotonic()))
+        consumer = None
+        want: dict[int, tuple[int, int]] = {}
+        for bid, partition in todo.items():
+            d = sent.get(bid)
+            if d is None or d["err"] is not None:
+                err = d["err"] if d else None
+                results[bid] = CanaryResult(bid, topic, partition, ok=False, produce_ms=d["ms"] if d else None,
+                                            error=f"produce failed: {err or 'no delivery report within the timeout'}",
+                                            error_code=err.name() if err else "_MSG_TIMED_OUT", at=at)
+            else:
+                want[partition] = (bid, d["offset"])
+        if want:
+            consumer = Consumer({**base, "group.id": "kafka-runbooks-canary", "enable.auto.commit": False,
+                                 "enable.partition.eof": False, "fetch.wait.max.ms": 100})
+            try:
+                t0 = time.monotonic()
+                deadline = t0 + timeout_s  # consuming gets its own bound: a slow acks=all must not eat it
+                consumer.assign([TopicPartition(topic, p, off) for p, (_, off) in want.items()])
+                while want and time.monotonic() < deadline:
+                    msg = consumer.poll(min(0.5, max(0.0, deadline - time.monotonic())))
+                    if msg is None:
+                        continue
+                    if msg.error():
+                        if msg.error().code() != KafkaError._PARTITION_EOF and msg.partition() in want:
+                            bid, _ = want.pop(msg.partition())
+                            results[bid] = CanaryResult(bid, topic, msg.partition(), ok=False, produce_ms=sent[bid]["ms"],
+                                                        error=f"consume failed: {msg.error()}", error_code=msg.error().name(), at=at)
+                        continue
+                    if msg.partition() in want and msg.offset() >= want[msg.partition()][1]:
+                        bid, _ = want.pop(msg.partition())
+                        results[bid] = CanaryResult(bid, topic, msg.partition(), ok=True, produce_ms=sent[bid]["ms"],
+                                                    consume_ms=round((time.monotonic() - t0) * 1000, 1), at=at)
+            finally:
+                consumer.close()
+            for p, (bid, _) in want.items():
+                results[bid] = CanaryResult(bid, topic, p, ok=False, produce_ms=sent[bid]["ms"],
+                                            error=f"record not consumed back within {timeout_s:g}s", error_code="_TIMED_OUT", at=at)
+        return [results[b] for b in sorted(results)]
+
+
+def _has(broker: Broker, listener: str | None) -> bool:
+    try:
+        broker.endpoint(listener)
+        return True
+    except KeyError:
+        return False

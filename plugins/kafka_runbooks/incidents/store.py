@@ -4,6 +4,17 @@
     <incident_base>/<incident_id>/audit.jsonl     every action: who, when, what, where, outcome
 
 Writers take an flock on the incident directory, so concurrent tasks never lose an update.
+
+An incident's status, and who moves it (every move is audited as ``status -> <new>``):
+
+    open          opened (by the health check or by hand); no response started yet
+    responding    a response run is working on it (``response_run``)
+    closed        the response fixed it (approved, done and verified)
+    needs_person  the response was rejected, refused or failed: a person owns it now. It no longer
+                  holds back the automation: a new detection of the same problem opens a new incident
+    resolved      its finding cleared for ``health.clear_checks`` checks in a row, by itself
+
+Only ``responding`` dedupes new detections (detect/: "dedupe only while a response is running").
 """
 
 from __future__ import annotations
@@ -22,7 +33,12 @@ from kafka_runbooks import clock
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
 OPEN = "open"
+RESPONDING = "responding"
 CLOSED = "closed"
+NEEDS_PERSON = "needs_person"
+RESOLVED = "resolved"
+STATUSES = (OPEN, RESPONDING, CLOSED, NEEDS_PERSON, RESOLVED)
+TERMINAL = (CLOSED, RESOLVED)  # nothing more happens to these
 
 
 class IncidentError(ValueError):
@@ -110,25 +126,59 @@ class IncidentStore:
             self._write_record(d, record)
             return record
 
+    def transition(
+        self, incident_id: str, status: str, *, actor: str, reason: str, details: Mapping[str, Any] | None = None, **fields: Any
+    ) -> dict[str, Any]:
+        """Move an incident to ``status`` (recording ``reason`` as a note), audited."""
+        if status not in STATUSES:
+            raise IncidentError(f"unknown incident status {status!r}")
+        previous = self.get(incident_id).get("status")
+        now = clock.now_iso()
+        extra = {"closed_at": now} if status in TERMINAL else {}
+        if status == NEEDS_PERSON:
+            extra["needs_person_since"] = now
+        record = self.update(incident_id, status=status, status_reason=reason, note=f"{status}: {reason}", **extra, **fields)
+        self.audit(incident_id, actor=actor, action=f"status -> {status}", outcome="ok",
+                   details={"from": previous, "reason": reason, **dict(details or {})})
+        return record
+
     def close(self, incident_id: str, *, actor: str, resolution: str) -> dict[str, Any]:
+        """The response fixed it."""
         record = self.update(incident_id, status=CLOSED, closed_at=clock.now_iso(), resolution=resolution)
         self.audit(incident_id, actor=actor, action="close_incident", outcome="ok", details={"resolution": resolution})
         return record
 
-    def find_open(self, cluster: str, broker_ids: Sequence[int], kind: str) -> dict[str, Any] | None:
-        """An open incident of this cluster and finding kind that already covers one of these brokers."""
+    def responding(self, incident_id: str, *, actor: str, run_id: str | None) -> dict[str, Any]:
+        return self.transition(incident_id, RESPONDING, actor=actor, reason=f"response run {run_id}", response_run=run_id)
+
+    def needs_person(self, incident_id: str, *, actor: str, reason: str, **details: Any) -> dict[str, Any]:
+        return self.transition(incident_id, NEEDS_PERSON, actor=actor, reason=reason, details=details)
+
+    def resolve(self, incident_id: str, *, actor: str, reason: str, **details: Any) -> dict[str, Any]:
+        return self.transition(incident_id, RESOLVED, actor=actor, reason=reason, details=details, resolution=reason)
+
+    def records(self, cluster: str | None = None) -> list[dict[str, Any]]:
+        """Every incident record (of ``cluster``), oldest first."""
         if not self.base.exists():
-            return None
-        wanted = {int(b) for b in broker_ids}
+            return []
+        out = []
         for path in sorted(self.base.glob("*/incident.json")):
             try:
                 record = json.loads(path.read_text(encoding="utf-8"))
             except (OSError, ValueError):
                 continue
+            if cluster is None or record.get("cluster") == cluster:
+                out.append(record)
+        return sorted(out, key=lambda r: (str(r.get("opened_at")), str(r.get("id"))))
+
+    def find_open(self, cluster: str, broker_ids: Sequence[int], kind: str) -> dict[str, Any] | None:
+        """A not-yet-ended incident (open, responding or needs_person) of this cluster and finding
+        kind that covers one of these brokers."""
+        wanted = {int(b) for b in broker_ids}
+        for record in self.records(cluster):
             trigger_kind = (record.get("trigger") or {}).get("kind")
             if (
-                record.get("status") == OPEN
-                and record.get("cluster") == cluster
+                record.get("status") not in TERMINAL
                 and trigger_kind == kind
                 and (wanted & set(record.get("broker_ids") or ()) or not wanted)
             ):

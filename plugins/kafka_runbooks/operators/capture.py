@@ -13,7 +13,11 @@ from kafka_runbooks import clock
 
 
 class CaptureEvidenceOperator(BaseOperator):
-    """Runs the capture plan on all hosts in parallel; one failing command or host never stops the rest."""
+    """Captures the suspect broker(s) and their peers in parallel, each host within its deadline.
+
+    The audit records the capture's real status -- ``complete``, ``partial`` (with every reason:
+    a stopped JVM, a failed command, a deadline) or ``failed`` -- and the task fails only when
+    nothing at all could be captured."""
 
     template_fields: Sequence[str] = ("incident",)
 
@@ -23,10 +27,12 @@ class CaptureEvidenceOperator(BaseOperator):
 
     def execute(self, context) -> dict[str, Any]:
         from kafka_runbooks.capture.bundle import EvidenceBundle
-        from kafka_runbooks.capture.collector import capture_cluster
+        from kafka_runbooks.capture.collector import FAILED, capture_cluster
         from kafka_runbooks.config import load_cluster
+        from kafka_runbooks.hooks.kafka import KafkaHook
         from kafka_runbooks.incidents.store import IncidentStore
         from kafka_runbooks.model import ClusterSnapshot, Finding
+        from kafka_runbooks.detect.observe import brokers_to_probe, known_registrations
 
         config = load_cluster(self.incident["cluster"])
         incident_id = self.incident["incident_id"]
@@ -40,25 +46,44 @@ class CaptureEvidenceOperator(BaseOperator):
             # one incident may be captured by several response runs; evidence is never overwritten
             capture_id=clock.stamp(micros=True),
         )
-        manifest = capture_cluster(config, snapshot, self.incident["capture_broker_ids"], bundle)
+        known = known_registrations(config)
+        targets, missing = brokers_to_probe(config, snapshot, known)
+        wanted = set(self.incident["capture_broker_ids"])
+        hook = KafkaHook(config.kafka_conn_id, listener=config.listener)
+        checkable = [b for b in targets if b.id in wanted and (b.endpoints or b.id not in missing)]
+
+        def checker():
+            return hook.check_all(checkable, config.health.kafka_probe_timeout_s, unregistered=missing)
+
+        manifest = capture_cluster(
+            config, snapshot, self.incident["capture_broker_ids"], bundle,
+            suspects=self.incident["broker_ids"], checker=checker, known={b.id: b for b in targets},
+        )
         hosts = manifest.get("hosts", {})
         unreachable = sorted(b for b, h in hosts.items() if not h.get("reachable"))
         failed = [c for c in manifest.get("commands", []) if c.get("error") or c.get("exit_code") not in (0, None)]
+        status = manifest["status"]
         store = IncidentStore(config.incident_base)
         store.audit(
             incident_id,
             actor=f"dag:{context['dag'].dag_id}/run:{context['run_id']}",
             action="capture",
-            outcome="ok" if not unreachable else "partial",
+            outcome=status,
             details={
                 "bundle_dir": str(bundle.path),
-                "hosts": sorted(hosts),
+                "duration_s": manifest.get("duration_s"),
+                "hosts": {b: {"role": h.get("role"), "status": h.get("status"), "process_state": h.get("process_state"),
+                              "thread_dump_method": h.get("thread_dump_method")} for b, h in sorted(hosts.items())},
+                "reasons": manifest.get("status_reasons", []),
                 "unreachable": unreachable,
                 "failed_commands": [f"{c['broker_id']}:{c['name']}" for c in failed],
             },
         )
-        store.update(incident_id, bundle_dir=str(bundle.path))
-        if hosts and len(unreachable) == len(hosts):
-            raise AirflowFailException(f"no broker host could be reached; nothing captured (see {bundle.path})")
-        self.log.info("bundle %s: %d files, unreachable hosts %s", bundle.path, len(manifest.get("files", [])), unreachable)
-        return {"bundle_dir": str(Path(bundle.path)), "unreachable": unreachable}
+        store.update(incident_id, bundle_dir=str(bundle.path), capture_status=status)
+        if status == FAILED:
+            raise AirflowFailException(f"capture failed on every host; nothing captured (see {bundle.path}): "
+                                       + "; ".join(manifest.get("status_reasons", [])[:5]))
+        self.log.info("bundle %s: capture %s in %ss, %d files; reasons: %s", bundle.path, status, manifest.get("duration_s"),
+                      len(manifest.get("files", [])), manifest.get("status_reasons"))
+        return {"bundle_dir": str(Path(bundle.path)), "unreachable": unreachable, "status": status,
+                "status_reasons": manifest.get("status_reasons", [])}

@@ -1,30 +1,20 @@
-"""Detect: read the cluster (kazoo + SSH host probes), run the detectors, open incidents."""
+"""Detect: read the cluster (ZooKeeper, direct Kafka checks, canary, SSH host probes), keep its
+history, run the detectors, and open / resolve incidents by the rules of incidents/lifecycle.py."""
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from airflow.sdk import BaseOperator
 
-# findings that open an incident; those that name brokers also start the incident response
-OPENS_INCIDENT = ("broker_unresponsive", "offline_partitions")
+from kafka_runbooks.detect.observe import brokers_to_probe, known_registrations, take_snapshot
 
-
-def take_snapshot(config, *, probe_hosts: bool = True):
-    """ClusterSnapshot from ZooKeeper, with host probes over SSH for every registered broker."""
-    from kafka_runbooks.detect.host_probe import probe_all
-    from kafka_runbooks.detect.snapshot import read_snapshot
-    from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
-
-    with ZooKeeperHook(config.zk_conn_id, timeout_s=config.capture.connect_timeout_s).session() as zk:
-        snapshot = read_snapshot(zk, config.name)
-    if probe_hosts:
-        snapshot = snapshot.with_probes(probe_all(config, snapshot.brokers))
-    return snapshot
+RESPONSE_DAG = "kafka_incident_response"
+__all__ = ["ClusterSnapshotOperator", "DetectFindingsOperator", "brokers_to_probe", "known_registrations", "take_snapshot"]
 
 
 class ClusterSnapshotOperator(BaseOperator):
-    """Reads registrations, controller and partition state from ZooKeeper and probes each broker host."""
+    """Reads ZooKeeper, checks every broker directly, runs the canary and probes every host."""
 
     template_fields: Sequence[str] = ("cluster",)
 
@@ -36,24 +26,42 @@ class ClusterSnapshotOperator(BaseOperator):
     def execute(self, context) -> dict[str, Any]:
         from kafka_runbooks.config import load_cluster
 
-        snapshot = take_snapshot(load_cluster(self.cluster), probe_hosts=self.probe_hosts)
+        config = load_cluster(self.cluster)
+        snapshot = take_snapshot(config, probe_hosts=self.probe_hosts, known=known_registrations(config))
         self.log.info(
-            "cluster %s: brokers %s, controller %s, %d partitions, %d unparsable znodes",
-            snapshot.cluster,
-            sorted(snapshot.live_broker_ids),
-            snapshot.controller_id,
-            len(snapshot.partitions),
-            len(snapshot.unparsable),
+            "cluster %s: registered %s, configured %s, controller %s, %d partitions, %d unparsable znodes; checks %s",
+            snapshot.cluster, sorted(snapshot.live_broker_ids), list(snapshot.configured_broker_ids), snapshot.controller_id,
+            len(snapshot.partitions), len(snapshot.unparsable),
+            {c.broker_id: ("ok" if c.ok else c.error_code) for c in snapshot.kafka_checks},
         )
         return snapshot.to_dict()
 
 
-class DetectFindingsOperator(BaseOperator):
-    """Runs the detectors on a snapshot; opens one incident per new actionable finding.
+def response_run_states(context, incidents: Mapping[str, Mapping[str, Any]]) -> dict[str, str | None]:
+    """Airflow's state of each responding incident's response run (None when Airflow does not know it)."""
+    from kafka_runbooks.incidents.store import RESPONDING
 
-    Returns the DAG-run confs for ``kafka_incident_response`` (one per newly opened incident), so a
-    mapped TriggerDagRunOperator can start them. An open incident that already covers the same broker
-    and kind is not opened twice: a scheduled check must not pile up responses to one fault.
+    ti = context.get("ti")
+    out: dict[str, str | None] = {}
+    for iid, rec in incidents.items():
+        run_id = rec.get("response_run")
+        if rec.get("status") != RESPONDING or not run_id:
+            continue
+        try:
+            state = ti.get_dagrun_state(RESPONSE_DAG, run_id)
+            out[iid] = str(getattr(state, "value", state)) if state is not None else None
+        except Exception:  # noqa: BLE001 - the run does not exist (deleted) or the API is unavailable
+            out[iid] = None
+    return out
+
+
+class DetectFindingsOperator(BaseOperator):
+    """Records the snapshot in the history, runs the detectors on it, and moves incidents:
+    opens one (and returns the response run to start) when a finding held for
+    ``health.consecutive_checks`` checks; resolves one whose finding cleared for
+    ``health.clear_checks`` checks; marks ``needs_person`` a response that ended without an outcome.
+
+    Returns ``[{"trigger_run_id": ..., "conf": ...}]`` for a mapped TriggerDagRunOperator.
     """
 
     template_fields: Sequence[str] = ("cluster", "snapshot")
@@ -64,44 +72,91 @@ class DetectFindingsOperator(BaseOperator):
         self.snapshot = snapshot
 
     def execute(self, context) -> list[dict[str, Any]]:
+        import time
+
         from kafka_runbooks.config import load_cluster
-        from kafka_runbooks.detect.detectors import detect
+        from kafka_runbooks.detect.history import HistoryStore
+        from kafka_runbooks.incidents import lifecycle
         from kafka_runbooks.incidents.store import IncidentStore
         from kafka_runbooks.model import ClusterSnapshot
 
         config = load_cluster(self.cluster)
         snapshot = ClusterSnapshot.from_dict(self.snapshot)
-        findings = detect(snapshot)
+        history_store = HistoryStore(config.incident_base, config.name, config.health.history_samples)
+        store = IncidentStore(config.incident_base)
+        starts: list[dict[str, Any]] = []
+        for observation in range(1, config.health.consecutive_checks + 1):
+            state = self._check(snapshot, config, history_store, store, context, starts)
+            waiting = lifecycle.pending(state, config.health)
+            if not waiting or config.health.recheck_s <= 0 or observation == config.health.consecutive_checks:
+                break
+            self.log.info("re-checking in %gs: %s seen once, not yet for %d consecutive checks",
+                          config.health.recheck_s, waiting, config.health.consecutive_checks)
+            time.sleep(config.health.recheck_s)
+            snapshot = take_snapshot(config, known=known_registrations(config))
+        return starts
+
+    def _check(self, snapshot, config, history_store, store, context, starts: list) -> dict:
+        """One observation: history, detectors, lifecycle, incident moves. Returns the new state."""
+        from kafka_runbooks.detect.detectors import detect
+        from kafka_runbooks.detect.history import broker_samples
+        from kafka_runbooks.incidents import lifecycle
+
+        history = history_store.append(broker_samples(snapshot))
+        findings = detect(snapshot, config.health, history)
         for f in findings:
             self.log.warning("finding %s [%s] brokers=%s: %s", f.kind, f.severity.value, list(f.broker_ids), f.summary)
-        store = IncidentStore(config.incident_base)
-        confs = []
-        for f in findings:
-            if f.kind not in OPENS_INCIDENT:
-                continue
-            existing = store.find_open(config.name, f.broker_ids, f.kind)
-            if existing:
-                self.log.info("incident %s already open for %s on brokers %s", existing["id"], f.kind, list(f.broker_ids))
-                continue
-            record = store.open(
-                cluster=config.name,
-                broker_ids=f.broker_ids,
-                reason=f.summary,
-                trigger=f.to_dict(),
-                opened_by=f"dag:{context['dag'].dag_id}",
-            )
-            self.log.warning("opened incident %s", record["id"])
-            if not f.broker_ids:
-                # e.g. partitions with no leader at all: nothing to capture or restart automatically
-                store.update(record["id"], note="no broker named by the finding: needs a person; no response run started")
-                continue
-            confs.append(
-                {
-                    "cluster": config.name,
-                    "incident_id": record["id"],
-                    "broker_ids": list(f.broker_ids),
-                    "reason": f.summary,
-                    "finding": f.to_dict(),
-                }
-            )
-        return confs
+
+        actor = f"dag:{context['dag'].dag_id}/run:{context['run_id']}"
+        incidents = {r["id"]: r for r in store.records(config.name)}
+        run_states = response_run_states(context, incidents)
+        for iid, reason in lifecycle.stale_responses(incidents, run_states):
+            incidents[iid] = store.needs_person(iid, actor=actor, reason=reason)
+            self.log.warning("incident %s needs a person: %s", iid, reason)
+        running = {iid for iid, state in run_states.items() if state in ("queued", "running")}
+
+        actions: list[lifecycle.Action] = []
+
+        def advance(state: dict) -> dict:
+            new, acts = lifecycle.step(state, findings, incidents, running, config.health, snapshot.taken_at)
+            actions.extend(acts)
+            return new
+
+        state = history_store.update_state(advance)
+        links: dict[str, str] = {}
+        for a in actions:
+            self.log.info("lifecycle: %s %s %s: %s", a.kind, a.key, a.incident_id or "", a.reason)
+            if a.kind == "open" and a.finding is not None:
+                start = self._open(store, config, a, actor, context)
+                links[a.key] = start["incident_id"]
+                if start.get("conf"):
+                    starts.append({"trigger_run_id": start["run_id"], "conf": start["conf"]})
+            elif a.kind == "note" and a.incident_id:
+                store.update(a.incident_id, last_seen_at=snapshot.taken_at, last_seen_kind=a.finding.kind if a.finding else None)
+            elif a.kind == "resolve" and a.incident_id:
+                store.resolve(a.incident_id, actor=actor, reason=a.reason, **dict(a.details))
+            elif a.kind == "restart_streak" and a.incident_id:
+                store.audit(a.incident_id, actor=actor, action="detected_again", outcome="new streak", details={"reason": a.reason})
+        if links:
+            state = history_store.update_state(lambda st: _link_all(lifecycle, st, links))
+        return state
+
+    def _open(self, store, config, a, actor: str, context) -> dict[str, Any]:
+        f = a.finding
+        record = store.open(cluster=config.name, broker_ids=f.broker_ids, reason=f.summary, trigger=f.to_dict(), opened_by=actor)
+        store.audit(record["id"], actor=actor, action="detected", outcome=f.kind, details={"why": a.reason})
+        self.log.warning("opened incident %s: %s", record["id"], a.reason)
+        if not f.broker_ids:
+            store.needs_person(record["id"], actor=actor, reason="no broker named by the finding: nothing to capture or restart automatically")
+            return {"incident_id": record["id"]}
+        run_id = f"health__{record['id']}"
+        store.responding(record["id"], actor=actor, run_id=run_id)
+        conf = {"cluster": config.name, "incident_id": record["id"], "broker_ids": list(f.broker_ids), "reason": f.summary,
+                "finding": f.to_dict()}
+        return {"incident_id": record["id"], "run_id": run_id, "conf": conf}
+
+
+def _link_all(lifecycle, state: dict, links: Mapping[str, str]) -> dict:
+    for key, iid in links.items():
+        state = lifecycle.link(state, key, iid)
+    return state

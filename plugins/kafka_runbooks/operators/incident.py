@@ -33,8 +33,8 @@ class OpenIncidentOperator(BaseOperator):
     def execute(self, context) -> dict[str, Any]:
         from kafka_runbooks.config import load_cluster
         from kafka_runbooks.incidents.request import parse_request
-        from kafka_runbooks.incidents.store import IncidentError, IncidentStore
-        from kafka_runbooks.operators.detect import take_snapshot
+        from kafka_runbooks.incidents.store import RESPONDING, IncidentError, IncidentStore
+        from kafka_runbooks.detect.observe import known_registrations, take_snapshot
 
         try:
             request = parse_request(self.request)
@@ -58,9 +58,11 @@ class OpenIncidentOperator(BaseOperator):
                 )
         else:
             record = store.open(cluster=config.name, broker_ids=request.broker_ids, reason=request.reason, opened_by=actor)
-        store.update(record["id"], response_run=context["run_id"])
+        if record.get("status") != RESPONDING or record.get("response_run") != context["run_id"]:
+            # a health-check run already marked it (same run id); a run started by hand takes it over
+            record = store.responding(record["id"], actor=actor, run_id=context["run_id"])
 
-        snapshot = take_snapshot(config)
+        snapshot = take_snapshot(config, known=known_registrations(config))
         peers = sorted(snapshot.live_broker_ids - set(request.broker_ids))
         self.log.info("incident %s: brokers %s, peers %s", record["id"], list(request.broker_ids), peers)
         return {
@@ -76,11 +78,13 @@ class OpenIncidentOperator(BaseOperator):
 
 
 class CloseIncidentOperator(BaseOperator):
-    """Last task of a response run (runs whatever happened upstream).
+    """Last task of a response run (runs whatever happened upstream), and the incident's outcome:
 
-    Approved, restarted and verified: the incident is closed. Rejected or timed out: no change was
-    made and the incident stays open with its evidence. Anything else: the incident stays open, the
-    reason is recorded, and this task fails so the run is marked failed.
+    * approved, restarted and verified: ``closed``;
+    * rejected (or the approval timed out): ``needs_person`` -- nothing was changed, the evidence is
+      kept, and the next detection of the problem is no longer held back by this incident;
+    * anything else (capture failed, plan refused, restart or recovery failed): ``needs_person``
+      with the stage it stopped at, and this task fails so the run is marked failed.
     """
 
     template_fields: Sequence[str] = ("incident", "approval", "restart", "verify", "report")
@@ -111,20 +115,16 @@ class CloseIncidentOperator(BaseOperator):
             return {"status": record["status"], "incident_id": incident_id, "report": report.get("report")}
 
         if choice is not None and choice != APPROVE:
+            # the approval task audited the decision itself (remediate: operators/approval.py)
             note = f"{choice} by {who}: no change was made; evidence kept in {report.get('bundle_dir')}"
-            store.update(incident_id, decision=choice, note=note)
-            store.audit(
-                incident_id,
-                actor=who,
-                action="approval",
-                outcome=choice.lower(),
-                details={"note": note, "responded_at": self.approval.get("responded_at"), "timedout": self.approval.get("timedout")},
-            )
-            self.log.warning("incident %s stays open: %s", incident_id, note)
-            return {"status": "open", "incident_id": incident_id, "decision": choice, "report": report.get("report")}
+            store.update(incident_id, decision=choice)
+            record = store.needs_person(incident_id, actor=actor, reason=note, decision=choice)
+            self.log.warning("incident %s needs a person: %s", incident_id, note)
+            return {"status": record["status"], "incident_id": incident_id, "decision": choice, "report": report.get("report")}
 
-        stage = "before approval" if choice is None else "after approval (restart or recovery failed)"
+        stage = "before approval (capture, analysis or plan did not finish, or the plan was refused)" if choice is None \
+            else "after approval (restart or recovery failed)"
         note = f"run halted {stage}; no further change made; see the task logs and the audit trail"
-        store.update(incident_id, note=note)
         store.audit(incident_id, actor=actor, action="halt", outcome="failed", details={"stage": stage})
-        raise AirflowFailException(f"incident {incident_id} stays open: {note}")
+        store.needs_person(incident_id, actor=actor, reason=note, stage=stage)
+        raise AirflowFailException(f"incident {incident_id} needs a person: {note}")

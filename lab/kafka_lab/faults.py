@@ -1,0 +1,249 @@
+"""Faults injected into the lab's real Kafka brokers and ZooKeeper servers (Kafka's code unchanged), and reset().
+
+Signals (pause/resume, zk-stall), the hosts' own control scripts run as the host user (stop/start/kill), the
+lab's fault agent inside each broker JVM (hang, isolate, deadlock, kill-cleaner; java/LabFaultAgent.java), and a
+raw client (bad-request). lab/README.md records what each one really does to Kafka 2.3.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+
+from . import agent, badclient, zookeeper
+from .hosts import BROKER_IDS
+from .procs import LabError, alive, proc_state, read_pid, tail, wait_until
+from .profile import broker_settings
+from .zookeeper import SYNC_LIMIT, TICK_TIME_MS, ZK_IDS
+
+STOPPED = ("T", "t")
+
+
+class FaultsMixin:
+    """Mixed into Lab: needs its paths, host_script(), registration() and the wait_* helpers."""
+
+    # ------------------------------------------------------------------ broker processes
+    def _require_broker_pid(self, b: int) -> int:
+        pid = self.broker_pid(b)
+        if not alive(pid):
+            raise LabError(f"broker {b} is not running")
+        return pid
+
+    def session_timeout_s(self) -> float:
+        return int(broker_settings(self.profile)["zookeeper.session.timeout.ms"]) / 1000
+
+    def start(self, b: int, wait: bool = True, timeout: float = 90) -> str:
+        """kafka-start as the host's user. The script itself returns at once and never waits; with ``wait`` this
+        first waits until the old registration is gone (Kafka refuses to start while its previous ZooKeeper session
+        holds /brokers/ids/<b>), then until the new JVM is registered, and fails at once if the JVM dies."""
+        deadline = time.monotonic() + timeout
+        if alive(self.broker_pid(b)):
+            return self.host_script(b, "kafka-start").stdout  # "already running": nothing to wait for
+        if wait:
+            self.wait_unregistered(b, timeout)
+        out = self.host_script(b, "kafka-start").stdout
+        if not wait:
+            return out
+        pid = self.broker_pid(b)
+        while self.registration(b) is None:
+            if not alive(pid):
+                raise LabError(f"broker {b} (pid {pid}) exited on start; server.log ends:\n{tail(self.server_log(b), 15)}")
+            if time.monotonic() > deadline:
+                raise LabError(f"broker {b} (pid {pid}) not registered within {timeout:.0f}s")
+            time.sleep(0.2)
+        return out
+
+    def stop(self, b: int, timeout_s: float = 30, check: bool = True) -> subprocess.CompletedProcess:
+        """kafka-stop as the host's user: SIGTERM (controlled shutdown), waits up to ``timeout_s``, never SIGKILL."""
+        return self.host_script(b, "kafka-stop", timeout=timeout_s + 30, check=check, env={"KAFKA_STOP_TIMEOUT_S": str(int(timeout_s))})
+
+    def kill(self, b: int) -> str:
+        """kafka-kill as the host's user (SIGKILL): the registration stays until the ZooKeeper session expires."""
+        return self.host_script(b, "kafka-kill").stdout
+
+    def pause(self, b: int) -> int:
+        """SIGSTOP: the process and its ports stay; ZooKeeper expires its session after the session timeout."""
+        pid = self._require_broker_pid(b)
+        os.kill(pid, signal.SIGSTOP)
+        wait_until(lambda: proc_state(pid) in STOPPED, 5, f"broker {b} (pid {pid}) to stop")
+        return pid
+
+    def resume(self, b: int) -> int:
+        pid = self._require_broker_pid(b)
+        os.kill(pid, signal.SIGCONT)
+        wait_until(lambda: proc_state(pid) not in STOPPED, 5, f"broker {b} (pid {pid}) to continue")
+        return pid
+
+    # ------------------------------------------------------------------ the fault agent
+    def agent_state(self, b: int) -> dict | None:
+        return agent.read_state(self.run_dir(b))
+
+    def _agent(self, b: int, action: str) -> dict:
+        pid = self._require_broker_pid(b)
+        if proc_state(pid) in STOPPED:
+            raise LabError(f"broker {b} is paused (SIGSTOP): resume it before {action}")
+        return agent.command(self.run_dir(b), action, pid)
+
+    def hang(self, b: int) -> dict:
+        """Request handling stops (the request queue's lock is held); registered, process alive."""
+        return self._agent(b, "hold-requests")
+
+    def unhang(self, b: int) -> dict:
+        return self._agent(b, "release-requests")
+
+    def isolate(self, b: int) -> dict:
+        """Incident 000: stops serving and stops writing its logs (log4j appenders blocked); stays registered."""
+        self._agent(b, "block-logs")
+        return self._agent(b, "hold-requests")
+
+    def unisolate(self, b: int) -> dict:
+        self._agent(b, "unblock-logs")
+        return self._agent(b, "release-requests")
+
+    def deadlock(self, b: int) -> dict:
+        """A real Java-level deadlock in the broker JVM, Kafka's request queue lock in the cycle; undone by a restart."""
+        return self._agent(b, "deadlock")
+
+    def kill_cleaner(self, b: int) -> dict:
+        """Incident 002b: kafka-log-cleaner-thread-0 dies (Thread.stop); undone by a restart."""
+        return self._agent(b, "kill-cleaner")
+
+    # ------------------------------------------------------------------ ZooKeeper faults
+    def zk_flap(self, b: int, times: int = 3, timeout: float = 60) -> list[dict]:
+        """Makes broker b's ZooKeeper session expire ``times`` times (paused past the session timeout, resumed);
+        returns each new registration's czxid and session id."""
+        sessions = []
+        for _ in range(times):
+            old = self.registration(b)
+            if old is None:
+                raise LabError(f"broker {b} is not registered")
+            self.pause(b)
+            try:
+                self.wait_unregistered(b, timeout)
+            finally:
+                self.resume(b)
+            new = wait_until(lambda: (r := self.registration(b)) and r[1].czxid != old[1].czxid and r, timeout,
+                             f"broker {b} to register again")
+            sessions.append({"czxid": new[1].czxid, "session": hex(new[1].ephemeralOwner)})
+        return sessions
+
+    def zk_stall(self, z: int, seconds: float | None = None) -> dict:
+        """Incident 004: SIGSTOP a ZooKeeper follower longer than syncLimit x tickTime, then SIGCONT."""
+        seconds = 2 * SYNC_LIMIT * TICK_TIME_MS / 1000 if seconds is None else float(seconds)
+        mode = zookeeper.mode(z)
+        if mode != "follower":
+            modes = {n: zookeeper.mode(n) for n in ZK_IDS}
+            raise LabError(f"zk{z} is not a serving follower ({mode}); modes: {modes}")
+        pid = self.zk_pid(z)
+        os.kill(pid, signal.SIGSTOP)
+        t0 = time.time()
+        try:
+            time.sleep(seconds)  # the stall itself: its length is the fault
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        return {"zk": z, "pid": pid, "stopped_at": t0, "resumed_at": time.time(), "seconds": seconds,
+                "sync_limit_ms": SYNC_LIMIT * TICK_TIME_MS}
+
+    def bad_request(self, b: int, api_key: int = badclient.DEFAULT_API_KEY) -> dict:
+        """Incident 002a: a request with an API key the broker does not know, from the lab's bad-client address."""
+        return badclient.send(b, api_key)
+
+    # ------------------------------------------------------------------ heal
+    def reset(self, timeout: float = 240) -> list[str]:
+        """Heals every fault and returns to the healthy baseline; cheap when nothing is broken. Returns what it did."""
+        deadline = time.monotonic() + timeout
+        left = lambda: max(5.0, deadline - time.monotonic())  # noqa: E731
+        done: list[str] = []
+        for z in ZK_IDS:
+            pid = self.zk_pid(z)
+            if not alive(pid):
+                self._start_zk(z)
+                done.append(f"started zk{z}")
+            else:
+                if proc_state(pid) in STOPPED:
+                    done.append(f"resumed zk{z}")
+                os.kill(pid, signal.SIGCONT)  # always: a SIGSTOP sent just before may not show in /proc yet
+        for b in BROKER_IDS:
+            if not alive(read_pid(self._pid_file(f"sshd{b}"))):
+                self._start_sshd(b)
+                done.append(f"started sshd{b}")
+        to_start = [b for b in BROKER_IDS if self._heal_broker(b, done, left)]
+        wait_until(zookeeper.quorum_modes, left(), "the ZooKeeper ensemble to serve", interval=0.2)
+        for b in to_start:
+            self.wait_unregistered(b, left())
+            self.host_script(b, "kafka-start")
+            done.append(f"started broker {b}")
+        self.wait_registered(BROKER_IDS, left())
+        self._wait_full_isr_or_restart(done, left)
+        if self.non_preferred():
+            self.ensure_preferred_leaders(left())
+            done.append("preferred-replica election")
+        if not alive(read_pid(self._pid_file("load"))):
+            self.start_load()
+            done.append("started the load")
+        if done or not self._load_fresh():
+            self.wait_load(left())
+        return done
+
+    def _wait_full_isr_or_restart(self, done: list[str], left, catch_up_s: float = 60) -> None:
+        """Full ISRs; a registered broker that stays out of ISRs (Kafka 2.3.0 can reject the controller's
+        LeaderAndIsr after a session expiry: "Epoch N larger than current broker epoch M") is restarted."""
+        try:
+            self.wait_full_isr(min(catch_up_s, left()))
+            return
+        except LabError:
+            parts = self.partitions()
+        stuck = sorted({r for s in parts.values() for r in s["replicas"] if r not in s["isr"]})
+        for b in stuck:
+            if self.stop(b, timeout_s=30, check=False).returncode != 0:
+                self.kill(b)
+            done.append(f"restarted broker {b} (registered but out of ISRs)")
+        for b in stuck:
+            self.start(b, timeout=left())
+        self.wait_full_isr(left())
+
+    def _heal_broker(self, b: int, done: list[str], left) -> bool:
+        """Undoes what can be undone in place; True when the broker must be (re)started."""
+        pid = self.broker_pid(b)
+        if not alive(pid):
+            return True
+        if proc_state(pid) in STOPPED:
+            done.append(f"resumed broker {b}")
+        os.kill(pid, signal.SIGCONT)  # always: a SIGSTOP sent just before may not show in /proc yet
+        st = agent.read_state(self.run_dir(b))
+        if not st or st.get("pid") != pid or not (st.get("active") or st.get("needs_restart")):
+            return False
+        if st.get("needs_restart"):
+            # a deadlocked broker never finishes a controlled shutdown; one whose cleaner died does (and then
+            # its registration goes at once instead of after the session timeout)
+            if st["needs_restart"] == "deadlock" or self.stop(b, timeout_s=30, check=False).returncode != 0:
+                self.kill(b)
+                done.append(f"killed broker {b} ({st['needs_restart']})")
+            else:
+                done.append(f"stopped broker {b} ({st['needs_restart']})")
+            return True
+        if "logs-blocked" in st["active"]:
+            agent.command(self.run_dir(b), "unblock-logs", pid)
+        if "requests-held" in st["active"]:
+            agent.command(self.run_dir(b), "release-requests", pid)
+        done.append(f"released {st['active']} on broker {b}")
+        if agent.command(self.run_dir(b), "ping", pid).get("shutting_down"):
+            # a SIGTERM arrived while it was stuck: its shutdown now proceeds; let it finish, then start it again
+            try:
+                wait_until(lambda: not alive(pid), min(60.0, left()), f"broker {b} to finish its shutdown")
+            except LabError:
+                self.kill(b)
+            done.append(f"broker {b} finished a pending shutdown")
+            return True
+        return False
+
+    def _load_fresh(self, within_s: float = 10) -> bool:
+        try:
+            s = self.load_stats()
+        except LabError:
+            return False
+        now = time.time()
+        return (now - s["updated_at"] < within_s and now - (s["last_produce_ok_at"] or 0) < within_s
+                and all(now - (g["last_commit_ok_at"] or 0) < within_s for g in s["groups"].values()))

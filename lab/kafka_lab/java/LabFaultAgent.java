@@ -1,0 +1,413 @@
+import java.lang.instrument.Instrumentation;
+import java.lang.reflect.Field;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.nio.file.StandardCopyOption;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.Enumeration;
+import java.util.IdentityHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeSet;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.ReentrantLock;
+
+/**
+ * The kafka-runbooks lab's fault agent, loaded into every lab broker with -javaagent (Kafka's code is not changed).
+ *
+ * Idle until commanded: it polls RUN_DIR/fault-command ("SEQ ACTION"), runs each new command once and writes
+ * RUN_DIR/fault-state.json ({"seq", "ok", "message", "active", "needs_restart"}). Every thread it creates is named
+ * "lab-fault-*". Actions:
+ *   hold-requests / release-requests  a lab-fault-hold-requests thread owns the lock of Kafka's request queue
+ *                                     (RequestChannel's ArrayBlockingQueue): network processors block in put(),
+ *                                     request handlers in poll(): the broker stops serving, ZooKeeper sees nothing.
+ *   block-logs / unblock-logs         a lab-fault-block-logs thread owns the monitor of every log4j appender
+ *                                     (AppenderSkeleton.doAppend is synchronized): every thread that logs blocks,
+ *                                     as behind a hung disk write.
+ *   deadlock                          lab-fault-deadlock-a takes the request queue's lock, then wants a monitor that
+ *                                     lab-fault-deadlock-b holds while b wants the request queue's lock: a real
+ *                                     Java-level deadlock that Kafka's handlers and processors queue behind.
+ *                                     Only a restart undoes it.
+ *   kill-cleaner                      Thread.stop() on kafka-log-cleaner-thread-*: the cleaner thread dies with
+ *                                     ThreadDeath, as a thread dies on an uncaught error. Only a restart undoes it.
+ *   ping                              reports the state (and whether Kafka's shutdown hook is running).
+ */
+public final class LabFaultAgent {
+    private static final long POLL_MS = 200;
+    private static final long STEP_TIMEOUT_MS = 10_000;
+
+    /** The monitor the deadlock's second lock is (named so in jstack). */
+    static final class LabFaultMonitor {
+    }
+
+    private final Path dir;
+    private final Path commandFile;
+    private final Path stateFile;
+    private long seq;
+    private boolean ok = true;
+    private String message = "agent started";
+    private final Set<String> active = new TreeSet<>();
+    private String needsRestart;
+    private Holder requests;
+    private Holder logs;
+
+    private LabFaultAgent(Path dir) {
+        this.dir = dir;
+        this.commandFile = dir.resolve("fault-command");
+        this.stateFile = dir.resolve("fault-state.json");
+    }
+
+    public static void premain(String args, Instrumentation inst) {
+        LabFaultAgent agent = new LabFaultAgent(Paths.get(args));
+        Thread t = new Thread(agent::loop, "lab-fault-agent");
+        t.setDaemon(true);
+        t.start();
+    }
+
+    public static void agentmain(String args, Instrumentation inst) {
+        premain(args, inst);
+    }
+
+    private void loop() {
+        long baseline = readCommandSeq();  // a command file left from an earlier JVM is never replayed
+        seq = Math.max(baseline, 0);
+        writeState();
+        while (true) {
+            try {
+                Thread.sleep(POLL_MS);
+                String[] cmd = readCommand();
+                if (cmd == null) {
+                    continue;
+                }
+                long s = Long.parseLong(cmd[0]);
+                if (s <= seq) {
+                    continue;
+                }
+                seq = s;
+                try {
+                    message = execute(cmd[1]);
+                    ok = true;
+                } catch (Throwable e) {
+                    ok = false;
+                    message = e.toString();
+                }
+                writeState();
+            } catch (InterruptedException e) {
+                return;
+            } catch (Throwable e) {
+                ok = false;
+                message = "agent loop: " + e;
+                writeState();
+            }
+        }
+    }
+
+    private long readCommandSeq() {
+        String[] cmd = readCommand();
+        try {
+            return cmd == null ? 0 : Long.parseLong(cmd[0]);
+        } catch (NumberFormatException e) {
+            return 0;
+        }
+    }
+
+    private String[] readCommand() {
+        try {
+            if (!Files.exists(commandFile)) {
+                return null;
+            }
+            String text = new String(Files.readAllBytes(commandFile), StandardCharsets.UTF_8).trim();
+            String[] parts = text.split("\\s+", 2);
+            return parts.length == 2 ? parts : null;
+        } catch (Exception e) {
+            return null;
+        }
+    }
+
+    private String execute(String action) throws Exception {
+        switch (action) {
+            case "ping":
+                return "ok";
+            case "hold-requests":
+                if (requests != null) {
+                    return "requests already held";
+                }
+                requests = Holder.start("lab-fault-hold-requests", Collections.singletonList(requestQueueLock()));
+                active.add("requests-held");
+                return "holding the lock of kafka.network.RequestChannel's request queue";
+            case "release-requests":
+                if (requests != null) {
+                    requests.release();
+                    requests = null;
+                }
+                active.remove("requests-held");
+                return "request queue released";
+            case "block-logs": {
+                if (logs != null) {
+                    return "logs already blocked";
+                }
+                List<Object> appenders = log4jAppenders();
+                logs = Holder.start("lab-fault-block-logs", appenders);
+                active.add("logs-blocked");
+                return "holding the monitors of " + appenders.size() + " log4j appenders";
+            }
+            case "unblock-logs":
+                if (logs != null) {
+                    logs.release();
+                    logs = null;
+                }
+                active.remove("logs-blocked");
+                return "log4j appenders released";
+            case "deadlock":
+                return deadlock();
+            case "kill-cleaner":
+                return killCleaner();
+            default:
+                throw new IllegalArgumentException("unknown action " + action);
+        }
+    }
+
+    // ------------------------------------------------------------------ faults
+
+    private String deadlock() throws Exception {
+        if (requests != null) {
+            throw new IllegalStateException("release-requests first: the request queue's lock is held by lab-fault-hold-requests");
+        }
+        ReentrantLock queueLock = requestQueueLock();
+        Object monitor = new LabFaultMonitor();
+        CountDownLatch aHolds = new CountDownLatch(1);
+        CountDownLatch bHolds = new CountDownLatch(1);
+        Thread a = new Thread(() -> {
+            queueLock.lock();
+            try {
+                aHolds.countDown();
+                awaitUninterruptibly(bHolds);
+                synchronized (monitor) {
+                    throw new IllegalStateException("unreachable: the deadlock was broken");
+                }
+            } finally {
+                queueLock.unlock();
+            }
+        }, "lab-fault-deadlock-a");
+        Thread b = new Thread(() -> {
+            synchronized (monitor) {
+                bHolds.countDown();
+                awaitUninterruptibly(aHolds);
+                queueLock.lock();
+                queueLock.unlock();
+            }
+        }, "lab-fault-deadlock-b");
+        a.setDaemon(true);
+        b.setDaemon(true);
+        a.start();
+        b.start();
+        long deadline = System.currentTimeMillis() + STEP_TIMEOUT_MS;
+        while (!(a.getState() == Thread.State.BLOCKED && b.getState() == Thread.State.WAITING)) {
+            if (System.currentTimeMillis() > deadline) {
+                throw new IllegalStateException("deadlock did not form: a=" + a.getState() + " b=" + b.getState());
+            }
+            Thread.sleep(10);
+        }
+        active.add("deadlock");
+        needsRestart = "deadlock";
+        return "lab-fault-deadlock-a holds the request queue's lock and waits for a LabFaultMonitor held by lab-fault-deadlock-b, "
+            + "which waits for the request queue's lock";
+    }
+
+    @SuppressWarnings({"deprecation", "removal"})
+    private String killCleaner() throws Exception {
+        List<Thread> cleaners = new ArrayList<>();
+        for (Thread t : Thread.getAllStackTraces().keySet()) {
+            if (t.getName().startsWith("kafka-log-cleaner-thread-")) {
+                cleaners.add(t);
+            }
+        }
+        if (cleaners.isEmpty()) {
+            throw new IllegalStateException("no kafka-log-cleaner-thread-* in this JVM (log.cleaner.enable=false, or already dead)");
+        }
+        List<String> names = new ArrayList<>();
+        for (Thread t : cleaners) {
+            t.stop();
+            t.join(STEP_TIMEOUT_MS);
+            if (t.isAlive()) {
+                throw new IllegalStateException(t.getName() + " still alive after Thread.stop()");
+            }
+            names.add(t.getName());
+        }
+        active.add("cleaner-killed");
+        needsRestart = needsRestart == null ? "cleaner-killed" : needsRestart;
+        return "stopped " + names + " with Thread.stop() (ThreadDeath)";
+    }
+
+    // ------------------------------------------------------------------ Kafka and log4j objects, by reflection
+
+    private static ReentrantLock requestQueueLock() throws Exception {
+        for (Thread t : Thread.getAllStackTraces().keySet()) {
+            if (!t.getName().contains("kafka-request-handler-")) {  // 2.3: data-plane-kafka-request-handler-N
+                continue;
+            }
+            Object handler = field(t, Thread.class, "target");  // kafka.server.KafkaRequestHandler
+            Object channel = field(handler, handler.getClass(), "requestChannel");
+            Object queue = field(channel, channel.getClass(), "kafka$network$RequestChannel$$requestQueue");
+            return (ReentrantLock) field(queue, java.util.concurrent.ArrayBlockingQueue.class, "lock");
+        }
+        throw new IllegalStateException("no *kafka-request-handler-* thread: the broker has not started its request handlers");
+    }
+
+    private static List<Object> log4jAppenders() throws Exception {
+        ClassLoader cl = ClassLoader.getSystemClassLoader();
+        Class<?> logManager = Class.forName("org.apache.log4j.LogManager", true, cl);
+        Class<?> category = Class.forName("org.apache.log4j.Category", true, cl);
+        Map<Object, Boolean> seen = new IdentityHashMap<>();
+        List<Object> loggers = new ArrayList<>();
+        loggers.add(logManager.getMethod("getRootLogger").invoke(null));
+        Enumeration<?> current = (Enumeration<?>) logManager.getMethod("getCurrentLoggers").invoke(null);
+        while (current.hasMoreElements()) {
+            loggers.add(current.nextElement());
+        }
+        List<Object> appenders = new ArrayList<>();
+        for (Object logger : loggers) {
+            Enumeration<?> e = (Enumeration<?>) category.getMethod("getAllAppenders").invoke(logger);
+            while (e.hasMoreElements()) {
+                Object a = e.nextElement();
+                if (seen.put(a, Boolean.TRUE) == null) {
+                    appenders.add(a);
+                }
+            }
+        }
+        if (appenders.isEmpty()) {
+            throw new IllegalStateException("no log4j appenders found");
+        }
+        return appenders;
+    }
+
+    private static Object field(Object target, Class<?> start, String name) throws Exception {
+        for (Class<?> c = start; c != null; c = c.getSuperclass()) {
+            try {
+                Field f = c.getDeclaredField(name);
+                f.setAccessible(true);
+                return f.get(target);
+            } catch (NoSuchFieldException e) {
+                // try the superclass
+            }
+        }
+        throw new NoSuchFieldException(start.getName() + "." + name);
+    }
+
+    static void awaitUninterruptibly(CountDownLatch latch) {
+        while (true) {
+            try {
+                latch.await();
+                return;
+            } catch (InterruptedException e) {
+                // a fault holder only lets go when released
+            }
+        }
+    }
+
+    // ------------------------------------------------------------------ state file
+
+    private void writeState() {
+        StringBuilder sb = new StringBuilder();
+        sb.append("{\"pid\": ").append(ProcessHandle.current().pid());
+        sb.append(", \"seq\": ").append(seq);
+        sb.append(", \"ok\": ").append(ok);
+        sb.append(", \"message\": ").append(json(message));
+        sb.append(", \"active\": [");
+        int i = 0;
+        for (String a : active) {
+            sb.append(i++ == 0 ? "" : ", ").append(json(a));
+        }
+        sb.append("], \"needs_restart\": ").append(needsRestart == null ? "null" : json(needsRestart));
+        sb.append(", \"shutting_down\": ").append(threadAlive("kafka-shutdown-hook"));
+        sb.append(", \"at_ms\": ").append(System.currentTimeMillis()).append("}\n");
+        try {
+            Path tmp = dir.resolve(stateFile.getFileName() + ".tmp");
+            Files.write(tmp, sb.toString().getBytes(StandardCharsets.UTF_8));
+            Files.move(tmp, stateFile, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
+        } catch (Exception e) {
+            // nothing to report to: the lab sees a stale state file and times out naming it
+        }
+    }
+
+    /** Kafka's shutdown hook thread exists once the JVM got SIGTERM (a shutdown in progress, maybe stuck). */
+    private static boolean threadAlive(String name) {
+        for (Thread t : Thread.getAllStackTraces().keySet()) {
+            if (t.getName().equals(name) && t.isAlive()) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    private static String json(String s) {
+        StringBuilder sb = new StringBuilder("\"");
+        for (char c : s.toCharArray()) {
+            if (c == '"' || c == '\\') {
+                sb.append('\\').append(c);
+            } else if (c < 0x20) {
+                sb.append(String.format("\\u%04x", (int) c));
+            } else {
+                sb.append(c);
+            }
+        }
+        return sb.append('"').toString();
+    }
+
+    /** A lab-fault thread that takes a list of locks (ReentrantLocks or monitors), in order, and holds them until released. */
+    static final class Holder {
+        private final Thread thread;
+        private final CountDownLatch release = new CountDownLatch(1);
+        private final CountDownLatch held = new CountDownLatch(1);
+
+        private Holder(String name, List<Object> locks) {
+            this.thread = new Thread(() -> hold(locks, 0), name);
+            this.thread.setDaemon(true);
+        }
+
+        static Holder start(String name, List<Object> locks) throws InterruptedException {
+            Holder h = new Holder(name, locks);
+            h.thread.start();
+            if (!h.held.await(STEP_TIMEOUT_MS, TimeUnit.MILLISECONDS)) {
+                h.release.countDown();
+                throw new IllegalStateException(name + " could not take its locks within " + STEP_TIMEOUT_MS + " ms");
+            }
+            return h;
+        }
+
+        private void hold(List<Object> locks, int i) {
+            if (i == locks.size()) {
+                held.countDown();
+                awaitUninterruptibly(release);
+                return;
+            }
+            Object lock = locks.get(i);
+            if (lock instanceof ReentrantLock) {
+                ReentrantLock l = (ReentrantLock) lock;
+                l.lock();
+                try {
+                    hold(locks, i + 1);
+                } finally {
+                    l.unlock();
+                }
+            } else {
+                synchronized (lock) {
+                    hold(locks, i + 1);
+                }
+            }
+        }
+
+        void release() throws InterruptedException {
+            release.countDown();
+            thread.join(STEP_TIMEOUT_MS);
+            if (thread.isAlive()) {
+                throw new IllegalStateException(thread.getName() + " did not let go within " + STEP_TIMEOUT_MS + " ms");
+            }
+        }
+    }
+}

@@ -1,0 +1,88 @@
+"""Observing a cluster (I/O): ZooKeeper, direct Kafka checks, the canary and SSH host probes, in
+parallel, into one ClusterSnapshot; and one whole health check outside Airflow (drills, figures)."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+
+def known_registrations(config) -> dict[int, Any]:
+    """The last registration the health check saw of every configured broker (from its history):
+    an unregistered broker is still probed on its ports and checked on its endpoints."""
+    from kafka_runbooks.detect.history import HistoryStore, broker_series
+    from kafka_runbooks.model import Broker
+
+    out = {}
+    try:
+        store = HistoryStore(config.incident_base, config.name, config.health.history_samples)
+        for bid in config.hosts:
+            for sample in reversed(store.read(broker_series(bid))):
+                endpoints = sample.get("endpoints")
+                if isinstance(endpoints, str) and endpoints:
+                    eps = tuple(endpoints.split(","))
+                    host, port = Broker(bid, "", 0, endpoints=eps).endpoint(None) if len(eps) == 1 else ("", 0)
+                    out[bid] = Broker(bid, host, port, endpoints=eps)
+                    break
+    except (OSError, ValueError, KeyError):
+        pass
+    return out
+
+
+def brokers_to_probe(config, snapshot, known: Mapping[int, Any] | None = None) -> tuple[list, list]:
+    """(registered brokers + configured brokers that are not registered, the unregistered ids).
+    An unregistered broker is its last known registration, else just its id (its SSH host and the
+    configured ``broker_port`` then locate it)."""
+    from kafka_runbooks.model import Broker
+
+    known = known or {}
+    brokers = list(snapshot.brokers)
+    missing = sorted(set(config.hosts) - snapshot.live_broker_ids)
+    for bid in missing:
+        brokers.append(known.get(bid) or Broker(bid, "", 0))
+    return sorted(brokers, key=lambda b: b.id), missing
+
+
+def take_snapshot(config, *, probe_hosts: bool = True, check_kafka: bool = True, known: Mapping[int, Any] | None = None):
+    """ClusterSnapshot from ZooKeeper; then, in parallel: host probes over SSH of every registered
+    or configured broker, direct Kafka checks of each, and the canary when the cluster enables it."""
+    import dataclasses
+    from concurrent.futures import ThreadPoolExecutor
+
+    from kafka_runbooks.detect.host_probe import probe_all
+    from kafka_runbooks.detect.snapshot import read_snapshot
+    from kafka_runbooks.hooks.kafka import KafkaHook
+    from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
+
+    with ZooKeeperHook(config.zk_conn_id, timeout_s=config.capture.connect_timeout_s).session() as zk:
+        snapshot = read_snapshot(zk, config.name)
+    snapshot = dataclasses.replace(snapshot, configured_broker_ids=tuple(sorted(config.hosts)))
+    brokers, missing = brokers_to_probe(config, snapshot, known)
+    hook = KafkaHook(config.kafka_conn_id, listener=config.listener)
+    checkable = [b for b in brokers if b.endpoints or b.id not in missing]
+    led = {}
+    if config.canary.enabled:
+        for p in sorted(snapshot.partitions, key=lambda p: p.index):
+            if p.topic == config.canary.topic and p.leader in snapshot.live_broker_ids:
+                led.setdefault(p.leader, p.index)
+    with ThreadPoolExecutor(max_workers=3, thread_name_prefix="snapshot") as pool:
+        probes = pool.submit(probe_all, config, brokers) if probe_hosts else None
+        checks = (pool.submit(hook.check_all, checkable, config.health.kafka_probe_timeout_s, unregistered=missing,
+                              unregistered_timeout_s=config.health.unregistered_probe_timeout_s) if check_kafka else None)
+        canary = (pool.submit(hook.canary, list(snapshot.brokers), led, config.canary.topic, config.canary.timeout_s)
+                  if check_kafka and config.canary.enabled else None)
+        if probes is not None:
+            snapshot = snapshot.with_probes(probes.result())
+        if checks is not None:
+            snapshot = snapshot.with_checks(checks.result(), canary.result() if canary is not None else ())
+    return snapshot
+
+
+def check_once(config, *, probe_hosts: bool = True):
+    """One health check as the health DAG does it, outside Airflow: observe, append to the history,
+    run the detectors on the history. Returns (snapshot, findings); opens no incident."""
+    from kafka_runbooks.detect.detectors import detect
+    from kafka_runbooks.detect.history import HistoryStore, broker_samples
+
+    snapshot = take_snapshot(config, probe_hosts=probe_hosts, known=known_registrations(config))
+    history = HistoryStore(config.incident_base, config.name, config.health.history_samples).append(broker_samples(snapshot))
+    return snapshot, detect(snapshot, config.health, history)

@@ -1,0 +1,1 @@
+"""Triggers: event-driven starts of the runbooks."""

@@ -1,0 +1,22 @@
+"""The health DAG runs on its cron OR when the ZooKeeper watch updates its asset."""
+
+import pytest
+
+from kafka_lab.airflow_home import load_dags
+
+pytestmark = pytest.mark.usefixtures("airflow_db")
+
+
+def test_health_check_is_scheduled_on_cron_or_the_zookeeper_asset():
+    from airflow.sdk import Asset, AssetOrTimeSchedule, CronTriggerTimetable
+
+    from kafka_runbooks.triggers.zookeeper import ZooKeeperChangeTrigger
+
+    dag = load_dags().get_dag("kafka_health_check")
+    schedule = dag.timetable
+    assert isinstance(schedule, AssetOrTimeSchedule) and isinstance(schedule.timetable, CronTriggerTimetable)
+    asset = schedule.asset_condition
+    assert isinstance(asset, Asset) and asset.uri == "kafka-runbooks://zookeeper/lab"
+    (watcher,) = asset.watchers
+    assert isinstance(watcher.trigger, ZooKeeperChangeTrigger) and watcher.trigger.cluster == "lab"
+    assert dag.max_active_runs == 1
