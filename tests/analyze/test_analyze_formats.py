@@ -232,6 +232,59 @@ def test_probe_timeouts_and_growing_recv_q_mean_request_handling_stalled():
     assert parse_kafka_probe("not json").unparsable
 
 
+def test_capture_kafka_checks_listener_table_and_process_state():
+    """The capture's own kinds (docs/CONTRACTS.md, "Capture for real Kafka"): kafka-checks.json at the bundle root
+    (model.KafkaCheck dicts for every broker) becomes one probe per broker; a listener-only table (`ss -Hltnp`)
+    is not a connection sample; /proc/<pid>/stat state T is a stopped broker."""
+    from kafka_runbooks.analyze.bundle import load_entry
+    from kafka_runbooks.analyze.parsers import parse_content
+
+    checks = [{"broker_id": 3, "endpoint": "127.101.1.3:9092", "ok": False, "latency_ms": 5003.1, "answered_by": None,
+               "error": "Local: Timed out", "error_code": "_TIMED_OUT", "at": "2026-11-22T14:00:00Z", "registered": True,
+               "during_capture": "start"},
+              {"broker_id": 3, "endpoint": "127.101.1.3:9092", "ok": False, "latency_ms": 5001.0, "answered_by": None,
+               "error": "Local: Timed out", "error_code": "_TIMED_OUT", "at": "2026-11-22T14:01:00Z", "registered": True,
+               "during_capture": "end"},
+              {"broker_id": 1, "endpoint": "127.101.1.1:9092", "ok": True, "latency_ms": 3.2, "answered_by": 1,
+               "error": None, "error_code": None, "at": "2026-11-22T14:00:00Z", "registered": True, "during_capture": "start"}]
+    kc = parse_content("kafka_checks", json.dumps(checks))
+    assert kc.ok and sorted(kc.probes) == [1, 3] and len(kc.probes[3].timeouts) == 2
+    listen = "LISTEN 0 50 127.101.1.3:9092 0.0.0.0:* users:((\"java\",pid=7,fd=100))\n"
+    t1 = "State Recv-Q Send-Q Local Address:Port Peer Address:Port\nESTAB 10 0 127.101.1.3:9092 127.0.0.1:1000\n"
+    t2 = "State Recv-Q Send-Q Local Address:Port Peer Address:Port\nESTAB 4000 0 127.101.1.3:9092 127.0.0.1:1000\n"
+    files = [ParsedFile("kafka-checks.json", "kafka_probe", 3, result=kc.probes[3], embedded=True),
+             ParsedFile("hosts/3/listen-sockets.out", "sockets_ss", 3, result=parse_sockets(listen), seq="0"),
+             ParsedFile("hosts/3/sockets-ss-1.out", "sockets_ss", 3, result=parse_sockets(t1), seq="1"),
+             ParsedFile("hosts/3/sockets-ss-2.out", "sockets_ss", 3, result=parse_sockets(t2), seq="2")]
+    hosts, ports = {3: "127.101.1.3"}, {3: 9092}
+    f = next(x for x in diagnose(files, broker_ports=ports, broker_hosts=hosts) if x.kind == "request_handling_stalled")
+    assert "10 -> 4000" in f.summary and "across 2 socket tables" in f.summary
+    # without growth between the two connection samples the listener-only table does not make one up
+    files[3] = ParsedFile("hosts/3/sockets-ss-2.out", "sockets_ss", 3, result=parse_sockets(t1), seq="2")
+    assert not [x for x in diagnose(files, broker_ports=ports, broker_hosts=hosts) if x.kind == "request_handling_stalled"]
+    # /proc/<pid>/stat: the state is the field after the LAST ')' (a comm may hold ') ')
+    st = parse_content("process_state", "4242 (java) T 1 4242 4242 0 -1 4194560 1 2 3\n")
+    assert st.ok and st.state_word == "stopped"
+    f = next(x for x in diagnose([ParsedFile("hosts/3/process-state.out", "process_state", 3, result=st)])
+             if x.kind == "process_stopped")
+    assert f.broker_ids == (3,) and "SIGCONT" in f.summary and f.evidence[0].lines == (1,)
+    threads = parse_content("proc_threads", "4242 (java) T 1\n4300 (data-plane-kafk) T 1\n4301 (a) b) c) S 1\n")
+    assert [t.name for t in threads.threads] == ["java", "data-plane-kafk", "a) b) c"] and threads.states() == {"T": 2, "S": 1}
+    assert parse_content("process_state", "no such process").unparsable
+    assert parse_content("kafka_checks", "{}").unparsable
+    # through the bundle loader: one kafka_probe per broker from the one root file
+    import hashlib
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as d:
+        data = json.dumps(checks).encode()
+        (Path(d) / "kafka-checks.json").write_bytes(data)
+        pfs, _ = load_entry(d, {"path": "kafka-checks.json", "kind": "kafka_checks", "broker_id": None,
+                                "sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)})
+    assert sorted((p.kind, p.broker_id) for p in pfs) == [("kafka_checks", None), ("kafka_probe", 1), ("kafka_probe", 3)]
+
+
 def test_jmxtool_csv():
     j = parse_jmx('Trying to connect to JMX url: service:jmx:rmi:///jndi/rmi://127.0.0.1:9999/jmxrmi.\n'
                   '"time","kafka.network:type=RequestChannel,name=RequestQueueSize:Value"\n'

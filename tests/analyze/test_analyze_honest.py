@@ -99,3 +99,35 @@ def test_restart_too_soon_and_offsets_load_without_finish():
     pasted = "Loading offsets and group metadata from [__consumer_offsets,19] (kafka.coordinator.GroupMetadataManager)\n"
     g = next(f for f in diagnose([_log("hosts/3/server.log", None, 3, text=pasted)]) if f.kind == "group_load_unfinished")
     assert g.partitions == ("__consumer_offsets-19",)
+
+
+def test_fetch_errors_one_per_failure_every_cause_cited_by_its_first_line():
+    """The pure API the detectors call on log tails: Kafka 2.3 logs one failed fetch twice (FetchSessionHandler's
+    INFO, then the fetcher's WARN with the exception under it): one FetchError, cited by the first line. A fetcher
+    being stopped logs the INFO only ("Client was shutdown"): returned too, for the caller to filter with
+    UNREACHABLE_CAUSES. Fixture: real 2.3.0 lines recorded by the detect helper (tests/detect/fixtures)."""
+    from pathlib import Path
+
+    from kafka_runbooks.analyze.parsers.kafka_log import UNREACHABLE_CAUSES, fetch_errors
+
+    text = (Path(__file__).parents[1] / "detect" / "fixtures" / "kafka23_server_fetch_errors.log").read_text()
+    errs = fetch_errors(text)
+    assert [(e.line_no, e.cause, e.fetcher_broker_id, e.leader_broker_id) for e in errs] == [
+        (4, "client_shutdown", 1, 2), (11, "client_shutdown", 1, 2), (24, "disconnected", 2, 1)]
+    e = errs[-1]
+    assert e.at == dt.datetime(2026, 11, 22, 14, 21, 9, 593000, tzinfo=UTC) and e.exception_line_no == 26
+    assert "lines 24 and 25" in e.note and "Connection to 1 was disconnected" in e.excerpt
+    assert [x.line_no for x in errs if x.cause in UNREACHABLE_CAUSES] == [24]
+    # windowed in UTC, the host's offset applied
+    assert fetch_errors(text, since=dt.datetime(2026, 11, 22, 14, 21, 10)) == []
+    (late,) = fetch_errors(text, since=dt.datetime(2026, 11, 22, 12, 10), until=dt.datetime(2026, 11, 22, 12, 30),
+                           utc_offset=dt.timedelta(hours=2))
+    assert late.at == dt.datetime(2026, 11, 22, 12, 21, 9, 593000, tzinfo=UTC)
+    # 0.10 wording (seed 001): the leader from the thread name, the fetcher from the caller
+    (old,) = fetch_errors(fixture_text("seed001_217_server.log"), broker_id=217)
+    assert (old.fetcher_broker_id, old.leader_broker_id, old.cause) == (217, 219, "disconnected")
+    # NetworkClientUtils' "Connection to <node> failed." (real wording) is connection_failed
+    line = ("[2026-11-22 14:30:00,000] WARN [ReplicaFetcher replicaId=2, leaderId=3, fetcherId=0] Error in response for fetch "
+            "request (type=FetchRequest, replicaId=2, maxWait=500) (kafka.server.ReplicaFetcherThread)\n"
+            "java.io.IOException: Connection to 127.0.0.1:9093 (id: 3 rack: null) failed.\n")
+    assert [x.cause for x in fetch_errors(line)] == ["connection_failed"]

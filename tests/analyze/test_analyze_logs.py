@@ -57,11 +57,13 @@ def test_fetch_errors_attribution_and_window():
     fe = fetch_errors(fixture_text("seed001_217_server.log"), broker_id=217)
     assert [(f.fetcher_broker_id, f.leader_broker_id, f.line_no, f.cause) for f in fe] == [(217, 219, 1, "disconnected")]
     assert fe[0].at == dt.datetime(2020, 4, 22, 10, 43, 36, 369000, tzinfo=UTC) and fe[0].exception_line_no == 2
-    # 2.3: the line itself names both ends; FetchSessionHandler's INFO twin is not counted twice
+    # 2.3: the line itself names both ends; FetchSessionHandler's INFO twin is not counted twice (the pair is
+    # cited by its first line, the INFO, with the WARN's exception line)
     text = fixture_text("real23/broker3.server.log")
     fe = fetch_errors(text, broker_id=3)
     assert {(f.fetcher_broker_id, f.leader_broker_id) for f in fe} == {(3, 1), (3, 2)}
-    assert all(f.signature == "replica_fetch_error" and f.cause == "disconnected" for f in fe)
+    assert all(f.signature == "fetch_session_error" and f.cause == "disconnected" and "logged twice" in f.note
+               and f.exception_line_no == f.line_no + 2 for f in fe)
     # windowed: nothing before `since`, nothing after `until`; naive datetimes are UTC
     assert fetch_errors(text, since=dt.datetime(2026, 11, 22, 13, 59, 8)) == []
     assert len(fetch_errors(text, since=dt.datetime(2026, 11, 22, 13, 59, 7), until=dt.datetime(2026, 11, 22, 13, 59, 8))) == len(fe)

@@ -129,6 +129,12 @@ def _load_entry(bundle_uri: str, e: dict, budget_base_s: float, budget_per_mb_s:
                         out.append(tf)
             else:
                 pf.result = parse_content(e["kind"], data)
+                if e["kind"] == "kafka_checks":  # one file for every broker: a kafka_probe per broker
+                    for b, probe in sorted(pf.result.probes.items()):
+                        pp = _pf(dict(e, broker_id=b), "kafka_probe")
+                        pp.result = probe
+                        pp.embedded = True
+                        out.append(pp)
     except BudgetExceeded as exc:
         pf.result = None
         pf.problems.append(f"parsing stopped: {exc} (budget {limit:.0f} s for {len(data)} bytes); the rest of the bundle was analysed")

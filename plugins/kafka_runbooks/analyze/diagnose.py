@@ -29,8 +29,9 @@ from .lockgraph import (Cycle, LockEdge, WaitForGraph, blocked_behind, build_wai
 from .logsummary import LogSummary
 from .parsers.jstack import JstackDump, ThreadDumps
 from .parsers.kafka_log import CAUSE_CLIENT_SHUTDOWN, fetch_cause
+from .parsers.listings import is_timeout
 from .parsers.logs import LogRecord
-from .parsers.misc import HeapInfo, OpenFiles, ProcessStat
+from .parsers.misc import PROC_STATES, HeapInfo, OpenFiles, ProcessStat
 from .parsers.sockets import SocketTable
 
 DEFAULT_BROKER_PORT = 9092
@@ -108,6 +109,17 @@ class Window:
 
 def _natural(s: str) -> list:
     return [int(x) if x.isdigit() else x for x in re.split(r"(\d+)", s)]
+
+
+def _socket_tables(files: Iterable[ParsedFile]) -> dict[int | None, list[ParsedFile]]:
+    """Connection tables per broker, in capture order; listener-only tables (``ss -Hltnp``) are left out (they
+    would read as 'no connections' between two samples)."""
+    out = {}
+    for b, fs in _by_broker(files, ("sockets_ss", "sockets_netstat")).items():
+        keep = [f for f in fs if any(r.state != "LISTEN" for r in f.result.rows) or not f.result.rows]
+        if keep:
+            out[b] = keep
+    return out
 
 
 def _by_broker(files: Iterable[ParsedFile], kind: str | tuple[str, ...]) -> dict[int | None, list[ParsedFile]]:
@@ -327,7 +339,7 @@ def on_broker_endpoint(row, broker: int | None, broker_ports: dict[int, int] | N
 
 def _close_wait_findings(files: list[ParsedFile], broker_ports: dict[int, int] | None,
                          broker_hosts: dict[int, str] | None = None) -> list[Finding]:
-    tables = _by_broker(files, ("sockets_ss", "sockets_netstat"))
+    tables = _socket_tables(files)
     port_counts: dict[int | None, dict[str, int]] = {}
     latest: dict[int | None, ParsedFile] = {}
     for b, fs in tables.items():
@@ -370,7 +382,7 @@ def _close_wait_findings(files: list[ParsedFile], broker_ports: dict[int, int] |
 def _recvq_series(files: list[ParsedFile], broker: int | None, broker_ports, broker_hosts) -> list[tuple[ParsedFile, int, int, int]]:
     """(file, Recv-Q bytes, CLOSE_WAIT count, ESTABLISHED count) on the broker's listener, per socket table in order."""
     out = []
-    for f in _by_broker(files, ("sockets_ss", "sockets_netstat")).get(broker, []):
+    for f in _socket_tables(files).get(broker, []):
         rows = [r for r in f.result.rows if on_broker_endpoint(r, broker, broker_ports, broker_hosts) and r.state != "LISTEN"]
         out.append((f, sum(r.recv_q for r in rows), sum(1 for r in rows if r.state == "CLOSE_WAIT"),
                     sum(1 for r in rows if r.state == "ESTABLISHED")))
@@ -385,7 +397,7 @@ def _probe_findings(files: list[ParsedFile], broker_ports, broker_hosts) -> list
         if not results:
             continue
         failed = [(f, r) for f, r in results if not r.ok]
-        timeouts = [(f, r) for f, r in failed if r.error and ("timed out" in r.error.lower() or "timeout" in r.error.lower())]
+        timeouts = [(f, r) for f, r in failed if is_timeout(r.error)]
         series = _recvq_series(files, b, broker_ports, broker_hosts)
         grows = len(series) >= 2 and series[-1][1] > series[0][1]
         cw_grows = len(series) >= 2 and series[-1][2] > series[0][2]
@@ -610,7 +622,7 @@ def _client_of(connection: str | None) -> tuple[str | None, int | None]:
 
 def _request_findings(files: list[ParsedFile], versions: dict[int | None, str]) -> list[Finding]:
     out = []
-    sockets = _by_broker(files, ("sockets_ss", "sockets_netstat"))
+    sockets = _socket_tables(files)
     for b, fs in _logs(files).items():
         for f in fs:
             s: LogSummary = f.result
@@ -1047,9 +1059,31 @@ def diagnose(files: list[ParsedFile], kafka_version: str | None = None,
                 + _request_findings(files, versions) + _group_load_findings(files) + _cleaner_findings(files)
                 + _listing_findings(files) + _dumplog_findings(files) + _zk_session_findings(files, offsets, gc)
                 + _zk_server_findings(files, offsets, gc, zk_configs, zk_zones) + _zk_stats_findings(files) + _gc_findings(gc)
-                + _simple_log_findings(files) + _jmx_findings(files, versions) + _unparsable_findings(files))
+                + _simple_log_findings(files) + _jmx_findings(files, versions) + _process_findings(files)
+                + _unparsable_findings(files))
     rank = {Severity.CRITICAL: 0, Severity.WARNING: 1, Severity.INFO: 2}
     return sorted(findings, key=lambda x: rank[x.severity])
+
+
+def _process_findings(files: list[ParsedFile]) -> list[Finding]:
+    """/proc/<pid>/stat of a broker (kind process_state): a STOPPED process (SIGSTOP, a debugger, a job-control
+    stop) serves nothing and answers nothing until continued; it also explains its peers' fetch failures and its
+    ZooKeeper session expiring."""
+    out = []
+    for b, fs in _by_broker(files, "process_state").items():
+        stopped = [(f, f.result.process) for f in fs if f.result.process and f.result.process.state in ("T", "t")]
+        if not stopped:
+            continue
+        f, p = stopped[-1]
+        out.append(Finding(
+            kind="process_stopped", severity=Severity.CRITICAL,
+            summary=(f"{_bid(b)}'s process {p.tid} ({p.name}) is {PROC_STATES.get(p.state, p.state)} (state {p.state} in "
+                     f"/proc/<pid>/stat, {len(stopped)} of {len(fs)} sample(s)): stopped by SIGSTOP, a debugger or job "
+                     "control, it serves nothing until continued (SIGCONT)"),
+            broker_ids=(b,) if b is not None else (),
+            evidence=tuple(Evidence(g.path, (q.line,), f"{q.tid} ({q.name}) {q.state}", g.host) for g, q in stopped),
+            details={"pid": p.tid, "state": p.state, "samples": len(fs), "stopped_samples": len(stopped)}))
+    return out
 
 
 # ---------------------------------------------------------------- tables for the report
@@ -1076,7 +1110,7 @@ def broker_table(files: list[ParsedFile], broker_ports: dict[int, int] | None = 
     for b, fs in _by_broker(files, "heap_info").items():
         h: HeapInfo = fs[-1].result
         row(b).update(heap_used_kb=h.used_kb, heap_total_kb=h.total_kb)
-    for b, fs in _by_broker(files, ("sockets_ss", "sockets_netstat")).items():
+    for b, fs in _socket_tables(files).items():
         row(b)["connection_states"] = dict(
             Counter(r.state for r in fs[-1].result.rows if on_broker_endpoint(r, b, broker_ports, broker_hosts)))
     for b, pairs in _dumps_by_broker(files).items():

@@ -135,8 +135,13 @@ class KafkaProbe:
 
     @property
     def timeouts(self) -> list[ProbeResult]:
-        return [r for r in self.results
-                if not r.ok and r.error and ("timed out" in r.error.lower() or "timeout" in r.error.lower())]
+        return [r for r in self.results if not r.ok and is_timeout(r.error)]
+
+
+def is_timeout(error: str | None) -> bool:
+    """A check error that is a timeout: 'Request timed out', TimeoutException, librdkafka's _TIMED_OUT."""
+    e = (error or "").lower()
+    return "timed out" in e or "timeout" in e or "timed_out" in e
 
 
 def parse_kafka_probe(data: bytes | str | None) -> KafkaProbe:
@@ -166,6 +171,52 @@ def parse_kafka_probe(data: bytes | str | None) -> KafkaProbe:
         p.results.append(ProbeResult(str(r.get("at") or ""), bool(r["ok"]), float(lat) if isinstance(lat, (int, float)) else None,
                                      str(r["error"]) if r.get("error") else None, str(r.get("check") or "metadata")))
     return p
+
+
+@dataclass
+class KafkaChecks:
+    """kafka-checks.json of the capture (kind kafka_checks, bundle root): ``[KafkaCheck.to_dict() + {"during_capture":
+    "start"|"end"}]`` for every captured broker -> one KafkaProbe per broker."""
+
+    probes: dict[int, KafkaProbe] = field(default_factory=dict)
+    unparsable: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.unparsable
+
+
+def parse_kafka_checks(data: bytes | str | None) -> KafkaChecks:
+    d = decode_evidence(data)
+    out = KafkaChecks()
+    if d.problems:
+        out.unparsable.extend(d.problems)
+        return out
+    try:
+        doc = json.loads(d.text)
+    except ValueError as exc:
+        out.unparsable.append(f"not JSON: {exc}")
+        return out
+    if isinstance(doc, dict) and isinstance(doc.get("checks"), list):
+        doc = doc["checks"]
+    if not isinstance(doc, list):
+        out.unparsable.append("expected a list of KafkaCheck objects (model.KafkaCheck.to_dict())")
+        return out
+    for i, c in enumerate(doc):
+        if not isinstance(c, dict) or "ok" not in c or c.get("broker_id") is None:
+            out.unparsable.append(f"[{i}] has no 'broker_id' and 'ok'")
+            continue
+        try:
+            b = int(c["broker_id"])
+        except (TypeError, ValueError):
+            out.unparsable.append(f"[{i}] broker_id {c.get('broker_id')!r} is not an integer")
+            continue
+        p = out.probes.setdefault(b, KafkaProbe(broker_id=b, endpoint=str(c.get("endpoint") or "") or None))
+        lat = c.get("latency_ms")
+        err = " ".join(str(x) for x in (c.get("error_code"), c.get("error")) if x) or None
+        p.results.append(ProbeResult(str(c.get("at") or ""), bool(c["ok"]), float(lat) if isinstance(lat, (int, float)) else None,
+                                     err, "direct" + (f" ({c['during_capture']} of capture)" if c.get("during_capture") else "")))
+    return out
 
 
 # ---------------------------------------------------------------- JmxTool output (kind "jmx")

@@ -190,3 +190,66 @@ def parse_heap_info(data: bytes | str | None) -> HeapInfo:
     if hi.total_kb is None:
         hi.unparsable.append("no 'total NK, used NK' heap line recognised")
     return hi
+
+
+# ---------------------------------------------------------------- /proc/<pid>/stat and /proc/<pid>/task/*/stat
+
+PROC_STATES = {"R": "running", "S": "sleeping", "D": "disk sleep", "T": "stopped", "t": "tracing stop",
+               "Z": "zombie", "X": "dead", "I": "idle", "W": "paging", "P": "parked", "K": "wakekill"}
+
+
+@dataclass(frozen=True)
+class ProcThread:
+    tid: int
+    name: str  # the kernel's comm: the first 15 characters of the Java thread name
+    state: str  # one letter (PROC_STATES)
+    line: int
+
+
+@dataclass
+class ProcState:
+    """``cat /proc/<pid>/stat`` (kind process_state) or ``/proc/<pid>/task/*/stat`` (kind proc_threads)."""
+
+    threads: list[ProcThread] = field(default_factory=list)
+    unparsable: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.unparsable
+
+    @property
+    def process(self) -> ProcThread | None:
+        return self.threads[0] if self.threads else None
+
+    @property
+    def state_word(self) -> str | None:
+        p = self.process
+        return PROC_STATES.get(p.state, p.state) if p else None
+
+    def states(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for t in self.threads:
+            out[t.state] = out.get(t.state, 0) + 1
+        return out
+
+
+def parse_proc_stat(data: bytes | str | None) -> ProcState:
+    """Lines ``pid (comm) S ppid ...``: comm may hold spaces and parentheses, so the state is the first field after
+    the LAST ')' of the line (as proc(5) says); no regex over the free text."""
+    text, problems = decode(data)
+    if problems:
+        return ProcState(unparsable=problems)
+    out = ProcState()
+    bad = 0
+    for i, l in enumerate(split_lines(text), start=1):
+        if not l.strip():
+            continue
+        open_, close = l.find("("), l.rfind(")")
+        head, rest = l[:open_].strip() if open_ > 0 else "", l[close + 1:].split() if close > open_ > 0 else []
+        if not head.isdigit() or not rest or len(rest[0]) != 1:
+            bad += 1
+            continue
+        out.threads.append(ProcThread(int(head), l[open_ + 1:close], rest[0], i))
+    if not out.threads:
+        out.unparsable.append(f"no '/proc/<pid>/stat' line ('pid (comm) state ...') in {bad} line(s)")
+    return out
