@@ -86,9 +86,11 @@ def _utc_offsets(manifest: dict) -> dict[int, dt.timedelta]:
     return out
 
 
-def _snapshot_info(bundle_uri: str, entries: list[dict]):
-    ports: dict[int, int] = {}
-    hosts: dict[int, str] = {}
+def _snapshot_info(bundle_uri: str, entries: list[dict], manifest: dict | None = None):
+    """Per broker: its listener ports (every listener of the snapshot's endpoints, and the capture's
+    hosts.<id>.broker_ports), its own addresses (snapshot host, endpoints, hosts.<id>.broker_addresses), versions."""
+    ports: dict[int, set[int]] = {}
+    hosts: dict[int, set[str]] = {}
     versions: dict[int, str] = {}
     bad: list[ParsedFile] = []
     for e in entries:
@@ -97,13 +99,30 @@ def _snapshot_info(bundle_uri: str, entries: list[dict]):
         try:
             snap = ClusterSnapshot.from_dict(json.loads(U.read_text(U.join(bundle_uri, e["path"]))))
             for b in snap.brokers:
-                ports[b.id] = b.port
+                ports.setdefault(b.id, set()).add(int(b.port))
                 if b.host:
-                    hosts[b.id] = b.host
+                    hosts.setdefault(b.id, set()).add(b.host)
+                for ep in b.endpoints or ():
+                    hp = str(ep).rsplit("//", 1)[-1]
+                    h, _, p = hp.rpartition(":")
+                    if p.isdigit():
+                        ports[b.id].add(int(p))
+                    if h:
+                        hosts.setdefault(b.id, set()).add(h.strip("[]"))
                 if b.version:
                     versions[b.id] = b.version
         except Exception as exc:  # noqa: BLE001 - evidence is untrusted
             bad.append(ParsedFile(path=e["path"], kind=e["kind"], problems=[f"cannot load snapshot: {exc.__class__.__name__}: {exc}"]))
+    for k, h in ((manifest or {}).get("hosts") or {}).items():
+        if not isinstance(h, dict) or not str(k).lstrip("-").isdigit():
+            continue
+        b = int(k)
+        for p in h.get("broker_ports") or []:
+            if isinstance(p, int) or (isinstance(p, str) and p.isdigit()):
+                ports.setdefault(b, set()).add(int(p))
+        for a in h.get("broker_addresses") or []:
+            if isinstance(a, str) and a:
+                hosts.setdefault(b, set()).add(a)
     return ports, hosts, versions, bad
 
 
@@ -217,7 +236,7 @@ def run(spark, bundle: str, out: str | None = None, kafka_version: str | None = 
         if s.spark_readable():
             scan.append((e, s))
             if e["kind"] == "kafka_stdout":  # kill -3 thread dumps land in the broker's stdout: read them too
-                py_entries.append(dict(e, kind="jstack"))
+                py_entries.append(dict(e, kind="jstack", embedded_in=e["kind"]))
         else:
             py_entries.append(e)
     # 2. python path: each task parses one file and writes its rows as Parquet part files
@@ -257,11 +276,16 @@ def run(spark, bundle: str, out: str | None = None, kafka_version: str | None = 
     timings["aggregates_s"] = round(time.monotonic() - t, 3)
     conn_rows = []
     cdf = spark.read.schema(tables.spark_schema("connections")).parquet(U.join(pq, "connections"))
-    ports, hosts, snap_versions, bad = _snapshot_info(bundle_uri, entries)
+    ports, hosts, snap_versions, bad = _snapshot_info(bundle_uri, entries, manifest)
     if ports:
-        endpoints = spark.createDataFrame([(b, hosts.get(b), p) for b, p in ports.items()], "ep_broker INT, ep_host STRING, ep_port INT")
+        from kafka_runbooks.analyze.diagnose import broker_addresses_of
+
+        eps = [(b, h, p) for b, ps in ports.items() for p in sorted(ps)
+               for h in (sorted(broker_addresses_of(b, hosts)) or [None])]
+        endpoints = spark.createDataFrame(eps, "ep_broker INT, ep_host STRING, ep_port INT")
         cdf = cdf.join(endpoints, (cdf.broker_id == endpoints.ep_broker) & (cdf.local_port == endpoints.ep_port)
-                       & (endpoints.ep_host.isNull() | cdf.local_host.isin("*", "0.0.0.0", "::") | (cdf.local_host == endpoints.ep_host)))
+                       & (endpoints.ep_host.isNull() | cdf.local_host.isin("*", "0.0.0.0", "::") | (cdf.local_host == endpoints.ep_host)),
+                       "left_semi")
     conn_rows = [r.asDict() for r in cdf.groupBy("broker_id", "path", "local_port", "state")
                  .agg(F.count(F.lit(1)).alias("count"), F.sum("recv_q").alias("recv_q"))
                  .orderBy(F.col("broker_id"), F.col("path"), F.col("count").desc()).limit(500).collect()]

@@ -293,3 +293,16 @@ def test_jmxtool_csv():
     f = next(x for x in diagnose([ParsedFile("hosts/3/jmx.out", "jmx", 3, result=j)], broker_versions={3: "1.1.0"})
              if x.kind == "request_queue_saturated")
     assert "reached 500 of queued.max.requests 500 (default)" in f.summary and "KIP-291" in f.summary
+
+
+def test_stdout_without_thread_dumps_is_not_unparsable(tmp_path):
+    """kafkaServer.out is read for thread dumps too; one without any (the usual case) is not 'unparsable'."""
+    from kafka_runbooks.analyze.bundle import load_entry
+
+    (tmp_path / "out").write_bytes(fixture_bytes("real23/broker1.server.log.start"))
+    pfs, _ = load_entry(str(tmp_path), {"path": "out", "kind": "kafka_stdout", "broker_id": 1})
+    assert [(p.kind, p.reasons) for p in pfs] == [("kafka_stdout", [])]
+    assert load_entry(str(tmp_path), {"path": "out", "kind": "jstack", "embedded_in": "kafka_stdout", "broker_id": 1})[0] == []
+    (tmp_path / "dumps").write_bytes(fixture_bytes("real23/broker1.kafkaServer.out"))
+    pfs, _ = load_entry(str(tmp_path), {"path": "dumps", "kind": "jstack", "embedded_in": "kafka_stdout", "broker_id": 1})
+    assert [(p.kind, len(p.result.dumps), p.embedded) for p in pfs] == [("jstack", 2, True)]

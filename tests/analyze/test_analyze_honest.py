@@ -131,3 +131,26 @@ def test_fetch_errors_one_per_failure_every_cause_cited_by_its_first_line():
             "request (type=FetchRequest, replicaId=2, maxWait=500) (kafka.server.ReplicaFetcherThread)\n"
             "java.io.IOException: Connection to 127.0.0.1:9093 (id: 3 rack: null) failed.\n")
     assert [x.cause for x in fetch_errors(line)] == ["connection_failed"]
+
+
+def test_kafka_server_out_repeating_server_log_counts_once():
+    """Kafka's default log4j sends the root logger to server.log AND stdout (kafkaServer.out): a real capture has
+    both tails, byte for byte the same records. Counted once, and the file table says why."""
+    from kafka_runbooks.analyze.diagnose import file_table
+
+    text = fixture_bytes("seed000_broker1_server.log")
+    window = Window(dt.datetime(2018, 10, 30, 6, 50, tzinfo=UTC), dt.datetime(2018, 10, 30, 9, 0, tzinfo=UTC))
+    one = next(x for x in diagnose([_log("hosts/1/server-log.out", None, 1, text=text)], window=window)
+               if x.kind == "peer_fetch_failures")
+    files = [_log("hosts/1/server-log.out", None, 1, text=text),
+             _log("hosts/1/log-kafkaServer.out", None, 1, kind="kafka_stdout", text=text)]
+    both = next(x for x in diagnose(files, window=window) if x.kind == "peer_fetch_failures")
+    assert both.details["count"] == one.details["count"] == 1
+    assert {e.source for e in both.evidence} == {"hosts/1/server-log.out"}
+    row = next(r for r in file_table(files) if r["path"] == "hosts/1/log-kafkaServer.out")
+    assert "repeat hosts/1/server-log.out" in row["notes"]
+    # a stdout with records of its own is not a duplicate
+    other = fixture_bytes("seed000_broker2_server.log")
+    files[1] = _log("hosts/1/log-kafkaServer.out", None, 1, kind="kafka_stdout", text=other)
+    diagnose(files, window=window)
+    assert files[1].duplicate_of is None

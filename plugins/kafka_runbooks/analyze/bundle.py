@@ -122,13 +122,17 @@ def _load_entry(bundle_uri: str, e: dict, budget_base_s: float, budget_per_mb_s:
                 rows["log_events"] = event_rows(p, e["path"], e.get("broker_id"))
                 if e["kind"] == "kafka_stdout":  # kill -3 dumps land in the broker's stdout
                     td = parse_content("jstack", data)
-                    if td.dumps:
+                    if has_dumps(td):
                         tf = _pf(e, "jstack")
                         tf.result = td
                         tf.embedded = True
                         out.append(tf)
             else:
                 pf.result = parse_content(e["kind"], data)
+                if e.get("embedded_in"):  # thread dumps looked for inside another file (kafkaServer.out)
+                    pf.embedded = True
+                    if not has_dumps(pf.result):
+                        return [], rows  # none there: normal, nothing to report
                 if e["kind"] == "kafka_checks":  # one file for every broker: a kafka_probe per broker
                     for b, probe in sorted(pf.result.probes.items()):
                         pp = _pf(dict(e, broker_id=b), "kafka_probe")
@@ -148,6 +152,11 @@ def _load_entry(bundle_uri: str, e: dict, budget_base_s: float, budget_per_mb_s:
         _table_rows(f, rows)
     rows["files"].append(file_row(pf, "python"))
     return out, rows
+
+
+def has_dumps(td) -> bool:
+    """A thread-dump result with at least one thread or a deadlock report in it."""
+    return any(d.all_threads() or d.deadlocks for d in getattr(td, "dumps", None) or [])
 
 
 def file_row(pf: ParsedFile, read_by: str, layout: str | None = None, share: float | None = None) -> dict:

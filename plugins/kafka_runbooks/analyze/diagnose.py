@@ -17,6 +17,7 @@ Honesty rules (issue 5 §3, issue 9 §4):
 from __future__ import annotations
 
 import datetime as dt
+import ipaddress
 import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -77,6 +78,7 @@ class ParsedFile:
     server: str | None = None  # ZooKeeper server id/address for zk_* kinds
     embedded: bool = False  # thread dumps found inside another file (kafkaServer.out)
     parse_s: float | None = None
+    duplicate_of: str | None = None  # a log whose records repeat another log of the broker (read once)
 
     @property
     def reasons(self) -> list[str]:
@@ -134,7 +136,40 @@ def _by_broker(files: Iterable[ParsedFile], kind: str | tuple[str, ...]) -> dict
 
 
 def _logs(files: Iterable[ParsedFile]) -> dict[int | None, list[ParsedFile]]:
-    return _by_broker(files, LOG_KINDS)
+    return _by_broker((f for f in files if not f.duplicate_of), LOG_KINDS)
+
+
+DUPLICATE_SHARE = 0.9
+
+
+def mark_duplicate_logs(files: list[ParsedFile]) -> None:
+    """Kafka's default log4j configuration sends the root logger to both server.log and stdout (kafkaServer.out):
+    with both in a bundle every record would count twice. A log of a broker whose records (time + logger +
+    message) are, for >= 90 %, records of that broker's server_log is marked ``duplicate_of`` it and read only
+    for what else it holds (thread dumps). Sets the mark on the given objects (idempotent)."""
+    conv = [(_as_summary(f), f) for f in files]
+    by_broker: dict[int | None, list] = defaultdict(list)
+    for c, f in conv:
+        if c.kind in LOG_KINDS and isinstance(c.result, LogSummary) and not f.duplicate_of:
+            by_broker[c.broker_id].append((c, f))
+    for b, items in by_broker.items():
+        mains = [(c, f) for c, f in items if c.kind == "server_log"]
+        if not mains:
+            continue
+        keys = {(e.ts, e.logger, e.message) for c, _ in mains for e in c.result.events}
+        for c, f in items:
+            if c.kind == "server_log" or c.kind not in ("kafka_stdout", "log"):
+                continue
+            evs = c.result.events
+            if not evs:
+                continue
+            same = sum(1 for e in evs if (e.ts, e.logger, e.message) in keys)
+            if same >= DUPLICATE_SHARE * len(evs):
+                f.duplicate_of = mains[0][0].path
+                note = (f"its log records repeat {mains[0][0].path} ({same} of {len(evs)} events read): log4j's "
+                        "stdout appender; counted once, from that file")
+                if note not in f.notes:
+                    f.notes.append(note)
 
 
 def kafka_versions(files: Iterable[ParsedFile]) -> dict[int | None, str]:
@@ -320,21 +355,46 @@ def _owner_unknown_findings(files: list[ParsedFile]) -> list[Finding]:
 # ---------------------------------------------------------------- sockets
 
 
-def broker_port_of(broker: int | None, broker_ports: dict[int, int] | None) -> int:
-    if broker_ports and broker is not None and broker in broker_ports:
-        return broker_ports[broker]
-    return DEFAULT_BROKER_PORT
+def broker_ports_of(broker: int | None, broker_ports: dict | None) -> tuple[int, ...]:
+    """The broker's listener ports (every listener: CLIENT, REPLICATION, ...); a value may be one port or several."""
+    v = (broker_ports or {}).get(broker) if broker is not None else None
+    if v is None:
+        return (DEFAULT_BROKER_PORT,)
+    if isinstance(v, int):
+        return (v,)
+    ports = sorted({int(x) for x in v})
+    return tuple(ports) or (DEFAULT_BROKER_PORT,)
 
 
-def on_broker_endpoint(row, broker: int | None, broker_ports: dict[int, int] | None,
-                       broker_hosts: dict[int, str] | None = None) -> bool:
-    """A server-side socket of the broker's own listener: its port and, when the broker's address is known,
-    that address (hosts sharing one socket table, or with several addresses, show others' sockets too)."""
-    port = broker_port_of(broker, broker_ports)
-    if row.local_port != port:
+def broker_port_of(broker: int | None, broker_ports: dict | None) -> int:
+    return broker_ports_of(broker, broker_ports)[0]
+
+
+def _is_ip(h: str) -> bool:
+    try:
+        ipaddress.ip_address(h)
+        return True
+    except ValueError:
         return False
-    host = (broker_hosts or {}).get(broker) if broker is not None else None
-    return not host or row.local_host in (host, "*", "0.0.0.0", "::")
+
+
+def broker_addresses_of(broker: int | None, broker_hosts: dict | None) -> frozenset[str]:
+    """The broker's own addresses (one or several); names are left out (a name is never compared with an address)."""
+    v = (broker_hosts or {}).get(broker) if broker is not None else None
+    if not v:
+        return frozenset()
+    vals = [v] if isinstance(v, str) else list(v)
+    return frozenset(h for h in vals if isinstance(h, str) and _is_ip(h))
+
+
+def on_broker_endpoint(row, broker: int | None, broker_ports: dict | None, broker_hosts: dict | None = None) -> bool:
+    """A server-side socket of one of the broker's own listeners: its ports and, when the broker's addresses are
+    known, one of those addresses (hosts sharing one socket table, or with several addresses, show others' sockets
+    too)."""
+    if row.local_port not in broker_ports_of(broker, broker_ports):
+        return False
+    hosts = broker_addresses_of(broker, broker_hosts)
+    return not hosts or row.local_host in hosts or row.local_host in ("*", "0.0.0.0", "::")
 
 
 def _close_wait_findings(files: list[ParsedFile], broker_ports: dict[int, int] | None,
@@ -350,7 +410,8 @@ def _close_wait_findings(files: list[ParsedFile], broker_ports: dict[int, int] |
     findings = []
     for b, f in latest.items():
         t: SocketTable = f.result
-        port = broker_port_of(b, broker_ports)
+        ports = broker_ports_of(b, broker_ports)
+        port = ports[0]
         rows = [r for r in t.rows if on_broker_endpoint(r, b, broker_ports, broker_hosts) and r.state != "LISTEN"]
         cw = [r for r in rows if r.state == "CLOSE_WAIT"]
         if len(cw) < CLOSE_WAIT_MIN or len(cw) * 2 < len(rows):
@@ -358,8 +419,8 @@ def _close_wait_findings(files: list[ParsedFile], broker_ports: dict[int, int] |
         peers = Counter(r.peer_host for r in cw)
         recvq = sum(r.recv_q for r in cw)
         others = {str(o): c for o, c in port_counts.items() if o != b}
-        summary = (f"connections piling up in CLOSE_WAIT on {_bid(b)}: {len(cw)} of {len(rows)} connections to its listener "
-                   f":{port} (peers: {', '.join(f'{h} x{n}' for h, n in peers.most_common(5))}); {recvq} bytes unread in Recv-Q")
+        summary = (f"connections piling up in CLOSE_WAIT on {_bid(b)}: {len(cw)} of {len(rows)} connections to its listener{'s' if len(ports) > 1 else ''} "
+                   f"{', '.join(f':{p}' for p in ports)} (peers: {', '.join(f'{h} x{n}' for h, n in peers.most_common(5))}); {recvq} bytes unread in Recv-Q")
         if others:
             summary += f"; other brokers' listeners: " + ", ".join(
                 f"{o}: {c.get('CLOSE_WAIT', 0)} CLOSE_WAIT / {sum(c.values())}" for o, c in others.items())
@@ -370,7 +431,7 @@ def _close_wait_findings(files: list[ParsedFile], broker_ports: dict[int, int] |
             evidence=(Evidence(source=f.path, lines=tuple(r.line for r in cited),
                                excerpt="\n".join(f"{r.line}: {r.state} recv_q={r.recv_q} {r.local} <- {r.peer}" for r in cited[:10]),
                                host=f.host),),
-            details={"port": port, "port_label": f"Kafka listener of {_bid(b)}", "states_on_port": port_counts[b],
+            details={"port": port, "ports": list(ports), "port_label": f"Kafka listener(s) of {_bid(b)}", "states_on_port": port_counts[b],
                      "close_wait_by_peer": dict(peers), "recv_q_bytes_close_wait": recvq, "other_brokers_on_port": others,
                      "counted_once": True, "duplicates_dropped": t.duplicates,
                      "meaning": "the broker stopped closing (reading) sockets its peers already closed: "
@@ -1026,11 +1087,12 @@ def _as_summary(f: ParsedFile) -> ParsedFile:
     if isinstance(r, LogParse):
         return ParsedFile(path=f.path, kind=f.kind, broker_id=f.broker_id, host=f.host,
                           result=summarize(r, f.path, f.kind, f.broker_id, f.host), problems=list(f.problems), seq=f.seq,
-                          bytes=f.bytes, notes=list(f.notes), server=f.server, embedded=f.embedded, parse_s=f.parse_s)
+                          bytes=f.bytes, notes=list(f.notes), server=f.server, embedded=f.embedded, parse_s=f.parse_s,
+                          duplicate_of=f.duplicate_of)
     if f.kind == "jstack" and isinstance(r, JstackDump):
         return ParsedFile(path=f.path, kind=f.kind, broker_id=f.broker_id, host=f.host, result=ThreadDumps(dumps=[r]),
                           problems=list(f.problems), seq=f.seq, bytes=f.bytes, notes=list(f.notes), server=f.server,
-                          embedded=f.embedded, parse_s=f.parse_s)
+                          embedded=f.embedded, parse_s=f.parse_s, duplicate_of=f.duplicate_of)
     return f
 
 
@@ -1046,6 +1108,7 @@ def diagnose(files: list[ParsedFile], kafka_version: str | None = None,
     Kafka version per broker: `kafka_version` (from configuration) overrides everything, then the
     server.log `Kafka version` line, then `broker_versions` (e.g. from the cluster snapshot).
     """
+    mark_duplicate_logs(files)
     files = [_as_summary(f) for f in files]
     window = window or Window()
     offsets: dict[int | None, dt.timedelta] = dict(utc_offsets or {})
@@ -1099,7 +1162,8 @@ def broker_table(files: list[ParsedFile], broker_ports: dict[int, int] | None = 
         return rows.setdefault(b, {"broker_id": b, "pid": None, "uptime_s": None, "rss_kb": None, "open_files": None,
                                    "heap_used_kb": None, "heap_total_kb": None, "connection_states": {},
                                    "threads_blocked": None, "threads_total": None, "kafka_version": None,
-                                   "listener_port": broker_port_of(b, broker_ports)})
+                                   "listener_port": broker_port_of(b, broker_ports),
+                                   "listener_ports": list(broker_ports_of(b, broker_ports))})
 
     for b, fs in _by_broker(files, "process_stat").items():
         p: ProcessStat = fs[-1].result
@@ -1141,6 +1205,7 @@ def file_table(files: list[ParsedFile]) -> list[dict]:
 
 def timeline(files: list[ParsedFile], limit: int = 300) -> list[dict]:
     """Key log events (signatures and ERROR/FATAL lines) across brokers, in time order."""
+    mark_duplicate_logs(files)
     files = [_as_summary(f) for f in files]
     out = []
     for b, fs in _logs(files).items():
