@@ -26,7 +26,7 @@ texts = st.lists(st.one_of(st.sampled_from(TOKENS), st.text(max_size=20)), max_s
 blobs = st.one_of(texts, st.binary(max_size=400), texts.map(lambda t: t.encode("utf-16")), texts.map(lambda t: t.encode("utf-8")))
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=blobs)
 def test_every_parser_returns_a_result_for_any_input(data):
     for kind, fn in PARSERS.items():
@@ -37,14 +37,14 @@ def test_every_parser_returns_a_result_for_any_input(data):
         assert all(isinstance(u, str) for u in r.unparsable), kind
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=80, deadline=None, database=None)
 @given(data=texts)
 def test_fetch_errors_never_raises(data):
     for fe in fetch_errors(data):
         assert isinstance(fe.leader_broker_id, int) and fe.line_no >= 1
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=40, deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=blobs, kind=st.sampled_from(sorted(PARSERS)))
 def test_bundle_entry_never_raises(tmp_path, data, kind):
     raw = data if isinstance(data, bytes) else data.encode("utf-8", "surrogatepass")
