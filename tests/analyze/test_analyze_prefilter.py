@@ -59,8 +59,10 @@ def _previous_kept_lines(spark, layout_name: str, uris: list[str]):
 @pytest.fixture(scope="module")
 def layouts(spark):
     """layout -> the fixtures written in it; one split per file, as the analysis reads them (fastscan.configure)."""
+    from analyze_helpers import SESSION_CONFS
     from kafka_runbooks.analyze.fastscan import configure
 
+    saved = {k: spark.conf.get(k, None) for k in SESSION_CONFS}
     configure(spark, 32 << 20)
     out: dict[str, list[str]] = {}
     for src in LOGS:
@@ -68,7 +70,9 @@ def layouts(spark):
         assert layout is not None, src
         out.setdefault(layout.name, []).append(src)
     assert {"kafka", "zookeeper_myid"} <= set(out)
-    return out
+    yield out
+    for k, v in saved.items():
+        spark.conf.unset(k) if v is None else spark.conf.set(k, v)
 
 
 def _uri(src: str) -> str:
