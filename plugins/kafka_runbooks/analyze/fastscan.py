@@ -249,10 +249,12 @@ def events_frame(spark: SparkSession, files: list[ScanFile], split_bytes: int | 
 
 def warm_up(spark: SparkSession, uris: list[str], split_bytes: int | None, layout: str = "kafka") -> None:
     """Plan (never run) the scan of ``uris`` in the common layout while the survey's Python tasks run: a fresh
-    JVM then loads and JIT-compiles the SQL parser, analyzer and these expressions beside the survey instead of
+    JVM then loads and JIT-compiles the SQL parser, analyzer, optimizer and planner beside the survey instead of
     after it. Nothing is read; any error is left to the real scan."""
     try:
-        events_frame(spark, [ScanFile(u, u, None, layout, {}) for u in uris], split_bytes)
+        df = events_frame(spark, [ScanFile(u, u, None, layout, {}) for u in uris], split_bytes)
+        if df is not None:
+            df._jdf.queryExecution().executedPlan()  # optimizer and physical planning too (still nothing runs)
     except Exception:  # noqa: BLE001 - a warm-up only
         pass
 
