@@ -169,6 +169,10 @@ class FaultsMixin:
             if not alive(read_pid(self._pid_file(f"sshd{b}"))):
                 self._start_sshd(b)
                 done.append(f"started sshd{b}")
+        for z in ZK_IDS:
+            if not alive(read_pid(self._pid_file(f"sshd-zk{z}"))):
+                self._start_zk_sshd(z)
+                done.append(f"started sshd-zk{z}")
         to_start = [b for b in BROKER_IDS if self._heal_broker(b, done, left)]
         wait_until(zookeeper.quorum_modes, left(), "the ZooKeeper ensemble to serve", interval=0.2)
         for b in to_start:

@@ -42,7 +42,7 @@ class _Deadline(Exception):
     pass
 
 
-class _Host:
+class HostCommands:
     """Runs the probe's commands within the host's deadline, collecting problems."""
 
     def __init__(self, runner, command_timeout_s: float, deadline_s: float) -> None:
@@ -81,7 +81,7 @@ def probe_host(
         bid = C.validate_broker_id(broker.id)
     except C.UnsafeValueError as exc:
         return model.HostProbe(broker_id=-1, reachable=False, error=str(exc))
-    host = _Host(runner, h.probe_command_timeout_s, h.probe_host_deadline_s)
+    host = HostCommands(runner, h.probe_command_timeout_s, h.probe_host_deadline_s)
     endpoint, problems = broker_endpoint(broker, config.listener, config.broker_port, [getattr(runner, "host", "")], resolver)
     host.problems += problems
     fields: dict = {"ports": endpoint.ports, "addresses": tuple(sorted(endpoint.addresses))}

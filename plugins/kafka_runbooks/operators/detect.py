@@ -99,11 +99,11 @@ class DetectFindingsOperator(BaseOperator):
     def _check(self, snapshot, config, history_store, store, context, starts: list) -> dict:
         """One observation: history, detectors, lifecycle, incident moves. Returns the new state."""
         from kafka_runbooks.detect.detectors import detect
-        from kafka_runbooks.detect.history import broker_samples
+        from kafka_runbooks.detect.history import health_samples
         from kafka_runbooks.incidents import lifecycle
 
-        history = history_store.append(broker_samples(snapshot))
-        findings = detect(snapshot, config.health, history)
+        history = history_store.append(health_samples(snapshot))
+        findings = detect(snapshot, config.health, history, config.zookeeper_health)
         for f in findings:
             self.log.warning("finding %s [%s] brokers=%s: %s", f.kind, f.severity.value, list(f.broker_ids), f.summary)
 
