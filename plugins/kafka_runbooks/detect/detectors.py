@@ -20,12 +20,16 @@ from kafka_runbooks.detect.isr import isr_shape, isr_suspects
 from kafka_runbooks.detect.serving import OPENS_INCIDENT as SERVING_INCIDENTS
 from kafka_runbooks.detect.serving import PROBLEM as NOT_SERVING
 from kafka_runbooks.detect.serving import detect_not_serving, detect_unregistered
+from kafka_runbooks.detect.clients import OPENS_INCIDENT as CLIENT_INCIDENTS
+from kafka_runbooks.detect.clients import detect_unknown_api_requests
+from kafka_runbooks.detect.offsets import OPENS_INCIDENT as CLEANER_INCIDENTS
+from kafka_runbooks.detect.offsets import detect_cleaner, detect_slow_loads
 from kafka_runbooks.detect.zookeeper import OPENS_INCIDENT as ZOOKEEPER_INCIDENTS
 from kafka_runbooks.detect.zookeeper import detect_zookeeper
 from kafka_runbooks.model import ClusterSnapshot, Evidence, Finding, Severity
 
 # finding kinds that open an incident; of those, the ones naming brokers or ZooKeeper servers start a response
-OPENS_INCIDENT = (*SERVING_INCIDENTS, "offline_partitions", *ZOOKEEPER_INCIDENTS)
+OPENS_INCIDENT = (*SERVING_INCIDENTS, "offline_partitions", *ZOOKEEPER_INCIDENTS, *CLIENT_INCIDENTS, *CLEANER_INCIDENTS)
 
 
 def problem_of(f: Finding) -> str:
@@ -203,6 +207,9 @@ DETECTORS: tuple[Callable[[Context], list[Finding]], ...] = (
     detect_unreachable,
     detect_unparsable,
     detect_zookeeper,
+    detect_unknown_api_requests,
+    detect_cleaner,
+    detect_slow_loads,
 )
 
 

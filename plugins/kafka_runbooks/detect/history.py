@@ -116,6 +116,12 @@ def broker_samples(snapshot: ClusterSnapshot) -> dict[str, Sample]:
                 open_files=probe.open_files,
                 log_age_s=probe.server_log_age_s,
                 fetch_errors_logged=probe.fetch_errors_total,
+                mem_available_bytes=probe.mem_available_bytes,
+                process_rss_bytes=probe.process_rss_bytes,
+                log_cleaner_threads=probe.log_cleaner_threads,
+                loader_read_bytes=probe.loader_read_bytes,
+                offsets_segments_max=max((o.segments for o in probe.offsets_dirs), default=None),
+                unknown_api_requests=len(probe.lines("unknown_api_key")),
             )
         out[broker_series(bid)] = Sample(at=snapshot.taken_at, values=values)
     return out
