@@ -14,7 +14,7 @@ import time
 
 from . import agent, badclient, zookeeper
 from .hosts import BROKER_IDS
-from .procs import LabError, alive, proc_state, read_pid, tail, wait_until
+from .procs import LabError, alive, proc_state, read_pid, signal_if_ours, spawn, tail, wait_until
 from .profile import broker_settings
 from .zookeeper import SYNC_LIMIT, TICK_TIME_MS, ZK_IDS
 
@@ -150,12 +150,51 @@ class FaultsMixin:
         """Incident 002a: a request with an API key the broker does not know, from the lab's bad-client address."""
         return badclient.send(b, api_key)
 
+    def start_bad_client(self, b: int, api_key: int = badclient.DEFAULT_API_KEY, interval_s: float = 5.0) -> int:
+        """Incident 002a, as it happens: a client that keeps sending that request every ``interval_s`` while it holds
+        an idle connection of its own to the broker (a background process; ``reset()`` ends it)."""
+        import sys
+
+        pid = read_pid(self._pid_file("bad-client"))
+        if alive(pid):
+            raise LabError(f"a bad client already runs (pid {pid}); reset() ends it")
+        argv = [sys.executable, "-m", "kafka_lab.badclient", "--broker", str(int(b)), "--api-key", str(int(api_key)),
+                "--interval", str(float(interval_s)), "--hold", "--state", str(self.state / "run")]
+        lab_dir = os.path.dirname(os.path.dirname(os.path.abspath(badclient.__file__)))
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([lab_dir, os.environ.get("PYTHONPATH", "")])}
+        return spawn(argv, self.state / "run" / "bad-client.log", self._pid_file("bad-client"), env=env)
+
+    def stop_bad_client(self) -> bool:
+        pid = read_pid(self._pid_file("bad-client"))
+        if not signal_if_ours(pid, self.marker, signal.SIGTERM):
+            return False
+        wait_until(lambda: not alive(pid), 10, "the bad client to stop")
+        return True
+
+    def grow_offsets(self, partition: int, target_bytes: int, **kw) -> dict:
+        """Incident 002b: __consumer_offsets-<partition> made large (kill the cleaners first, or it is compacted)."""
+        from . import bigoffsets
+
+        return bigoffsets.grow([self.host_dir(b) / "data" for b in BROKER_IDS if (self.host_dir(b) / "data" / f"__consumer_offsets-{partition}").exists()],
+                               partition, target_bytes, **kw)
+
+    def slow_loader(self, b: int, cpu_percent: float = 5.0) -> list[int]:
+        """Incident 002b: broker b's offsets loader threads limited to ``cpu_percent`` of a CPU (cgroup.py says why)."""
+        from . import cgroup
+
+        return cgroup.limit(b, self._require_broker_pid(b), cpu_percent)
+
     # ------------------------------------------------------------------ heal
     def reset(self, timeout: float = 240) -> list[str]:
         """Heals every fault and returns to the healthy baseline; cheap when nothing is broken. Returns what it did."""
         deadline = time.monotonic() + timeout
         left = lambda: max(5.0, deadline - time.monotonic())  # noqa: E731
         done: list[str] = []
+        if self.stop_bad_client():
+            done.append("stopped the bad client")
+        from . import cgroup
+
+        done += [f"released {g}" for g in cgroup.release()]
         for z in ZK_IDS:
             pid = self.zk_pid(z)
             if not alive(pid):

@@ -197,7 +197,7 @@ class Lab(FaultsMixin):
         self.close()
         marker = self.marker
         killed: list[int] = []
-        pids = [read_pid(self._pid_file("load"))] + [self.broker_pid(b) for b in BROKER_IDS] + \
+        pids = [read_pid(self._pid_file("load")), read_pid(self._pid_file("bad-client"))] + [self.broker_pid(b) for b in BROKER_IDS] + \
                [read_pid(self._pid_file(f"sshd{b}")) for b in BROKER_IDS] + [self.zk_pid(z) for z in ZK_IDS] + \
                [read_pid(self._pid_file(f"sshd-zk{z}")) for z in ZK_IDS]
         for pid in pids + pids_mentioning(marker):
