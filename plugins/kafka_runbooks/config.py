@@ -59,6 +59,10 @@ class CaptureSettings:
     remote_work_dir: str = "/tmp"  # a 0700 directory is made in it, as the JVM's user, for a heap dump
     # argv prefix for JVM tools, e.g. ["sudo", "-n", "-u", "kafka"] when SSH logs in as another user
     jvm_tool_prefix: tuple[str, ...] = ()
+    # incident 002b: on a suspect broker of an incident about the log cleaner or __consumer_offsets, kafka-dump-log
+    # (--deep-iteration: no payloads) on the oldest and the newest segment of its largest offsets partition
+    dump_log: bool = True
+    dump_log_timeout_s: float = 120.0
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "CaptureSettings":

@@ -205,13 +205,16 @@ def _more(config: ClusterConfig, host: "HostCommands", bid: int, out: dict, now,
                 io = host.text(host.run("loader io", (*prefix, "cat", *(f"/proc/{int(pid)}/task/{t}/io" for t in loaders))))
                 out["loader_read_bytes"] = procfs.io_rchar_total(io)
     # 8. __consumer_offsets directories of the broker's log dirs (server.properties: log.dirs)
-    props = zk_text.properties(host.text(host.run("server.properties", ("cat", "--", C.validate_abs_path(config.server_properties(bid), "server.properties path")))))
-    log_dirs = [d.strip() for d in (props.get("log.dirs") or props.get("log.dir") or "").split(",") if d.strip()]
+    t = h.probe_command_timeout_s
+    res = host.run("server.properties", C.config_file_command("server-properties", C.KIND_KAFKA_CONFIG, config.server_properties(bid), t).argv)
+    if res is not None and res.exit_code == 1 and b"No such file" in (res.stderr or b""):
+        host.problems.pop()  # not where the cluster's settings say: no log dirs to look at, not a probe failure
+    props = zk_text.properties(host.text(res))
+    if props.get("log.cleaner.enable", "").strip().lower() == "false":
+        out.pop("log_cleaner_threads", None)  # no cleaner on purpose
     dirs: list[model.OffsetsPartitionDir] = []
-    for d in log_dirs[:16]:
-        d = C.validate_abs_path(d, "log dir")
-        listing = host.text(host.run("offsets segments", ("find", d, "-mindepth", "2", "-maxdepth", "2", "-path", f"{d.rstrip('/')}/{model.CONSUMER_OFFSETS}-*/*.log",
-                                                          "-printf", "%h %f %s\n")))
+    for i, d in enumerate(log_dirs_of(props)[:16], 1):
+        listing = host.text(host.run("offsets segments", C.offsets_segments_command(d, t, i).argv))
         dirs += procfs.offsets_dirs(listing, d)
     out["offsets_dirs"] = tuple(sorted(dirs, key=lambda x: x.partition))
     # 9. log lines: unknown API keys, offsets loads, session expiries (server.log); the cleaner's death (log-cleaner.log).
@@ -235,6 +238,11 @@ def _more(config: ClusterConfig, host: "HostCommands", bid: int, out: dict, now,
             current = _cut(host.text(res), n)
         lines += broker_log.lines_of_interest(current, since, utc_offset=offset, source=name)
     out["log_lines"] = _keep(lines, sockets_text)
+
+
+def log_dirs_of(props: dict[str, str]) -> list[str]:
+    """``log.dirs`` (else ``log.dir``) of a broker's server.properties."""
+    return [d.strip() for d in (props.get("log.dirs") or props.get("log.dir") or "").split(",") if d.strip()]
 
 
 def _cut(text: str, n: int) -> str:
