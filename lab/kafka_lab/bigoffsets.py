@@ -48,6 +48,12 @@ def partition_bytes(data_dirs: list[Path], partition: int) -> dict[str, int]:
     return out
 
 
+def segment_counts(data_dirs: list[Path], partition: int) -> dict[str, int]:
+    """Segments that hold data (a compaction leaves empty ones until its next pass merges them)."""
+    return {str(d): sum(1 for f in (d / f"{OFFSETS}-{partition}").glob("*.log") if f.stat().st_size > 0)
+            for d in data_dirs if (d / f"{OFFSETS}-{partition}").exists()}
+
+
 def grow(data_dirs: list[Path], partition: int, target_bytes: int, *, segment_bytes: int = 1 << 20, metadata_bytes: int = 3000,
          fill_partitions: int = 100, timeout_s: float = 600) -> dict:
     """Commit until the partition holds ``target_bytes`` on every replica's disk; returns what was done."""

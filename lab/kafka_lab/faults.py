@@ -175,6 +175,7 @@ class FaultsMixin:
         """Incident 002b: __consumer_offsets-<partition> made large (kill the cleaners first, or it is compacted)."""
         from . import bigoffsets
 
+        (self.state / "run" / "offsets-grown").write_text(f"{int(partition)}\n")  # reset() undoes the settings
         return bigoffsets.grow([self.host_dir(b) / "data" for b in BROKER_IDS if (self.host_dir(b) / "data" / f"__consumer_offsets-{partition}").exists()],
                                partition, target_bytes, **kw)
 
@@ -192,9 +193,10 @@ class FaultsMixin:
         done: list[str] = []
         if self.stop_bad_client():
             done.append("stopped the bad client")
-        from . import cgroup
+        from . import bigoffsets, cgroup
 
         done += [f"released {g}" for g in cgroup.release()]
+        grown = self.state / "run" / "offsets-grown"
         for z in ZK_IDS:
             pid = self.zk_pid(z)
             if not alive(pid):
@@ -223,6 +225,16 @@ class FaultsMixin:
         if self.non_preferred():
             self.ensure_preferred_leaders(left())
             done.append("preferred-replica election")
+        if grown.exists():
+            bigoffsets.undo()
+            partition = int(grown.read_text().strip() or 0)
+            grown.unlink()
+            done.append("__consumer_offsets segment.bytes restored, fill topic deleted")
+            # the restarted cleaners compact the grown partition: wait until it is small again (the healthy baseline)
+            dirs = [self.host_dir(b) / "data" for b in BROKER_IDS]
+            wait_until(lambda: max(bigoffsets.segment_counts(dirs, partition).values() or [0]) <= 10, left(),
+                       f"__consumer_offsets-{partition} compacted by the restarted log cleaners")
+            done.append(f"__consumer_offsets-{partition} compacted")
         if not alive(read_pid(self._pid_file("load"))):
             self.start_load()
             done.append("started the load")

@@ -188,10 +188,15 @@ class OffsetsPartitionDir:
     oldest_segment: str | None = None  # file name of the oldest / newest .log segment
     newest_segment: str | None = None
     log_dir: str | None = None
+    empty_segments: int = 0  # .log files of 0 bytes (left by compaction until the next cleaning merges them)
 
     @property
     def name(self) -> str:
         return f"{CONSUMER_OFFSETS}-{self.partition}"
+
+    @property
+    def data_segments(self) -> int:
+        return self.segments - self.empty_segments
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

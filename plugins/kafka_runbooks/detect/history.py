@@ -120,7 +120,7 @@ def broker_samples(snapshot: ClusterSnapshot) -> dict[str, Sample]:
                 process_rss_bytes=probe.process_rss_bytes,
                 log_cleaner_threads=probe.log_cleaner_threads,
                 loader_read_bytes=probe.loader_read_bytes,
-                offsets_segments_max=max((o.segments for o in probe.offsets_dirs), default=None),
+                offsets_segments_max=max((o.data_segments for o in probe.offsets_dirs), default=None),
                 unknown_api_requests=len(probe.lines("unknown_api_key")),
             )
         out[broker_series(bid)] = Sample(at=snapshot.taken_at, values=values)

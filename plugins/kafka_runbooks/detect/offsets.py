@@ -42,7 +42,8 @@ def _mib(n: int | float) -> str:
 
 
 def _oversized(p: HostProbe, segments_max: int, bytes_max: int):
-    return [o for o in p.offsets_dirs if o.segments > segments_max or o.bytes > bytes_max]
+    """Segments holding data beyond the limit (empty ones left by a compaction are not counted), or bytes beyond it."""
+    return [o for o in p.offsets_dirs if o.data_segments > segments_max or o.bytes > bytes_max]
 
 
 def detect_cleaner(ctx: Context) -> list[Finding]:
@@ -83,7 +84,7 @@ def detect_cleaner(ctx: Context) -> list[Finding]:
     big = {p.broker_id: _oversized(p, h.offsets_segments_max, h.offsets_bytes_max) for p in s.probes if p.reachable}
     big = {b: os for b, os in big.items() if os}
     if big:
-        text = "; ".join(f"broker {b}: " + ", ".join(f"{o.name} {o.segments} segments {_mib(o.bytes)}" for o in sorted(os, key=lambda o: -o.bytes)[:4])
+        text = "; ".join(f"broker {b}: " + ", ".join(f"{o.name} {o.data_segments} segments {_mib(o.bytes)}" for o in sorted(os, key=lambda o: -o.bytes)[:4])
                          for b, os in sorted(big.items()))
         findings.append(Finding(
             kind="offsets_partition_oversized", severity=Severity.WARNING,

@@ -110,5 +110,6 @@ def offsets_dirs(text: str, log_dir: str):
         if not base.startswith(prefix) or not base[len(prefix):].isdigit() or not name.endswith(".log"):
             continue
         acc.setdefault(int(base[len(prefix):]), []).append((name, int(size)))
-    return [OffsetsPartitionDir(p, len(segs), sum(s for _, s in segs), min(n for n, _ in segs), max(n for n, _ in segs), log_dir)
+    return [OffsetsPartitionDir(p, len(segs), sum(s for _, s in segs), min(n for n, _ in segs), max(n for n, _ in segs), log_dir,
+                                sum(1 for _, s in segs if s == 0))
             for p, segs in sorted(acc.items())]
