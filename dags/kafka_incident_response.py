@@ -1,4 +1,9 @@
-"""Incident response: capture → analyze (Spark) → report → plan → approval → restart → verify → close."""
+"""Incident response: capture → analyze (Spark) → report → plan → approval → restart → verify → close.
+
+The restart is a one-step plan through the remediation engine (``operators/remediate.py``): the
+same safety rules on fresh state, approval bound to the plan and this run, maintenance lock, gates
+and halt as every other restart.
+"""
 
 from __future__ import annotations
 
@@ -9,13 +14,13 @@ import pendulum
 from airflow.sdk import DAG, Param
 
 from kafka_runbooks.operators.analyze import AnalyzeBundleOperator, PublishReportOperator
+from kafka_runbooks.notify.webhook import APPROVAL_WAITING, HALTED, OnCallWebhookNotifier
 from kafka_runbooks.operators.approval import DECISION_KEY, RemediationApprovalOperator
 from kafka_runbooks.operators.capture import CaptureEvidenceOperator
 from kafka_runbooks.operators.incident import CloseIncidentOperator, OpenIncidentOperator
 from kafka_runbooks.operators.params import cluster_param
-from kafka_runbooks.operators.remediate import ClusterRecoveredSensor, PlanRestartOperator, RestartBrokersOperator
+from kafka_runbooks.operators.remediate import INCIDENT_RESTART, ClusterRecoveredSensor, ExecutePlanOperator, PlanRemediationOperator
 
-APPROVAL_TIMEOUT = timedelta(seconds=float(os.environ.get("KAFKA_RUNBOOKS_APPROVAL_TIMEOUT_S", 3600)))
 RECOVERY_TIMEOUT = timedelta(seconds=float(os.environ.get("KAFKA_RUNBOOKS_RECOVERY_TIMEOUT_S", 600)))
 
 
@@ -57,16 +62,19 @@ with DAG(
         conn_id="spark_default",
     )
     report = PublishReportOperator(task_id="report", incident=incident.output, bundle_dir=xcom("capture", "bundle_dir"))
-    plan = PlanRestartOperator(task_id="plan", incident=incident.output, report=report.output, approval_timeout=APPROVAL_TIMEOUT)
+    # --- remediation: the one engine (plan / approve / restart); the stages above are detection's
+    halted = OnCallWebhookNotifier(event=HALTED, message="incident response on {{ params.cluster }}")
+    plan = PlanRemediationOperator(
+        task_id="plan", kind=INCIDENT_RESTART, incident=incident.output, report=report.output, on_failure_callback=halted
+    )
     approve = RemediationApprovalOperator(
         task_id="approve",
         subject="Restart Kafka broker(s) {{ params.broker_ids }} on {{ params.cluster }}?",
-        body=xcom("plan", "approval_body"),
-        response_timeout=APPROVAL_TIMEOUT,  # no answer in time is a Reject
+        plan_output=plan.output,
+        notifiers=[OnCallWebhookNotifier(event=APPROVAL_WAITING, message="restart of {{ params.broker_ids }} on {{ params.cluster }}")],
+        on_failure_callback=halted,
     )
-    restart = RestartBrokersOperator(
-        task_id="restart", incident=incident.output, plan=plan.output, approval=xcom("approve", key=DECISION_KEY)
-    )
+    restart = ExecutePlanOperator(task_id="restart", plan_output=plan.output, on_failure_callback=halted)
     verify = ClusterRecoveredSensor(task_id="verify_recovery", incident=incident.output, timeout=RECOVERY_TIMEOUT.total_seconds())
     close = CloseIncidentOperator(
         task_id="close_incident",

@@ -3,11 +3,12 @@
 from kafka_runbooks.model import Broker, ClusterSnapshot, Partition
 
 
-def P(topic, index, replicas, leader, isr, min_isr=None):
-    return Partition(topic, index, tuple(replicas), leader, tuple(isr), min_insync_replicas=min_isr)
+def P(topic, index, replicas, leader, isr, min_isr=None, unclean=None):
+    return Partition(topic, index, tuple(replicas), leader, tuple(isr), min_insync_replicas=min_isr, unclean_leader_election=unclean)
 
 
-def snap(partitions, brokers=(1, 2, 3), controller=1, probes=(), unparsable=()):
+def snap(partitions, brokers=(1, 2, 3), controller=1, probes=(), unparsable=(), **extra):
+    """``extra``: any other ClusterSnapshot field (controller_epoch, reassigning, broker_configs, ...)."""
     return ClusterSnapshot(
         cluster="c1",
         taken_at="2024-01-01T00:00:00Z",
@@ -16,4 +17,5 @@ def snap(partitions, brokers=(1, 2, 3), controller=1, probes=(), unparsable=()):
         partitions=tuple(partitions),
         probes=tuple(probes),
         unparsable=tuple(unparsable),
+        **extra,
     )

@@ -49,6 +49,14 @@ def prepare(home: Path, lab_env: Mapping[str, str]) -> dict[str, str]:
         env={**os.environ, **env},
         stdout=subprocess.DEVNULL,
     )
+    # the pool of the tasks that change a cluster (operators/remediate.py POOL); a scheduler never runs
+    # a task whose pool does not exist
+    subprocess.run(
+        [str(Path(sys.executable).parent / "airflow"), "pools", "set", "kafka_runbooks_remediation", "1", "tasks that change a Kafka cluster"],
+        check=True,
+        env={**os.environ, **env},
+        stdout=subprocess.DEVNULL,
+    )
     return env
 
 

@@ -33,6 +33,9 @@ from .zookeeper import ZK_IDS, ZONES, zk_user
 
 CHROOT = "/kafka"
 CLUSTER = "lab"
+# Airflow users allowed to approve the lab's remediations (the drill answers as drill-bot)
+APPROVERS = ("drill-bot", "oncall-alice", "oncall-bob", "oncall-carol", "oncall-dave")
+APPROVAL_KEY_CONN_ID = "kafka_runbooks_approvals"
 ZK_CONN_ID = "kafka_lab_zk"
 REPO = Path(__file__).resolve().parents[2]
 LAB_STATE_FILE = "lab-state.json"
@@ -392,6 +395,17 @@ class Lab(FaultsMixin):
         pub = (self.host_dir(b) / "ssh" / "ssh_host_ed25519_key.pub").read_text().split()
         return f"{pub[0]} {pub[1]}"
 
+    def approval_key(self) -> str:
+        """The key that seals recorded approval decisions (an Airflow connection's password in real deployments)."""
+        path = self.state / "approval.key"
+        if not path.exists():
+            import secrets
+
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(secrets.token_hex(32))
+            os.chmod(path, 0o600)
+        return path.read_text().strip()
+
     def _setup_ssh(self) -> None:
         sshd = self.state / "ssh"
         sshd.mkdir(mode=0o700)
@@ -466,8 +480,9 @@ class Lab(FaultsMixin):
                 "kafka_version": KAFKA_VERSION,
                 "bundle_base": str(self.state / "bundles"),
                 "incident_base": str(self.state / "incidents"),
-                "recovery_timeout_s": 90.0,
-                "approval_timeout_s": 600.0,
+                "approvals": {"approvers": list(APPROVERS), "timeout_s": 600.0},
+                "gates": {"stop_s": 60.0, "deregister_s": 30.0, "register_s": 90.0, "in_sync_s": 120.0,
+                          "coordinator_s": 120.0, "canary_s": 60.0, "poll_s": 0.5, "lock_wait_s": 5.0},
                 "capture": {"jstack_count": 3, "jstack_interval_s": 1.0, "command_timeout_s": 30.0, "connect_timeout_s": 5.0,
                             "log_tail_lines": 2000, "heap_dump": True, "remote_work_dir": "/tmp"},
                 # the lab's brokers log a line every 10 s (profile.py): a server.log silent for 30 s is silent
@@ -487,6 +502,7 @@ class Lab(FaultsMixin):
         env = {
             f"AIRFLOW_CONN_{ZK_CONN_ID.upper()}": json.dumps({"conn_type": "generic", "host": zk_connect(), "extra": {"chroot": CHROOT}}),
             "AIRFLOW_VAR_KAFKA_RUNBOOKS_CLUSTERS": json.dumps(self.cluster_settings()),
+            f"AIRFLOW_CONN_{APPROVAL_KEY_CONN_ID.upper()}": json.dumps({"conn_type": "generic", "password": self.approval_key()}),
         }
         for z in ZK_IDS:
             env[f"AIRFLOW_CONN_{zk_host_conn_id(z).upper()}"] = json.dumps({

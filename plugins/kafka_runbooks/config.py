@@ -76,21 +76,25 @@ class CaptureSettings:
 
 @dataclass(frozen=True)
 class GateSettings:
-    """Bounds of the waits after each remediation step (no fixed sleeps: each is polled or deferred)."""
+    """Bounds of the waits around each remediation step (no fixed sleeps: each is watched or polled
+    every ``poll_s``). Any bound passed halts the run."""
 
-    stop_s: float = 120.0  # stop command → the old process is gone
+    stop_s: float = 120.0  # stop command → the old process is gone (then kill_command, if configured)
     deregister_s: float = 60.0  # → the old ZooKeeper registration is gone (session closed or expired)
     register_s: float = 120.0  # start command → alive and registered with a new session
     in_sync_s: float = 900.0  # → back in every ISR it belongs in
-    coordinator_s: float = 600.0  # → every __consumer_offsets partition it leads loaded
+    coordinator_s: float = 600.0  # → every __consumer_offsets partition has a loaded coordinator
     canary_s: float = 120.0  # → canary produce/consume succeeding
     poll_s: float = 2.0
+    lock_wait_s: float = 30.0  # a second run waits this long for the cluster's maintenance lock, then refuses
+    probe_timeout_s: float = 10.0  # one Kafka client request (coordinator probe, canary round trip)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "GateSettings":
         s = _section(cls, d, "gates")
-        if min(dataclasses.astuple(s)) <= 0:
-            raise ConfigError("gates: every bound must be > 0 seconds")
+        values = dataclasses.asdict(s)
+        if min(v for k, v in values.items() if k != "lock_wait_s") <= 0 or s.lock_wait_s < 0:
+            raise ConfigError("gates: every bound must be > 0 seconds (lock_wait_s >= 0)")
         return s
 
 
@@ -253,14 +257,23 @@ class CanarySettings:
 
 @dataclass(frozen=True)
 class ApprovalSettings:
-    """Who may approve a remediation of this cluster (never the person who started the run)."""
+    """Who may approve a remediation of this cluster (never the person who started the run), and how
+    on-call is reached. ``approvers`` are Airflow user ids (SimpleAuthManager: the user name; FAB: the
+    numeric id as a string); they become the HITL request's assigned users."""
 
-    approvers: tuple[str, ...] = ()  # Airflow user names
+    approvers: tuple[str, ...] = ()
     timeout_s: float = 3600.0  # no answer in time is a Reject
+    # Airflow connection whose password keys the HMAC that seals each recorded decision
+    secret_conn_id: str = "kafka_runbooks_approvals"
+    # Airflow connection (type http) of the on-call webhook; None: no webhook notification
+    oncall_conn_id: str | None = None
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "ApprovalSettings":
-        return _section(cls, d, "approvals", tuples=("approvers",))
+        s = _section(cls, d, "approvals", tuples=("approvers",))
+        if s.timeout_s <= 0 or any(not isinstance(a, str) or not a for a in s.approvers):
+            raise ConfigError("approvals: approvers must be non-empty user ids, timeout_s > 0")
+        return s
 
 
 _SECTIONS = {
@@ -272,7 +285,13 @@ _SECTIONS = {
     "zookeeper": ZooKeeperSettings,
     "zookeeper_health": ZooKeeperHealthSettings,
 }
-_ARGV_FIELDS = ("restart_command", "stop_command", "start_command", "kill_command")
+_ARGV_FIELDS = ("stop_command", "start_command", "kill_command")
+# settings the remediation engine replaced: a clear error instead of a silently ignored value
+_RETIRED = {
+    "restart_command": "split into stop_command and start_command (plus kill_command for escalation)",
+    "recovery_timeout_s": "replaced by the gates section (register_s, in_sync_s, coordinator_s, canary_s)",
+    "approval_timeout_s": "moved to approvals.timeout_s",
+}
 
 
 @dataclass(frozen=True)
@@ -288,16 +307,19 @@ class ClusterConfig:
     stop_command: tuple[str, ...] = ("sudo", "-n", "systemctl", "stop", "kafka")  # controlled shutdown
     start_command: tuple[str, ...] = ("sudo", "-n", "systemctl", "start", "kafka")
     kill_command: tuple[str, ...] = ()  # escalation when the process outlives gates.stop_s; empty: never kill
-    restart_command: tuple[str, ...] = ("sudo", "-n", "systemctl", "restart", "kafka")  # retired with the engine
     server_log_path: str = "/var/log/kafka/server.log"  # "{broker_id}" allowed
+    # the broker's stdout/stderr (kafka-server-start.sh writes kafkaServer.out next to server.log); "{broker_id}" allowed
+    stdout_log_path: str | None = None
+    # regex (pgrep -f) for the broker's process; "{server_properties}" becomes the escaped properties path
+    process_pattern: str = r"kafka\.Kafka .*{server_properties}"
     server_properties_path: str = "/etc/kafka/server.properties"  # "{broker_id}" allowed
     kafka_home: str = "/opt/kafka"  # on the broker hosts: bin/kafka-dump-log.sh, bin/kafka-run-class.sh
     kafka_version: str | None = None
     min_insync_replicas: int | None = None  # cluster default; topic overrides are read from ZooKeeper
+    # cluster setting of unclean.leader.election.enable; None: Kafka's default for kafka_version
+    unclean_leader_election: bool | None = None
     bundle_base: str = "/var/lib/kafka-runbooks/bundles"
     incident_base: str = "/var/lib/kafka-runbooks/incidents"
-    recovery_timeout_s: float = 300.0
-    approval_timeout_s: float = 3600.0
     spark_conn_id: str = "spark_default"
     capture: CaptureSettings = field(default_factory=CaptureSettings)
     gates: GateSettings = field(default_factory=GateSettings)
@@ -320,9 +342,6 @@ class ClusterConfig:
             raise ConfigError(f"no command {which!r}")
         return tuple(part.replace("{broker_id}", str(int(broker_id))) for part in getattr(self, which))
 
-    def restart_argv(self, broker_id: int) -> tuple[str, ...]:
-        return self.argv("restart_command", broker_id)
-
     def server_log(self, broker_id: int) -> str:
         return self.server_log_path.replace("{broker_id}", str(int(broker_id)))
 
@@ -335,10 +354,29 @@ class ClusterConfig:
     def server_properties(self, broker_id: int) -> str:
         return self.server_properties_path.replace("{broker_id}", str(int(broker_id)))
 
+    def stdout_log(self, broker_id: int) -> str:
+        if self.stdout_log_path:
+            return self.stdout_log_path.replace("{broker_id}", str(int(broker_id)))
+        return os.path.join(os.path.dirname(self.server_log(broker_id)), "kafkaServer.out")
+
+    def process_regex(self, broker_id: int) -> str:
+        """The pgrep -f pattern that finds this broker's JVM on its host."""
+        import re
+
+        pattern = self.process_pattern.replace("{server_properties}", re.escape(self.server_properties(broker_id)))
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ConfigError(f"cluster {self.name!r}: process_pattern is not a valid regex: {exc}") from None
+        return pattern
+
     @classmethod
     def from_dict(cls, name: str, d: Mapping[str, Any]) -> "ClusterConfig":
         try:
             hosts = {int(k): str(v) for k, v in dict(d["hosts"]).items()}
+            retired = sorted(set(d) & set(_RETIRED))
+            if retired:
+                raise ConfigError(f"cluster {name!r}: " + "; ".join(f"{k} is retired: {_RETIRED[k]}" for k in retired))
             unknown = set(d) - set(cls.__dataclass_fields__)
             if unknown:
                 raise ConfigError(f"cluster {name!r}: unknown settings {sorted(unknown)}")

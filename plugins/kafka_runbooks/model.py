@@ -591,40 +591,76 @@ class Finding:
         )
 
 
+TRANSACTION_STATE = "__transaction_state"
+INTERNAL_TOPICS = (CONSUMER_OFFSETS, TRANSACTION_STATE)  # their leaders are the group / transaction coordinators
+
+
 @dataclass(frozen=True)
 class Step:
-    """One action of a remediation plan, on one broker's host."""
+    """One action of a remediation plan on one broker: what it does, what it changes while it runs
+    (``blast_radius``) and, when it cannot be taken now, every reason (``refusals``).
+
+    No command lives here: the argv run on a host is built from the cluster's configuration when
+    the step executes (``ClusterConfig.argv``), never carried through XCom."""
 
     action: str  # "restart_broker"
     broker_id: int
-    command: tuple[str, ...]  # argv, never a shell string built from untrusted values
     reason: str
+    blast_radius: tuple[str, ...] = ()
+    refusals: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {**dataclasses.asdict(self), "command": list(self.command)}
+        return {
+            "action": self.action,
+            "broker_id": self.broker_id,
+            "reason": self.reason,
+            "blast_radius": list(self.blast_radius),
+            "refusals": list(self.refusals),
+        }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Step":
         return cls(
             action=str(d["action"]),
             broker_id=int(d["broker_id"]),
-            command=tuple(d["command"]),
             reason=str(d["reason"]),
+            blast_radius=tuple(str(x) for x in d.get("blast_radius") or ()),
+            refusals=tuple(str(x) for x in d.get("refusals") or ()),
         )
 
 
 @dataclass(frozen=True)
 class Plan:
-    """A remediation plan: the steps, or the reasons it is refused."""
+    """A remediation plan: ordered steps, or the reasons it is refused, and the state it came from.
+
+    ``refusals`` lists every reason not to act (plan-wide ones, then each step's as
+    ``"broker N: ..."``); ``blast_radius`` every step's effects as ``"broker N down: ..."``.
+    ``state_digest`` fingerprints the cluster state the plan was computed from; the approval is bound
+    to the digest of the whole plan (``remediate.digest.plan_digest``). ``completed`` names brokers an
+    earlier run of the same roll already restarted (resume): they are never restarted again."""
 
     cluster: str
     steps: tuple[Step, ...]
-    refusals: tuple[str, ...] = ()  # every reason not to act, each naming what blocks it
-    blast_radius: tuple[str, ...] = ()  # partitions losing an in-sync replica while the step runs
+    refusals: tuple[str, ...] = ()
+    blast_radius: tuple[str, ...] = ()
+    kind: str = "restart"  # "rolling_restart", "incident_restart"
+    requested: tuple[int, ...] = ()  # the brokers asked for, before ordering
+    computed_at: str | None = None
+    state_digest: str | None = None
+    controller_id: int | None = None
+    controller_epoch: int | None = None
+    warnings: tuple[str, ...] = ()  # e.g. what an unclean leader election would lose
+    not_serving: Mapping[int, str] = field(default_factory=dict)  # broker -> direct evidence (the waiver)
+    completed: tuple[int, ...] = ()
+    roll_id: str | None = None  # the incident-store record whose ledger tracks this plan's progress
 
     @property
     def refused(self) -> bool:
         return bool(self.refusals)
+
+    @property
+    def broker_order(self) -> tuple[int, ...]:
+        return tuple(s.broker_id for s in self.steps)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -632,6 +668,16 @@ class Plan:
             "steps": [s.to_dict() for s in self.steps],
             "refusals": list(self.refusals),
             "blast_radius": list(self.blast_radius),
+            "kind": self.kind,
+            "requested": list(self.requested),
+            "computed_at": self.computed_at,
+            "state_digest": self.state_digest,
+            "controller_id": self.controller_id,
+            "controller_epoch": self.controller_epoch,
+            "warnings": list(self.warnings),
+            "not_serving": {str(k): v for k, v in sorted(self.not_serving.items())},
+            "completed": list(self.completed),
+            "roll_id": self.roll_id,
         }
 
     @classmethod
@@ -641,4 +687,14 @@ class Plan:
             steps=tuple(Step.from_dict(s) for s in d.get("steps") or ()),
             refusals=tuple(d.get("refusals") or ()),
             blast_radius=tuple(d.get("blast_radius") or ()),
+            kind=str(d.get("kind") or "restart"),
+            requested=tuple(int(b) for b in d.get("requested") or ()),
+            computed_at=d.get("computed_at"),
+            state_digest=d.get("state_digest"),
+            controller_id=d.get("controller_id"),
+            controller_epoch=d.get("controller_epoch"),
+            warnings=tuple(d.get("warnings") or ()),
+            not_serving={int(k): str(v) for k, v in (d.get("not_serving") or {}).items()},
+            completed=tuple(int(b) for b in d.get("completed") or ()),
+            roll_id=d.get("roll_id"),
         )

@@ -1,91 +1,103 @@
-"""The approval gate on its own: a timeout is a Reject, and the restart refuses to run without an Approve."""
+"""The approval gate of the rolling-restart DAG, without the REST API (test_approval_rest.py has it):
+no answer is a Reject, an answer from someone who is not an approver does not count even when it
+reaches the database directly, an approval task marked success by hand approves nothing, and a dry
+run shows the plan and changes nothing. (Stand-in ZooKeeper cluster; see conftest.py.)"""
 
 from __future__ import annotations
 
-from datetime import timedelta
+import uuid
 
-import pendulum
 import pytest
-from airflow.sdk import DAG, BaseOperator, TriggerRule
-from airflow.sdk.exceptions import AirflowFailException
 
+from kafka_lab.airflow_home import load_dags
 from kafka_lab.approvals import Responder
-from kafka_runbooks.operators.approval import DECISION_KEY, RemediationApprovalOperator
-from kafka_runbooks.operators.remediate import RestartBrokersOperator
 
-pytestmark = [pytest.mark.usefixtures("airflow_db"), pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.usefixtures("airflow_db"), pytest.mark.airflow, pytest.mark.timeout(600)]
 
-
-class Record(BaseOperator):
-    template_fields = ("decision",)
-
-    def __init__(self, *, decision, **kwargs):
-        super().__init__(**kwargs)
-        self.decision = decision
-
-    def execute(self, context):
-        return self.decision
+DAG_ID = "kafka_rolling_restart"
 
 
-def _gate_dag(dag_id: str, timeout_s: float) -> DAG:
-    with DAG(dag_id, schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC"), render_template_as_native_obj=True) as dag:
-        approve = RemediationApprovalOperator(task_id="approve", subject="restart?", body="b", response_timeout=timedelta(seconds=timeout_s))
-        change = Record(task_id="change", decision="made a change")
-        seen = Record(
-            task_id="seen",
-            decision="{{ ti.xcom_pull(task_ids='approve', key='" + DECISION_KEY + "') }}",
-            trigger_rule=TriggerRule.ALL_DONE,
-        )
-        approve >> change >> seen
-    return dag
-
-
-def _serialized(dag: DAG) -> DAG:
-    """dag.test() runs only serialized DAGs: register this test-only DAG as the DAG processor would."""
-    from airflow.dag_processing.bundles.manager import DagBundlesManager
-    from airflow.dag_processing.dagbag import DagBag, sync_bag_to_db
-
-    DagBundlesManager().sync_bundles_to_db()  # a fresh metadata DB has no bundle row yet
-    bag = DagBag(dag_folder=__file__)
-    bag.bag_dag(dag)
-    sync_bag_to_db(bag, "dags-folder", None)
-    return dag
+def _form(mode="execute", **kw):
+    return {"cluster": "resttest", "brokers": [2], "reason": f"gate test {uuid.uuid4().hex[:8]}", "mode": mode, "canary": False, **kw}
 
 
 def _states(run):
     return {ti.task_id: ti.state for ti in run.get_task_instances()}
 
 
-def test_no_answer_before_the_timeout_is_a_reject():
-    dag = _serialized(_gate_dag("gate_timeout", timeout_s=2))
-    # nobody answers: the scheduler's own AWAITING_INPUT timeout sweep resolves the task
-    with Responder("gate_timeout", "approve", "Approve", sweep_timeouts=True, timeout_s=120) as sweeper:
-        run = dag.test()
+def _xcom(run, task_id, key="return_value"):
+    return next(ti for ti in run.get_task_instances() if ti.task_id == task_id).xcom_pull(task_ids=task_id, key=key)
+
+
+def _audit(settings, run):
+    from kafka_runbooks.incidents.store import IncidentStore
+
+    record_id = _xcom(run, "plan")["plan"]["roll_id"]
+    return record_id, IncidentStore(settings["incident_base"]).audit_trail(record_id)
+
+
+def test_no_answer_before_the_timeout_is_a_reject(cluster_env, monkeypatch):
+    settings, _ = cluster_env
+    import json
+    import os
+
+    clusters = json.loads(os.environ["AIRFLOW_VAR_KAFKA_RUNBOOKS_CLUSTERS"])
+    clusters["resttest"]["approvals"]["timeout_s"] = 2
+    monkeypatch.setenv("AIRFLOW_VAR_KAFKA_RUNBOOKS_CLUSTERS", json.dumps(clusters))
+    with Responder(DAG_ID, "approve", "Approve", sweep_timeouts=True, timeout_s=120) as sweeper:
+        run = load_dags().get_dag(DAG_ID).test(run_conf=_form())
     assert sweeper.error is None and sweeper.answered_run_ids
     states = _states(run)
-    assert states["change"] == "skipped", states
-    decision = next(ti for ti in run.get_task_instances() if ti.task_id == "seen").xcom_pull(task_ids="seen")
-    assert decision["chosen_options"] == ["Reject"] and decision["timedout"] is True
+    assert states["approve"] == "success" and states["execute"] == "skipped" and states["close"] == "success", states
+    assert _xcom(run, "approve", "decision")["timedout"] is True
+    record_id, audit = _audit(settings, run)
+    assert [(e["actor"], e["outcome"]) for e in audit if e["action"] == "approval"] == [("nobody", "timeout")]
+    assert not [e for e in audit if e["action"] in ("maintenance_lock", "stop_broker")]
 
 
-def test_approve_lets_the_change_run_and_records_who():
-    dag = _serialized(_gate_dag("gate_approve", timeout_s=600))
-    with Responder("gate_approve", "approve", "Approve", user="oncall-carol", timeout_s=120):
-        run = dag.test()
+def test_an_answer_from_outside_the_approvers_does_not_count(cluster_env):
+    """The Responder writes the HITL row directly, as a database user could, bypassing the REST
+    API's assignment check: the operator's own four-eyes check still refuses it."""
+    settings, webhook = cluster_env
+    with Responder(DAG_ID, "approve", "Approve", user="mallory", timeout_s=120) as responder:
+        run = load_dags().get_dag(DAG_ID).test(run_conf=_form())
+    assert responder.error is None and responder.answered_run_ids
     states = _states(run)
-    assert states["change"] == "success", states
-    decision = next(ti for ti in run.get_task_instances() if ti.task_id == "seen").xcom_pull(task_ids="seen")
-    assert decision["chosen_options"] == ["Approve"] and decision["responded_by_user"]["name"] == "oncall-carol"
+    assert states["approve"] == "failed" and states["execute"] == "upstream_failed", states
+    decision = _xcom(run, "approve", "decision")
+    assert any("'mallory' is not one of the cluster's approvers" in r for r in decision["refusals"])
+    _, audit = _audit(settings, run)
+    assert [(e["actor"], e["outcome"]) for e in audit if e["action"] == "approval"] == [("mallory", "refused")]
+    assert webhook.wait_for(lambda m: m["event"] == "halted" and m["task_id"] == "approve")
 
 
-@pytest.mark.parametrize(
-    "approval",
-    [None, {}, {"chosen_options": ["Reject"]}, {"chosen_options": ["Approve"], "timedout": True, "responded_by_user": None}],
-)
-def test_restart_refuses_without_an_approve_in_this_run(approval):
-    op = RestartBrokersOperator(task_id="restart", incident={"cluster": "nowhere", "incident_id": "x"}, plan={"plan": {}}, approval=approval)
-    if approval and approval.get("timedout"):
-        # a timed-out request can only ever carry the default, Reject; an Approve marked timed out is not trusted
-        approval["chosen_options"] = ["Approve"]
-    with pytest.raises(AirflowFailException, match="no approval by a person"):
-        op.execute({"run_id": "r"})
+def test_the_starter_answering_directly_does_not_count(cluster_env):
+    settings, _ = cluster_env
+    with Responder(DAG_ID, "approve", "Approve", user="dag_test", timeout_s=120):
+        run = load_dags().get_dag(DAG_ID).test(run_conf=_form())
+    assert _states(run)["execute"] == "upstream_failed"
+    assert any("started this run and cannot approve it" in r for r in _xcom(run, "approve", "decision")["refusals"])
+
+
+def test_an_approval_marked_success_by_hand_approves_nothing(cluster_env):
+    settings, _ = cluster_env
+    run = load_dags().get_dag(DAG_ID).test(run_conf=_form(), mark_success_pattern="approve")
+    states = _states(run)
+    assert states["approve"] == "success" and states["execute"] == "failed", states
+    _, audit = _audit(settings, run)
+    refused = [e for e in audit if e["action"] == "execute_plan"]
+    assert [e["outcome"] for e in refused] == ["refused"]
+    assert any("no approval was recorded for run" in r for r in refused[0]["details"]["refusals"])
+    assert not [e for e in audit if e["action"] in ("maintenance_lock", "stop_broker")]
+
+
+def test_dry_run_shows_the_plan_and_changes_nothing(cluster_env):
+    settings, webhook = cluster_env
+    run = load_dags().get_dag(DAG_ID).test(run_conf={**_form(mode="dry-run"), "brokers": []})
+    states = _states(run)
+    assert states["plan"] == "success" and states["approve"] == "skipped" and states["execute"] == "skipped", states
+    out = _xcom(run, "plan")
+    assert out["dry_run"] is True and out["plan"]["roll_id"] is None
+    assert [s["broker_id"] for s in out["plan"]["steps"]] == [2, 3, 1]  # every broker, the controller (1) last
+    assert _xcom(run, "close")["status"] == "dry run"
+    assert not webhook.received

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.usefixtures("airflow_db")
 
 def test_dags_import_without_errors_and_have_the_stages():
     bag = load_dags()
-    assert set(bag.dag_ids) >= {"kafka_health_check", "kafka_incident_response"}
+    assert set(bag.dag_ids) >= {"kafka_health_check", "kafka_incident_response", "kafka_rolling_restart"}
     response = bag.get_dag("kafka_incident_response")
     order = ["open_incident", "capture", "analyze", "report", "plan", "approve", "restart", "verify_recovery", "close_incident"]
     assert set(order) == set(response.task_ids)
@@ -32,6 +32,23 @@ def test_restart_is_gated_by_the_approval_and_defaults_to_reject():
     assert response.get_task("analyze").__class__.__mro__[1].__name__ == "SparkSubmitOperator"
 
 
+def test_rolling_restart_shape_form_and_side_effect_task():
+    from kafka_runbooks.operators.remediate import POOL, ExecutePlanOperator
+
+    roll = load_dags().get_dag("kafka_rolling_restart")
+    assert roll.max_active_runs == 1
+    for upstream, downstream in zip(["plan", "approve", "execute", "close"], ["approve", "execute", "close"]):
+        assert upstream in roll.get_task(downstream).upstream_task_ids
+    assert set(roll.params.keys()) == {"cluster", "brokers", "reason", "mode", "canary", "resume"}
+    assert roll.params["mode"] == "dry-run"  # the form defaults to showing the plan only
+    for dag, task in ((roll, "execute"), (load_dags().get_dag("kafka_incident_response"), "restart")):
+        op = dag.get_task(task)
+        assert isinstance(op, ExecutePlanOperator) and op.retries == 0 and op.pool == POOL
+        assert "approve" in op.upstream_task_ids
+    with pytest.raises(ValueError, match="never retries"):
+        ExecutePlanOperator(task_id="x", plan_output={}, retries=2)
+
+
 def test_approval_cannot_default_to_approve():
     import pytest
 
@@ -44,7 +61,7 @@ def test_dag_files_import_nothing_slow():
     code = (
         "import sys, json\n"
         f"sys.path[:0] = [{str(REPO / 'dags')!r}]\n"
-        "import kafka_health_check, kafka_incident_response\n"
+        "import kafka_health_check, kafka_incident_response, kafka_rolling_restart\n"
         "print(json.dumps(sorted(m for m in ('kazoo', 'paramiko', 'pyspark', 'confluent_kafka') if m in sys.modules)))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

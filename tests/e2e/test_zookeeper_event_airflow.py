@@ -111,7 +111,8 @@ def airflow_stack(healthy_lab, tmp_path):
 def test_a_registration_change_starts_a_health_run_that_opens_the_incident(airflow_stack, healthy_lab):
     home, env, airflow, procs, settings = airflow_stack
     db = home / "airflow.db"
-    _wait("both DAGs parsed", lambda: len(_rows(db, "select dag_id from dag where dag_id like 'kafka_%'")) == 2, procs=procs)
+    _wait("both DAGs parsed", lambda: {"kafka_health_check", "kafka_incident_response"}
+          <= {r[0] for r in _rows(db, "select dag_id from dag where dag_id like 'kafka_%'")}, procs=procs)
     subprocess.run([airflow, "dags", "unpause", "kafka_health_check"], env=env, check=True, capture_output=True, timeout=120)
     trig_log = home / "triggerer.log"
     _wait("the ZooKeeper watch running in the triggerer", lambda: trig_log.exists() and b"watching /brokers/ids" in trig_log.read_bytes(),

@@ -127,9 +127,14 @@ def test_cluster_settings_and_airflow_env(healthy_lab):
     c = lab.cluster_settings()["lab"]
     for key in ("zk_conn_id", "hosts", "listener", "stop_command", "start_command", "kill_command", "server_log_path",
                 "server_properties_path", "kafka_home", "kafka_version", "bundle_base", "incident_base",
-                "recovery_timeout_s", "approval_timeout_s", "capture"):
+                "approvals", "gates", "capture"):
         assert key in c, key
-    assert "restart_command" not in c
+    for retired in ("restart_command", "recovery_timeout_s", "approval_timeout_s"):
+        assert retired not in c, retired
+    from kafka_runbooks.config import ClusterConfig
+
+    config = ClusterConfig.from_dict("lab", c)  # the settings are what the product accepts
+    assert "drill-bot" in config.approvals.approvers and config.kill_command
     assert c["listener"] == "REPLICATION" and c["kafka_version"] == "2.3.0"
     for name in ("stop_command", "start_command", "kill_command"):
         argv = [a.replace("{broker_id}", "2") for a in c[name]]

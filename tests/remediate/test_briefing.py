@@ -12,17 +12,28 @@ def _finding():
     )
 
 
-def test_body_shows_diagnosis_evidence_exact_plan_and_blast_radius():
-    plan = Plan(
-        cluster="lab",
-        steps=(Step(action="restart_broker", broker_id=3, command=("/lab/host3/bin/kafka-restart", "--id", "3"), reason="deadlocked"),),
-        blast_radius=("__consumer_offsets-2", "orders-1"),
-    )
-    body = approval_body([_finding()], plan, report_path="/b/report.html", approval_timeout="1:00:00")
+PLAN = Plan(
+    cluster="lab",
+    kind="incident_restart",
+    steps=(Step("restart_broker", 3, "step 1 of 1: broker 3 is not serving", blast_radius=("__consumer_offsets-2: loses in-sync replica 3", "orders-1: loses in-sync replica 3")),
+           Step("restart_broker", 1, "step 2", refusals=("orders-0: broker 1 is the last in-sync replica (isr=[1])",))),
+    not_serving={3: "direct check failed and jvm_deadlock"},
+    warnings=("unclean.leader.election.enable is on (Kafka 0.10.1.0 default) for 2 partition(s)",),
+    computed_at="2026-11-22T14:00:00.000Z", state_digest="ab" * 32, controller_id=1, controller_epoch=4,
+)
+
+
+def test_body_shows_diagnosis_evidence_each_step_commands_blast_radius_and_binding():
+    body = approval_body([_finding()], PLAN, report_path="/b/report.html", approval_timeout="1:00:00",
+                         commands={3: {"stop": ("/lab/host3/bin/kafka-stop", "--id", "3"), "start": ("/lab/host3/bin/kafka-start",)}},
+                         digest="f" * 64, gates=["back in every ISR"])
     assert "JVM deadlock on broker 3" in body
     assert "hosts/3/jstack-1.out:12,13" in body and "executor-Heartbeat" in body
-    assert "/lab/host3/bin/kafka-restart --id 3" in body
+    assert "stop: `/lab/host3/bin/kafka-stop --id 3`" in body and "start: `/lab/host3/bin/kafka-start`" in body
     assert body.index("__consumer_offsets-2") < body.index("orders-1")
+    assert "**refused**" in body and "orders-0: broker 1 is the last in-sync replica" in body
+    assert "direct check failed and jvm_deadlock" in body and "unclean.leader.election.enable is on" in body
+    assert "f" * 64 in body and "back in every ISR" in body
     assert "/b/report.html" in body and "Reject" in body
 
 
@@ -31,8 +42,8 @@ def test_hostile_values_cannot_break_out_of_code_spans():
         kind="x", severity=Severity.WARNING, summary="`</code><script>alert(1)</script>[click](http://evil)",
         evidence=(Evidence(source="a", excerpt="```\n[link](http://evil)"),),
     )
-    body = approval_body([evil], Plan(cluster="lab", steps=()), report_path=None, approval_timeout="1h")
-    assert "`</code>" not in body
+    plan = Plan(cluster="lab", steps=(Step("restart_broker", 2, "r`[x](http://evil)", blast_radius=("t```-0: `x`",)),))
+    body = approval_body([evil], plan, report_path=None, approval_timeout="1h")
+    assert "`</code>" not in body and "`[x](http://evil)" not in body
     # the only fences are ours: the excerpt's own ``` was neutralised
     assert body.count("```") % 2 == 0
-    assert "No partition loses an in-sync replica" in body

@@ -1,25 +1,27 @@
-"""Safety, planner and recovery_status on hand-built snapshots: no I/O."""
+"""Safety rules, the planner and recovery_status on hand-built snapshots: no I/O."""
 
 from __future__ import annotations
 
 import json
 
 from kafka_runbooks.config import ClusterConfig
-from kafka_runbooks.model import Broker, ClusterSnapshot, Partition, Plan
-from kafka_runbooks.remediate.planner import plan_restart, restart_order
-from kafka_runbooks.remediate.recovery import RecoveryTimeout, recovery_status
-from kafka_runbooks.remediate.safety import blast_radius, restart_refusals
-
+from kafka_runbooks.model import Finding, KafkaCheck, Plan, Severity
+from kafka_runbooks.remediate.digest import plan_digest, state_digest
+from kafka_runbooks.remediate.plan import plan_restart, restart_order
+from kafka_runbooks.remediate.recovery import recovery_status
+from kafka_runbooks.remediate.safety import (
+    SafetySettings,
+    blast_radius,
+    min_isr,
+    not_serving_evidence,
+    stop_refusals,
+    unclean_enabled,
+)
 
 from snapshot_builders import P, snap  # noqa: E402
 
-
-CONFIG = ClusterConfig(
-    name="c1",
-    zk_conn_id="zk_c1",
-    hosts={1: "ssh_b1", 2: "ssh_b2", 3: "ssh_b3"},
-    restart_command=("sudo", "-n", "systemctl", "restart", "kafka@{broker_id}"),
-)
+CONFIG = ClusterConfig(name="c1", zk_conn_id="zk_c1", hosts={1: "ssh_b1", 2: "ssh_b2", 3: "ssh_b3"}, kafka_version="2.3.0")
+V23 = SafetySettings(kafka_version="2.3.0")
 
 HEALTHY = [
     P("orders", 0, [1, 2, 3], 1, [1, 2, 3], min_isr=2),
@@ -30,120 +32,204 @@ HEALTHY = [
 
 # ------------------------------------------------------------------ safety
 
-def test_healthy_cluster_any_broker_may_restart():
+def test_healthy_cluster_any_broker_may_stop():
     for b in (1, 2, 3):
-        assert restart_refusals(snap(HEALTHY), b, default_min_isr=2) == []
+        assert stop_refusals(snap(HEALTHY), b, SafetySettings(min_isr=2)) == []
 
 
-def test_last_in_sync_holder_of_consumer_offsets_is_refused_and_listed_first():
+def test_last_in_sync_holder_refused_internal_topics_first():
     parts = [
-        P("AAA", 0, [3, 1], 3, [3]),  # "AAA" sorts before "__consumer_offsets" in plain string order
+        P("AAA", 0, [3, 1], 3, [3, 1]),
         P("orders", 2, [2, 3], 2, [2, 3], min_isr=2),
-        P("__consumer_offsets", 7, [3, 1, 2], 3, [3]),
-        P("__consumer_offsets", 19, [1, 2, 3], 1, [1, 2, 3]),
+        P("__transaction_state", 1, [3], 3, [3]),
+        P("__consumer_offsets", 7, [3, 1, 2], 3, [3, 1, 2]),
     ]
-    refusals = restart_refusals(snap(parts), 3)
-    assert refusals[0] == "__consumer_offsets-7: broker 3 is the last in-sync replica (isr=[3])"
-    assert refusals[1] == "AAA-0: broker 3 is the last in-sync replica (isr=[3])"
-    assert refusals[2] == "orders-2: isr [2,3] would fall to 1 < min.insync.replicas 2"
-    assert len(refusals) == 3
+    # broker 1 and 2 are not registered: everything broker 3 holds is its alone
+    refusals = stop_refusals(snap(parts, brokers=(3,), controller=3), 3)
+    body = [r for r in refusals if not r.endswith("are back in sync")]
+    assert body[0] == "__consumer_offsets-7: broker 3 is the last in-sync replica (isr=[3,1,2]); isr members [1,2] are not registered"
+    assert body[1] == "__transaction_state-1: broker 3 is the only replica (replication factor 1); stopping it takes the partition offline"
+    assert body[2].startswith("AAA-0: broker 3 is the last in-sync replica")
+    assert body[3] == "orders-2: broker 3 is the last in-sync replica (isr=[2,3]); isr members [2] are not registered"
 
 
-def test_incident_002_all_consumer_offsets_holders_dropped_but_one():
-    """Only 3 is left in sync for __consumer_offsets-19 (1 and 2 already restarted / out)."""
+def test_incident_002_keep_one_offsets_holder():
+    """Brokers 1 and 2 were restarted and are still out of sync: 3 holds __consumer_offsets-19 alone."""
     parts = [P("__consumer_offsets", 19, [1, 2, 3], 3, [3])]
-    assert restart_refusals(snap(parts), 3) == ["__consumer_offsets-19: broker 3 is the last in-sync replica (isr=[3])"]
-    assert restart_refusals(snap(parts), 1) == []  # 1 is not in the ISR: restarting it removes nothing
+    refusals = stop_refusals(snap(parts), 3)
+    assert "__consumer_offsets-19: broker 3 is the last in-sync replica (isr=[3])" in refusals
+    # and nobody else may be stopped either while the partition is under-replicated
+    assert stop_refusals(snap(parts), 1) == ["__consumer_offsets-19 is under-replicated (isr [3], replicas [1,2,3]): wait until [2] are back in sync"]
 
 
-def test_other_isr_member_not_registered_does_not_count():
-    parts = [P("__consumer_offsets", 3, [1, 2, 3], 3, [3, 2])]
-    (why,) = restart_refusals(snap(parts, brokers=(1, 3)), 3)
-    assert why.startswith("__consumer_offsets-3: broker 3 is the last in-sync replica (isr=[3,2])")
-    assert "[2] are not registered" in why
+def test_under_replicated_elsewhere_blocks_but_own_missing_replica_does_not():
+    parts = [P("orders", 0, [1, 2, 3], 1, [1, 2]), P("orders", 1, [2, 3, 1], 2, [2, 3, 1])]
+    assert stop_refusals(snap(parts), 3) == []  # 3 is the one missing: restarting it is how it comes back
+    (why,) = stop_refusals(snap(parts), 2)
+    assert why.startswith("orders-0 is under-replicated") and "wait until [3]" in why
 
 
-def test_min_isr_cluster_default_and_topic_override():
-    parts = [P("orders", 0, [1, 2, 3], 1, [1, 2])]
-    assert restart_refusals(snap(parts), 2) == []
-    assert restart_refusals(snap(parts), 2, default_min_isr=2) == [
-        "orders-0: isr [1,2] would fall to 1 < min.insync.replicas 2 (cluster default)"
+def test_dead_broker_may_be_restarted_others_not():
+    parts = [P("orders", 0, [1, 2, 3], 1, [1, 2]), P("__consumer_offsets", 0, [3, 1, 2], 1, [1, 2])]
+    s = snap(parts, brokers=(1, 2))
+    assert stop_refusals(s, 3) == []
+    assert all("under-replicated" in r for r in stop_refusals(s, 1))
+
+
+def test_min_isr_sources_in_order():
+    p = P("orders", 0, [1, 2, 3], 1, [1, 2, 3])
+    s = snap([p])
+    assert min_isr(p, s, SafetySettings()) == (1, "Kafka default")
+    assert min_isr(p, s, SafetySettings(min_isr=2)) == (2, "cluster setting")
+    static = SafetySettings(min_isr=1, static_configs={1: {"min.insync.replicas": "2"}, 2: {"min.insync.replicas": "3"}})
+    assert min_isr(p, s, static) == (3, "broker config")
+    dyn = snap([p], broker_configs={"<default>": {"min.insync.replicas": "2"}})
+    assert min_isr(p, dyn, static) == (2, "dynamic broker default")
+    q = P("orders", 0, [1, 2, 3], 1, [1, 2, 3], min_isr=3)
+    assert min_isr(q, dyn, static) == (3, "topic override")
+    assert stop_refusals(snap([q]), 2) == ["orders-0: isr [1,2,3] would fall to 2 < min.insync.replicas 3 (topic override)"]
+    assert stop_refusals(dyn, 2) == []
+    assert stop_refusals(snap([P("orders", 0, [1, 2], 1, [1, 2])], broker_configs={"<default>": {"min.insync.replicas": "2"}}), 2) == [
+        "orders-0: isr [1,2] would fall to 1 < min.insync.replicas 2 (dynamic broker default)"
     ]
-    parts = [P("orders", 0, [1, 2, 3], 1, [1, 2, 3], min_isr=3)]
-    assert restart_refusals(snap(parts), 2, default_min_isr=1) == [
-        "orders-0: isr [1,2,3] would fall to 2 < min.insync.replicas 3"
-    ]
 
 
-def test_deadlocked_broker_not_in_isr_is_allowed():
-    """Broker 3 is registered but was dropped from every ISR (deadlocked): restarting it takes
-    nothing out of any ISR."""
-    parts = [P("orders", i, [1, 2, 3], 1 + i % 2, [1, 2], min_isr=2) for i in range(4)]
-    parts.append(P("__consumer_offsets", 0, [3, 1, 2], 1, [1, 2]))
-    assert restart_refusals(snap(parts), 3, default_min_isr=2) == []
+def test_maintenance_in_progress_and_controller_moving_refuse():
+    assert any("reassignment is in progress" in r for r in stop_refusals(snap(HEALTHY, reassigning=("orders-0",)), 2))
+    assert any("preferred replica election" in r for r in stop_refusals(snap(HEALTHY, preferred_election_pending=("orders-1",)), 2))
+    assert any("controller is moving" in r for r in stop_refusals(snap(HEALTHY, controller=None), 2))
+    assert any("controller 7 is not registered" in r for r in stop_refusals(snap(HEALTHY, controller=7), 2))
 
 
-def test_unknown_broker_refused():
-    (why,) = restart_refusals(snap(HEALTHY), 42)
-    assert "broker 42 is not registered" in why
-
-
-def test_unreadable_partition_metadata_refuses():
+def test_unreadable_metadata_refuses():
     s = snap(HEALTHY, unparsable=["/brokers/topics/orders/partitions/9/state: invalid JSON: Expecting value"])
-    (why,) = restart_refusals(s, 2)
+    (why,) = stop_refusals(s, 2)
     assert "cannot verify" in why and "/brokers/topics/orders/partitions/9/state" in why
-    # a garbled registration of another broker does not hide any ISR
-    assert restart_refusals(snap(HEALTHY, unparsable=["/brokers/ids/abc: broker id 'abc' is not ..."]), 2) == []
+    assert stop_refusals(snap(HEALTHY, unparsable=["/brokers/ids/abc: broker id 'abc' is not ..."]), 2) == []
 
 
-def test_blast_radius_consumer_offsets_first_and_leadership():
+def test_unclean_election_sources_and_version_default():
+    p = P("t", 0, [1, 2], 1, [1, 2])
+    assert unclean_enabled(p, snap([p]), SafetySettings(kafka_version="0.10.1.0")) == (True, "Kafka 0.10.1.0 default")
+    assert unclean_enabled(p, snap([p]), V23) == (False, "Kafka 2.3.0 default")
+    assert unclean_enabled(p, snap([p]), SafetySettings())[0] is True
+    assert unclean_enabled(p, snap([p], broker_configs={"<default>": {"unclean.leader.election.enable": "true"}}), V23) == (True, "dynamic broker default")
+    q = P("t", 0, [1, 2], 1, [1, 2], unclean=False)
+    assert unclean_enabled(q, snap([q], broker_configs={"<default>": {"unclean.leader.election.enable": "true"}}), V23) == (False, "topic override")
+
+
+def test_blast_radius_names_coordinator_moves():
     lines = blast_radius(snap(HEALTHY), 3)
-    assert lines[0].startswith("__consumer_offsets-0: loses in-sync replica 3 (isr [3,1,2] -> [1,2]); leadership moves off broker 3")
-    assert lines[1:] == [
-        "orders-0: loses in-sync replica 3 (isr [1,2,3] -> [1,2])",
-        "orders-1: loses in-sync replica 3 (isr [2,3,1] -> [2,1])",
-    ]
-    # a broker out of every ISR and leading nothing has no blast radius
+    assert lines[0] == "__consumer_offsets-0: loses in-sync replica 3 (isr [3,1,2] -> [1,2]); group coordinator and leadership move off broker 3 (to one of [1,2])"
+    assert lines[1:] == ["orders-0: loses in-sync replica 3 (isr [1,2,3] -> [1,2])", "orders-1: loses in-sync replica 3 (isr [2,3,1] -> [2,1])"]
     assert blast_radius(snap([P("t", 0, [1, 2, 3], 1, [1, 2])]), 3) == []
+
+
+# ------------------------------------------------------------------ the not-serving waiver
+
+def _check(b, ok):
+    return KafkaCheck(broker_id=b, endpoint=f"kafka{b}:9092", ok=ok, error=None if ok else "timed out")
+
+
+def _finding(kind, b):
+    return Finding(kind=kind, severity=Severity.CRITICAL, summary=f"{kind} on broker {b}", broker_ids=(b,))
+
+
+def test_waiver_needs_a_failed_check_and_a_stuck_finding_together():
+    assert not_serving_evidence([_check(3, False)], [_finding("jvm_deadlock", 3)]).keys() == {3}
+    assert not_serving_evidence([_check(3, False)], [_finding("request_handling_stalled", 3)]).keys() == {3}
+    assert not_serving_evidence([_check(3, True)], [_finding("jvm_deadlock", 3)]) == {}
+    assert not_serving_evidence([_check(3, False)], [_finding("broker_unresponsive", 3), _finding("under_replicated_partitions", 3)]) == {}
+    assert not_serving_evidence([_check(3, False)], [_finding("jvm_deadlock", 2)]) == {}
+    evidence = not_serving_evidence([_check(3, False)], [_finding("jvm_deadlock", 3)])[3]
+    assert "direct check failed (timed out)" in evidence and "jvm_deadlock" in evidence
+
+
+SEED_001 = [  # the lab's picture of seed 001: broker 3 deadlocked, peers dropped it, its partitions have ISR [3]
+    P("__consumer_offsets", 2, [3, 1, 2], 3, [3]),
+    P("__consumer_offsets", 0, [1, 2, 3], 1, [1, 2]),
+    P("orders", 2, [3, 1, 2], 3, [3], min_isr=2),
+    P("orders", 0, [1, 2, 3], 1, [1, 2], min_isr=2),
+]
+
+
+def test_not_serving_last_holder_may_restart_with_evidence_only():
+    assert stop_refusals(snap(SEED_001), 3, V23)  # no evidence: the last in-sync replica is protected
+    assert stop_refusals(snap(SEED_001), 3, V23, {3: "stuck"}) == []
+    plan = plan_restart(snap(SEED_001), [3], CONFIG, kind="incident_restart", not_serving={3: "stuck"})
+    assert not plan.refused and plan.broker_order == (3,)
+    radius = "\n".join(plan.blast_radius)
+    assert "__consumer_offsets-2: loses in-sync replica 3 (isr [3] -> []); already unavailable" in radius
+    assert radius.index("__consumer_offsets-2") < radius.index("orders-2")
+
+
+def test_waiver_never_for_rf1_and_never_for_min_isr():
+    assert stop_refusals(snap([P("solo", 0, [3], 3, [3])]), 3, V23, {3: "stuck"}) == [
+        "solo-0: broker 3 is the only replica (replication factor 1): the not-serving waiver never applies"
+    ]
+    assert stop_refusals(snap([P("orders", 5, [1, 3], 1, [1, 3], min_isr=2)]), 3, V23, {3: "stuck"}) == [
+        "orders-5: isr [1,3] would fall to 1 < min.insync.replicas 2 (topic override)"
+    ]
+
+
+def test_waiver_refused_where_unclean_election_would_lose_data():
+    s = snap(SEED_001, broker_configs={"<default>": {"unclean.leader.election.enable": "true"}})
+    refusals = stop_refusals(s, 3, V23, {3: "stuck"})
+    assert refusals and all("unclean.leader.election.enable=true (dynamic broker default)" in r for r in refusals)
+    assert refusals[0].startswith("__consumer_offsets-2: ") and "elect out-of-sync replica [1,2]" in refusals[0]
+
+
+def test_another_stuck_in_sync_replica_does_not_count_as_serving():
+    parts = [P("orders", 0, [1, 2, 3], 1, [1, 2, 3])]
+    assert stop_refusals(snap(parts), 1, V23, {2: "stuck", 3: "stuck"}) == [
+        "orders-0: the other in-sync replicas [2,3] are not serving; broker 1 is the last one that serves"
+    ]
 
 
 # ------------------------------------------------------------------ planner
 
-def test_plan_controller_last_and_argv():
+def test_plan_order_not_serving_then_down_then_rest_controller_last():
+    parts = [P("orders", 0, [1, 2, 3, 4, 5], 1, [1, 2, 3, 4])]
+    s = snap(parts, brokers=(1, 2, 3, 4), controller=2)
+    cfg = ClusterConfig(name="c1", zk_conn_id="zk", hosts={b: f"h{b}" for b in range(1, 6)})
+    assert restart_order(s, [2, 1, 5, 3, 4, 1], {4: "stuck"}) == [4, 5, 1, 3, 2]
+    plan = plan_restart(s, [2, 1, 5, 3, 4], cfg, not_serving={4: "stuck"})
+    assert plan.broker_order == (4, 5, 1, 3, 2)
+    assert "not serving" in plan.steps[0].reason and "not registered" in plan.steps[1].reason and "controller" in plan.steps[-1].reason
+    # broker 5 is down: later steps are predicted on the state after it is back, so none is refused for it
+    assert not plan.refused, plan.refusals
+
+
+def test_plan_roundtrip_digest_and_refusals_carry_reasons():
     plan = plan_restart(snap(HEALTHY, controller=2), [2, 3, 1, 3], CONFIG)
-    assert [s.broker_id for s in plan.steps] == [3, 1, 2]
-    assert plan.steps[0].command == ("sudo", "-n", "systemctl", "restart", "kafka@3")
-    assert all(s.action == "restart_broker" for s in plan.steps)
-    assert "controller" in plan.steps[-1].reason
-    assert "re-checks" in plan.steps[0].reason
-    assert not plan.refused
+    assert plan.broker_order == (3, 1, 2) and not plan.refused
     assert plan.blast_radius[0].startswith("broker 3 down: __consumer_offsets-0")
     assert Plan.from_dict(json.loads(json.dumps(plan.to_dict()))) == plan
-    assert restart_order(snap(HEALTHY, controller=None), [3, 1]) == [3, 1]
+    assert plan.state_digest == state_digest(snap(HEALTHY, controller=2))
+    other = plan_restart(snap(HEALTHY[:2], controller=2), [2, 3, 1], CONFIG)
+    assert other.state_digest != plan.state_digest and plan_digest(other) != plan_digest(plan)
+
+    refused = plan_restart(snap(HEALTHY + [P("__consumer_offsets", 7, [3, 1, 2], 3, [3])]), [3], CONFIG)
+    assert refused.refused and refused.steps[0].refusals
+    assert "broker 3: __consumer_offsets-7: broker 3 is the last in-sync replica (isr=[3])" in refused.refusals
+    assert refused.refusals[0].startswith("broker 3: __consumer_offsets-7 is under-replicated")  # cluster-wide reasons first
 
 
-def test_plan_refused_names_broker_and_partition():
-    parts = HEALTHY + [P("__consumer_offsets", 7, [3, 1, 2], 3, [3])]
-    plan = plan_restart(snap(parts), [3], CONFIG)
-    assert plan.refused
-    assert plan.refusals == ("broker 3: __consumer_offsets-7: broker 3 is the last in-sync replica (isr=[3])",)
-    assert [s.broker_id for s in plan.steps] == [3]  # steps still shown to the human
-
-
-def test_plan_refuses_missing_ssh_connection_empty_list_and_other_cluster():
-    cfg = ClusterConfig(name="c1", zk_conn_id="zk", hosts={1: "ssh_b1"})
-    plan = plan_restart(snap(HEALTHY), [2], cfg)
-    assert any("no SSH connection for broker 2" in r for r in plan.refusals)
+def test_plan_refuses_unknown_broker_empty_list_other_cluster_and_completed():
+    plan = plan_restart(snap(HEALTHY), [4], CONFIG)
+    assert any("no SSH connection for broker 4" in r for r in plan.refusals)
     assert plan_restart(snap(HEALTHY), [], CONFIG).refusals == ("no broker to restart",)
     other = ClusterConfig(name="c2", zk_conn_id="zk", hosts={1: "a", 2: "b", 3: "c"})
     assert any("cluster 'c1'" in r for r in plan_restart(snap(HEALTHY), [1], other).refusals)
+    resumed = plan_restart(snap(HEALTHY), [1, 2, 3], CONFIG, completed=[1, 3])
+    assert resumed.broker_order == (2,) and resumed.completed == (1, 3)
+    assert "already restarted" in plan_restart(snap(HEALTHY), [1], CONFIG, completed=[1]).refusals[0]
 
 
-def test_plan_uses_cluster_default_min_isr():
-    parts = [P("orders", 0, [1, 2, 3], 1, [1, 2])]
-    cfg = ClusterConfig(name="c1", zk_conn_id="zk", hosts={1: "a", 2: "b", 3: "c"}, min_insync_replicas=2)
-    plan = plan_restart(snap(parts), [2], cfg)
-    assert plan.refusals == ("broker 2: orders-0: isr [1,2] would fall to 1 < min.insync.replicas 2 (cluster default)",)
+def test_plan_warns_what_unclean_election_would_lose():
+    plan = plan_restart(snap(HEALTHY), [1], ClusterConfig(name="c1", zk_conn_id="zk", hosts={1: "a"}, kafka_version="0.10.1.0"))
+    assert plan.warnings and "unclean.leader.election.enable is on (Kafka 0.10.1.0 default) for 3 partition(s)" in plan.warnings[0]
+    assert plan_restart(snap(HEALTHY), [1], CONFIG).warnings == ()
 
 
 # ------------------------------------------------------------------ recovery
@@ -156,15 +242,8 @@ def test_recovery_status():
     assert waiting[0] == "broker 3 to register in ZooKeeper (/brokers/ids/3)"
     assert any(w.startswith("orders-0: broker 3 to rejoin the ISR") for w in waiting)
     assert "__consumer_offsets-0: partition state readable in ZooKeeper again" in waiting
-
     catching_up = snap(HEALTHY[:1] + [P("orders", 1, [2, 3, 1], 2, [2, 1])] + HEALTHY[2:])
     done, waiting = recovery_status(catching_up, 3, before)
     assert not done and len(waiting) == 1 and waiting[0].startswith("orders-1: broker 3 to rejoin the ISR")
-
     assert recovery_status(snap(HEALTHY), 3, before) == (True, [])
 
-
-def test_recovery_timeout_message():
-    exc = RecoveryTimeout(3, 2.0, ["orders-1: broker 3 to rejoin the ISR"])
-    assert exc.waiting_for == ["orders-1: broker 3 to rejoin the ISR"]
-    assert "broker 3 did not recover within 2s" in str(exc) and "orders-1" in str(exc)

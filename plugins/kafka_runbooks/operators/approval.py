@@ -1,37 +1,185 @@
-"""The approval gate: Airflow's ApprovalOperator, recording the decision even when it is a Reject."""
+"""The approval gate of every remediation: Airflow's HITL ApprovalOperator, made to mean something.
+
+* One approval per plan, showing the whole plan and its blast radius (``remediate/briefing.py``),
+  bound to the plan's digest, this run and this try (see ``remediate/approvals.py`` for the design).
+* Four eyes: the HITL request is assigned to the cluster's configured approvers minus whoever
+  started the run (``dag_run.triggering_user_name``), so Airflow's REST API refuses anybody else;
+  the answer is checked again here against the same rule before it counts.
+* The decision is the resume event Airflow built from the task's own HITL detail row (written by
+  the REST endpoint or the scheduler's timeout sweep), recorded by ``execute_complete`` in the
+  remediation ledger sealed with an HMAC whose key is the password of the Airflow connection
+  ``approvals.secret_conn_id``. (Reading the row back with the Task SDK's
+  ``get_hitl_detail_content_detail`` is not possible here: task-sdk 1.3.2's supervisor does not
+  serve ``GetHITLDetailResponse`` -- "Unhandled request" -- in workers or under ``dag.test()``.) It is also pushed to XCom (key ``decision``)
+  for the incident's close-out -- nothing that changes a cluster reads it from there.
+* On-call is told that an approval waits (``notifiers``: e.g. ``OnCallWebhookNotifier``).
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from datetime import timedelta
+from typing import Any, Sequence
 
 from airflow.providers.standard.operators.hitl import ApprovalOperator
+from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 DECISION_KEY = "decision"
+REQUESTED = "approval_requested"
+
+
+def approval_secret(conn_id: str) -> bytes:
+    from airflow.sdk import BaseHook
+
+    from kafka_runbooks.remediate.approvals import ApprovalError, check_secret
+
+    try:
+        conn = BaseHook.get_connection(conn_id)
+    except Exception as exc:  # noqa: BLE001 - AirflowNotFoundException and friends
+        raise ApprovalError(f"no approval key: Airflow connection {conn_id!r} is missing ({exc})") from exc
+    return check_secret(conn.password, conn_id)
+
+
+def _responded_at(value: Any) -> str | None:
+    return value.isoformat() if hasattr(value, "isoformat") else (str(value) if value else None)
 
 
 class RemediationApprovalOperator(ApprovalOperator):
-    """ApprovalOperator whose decision (option, who, when, timed out or not) is always pushed to XCom.
+    """``plan_output``: the plan task's return value (templated). A dry run skips the approval and
+    everything after it; a refused plan never reaches a person."""
 
-    On Reject the base class skips the downstream tasks by raising, which drops its return value;
-    the incident still needs to know who decided what, so the decision goes out first.
-    """
+    template_fields: Sequence[str] = (*ApprovalOperator.template_fields, "plan_output", "cluster")
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, *, plan_output: Any = None, cluster: str = "{{ params.cluster }}", **kwargs: Any) -> None:
         kwargs.setdefault("defaults", self.REJECT)  # no answer in time is a Reject: nothing changes
         if kwargs["defaults"] not in (self.REJECT, [self.REJECT]):
             raise ValueError("a remediation approval may only default to Reject")
+        kwargs.setdefault("subject", "Approve the remediation plan of {{ params.cluster }}?")
+        # replaced by the cluster's approvals.timeout_s when the request is made
+        kwargs.setdefault("response_timeout", timedelta(hours=1))
+        kwargs["retries"] = 0
         super().__init__(**kwargs)
+        self.plan_output = plan_output
+        self.cluster = cluster
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def _setup(self):
+        from kafka_runbooks.config import load_cluster
+        from kafka_runbooks.model import Plan
+        from kafka_runbooks.remediate.digest import plan_digest
+        from kafka_runbooks.remediate.ledger import Ledger
+
+        if not isinstance(self.plan_output, dict) or "plan" not in self.plan_output:
+            raise AirflowFailException("no plan to approve (see the plan task)")
+        config = load_cluster(str(self.cluster))
+        plan = Plan.from_dict(self.plan_output["plan"])
+        if plan.cluster != config.name:
+            raise AirflowFailException(f"the plan is for cluster {plan.cluster!r}, not {config.name!r}")
+        record_id = plan.roll_id
+        if not record_id:
+            raise AirflowFailException("the plan has no record to bind the approval to")
+        return config, plan, plan_digest(plan), Ledger(config.incident_base, record_id)
+
+    # -- ask ----------------------------------------------------------------------------------
+
+    def execute(self, context) -> Any:
+        from kafka_runbooks.model import Finding
+        from kafka_runbooks.remediate import approvals as A
+        from kafka_runbooks.remediate.briefing import approval_body
+
+        if isinstance(self.plan_output, dict) and self.plan_output.get("dry_run"):
+            raise AirflowSkipException("dry run: the plan was shown; nothing is asked and nothing is changed")
+        config, plan, digest, ledger = self._setup()
+        if plan.refused:
+            raise AirflowFailException("the plan is refused; nothing to approve:\n" + "\n".join(plan.refusals))
+        ti = context["ti"]
+        starter = getattr(context.get("dag_run"), "triggering_user_name", None)
+        assigned = A.assigned_users(config.approvals.approvers, starter)
+        if not assigned:
+            raise AirflowFailException(
+                f"cluster {config.name!r} has no approver other than the person who started this run ({starter!r}); "
+                "configure approvals.approvers"
+            )
+        secret = approval_secret(config.approvals.secret_conn_id)
+        request = A.Decision(
+            dag_id=ti.dag_id, run_id=ti.run_id, task_id=ti.task_id, try_number=int(ti.try_number), plan_digest=digest,
+            chosen=None, user_id=None, user_name=None, responded_at=None, timed_out=False, starter=starter,
+        )
+        ledger.append(REQUESTED, ti.run_id, **A.entry_for(request, secret), assigned=[u["id"] for u in assigned])
+        self.assigned_users = assigned
+        self.response_timeout = timedelta(seconds=config.approvals.timeout_s)
+        findings = [Finding.from_dict(f) for f in (self.plan_output.get("findings") or [])]
+        commands = {
+            s.broker_id: {w: config.argv(f"{w}_command", s.broker_id) for w in ("stop", "start", "kill")}
+            for s in plan.steps
+        }
+        self.body = approval_body(
+            findings, plan, report_path=self.plan_output.get("report"), approval_timeout=str(self.response_timeout),
+            commands=commands, digest=digest,
+            gates=self.plan_output.get("gates") or (),
+        )
+        self.log.info("asking %s to approve plan %s of run %s (started by %s)", [u["id"] for u in assigned], digest[:12], ti.run_id, starter)
+        return super().execute(context)
+
+    # -- answer -------------------------------------------------------------------------------
 
     def execute_complete(self, context, event: dict[str, Any]) -> Any:
-        if "error" not in event:
-            responded_at = event.get("responded_at")
-            context["ti"].xcom_push(
-                key=DECISION_KEY,
-                value={
-                    "chosen_options": list(event.get("chosen_options") or []),
-                    "responded_by_user": event.get("responded_by_user"),
-                    "responded_at": responded_at.isoformat() if hasattr(responded_at, "isoformat") else responded_at,
-                    "timedout": bool(event.get("timedout")),
-                },
-            )
+        from kafka_runbooks.remediate import approvals as A
+
+        config, plan, digest, ledger = self._setup()
+        ti = context["ti"]
+        secret = approval_secret(config.approvals.secret_conn_id)
+        requested = self._requested(ledger, ti, secret)
+        timed_out = "error" in event or bool(event.get("timedout"))
+        user = None if timed_out else event.get("responded_by_user")
+        chosen = self.REJECT if timed_out else (event.get("chosen_options") or [None])[0]
+        refusals: list[str] = []
+        if requested is None:
+            refusals.append("no sealed approval request of this try was found in the ledger")
+        elif requested.plan_digest != digest:
+            refusals.append("the plan changed after the approval was requested")
+        if not timed_out:
+            refusals += A.four_eyes_refusals((user or {}).get("id"), (user or {}).get("name"), config.approvals.approvers,
+                                             requested.starter if requested else None)
+        decision = A.Decision(
+            dag_id=ti.dag_id, run_id=ti.run_id, task_id=ti.task_id, try_number=int(ti.try_number),
+            plan_digest=requested.plan_digest if requested else digest, chosen=chosen,
+            user_id=(user or {}).get("id"), user_name=(user or {}).get("name"),
+            responded_at=None if timed_out else _responded_at(event.get("responded_at")), timed_out=timed_out,
+            starter=requested.starter if requested else None, refusals=tuple(refusals),
+        )
+        ledger.append("approval", ti.run_id, **A.entry_for(decision, secret))
+        self._audit(config, plan, decision)
+        ti.xcom_push(key=DECISION_KEY, value={
+            "chosen_options": [chosen] if chosen else [],
+            "responded_by_user": user,
+            "responded_at": decision.responded_at,
+            "timedout": timed_out,
+            "refusals": list(refusals),
+        })
+        if refusals and chosen == self.APPROVE:
+            raise AirflowFailException("the approval does not count: " + "; ".join(refusals))
         return super().execute_complete(context=context, event=event)
+
+    def _requested(self, ledger, ti, secret: bytes):
+        import hmac
+
+        from kafka_runbooks.remediate import approvals as A
+
+        for e in reversed(ledger.entries()):
+            d = e.get("decision") or {}
+            if e.get("event") == REQUESTED and d.get("run_id") == ti.run_id and d.get("dag_id") == ti.dag_id \
+                    and int(d.get("try_number") or 0) == int(ti.try_number):
+                request = A.Decision.from_payload(d)
+                if hmac.compare_digest(str(e.get("mac") or ""), A.seal(request, secret)):
+                    return request
+        return None
+
+    def _audit(self, config, plan, decision) -> None:
+        from kafka_runbooks.incidents.store import IncidentStore
+
+        outcome = "timeout" if decision.timed_out else ("refused" if decision.refusals else str(decision.chosen or "none").lower())
+        IncidentStore(config.incident_base).audit(
+            plan.roll_id, actor=decision.user_name or "nobody", action="approval", outcome=outcome,
+            details={"decision": decision.payload()},
+        )

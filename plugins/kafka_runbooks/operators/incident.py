@@ -115,15 +115,9 @@ class CloseIncidentOperator(BaseOperator):
             return {"status": record["status"], "incident_id": incident_id, "report": report.get("report")}
 
         if choice is not None and choice != APPROVE:
+            # the approval task audited the decision itself (remediate: operators/approval.py)
             note = f"{choice} by {who}: no change was made; evidence kept in {report.get('bundle_dir')}"
             store.update(incident_id, decision=choice)
-            store.audit(
-                incident_id,
-                actor=who,
-                action="approval",
-                outcome=choice.lower(),
-                details={"note": note, "responded_at": self.approval.get("responded_at"), "timedout": self.approval.get("timedout")},
-            )
             record = store.needs_person(incident_id, actor=actor, reason=note, decision=choice)
             self.log.warning("incident %s needs a person: %s", incident_id, note)
             return {"status": record["status"], "incident_id": incident_id, "decision": choice, "report": report.get("report")}

@@ -1,154 +1,324 @@
-"""Remediate, gated: plan (or refuse), then — only with an Approve in this run — restart and verify."""
+"""Remediate through the one engine: plan (always shown) -> approval -> execute -> close.
+
+Every restart in the product -- the incident response's one-step plan and the rolling restart --
+runs these operators. The plan task reads the cluster fresh and computes the plan; the approval
+task (``operators/approval.py``) binds a person's Approve to it; the execute task verifies that
+approval, takes the cluster's maintenance lock and runs ``remediate.executor``. Side effects only in
+the execute task, which never retries.
+"""
 
 from __future__ import annotations
 
-import time
-from datetime import timedelta
 from typing import Any, Sequence
 
-from airflow.sdk import BaseOperator, BaseSensorOperator, PokeReturnValue
+from airflow.sdk import BaseOperator, BaseSensorOperator, PokeReturnValue, TriggerRule
 from airflow.sdk.exceptions import AirflowFailException
 
-from kafka_runbooks.operators.incident import APPROVE, approval_decision
+ROLLING_RESTART = "rolling_restart"
+INCIDENT_RESTART = "incident_restart"
+POOL = "kafka_runbooks_remediation"
+GATES = (
+    "registered again with a new ZooKeeper session",
+    "back in every ISR it belongs in",
+    "every __consumer_offsets partition it leads (or that moved) answers from a loaded coordinator",
+)
+CANARY_GATE = "canary produce (acks=all) and consume within the latency bound"
 
 
-def _store(cluster: str):
-    from kafka_runbooks.config import load_cluster
-    from kafka_runbooks.incidents.store import IncidentStore
-
-    config = load_cluster(cluster)
-    return config, IncidentStore(config.incident_base)
+def _actor(context) -> str:
+    return f"dag:{context['ti'].dag_id}/run:{context['ti'].run_id}"
 
 
-class PlanRestartOperator(BaseOperator):
-    """Builds the restart plan on a fresh snapshot; a refused plan fails here, naming every blocker."""
+def _config(cluster: str):
+    from kafka_runbooks.config import ConfigError, load_cluster
 
-    template_fields: Sequence[str] = ("incident", "report")
+    try:
+        return load_cluster(str(cluster))
+    except ConfigError as exc:
+        raise AirflowFailException(str(exc)) from exc
 
-    def __init__(self, *, incident: Any, report: Any, approval_timeout: timedelta, **kwargs: Any) -> None:
+
+def _truthy(value: Any) -> bool:
+    return value is True or str(value).strip().lower() in ("true", "1", "yes", "execute")
+
+
+def find_resumable_roll(store, cluster: str) -> tuple[dict[str, Any], Any] | None:
+    """The latest open rolling-restart record of ``cluster`` whose ledger says it halted."""
+    import json
+
+    from kafka_runbooks.remediate.ledger import Ledger
+
+    if not store.base.exists():
+        return None
+    found = []
+    for path in store.base.glob("*/incident.json"):
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if record.get("cluster") == cluster and record.get("status") == "open" and (record.get("trigger") or {}).get("kind") == ROLLING_RESTART:
+            progress = Ledger(store.base, record["id"]).progress()
+            if progress.resumable:
+                found.append((record.get("opened_at") or "", record, progress))
+    if not found:
+        return None
+    _, record, progress = max(found, key=lambda x: x[0])
+    return record, progress
+
+
+def render_plan(plan, digest: str) -> str:
+    lines = [f"{plan.kind} of {plan.cluster}: order {list(plan.broker_order)}, digest {digest[:16]}"
+             + (f", already done {list(plan.completed)}" if plan.completed else "")]
+    for i, s in enumerate(plan.steps, 1):
+        lines.append(f"  {i}. broker {s.broker_id}: {s.reason}")
+        lines += [f"       down: {e}" for e in s.blast_radius[:15]] + ([f"       ... {len(s.blast_radius) - 15} more"] if len(s.blast_radius) > 15 else [])
+        lines += [f"       REFUSED: {r}" for r in s.refusals]
+    lines += [f"  refused: {r}" for r in plan.refusals if not r.startswith("broker ")]
+    lines += [f"  warning: {w}" for w in plan.warnings]
+    return "\n".join(lines)
+
+
+class PlanRemediationOperator(BaseOperator):
+    """Computes the plan on fresh state, records it, and shows it (task log, XCom, the record).
+
+    Rolling restart: ``broker_ids`` empty = every configured broker; ``resume`` continues the
+    latest halted roll of the cluster (its requested brokers, minus those already done).
+    Incident restart: ``incident`` (the open_incident output) and ``report`` (this run's analysis)
+    give the brokers and the evidence for the not-serving waiver. A refused plan fails here (nothing
+    is asked, nothing changes) unless it is a dry run."""
+
+    template_fields: Sequence[str] = ("cluster", "broker_ids", "reason", "mode", "canary", "resume", "incident", "report")
+
+    def __init__(self, *, kind: str, cluster: str = "{{ params.cluster }}", broker_ids: Any = None, reason: Any = "",
+                 mode: Any = "execute", canary: Any = None, resume: Any = False, incident: Any = None, report: Any = None,
+                 **kwargs: Any) -> None:
+        if kind not in (ROLLING_RESTART, INCIDENT_RESTART):
+            raise ValueError(f"unknown remediation kind {kind!r}")
         super().__init__(**kwargs)
+        self.kind = kind
+        self.cluster = cluster
+        self.broker_ids = broker_ids
+        self.reason = reason
+        self.mode = mode
+        self.canary = canary
+        self.resume = resume
         self.incident = incident
         self.report = report
-        self.approval_timeout = approval_timeout
 
     def execute(self, context) -> dict[str, Any]:
-        from kafka_runbooks.detect.detectors import detect
-        from kafka_runbooks.model import Finding
-        from kafka_runbooks.operators.detect import take_snapshot
-        from kafka_runbooks.remediate.briefing import approval_body
-        from kafka_runbooks.remediate.planner import plan_restart
-        from kafka_runbooks.remediate.safety import not_serving_from
-
-        config, store = _store(self.incident["cluster"])
-        incident_id = self.incident["incident_id"]
-        snapshot = take_snapshot(config)
-        not_serving = not_serving_from(detect(snapshot))
-        plan = plan_restart(snapshot, self.incident["broker_ids"], config, not_serving=not_serving)
-        store.update(incident_id, plan=plan.to_dict())
-        actor = f"dag:{context['dag'].dag_id}/run:{context['run_id']}"
-        if plan.refused:
-            store.audit(incident_id, actor=actor, action="plan_restart", outcome="refused", details={"refusals": list(plan.refusals)})
-            raise AirflowFailException("restart refused:\n" + "\n".join(f"- {r}" for r in plan.refusals))
-        store.audit(incident_id, actor=actor, action="plan_restart", outcome="ok", details=plan.to_dict())
-        findings = [Finding.from_dict(f) for f in (self.report or {}).get("findings", [])]
-        body = approval_body(findings, plan, report_path=(self.report or {}).get("report"), approval_timeout=str(self.approval_timeout))
-        return {"plan": plan.to_dict(), "approval_body": body}
-
-
-class RestartBrokersOperator(BaseOperator):
-    """Runs an approved plan one broker at a time, re-checking safety before each step.
-
-    Refuses to run without an "Approve" recorded by this run's approval task: clearing or marking
-    tasks by hand cannot get around the gate. After each restart it waits (polling ZooKeeper against
-    a deadline) until the broker is registered and back in every ISR; a timeout fails the run and
-    nothing further is restarted.
-    """
-
-    template_fields: Sequence[str] = ("incident", "plan", "approval")
-
-    def __init__(self, *, incident: Any, plan: Any, approval: Any, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.incident = incident
-        self.plan = plan
-        self.approval = approval
-
-    def execute(self, context) -> dict[str, Any]:
-        from kafka_runbooks.hooks.ssh import StrictSSHHook
-        from kafka_runbooks.detect.detectors import detect
+        from kafka_runbooks.detect.snapshot import read_snapshot
         from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
-        from kafka_runbooks.model import Plan
-        from kafka_runbooks.operators.detect import take_snapshot
-        from kafka_runbooks.remediate.recovery import RecoveryTimeout, wait_for_recovery
-        from kafka_runbooks.remediate.recovery import registration_id
-        from kafka_runbooks.remediate.safety import not_serving_from, restart_refusals
+        from kafka_runbooks.incidents.store import IncidentStore
+        from kafka_runbooks.model import Finding
+        from kafka_runbooks.remediate import ledger as L
+        from kafka_runbooks.remediate.digest import plan_digest
+        from kafka_runbooks.remediate.host import read_static_configs
+        from kafka_runbooks.remediate.plan import plan_restart, safety_settings
 
-        choice, who = approval_decision(self.approval)
-        by_a_person = isinstance(self.approval, dict) and not self.approval.get("timedout") and self.approval.get("responded_by_user")
-        if choice != APPROVE or not by_a_person:
-            raise AirflowFailException(f"no approval by a person recorded for this run (got {choice!r}); nothing restarted")
-        config, store = _store(self.incident["cluster"])
-        incident_id = self.incident["incident_id"]
-        plan = Plan.from_dict(self.plan["plan"])
-        store.audit(
-            incident_id,
-            actor=who,
-            action="approval",
-            outcome="approve",
-            details={"responded_at": self.approval.get("responded_at"), "plan": plan.to_dict(), "run_id": context["run_id"]},
+        incident = self.incident if isinstance(self.incident, dict) else None
+        cluster = incident["cluster"] if incident else self.cluster
+        config = _config(cluster)
+        store = IncidentStore(config.incident_base)
+        dry_run = str(self.mode).strip().lower() in ("dry-run", "dry_run", "dryrun", "plan")
+        canary = config.canary.enabled if self.canary is None or self.kind == INCIDENT_RESTART else _truthy(self.canary)
+        starter = getattr(context.get("dag_run"), "triggering_user_name", None)
+        report = self.report if isinstance(self.report, dict) else {}
+        findings = [Finding.from_dict(f) for f in report.get("findings") or []]
+
+        with ZooKeeperHook(config.zk_conn_id, timeout_s=config.capture.connect_timeout_s).session() as zk:
+            snapshot = read_snapshot(zk, config.name)
+        static, notes = read_static_configs(config)
+        for note in notes:
+            self.log.warning("%s", note)
+
+        completed: list[int] = []
+        record_id: str | None = None
+        if incident:
+            record_id = incident["incident_id"]
+            requested = [int(b) for b in incident["broker_ids"]]
+            progress = L.Ledger(config.incident_base, record_id).progress()
+            if progress.resumable:
+                completed = list(progress.completed)
+        elif _truthy(self.resume):
+            found = find_resumable_roll(store, config.name)
+            if found is None:
+                raise AirflowFailException(f"resume: cluster {config.name!r} has no halted rolling restart to resume")
+            record, progress = found
+            record_id = record["id"]
+            requested = list(progress.requested or record.get("broker_ids") or [])
+            completed = list(progress.completed)
+            self.log.warning("resuming roll %s: requested %s, already done %s, halted: %s", record_id, requested, completed,
+                             (progress.halted or {}).get("reason"))
+            if self.broker_ids and sorted(int(b) for b in self.broker_ids) != sorted(requested):
+                self.log.warning("resume continues the halted roll's brokers %s; the form's brokers %s are ignored",
+                                 requested, list(self.broker_ids))
+        else:
+            requested = [int(b) for b in (self.broker_ids or [])] or sorted(config.hosts)
+
+        not_serving = self._not_serving(config, snapshot, findings) if self.kind == INCIDENT_RESTART else {}
+        if record_id is None and not dry_run:
+            record = store.open(
+                cluster=config.name, broker_ids=requested, reason=str(self.reason or "rolling restart"),
+                trigger={"kind": ROLLING_RESTART, "requested": requested, "canary": canary, "started_by": starter},
+                opened_by=starter or _actor(context),
+            )
+            record_id = record["id"]
+        plan = plan_restart(
+            snapshot, requested, config, kind=self.kind, not_serving=not_serving, settings=safety_settings(config, static),
+            completed=completed, roll_id=record_id, canary_topic=config.canary.topic if canary else None,
         )
-        restarted: list[int] = []
-        for step in plan.steps:
-            snapshot = take_snapshot(config)
-            not_serving = not_serving_from(detect(snapshot)).get(step.broker_id)
-            refusals = restart_refusals(
-                snapshot, step.broker_id, default_min_isr=config.min_insync_replicas, not_serving=not_serving
-            )
-            if refusals:
-                store.audit(incident_id, actor=who, action=step.action, outcome="refused", details={"broker_id": step.broker_id, "refusals": refusals})
-                raise AirflowFailException(f"broker {step.broker_id}: restart refused at execution time: {refusals}")
-            conn_id = config.ssh_conn_id(step.broker_id)
-            expected = [p.name for p in snapshot.partitions_of(step.broker_id)]
-            with ZooKeeperHook(config.zk_conn_id, timeout_s=config.capture.connect_timeout_s).session() as zk:
-                previous = registration_id(zk, step.broker_id)
-            self.log.warning("restarting broker %s on %s: %s (approved by %s)", step.broker_id, conn_id, list(step.command), who)
-            with StrictSSHHook(conn_id, connect_timeout=config.capture.connect_timeout_s) as runner:
-                result = runner.run(step.command, timeout=config.recovery_timeout_s)
-            outcome = "ok" if result.exit_code == 0 and not result.error else "failed"
-            store.audit(
-                incident_id,
-                actor=who,
-                action=step.action,
-                outcome=outcome,
-                host=conn_id,
-                command=step.command,
-                details={
-                    "broker_id": step.broker_id,
-                    "exit_code": result.exit_code,
-                    "error": result.error,
-                    "duration_s": result.duration_s,
-                    "stderr_tail": result.stderr[-2000:].decode("utf-8", "replace"),
-                    "run_id": context["run_id"],
-                },
-            )
-            if outcome != "ok":
-                raise AirflowFailException(f"restart of broker {step.broker_id} failed (exit {result.exit_code}, {result.error}); halting")
-            started = time.monotonic()
-            try:
-                with ZooKeeperHook(config.zk_conn_id, timeout_s=config.capture.connect_timeout_s).session() as zk:
-                    wait_for_recovery(
-                        zk,
-                        config.name,
-                        step.broker_id,
-                        timeout_s=config.recovery_timeout_s,
-                        expected_partitions=expected,
-                        previous_registration=previous,
-                    )
-            except RecoveryTimeout as exc:
-                store.audit(incident_id, actor=who, action="wait_for_recovery", outcome="timeout", details={"broker_id": step.broker_id, "error": str(exc)})
-                raise AirflowFailException(f"broker {step.broker_id} did not recover: {exc}; halting, nothing further is done") from exc
-            store.audit(incident_id, actor=who, action="wait_for_recovery", outcome="ok", details={"broker_id": step.broker_id, "seconds": round(time.monotonic() - started, 1)})
-            restarted.append(step.broker_id)
-        return {"restarted": restarted, "approved_by": who}
+        digest = plan_digest(plan)
+        self.log.info("plan (%s):\n%s", "dry run" if dry_run else "to be approved", render_plan(plan, digest))
+        if not dry_run:
+            L.Ledger(config.incident_base, record_id).append(L.PLANNED, context["ti"].run_id, plan=plan.to_dict(), digest=digest,
+                                                             starter=starter, notes=notes)
+            store.update(record_id, plan=plan.to_dict())
+            store.audit(record_id, actor=starter or _actor(context), action="plan_restart",
+                        outcome="refused" if plan.refused else "ok",
+                        details={"refusals": list(plan.refusals), "plan": plan.to_dict(), "digest": digest, "notes": notes,
+                                 "run_id": context["ti"].run_id})
+            if plan.refused:
+                if self.kind == ROLLING_RESTART and not completed:
+                    # nothing was done and nothing can be: the roll's record ends here (an incident stays open)
+                    store.close(record_id, actor=starter or _actor(context), resolution="plan refused; nothing was changed")
+                raise AirflowFailException("restart refused:\n" + "\n".join(f"- {r}" for r in plan.refusals))
+        return {
+            "plan": plan.to_dict(),
+            "digest": digest,
+            "dry_run": dry_run,
+            "canary": canary,
+            "findings": [f.to_dict() for f in findings],
+            "report": report.get("report"),
+            "gates": list(GATES) + ([CANARY_GATE] if canary else []),
+            "notes": notes,
+        }
+
+    def _not_serving(self, config, snapshot, findings) -> dict[int, str]:
+        """The waiver's evidence: this run's stuck-thread / stalled-request findings AND a direct check failing now."""
+        from kafka_runbooks.hooks.kafka import KafkaHook
+        from kafka_runbooks.remediate.safety import NOT_SERVING_FINDING_KINDS, not_serving_evidence
+
+        suspects = sorted({b for f in findings if f.kind in NOT_SERVING_FINDING_KINDS for b in f.broker_ids})
+        hook = KafkaHook(config.kafka_conn_id, listener=config.listener)
+        checks = [hook.check_broker(snapshot.broker(b), config.health.kafka_probe_timeout_s) for b in suspects if snapshot.broker(b)]
+        for c in checks:
+            self.log.info("direct check of broker %s: %s", c.broker_id, "ok" if c.ok else c.error)
+        return not_serving_evidence(checks, findings)
+
+
+class ExecutePlanOperator(BaseOperator):
+    """Runs the approved plan through the engine. Refuses unless a sealed Approve of THIS plan in
+    THIS run exists and has not been used (a cleared or retried task is refused); never retries."""
+
+    template_fields: Sequence[str] = ("plan_output",)
+
+    def __init__(self, *, plan_output: Any, **kwargs: Any) -> None:
+        if kwargs.get("retries"):
+            raise ValueError("a task that changes a cluster never retries (retries must be 0)")
+        kwargs["retries"] = 0
+        kwargs.setdefault("pool", POOL)
+        super().__init__(**kwargs)
+        self.plan_output = plan_output
+
+    def execute(self, context) -> dict[str, Any]:
+        from kafka_runbooks.detect.snapshot import read_snapshot
+        from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
+        from kafka_runbooks.incidents.store import IncidentStore
+        from kafka_runbooks.model import Plan
+        from kafka_runbooks.operators.approval import approval_secret
+        from kafka_runbooks.remediate import executor as E
+        from kafka_runbooks.remediate.approvals import ApprovalError, Decision, usable_refusals
+        from kafka_runbooks.remediate.digest import plan_digest
+        from kafka_runbooks.remediate.ledger import Ledger
+        from kafka_runbooks.remediate.plan import plan_restart
+
+        if not isinstance(self.plan_output, dict) or "plan" not in self.plan_output:
+            raise AirflowFailException("no plan (see the plan task); nothing restarted")
+        plan = Plan.from_dict(self.plan_output["plan"])
+        config = _config(plan.cluster)
+        if not plan.roll_id:
+            raise AirflowFailException("the plan has no record; nothing restarted")
+        ti = context["ti"]
+        store = IncidentStore(config.incident_base)
+        ledger = Ledger(config.incident_base, plan.roll_id)
+        digest = plan_digest(plan)
+        try:
+            secret = approval_secret(config.approvals.secret_conn_id)
+        except ApprovalError as exc:
+            raise AirflowFailException(f"{exc}; nothing restarted") from exc
+        with ledger.locked():
+            refusals, entry = usable_refusals(ledger.entries(), secret=secret, dag_id=ti.dag_id, run_id=ti.run_id,
+                                              plan_digest=digest, approvers=config.approvals.approvers)
+            if not refusals:
+                decision = Decision.from_payload(entry["decision"])
+                ledger.append("approval_used", ti.run_id, _locked=True, dag_id=ti.dag_id, approval_try=decision.try_number,
+                              task_id=ti.task_id, by_try=int(ti.try_number), digest=digest)
+        if refusals:
+            store.audit(plan.roll_id, actor=_actor(context), action="execute_plan", outcome="refused",
+                        details={"refusals": refusals, "run_id": ti.run_id, "try": int(ti.try_number)})
+            raise AirflowFailException("no usable approval; nothing restarted:\n" + "\n".join(f"- {r}" for r in refusals))
+        approver = decision.user_name or decision.user_id or "unknown"
+        store.audit(plan.roll_id, actor=approver, action="approval_verified", outcome="ok",
+                    details={"digest": digest, "approval_try": decision.try_number, "run_id": ti.run_id, "by_try": int(ti.try_number)})
+
+        with ZooKeeperHook(config.zk_conn_id, timeout_s=config.capture.connect_timeout_s).session() as zk:
+            snapshot = read_snapshot(zk, config.name)
+        fresh = plan_restart(snapshot, plan.requested, config, kind=plan.kind, not_serving=plan.not_serving,
+                             completed=plan.completed, roll_id=plan.roll_id)
+        changed = E.plan_changed(plan, fresh)
+        if changed:
+            store.audit(plan.roll_id, actor=approver, action="execute_plan", outcome="refused", details={"refusals": changed})
+            raise AirflowFailException("\n".join(changed) + "; nothing restarted")
+        execution = E.Execution(
+            config=config, plan=plan, record_id=plan.roll_id, dag_id=ti.dag_id, run_id=ti.run_id, task_id=ti.task_id,
+            try_number=int(ti.try_number), approver=approver, starter=decision.starter,
+            canary=bool(self.plan_output.get("canary")),
+        )
+        try:
+            return E.run(execution)
+        except (E.Refused, E.Halted) as exc:
+            raise AirflowFailException(str(exc)) from exc
+
+
+class CloseRollOperator(BaseOperator):
+    """Last task of a rolling restart (runs whatever happened): closes the roll's record when every
+    step is done; otherwise leaves it open saying why (rejected, refused, halted: resumable)."""
+
+    template_fields: Sequence[str] = ("plan_output", "decision", "result")
+
+    def __init__(self, *, plan_output: Any, decision: Any, result: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("trigger_rule", TriggerRule.ALL_DONE)
+        super().__init__(**kwargs)
+        self.plan_output = plan_output
+        self.decision = decision
+        self.result = result
+
+    def execute(self, context) -> dict[str, Any]:
+        from kafka_runbooks.incidents.store import IncidentStore
+        from kafka_runbooks.remediate.ledger import Ledger
+
+        out = self.plan_output if isinstance(self.plan_output, dict) else {}
+        plan = out.get("plan") or {}
+        if out.get("dry_run"):
+            return {"status": "dry run", "order": [s["broker_id"] for s in plan.get("steps", [])], "refusals": plan.get("refusals", [])}
+        record_id = plan.get("roll_id")
+        if not record_id:
+            raise AirflowFailException("the plan was never computed (see the plan task)")
+        config = _config(plan["cluster"])
+        store = IncidentStore(config.incident_base)
+        progress = Ledger(config.incident_base, record_id).progress()
+        actor = _actor(context)
+        if progress.done and isinstance(self.result, dict):
+            store.close(record_id, actor=actor, resolution=f"restarted {self.result.get('restarted')} (in order), approved by "
+                                                           f"{self.result.get('approved_by')}; every gate passed")
+            return {"status": "closed", "record_id": record_id, "restarted": self.result.get("restarted")}
+        choice = (self.decision or {}).get("chosen_options") if isinstance(self.decision, dict) else None
+        if choice and choice[0] != "Approve":
+            store.close(record_id, actor=actor, resolution=f"{choice[0]} by {(self.decision.get('responded_by_user') or {}).get('name') or 'nobody (timed out)'}: nothing was changed")
+            return {"status": choice[0].lower(), "record_id": record_id}
+        why = (progress.halted or {}).get("reason") or "the run stopped before executing (see the task logs)"
+        store.update(record_id, note=f"halted: {why}; resumable with resume=true" if progress.resumable else f"stopped: {why}")
+        raise AirflowFailException(f"roll {record_id} is not complete: {why}")
 
 
 class ClusterRecoveredSensor(BaseSensorOperator):
@@ -166,7 +336,7 @@ class ClusterRecoveredSensor(BaseSensorOperator):
         from kafka_runbooks.detect.detectors import detect
         from kafka_runbooks.operators.detect import take_snapshot
 
-        config, _ = _store(self.incident["cluster"])
+        config = _config(self.incident["cluster"])
         snapshot = take_snapshot(config, probe_hosts=False)
         missing = sorted(set(self.incident["broker_ids"]) - snapshot.live_broker_ids)
         problems = [f for f in detect(snapshot) if f.kind in ("under_replicated_partitions", "offline_partitions")]

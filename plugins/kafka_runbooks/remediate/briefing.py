@@ -7,7 +7,7 @@ file is put inside code spans/blocks so it cannot inject Markdown links or HTML 
 from __future__ import annotations
 
 import shlex
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from kafka_runbooks.model import Finding, Plan, Severity
 
@@ -30,14 +30,15 @@ def _rank(f: Finding) -> tuple[int, str]:
     return (order[f.severity], f.kind)
 
 
-def approval_body(findings: Sequence[Finding], plan: Plan, *, report_path: str | None, approval_timeout: str) -> str:
+def _findings_section(findings: Sequence[Finding], report_path: str | None) -> list[str]:
     parts: list[str] = ["### Diagnosis"]
     ranked = sorted(findings, key=_rank)
     if not ranked:
-        parts.append("_The analysis produced no finding._")
+        parts.append("_No analysis findings (a maintenance restart, or the analysis found nothing)._")
     for f in ranked:
         parts.append(f"- **{f.severity.value.upper()}** {_code(f.kind)}: {_code(f.summary)}")
-    parts.append("\n### Key evidence (first citation per finding; all of them are in the report)")
+    if ranked:
+        parts.append("\n### Key evidence (first citation per finding; all of them are in the report)")
     cited = 0
     for f in ranked:
         for ev in f.evidence[:1]:
@@ -49,24 +50,59 @@ def approval_body(findings: Sequence[Finding], plan: Plan, *, report_path: str |
             if excerpt:
                 parts.append(_block(excerpt))
             cited += 1
-    if cited == 0:
+    if ranked and cited == 0:
         parts.append("_No evidence lines were cited._")
     if report_path:
         parts.append(f"\nFull report: {_code(report_path)}")
+    return parts
 
-    parts.append("\n### Plan (runs only after **Approve**, one broker at a time)")
+
+def approval_body(
+    findings: Sequence[Finding],
+    plan: Plan,
+    *,
+    report_path: str | None,
+    approval_timeout: str,
+    commands: Mapping[int, Mapping[str, Sequence[str]]] | None = None,
+    digest: str | None = None,
+    gates: Sequence[str] = (),
+) -> str:
+    """``commands``: broker -> {"stop": argv, "start": argv, "kill": argv} as the configuration gives them
+    now (shown; the executor builds them again from the configuration when it runs)."""
+    parts = _findings_section(findings, report_path)
+    commands = commands or {}
+    parts.append(f"\n### Plan: {_code(plan.kind)} of cluster {_code(plan.cluster)} (runs only after **Approve**, one broker at a time)")
+    if plan.completed:
+        parts.append(f"Already restarted by this roll (never restarted again): {_code(list(plan.completed))}")
+    if plan.not_serving:
+        parts.append("Not serving, on direct evidence (restarted first; the last-in-sync-replica rule is waived for them):")
+        parts.append(_block(f"broker {b}: {why}" for b, why in sorted(plan.not_serving.items())))
     for i, step in enumerate(plan.steps, 1):
-        parts.append(f"{i}. {_code(step.action)} broker {step.broker_id}: {_code(shlex.join(step.command))} — {step.reason}")
-    parts.append("After each restart the run waits until the broker is registered again and back in every ISR; on timeout it stops and changes nothing else.")
-
-    parts.append("\n### Blast radius")
-    if plan.blast_radius:
-        shown = plan.blast_radius[:MAX_LISTED_PARTITIONS]
-        more = len(plan.blast_radius) - len(shown)
-        parts.append("Partitions that lose an in-sync replica while the broker is down:")
-        parts.append(_block(shown + ((f"... and {more} more",) if more else ())))
-    else:
-        parts.append("No partition loses an in-sync replica (the broker is already out of every ISR).")
-
-    parts.append(f"\n**Reject**, or no answer within {approval_timeout}, makes no change; the incident stays open with its evidence.")
+        parts.append(f"{i}. {_code(step.action)} broker {step.broker_id}: {_code(step.reason)}")
+        argv = commands.get(step.broker_id, {})
+        for which in ("stop", "start", "kill"):
+            if argv.get(which):
+                parts.append(f"   - {which}: {_code(shlex.join(argv[which]))}")
+        if step.refusals:
+            parts.append(f"   - **refused**:")
+            parts.append(_block(step.refusals[:MAX_LISTED_PARTITIONS]))
+        shown = list(step.blast_radius[:MAX_LISTED_PARTITIONS])
+        more = len(step.blast_radius) - len(shown)
+        if shown:
+            parts.append(f"   - while broker {step.broker_id} is down:")
+            parts.append(_block(shown + ([f"... and {more} more"] if more else [])))
+        else:
+            parts.append(f"   - while broker {step.broker_id} is down: no partition loses an in-sync replica")
+    if gates:
+        parts.append("After each start the run waits, bounded, for: " + "; ".join(gates) + ". Any gate failing halts the run and pages on-call.")
+    if plan.warnings:
+        parts.append("\n### Warnings")
+        parts.append(_block(plan.warnings))
+    parts.append("\n### Bound to")
+    parts.append(
+        f"plan digest {_code(digest or '?')}, computed at {_code(plan.computed_at)} from cluster state "
+        f"{_code((plan.state_digest or '?')[:16])} (controller {_code(plan.controller_id)}, epoch {_code(plan.controller_epoch)}). "
+        "This approval is good for this run and this plan only; every stop is checked again on fresh state."
+    )
+    parts.append(f"\n**Reject**, or no answer within {approval_timeout}, makes no change.")
     return "\n".join(parts)

@@ -1,0 +1,116 @@
+"""``OnCallWebhookNotifier``: a Slack-style JSON POST to on-call's webhook, in Airflow's notifier convention.
+
+Usable as a HITL operator's ``notifiers`` entry (an approval waits) and as a task's
+``on_failure_callback`` (a run halted), like Airflow's own Slack/SMTP notifiers. The webhook is an
+Airflow connection (conn_type ``http``: schema, host, port; ``extra.path``, optional
+``extra.headers``; the password, when set, is sent as a bearer token) named by the cluster's
+``approvals.oncall_conn_id`` -- read when the notification is sent, since the cluster is a run
+parameter. No webhook configured: the notification is logged and nothing is sent.
+
+The payload: ``{"text": ..., "event": ..., "cluster": ..., "dag_id", "run_id", "task_id", "details"}``;
+``text`` is what a chat room shows. A notification that cannot be delivered is logged, never raised:
+telling on-call must not change what the run does.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import urllib.error
+import urllib.request
+from typing import Any, Mapping
+
+from airflow.sdk.bases.notifier import BaseNotifier
+
+log = logging.getLogger(__name__)
+
+APPROVAL_WAITING = "approval_waiting"
+HALTED = "halted"
+MAX_TEXT = 3500
+TIMEOUT_S = 10.0
+
+
+def webhook_url(conn) -> str:
+    extra = dict(conn.extra_dejson or {})
+    scheme = conn.schema or "https"
+    if scheme not in ("http", "https"):
+        raise ValueError(f"webhook connection {conn.conn_id!r}: schema must be http or https, not {scheme!r}")
+    if not conn.host:
+        raise ValueError(f"webhook connection {conn.conn_id!r} has no host")
+    port = f":{int(conn.port)}" if conn.port else ""
+    path = str(extra.get("path") or "/")
+    return f"{scheme}://{conn.host}{port}{path if path.startswith('/') else '/' + path}"
+
+
+def post(url: str, payload: Mapping[str, Any], headers: Mapping[str, str] | None = None, timeout_s: float = TIMEOUT_S) -> int:
+    body = json.dumps(payload, default=str).encode("utf-8")
+    req = urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": "application/json", **dict(headers or {})})
+    with urllib.request.urlopen(req, timeout=timeout_s) as resp:  # noqa: S310 - URL from an Airflow connection
+        return resp.status
+
+
+def _text(event: str, context: Mapping[str, Any], message: str | None) -> str:
+    ti = context.get("ti") or context.get("task_instance")
+    where = f"{getattr(ti, 'dag_id', '?')} / {getattr(ti, 'run_id', '?')} / {getattr(ti, 'task_id', '?')}"
+    if event == APPROVAL_WAITING:
+        head = f":hourglass: Approval waiting: {message or ''}".strip()
+    else:
+        exc = context.get("exception")
+        head = f":rotating_light: Run halted: {message or ''}".strip()
+        if exc is not None:
+            head += f"\n{exc}"
+    text = f"{head}\n({where})"
+    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 20] + "\n... (truncated)"
+
+
+class OnCallWebhookNotifier(BaseNotifier):
+    """``event``: "approval_waiting" or "halted"; ``cluster`` and ``message`` are templated."""
+
+    template_fields = ("cluster", "message")
+
+    def __init__(self, *, event: str, cluster: str = "{{ params.cluster }}", message: str | None = None, conn_id: str | None = None) -> None:
+        super().__init__()
+        if event not in (APPROVAL_WAITING, HALTED):
+            raise ValueError(f"unknown on-call event {event!r}")
+        self.event = event
+        self.cluster = cluster
+        self.message = message
+        self.conn_id = conn_id  # overrides the cluster's approvals.oncall_conn_id
+
+    def _conn_id(self) -> str | None:
+        if self.conn_id:
+            return self.conn_id
+        from kafka_runbooks.config import load_cluster
+
+        return load_cluster(str(self.cluster)).approvals.oncall_conn_id
+
+    def payload(self, context: Mapping[str, Any]) -> dict[str, Any]:
+        ti = context.get("ti") or context.get("task_instance")
+        return {
+            "event": self.event,
+            "cluster": str(self.cluster),
+            "text": _text(self.event, context, self.message),
+            "dag_id": getattr(ti, "dag_id", None),
+            "run_id": getattr(ti, "run_id", None),
+            "task_id": getattr(ti, "task_id", None),
+            "details": str(context.get("exception")) if self.event == HALTED and context.get("exception") is not None else None,
+        }
+
+    def notify(self, context) -> None:
+        from airflow.sdk import BaseHook
+
+        try:
+            conn_id = self._conn_id()
+            payload = self.payload(context)
+            if not conn_id:
+                log.warning("no on-call webhook configured for cluster %s; not sent: %s", self.cluster, payload["text"])
+                return
+            conn = BaseHook.get_connection(conn_id)
+            extra = dict(conn.extra_dejson or {})
+            headers = {str(k): str(v) for k, v in (extra.get("headers") or {}).items()}
+            if conn.password:
+                headers["Authorization"] = f"Bearer {conn.password}"
+            status = post(webhook_url(conn), payload, headers)
+            log.info("on-call notified (%s, HTTP %s) through %s", self.event, status, conn_id)
+        except (OSError, ValueError, urllib.error.URLError, Exception) as exc:  # noqa: BLE001 - never fail the run for a page
+            log.error("could not notify on-call (%s): %r", self.event, exc)

@@ -1,0 +1,143 @@
+"""One broker's host, as the restart step needs it: its Kafka process, its logs, its commands.
+
+Every command is an argv run through the strict SSH hook; the only values in them come from the
+cluster's configuration (paths, the process pattern, the configured stop/start/kill commands) and
+from numbers this module parsed itself (pids, byte offsets).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from kafka_runbooks.config import ClusterConfig
+
+MAX_LOG_READ = 4 << 20  # bytes of new log read at once
+TAIL_LINES = 40
+CMD_TIMEOUT_S = 20.0
+
+
+@dataclass(frozen=True)
+class ProcessInfo:
+    pid: int
+    state: str  # ps STAT: R/S/D running, T stopped (SIGSTOP), Z zombie
+    started: str  # ps lstart: tells a new process from an old one with a reused pid
+
+    @property
+    def alive(self) -> bool:
+        return not self.state.startswith(("Z", "X"))
+
+    @property
+    def running(self) -> bool:
+        return self.alive and not self.state.startswith("T")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"pid": self.pid, "state": self.state, "started": self.started}
+
+
+_PS_LINE = re.compile(r"^\s*(\d+)\s+(\S+)\s+(.+?)\s*$")
+
+
+def parse_ps(text: str) -> list[ProcessInfo]:
+    """``ps -o pid=,stat=,lstart=`` output -> processes (lines that do not parse are skipped)."""
+    out = []
+    for line in text.splitlines():
+        m = _PS_LINE.match(line)
+        if m:
+            out.append(ProcessInfo(int(m.group(1)), m.group(2), m.group(3)))
+    return out
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """A Java .properties file (the subset Kafka's server.properties uses): key=value / key: value,
+    # and ! comments, surrounding blanks trimmed, no line continuations."""
+    out: dict[str, str] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        m = re.match(r"^([^=:\s]+)\s*[=:\s]\s*(.*)$", line)
+        if m:
+            out[m.group(1)] = m.group(2).strip()
+    return out
+
+
+class BrokerHost:
+    def __init__(self, config: ClusterConfig, broker_id: int, ssh) -> None:
+        self.config = config
+        self.broker_id = int(broker_id)
+        self.ssh = ssh  # StrictSSHHook (or anything with .run(argv, timeout) -> CommandResult)
+        self.conn_id = config.ssh_conn_id(broker_id)
+
+    def run(self, which: str, timeout: float):
+        """The configured stop/start/kill command for this broker (built from config, now)."""
+        return self.ssh.run(self.config.argv(which, self.broker_id), timeout)
+
+    def processes(self) -> list[ProcessInfo]:
+        """The broker's JVMs on this host (zombies excluded). Raises RuntimeError when the host
+        cannot be asked (a restart must not guess)."""
+        res = self.ssh.run(("pgrep", "-f", self.config.process_regex(self.broker_id)), CMD_TIMEOUT_S)
+        if res.error or res.exit_code not in (0, 1):
+            raise RuntimeError(f"pgrep on {self.conn_id} failed: {res.error or 'exit ' + str(res.exit_code)}: "
+                               f"{res.stderr.decode('utf-8', 'replace')[:300]}")
+        pids = [p for p in res.stdout.decode("utf-8", "replace").split() if p.isdigit()]
+        if not pids:
+            return []
+        ps = self.ssh.run(("ps", "-o", "pid=,stat=,lstart=", "-p", ",".join(pids)), CMD_TIMEOUT_S)
+        if ps.error:
+            raise RuntimeError(f"ps on {self.conn_id} failed: {ps.error}")
+        return [p for p in parse_ps(ps.stdout.decode("utf-8", "replace")) if p.alive]
+
+    def size(self, path: str) -> int | None:
+        res = self.ssh.run(("stat", "-c", "%s", path), CMD_TIMEOUT_S)
+        text = res.stdout.decode("ascii", "replace").strip()
+        return int(text) if res.ok and text.isdigit() else None
+
+    def read_from(self, path: str, offset: int, max_bytes: int = MAX_LOG_READ) -> bytes:
+        """Bytes of ``path`` from ``offset`` (a log's new part since a mark); b"" when unreadable."""
+        res = self.ssh.run(
+            ("dd", f"if={path}", f"skip={int(offset)}", f"count={int(max_bytes)}", "iflag=skip_bytes,count_bytes", "status=none"),
+            CMD_TIMEOUT_S,
+        )
+        return res.stdout if res.ok else b""
+
+    def tail(self, path: str, lines: int = TAIL_LINES) -> str:
+        res = self.ssh.run(("tail", "-n", str(int(lines)), path), CMD_TIMEOUT_S)
+        if not res.ok:
+            return f"(could not read {path}: {res.error or res.stderr.decode('utf-8', 'replace').strip()[:200]})"
+        return res.stdout.decode("utf-8", "replace")
+
+    def last_log_lines(self, lines: int = TAIL_LINES) -> dict[str, str]:
+        """The broker's own last words: server.log and its stdout (kafkaServer.out)."""
+        return {
+            self.config.server_log(self.broker_id): self.tail(self.config.server_log(self.broker_id), lines),
+            self.config.stdout_log(self.broker_id): self.tail(self.config.stdout_log(self.broker_id), lines),
+        }
+
+    def server_properties(self) -> dict[str, str] | None:
+        res = self.ssh.run(("cat", self.config.server_properties(self.broker_id)), CMD_TIMEOUT_S)
+        return parse_properties(res.stdout.decode("utf-8", "replace")) if res.ok else None
+
+
+def read_static_configs(config: ClusterConfig) -> tuple[dict[int, dict[str, str]], list[str]]:
+    """server.properties of every configured broker host, read in parallel (for min ISR and unclean
+    election), and a note for each host that could not be read (the ZooKeeper-side rules still apply)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from kafka_runbooks.hooks.ssh import StrictSSHHook
+
+    def one(b: int):
+        try:
+            with StrictSSHHook(config.ssh_conn_id(b), connect_timeout=config.capture.connect_timeout_s) as ssh:
+                props = BrokerHost(config, b, ssh).server_properties()
+            return b, props, None if props is not None else f"broker {b}: {config.server_properties(b)} not readable"
+        except Exception as exc:  # noqa: BLE001 - a host we cannot read adds a note
+            return b, None, f"broker {b}: server.properties not read ({type(exc).__name__}: {exc})"
+
+    ids = sorted(config.hosts)
+    if not ids:
+        return {}, []
+    with ThreadPoolExecutor(max_workers=min(8, len(ids)), thread_name_prefix="props") as pool:
+        results = list(pool.map(one, ids))
+    return {b: p for b, p, _ in results if p is not None}, [n for _, _, n in results if n]

@@ -1,0 +1,151 @@
+"""Plan a restart of one or more brokers.  Pure: snapshot + config in, Plan out.
+
+Order (Strimzi's): brokers proven not serving first, then brokers that are not registered (down),
+then the rest in the order asked, the active controller last (restarting it forces a controller
+election; doing that once, at the end, moves things the fewest times).  One broker per step.
+
+Step 1 is checked against the snapshot as it is; step k against the snapshot as it will be if steps
+1..k-1 succeed (their brokers registered and back in every ISR): a plan that starts by restarting a
+broker that is down is not refused because that broker is down. The plan is a prediction shown to
+the approver; the executor checks every stop again on fresh state.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Iterable, Mapping
+
+from kafka_runbooks import clock
+from kafka_runbooks.config import ClusterConfig
+from kafka_runbooks.model import Broker, ClusterSnapshot, Partition, Plan, Step
+from kafka_runbooks.remediate.digest import state_digest
+from kafka_runbooks.remediate.gates import canary_coverage
+from kafka_runbooks.remediate.safety import SafetySettings, blast_radius, stop_refusals, unclean_warnings
+
+ACTION = "restart_broker"
+
+
+def safety_settings(config: ClusterConfig, static_configs: Mapping[int, Mapping[str, str]] | None = None) -> SafetySettings:
+    return SafetySettings(
+        min_isr=config.min_insync_replicas,
+        unclean=config.unclean_leader_election,
+        kafka_version=config.kafka_version,
+        static_configs=dict(static_configs or {}),
+    )
+
+
+def restart_order(snapshot: ClusterSnapshot, broker_ids: Iterable[int], not_serving: Mapping[int, str] | None = None) -> list[int]:
+    """Not serving first, then unregistered, then the rest as asked, the controller last; de-duplicated."""
+    ids: list[int] = []
+    for b in broker_ids:
+        if int(b) not in ids:
+            ids.append(int(b))
+    not_serving = not_serving or {}
+    live = snapshot.live_broker_ids
+
+    def group(b: int) -> int:
+        if b in not_serving:
+            return 0
+        if b not in live:
+            return 1
+        if b == snapshot.controller_id:
+            return 3
+        return 2
+
+    return sorted(ids, key=lambda b: (group(b), ids.index(b)))
+
+
+def restored(snapshot: ClusterSnapshot, broker_id: int) -> ClusterSnapshot:
+    """The snapshot as it will be once ``broker_id`` is registered again and in every ISR it belongs in."""
+    brokers = snapshot.brokers
+    if snapshot.broker(broker_id) is None:
+        brokers = tuple(sorted(brokers + (Broker(broker_id, "", 0),), key=lambda b: b.id))
+
+    def back(p: Partition) -> Partition:
+        if broker_id not in p.replicas or broker_id in p.isr:
+            return p
+        isr = tuple(r for r in p.replicas if r in p.isr or r == broker_id)
+        return dataclasses.replace(p, isr=isr, leader=p.leader if p.leader >= 0 else broker_id)
+
+    return dataclasses.replace(snapshot, brokers=brokers, partitions=tuple(back(p) for p in snapshot.partitions))
+
+
+def _reason(n: int, total: int, broker_id: int, snapshot: ClusterSnapshot, not_serving: Mapping[int, str]) -> str:
+    if broker_id in not_serving:
+        why = f"broker {broker_id} is not serving ({not_serving[broker_id]}): restarted first"
+    elif broker_id not in snapshot.live_broker_ids:
+        why = f"broker {broker_id} is not registered in ZooKeeper: started first"
+    elif broker_id == snapshot.controller_id:
+        why = f"broker {broker_id} is the active controller: restarted last"
+    else:
+        why = f"restart broker {broker_id}"
+    return (
+        f"step {n} of {total}: {why}. Controlled shutdown (stop command), wait until its process and its ZooKeeper "
+        "registration are gone, start, then gates: registered with a new session, back in every ISR, every "
+        "__consumer_offsets partition's coordinator loaded, canary (when enabled). Safety is checked again on "
+        "fresh state before the stop."
+    )
+
+
+def plan_restart(
+    snapshot: ClusterSnapshot,
+    broker_ids: Iterable[int],
+    config: ClusterConfig,
+    *,
+    kind: str = "rolling_restart",
+    not_serving: Mapping[int, str] | None = None,
+    settings: SafetySettings | None = None,
+    completed: Iterable[int] = (),
+    roll_id: str | None = None,
+    canary_topic: str | None = None,
+) -> Plan:
+    """``not_serving``: broker -> direct evidence it is not serving (``safety.not_serving_evidence``).
+    ``completed``: brokers an earlier run of this roll restarted; they get no step."""
+    not_serving = {int(k): v for k, v in (not_serving or {}).items()}
+    settings = settings or safety_settings(config)
+    requested = []
+    for b in broker_ids:
+        if int(b) not in requested:
+            requested.append(int(b))
+    done = [b for b in dict.fromkeys(int(b) for b in completed)]
+    refusals: list[str] = []
+    if not requested:
+        refusals.append("no broker to restart")
+    if snapshot.cluster != config.name:
+        refusals.append(f"snapshot is of cluster {snapshot.cluster!r} but the config is for {config.name!r}")
+    todo = [b for b in requested if b not in done]
+    if requested and not todo:
+        refusals.append(f"nothing left to do: brokers {done} were already restarted by this roll")
+    if canary_topic:
+        refusals += canary_coverage(snapshot, canary_topic)
+    order = restart_order(snapshot, todo, not_serving)
+    steps: list[Step] = []
+    radius: list[str] = []
+    state, stuck = snapshot, dict(not_serving)
+    for n, bid in enumerate(order, 1):
+        why: list[str] = []
+        if bid not in config.hosts:
+            why.append(f"cluster {config.name!r} has no SSH connection for broker {bid}; refusing to act on an unknown broker")
+        why += stop_refusals(state, bid, settings, stuck)
+        effects = blast_radius(state, bid, stuck)
+        steps.append(Step(ACTION, bid, _reason(n, len(order), bid, snapshot, not_serving), tuple(effects), tuple(why)))
+        refusals += [f"broker {bid}: {w}" for w in why]
+        radius += [f"broker {bid} down: {e}" for e in effects]
+        state = restored(state, bid)
+        stuck.pop(bid, None)
+    return Plan(
+        cluster=config.name,
+        steps=tuple(steps),
+        refusals=tuple(refusals),
+        blast_radius=tuple(radius),
+        kind=kind,
+        requested=tuple(requested),
+        computed_at=clock.now_iso(),
+        state_digest=state_digest(snapshot, not_serving),
+        controller_id=snapshot.controller_id,
+        controller_epoch=snapshot.controller_epoch,
+        warnings=tuple(unclean_warnings(snapshot, order, settings)),
+        not_serving=not_serving,
+        completed=tuple(done),
+        roll_id=roll_id,
+    )

@@ -1,0 +1,200 @@
+"""The restart step: stop -> old process gone -> old registration gone -> start -> new session.
+
+Real Kafka refuses to start while its previous ZooKeeper session still holds ``/brokers/ids/N``
+(``Error while creating ephemeral at /brokers/ids/N, node already exists and owner ... does not
+match current session``): the step starts the broker only after the old registration is gone, and
+then requires a live process registered with a NEW session within ``gates.register_s``. A broker
+that dies on start fails the step at once, with its own last log lines; nothing waits out a
+timeout pretending to be recovering. Every command is audited (who, what, where, when, outcome).
+
+The stop command is Kafka's controlled shutdown (SIGTERM to the broker); whether the broker's log
+says ``Controlled shutdown succeeded`` is recorded. ``kill_command`` is used only when configured
+and only after ``gates.stop_s`` passed with the old process still there.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from kafka_runbooks.analyze.parsers.kafka_log import parse_kafka_log
+from kafka_runbooks.config import GateSettings
+from kafka_runbooks.remediate.host import BrokerHost, ProcessInfo
+from kafka_runbooks.remediate.waits import Waker, wait_for
+
+CONTROLLED_OK = "Controlled shutdown succeeded"
+CONTROLLED_FAILED = ("Controlled shutdown failed", "Retrying controlled shutdown", "Proceeding to do an unclean shutdown")
+FATAL_START = ("Fatal error during KafkaServer startup", "Exiting Kafka", "does not match current session")
+
+Audit = Callable[..., Any]  # audit(action, outcome, *, command=None, details=None)
+
+
+class StepFailed(RuntimeError):
+    """The step could not be completed; ``phase`` says where, ``logs`` holds the broker's own last lines."""
+
+    def __init__(self, broker_id: int, phase: str, reason: str, logs: Mapping[str, str] | None = None):
+        self.broker_id = broker_id
+        self.phase = phase
+        self.reason = reason
+        self.logs = dict(logs or {})
+        super().__init__(f"broker {broker_id}: {phase}: {reason}")
+
+
+@dataclass
+class Registration:
+    session_id: int
+    czxid: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"session_id": hex(self.session_id), "czxid": self.czxid}
+
+
+@dataclass
+class RestartReport:
+    broker_id: int
+    old_registration: Registration | None = None
+    new_registration: Registration | None = None
+    old_processes: list[ProcessInfo] = field(default_factory=list)
+    new_process: ProcessInfo | None = None
+    controlled_shutdown: str = "not logged"  # "succeeded" / "failed" / "not logged"
+    killed: bool = False
+    seconds: dict[str, float] = field(default_factory=dict)  # phase -> duration
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "broker_id": self.broker_id,
+            "old_registration": self.old_registration.to_dict() if self.old_registration else None,
+            "new_registration": self.new_registration.to_dict() if self.new_registration else None,
+            "old_processes": [p.to_dict() for p in self.old_processes],
+            "new_process": self.new_process.to_dict() if self.new_process else None,
+            "controlled_shutdown": self.controlled_shutdown,
+            "killed": self.killed,
+            "seconds": {k: round(v, 2) for k, v in self.seconds.items()},
+        }
+
+
+def registration(zk, broker_id: int, watch: Callable | None = None) -> Registration | None:
+    stat = zk.exists(f"/brokers/ids/{int(broker_id)}", watch=watch)
+    return Registration(int(stat.ephemeralOwner), int(stat.czxid)) if stat is not None else None
+
+
+def _result_details(res) -> dict[str, Any]:
+    return {
+        "exit_code": res.exit_code,
+        "error": res.error,
+        "duration_s": res.duration_s,
+        "stdout_tail": res.stdout[-1500:].decode("utf-8", "replace"),
+        "stderr_tail": res.stderr[-1500:].decode("utf-8", "replace"),
+    }
+
+
+def _new_log(host: BrokerHost, path: str, mark: int | None) -> str:
+    size = host.size(path)
+    if mark is None or size is None or size < mark:  # no mark, unreadable, or rotated: the tail will do
+        return host.tail(path, 400)
+    return host.read_from(path, mark).decode("utf-8", "replace")
+
+
+def controlled_shutdown_outcome(log_text: str) -> str:
+    """From the broker's log lines written during the stop: succeeded / failed / not logged."""
+    messages = [ev.message for ev in parse_kafka_log(log_text).events]
+    if any(CONTROLLED_OK in m for m in messages):
+        return "succeeded"
+    if any(any(f in m for f in CONTROLLED_FAILED) for m in messages):
+        return "failed"
+    return "not logged"
+
+
+def fatal_start_lines(log_text: str) -> list[str]:
+    return [line for line in log_text.splitlines() if any(f in line for f in FATAL_START)][:10]
+
+
+def restart_broker(zk, host: BrokerHost, gates: GateSettings, audit: Audit, log) -> RestartReport:
+    b = host.broker_id
+    cfg = host.config
+    report = RestartReport(broker_id=b)
+    report.old_registration = registration(zk, b)
+    report.old_processes = host.processes()
+    old = {(p.pid, p.started) for p in report.old_processes}
+    server_log = cfg.server_log(b)
+    mark = host.size(server_log)
+    log.warning("broker %s: stopping (registration %s, processes %s)", b, report.old_registration, report.old_processes)
+
+    # -- stop (controlled shutdown)
+    t0 = time.monotonic()
+    res = host.run("stop_command", gates.stop_s)
+    audit("stop_broker", "ok" if res.ok else "failed", command=res.argv, details={**_result_details(res), "processes": [p.to_dict() for p in report.old_processes]})
+
+    def process_gone() -> bool | None:
+        return True if not any((p.pid, p.started) in old for p in host.processes()) else None
+
+    remaining = max(0.0, gates.stop_s - (time.monotonic() - t0))
+    if wait_for(process_gone, timeout_s=remaining, poll_s=gates.poll_s) is None:
+        alive = [p.to_dict() for p in host.processes() if (p.pid, p.started) in old]
+        if not cfg.kill_command:
+            raise StepFailed(b, "stop", f"the broker process {alive} is still alive {gates.stop_s:g}s after the stop command "
+                             "and no kill_command is configured; the broker is left as it is", host.last_log_lines())
+        res = host.run("kill_command", gates.stop_s)
+        report.killed = True
+        audit("kill_broker", "ok" if res.ok else "failed", command=res.argv,
+              details={**_result_details(res), "why": f"process {alive} outlived the stop command by {gates.stop_s:g}s"})
+        if wait_for(process_gone, timeout_s=gates.stop_s, poll_s=gates.poll_s) is None:
+            raise StepFailed(b, "kill", f"the broker process {alive} is still alive after kill_command", host.last_log_lines())
+    report.seconds["stop"] = time.monotonic() - t0
+
+    # -- the old registration must be gone (session closed, or expired after a kill)
+    t1 = time.monotonic()
+    waker = Waker()
+
+    def deregistered() -> bool | None:
+        now = registration(zk, b, watch=waker)
+        if now is None or report.old_registration is None or now.session_id != report.old_registration.session_id:
+            return True
+        return None
+
+    if wait_for(deregistered, timeout_s=gates.deregister_s, poll_s=gates.poll_s, waker=waker) is None:
+        raise StepFailed(
+            b, "deregister",
+            f"/brokers/ids/{b} is still held by the old ZooKeeper session {hex(report.old_registration.session_id)} "
+            f"{gates.deregister_s:g}s after the process was gone; starting now would fail with 'node already exists'",
+        )
+    report.seconds["deregister"] = time.monotonic() - t1
+    report.controlled_shutdown = controlled_shutdown_outcome(_new_log(host, server_log, mark))
+    audit("broker_stopped", "ok", details={"controlled_shutdown": report.controlled_shutdown, "killed": report.killed,
+                                           "seconds": round(time.monotonic() - t0, 2)})
+
+    # -- start, then a live process registered with a new session
+    t2 = time.monotonic()
+    mark = host.size(server_log)
+    res = host.run("start_command", gates.register_s)
+    audit("start_broker", "ok" if res.ok else "failed", command=res.argv, details=_result_details(res))
+    if not res.ok:
+        raise StepFailed(b, "start", f"the start command failed (exit {res.exit_code}, {res.error or 'no error text'})", host.last_log_lines())
+    misses = {"n": 0}
+
+    def registered_anew() -> Registration | None:
+        reg = registration(zk, b, watch=waker)
+        procs = [p for p in host.processes() if (p.pid, p.started) not in old]
+        running = [p for p in procs if p.running]
+        fatal = fatal_start_lines(_new_log(host, server_log, mark))
+        if fatal and not running:
+            raise StepFailed(b, "start", "the broker died on start: " + " | ".join(fatal[:3]), host.last_log_lines())
+        if not running:
+            misses["n"] += 1
+            if misses["n"] >= 2:  # absent at two checks after the start command returned: it is not coming
+                raise StepFailed(b, "start", "no broker process is running after the start command", host.last_log_lines())
+            return None
+        misses["n"] = 0
+        if reg is not None and (report.old_registration is None or reg.session_id != report.old_registration.session_id):
+            report.new_process = running[0]
+            return reg
+        return None
+
+    report.new_registration = wait_for(registered_anew, timeout_s=gates.register_s, poll_s=gates.poll_s, waker=waker)
+    if report.new_registration is None:
+        raise StepFailed(b, "register", f"not registered with a new ZooKeeper session within {gates.register_s:g}s of the start",
+                         host.last_log_lines())
+    report.seconds["start_register"] = time.monotonic() - t2
+    audit("broker_registered", "ok", details=report.to_dict())
+    return report

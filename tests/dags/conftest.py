@@ -1,0 +1,79 @@
+"""Fixtures of the DAG tests: the real ZooKeeper of tests/detect, and a ZooKeeper-only stand-in
+cluster ("resttest": registrations and one healthy topic written by the test; broker hosts that
+cannot be reached) with its Airflow Variable and connections, for tests about approvals -- no
+Kafka behaviour is claimed with it."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+
+from kafka_lab.net import service_ip
+from webhook_receiver import WebhookReceiver
+
+import importlib.util
+import sys
+from pathlib import Path
+
+_name = "kafka_runbooks_tests_detect_conftest"
+if _name not in sys.modules:
+    _spec = importlib.util.spec_from_file_location(_name, Path(__file__).parent.parent / "detect" / "conftest.py")
+    _mod = importlib.util.module_from_spec(_spec)
+    sys.modules[_name] = _mod
+    _spec.loader.exec_module(_mod)
+
+zookeeper = sys.modules[_name].zookeeper
+zk = sys.modules[_name].zk
+
+
+def _reg(b: int) -> bytes:
+    host = service_ip("capture_ssh_down")  # nothing listens there
+    return json.dumps({"endpoints": [f"PLAINTEXT://{host}:9092"], "host": host, "port": 9092, "jmx_port": -1,
+                       "timestamp": "1700000000000", "version": 4}).encode()
+
+
+@pytest.fixture
+def zk_cluster(zk, zookeeper):
+    """Three registered 'brokers' (each its own ZooKeeper session), a controller, one healthy topic."""
+    sessions = [zookeeper.client(zk.chroot_path) for _ in range(3)]
+    zk.ensure_path("/brokers/ids")
+    for b, s in enumerate(sessions, 1):
+        s.create(f"/brokers/ids/{b}", _reg(b), ephemeral=True)
+    zk.create("/controller", json.dumps({"version": 1, "brokerid": 1, "timestamp": "1"}).encode())
+    zk.create("/controller_epoch", b"3")
+    zk.create("/brokers/topics/orders", json.dumps({"version": 1, "partitions": {"0": [1, 2, 3]}}).encode(), makepath=True)
+    zk.create("/brokers/topics/orders/partitions/0/state",
+              json.dumps({"controller_epoch": 3, "leader": 1, "version": 1, "leader_epoch": 0, "isr": [1, 2, 3]}).encode(), makepath=True)
+    try:
+        yield zookeeper.hosts, zk.chroot_path
+    finally:
+        for s in sessions:
+            s.stop()
+            s.close()
+
+
+@pytest.fixture
+def cluster_env(zk_cluster, tmp_path, monkeypatch):
+    hosts, chroot = zk_cluster
+    with WebhookReceiver() as webhook:
+        settings = {"resttest": {
+            "zk_conn_id": "resttest_zk",
+            "hosts": {str(b): f"resttest_host_{b}" for b in (1, 2, 3)},
+            "kafka_version": "2.3.0",
+            "incident_base": str(tmp_path / "incidents"),
+            "approvals": {"approvers": ["dag_test", "carol"], "oncall_conn_id": "resttest_oncall", "timeout_s": 600},
+            "gates": {"stop_s": 5, "deregister_s": 5, "register_s": 5, "poll_s": 0.5, "lock_wait_s": 2},
+            "capture": {"connect_timeout_s": 2.0},
+        }}
+        monkeypatch.setenv("AIRFLOW_VAR_KAFKA_RUNBOOKS_CLUSTERS", json.dumps(settings))
+        monkeypatch.setenv("AIRFLOW_CONN_RESTTEST_ZK", json.dumps({"conn_type": "generic", "host": hosts, "extra": {"chroot": chroot}}))
+        monkeypatch.setenv("AIRFLOW_CONN_KAFKA_RUNBOOKS_APPROVALS", json.dumps({"conn_type": "generic", "password": uuid.uuid4().hex * 2}))
+        monkeypatch.setenv("AIRFLOW_CONN_RESTTEST_ONCALL", webhook.connection())
+        for b in (1, 2, 3):
+            monkeypatch.setenv(f"AIRFLOW_CONN_RESTTEST_HOST_{b}", json.dumps({
+                "conn_type": "ssh", "host": service_ip("capture_ssh_down"), "port": 2222, "login": "kafka",
+                "extra": {"host_key": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"},
+            }))
+        yield settings["resttest"], webhook

@@ -1,0 +1,216 @@
+"""Pure parts of the engine: probe group hashing, log reading, host parsing, halt description,
+controller-order check, approvals (seal, four eyes, replay) and the ledger's progress."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kafka_runbooks.model import Plan, Step
+from kafka_runbooks.remediate import approvals as A
+from kafka_runbooks.remediate.executor import describe_state, order_refusals, plan_changed
+from kafka_runbooks.remediate.gates import (
+    canary_coverage,
+    canary_leaders,
+    finished_loading,
+    java_string_hash,
+    log_recovery_progress,
+    offsets_partition_for,
+    partitions_to_probe,
+    probe_groups,
+)
+from kafka_runbooks.remediate.host import parse_properties, parse_ps
+from kafka_runbooks.remediate.ledger import Ledger, progress
+from kafka_runbooks.remediate.steps import controlled_shutdown_outcome, fatal_start_lines
+
+from snapshot_builders import P, snap
+
+
+# ------------------------------------------------------------------ coordinator probes
+
+def test_java_string_hash_matches_java():
+    assert java_string_hash("") == 0
+    assert java_string_hash("hello") == 99162322
+    assert java_string_hash("Aa") == java_string_hash("BB") == 2112
+    assert java_string_hash("polygenelubricants") == -2**31  # Integer.MIN_VALUE
+    assert java_string_hash("\U0001F600") == 0xD83D * 31 + 0xDE00  # UTF-16 surrogate pair, as Java sees it
+    # Kafka's Utils.abs is Math.abs with MIN_VALUE mapped to 0 (values printed by Kafka 2.3.0's own Utils.abs)
+    assert offsets_partition_for("polygenelubricants", 50) == 0
+    assert offsets_partition_for("kafka-runbooks-probe-0", 50) == 26  # hashCode -1809687476
+    assert offsets_partition_for("kafka-runbooks-probe-4", 50) == 22
+    assert offsets_partition_for("big-5", 10) == 4
+
+
+def test_probe_groups_cover_every_partition_and_map_back():
+    groups = probe_groups(50)
+    assert sorted(groups) == list(range(50))
+    assert all(offsets_partition_for(g, 50) == p for p, g in groups.items())
+    assert probe_groups(50) == groups  # stable across runs
+
+
+def test_partitions_to_probe_led_now_or_moved():
+    before = {0: 1, 1: 2, 2: 3, 3: 3}
+    after = {0: 1, 1: 2, 2: 1, 3: 3}
+    assert partitions_to_probe(before, after, 3) == [2, 3]
+    assert partitions_to_probe(before, after, 1) == [0, 2]
+
+
+KAFKA_23_LOG = """\
+[2026-11-22 14:17:35,237] INFO [GroupMetadataManager brokerId=1] Finished loading offsets and group metadata from __consumer_offsets-4 in 385 milliseconds. (kafka.coordinator.group.GroupMetadataManager)
+[2026-11-22 14:17:35,240] INFO [GroupMetadataManager brokerId=1] Finished loading offsets and group metadata from __consumer_offsets-7 in 0 milliseconds. (kafka.coordinator.group.GroupMetadataManager)
+[2026-11-22 14:16:30,001] INFO [Log partition=orders-0, dir=/d] Completed load of log with 1 segments, log start offset 0 and log end offset 5 in 3 ms (kafka.log.Log)
+[2026-11-22 14:16:30,101] INFO Logs loading complete in 120 ms. (kafka.log.LogManager)
+"""
+
+
+def test_finished_loading_and_log_recovery_lines():
+    assert finished_loading(KAFKA_23_LOG) == {4: 385, 7: 0}
+    assert log_recovery_progress(KAFKA_23_LOG) == {"Completed load of log": 1, "Logs loading complete": 1}
+
+
+def test_canary_coverage():
+    s = snap([P("canary", 0, [1, 2], 1, [1, 2]), P("canary", 1, [2, 1], 2, [2, 1])])
+    assert canary_coverage(s, "canary") == ["canary topic 'canary' has no replica on brokers [3]"]
+    assert "does not exist" in canary_coverage(s, "other")[0]
+    assert canary_coverage(snap([P("canary", 0, [1, 2, 3], 1, [1, 2, 3])]), "canary") == []
+    s = snap([P("canary", 0, [1, 2, 3], 1, [1, 2, 3]), P("canary", 1, [2, 3, 1], 1, [1, 2, 3]),
+              P("canary", 2, [3, 1, 2], 3, [3, 1, 2]), P("canary", 3, [2, 1, 3], -1, [2])])
+    assert canary_leaders(s, "canary") == {1: 0, 3: 2}  # one partition per leader; an offline one is skipped
+
+
+# ------------------------------------------------------------------ the broker's own lines
+
+STOP_OK = "[2026-11-22 14:17:37,100] INFO [KafkaServer id=2] Controlled shutdown succeeded (kafka.server.KafkaServer)\n"
+STOP_FAILED = "[2026-11-22 14:17:37,100] WARN [KafkaServer id=2] Retrying controlled shutdown after the previous attempt failed... (kafka.server.KafkaServer)\n"
+START_FATAL = (
+    "[2026-11-22 14:20:01,000] ERROR Error while creating ephemeral at /brokers/ids/3, node already exists and owner "
+    "'72057779271024641' does not match current session '72057779271024645' (kafka.zk.KafkaZkClient$CheckedEphemeral)\n"
+    "[2026-11-22 14:20:01,005] ERROR [KafkaServer id=3] Fatal error during KafkaServer startup. Prepare to shutdown (kafka.server.KafkaServer)\n"
+)
+
+
+def test_controlled_shutdown_and_fatal_start_lines():
+    assert controlled_shutdown_outcome(STOP_OK) == "succeeded"
+    assert controlled_shutdown_outcome(STOP_FAILED) == "failed"
+    assert controlled_shutdown_outcome("[2026-11-22 14:17:37,100] INFO shutting down (x)\n") == "not logged"
+    assert len(fatal_start_lines(START_FATAL)) == 2 and "does not match current session" in fatal_start_lines(START_FATAL)[0]
+
+
+def test_parse_ps_and_properties():
+    procs = parse_ps(" 4242 Sl   Sun Nov 22 14:16:20 2026\n 77 T Sun Nov 22 14:00:00 2026\nbogus\n")
+    assert [(p.pid, p.running) for p in procs] == [(4242, True), (77, False)]
+    assert procs[0].started == "Sun Nov 22 14:16:20 2026"
+    props = parse_properties("# c\nbroker.id=3\nmin.insync.replicas = 2\n! c\nunclean.leader.election.enable: true\n\nlog.dirs /d\n")
+    assert props == {"broker.id": "3", "min.insync.replicas": "2", "unclean.leader.election.enable": "true", "log.dirs": "/d"}
+
+
+# ------------------------------------------------------------------ halting and order
+
+def test_describe_state_names_the_down_broker_and_affected_partitions():
+    s = snap([P("orders", 0, [1, 2, 3], 1, [1, 2]), P("__consumer_offsets", 3, [3, 1, 2], 1, [1, 2]), P("solo", 0, [3], -1, [3])],
+             brokers=(1, 2), controller=1, controller_epoch=7)
+    lines = describe_state(s, [1, 2, 3], focus=3)
+    assert lines[0] == "registered brokers: [1, 2]; down (configured, not registered): [3]"
+    assert lines[1] == "controller: 1 (epoch 7)"
+    assert "broker 3 is NOT registered; partitions without it in their ISR: 2 (__consumer_offsets-3, orders-0)" in lines
+    assert "offline partitions: 1 (solo-0)" in lines
+    assert describe_state(None, [1]) == ["cluster state unknown: ZooKeeper could not be read"]
+
+
+def _plan(order, **kw):
+    return Plan(cluster="c1", steps=tuple(Step("restart_broker", b, "r") for b in order), **kw)
+
+
+def test_controller_moving_into_the_middle_of_the_plan_halts():
+    plan = _plan([1, 2, 3])
+    assert order_refusals(plan, snap([], controller=3), [1, 2, 3]) == []
+    assert "controller is now broker 2" in order_refusals(plan, snap([], controller=2), [1, 2, 3])[0]
+    assert order_refusals(plan, snap([], controller=2), [2, 3]) != []
+    assert order_refusals(plan, snap([], controller=1), [2, 3]) == []  # already restarted
+    assert plan_changed(plan, _plan([1, 2, 3])) == [] and plan_changed(plan, _plan([1, 3, 2]))
+
+
+# ------------------------------------------------------------------ approvals and the ledger
+
+SECRET = b"0123456789abcdef0123456789abcdef"
+APPROVERS = ("carol", "dave")
+
+
+def _decision(**kw):
+    d = dict(dag_id="kafka_rolling_restart", run_id="run-1", task_id="approve", try_number=1, plan_digest="d" * 64,
+             chosen="Approve", user_id="carol", user_name="carol", responded_at="2026-11-22T14:00:00Z", timed_out=False,
+             starter="alice")
+    d.update(kw)
+    return A.Decision(**d)
+
+
+def _entries(decision, secret=SECRET, **extra):
+    return [{"event": "approval", "run_id": decision.run_id, **A.entry_for(decision, secret), **extra}]
+
+
+def _check(entries, **kw):
+    args = dict(secret=SECRET, dag_id="kafka_rolling_restart", run_id="run-1", plan_digest="d" * 64, approvers=APPROVERS)
+    args.update(kw)
+    return A.usable_refusals(entries, **args)[0]
+
+
+def test_a_sealed_approve_of_this_plan_in_this_run_is_usable():
+    assert _check(_entries(_decision())) == []
+
+
+@pytest.mark.parametrize("decision, kw, why", [
+    (_decision(), {"plan_digest": "e" * 64}, "the plan changed"),
+    (_decision(), {"run_id": "run-2"}, "no approval was recorded for run 'run-2'"),
+    (_decision(chosen="Reject"), {}, "the answer was 'Reject'"),
+    (_decision(chosen="Reject", timed_out=True, user_id=None, user_name=None), {}, "timed out"),
+    (_decision(user_id="alice", user_name="alice"), {}, "started this run and cannot approve it"),
+    (_decision(user_id="mallory", user_name="mallory"), {}, "is not one of the cluster's approvers"),
+])
+def test_unusable_approvals_are_refused_with_their_reason(decision, kw, why):
+    refusals = _check(_entries(decision), **kw)
+    assert any(why in r for r in refusals), refusals
+
+
+def test_forged_or_edited_decision_is_refused():
+    forged = _entries(_decision(), secret=b"not-the-real-key-not-the-real-key")
+    assert "seal does not verify" in _check(forged)[0]
+    edited = _entries(_decision(user_id="mallory", user_name="mallory"))
+    edited[0]["decision"]["user_id"] = edited[0]["decision"]["user_name"] = "carol"
+    assert "seal does not verify" in _check(edited)[0]
+    # an XCom-like hand-written decision without a seal
+    assert "seal does not verify" in _check([{"event": "approval", "decision": _decision().payload()}])[0]
+
+
+def test_a_used_approval_cannot_be_used_again_but_a_new_try_of_the_approval_can():
+    entries = _entries(_decision()) + [{"event": "approval_used", "run_id": "run-1", "dag_id": "kafka_rolling_restart",
+                                        "approval_try": 1, "task_id": "execute", "by_try": 1, "at": "t"}]
+    assert "already used" in _check(entries)[0]
+    entries += _entries(_decision(try_number=2))  # the approval task was cleared too: a person answered again
+    assert _check(entries) == []
+
+
+def test_assigned_users_exclude_the_starter_and_secret_length():
+    assert A.assigned_users(["alice", "carol"], "alice") == [{"id": "carol", "name": "carol"}]
+    with pytest.raises(A.ApprovalError, match="at least 16 bytes"):
+        A.check_secret("short", "kafka_runbooks_approvals")
+
+
+def test_ledger_progress_resume_and_completion(tmp_path):
+    ledger = Ledger(tmp_path, "lab-roll-1")
+    ledger.append("planned", "run-1", plan={"requested": [1, 2, 3]})
+    ledger.append("step_done", "run-1", broker_id=3)
+    ledger.append("step_failed", "run-1", broker_id=1, reason="not back")
+    ledger.append("halted", "run-1", reason="not back")
+    p = ledger.progress()
+    assert p.completed == (3,) and p.failed["broker_id"] == 1 and p.resumable and p.requested == (1, 2, 3)
+    ledger.append("step_done", "run-2", broker_id=1)
+    ledger.append("step_done", "run-2", broker_id=2)
+    ledger.append("completed", "run-2")
+    p = ledger.progress()
+    assert p.completed == (3, 1, 2) and p.done and not p.resumable and p.runs == ("run-1", "run-2")
+    with open(ledger.path, "a") as fh:
+        fh.write("{not json\n")
+    assert ledger.entries()[-1]["event"] == "unparsable"
+    assert progress([]).completed == ()
+    assert json.loads(ledger.path.read_text().splitlines()[0])["event"] == "planned"

@@ -1,0 +1,316 @@
+"""The remediation engine on the lab's real Kafka 2.3.0 brokers (issue 6).
+
+* a full roll of the three brokers under a canary load: zero produces failed after the client's
+  retries, every record read, no committed offset lost, the controller restarted last, and -- seen by
+  a ZooKeeper watcher of our own during the roll, not read from the plan -- never two holders of any
+  ``__consumer_offsets`` partition down at once and never an offsets partition without a registered
+  in-sync holder;
+* the coordinator gate holding while a large ``__consumer_offsets`` partition loads;
+* a broker that does not come back halts the roll and pages on-call; resume completes it without
+  restarting the broker that was already done;
+* lock contention: a roll refused while another holds the cluster's maintenance lock;
+* a hung broker that ignores SIGTERM: killed after ``gates.stop_s``, its old registration waited out,
+  started with a new session.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import threading
+import time
+import uuid
+
+import pytest
+
+from kafka_lab.airflow_home import load_dags
+from kafka_lab.approvals import Responder
+from kafka_lab.rollwatch import CanaryLoad, ZooKeeperWatcher
+from webhook_receiver import WebhookReceiver
+
+pytestmark = [pytest.mark.lab, pytest.mark.airflow, pytest.mark.timeout(1200)]
+
+DAG_ID = "kafka_rolling_restart"
+APPROVER = "oncall-carol"
+
+
+@pytest.fixture
+def roll_env(healthy_lab, airflow_db, monkeypatch):
+    """The lab, its Airflow connections and Variable, and on-call's webhook pointing at a local receiver."""
+    lab = healthy_lab
+    with WebhookReceiver() as webhook:
+        env = lab.airflow_env()
+        clusters = json.loads(env["AIRFLOW_VAR_KAFKA_RUNBOOKS_CLUSTERS"])
+        clusters["lab"]["approvals"]["oncall_conn_id"] = "lab_oncall"
+        env["AIRFLOW_VAR_KAFKA_RUNBOOKS_CLUSTERS"] = json.dumps(clusters)
+        env["AIRFLOW_CONN_LAB_ONCALL"] = webhook.connection()
+        for k, v in env.items():
+            monkeypatch.setenv(k, v)
+        yield lab, clusters["lab"], webhook
+
+
+def _set_settings(monkeypatch, settings):
+    clusters = json.loads(os.environ["AIRFLOW_VAR_KAFKA_RUNBOOKS_CLUSTERS"])
+    clusters["lab"] = settings
+    monkeypatch.setenv("AIRFLOW_VAR_KAFKA_RUNBOOKS_CLUSTERS", json.dumps(clusters))
+
+
+def roll(form: dict, approve: bool = True):
+    """Runs the rolling-restart DAG as on-call would: the form, then an approver's Approve."""
+    form = {"cluster": "lab", "brokers": [], "reason": f"lab roll {uuid.uuid4().hex[:8]}", "mode": "execute", "canary": True, **form}
+    dag = load_dags().get_dag(DAG_ID)
+    if not approve:
+        return dag.test(run_conf=form)
+    with Responder(DAG_ID, "approve", "Approve", user=APPROVER, timeout_s=600) as responder:
+        run = dag.test(run_conf=form)
+    assert responder.error is None
+    return run
+
+
+def states(run):
+    return {ti.task_id: ti.state for ti in run.get_task_instances()}
+
+
+def xcom(run, task_id, key="return_value"):
+    return next(ti for ti in run.get_task_instances() if ti.task_id == task_id).xcom_pull(task_ids=task_id, key=key)
+
+
+def audit_of(settings, run):
+    from kafka_runbooks.incidents.store import IncidentStore
+
+    record_id = xcom(run, "plan")["plan"]["roll_id"]
+    return record_id, IncidentStore(settings["incident_base"]).audit_trail(record_id)
+
+
+def zk_client():
+    from kafka_lab.lab import CHROOT, zk_connect
+    from kafka_runbooks.zookeeper import kazoo_client
+
+    zk = kazoo_client(zk_connect(), CHROOT, timeout_s=10.0)
+    zk.start(timeout=15)
+    return zk
+
+
+def delete_topic(lab, name: str) -> None:
+    """Tests leave no topic behind: the next test's safety checks read every partition."""
+    from confluent_kafka.admin import AdminClient
+
+    from kafka_lab.procs import wait_until
+    from kafka_lab.topics import bootstrap_all
+
+    admin = AdminClient({"bootstrap.servers": bootstrap_all()})  # referenced until its future resolves
+    admin.delete_topics([name])[name].result(60)
+    wait_until(lambda: lab.kazoo().exists(f"/brokers/topics/{name}") is None, 120, f"topic {name} deleted")
+
+
+# ------------------------------------------------------------------ a full roll under load
+
+def test_full_roll_under_canary_load(roll_env, request):
+    lab, settings, webhook = roll_env
+    from kafka_lab.topics import bootstrap_all
+
+    controller = lab.controller()["brokerid"]
+    pids = {b: lab.broker_pid(b) for b in (1, 2, 3)}
+    zk = zk_client()
+    watcher = ZooKeeperWatcher(zk)
+    name = CanaryLoad.create_topic(bootstrap_all(), f"roll-test-{uuid.uuid4().hex[:6]}")
+    request.addfinalizer(lambda: delete_topic(lab, name))
+    lab.wait_full_isr(60)
+    load = CanaryLoad(bootstrap_all(), name, f"{name}-group").start()
+    time.sleep(3)  # the load is flowing before the roll starts (the figures below are about the roll)
+    try:
+        run = roll({})
+    finally:
+        stats = load.stop()
+        watcher.stop()
+    try:
+        committed_now = load.broker_committed()
+    finally:
+        zk.stop()
+        zk.close()
+
+    assert states(run) == {"plan": "success", "approve": "success", "execute": "success", "close": "success"}, states(run)
+    result = xcom(run, "execute")
+    order = result["restarted"]
+    assert sorted(order) == [1, 2, 3] and order[-1] == controller
+    assert all(lab.broker_pid(b) != pids[b] for b in (1, 2, 3))
+
+    # what a ZooKeeper watcher saw during the roll
+    assert watcher.down_order() == order
+    assert watcher.most_holders_down() == 1
+    assert watcher.offsets_partitions_without_a_registered_in_sync_holder() == []
+
+    # the canary load, with the client's retries
+    assert stats["sent"] > 0 and stats["failed"] == {} and stats["delivered"] == stats["sent"], stats
+    assert stats["never_read"] == [], stats
+    assert all(committed_now[p] >= o for p, o in stats["commits"].items()), (committed_now, stats["commits"])
+
+    # the engine's own record of it
+    record_id, audit = audit_of(settings, run)
+    done = [e for e in audit if e["action"] == "restart_broker" and e["outcome"] == "ok"]
+    assert [e["details"]["broker_id"] for e in done] == order and {e["actor"] for e in done} == {APPROVER}
+    assert all(e["details"]["report"]["controlled_shutdown"] == "succeeded" for e in done)
+    assert all(e["details"]["report"]["new_registration"]["session_id"] != e["details"]["report"]["old_registration"]["session_id"] for e in done)
+    assert [e["details"]["broker_id"] for e in audit if e["action"] == "gate_coordinator"] == order
+    assert [e["details"]["broker_id"] for e in audit if e["action"] == "gate_canary"] == order
+    assert [e["outcome"] for e in audit if e["action"] == "maintenance_lock"] == ["acquired", "released"]
+    assert webhook.wait_for(lambda m: m["event"] == "approval_waiting")
+    assert not [m for m in webhook.received if m["event"] == "halted"]
+    print("ROLL FIGURES", json.dumps({"timings": result["timings"], "canary_load": stats}))
+
+
+# ------------------------------------------------------------------ the coordinator gate
+
+def test_coordinator_gate_holds_while_a_large_offsets_partition_loads(roll_env, request):
+    """A __consumer_offsets partition made large (its cleaners stopped), then its leadership moved to a
+    replica that has to load it: the gate keeps answering "not yet" until Kafka finished loading."""
+    lab, settings, _ = roll_env
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from kazoo.recipe.watchers import DataWatch
+
+    from kafka_lab.topics import bootstrap_all
+    from kafka_runbooks.hooks.kafka import client_config
+    from kafka_runbooks.remediate.gates import coordinator_gate, offsets_partition_for
+
+    for b in (1, 2, 3):
+        lab.kill_cleaner(b)  # compaction stopped, as in incident 002
+    admin = AdminClient({"bootstrap.servers": bootstrap_all()})
+    fill = f"fill-{uuid.uuid4().hex[:6]}"
+    admin.create_topics([NewTopic(fill, 100, 3)])[fill].result(60)
+    request.addfinalizer(lambda: delete_topic(lab, fill))
+    group = next(g for g in (f"big-{i}" for i in range(10000)) if offsets_partition_for(g, 50) == 7)
+    meta = "x" * 3000
+    for n in range(1, 1201):  # ~1200 x 100 offsets x 3 KB: a few hundred MB in __consumer_offsets-7
+        tps = [TopicPartition(fill, p, n, metadata=meta) for p in range(100)]
+        admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, tps)])[group].result(60)
+    state = lab.partitions(["__consumer_offsets"])[("__consumer_offsets", 7)]
+    leader = state["leader"]
+    # the leader dies (SIGKILL: it can answer nothing afterwards); when its session expires the controller
+    # makes a follower leader, which has to load the partition before it can answer for any group of it.
+    # The gate starts the moment ZooKeeper shows the new leader.
+    zk = zk_client()
+    moved = threading.Event()
+    new_leader: dict = {}
+
+    def on_state(data, stat):
+        if data and json.loads(data)["leader"] not in (leader, -1):
+            new_leader["id"] = json.loads(data)["leader"]
+            moved.set()
+            return False
+        return None
+
+    try:
+        DataWatch(zk, "/brokers/topics/__consumer_offsets/partitions/7/state", on_state)
+        lab.kill(leader)
+        assert moved.wait(120), "leadership of __consumer_offsets-7 never moved"
+        base = client_config({}, bootstrap_all(), 10.0)
+        result = coordinator_gate(
+            lambda g: {**base, "group.id": g, "enable.auto.commit": False}, [7], 50,
+            timeout_s=120, poll_s=0.05, request_timeout_s=0.5,
+            broker_log=lambda: lab.server_log(new_leader["id"]).read_text(errors="replace"), led_by_broker=[7],
+        )
+    finally:
+        zk.stop()
+        zk.close()
+    lab.start(leader)
+    finished = result.details["finished_loading_lines"]
+    assert "7" in finished and finished["7"] > 0, result.details  # Kafka really loaded it (its own line)
+    # the gate held (answers it did not accept) and passed only after Kafka's "Finished loading" line
+    assert result.details["errors_seen"].get("7"), result.details
+    from kafka_runbooks import clock
+    from kafka_runbooks.analyze.parsers.kafka_log import parse_kafka_log
+
+    done = [e for e in parse_kafka_log(lab.server_log(new_leader["id"]).read_text(errors="replace")).signatures("group_load_done")
+            if e.attrs["partition"] == "7"][-1]
+    finished_at = datetime.datetime.fromisoformat(done.timestamp.replace(",", ".")).astimezone()  # the broker logs local time
+    assert clock.parse(result.details["loaded_at"]["7"]) >= finished_at, (done.timestamp, result.details)
+    print("COORDINATOR GATE", json.dumps(result.to_dict()))
+
+
+# ------------------------------------------------------------------ halt, page, resume
+
+def test_a_broker_that_does_not_come_back_halts_pages_and_resume_completes(roll_env, monkeypatch):
+    lab, settings, webhook = roll_env
+    controller = lab.controller()["brokerid"]
+    first, second = [b for b in (1, 2, 3) if b != controller]
+    props = lab.host_dir(second) / "config" / "server.properties"
+    original = props.read_text()
+    props.write_text(original + "num.io.threads=not-a-number\n")  # Kafka refuses this config at start and exits
+    try:
+        run = roll({"brokers": [first, second, controller]})
+    finally:
+        props.write_text(original)
+    assert states(run)["execute"] == "failed" and states(run)["close"] == "failed", states(run)
+    record_id, audit = audit_of(settings, run)
+    halt = [e for e in audit if e["action"] == "halt"]
+    assert len(halt) == 1 and halt[0]["details"]["broker_id"] == second and halt[0]["details"]["phase"] == "start"
+    logs = "\n".join(halt[0]["details"]["logs"].values())
+    assert "num.io.threads" in logs  # the broker's own last words
+    assert any(f"down (configured, not registered): [{second}]" in line for line in halt[0]["details"]["state"])
+    page = webhook.wait_for(lambda m: m["event"] == "halted" and m["task_id"] == "execute")
+    assert f"HALTED at broker {second}" in page["text"] and "num.io.threads" in page["text"]
+    assert [e["details"]["broker_id"] for e in audit if e["action"] == "restart_broker" and e["outcome"] == "ok"] == [first]
+    first_pid, controller_pid = lab.broker_pid(first), lab.broker_pid(controller)
+
+    resumed = roll({"resume": True})
+    assert states(resumed)["execute"] == "success", states(resumed)
+    plan = xcom(resumed, "plan")["plan"]
+    assert plan["roll_id"] == record_id and plan["completed"] == [first]
+    assert [s["broker_id"] for s in plan["steps"]] == [second, controller]
+    assert lab.broker_pid(first) == first_pid, "resume restarted a broker that was already done"
+    assert lab.broker_pid(controller) != controller_pid
+    _, audit = audit_of(settings, resumed)
+    assert [e["details"]["broker_id"] for e in audit if e["action"] == "restart_broker" and e["outcome"] == "ok"] == [first, second, controller]
+    from kafka_runbooks.incidents.store import IncidentStore
+
+    assert IncidentStore(settings["incident_base"]).get(record_id)["status"] == "closed"
+
+
+# ------------------------------------------------------------------ one lock per cluster
+
+def test_a_roll_refuses_while_another_holds_the_clusters_lock(roll_env):
+    lab, settings, _ = roll_env
+    from kafka_runbooks.remediate.lock import MaintenanceLock
+
+    zk = zk_client()
+    pids = {b: lab.broker_pid(b) for b in (1, 2, 3)}
+    try:
+        MaintenanceLock(zk, "lab", run="preferred-election-42", dag="kafka_preferred_election", user="oncall-dave",
+                        purpose="preferred_election").acquire(0)
+        run = roll({"brokers": [1]})
+    finally:
+        zk.stop()
+        zk.close()
+    assert states(run)["execute"] == "failed"
+    _, audit = audit_of(settings, run)
+    busy = [e for e in audit if e["action"] == "maintenance_lock"]
+    assert [e["outcome"] for e in busy] == ["busy"]
+    assert busy[0]["details"]["holders"][0]["run"] == "preferred-election-42"
+    assert {b: lab.broker_pid(b) for b in (1, 2, 3)} == pids
+
+
+# ------------------------------------------------------------------ a broker that ignores SIGTERM
+
+def test_a_hung_broker_is_killed_after_stop_s_and_its_registration_waited_out(roll_env, monkeypatch):
+    lab, settings, _ = roll_env
+    controller = lab.controller()["brokerid"]
+    b = next(x for x in (1, 2, 3) if x != controller)
+    _set_settings(monkeypatch, {**settings, "gates": {**settings["gates"], "stop_s": 20.0}})
+    old_registration = lab.registration(b)
+    lab.hang(b)  # registered, alive, request handling stopped: its controlled shutdown cannot finish
+    run = roll({"brokers": [b], "canary": False})
+    assert states(run)["execute"] == "success", states(run)
+    _, audit = audit_of(settings, run)
+    kinds = [(e["action"], e["outcome"]) for e in audit if e.get("details", {}).get("broker_id") == b]
+    assert ("kill_broker", "ok") in kinds
+    stopped = next(e for e in audit if e["action"] == "broker_stopped")
+    assert stopped["details"]["killed"] is True  # whether its controlled shutdown was logged is recorded there too
+    # stop, then kill after stop_s, then (old session gone) start, then registered anew: in that order
+    actions = [e["action"] for e in audit if e["action"] in ("stop_broker", "kill_broker", "broker_stopped", "start_broker", "broker_registered")]
+    assert actions == ["stop_broker", "kill_broker", "broker_stopped", "start_broker", "broker_registered"]
+    report = next(e for e in audit if e["action"] == "restart_broker" and e["outcome"] == "ok")["details"]["report"]
+    assert report["killed"] and report["new_registration"]["session_id"] != report["old_registration"]["session_id"]
+    assert old_registration is not None and lab.registration(b) is not None

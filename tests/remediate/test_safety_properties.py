@@ -1,0 +1,197 @@
+"""Property tests of the safety rules (hypothesis): on random topologies and cluster states --
+replication factors 1-5, arbitrary ISRs, dead and not-serving brokers, min ISR from every source,
+unclean election on and off -- no allowed stop ever
+
+* stops the last live in-sync replica (except the not-serving waiver: direct evidence, RF > 1,
+  no unclean election possible),
+* takes a partition below min.insync.replicas,
+* leaves an internal-topic partition (__consumer_offsets, __transaction_state) that had a serving
+  in-sync holder without one,
+
+and a simulated roll that checks each stop on the state as it is then -- with brokers dying and
+ISRs shrinking between steps -- never reaches such a state. The oracles below are written from
+the rules' text, not from the implementation's helpers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from kafka_runbooks.config import ClusterConfig
+from kafka_runbooks.model import INTERNAL_TOPICS, Broker, ClusterSnapshot, Partition
+from kafka_runbooks.remediate.plan import plan_restart
+from kafka_runbooks.remediate.safety import SafetySettings, stop_refusals
+
+TOPICS = ("__consumer_offsets", "__transaction_state", "orders", "events")
+VERSIONS = (None, "0.10.1.0", "0.11.0.0", "2.3.0")
+
+
+@st.composite
+def cluster_states(draw):
+    n = draw(st.integers(1, 6))
+    ids = list(range(1, n + 1))
+    live = draw(st.sets(st.sampled_from(ids)))
+    controller = draw(st.one_of(st.none(), st.sampled_from(ids)))
+    partitions = []
+    for topic in draw(st.lists(st.sampled_from(TOPICS), min_size=1, max_size=4, unique=True)):
+        for index in range(draw(st.integers(1, 4))):
+            rf = draw(st.integers(1, min(5, n)))
+            replicas = draw(st.permutations(ids))[:rf]
+            mask = draw(st.integers(1, 2**rf - 1))
+            isr = [r for i, r in enumerate(replicas) if mask >> i & 1]
+            leader = draw(st.sampled_from(isr + [-1]))
+            # one draw for both overrides: min ISR None or 1..rf+1, unclean None/True/False
+            code = draw(st.integers(0, (rf + 2) * 3 - 1))
+            partitions.append(
+                Partition(
+                    topic, index, tuple(replicas), leader, tuple(isr),
+                    min_insync_replicas=(code // 3) or None,
+                    unclean_leader_election=(None, True, False)[code % 3],
+                )
+            )
+    dynamic = {}
+    if draw(st.booleans()):
+        dynamic["min.insync.replicas"] = str(draw(st.integers(1, 4)))
+    if draw(st.booleans()):
+        dynamic["unclean.leader.election.enable"] = draw(st.sampled_from(["true", "false"]))
+    static = {
+        b: {"min.insync.replicas": str(draw(st.integers(1, 4)))} for b in draw(st.sets(st.sampled_from(ids)))
+    }
+    snapshot = ClusterSnapshot(
+        cluster="c1",
+        taken_at="2024-01-01T00:00:00Z",
+        brokers=tuple(Broker(b, f"kafka{b}", 9092) for b in sorted(live)),
+        controller_id=controller,
+        partitions=tuple(partitions),
+        broker_configs={"<default>": dynamic} if dynamic else {},
+    )
+    safety = SafetySettings(
+        min_isr=draw(st.one_of(st.none(), st.integers(1, 3))),
+        unclean=draw(st.one_of(st.none(), st.booleans())),
+        kafka_version=draw(st.sampled_from(VERSIONS)),
+        static_configs=static,
+    )
+    not_serving = {b: "direct check failed and jvm_deadlock" for b in draw(st.sets(st.sampled_from(sorted(live) or ids)))}
+    return snapshot, safety, not_serving
+
+
+# ---------------------------------------------------------------- oracles, from the rules' text
+
+def oracle_min_isr(p: Partition, s: ClusterSnapshot, safety: SafetySettings) -> int:
+    if p.min_insync_replicas is not None:
+        return p.min_insync_replicas
+    dynamic = s.broker_configs.get("<default>", {}).get("min.insync.replicas")
+    if dynamic is not None:
+        return int(dynamic)
+    static = [int(safety.static_configs[r]["min.insync.replicas"]) for r in p.replicas if r in safety.static_configs]
+    if static:
+        return max(static)
+    return safety.min_isr if safety.min_isr is not None else 1
+
+
+def oracle_unclean(p: Partition, s: ClusterSnapshot, safety: SafetySettings) -> bool:
+    if p.unclean_leader_election is not None:
+        return p.unclean_leader_election
+    dynamic = s.broker_configs.get("<default>", {}).get("unclean.leader.election.enable")
+    if dynamic is not None:
+        return dynamic == "true"
+    if safety.unclean is not None:
+        return safety.unclean
+    return safety.kafka_version in (None, "0.10.1.0")
+
+
+def violations(s: ClusterSnapshot, b: int, safety: SafetySettings, not_serving: dict[int, str]) -> list[str]:
+    """What is wrong with stopping ``b`` in state ``s`` (empty: the stop keeps every promise)."""
+    live = s.live_broker_ids
+    out = []
+    for p in s.partitions:
+        live_isr = [r for r in p.isr if r in live]
+        after = [r for r in live_isr if r != b]
+        serving_before = [r for r in live_isr if r not in not_serving]
+        serving_after = [r for r in serving_before if r != b]
+        if b in live_isr:
+            if not after:
+                waived = b in not_serving and len(p.replicas) > 1
+                unclean_risk = oracle_unclean(p, s, safety) and any(r in live and r not in p.isr for r in p.replicas if r != b)
+                if not waived or unclean_risk:
+                    out.append(f"{p.name}: stopped its last live in-sync replica {b}")
+            elif len(after) < oracle_min_isr(p, s, safety):
+                out.append(f"{p.name}: below min ISR")
+        if p.topic in INTERNAL_TOPICS and serving_before and not serving_after:
+            out.append(f"{p.name}: every serving in-sync holder down")
+        missing = set(p.replicas) - set(p.isr) - {b}
+        if missing and not (b in p.replicas and b in not_serving):
+            out.append(f"{p.name}: stopped {b} while under-replicated")
+    return out
+
+
+@settings(max_examples=10_000, deadline=None, suppress_health_check=list(HealthCheck))
+@given(cluster_states())
+def test_no_allowed_stop_breaks_a_promise(state):
+    snapshot, safety, not_serving = state
+    for b in sorted({r for p in snapshot.partitions for r in p.replicas} | snapshot.live_broker_ids):
+        refusals = stop_refusals(snapshot, b, safety, not_serving)
+        assert all(isinstance(r, str) and r for r in refusals)
+        if not refusals:
+            assert violations(snapshot, b, safety, not_serving) == [], (b, snapshot, not_serving)
+        # without direct evidence nobody is ever the waived last replica
+        if not stop_refusals(snapshot, b, safety, {}):
+            assert violations(snapshot, b, safety, {}) == []
+
+
+# ---------------------------------------------------------------- a simulated roll
+
+def _stop(s: ClusterSnapshot, b: int) -> ClusterSnapshot:
+    """Kafka's reaction to broker b leaving: out of every ISR (the last member stays, leaderless)."""
+
+    def leave(p: Partition) -> Partition:
+        if b not in p.isr:
+            return p
+        isr = tuple(r for r in p.isr if r != b)
+        if not isr:
+            return dataclasses.replace(p, leader=-1)
+        return dataclasses.replace(p, isr=isr, leader=isr[0] if p.leader == b else p.leader)
+
+    return dataclasses.replace(s, brokers=tuple(x for x in s.brokers if x.id != b), partitions=tuple(leave(p) for p in s.partitions))
+
+
+def _start(s: ClusterSnapshot, b: int) -> ClusterSnapshot:
+    def back(p: Partition) -> Partition:
+        if b not in p.replicas:
+            return p
+        isr = tuple(r for r in p.replicas if r in p.isr or r == b)
+        return dataclasses.replace(p, isr=isr, leader=p.leader if p.leader >= 0 else b)
+
+    brokers = s.brokers if s.broker(b) else tuple(sorted(s.brokers + (Broker(b, f"kafka{b}", 9092),), key=lambda x: x.id))
+    return dataclasses.replace(s, brokers=brokers, partitions=tuple(back(p) for p in s.partitions))
+
+
+@settings(max_examples=2_000, deadline=None, suppress_health_check=list(HealthCheck))
+@given(cluster_states(), st.data())
+def test_simulated_roll_checked_on_fresh_state_never_breaks_a_promise(state, data):
+    snapshot, safety, not_serving = state
+    ids = sorted({r for p in snapshot.partitions for r in p.replicas} | snapshot.live_broker_ids)
+    config = ClusterConfig(name="c1", zk_conn_id="zk", hosts={b: f"h{b}" for b in ids})
+    requested = data.draw(st.lists(st.sampled_from(ids), min_size=1, unique=True))
+    plan = plan_restart(snapshot, requested, config, not_serving=not_serving, settings=safety)
+    assert sorted(plan.broker_order) == sorted(requested)
+    assert list(plan.refusals) == [f"broker {s.broker_id}: {r}" for s in plan.steps for r in s.refusals]
+    world, stuck = snapshot, dict(not_serving)
+    for step in plan.steps:
+        # between steps the world moves on: a broker may die, an ISR may shrink
+        if data.draw(st.booleans()):
+            world = _stop(world, data.draw(st.sampled_from(ids)))
+        if data.draw(st.booleans()) and world.partitions:
+            i = data.draw(st.integers(0, len(world.partitions) - 1))
+            p = world.partitions[i]
+            if len(p.isr) > 1:
+                shrunk = dataclasses.replace(p, isr=p.isr[:-1], leader=p.isr[0])
+                world = dataclasses.replace(world, partitions=world.partitions[:i] + (shrunk,) + world.partitions[i + 1:])
+        if stop_refusals(world, step.broker_id, safety, stuck):
+            break  # the executor halts here
+        assert violations(world, step.broker_id, safety, stuck) == []
+        world = _start(_stop(world, step.broker_id), step.broker_id)
+        stuck.pop(step.broker_id, None)
+
