@@ -237,7 +237,7 @@ def test_the_seeds_lines_are_read_verbatim():
     lines = zk_text.log_lines((FIXTURES / "seed004_zk13_follower.log").read_text())
     assert [x.what for x in lines] == ["zk_follow_exception", "zk_disconnected_from_leader", "zk_peer_state", "zk_election_took"]
     assert lines[0].attrs["cause"] == "java.net.SocketException: Connection reset"
-    assert lines[1].attrs == {"leader": "/10.14.6.56:2888", "millis": "316796607", "myid": "13"}
+    assert lines[1].attrs == {"leader": "/10.14.6.56:2888", "millis": "316796607", "sync": "true", "myid": "13"}
     assert lines[3].attrs["millis"] == "104"
     leader = zk_text.log_lines((FIXTURES / "seed004_zk37_leader.log").read_text())
     assert [(x.what, x.attrs.get("sid")) for x in leader] == [("zk_transaction_timeout", None), ("zk_learner_closed", "13")]
