@@ -14,6 +14,9 @@ import time
 from .net import KAFKA_CLIENT_PORT, broker_ip, service_ip
 
 DEFAULT_API_KEY = 60
+# the lab's health.bad_request_window_s: the drill's client sends every few seconds, so a short window finds it, and
+# the lab's reset() waits it out once the client is stopped (the healthy baseline has no bad-client lines in it)
+BAD_REQUEST_WINDOW_S = 20.0
 CLIENT_ID = "kafka-lab-bad-client"
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import agent, hosts, topics, zookeeper
+from .badclient import BAD_REQUEST_WINDOW_S
 from .faults import FaultsMixin
 from .hosts import BROKER_IDS, host_name, host_user
 from .kafka_home import KAFKA_VERSION, resolve as resolve_kafka_home
@@ -486,7 +487,9 @@ class Lab(FaultsMixin):
                 "capture": {"jstack_count": 3, "jstack_interval_s": 1.0, "command_timeout_s": 30.0, "connect_timeout_s": 5.0,
                             "log_tail_lines": 2000, "heap_dump": True, "remote_work_dir": "/tmp"},
                 # the lab's brokers log a line every 10 s (profile.py): a server.log silent for 30 s is silent
-                "health": {"log_silent_s": 30.0, "offsets_segments_max": 100, "offsets_load_expected_s": 5.0},
+                # a bad client's lines count for BAD_REQUEST_WINDOW_S (its drill sends every 3 s; reset() waits them out)
+                "health": {"log_silent_s": 30.0, "offsets_segments_max": 100, "offsets_load_expected_s": 5.0,
+                           "bad_request_window_s": BAD_REQUEST_WINDOW_S},
                 "zookeeper": {
                     "servers": {str(z): {"address": f"{zk_ip(z)}:{ZK_CLIENT_PORT}", "ssh_conn_id": zk_host_conn_id(z), "zone": ZONES[z]}
                                 for z in ZK_IDS},
