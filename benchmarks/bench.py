@@ -28,7 +28,10 @@ def main(argv: list[str]) -> int:
         print(f"unknown benchmark(s) {unknown}; choose from {list(ORDER)}", file=sys.stderr)
         return 2
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "plugins"), str(REPO / "lab"),
-                                                       os.environ.get("PYTHONPATH", "")])}
+                                                       os.environ.get("PYTHONPATH", "")]),
+           "AIRFLOW__LOGGING__LOGGING_LEVEL": os.environ.get("AIRFLOW__LOGGING__LOGGING_LEVEL", "WARNING")}
+    logs = REPO / "var" / "bench-logs"
+    logs.mkdir(parents=True, exist_ok=True)
     failed = []
     for name in names:
         script = REPO / "benchmarks" / f"{name}.py"
@@ -38,9 +41,12 @@ def main(argv: list[str]) -> int:
             continue
         print(f"\n=== {name} ({script.relative_to(REPO)}) — load average {os.getloadavg()[0]:.1f}", flush=True)
         t0 = time.monotonic()
-        rc = subprocess.call([sys.executable, str(script)], cwd=REPO, env=env)
-        print(f"=== {name}: exit {rc} after {time.monotonic() - t0:.0f} s", flush=True)
+        stderr = logs / f"{name}.stderr"
+        with stderr.open("wb") as err:  # clients' and Airflow's chatter; the figures go to stdout
+            rc = subprocess.call([sys.executable, str(script)], cwd=REPO, env=env, stderr=err)
+        print(f"=== {name}: exit {rc} after {time.monotonic() - t0:.0f} s (its log: {stderr.relative_to(REPO)})", flush=True)
         if rc:
+            print(stderr.read_text(errors="replace")[-3000:], file=sys.stderr)
             failed.append(name)
     if failed:
         print(f"\nbenchmarks that did not finish: {failed}", file=sys.stderr)

@@ -42,17 +42,21 @@ def brokers_to_probe(config, snapshot, known: Mapping[int, Any] | None = None) -
     return sorted(brokers, key=lambda b: b.id), missing
 
 
-def take_snapshot(config, *, probe_hosts: bool = True, check_kafka: bool = True, known: Mapping[int, Any] | None = None):
+def take_snapshot(config, *, probe_hosts: bool = True, check_kafka: bool = True, known: Mapping[int, Any] | None = None,
+                  probe_zookeeper: bool = True):
     """ClusterSnapshot from ZooKeeper; then, in parallel: host probes over SSH of every registered
-    or configured broker, direct Kafka checks of each, and the canary when the cluster enables it."""
+    or configured broker, direct Kafka checks of each, the canary when the cluster enables it, and the
+    ZooKeeper probe of every ensemble member (four-letter words; SSH where configured)."""
     import dataclasses
     from concurrent.futures import ThreadPoolExecutor
 
     from kafka_runbooks.detect.host_probe import probe_all
     from kafka_runbooks.detect.snapshot import read_snapshot
+    from kafka_runbooks.detect.zk_probe import probe_ensemble
     from kafka_runbooks.hooks.kafka import KafkaHook
     from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
 
+    zk_hook = ZooKeeperHook(config.zk_conn_id, timeout_s=config.capture.connect_timeout_s)
     with ZooKeeperHook(config.zk_conn_id, timeout_s=config.capture.connect_timeout_s).session() as zk:
         snapshot = read_snapshot(zk, config.name)
     snapshot = dataclasses.replace(snapshot, configured_broker_ids=tuple(sorted(config.hosts)))
@@ -64,7 +68,8 @@ def take_snapshot(config, *, probe_hosts: bool = True, check_kafka: bool = True,
         for p in sorted(snapshot.partitions, key=lambda p: p.index):
             if p.topic == config.canary.topic and p.leader in snapshot.live_broker_ids:
                 led.setdefault(p.leader, p.index)
-    with ThreadPoolExecutor(max_workers=3, thread_name_prefix="snapshot") as pool:
+    with ThreadPoolExecutor(max_workers=4, thread_name_prefix="snapshot") as pool:
+        ensemble = pool.submit(probe_ensemble, config, zk_hook.servers, ssh=probe_hosts) if probe_zookeeper else None
         probes = pool.submit(probe_all, config, brokers) if probe_hosts else None
         checks = (pool.submit(hook.check_all, checkable, config.health.kafka_probe_timeout_s, unregistered=missing,
                               unregistered_timeout_s=config.health.unregistered_probe_timeout_s) if check_kafka else None)
@@ -74,6 +79,8 @@ def take_snapshot(config, *, probe_hosts: bool = True, check_kafka: bool = True,
             snapshot = snapshot.with_probes(probes.result())
         if checks is not None:
             snapshot = snapshot.with_checks(checks.result(), canary.result() if canary is not None else ())
+        if ensemble is not None:
+            snapshot = dataclasses.replace(snapshot, zookeeper=tuple(ensemble.result()))
     return snapshot
 
 
@@ -81,8 +88,8 @@ def check_once(config, *, probe_hosts: bool = True):
     """One health check as the health DAG does it, outside Airflow: observe, append to the history,
     run the detectors on the history. Returns (snapshot, findings); opens no incident."""
     from kafka_runbooks.detect.detectors import detect
-    from kafka_runbooks.detect.history import HistoryStore, broker_samples
+    from kafka_runbooks.detect.history import HistoryStore, health_samples
 
     snapshot = take_snapshot(config, probe_hosts=probe_hosts, known=known_registrations(config))
-    history = HistoryStore(config.incident_base, config.name, config.health.history_samples).append(broker_samples(snapshot))
-    return snapshot, detect(snapshot, config.health, history)
+    history = HistoryStore(config.incident_base, config.name, config.health.history_samples).append(health_samples(snapshot))
+    return snapshot, detect(snapshot, config.health, history, config.zookeeper_health)

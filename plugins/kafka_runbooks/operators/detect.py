@@ -99,11 +99,11 @@ class DetectFindingsOperator(BaseOperator):
     def _check(self, snapshot, config, history_store, store, context, starts: list) -> dict:
         """One observation: history, detectors, lifecycle, incident moves. Returns the new state."""
         from kafka_runbooks.detect.detectors import detect
-        from kafka_runbooks.detect.history import broker_samples
+        from kafka_runbooks.detect.history import health_samples
         from kafka_runbooks.incidents import lifecycle
 
-        history = history_store.append(broker_samples(snapshot))
-        findings = detect(snapshot, config.health, history)
+        history = history_store.append(health_samples(snapshot))
+        findings = detect(snapshot, config.health, history, config.zookeeper_health)
         for f in findings:
             self.log.warning("finding %s [%s] brokers=%s: %s", f.kind, f.severity.value, list(f.broker_ids), f.summary)
 
@@ -146,13 +146,14 @@ class DetectFindingsOperator(BaseOperator):
         record = store.open(cluster=config.name, broker_ids=f.broker_ids, reason=f.summary, trigger=f.to_dict(), opened_by=actor)
         store.audit(record["id"], actor=actor, action="detected", outcome=f.kind, details={"why": a.reason})
         self.log.warning("opened incident %s: %s", record["id"], a.reason)
-        if not f.broker_ids:
-            store.needs_person(record["id"], actor=actor, reason="no broker named by the finding: nothing to capture or restart automatically")
+        zk_servers = [str(f.details["subject"])] if f.details.get("problem") == "zookeeper_member" and f.details.get("server") else []
+        if not f.broker_ids and not zk_servers:
+            store.needs_person(record["id"], actor=actor, reason="no broker or ZooKeeper server named by the finding: nothing to capture or restart automatically")
             return {"incident_id": record["id"]}
         run_id = f"health__{record['id']}"
         store.responding(record["id"], actor=actor, run_id=run_id)
-        conf = {"cluster": config.name, "incident_id": record["id"], "broker_ids": list(f.broker_ids), "reason": f.summary,
-                "finding": f.to_dict()}
+        conf = {"cluster": config.name, "incident_id": record["id"], "broker_ids": list(f.broker_ids), "reason": f.summary[:2000],
+                "zookeeper_servers": zk_servers, "finding": f.to_dict()}
         return {"incident_id": record["id"], "run_id": run_id, "conf": conf}
 
 
