@@ -1,7 +1,7 @@
 """Analyze one evidence bundle with Spark.
 
     spark-submit spark_apps/analyze_bundle.py --bundle URI [--out URI] [--kafka-version V]
-                 [--split-mb 32] [--window-minutes 30] [--budget-s 10] [--budget-per-mb-s 1]
+                 [--split-mb MiB] [--window-minutes 30] [--budget-s 10] [--budget-per-mb-s 1]
 
 URI: a path or file:// URI on storage every executor can read (a shared mount), or s3a:// / hdfs://.
 
@@ -23,6 +23,7 @@ import datetime as dt
 import json
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from kafka_runbooks.analyze import tables
 from kafka_runbooks.analyze import uri as U
@@ -35,8 +36,40 @@ from kafka_runbooks.analyze.report_html import render_report
 from kafka_runbooks.analyze.survey import Survey, survey_file
 from kafka_runbooks.model import ClusterSnapshot, Evidence, Finding, Severity
 
-DEFAULT_SPLIT_MB = 32
+DEFAULT_SPLIT_MB = None  # chosen from the bundle's log bytes (auto_split_bytes)
+MIN_SPLIT = 1 << 20
+MAX_SPLIT = 32 << 20
 DEFAULT_WINDOW_MIN = 30
+
+
+def auto_split_bytes(log_bytes: int, cores: int) -> int:
+    """The split size for the logs: about four splits per core (no core idles while another finishes the last
+    split), at most 32 MiB, at least 1 MiB; a power of two MiB (a multiple or a divisor of the survey's 4 MiB
+    chunk)."""
+    target = max(log_bytes, 1) / (max(cores, 1) * 4)
+    split = MIN_SPLIT
+    while split * 2 <= min(target, MAX_SPLIT):
+        split *= 2
+    return split
+
+
+def _connection_rows(spark, pq: str, ports: dict, hosts: dict) -> list[dict]:
+    """Socket rows per broker, listener port and state (listener ports only when the snapshot knows them)."""
+    from pyspark.sql import functions as F
+
+    cdf = spark.read.schema(tables.spark_schema("connections")).parquet(U.join(pq, "connections"))
+    if ports:
+        from kafka_runbooks.analyze.diagnose import broker_addresses_of
+
+        eps = [(b, h, p) for b, ps in ports.items() for p in sorted(ps)
+               for h in (sorted(broker_addresses_of(b, hosts)) or [None])]
+        endpoints = spark.createDataFrame(eps, "ep_broker INT, ep_host STRING, ep_port INT")
+        cdf = cdf.join(endpoints, (cdf.broker_id == endpoints.ep_broker) & (cdf.local_port == endpoints.ep_port)
+                       & (endpoints.ep_host.isNull() | cdf.local_host.isin("*", "0.0.0.0", "::") | (cdf.local_host == endpoints.ep_host)),
+                       "left_semi")
+    return [r.asDict() for r in cdf.groupBy("broker_id", "path", "local_port", "state")
+            .agg(F.count(F.lit(1)).alias("count"), F.sum("recv_q").alias("recv_q"))
+            .orderBy(F.col("broker_id"), F.col("path"), F.col("count").desc()).limit(500).collect()]
 
 
 def _now() -> str:
@@ -126,7 +159,7 @@ def _snapshot_info(bundle_uri: str, entries: list[dict], manifest: dict | None =
     return ports, hosts, versions, bad
 
 
-def _spark_log_summaries(ev, scan: list[tuple[dict, Survey]]) -> list[ParsedFile]:
+def _spark_log_summaries(ev, scan: list[tuple[dict, Survey]], pool: ThreadPoolExecutor | None = None) -> list[ParsedFile]:
     """LogSummary per JVM-scanned file from Parquet aggregates: exact counts, first/last SAMPLE events per
     signature, exact per-minute fetch-failure counts. Only aggregates and the bounded sample reach the driver."""
     from pyspark.sql import Window as W
@@ -134,9 +167,9 @@ def _spark_log_summaries(ev, scan: list[tuple[dict, Survey]]) -> list[ParsedFile
 
     w_asc = W.partitionBy("path", "signature").orderBy(F.col("line").asc())
     w_all = W.partitionBy("path", "signature")
-    sample_rows = (ev.withColumn("a", F.row_number().over(w_asc)).withColumn("n", F.count(F.lit(1)).over(w_all))
-                   .where((F.col("a") <= SAMPLE) | (F.col("a") > F.col("n") - SAMPLE)).collect())
-    counts = {(r["path"], r["signature"]): r["n"] for r in sample_rows if r["signature"] is not None}
+    sample_q = (ev.withColumn("a", F.row_number().over(w_asc)).withColumn("n", F.count(F.lit(1)).over(w_all))
+                .where((F.col("a") <= SAMPLE) | (F.col("a") > F.col("n") - SAMPLE)))
+    sample_job = pool.submit(sample_q.collect) if pool is not None else None
     attrs = F.col("attrs")
     cause = (F.when(attrs.getItem("client_shutdown").isNotNull(), "client_shutdown")
              .when(attrs.getItem("disconnected_node").isNotNull(), "disconnected")
@@ -147,6 +180,8 @@ def _spark_log_summaries(ev, scan: list[tuple[dict, Survey]]) -> list[ParsedFile
                             cause.alias("cause"), F.substring("ts", 1, 16).alias("minute"))
                    .agg(F.count(F.lit(1)).alias("count"), F.min("line").alias("first_line"), F.max("line").alias("last_line"))
                    .collect())
+    sample_rows = sample_job.result() if sample_job is not None else sample_q.collect()
+    counts = {(r["path"], r["signature"]): r["n"] for r in sample_rows if r["signature"] is not None}
     by_path: dict[str, list] = {}
     for r in sample_rows:
         d = r.asDict()
@@ -182,7 +217,7 @@ def _spark_log_summaries(ev, scan: list[tuple[dict, Survey]]) -> list[ParsedFile
 
 
 def run(spark, bundle: str, out: str | None = None, kafka_version: str | None = None, *,
-        split_mb: float = DEFAULT_SPLIT_MB, window_minutes: float = DEFAULT_WINDOW_MIN,
+        split_mb: float | None = DEFAULT_SPLIT_MB, window_minutes: float = DEFAULT_WINDOW_MIN,
         budget_s: float = 10.0, budget_per_mb_s: float = 1.0) -> dict:
     from kafka_runbooks.analyze import fastscan
 
@@ -205,23 +240,42 @@ def run(spark, bundle: str, out: str | None = None, kafka_version: str | None = 
 
     entries, manifest_problems = manifest_entries(manifest)
     sc = spark.sparkContext
-    split = int(split_mb * (1 << 20))
-    fastscan.configure(spark, split)
     par = sc.defaultParallelism
+    log_entries = [e for e in entries if e["kind"] in LOG_KINDS and e.get("stream") != "stderr" and U.safe_relative(e["path"])]
+    if split_mb is None:
+        split = auto_split_bytes(sum(int(e.get("bytes") or 0) for e in log_entries if isinstance(e.get("bytes"), int)), par)
+    else:
+        split = int(split_mb * (1 << 20))
+    fastscan.configure(spark, split)
+    timings["split_mb"] = round(split / (1 << 20), 4)
+    bu, bb, bps, ou = bundle_uri, budget_s, budget_per_mb_s, out_uri
+    # Independent jobs run side by side (Spark schedules concurrent jobs of one application): the Python tasks
+    # of the small files overlap the survey and the JVM scan; results are put back in the order of a serial run.
+    pool = ThreadPoolExecutor(max_workers=3, thread_name_prefix="analyze-job")
+    tables.clear(out_uri)
+
+    def python_files(es: list[dict]) -> tuple[list[ParsedFile], float]:
+        t0 = time.monotonic()
+        if not es:
+            return [], 0.0
+        pfs = [pf for pfs, _ in sc.parallelize(es, max(1, min(len(es), par * 4)))
+               .map(lambda e: load_entry(bu, e, bb, bps, ou)).collect() for pf in pfs]
+        return pfs, time.monotonic() - t0
+
+    py_first = [e for e in entries if e not in log_entries]
+    py_first_job = pool.submit(python_files, py_first)
+    warm = pool.submit(fastscan.warm_up, spark, [U.join(bu, e["path"]) for e in log_entries], split) if log_entries else None
 
     # 1. survey the logs
     t = time.monotonic()
-    log_entries = [e for e in entries if e["kind"] in LOG_KINDS and e.get("stream") != "stderr" and U.safe_relative(e["path"])]
-    bu = bundle_uri
     surveys = []
     if log_entries:
         surveys = (sc.parallelize(log_entries, max(1, min(len(log_entries), par * 4)))
                    .map(lambda e: (e, survey_file(e["path"], U.join(bu, e["path"]), split).to_dict())).collect())
     timings["survey_s"] = round(time.monotonic() - t, 3)
     scan: list[tuple[dict, Survey]] = []
-    py_entries = [e for e in entries if e not in log_entries]
+    py_then: list[dict] = []
     early: list[ParsedFile] = []
-    file_rows: list[dict] = []
     for e, sd in surveys:
         s = Survey.from_dict(sd)
         if s.error:
@@ -236,21 +290,16 @@ def run(spark, bundle: str, out: str | None = None, kafka_version: str | None = 
         if s.spark_readable():
             scan.append((e, s))
             if e["kind"] == "kafka_stdout":  # kill -3 thread dumps land in the broker's stdout: read them too
-                py_entries.append(dict(e, kind="jstack", embedded_in=e["kind"]))
+                py_then.append(dict(e, kind="jstack", embedded_in=e["kind"]))
         else:
-            py_entries.append(e)
-    # 2. python path: each task parses one file and writes its rows as Parquet part files
-    t = time.monotonic()
-    tables.clear(out_uri)
-    bb, bps, ou = budget_s, budget_per_mb_s, out_uri
-    files: list[ParsedFile] = []
-    if py_entries:
-        files = [pf for pfs, _ in sc.parallelize(py_entries, max(1, min(len(py_entries), par * 4)))
-                 .map(lambda e: load_entry(bu, e, bb, bps, ou)).collect() for pf in pfs]
-    timings["python_files_s"] = round(time.monotonic() - t, 3)
+            py_then.append(e)
+    # 2. python path: each task parses one file and writes its rows as Parquet part files (beside the scan)
+    py_then_job = pool.submit(python_files, py_then)
 
     # 3. the JVM scan: log_events of the big logs, written by the executors
     t = time.monotonic()
+    if warm is not None:
+        warm.result()
     pq = U.join(out_uri, "parquet")
     from pyspark.sql import functions as F
 
@@ -262,33 +311,25 @@ def run(spark, bundle: str, out: str | None = None, kafka_version: str | None = 
 
         events_df = events_df.persist(StorageLevel.MEMORY_AND_DISK)  # signature rows only: small; aggregated below
         events_df.write.mode("overwrite").parquet(U.join(U.join(pq, "log_events"), "source=spark"))
+    timings["scan_s"] = round(time.monotonic() - t, 3)
+    (files, first_s), (then_files, then_s) = py_first_job.result(), py_then_job.result()
+    files = files + then_files
+    timings["python_files_s"] = round(first_s + then_s, 3)  # task time of the Python jobs (overlapped above)
     tables.write_part(out_uri, "files", [{"path": e["path"], "kind": e["kind"], "broker_id": e.get("broker_id"),
                                           "bytes": s.size, "read_by": "spark", "layout": s.layout,
                                           "parsed_share": s.sampled_share} for e, s in scan], "spark-files")
     tables.ensure_tables(out_uri)
-    timings["scan_s"] = round(time.monotonic() - t, 3)
 
-    # 4. driver: aggregates for the JVM-scanned logs
+    # 4. driver: aggregates for the JVM-scanned logs, and the connection table (side by side)
     t = time.monotonic()
-    if events_df is not None:
-        files.extend(_spark_log_summaries(events_df, scan))
-        events_df.unpersist()
-    timings["aggregates_s"] = round(time.monotonic() - t, 3)
-    conn_rows = []
-    cdf = spark.read.schema(tables.spark_schema("connections")).parquet(U.join(pq, "connections"))
     ports, hosts, snap_versions, bad = _snapshot_info(bundle_uri, entries, manifest)
-    if ports:
-        from kafka_runbooks.analyze.diagnose import broker_addresses_of
-
-        eps = [(b, h, p) for b, ps in ports.items() for p in sorted(ps)
-               for h in (sorted(broker_addresses_of(b, hosts)) or [None])]
-        endpoints = spark.createDataFrame(eps, "ep_broker INT, ep_host STRING, ep_port INT")
-        cdf = cdf.join(endpoints, (cdf.broker_id == endpoints.ep_broker) & (cdf.local_port == endpoints.ep_port)
-                       & (endpoints.ep_host.isNull() | cdf.local_host.isin("*", "0.0.0.0", "::") | (cdf.local_host == endpoints.ep_host)),
-                       "left_semi")
-    conn_rows = [r.asDict() for r in cdf.groupBy("broker_id", "path", "local_port", "state")
-                 .agg(F.count(F.lit(1)).alias("count"), F.sum("recv_q").alias("recv_q"))
-                 .orderBy(F.col("broker_id"), F.col("path"), F.col("count").desc()).limit(500).collect()]
+    conn_job = pool.submit(_connection_rows, spark, pq, ports, hosts)
+    if events_df is not None:
+        files.extend(_spark_log_summaries(events_df, scan, pool))
+        events_df.unpersist()
+    conn_rows = conn_job.result()
+    pool.shutdown()
+    timings["aggregates_s"] = round(time.monotonic() - t, 3)
 
     # 5. findings and report
     files.extend(early)
@@ -319,7 +360,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=None, help="output location (default: the bundle)")
     ap.add_argument("--kafka-version", default=None, help="broker Kafka version when known from configuration")
     ap.add_argument("--split-mb", type=float, default=DEFAULT_SPLIT_MB,
-                    help="Spark split size for big logs in MiB: a multiple or a divisor of 4 (e.g. 32, or 0.0625 = 64 KiB)")
+                    help="Spark split size for big logs in MiB: a multiple or a divisor of 4 (e.g. 32, or 0.0625 = 64 KiB); "
+                         "default: about four splits per core, 1 to 32 MiB")
     ap.add_argument("--window-minutes", type=float, default=DEFAULT_WINDOW_MIN,
                     help="incident window before the trigger/capture: older fetch errors are earlier episodes")
     ap.add_argument("--budget-s", type=float, default=10.0, help="per-file parse budget, base seconds")

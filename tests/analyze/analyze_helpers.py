@@ -70,3 +70,28 @@ def submit(app: str, args: list[str], master: str = "local[2]", timeout: int = 6
     return subprocess.run([str(VENV_BIN / "spark-submit"), "--master", master, "--conf", "spark.ui.enabled=false",
                            str(REPO / "spark_apps" / app), *args], env=spark_env(), capture_output=True, text=True,
                           timeout=timeout)
+
+
+SESSION_CONFS = ("spark.sql.files.maxPartitionBytes", "spark.sql.files.openCostInBytes", "spark.sql.shuffle.partitions",
+                 "spark.sql.codegen.hugeMethodLimit")
+
+
+def run_in_session(spark, bundle, out=None, **kwargs) -> dict:
+    """spark_apps/analyze_bundle.run in the tests' shared SparkSession (no second JVM start; spark-submit itself is
+    covered by test_analyze_spark.py and the standalone test); the session settings the job changes are restored."""
+    import sys
+
+    apps = str(REPO / "spark_apps")
+    if apps not in sys.path:
+        sys.path.insert(0, apps)
+    import analyze_bundle
+
+    saved = {k: spark.conf.get(k, None) for k in SESSION_CONFS}
+    try:
+        return analyze_bundle.run(spark, str(bundle), str(out) if out else None, **kwargs)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                spark.conf.unset(k)
+            else:
+                spark.conf.set(k, v)

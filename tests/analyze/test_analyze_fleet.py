@@ -1,24 +1,28 @@
 """Fleet analytics over several bundles of two clusters: one Parquet dataset partitioned by cluster and date,
 and the documented on-call queries (runbooks/fleet-analytics.md) answered from it; run through the operator the
-scheduled DAG uses (SparkSubmitOperator, spark_default = local[2])."""
+scheduled DAG uses (SparkSubmitOperator, spark_default = local[2]). Three bundles are analysed beforehand in the
+tests' shared SparkSession; the operator's --analyze-missing analyses the fourth inside the fleet job."""
 
 import json
 
 import pytest
 
-from analyze_helpers import fixture_bytes, make_bundle, spark_env
+from analyze_helpers import fixture_bytes, make_bundle, run_in_session, spark_env
 
 
 @pytest.fixture(scope="module")
-def fleet(tmp_path_factory, airflow_db):
+def fleet(tmp_path_factory, airflow_db, spark):
     base = tmp_path_factory.mktemp("fleet-base")
     seed = [("hosts/219/jstack-1.out", "jstack", 219, fixture_bytes("seed001_219_jstack_deadlock.txt")),
             ("hosts/219/netstat.out", "sockets_netstat", 219, fixture_bytes("seed001_219_netstat_antp.txt"))]
     zk = [(f"zk/{z}/zookeeper.log", "zk_log", None, fixture_bytes(f"real23/zk{z}.zookeeper.log"), str(z)) for z in (1, 2, 3)]
-    make_bundle(base, seed, cluster="prod-a", incident="inc-a1", created_at="2026-11-20T10:00:00Z")
-    make_bundle(base, seed, cluster="prod-a", incident="inc-a2", created_at="2026-11-21T10:00:00Z")
-    make_bundle(base, zk, cluster="prod-b", incident="inc-b1", created_at="2026-11-22T14:05:00Z")
-    make_bundle(base, seed, cluster="prod-b", incident="inc-old", created_at="2026-08-01T10:00:00Z")  # outside 30 days
+    analysed = [make_bundle(base, seed, cluster="prod-a", incident="inc-a1", created_at="2026-11-20T10:00:00Z"),
+                make_bundle(base, seed, cluster="prod-a", incident="inc-a2", created_at="2026-11-21T10:00:00Z"),
+                make_bundle(base, zk, cluster="prod-b", incident="inc-b1", created_at="2026-11-22T14:05:00Z")]
+    missing = make_bundle(base, seed, cluster="prod-b", incident="inc-old", created_at="2026-08-01T10:00:00Z")  # outside 30 days
+    for b in analysed:
+        run_in_session(spark, b)
+    assert not (missing / "findings.json").exists()
     (base / "prod-b" / "broken").mkdir()
     (base / "prod-b" / "broken" / "manifest.json").write_text("{not json")
     out = tmp_path_factory.mktemp("fleet-out")
@@ -39,6 +43,7 @@ def fleet(tmp_path_factory, airflow_db):
     finally:
         os.environ.clear()
         os.environ.update(saved)
+    assert (missing / "findings.json").exists()  # analysed by the fleet job (--analyze-missing)
     return base, out, json.loads((out / "answers.json").read_text())
 
 

@@ -1,6 +1,7 @@
 """The Spark job on a bundle of real evidence (Kafka 2.3.0 + ZooKeeper 3.8 run here, a real JVM lock stall,
 damaged and UTF-16 files): findings, the per-file read report, and the JVM scan's rows equal the pure parser's
-rows line for line, across 64 KiB splits."""
+rows line for line, across 64 KiB splits. The job runs in the tests' shared SparkSession (run_in_session); the
+spark-submit path is covered by test_analyze_spark.py and test_analyze_standalone.py."""
 
 import json
 
@@ -9,7 +10,7 @@ import pytest
 from kafka_runbooks.analyze.logsummary import event_rows
 from kafka_runbooks.analyze.parsers import parse_log
 
-from analyze_helpers import fixture_bytes, make_bundle, submit
+from analyze_helpers import fixture_bytes, make_bundle, run_in_session
 
 LOGS = [("hosts/1/server.log", "server_log", 1, "real23/broker1.server.log.pause"),
         ("hosts/3/server.log", "server_log", 3, "real23/broker3.server.log"),
@@ -18,7 +19,7 @@ LOGS = [("hosts/1/server.log", "server_log", 1, "real23/broker1.server.log.pause
 
 
 @pytest.fixture(scope="module")
-def real_bundle(tmp_path_factory, lab_stall):
+def real_bundle(tmp_path_factory, lab_stall, spark):
     root = tmp_path_factory.mktemp("bundles")
     out = fixture_bytes("real23/broker1.kafkaServer.out")
     damaged = out[:5000] + b"\x00" * 4096 + out[5000:]
@@ -43,8 +44,7 @@ def real_bundle(tmp_path_factory, lab_stall):
         files.append((f"zk/{z}/mntr.out", "zk_mntr", None, fixture_bytes(f"real23/zk{z}.mntr.txt"), str(z)))
     files.append(("zk/1/zoo.cfg", "zk_config", None, fixture_bytes("real23/zk1.zoo.cfg"), "1"))
     b = make_bundle(root, files)
-    r = submit("analyze_bundle.py", ["--bundle", str(b), "--split-mb", "0.0625"])  # 64 KiB splits
-    assert r.returncode == 0, r.stderr[-4000:]
+    run_in_session(spark, b, split_mb=0.0625)  # 64 KiB splits
     return b, json.loads((b / "findings.json").read_text())
 
 

@@ -81,12 +81,15 @@ def _in(expr: str, values) -> str:
 
 
 def _gate_sql(layout_name: str) -> tuple[str, str]:
-    """(the gate: which lines of a file in this layout are kept, the kind of a kept line: rec / exc / marker)."""
+    """(the gate: which lines of a file in this layout are kept, the kind of a kept line: rec / exc / marker).
+
+    Written over the column ``k``: the logger key of a header line (NULL on other lines), computed once per line
+    in the projection under the gate (see _kept_lines)."""
     layout = BY_NAME[layout_name]
     first = "substring(value, 1, 1)"
-    header_like = _in(first, list(layout.first_chars))
-    is_cand = f"({header_like} AND {_in(gate_key_sql(layout_name), sorted(gate_keys(layout_name, S.ALL_LOGGERS)))})"
-    is_exc = (f"(NOT {_in(first, [' ', chr(9), ''])} AND NOT {header_like} AND "
+    header_like = "k IS NOT NULL"
+    is_cand = f"({_in('k', sorted(gate_keys(layout_name, S.ALL_LOGGERS)))})"
+    is_exc = (f"(k IS NULL AND NOT {_in(first, [' ', chr(9), ''])} AND "
               f"(instr(value, 'Exception') > 0 OR instr(value, 'Error') > 0 OR instr(value, 'Throwable') > 0) AND "
               f"value RLIKE {sql_str(EXC_JAVA)})")
     markers = " OR ".join(f"instr(value, {sql_str(lit)}) > 0" for _, lit, _ in S.FRAME_MARKERS) or "false"
@@ -97,22 +100,31 @@ def _gate_sql(layout_name: str) -> tuple[str, str]:
     return f"{is_cand} OR {is_exc} OR {is_marker} OR {is_level}", kind
 
 
+def _key_sql(layout_name: str) -> str:
+    """``k``: the logger key of a line that may be a record header (its first character is one a header starts
+    with), NULL on any other line."""
+    layout = BY_NAME[layout_name]
+    return f"CASE WHEN {_in('substring(value, 1, 1)', list(layout.first_chars))} THEN {gate_key_sql(layout_name)} END"
+
+
 def _kept_lines(spark: SparkSession, layout: str, uris: list[str], split_bytes: int | None) -> DataFrame:
     """The kept lines of every file in one layout, in ONE scan (the expressions are planned and compiled once
     whatever the number of files): file (as Spark names it), block (split start), row (within the split), kind,
     value; records no signature can match already dropped. With ``split_bytes`` the first two lines of a split
     are also handed to the split before (``dup``) so a record on the last line of a split sees the lines under it.
 
-    Built as SQL text (one expression per column, not hundreds of py4j calls)."""
+    Built as SQL text (one expression per column, not hundreds of py4j calls). Every expression has generated
+    code (no higher-order function: one of those would turn whole-stage code generation off for the per-line
+    filter), and the logger key is computed once per line, in the projection that numbers the rows (its
+    nondeterministic row id keeps the optimizer from inlining the key into each use)."""
     gate, kind = _gate_sql(layout)
-    # the raw gate key in the prefilter: an alias would be inlined into every branch of the CASE
-    possible = _possible_sql(layout, gate_key_sql(layout))
+    possible = _possible_sql(layout, "k")
     rows = (spark.read.text(uris)
             .selectExpr("value", "input_file_name() AS file", "input_file_block_start() AS block",
-                        f"monotonically_increasing_id() & {MASK33}L AS row")
+                        f"monotonically_increasing_id() & {MASK33}L AS row", f"{_key_sql(layout)} AS k")
             .where(gate)
-            .selectExpr("file", "block", "row", f"{kind} AS kind", f"substring(value, 1, {RAW_MAX}) AS value")
-            .where(f"kind <> 'rec' OR {possible}"))
+            .where(f"k IS NULL OR {possible}")
+            .selectExpr("file", "block", "row", f"{kind} AS kind", f"substring(value, 1, {RAW_MAX}) AS value"))
     if split_bytes:
         return rows.selectExpr(
             "file", "row", "kind", "value", "block AS own",
@@ -235,22 +247,39 @@ def events_frame(spark: SparkSession, files: list[ScanFile], split_bytes: int | 
     return out
 
 
+def warm_up(spark: SparkSession, uris: list[str], split_bytes: int | None, layout: str = "kafka") -> None:
+    """Plan (never run) the scan of ``uris`` in the common layout while the survey's Python tasks run: a fresh
+    JVM then loads and JIT-compiles the SQL parser, analyzer, optimizer and planner beside the survey instead of
+    after it. Nothing is read; any error is left to the real scan."""
+    try:
+        df = events_frame(spark, [ScanFile(u, u, None, layout, {}) for u in uris], split_bytes)
+        if df is not None:
+            df._jdf.queryExecution().executedPlan()  # optimizer and physical planning too (still nothing runs)
+    except Exception:  # noqa: BLE001 - a warm-up only
+        pass
+
+
 def _possible_sql(layout: str, key_sql: str) -> str:
     """A cheap JVM prefilter before the shuffle: some signature of this logger has its first literal in the
     message, or the logger has a signature read on the exception line under the record (not known yet), or the
     record is an ERROR/FATAL one kept for the timeline (no false negatives: the classifier needs all of these).
-    ``key_sql`` is the layout's raw gate key (e.g. 'ReplicaFetcherThread)' in the Kafka layout).
+    ``key_sql`` is the layout's gate key (e.g. 'ReplicaFetcherThread)' in the Kafka layout), a column.
 
-    One map lookup (logger -> its literals; '' for a logger read on the exception line: always found), so the
-    key is computed once per line (a CASE over the loggers would recompute it in every branch)."""
+    Literal maps only (logger -> its i-th literal, one map per i), so every part has generated code: a higher-order
+    function (``exists``) here would be interpreted and would turn whole-stage code generation off for the
+    per-line filter this is combined into."""
     suffix = GATE_SUFFIX.get(layout, "")
     by_logger: dict[str, set[str]] = {}
     for sig in S.SIGNATURES:
         for lg in sig.loggers:
             by_logger.setdefault(lg, set()).add("" if sig.on == "exception" else sig.literals[0])
-    pairs = ", ".join(f"{sql_str(lg + suffix)}, array({', '.join(sql_str(x) for x in sorted({''} if '' in lits else lits))})"
-                      for lg, lits in sorted(by_logger.items()))
-    cond = f"exists(coalesce(element_at(map({pairs}), {key_sql}), array()), x -> instr(value, x) > 0)"
+    always = sorted(lg + suffix for lg, lits in by_logger.items() if "" in lits)
+    lists = {lg + suffix: sorted(lits) for lg, lits in by_logger.items() if "" not in lits}
+    parts = [_in(key_sql, always)] if always else []
+    for i in range(max((len(v) for v in lists.values()), default=0)):
+        pairs = ", ".join(f"{sql_str(lg)}, {sql_str(lits[i])}" for lg, lits in sorted(lists.items()) if len(lits) > i)
+        parts.append(f"coalesce(instr(value, element_at(map({pairs}), {key_sql})) > 0, false)")
+    cond = " OR ".join(parts) or "false"
     if layout in LEVEL_POS:
         cond += f" OR substring(value, {LEVEL_POS[layout]}, 5) IN ('ERROR', 'FATAL')"
-    return cond
+    return f"({cond})"
