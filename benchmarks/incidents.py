@@ -11,6 +11,7 @@ Per drill (lab/kafka_lab/incident_drills.py, through Airflow's dag.test() as the
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -30,17 +31,17 @@ def main(argv: list[str] | None = None) -> int:
     lab = Lab(state / "lab")
     rows = []
     t0 = time.monotonic()
-    lab.up()
-    try:
-        print(f"lab up in {time.monotonic() - t0:.1f}s", flush=True)
-        prepare(state / "airflow", lab.airflow_env())
-        dags = load_dags()
-        for incident in wanted:
-            lab.reset()
-            rows.append(run_incident(lab, dags, incident, option="Reject"))
-    finally:
-        lab.down()
-    print()
+    with contextlib.redirect_stdout(sys.stderr):  # the drills' narration; only the figures go to stdout
+        lab.up()
+        try:
+            print(f"lab up in {time.monotonic() - t0:.1f}s", flush=True)
+            prepare(state / "airflow", lab.airflow_env())
+            dags = load_dags()
+            for incident in wanted:
+                lab.reset()
+                rows.append(run_incident(lab, dags, incident, option="Reject"))
+        finally:
+            lab.down()
     print(f"{'drill':6} {'finding':28} {'fault→finding s':>16} {'capture s':>10} {'response s':>11}  outcome")
     for r in rows:
         print(f"{r.incident:6} {r.finding_kind:28} {r.fault_to_finding_s:16.1f} {(r.capture_s or 0):10.1f} {r.response_s:11.1f}  "

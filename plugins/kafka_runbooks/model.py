@@ -139,7 +139,7 @@ class FetchErrorSeen:
     leader_broker_id: int
     line_no: int  # 1-based, in the tail that was read
     excerpt: str
-    cause: str | None = None  # "disconnected", "timeout", "connection_failed" (detect/fetch_errors.py)
+    cause: str | None = None  # "disconnected", "timeout", "connection_failed" (analyze/parsers/kafka_log.py fetch_errors)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
-from kafka_runbooks.detect.fetch_errors import UNREACHABLE_CAUSES, fetch_errors
+from kafka_runbooks.analyze.parsers.kafka_log import UNREACHABLE_CAUSES, fetch_errors
 
 UTC = dt.timezone.utc
 

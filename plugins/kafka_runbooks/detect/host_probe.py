@@ -10,7 +10,7 @@ For one broker, within one deadline (``health.probe_host_deadline_s``), as argv 
 4. ``ss -Htani`` (``netstat -tan``) -- state counts, Recv-Q and byte counters of the broker's own
    connections;
 5. ``stat -c %Y`` and ``tail -c N`` of ``server.log`` -- when it was last written, and the fetch
-   errors its replica fetchers logged within the window (:mod:`kafka_runbooks.detect.fetch_errors`).
+   errors its replica fetchers logged within the window (the analysis' ``fetch_errors``, ``analyze/parsers/kafka_log.py``).
 
 Never raises for host problems: an unusable host is ``reachable=False`` with the error; a failing
 command leaves its figures ``None`` and says so in ``error``.
@@ -30,7 +30,7 @@ from kafka_runbooks.capture import sockets as S
 from kafka_runbooks.config import ClusterConfig
 from kafka_runbooks.detect import procfs
 from kafka_runbooks.detect.endpoints import Resolver, broker_endpoint, resolve
-from kafka_runbooks.detect.fetch_errors import UNREACHABLE_CAUSES, fetch_errors
+from kafka_runbooks.analyze.parsers.kafka_log import UNREACHABLE_CAUSES, fetch_errors
 from kafka_runbooks.hooks.ssh import CommandResult, default_runner_factory
 
 log = logging.getLogger(__name__)

@@ -7,7 +7,8 @@
   holder of every offsets partition up and whose coordinator gate waits for loading);
 * a client's unknown API keys (002a), a ZooKeeper follower dropping out (004): no restart; the response
   captures, explains and records, and a person acts on the advice;
-* anything else (an incident started by hand from the form): restart the brokers named, as asked.
+* anything else (an incident started by hand from the form): restart the brokers named, as asked (the engine's
+  safety still refuses one that serves); no-restart findings of the analysis are told alongside.
 """
 
 from __future__ import annotations
@@ -62,11 +63,14 @@ def remediation_for(trigger: Mapping[str, Any] | None, findings: Sequence[Findin
                               "the follower already rejoined; the cause is on its host or network"),
                            runbook=NO_RESTART_PROBLEMS[problem], advice=details.get("advice"), findings=tuple(related))
     if trigger is None:
+        # on-call asked for this restart; the engine's safety still refuses a broker that serves. A no-restart finding
+        # of the analysis (e.g. an old bad client's lines in the captured logs) is told, not acted on.
         no_restart = [f for f in findings if f.details.get("no_restart")]
-        if no_restart:
-            return Remediation(EXPLAIN, f"the analysis found {no_restart[0].kind}: nothing to restart", advice=no_restart[0].details.get("advice"),
-                               findings=tuple(f.to_dict() for f in no_restart))
-        return Remediation(RESTART, "started from the form: restart the brokers named, through the engine", follow_up_peers=True)
+        return Remediation(RESTART, "started from the form: restart the brokers named, through the engine"
+                           + (f" (the analysis also found {', '.join(sorted({f.kind for f in no_restart}))}, which no restart fixes)"
+                              if no_restart else ""),
+                           follow_up_peers=True, advice=no_restart[0].details.get("advice") if no_restart else None,
+                           findings=tuple(f.to_dict() for f in no_restart))
     if problem == "log_cleaner_stopped":
         return Remediation(RESTART, "the log cleaner is dead on these brokers: restart them one at a time (it starts again and compacts)",
                            runbook="runbooks/offsets-load-stalled.md")
