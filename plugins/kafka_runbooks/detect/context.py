@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafka_runbooks import clock
-from kafka_runbooks.config import HealthSettings
+from kafka_runbooks.config import HealthSettings, LeadershipSettings
 from kafka_runbooks.detect.history import History, Sample, broker_series
 from kafka_runbooks.model import ClusterSnapshot, FetchErrorSeen, HostProbe
 
@@ -18,6 +18,8 @@ class Context:
     snapshot: ClusterSnapshot
     settings: HealthSettings = field(default_factory=HealthSettings)
     history: History = field(default_factory=dict)
+    leadership: LeadershipSettings = field(default_factory=LeadershipSettings)
+    kafka_version: str | None = None  # the cluster's configured version (brokers' own when the Admin API told)
 
     @property
     def now(self) -> dt.datetime:

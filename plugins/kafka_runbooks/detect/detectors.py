@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from kafka_runbooks.config import HealthSettings
+from kafka_runbooks.config import HealthSettings, LeadershipSettings
 from kafka_runbooks.detect import trends
 from kafka_runbooks.detect.context import Context
 from kafka_runbooks.detect.evidence import partition_order, probe_evidence, state_evidence, trend_evidence
@@ -20,10 +20,13 @@ from kafka_runbooks.detect.isr import isr_shape, isr_suspects
 from kafka_runbooks.detect.serving import OPENS_INCIDENT as SERVING_INCIDENTS
 from kafka_runbooks.detect.serving import PROBLEM as NOT_SERVING
 from kafka_runbooks.detect.serving import detect_not_serving, detect_unregistered
+from kafka_runbooks.detect.jmx import detect_connection_storm, detect_request_saturation
+from kafka_runbooks.detect.leadership import DETECTORS as LEADERSHIP_DETECTORS
+from kafka_runbooks.detect.leadership import OPENS_INCIDENT as LEADERSHIP_INCIDENTS
 from kafka_runbooks.model import ClusterSnapshot, Evidence, Finding, Severity
 
 # finding kinds that open an incident; of those, the ones naming brokers start a response
-OPENS_INCIDENT = (*SERVING_INCIDENTS, "offline_partitions")
+OPENS_INCIDENT = (*SERVING_INCIDENTS, "offline_partitions", *LEADERSHIP_INCIDENTS)
 
 
 def problem_of(f: Finding) -> str:
@@ -194,12 +197,16 @@ DETECTORS: tuple[Callable[[Context], list[Finding]], ...] = (
     detect_isr_suspects,
     detect_unreachable,
     detect_unparsable,
+    *LEADERSHIP_DETECTORS,
+    detect_request_saturation,
+    detect_connection_storm,
 )
 
 
-def detect(snapshot: ClusterSnapshot, settings: HealthSettings | None = None, history: History | None = None) -> list[Finding]:
+def detect(snapshot: ClusterSnapshot, settings: HealthSettings | None = None, history: History | None = None, *,
+           leadership: LeadershipSettings | None = None, kafka_version: str | None = None) -> list[Finding]:
     """All findings for one snapshot (and the history ending with it), most severe first."""
-    ctx = Context(snapshot, settings or HealthSettings(), history or {})
+    ctx = Context(snapshot, settings or HealthSettings(), history or {}, leadership or LeadershipSettings(), kafka_version)
     findings = [f for d in DETECTORS for f in d(ctx)]
     rank = {Severity.CRITICAL: 0, Severity.WARNING: 1, Severity.INFO: 2}
     return sorted(findings, key=lambda f: rank[f.severity])

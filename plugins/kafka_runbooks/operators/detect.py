@@ -99,11 +99,11 @@ class DetectFindingsOperator(BaseOperator):
     def _check(self, snapshot, config, history_store, store, context, starts: list) -> dict:
         """One observation: history, detectors, lifecycle, incident moves. Returns the new state."""
         from kafka_runbooks.detect.detectors import detect
-        from kafka_runbooks.detect.history import broker_samples
+        from kafka_runbooks.detect.history import record_check
         from kafka_runbooks.incidents import lifecycle
 
-        history = history_store.append(broker_samples(snapshot))
-        findings = detect(snapshot, config.health, history)
+        history = record_check(history_store, snapshot)
+        findings = detect(snapshot, config.health, history, leadership=config.leadership, kafka_version=config.kafka_version)
         for f in findings:
             self.log.warning("finding %s [%s] brokers=%s: %s", f.kind, f.severity.value, list(f.broker_ids), f.summary)
 
