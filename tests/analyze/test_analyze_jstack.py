@@ -64,9 +64,10 @@ def test_jdk17_full_dump_monitor_and_reentrantlock_cycles():
         assert d.ok, d.unparsable
         assert d.full_dump and d.complete and d.unrecognized.count == 0
         cycles = find_cycles(build_wait_for_graph(d))
-        keys = {c.key() for c in cycles}
+        keys = {frozenset(c.threads) for c in cycles}  # c.key() is the threads' nids (identity, not names)
         assert frozenset(["executor-Heartbeat", "group-metadata-manager-0", "kafka-request-handler-3"]) in keys
         assert frozenset(["replica-fetcher-lock-A", "log-cleaner-lock-B"]) in keys
+        assert all(all(k.startswith("nid=") for k in c.key()) for c in cycles)
         sync = next(c for c in cycles if "log-cleaner-lock-B" in c.threads)
         assert {e.kind for e in sync.edges} == {"synchronizer"}
         assert {e.cls for e in sync.edges} == {"java.util.concurrent.locks.ReentrantLock$NonfairSync"}
@@ -129,7 +130,7 @@ def test_jdk8_full_dump_reentrantlock_and_object_wait():
     assert d.jvm.startswith("Java HotSpot") and d.timestamp == "2020-04-22 10:50:00"
     g = build_wait_for_graph(d)
     cycles = find_cycles(g)
-    assert [c.key() for c in cycles] == [frozenset({"kafka-request-handler-1", "ReplicaFetcherThread-0-2"})]
+    assert [frozenset(c.threads) for c in cycles] == [frozenset({"kafka-request-handler-1", "ReplicaFetcherThread-0-2"})]
     # Object.wait() releases the monitor: "other" is not blocked by "waiter"
     assert ("other", "0x00000000c0000001", "java.lang.Object") in g.unresolved
     assert d.thread("VM Thread").state is None

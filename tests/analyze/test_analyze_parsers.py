@@ -71,11 +71,12 @@ def test_seed_217_218_replica_fetch_errors():
         assert log.ok and log.unparsed.count == 0 and len(log.events) == 1
         e = log.events[0]
         assert (e.line, e.end_line, e.timestamp, e.level, e.logger) == (1, 16, ts, "WARN", "kafka.server.ReplicaFetcherThread")
-        assert e.signature == "replica_fetch_error"
-        assert e.attrs == {"fetcher_id": "1", "remote_broker": "219", "disconnected_broker": "219",
-                           "cause": "disconnected_before_response"}
+        assert e.signature == "replica_fetch_error" and e.wording == "0.9 – 0.11"
+        # attribute names of the signature table (docs/SIGNATURES.md): the leader named by the thread, the node the
+        # exception names
+        assert e.attrs == {"fetcher_id": "1", "leader": "219", "disconnected_node": "219"}
         assert e.exception == "java.io.IOException: Connection to 219 was disconnected before the response was read"
-        assert e.exception_line == 2 and len(e.continuation) == 15
+        assert e.exception_line == 2 and e.continuation == 15 and e.frames == 14
 
 
 def test_seed_219_log_is_quiet():
@@ -102,14 +103,16 @@ this line is not log4j
 def test_log_signatures_and_unparsed_lines_kept():
     log = parse_kafka_log(SIGS)
     assert log.ok
+    # "Not coordinator" is what clients log; the broker line carries no signature of the table
     assert [e.signature for e in log.events] == ["kafka_version", "broker_started", "isr_shrink", "isr_expand",
                                                  "group_load_start", "group_load_done", "processor_uncaught_exception",
-                                                 "not_coordinator"]
+                                                 None]
     assert log.kafka_version == "0.10.1.0"
     assert log.events[2].attrs == {"topic": "orders", "partition": "2", "from": "1,2,3", "to": "1,2"}
     assert log.events[5].attrs["millis"] == "1234"
     pe = log.events[6]
-    assert pe.attrs["unknown_api_key"] == "18" and pe.exception_line == 8 and pe.end_line == 10
+    assert pe.attrs["api_key_aioobe"] == "18" and pe.attrs["api_key_frame"] == "1"
+    assert pe.exception_line == 8 and pe.end_line == 11  # non-log4j lines under a record stay with it (and are counted)
     assert log.unparsed.count == 2
     assert [s.line for s in log.unparsed.samples] == [11, 13]
 
@@ -160,8 +163,8 @@ def test_truncated_full_dump_keeps_parsed_threads():
     text = fixture_text("jdk17_live_sample.jstack.txt")
     cut = "\n".join(text.splitlines()[:125])  # stops inside "kafka-request-handler-3"
     d = parse_jstack(cut)
-    assert not d.ok and not d.complete
-    assert any("truncated thread dump" in u for u in d.unparsable)
+    # a missing "JNI global refs" trailer is normal on older JVMs (issue 9): a note, not "unparsable"
+    assert d.ok and any("JNI global refs" in n for n in d.notes)
     assert {"executor-Heartbeat", "group-metadata-manager-0", "kafka-request-handler-3"} <= {t.name for t in d.threads}
 
 
@@ -177,7 +180,7 @@ def test_garbage_lines_in_log_are_counted_not_dropped():
     text = fixture_text("seed001_217_server.log") + "\n".join(f"junk {i} \u2603" for i in range(40)) + "\n"
     log = parse_kafka_log(text)
     assert log.unparsed.count == 40 and len(log.unparsed.samples) == 20
-    assert log.unparsable and "outside the log4j layout" in log.unparsable[0]
+    assert log.unparsable and "outside the kafka layout" in log.unparsable[0] and log.layout == "kafka"
     assert log.events[0].signature == "replica_fetch_error"  # content before the garbage is still parsed
 
 

@@ -1,9 +1,13 @@
-"""Wait-for graph of a thread dump, all of its cycles, and stuck-vs-progressing across dumps.
+"""Wait-for graph of a thread dump, all of its cycles, who is stuck behind them, and stuck-vs-progressing
+across successive dumps.
 
-Edges come from lock ownership as printed in the stacks: thread W waits for lock L ("waiting to lock"
-a monitor, or "parking to wait for" a j.u.c. synchronizer), and L is held by thread H ("- locked" a
-monitor, or listed under "Locked ownable synchronizers"). jstack's own deadlock report is used only
-to fill in holders the stacks do not show (it is never required).
+Edges come from lock ownership as printed in the stacks: thread W waits for lock L ("waiting to lock" a
+monitor, or "parking to wait for" a j.u.c. synchronizer such as a ReentrantLock$NonfairSync), and L is held
+by thread H ("- locked" a monitor, or listed under "Locked ownable synchronizers"). VisualVM prints the owner
+on the waiting line ("owned by "x" t@N") and jcmd's JSON format 2 gives a park blocker's owner tid: both are
+used directly. jstack's own deadlock report only fills in holders the stacks do not show (it is never required).
+
+Threads are nodes by identity (nid / tid), not by name: two threads may share a name.
 """
 
 from __future__ import annotations
@@ -17,35 +21,31 @@ MAX_CYCLES = 1000
 
 @dataclass(frozen=True)
 class LockEdge:
-    waiter: str
+    waiter: str  # thread name (for people)
     holder: str
     address: str
     cls: str
     kind: str  # "monitor" | "synchronizer"
-    waiter_line: int  # line of "- waiting to lock" / "- parking to wait for"
-    holder_line: int | None  # line of "- locked" / ownable synchronizer entry (None: from jstack's report)
-    source: str = "stacks"  # "stacks" | "deadlock_report"
+    waiter_line: int
+    holder_line: int | None  # None: the holder came from jstack's report / an owner hint
+    source: str = "stacks"  # "stacks" | "deadlock_report" | "owner_hint"
+    waiter_key: str = ""
+    holder_key: str = ""
 
     def to_dict(self) -> dict:
-        return {
-            "waiter": self.waiter,
-            "holder": self.holder,
-            "address": self.address,
-            "class": self.cls,
-            "kind": self.kind,
-            "waiter_line": self.waiter_line,
-            "holder_line": self.holder_line,
-            "source": self.source,
-        }
+        return {"waiter": self.waiter, "holder": self.holder, "address": self.address, "class": self.cls,
+                "kind": self.kind, "waiter_line": self.waiter_line, "holder_line": self.holder_line,
+                "source": self.source, "waiter_key": self.waiter_key, "holder_key": self.holder_key}
 
 
 @dataclass
 class WaitForGraph:
     edges: list[LockEdge] = field(default_factory=list)
     unresolved: list[tuple[str, str, str]] = field(default_factory=list)  # (waiter, address, cls): holder unknown
+    names: dict[str, str] = field(default_factory=dict)  # key -> name
 
-    def successors(self, thread: str) -> list[LockEdge]:
-        return [e for e in self.edges if e.waiter == thread]
+    def successors(self, key: str) -> list[LockEdge]:
+        return [e for e in self.edges if e.waiter_key == key]
 
 
 @dataclass(frozen=True)
@@ -56,8 +56,14 @@ class Cycle:
     def threads(self) -> tuple[str, ...]:
         return tuple(e.waiter for e in self.edges)
 
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return tuple(e.waiter_key for e in self.edges)
+
     def key(self) -> frozenset[str]:
-        return frozenset(self.threads)
+        """Identity of the cycle across dumps: its threads' nid/tid (stable across dumps of one JVM), or their
+        names when the dump prints neither (excerpts)."""
+        return frozenset(e.waiter_key if e.waiter_key.startswith(("nid=", "tid=")) else e.waiter for e in self.edges)
 
     def describe(self) -> str:
         names = list(self.threads) + [self.threads[0]]
@@ -66,45 +72,64 @@ class Cycle:
 
 def build_wait_for_graph(dump: JstackDump) -> WaitForGraph:
     threads = dump.all_threads()
+    g = WaitForGraph(names={t.key: t.name for t in threads})
     owners: dict[str, list[tuple[ThreadInfo, int, str]]] = {}
     for t in threads:
         for ref, kind in t.held():
             owners.setdefault(ref.address.lower(), []).append((t, ref.line, kind))
+    by_name: dict[str, list[ThreadInfo]] = {}
+    by_tid: dict[str, ThreadInfo] = {}
+    for t in threads:
+        by_name.setdefault(t.name, []).append(t)
+        if t.tid:
+            by_tid[t.tid] = t
     report_holders: dict[tuple[str, str], str] = {}
+    report_by_addr: dict[str, str] = {}  # the report names a lock's holder: true for every waiter of that lock
     for dl in dump.deadlocks:
         for e in dl:
             if e.address and e.held_by:
                 report_holders[(e.thread, e.address.lower())] = e.held_by
-    g = WaitForGraph()
+                report_by_addr[e.address.lower()] = e.held_by
     for t in threads:
         aw = t.awaited
         if aw is None:
             continue
-        holders = [(h, line, kind) for (h, line, kind) in owners.get(aw.address.lower(), []) if h.name != t.name]
+        kind = t.awaited_kind or "monitor"
+        holders = [(h, line) for (h, line, _) in owners.get(aw.address.lower(), []) if h.key != t.key]
         if holders:
-            for h, line, _ in holders:
-                g.edges.append(LockEdge(t.name, h.name, aw.address, aw.cls, t.awaited_kind or "monitor", aw.line, line))
-        elif (t.name, aw.address.lower()) in report_holders:
-            g.edges.append(
-                LockEdge(t.name, report_holders[(t.name, aw.address.lower())], aw.address, aw.cls,
-                         t.awaited_kind or "monitor", aw.line, None, source="deadlock_report")
-            )
-        else:
-            g.unresolved.append((t.name, aw.address, aw.cls))
+            for h, line in holders:
+                g.edges.append(LockEdge(t.name, h.name, aw.address, aw.cls, kind, aw.line, line, "stacks", t.key, h.key))
+            continue
+        hint = None
+        if aw.owner_tid:
+            hint = by_tid.get(aw.owner_tid) or (by_tid.get(f"t@{aw.owner_tid}") if not aw.owner_tid.startswith("t@") else None)
+        if hint is None and aw.owner:
+            cands = by_name.get(aw.owner) or []
+            hint = cands[0] if len(cands) == 1 else None
+        if hint is not None and hint.key != t.key:
+            g.edges.append(LockEdge(t.name, hint.name, aw.address, aw.cls, kind, aw.line, None, "owner_hint", t.key, hint.key))
+            continue
+        held_by = report_holders.get((t.name, aw.address.lower())) or report_by_addr.get(aw.address.lower())
+        if held_by is not None:
+            cands = by_name.get(held_by) or []
+            hk = cands[0].key if len(cands) == 1 else f"{held_by}@report"
+            g.names.setdefault(hk, held_by)
+            g.edges.append(LockEdge(t.name, held_by, aw.address, aw.cls, kind, aw.line, None, "deadlock_report", t.key, hk))
+            continue
+        g.unresolved.append((t.name, aw.address, aw.cls))
     return g
 
 
 def find_cycles(graph: WaitForGraph) -> list[Cycle]:
-    """All elementary cycles (each reported once, rotated to start at its smallest thread name)."""
-    nodes = sorted({e.waiter for e in graph.edges} | {e.holder for e in graph.edges})
+    """All elementary cycles (each reported once, found from its smallest thread key)."""
+    nodes = sorted({e.waiter_key for e in graph.edges} | {e.holder_key for e in graph.edges})
     order = {n: i for i, n in enumerate(nodes)}
     adj: dict[str, list[LockEdge]] = {n: [] for n in nodes}
     for e in graph.edges:
-        adj[e.waiter].append(e)
+        adj[e.waiter_key].append(e)
     cycles: list[Cycle] = []
     seen: set[tuple[tuple[str, str], ...]] = set()
     for start in nodes:
-        # DFS over nodes ordered after `start` only: each elementary cycle found exactly from its minimum.
         stack: list[tuple[str, int]] = [(start, 0)]
         path: list[LockEdge] = []
         on_path = {start}
@@ -114,38 +139,38 @@ def find_cycles(graph: WaitForGraph) -> list[Cycle]:
             if idx >= len(succ):
                 stack.pop()
                 if path:
-                    on_path.discard(path[-1].holder)
+                    on_path.discard(path[-1].holder_key)
                     path.pop()
                 continue
             stack[-1] = (node, idx + 1)
             e = succ[idx]
-            if e.holder == start:
+            if e.holder_key == start:
                 cyc = tuple(path + [e])
-                sig = tuple((x.waiter, x.address) for x in cyc)
+                sig = tuple((x.waiter_key, x.address) for x in cyc)
                 if sig not in seen:
                     seen.add(sig)
                     cycles.append(Cycle(cyc))
                     if len(cycles) >= MAX_CYCLES:
                         return cycles
-            elif order[e.holder] > order[start] and e.holder not in on_path:
+            elif order[e.holder_key] > order[start] and e.holder_key not in on_path:
                 path.append(e)
-                on_path.add(e.holder)
-                stack.append((e.holder, 0))
+                on_path.add(e.holder_key)
+                stack.append((e.holder_key, 0))
     return cycles
 
 
 def blocked_behind(graph: WaitForGraph, cycle: Cycle) -> list[LockEdge]:
     """Edges of threads outside the cycle that (transitively) wait on it: they can never proceed either."""
-    members = set(cycle.threads)
+    members = set(cycle.keys)
     doomed = set(members)
     changed = True
     while changed:
         changed = False
         for e in graph.edges:
-            if e.waiter not in doomed and e.holder in doomed:
-                doomed.add(e.waiter)
+            if e.waiter_key not in doomed and e.holder_key in doomed:
+                doomed.add(e.waiter_key)
                 changed = True
-    return [e for e in graph.edges if e.waiter in doomed - members and e.holder in doomed]
+    return [e for e in graph.edges if e.waiter_key in doomed - members and e.holder_key in doomed]
 
 
 def chain_into(graph: WaitForGraph, cycle: Cycle) -> list[LockEdge]:
@@ -153,17 +178,26 @@ def chain_into(graph: WaitForGraph, cycle: Cycle) -> list[LockEdge]:
     tails = blocked_behind(graph, cycle)
     if not tails:
         return list(cycle.edges)
-    by_waiter = {e.waiter: e for e in tails}
-    holders = {e.holder for e in tails}
+    by_waiter = {}
+    for e in tails:
+        by_waiter.setdefault(e.waiter_key, e)
+    holders = {e.holder_key for e in tails}
     starts = sorted(w for w in by_waiter if w not in holders) or sorted(by_waiter)
-    path, cur = [], starts[0]
-    while cur in by_waiter:
+    path, cur, seen = [], starts[0], set()
+    while cur in by_waiter and cur not in seen:
+        seen.add(cur)
         e = by_waiter[cur]
         path.append(e)
-        cur = e.holder
-    # cur is now a cycle member: continue around the cycle once
-    idx = next(i for i, e in enumerate(cycle.edges) if e.waiter == cur)
+        cur = e.holder_key
+    idx = next((i for i, e in enumerate(cycle.edges) if e.waiter_key == cur), 0)
     return path + list(cycle.edges[idx:]) + list(cycle.edges[:idx])
+
+
+def stalled_request_handlers(dump: JstackDump, graph: WaitForGraph, cycle: Cycle) -> list[ThreadInfo]:
+    """Threads that serve Kafka requests (KafkaRequestHandler.run / KafkaApis.handle in their stack) and are in
+    the cycle or blocked behind it: request handling is stalled behind the deadlock."""
+    keys = set(cycle.keys) | {e.waiter_key for e in blocked_behind(graph, cycle)}
+    return [t for t in dump.all_threads() if t.key in keys and t.serves_requests]
 
 
 # ---------------------------------------------------------------- successive dumps
@@ -173,8 +207,8 @@ def chain_into(graph: WaitForGraph, cycle: Cycle) -> list[LockEdge]:
 class CycleProgress:
     threads: tuple[str, ...]
     status: str  # "stuck" | "progressing"
-    dumps: int  # how many dumps were compared
-    reasons: list[str] = field(default_factory=list)  # why "progressing" (or notes for "stuck")
+    dumps: int
+    reasons: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return {"threads": list(self.threads), "status": self.status, "dumps": self.dumps, "reasons": self.reasons}
@@ -185,39 +219,48 @@ def _thread_key(t: ThreadInfo) -> tuple:
     return (t.state, aw.cls if aw else None, t.frames[0].text if t.frames else None)
 
 
-def compare_dumps(dumps: list[JstackDump], threads: tuple[str, ...]) -> CycleProgress:
-    """Are `threads` blocked on the same locks with identical top frames in every dump?
+def _find(d: JstackDump, key: str, name: str) -> ThreadInfo | None:
+    """The same thread in another dump: by nid/tid; by name only when the dumps print no thread ids."""
+    t = d.by_key(key)
+    if t is None and not key.startswith(("nid=", "tid=")):
+        t = d.thread(name)
+    return t
 
-    Lock identity is the lock's class plus the holder relationship; addresses are compared too, but a
-    changed address alone (objects moved by a compacting GC) is reported as a note, not as progress.
+
+def compare_dumps(dumps: list[JstackDump], threads: tuple[str, ...], keys: tuple[str, ...] | None = None) -> CycleProgress:
+    """Are the cycle's threads blocked on the same locks with identical top frames in every dump?
+
+    Threads are matched across dumps by nid/tid (names when a dump has neither). A changed lock address
+    alone (objects moved by a compacting GC) is a note, not progress.
     """
+    keys = keys or tuple(threads)
     reasons: list[str] = []
     notes: list[str] = []
     if len(dumps) < 2:
         return CycleProgress(threads, "stuck", len(dumps), ["only one dump: progress not measured"])
     first = dumps[0]
     graphs = [build_wait_for_graph(d) for d in dumps]
-    for n in threads:
-        t0 = first.thread(n)
+    for n, k in zip(threads, keys):
+        t0 = _find(first, k, n)
         if t0 is None:
             reasons.append(f"{n!r} missing from dump 1")
             continue
-        e0 = [e for e in graphs[0].edges if e.waiter == n]
-        for k, d in enumerate(dumps[1:], start=2):
-            t = d.thread(n)
+        e0 = {e.holder_key for e in graphs[0].edges if e.waiter_key == t0.key}
+        for j, d in enumerate(dumps[1:], start=2):
+            t = _find(d, t0.key, n)
             if t is None:
-                reasons.append(f"{n!r} missing from dump {k}")
+                reasons.append(f"{n!r} missing from dump {j}")
                 continue
             if _thread_key(t) != _thread_key(t0):
-                reasons.append(f"{n!r} changed between dump 1 and dump {k} (state/lock/top frame)")
+                reasons.append(f"{n!r} changed between dump 1 and dump {j} (state/lock/top frame)")
                 continue
-            ek = [e for e in graphs[k - 1].edges if e.waiter == n]
-            if {e.holder for e in ek} != {e.holder for e in e0}:
-                reasons.append(f"{n!r} waits for a different holder in dump {k}")
+            ek = {e.holder_key for e in graphs[j - 1].edges if e.waiter_key == t.key}
+            if ek != e0:
+                reasons.append(f"{n!r} waits for a different holder in dump {j}")
                 continue
             a0, a = t0.awaited, t.awaited
             if a0 and a and a0.address.lower() != a.address.lower():
-                notes.append(f"{n!r}: lock address {a0.address} -> {a.address} in dump {k} (same class; GC relocation)")
+                notes.append(f"{n!r}: lock address {a0.address} -> {a.address} in dump {j} (same class; GC relocation)")
     if reasons:
         return CycleProgress(threads, "progressing", len(dumps), reasons)
     return CycleProgress(threads, "stuck", len(dumps), notes)

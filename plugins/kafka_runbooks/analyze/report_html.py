@@ -96,6 +96,18 @@ def render_report(findings: list[Finding], tables: Mapping[str, Any] | None = No
             [_e(c.get("broker_id")), _e(c.get("local_port")), _e(c.get("state")), _e(c.get("count")), _e(c.get("recv_q"))]
             for c in conns]))
 
+    # how each file was read
+    ft = t.get("files") or []
+    if ft:
+        parts.append("<h2>Evidence read</h2>")
+        if t.get("window"):
+            parts.append(f"<p class='muted'>Incident window: {_e(t['window'])}</p>")
+        parts.append(_table(["file", "kind", "broker", "bytes", "layout", "parsed share", "read by", "problems / notes"], [
+            [f"<code>{_e(r.get('path'))}</code>", _e(r.get("kind")), _e(r.get("broker_id")), _e(r.get("bytes")),
+             _e(r.get("layout")),
+             _e("" if r.get("parsed_share") is None else f"{r['parsed_share']:.1%}" + (" (sampled)" if r.get("share_sampled") else "")),
+             _e(r.get("read_by")), _e("; ".join(x for x in (r.get("problems"), r.get("notes")) if x))] for r in ft]))
+
     # timeline
     tl = t.get("timeline") or []
     parts.append("<h2>Timeline of key log events</h2>")

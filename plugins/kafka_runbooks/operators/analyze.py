@@ -17,7 +17,9 @@ from airflow.sdk.exceptions import AirflowFailException
 import kafka_runbooks
 
 PACKAGE_DIR = Path(kafka_runbooks.__file__).resolve().parent
-DEFAULT_APP = PACKAGE_DIR.parents[1] / "spark_apps" / "analyze_bundle.py"
+SPARK_APPS = PACKAGE_DIR.parents[1] / "spark_apps"
+DEFAULT_APP = SPARK_APPS / "analyze_bundle.py"
+FLEET_APP = SPARK_APPS / "fleet_analytics.py"
 
 
 def package_zip(dest_dir: str) -> str:
@@ -30,12 +32,15 @@ def package_zip(dest_dir: str) -> str:
 
 
 class AnalyzeBundleOperator(SparkSubmitOperator):
-    """SparkSubmitOperator for ``spark_apps/analyze_bundle.py`` that ships the package with the job."""
+    """SparkSubmitOperator for ``spark_apps/analyze_bundle.py`` that ships the package with the job.
 
-    def __init__(self, *, bundle_dir: str, kafka_version: str = "", **kwargs: Any) -> None:
+    ``bundle_dir`` is a path on storage every executor can read (a shared mount) or an s3a:// / hdfs:// URI.
+    """
+
+    def __init__(self, *, bundle_dir: str, kafka_version: str = "", extra_args: Sequence[str] = (), **kwargs: Any) -> None:
         kwargs.setdefault("application", os.environ.get("KAFKA_RUNBOOKS_SPARK_APP", str(DEFAULT_APP)))
         kwargs.setdefault("name", "kafka-runbooks-analyze-bundle")
-        kwargs["application_args"] = ["--bundle", bundle_dir, "--kafka-version", kafka_version]
+        kwargs["application_args"] = ["--bundle", bundle_dir, "--kafka-version", kafka_version, *extra_args]
         env = dict(kwargs.pop("env_vars", None) or {})
         # executors run the same interpreter as this worker unless the deployment says otherwise
         if "PYSPARK_PYTHON" not in os.environ:
@@ -44,6 +49,29 @@ class AnalyzeBundleOperator(SparkSubmitOperator):
         super().__init__(**kwargs)
 
     def execute(self, context) -> None:
+        with tempfile.TemporaryDirectory(prefix="kafka-runbooks-spark-") as tmp:
+            self.py_files = package_zip(tmp)
+            super().execute(context)
+
+
+class FleetAnalyticsOperator(SparkSubmitOperator):
+    """SparkSubmitOperator for ``spark_apps/fleet_analytics.py`` (every bundle under a base location)."""
+
+    template_fields: Sequence[str] = tuple(SparkSubmitOperator.template_fields) + ("base", "out")
+
+    def __init__(self, *, base: str, out: str, days: int = 30, analyze_missing: bool = True, **kwargs: Any) -> None:
+        kwargs.setdefault("application", str(FLEET_APP))
+        kwargs.setdefault("name", "kafka-runbooks-fleet-analytics")
+        self.base, self.out = base, out
+        self._fleet_args = ["--days", str(int(days))] + (["--analyze-missing"] if analyze_missing else [])
+        env = dict(kwargs.pop("env_vars", None) or {})
+        if "PYSPARK_PYTHON" not in os.environ:
+            env.setdefault("PYSPARK_PYTHON", sys.executable)
+        kwargs["env_vars"] = env
+        super().__init__(**kwargs)
+
+    def execute(self, context) -> None:
+        self.application_args = ["--base", self.base, "--out", self.out, *self._fleet_args]
         with tempfile.TemporaryDirectory(prefix="kafka-runbooks-spark-") as tmp:
             self.py_files = package_zip(tmp)
             super().execute(context)

@@ -1,50 +1,48 @@
-"""Parser for `jstack -l` / `jcmd Thread.print` output (JDK 8 and JDK 11+), and for bare excerpts
-that hold only the `Found one Java-level deadlock:` section and its "Java stack information".
+"""Thread dumps, every way a JVM prints them:
 
-Pure: takes text/bytes, returns a JstackDump. Line numbers are 1-based lines of the given text.
+- ``jstack [-l]`` and ``jcmd PID Thread.print`` of JDK 8 -> 21 (JDK 19+ headers ``"main" #1 [7] prio=5 ...``,
+  module-qualified frames, ``-e`` extras), and ``kill -3`` output inside ``kafkaServer.out`` (between log
+  lines: only the dump sections are read, the log around them is left to the log parser);
+- VisualVM / NetBeans dumps (``"name" - Thread t@N``, ``- waiting to lock <a> (a C) owned by "x" t@M``);
+- jcmd's JSON dump (``Thread.dump_to_file -format=json``: format 1 of JDK 19-24 has names and stacks only,
+  format 2 of JDK 25+ adds state, blockedOn, parkBlocker{object,owner} and monitorsOwned);
+- partial excerpts (threads without the ``Full thread dump`` header, or only jstack's own
+  ``Found one Java-level deadlock:`` report with its "Java stack information").
+
+A file holding several dumps (kill -3 twice, a capture appending jstack runs) gives several dumps, in order.
+Threads are identified by nid/tid (``ThreadInfo.key``), not by name: two threads may share a name. A missing
+``JNI global refs`` trailer is normal (older JVMs, jcmd) and not reported.
+
+Pure and linear: headers are read with string operations; lock lines with anchored, bounded patterns.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 
-from .base import LineTally, decode
+from .base import LineTally, decode_evidence, split_lines, check_budget
 
-# "name" #12 daemon prio=5 os_prio=0 cpu=.. elapsed=.. tid=0x.. nid=0x.. waiting for monitor entry  [0x..]
-_HEADER = re.compile(r'^"(?P<name>.*)"(?P<rest>(?: #\d+| daemon| prio=| os_prio=| cpu=| tid=| nid=| \w).*)?$')
-_SHORT_HEADER = re.compile(r'^"(?P<name>.*)":\s*$')  # deadlock section and its stack list
-_STATE = re.compile(r"^\s+java\.lang\.Thread\.State: (?P<state>[A-Z_]+)(?: \((?P<detail>[^)]*)\))?\s*$")
-_FRAME = re.compile(r"^\s+at (?P<frame>\S.*?)\s*$")
 _LOCK = re.compile(
-    r"^\s+- (?P<verb>locked|waiting to lock|waiting on|parking to wait for|eliminated|"
-    r"waiting to re-lock in wait\(\))\s+<(?P<addr>0x[0-9a-fA-F]+)> \(a (?P<cls>[^)]+)\)\s*$"
-)
-_LOCK_NOREF = re.compile(r"^\s+- (waiting on|locked) <no object reference available>\s*$")
-_OWNABLE_HDR = re.compile(r"^\s+Locked ownable synchronizers:\s*$")
-_OWNABLE = re.compile(r"^\s+- <(?P<addr>0x[0-9a-fA-F]+)> \(a (?P<cls>[^)]+)\)\s*$")
-_NONE = re.compile(r"^\s+- None\s*$")
-_DL_START = re.compile(r"^Found one Java-level deadlock:\s*$")
+    r"^\s{0,40}- (?P<verb>locked|waiting to lock|waiting on|parking to wait for|eliminated|waiting to re-lock in wait\(\))"
+    r"\s{1,10}<(?P<addr>(?:0x)?[0-9a-fA-F]{1,32})> \(a (?P<cls>[^)\n]{1,500})\)(?: owned by \"(?P<owner>[^\"\n]{0,500})\" t@(?P<owner_tid>[0-9]{1,12}))?\s{0,10}$",
+    re.ASCII)
+_LOCK_NOREF = re.compile(r"^\s{0,40}- (?:waiting on|locked|waiting to lock) <no object reference available>\s{0,10}$")
+_OWNABLE_HDR = re.compile(r"^\s{0,40}Locked ownable synchronizers:\s{0,10}$")
+_OWNABLE = re.compile(r"^\s{0,40}- <(?P<addr>(?:0x)?[0-9a-fA-F]{1,32})> \(a (?P<cls>[^)\n]{1,500})\)\s{0,10}$", re.ASCII)
+_NONE = re.compile(r"^\s{0,40}- None\s{0,10}$")
+_STATE = re.compile(r"^\s{1,40}java\.lang\.Thread\.State: (?P<state>[A-Z_]{1,20})(?: \((?P<detail>[^)\n]{0,100})\))?\s{0,10}$")
 _DL_WAIT_MON = re.compile(
-    r"^\s+waiting to lock monitor (?P<mon>0x[0-9a-fA-F]+) \(object (?P<addr>0x[0-9a-fA-F]+), a (?P<cls>[^)]+)\),?\s*$"
-)
+    r"^\s{1,40}waiting to lock monitor (?P<mon>0x[0-9a-fA-F]{1,32}) \(object (?P<addr>0x[0-9a-fA-F]{1,32}), a (?P<cls>[^)\n]{1,500})\),?\s{0,10}$")
 _DL_WAIT_SYNC = re.compile(
-    r"^\s+waiting for ownable synchronizer (?P<addr>0x[0-9a-fA-F]+),? \(a (?P<cls>[^)]+)\),?\s*$"
-)
-_DL_WAIT_OTHER = re.compile(r"^\s+waiting (?:to lock|for) .*$")
-_DL_HELD = re.compile(r'^\s+which is held by (?:"(?P<name>.*)"|(?P<other>\S.*?))\s*$')
-_DL_STACKS = re.compile(r"^Java stack information for the threads listed above:\s*$")
-_DL_END = re.compile(r"^Found (?P<n>\d+) deadlocks?\.\s*$")
-_RULE = re.compile(r"^=+\s*$")
-_FULL_DUMP = re.compile(r"^Full thread dump (?P<jvm>.*?):?\s*$")
-_TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\s*$")
-_TRAILER = re.compile(r"^JNI global (?:refs?|references)\b.*$")
-_SMR = re.compile(r"^(Threads class SMR info:|_java_thread_list=.*|\s*0x[0-9a-fA-F]+(?:, 0x[0-9a-fA-F]+)*,?\s*|\})\s*$")
-_JCMD_PID = re.compile(r"^\d+:\s*$")
-_TID = re.compile(r"\btid=(0x[0-9a-fA-F]+)")
-_NID = re.compile(r"\bnid=(0x[0-9a-fA-F]+|\d+)")
-_NUM = re.compile(r"^ #(\d+)")
-_COMPILER = re.compile(r"^\s+(No compile task|Compiling:.*)\s*$")
+    r"^\s{1,40}waiting for ownable synchronizer (?P<addr>0x[0-9a-fA-F]{1,32}),? \(a (?P<cls>[^)\n]{1,500})\),?\s{0,10}$")
+_DL_END = re.compile(r"^Found (?P<n>[0-9]{1,6}) deadlocks?\.\s{0,10}$")
+_TIMESTAMP = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}\s{0,10}$")
+_VISUALVM = re.compile(r"^\"(?P<name>[^\n]{0,1000})\" - Thread t@(?P<tid>[0-9]{1,12})\s{0,10}$")
+_COMPILER = re.compile(r"^\s{1,40}(?:No compile task|Compiling:.{0,500})$")
+_SMR_BODY = re.compile(r"^\s{0,10}(?:0x[0-9a-fA-F]{1,20},?\s{0,10}){1,8}$", re.ASCII)
+_REQUEST_HANDLER_FRAMES = ("kafka.server.KafkaRequestHandler.run", "kafka.server.KafkaApis.handle")
 
 
 @dataclass(frozen=True)
@@ -54,6 +52,8 @@ class LockRef:
     line: int
     frame_index: int | None = None  # index of the frame the lock line belongs to
     text: str = ""  # the line as printed (stripped)
+    owner: str | None = None  # VisualVM prints the owner: ("name", "t@N")
+    owner_tid: str | None = None
 
     def to_dict(self) -> dict:
         return {"address": self.address, "class": self.cls, "line": self.line}
@@ -70,7 +70,7 @@ class ThreadInfo:
     name: str
     line: int  # line of the thread header
     header_text: str = ""
-    source: str = "dump"  # "dump" (full thread dump) | "deadlock_stacks" (stack list of the deadlock section)
+    source: str = "dump"  # "dump" | "deadlock_stacks" (stack list of jstack's deadlock report)
     number: int | None = None
     daemon: bool = False
     tid: str | None = None
@@ -80,12 +80,22 @@ class ThreadInfo:
     state_detail: str | None = None
     state_line: int | None = None
     frames: list[Frame] = field(default_factory=list)
-    locked: list[LockRef] = field(default_factory=list)  # "- locked" monitors
-    waiting_to_lock: LockRef | None = None  # "- waiting to lock" / "waiting to re-lock in wait()"
-    waiting_on: list[LockRef] = field(default_factory=list)  # "- waiting on" (Object.wait: monitor released)
-    parking_for: LockRef | None = None  # "- parking to wait for" (j.u.c. synchronizer)
+    locked: list[LockRef] = field(default_factory=list)
+    waiting_to_lock: LockRef | None = None
+    waiting_on: list[LockRef] = field(default_factory=list)
+    parking_for: LockRef | None = None
     ownable_synchronizers: list[LockRef] = field(default_factory=list)
     last_line: int = 0
+    virtual: bool = False
+
+    @property
+    def key(self) -> str:
+        """Identity within one dump: the native thread id, else the JVM thread id, else name and line."""
+        if self.nid:
+            return f"nid={self.nid}"
+        if self.tid:
+            return f"tid={self.tid}"
+        return f"{self.name}@{self.line}"
 
     @property
     def awaited(self) -> LockRef | None:
@@ -106,25 +116,24 @@ class ThreadInfo:
         out += [(l, "synchronizer") for l in self.ownable_synchronizers]
         return out
 
+    @property
+    def serves_requests(self) -> bool:
+        """A Kafka request handler, known by what it runs (its frames), not by its name."""
+        return any(f.text.startswith(_REQUEST_HANDLER_FRAMES) or "/kafka.server.KafkaRequestHandler.run" in f.text
+                   for f in self.frames[-4:])
+
     def top_frames(self, n: int = 3) -> tuple[str, ...]:
         return tuple(f.text for f in self.frames[:n])
 
     def to_dict(self) -> dict:
         aw = self.awaited
         return {
-            "name": self.name,
-            "line": self.line,
-            "source": self.source,
-            "tid": self.tid,
-            "nid": self.nid,
-            "daemon": self.daemon,
-            "state": self.state,
-            "state_detail": self.state_detail,
+            "name": self.name, "line": self.line, "source": self.source, "tid": self.tid, "nid": self.nid,
+            "key": self.key, "daemon": self.daemon, "state": self.state, "state_detail": self.state_detail,
             "frames": [{"text": f.text, "line": f.line} for f in self.frames],
             "locked": [l.to_dict() for l in self.locked],
             "ownable_synchronizers": [l.to_dict() for l in self.ownable_synchronizers],
-            "awaited": aw.to_dict() if aw else None,
-            "awaited_kind": self.awaited_kind,
+            "awaited": aw.to_dict() if aw else None, "awaited_kind": self.awaited_kind,
         }
 
 
@@ -143,17 +152,23 @@ class DeadlockEntry:
 
 @dataclass
 class JstackDump:
-    threads: list[ThreadInfo] = field(default_factory=list)  # from the full thread dump
-    deadlock_stacks: list[ThreadInfo] = field(default_factory=list)  # from "Java stack information ..."
-    deadlocks: list[list[DeadlockEntry]] = field(default_factory=list)  # jstack's own report, one list per cycle
-    reported_deadlock_count: int | None = None  # "Found N deadlocks."
+    threads: list[ThreadInfo] = field(default_factory=list)
+    deadlock_stacks: list[ThreadInfo] = field(default_factory=list)
+    deadlocks: list[list[DeadlockEntry]] = field(default_factory=list)
+    reported_deadlock_count: int | None = None
     timestamp: str | None = None
     jvm: str | None = None
     full_dump: bool = False
     complete: bool = True
     total_lines: int = 0
+    first_line: int = 0
+    last_line: int = 0
+    format: str = "jstack"  # jstack | visualvm | json | excerpt
+    ownable_info: bool = False  # "Locked ownable synchronizers" sections present (jstack -l, jcmd Thread.print -l)
+    index: int = 0  # position of this dump in its file (0-based)
     unparsable: list[str] = field(default_factory=list)
     unrecognized: LineTally = field(default_factory=LineTally)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -167,16 +182,36 @@ class JstackDump:
     def thread(self, name: str) -> ThreadInfo | None:
         return next((t for t in self.all_threads() if t.name == name), None)
 
+    def by_key(self, key: str) -> ThreadInfo | None:
+        return next((t for t in self.all_threads() if t.key == key), None)
+
+
+@dataclass
+class ThreadDumps:
+    """Every dump of one file, in order."""
+
+    dumps: list[JstackDump] = field(default_factory=list)
+    unparsable: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    total_lines: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.unparsable
+
+    @property
+    def threads(self) -> list[ThreadInfo]:
+        return [t for d in self.dumps for t in d.all_threads()]
+
 
 def strip_deadlock_section(text: str) -> str:
     """Remove every `Found one Java-level deadlock:` block (up to and including `Found N deadlock(s).`).
 
-    Used by tests and by callers that want to prove the cycle detection does not depend on it.
     Line count is preserved (removed lines become empty) so line citations stay valid.
     """
     out, inside = [], False
     for ln in text.split("\n"):
-        if _DL_START.match(ln):
+        if ln.startswith("Found one Java-level deadlock:"):
             inside = True
         if inside:
             out.append("")
@@ -187,23 +222,132 @@ def strip_deadlock_section(text: str) -> str:
     return "\n".join(out)
 
 
-def parse_jstack(data: bytes | str | None) -> JstackDump:
-    text, problems = decode(data)
-    dump = JstackDump()
-    if problems:
-        dump.unparsable.extend(problems)
-        dump.complete = False
-        return dump
-    lines = text.splitlines()
-    dump.total_lines = len(lines)
+# ---------------------------------------------------------------- headers (string operations only)
 
-    mode = "top"  # top | thread | ownable | dl_summary | dl_stacks
+
+def _read_header(ln: str) -> ThreadInfo | None:
+    """'"name" #12 daemon prio=5 ... tid=0x.. nid=0x.. waiting for monitor entry  [0x..]' (JDK 8-21)."""
+    if not ln.startswith('"'):
+        return None
+    q = ln.rfind('"')
+    if q <= 0:
+        return None
+    name, rest = ln[1:q], ln[q + 1:]
+    if rest.strip() == ":":
+        return None  # a deadlock-report entry
+    if rest and rest[0] not in " \t":
+        return None
+    r = rest.strip()
+    if r and not (r.startswith("#") or r.startswith("daemon") or r.startswith("prio=") or r.startswith("os_prio=")
+                  or "tid=" in r or "nid=" in r or r.startswith("Id=")):
+        return None
+    t = ThreadInfo(name=name, line=0, header_text=ln.strip())
+    toks = r.split()
+    for k, tok in enumerate(toks):
+        if tok.startswith("#") and tok[1:].isdigit() and t.number is None:
+            t.number = int(tok[1:])
+        elif tok == "daemon":
+            t.daemon = True
+        elif tok.startswith("tid=") and t.tid is None:
+            t.tid = tok[4:]
+        elif tok.startswith("nid=") and t.nid is None:
+            t.nid = tok[4:]
+            tail = " ".join(toks[k + 1:])
+            br = tail.rfind("[0x")
+            t.header_state = (tail[:br] if br >= 0 else tail).strip()
+        elif tok == "virtual":
+            t.virtual = True
+    if t.nid is None and len(toks) > 1 and toks[1].startswith("[") and toks[1].endswith("]") and toks[1][1:-1].isdigit():
+        t.nid = toks[1][1:-1]  # JDK 19+ prints the OS thread id as "#1 [7]" too
+    return t
+
+
+def _short_header(ln: str) -> str | None:
+    """'"name":' (deadlock report and its stack list)."""
+    s = ln.rstrip()
+    if s.startswith('"') and s.endswith('":') and len(s) >= 3:
+        return s[1:-2]
+    return None
+
+
+def _dump_starts(lines: list[str]) -> list[int]:
+    """0-based indexes where a new dump begins (a 'Full thread dump' header, with its date line above)."""
+    starts = []
+    for i, ln in enumerate(lines):
+        if ln.startswith("Full thread dump "):
+            j = i
+            if i > 0 and _TIMESTAMP.match(lines[i - 1]):
+                j = i - 1
+            if j > 0 and lines[j - 1].rstrip().rstrip(":").isdigit():  # jcmd's "PID:" line
+                j -= 1
+            starts.append(j)
+    return starts
+
+
+def parse_thread_dumps(data: bytes | str | None, *, embedded: bool | None = None) -> ThreadDumps:
+    """Every dump in the file. ``embedded``: the dumps sit inside other output (kafkaServer.out); only the dump
+    sections are read. None: decided from the content (a dump header after other, non-dump lines)."""
+    d = decode_evidence(data)
+    out = ThreadDumps(notes=list(d.notes))
+    if d.problems:
+        out.unparsable.extend(d.problems)
+        return out
+    text = d.text
+    stripped = text.lstrip()
+    if stripped.startswith("{") and '"threadDump"' in text[:2000]:
+        dump = parse_json_dump(text)
+        out.dumps.append(dump)
+        out.unparsable.extend(dump.unparsable)
+        return out
+    lines = split_lines(text)
+    out.total_lines = len(lines)
+    starts = _dump_starts(lines)
+    if embedded is None:
+        embedded = bool(starts) and any(ln.strip() and not _TIMESTAMP.match(ln) and not ln.rstrip().rstrip(":").isdigit()
+                                        for ln in lines[:starts[0]])
+    if not starts:
+        sections = [(0, len(lines))]
+    else:
+        bounds = starts + [len(lines)]
+        sections = [(bounds[k], bounds[k + 1]) for k in range(len(starts))]
+        if starts[0] > 0 and not embedded:
+            sections.insert(0, (0, starts[0]))  # threads pasted before the first header
+    for k, (a, b) in enumerate(sections):
+        dump = _parse_section(lines, a, b, embedded)
+        dump.index = len(out.dumps)
+        if dump.threads or dump.deadlocks or dump.deadlock_stacks or not embedded:
+            out.dumps.append(dump)
+    if not out.dumps or all(not (x.threads or x.deadlocks or x.deadlock_stacks) for x in out.dumps):
+        reasons = [r for x in out.dumps for r in x.unparsable] or ["no thread dump content recognised"]
+        out.unparsable.extend(dict.fromkeys(reasons))
+    else:
+        for x in out.dumps:
+            out.unparsable.extend(r for r in x.unparsable if r not in out.unparsable)
+    return out
+
+
+def parse_jstack(data: bytes | str | None) -> JstackDump:
+    """The first dump of the file (for callers that expect one); see parse_thread_dumps for all of them."""
+    td = parse_thread_dumps(data)
+    if not td.dumps:
+        dump = JstackDump(complete=False, unparsable=list(td.unparsable) or ["no thread dump content recognised"])
+        return dump
+    first = td.dumps[0]
+    if len(td.dumps) > 1:
+        first.notes.append(f"{len(td.dumps)} dumps in this file; parse_thread_dumps() returns all of them")
+    return first
+
+
+def _parse_section(lines: list[str], a: int, b: int, embedded: bool) -> JstackDump:
+    dump = JstackDump(first_line=a + 1, last_line=b, total_lines=b - a)
+    mode = "top"  # top | thread | ownable | dl_summary | dl_stacks | after
     cur: ThreadInfo | None = None
     dl_cur: DeadlockEntry | None = None
     dl_list: list[DeadlockEntry] | None = None
     dl_open = False
     saw_trailer = False
     recognized = 0
+    nonblank = 0
 
     def close_thread() -> None:
         nonlocal cur
@@ -211,61 +355,64 @@ def parse_jstack(data: bytes | str | None) -> JstackDump:
             (dump.deadlock_stacks if cur.source == "deadlock_stacks" else dump.threads).append(cur)
         cur = None
 
-    for i, raw in enumerate(lines, start=1):
-        ln = raw.rstrip("\r")
+    for idx in range(a, b):
+        i = idx + 1
+        if not i & 0xFFF:
+            check_budget(f"line {i}")
+        ln = lines[idx]
         if not ln.strip():
-            if mode in ("thread", "ownable") and cur is not None:
-                cur.last_line = cur.last_line or i - 1
             continue
-        # section switches
-        if _DL_START.match(ln):
-            close_thread()
-            dl_list = []
-            dump.deadlocks.append(dl_list)
-            dl_open = True
-            mode = "dl_summary"
-            recognized += 1
-            continue
-        if _DL_STACKS.match(ln):
-            close_thread()
-            mode = "dl_stacks"
-            recognized += 1
-            continue
-        m = _DL_END.match(ln)
-        if m:
-            close_thread()
-            dump.reported_deadlock_count = int(m.group("n"))
-            dl_open = False
-            mode = "top"
-            recognized += 1
-            continue
-        if _RULE.match(ln):
-            recognized += 1
-            continue
-        m = _FULL_DUMP.match(ln)
-        if m:
-            dump.full_dump = True
-            dump.jvm = m.group("jvm")
+        if mode == "after" and not ln.startswith("Found one Java-level deadlock:"):
+            continue  # after the JNI trailer: jstack's deadlock report may follow; else heap summary / the log around
+        nonblank += 1
+        c0 = ln[0]
+        if c0 == "F":
+            if ln.startswith("Full thread dump "):
+                dump.full_dump = True
+                dump.jvm = ln[len("Full thread dump "):].rstrip().rstrip(":")
+                recognized += 1
+                continue
+            if ln.startswith("Found one Java-level deadlock:"):
+                close_thread()
+                dl_list = []
+                dump.deadlocks.append(dl_list)
+                dl_open, mode = True, "dl_summary"
+                recognized += 1
+                continue
+            m = _DL_END.match(ln)
+            if m:
+                close_thread()
+                dump.reported_deadlock_count = int(m.group("n"))
+                dl_open, mode = False, "top"
+                recognized += 1
+                continue
+        if c0 == "J":
+            if ln.startswith("Java stack information for the threads listed above:"):
+                close_thread()
+                mode = "dl_stacks"
+                recognized += 1
+                continue
+            if ln.startswith("JNI global ref"):
+                close_thread()
+                saw_trailer = True
+                mode = "after" if embedded or dump.full_dump else "top"
+                recognized += 1
+                continue
+        if c0 == "=" and not ln.strip("="):
             recognized += 1
             continue
         if _TIMESTAMP.match(ln) and dump.timestamp is None and not dump.threads:
             dump.timestamp = ln.strip()
             recognized += 1
             continue
-        if _TRAILER.match(ln):
-            close_thread()
-            saw_trailer = True
-            mode = "top"
+        if mode == "top" and (ln.startswith("Threads class SMR info:") or ln.startswith("_java_thread_list=")
+                              or ln.strip() == "}" or ln.rstrip().rstrip(":").isdigit() or _SMR_BODY.match(ln)):
             recognized += 1
             continue
-        if mode == "top" and (_SMR.match(ln) or _JCMD_PID.match(ln)):
-            recognized += 1
-            continue
-
         if mode == "dl_summary":
-            m = _SHORT_HEADER.match(ln)
-            if m:
-                dl_cur = DeadlockEntry(thread=m.group("name"), line=i)
+            name = _short_header(ln)
+            if name is not None:
+                dl_cur = DeadlockEntry(thread=name, line=i)
                 assert dl_list is not None
                 dl_list.append(dl_cur)
                 recognized += 1
@@ -281,114 +428,128 @@ def parse_jstack(data: bytes | str | None) -> JstackDump:
                     dl_cur.kind, dl_cur.address, dl_cur.cls = "synchronizer", m.group("addr"), m.group("cls")
                     recognized += 1
                     continue
-                if _DL_WAIT_OTHER.match(ln):
+                s = ln.strip()
+                if s.startswith("waiting to lock") or s.startswith("waiting for"):
                     dl_cur.kind = "other"
                     recognized += 1
                     continue
-                m = _DL_HELD.match(ln)
-                if m:
-                    dl_cur.held_by = m.group("name") if m.group("name") is not None else m.group("other")
+                if s.startswith("which is held by"):
+                    held = s[len("which is held by"):].strip()
+                    dl_cur.held_by = held[1:-1] if held.startswith('"') and held.endswith('"') else held
                     dl_cur.held_line = i
                     recognized += 1
                     continue
             dump.unrecognized.add(i, ln)
             continue
-
-        # thread headers
-        if mode == "dl_stacks":
-            m = _SHORT_HEADER.match(ln)
+        if c0 == '"':
+            if mode == "dl_stacks":
+                name = _short_header(ln)
+                if name is not None:
+                    close_thread()
+                    cur = ThreadInfo(name=name, line=i, header_text=ln.strip(), source="deadlock_stacks")
+                    recognized += 1
+                    continue
+            m = _VISUALVM.match(ln)
             if m:
                 close_thread()
-                cur = ThreadInfo(name=m.group("name"), line=i, header_text=ln.strip(), source="deadlock_stacks")
+                cur = ThreadInfo(name=m.group("name"), line=i, header_text=ln.strip(), tid=f"t@{m.group('tid')}")
+                dump.format = "visualvm"
+                mode = "thread"
                 recognized += 1
                 continue
-        m = _HEADER.match(ln) if not ln[0].isspace() else None
-        if m and not _SHORT_HEADER.match(ln):
-            close_thread()
-            rest = m.group("rest") or ""
-            cur = ThreadInfo(name=m.group("name"), line=i, header_text=ln.strip())
-            nm = _NUM.match(rest)
-            cur.number = int(nm.group(1)) if nm else None
-            cur.daemon = " daemon " in rest + " "
-            t = _TID.search(rest)
-            cur.tid = t.group(1) if t else None
-            n = _NID.search(rest)
-            cur.nid = n.group(1) if n else None
-            hs = re.search(r"\bnid=\S+\s+(?P<s>[^\[]*?)\s*(?:\[0x[0-9a-fA-F]+\])?\s*$", rest)
-            cur.header_state = hs.group("s").strip() if hs else ""
-            mode = "thread"
-            recognized += 1
-            continue
-
+            t = _read_header(ln)
+            if t is not None:
+                close_thread()
+                t.line = i
+                cur = t
+                mode = "thread"
+                recognized += 1
+                continue
+            if _short_header(ln) is not None and mode == "top":
+                # an excerpt of a deadlock report's stacks without its heading
+                close_thread()
+                cur = ThreadInfo(name=_short_header(ln), line=i, header_text=ln.strip(), source="deadlock_stacks")
+                mode = "dl_stacks"
+                recognized += 1
+                continue
         if cur is None:
+            if not embedded:
+                dump.unrecognized.add(i, ln)
+            continue
+        if not ln[0].isspace():
+            if embedded:  # the dump ended: back to the surrounding log
+                close_thread()
+                mode = "after"
+                continue
             dump.unrecognized.add(i, ln)
             continue
         cur.last_line = i
+        s = ln.strip()
         if _OWNABLE_HDR.match(ln):
+            dump.ownable_info = True
             mode = "ownable"
             recognized += 1
             continue
         if mode == "ownable":
             m = _OWNABLE.match(ln)
             if m:
-                cur.ownable_synchronizers.append(LockRef(m.group("addr"), m.group("cls"), i, None, ln.strip()))
+                cur.ownable_synchronizers.append(LockRef(_addr(m.group("addr")), m.group("cls"), i, None, s))
                 recognized += 1
                 continue
             if _NONE.match(ln):
                 recognized += 1
                 continue
-            dump.unrecognized.add(i, ln)
-            continue
-        m = _STATE.match(ln)
-        if m:
-            cur.state, cur.state_detail, cur.state_line = m.group("state"), m.group("detail"), i
+        if s.startswith("java.lang.Thread.State:"):
+            m = _STATE.match(ln)
+            if m:
+                cur.state, cur.state_detail, cur.state_line = m.group("state"), m.group("detail"), i
+                recognized += 1
+                continue
+        if s.startswith("at "):
+            cur.frames.append(Frame(s[3:].strip(), i))
             recognized += 1
             continue
-        m = _FRAME.match(ln)
-        if m:
-            cur.frames.append(Frame(m.group("frame"), i))
-            recognized += 1
-            continue
-        m = _LOCK.match(ln)
-        if m:
-            fi = len(cur.frames) - 1 if cur.frames else None
-            ref = LockRef(m.group("addr"), m.group("cls"), i, fi, ln.strip())
-            verb = m.group("verb")
-            if verb == "locked":
-                cur.locked.append(ref)
-            elif verb in ("waiting to lock", "waiting to re-lock in wait()"):
-                cur.waiting_to_lock = cur.waiting_to_lock or ref
-            elif verb == "waiting on":
-                cur.waiting_on.append(ref)
-            elif verb == "parking to wait for":
-                cur.parking_for = cur.parking_for or ref
-            recognized += 1  # "eliminated" is recognised and ignored (lock elided by the JIT)
-            continue
-        if _LOCK_NOREF.match(ln) or _COMPILER.match(ln):
+        if s.startswith("- "):
+            m = _LOCK.match(ln)
+            if m:
+                fi = len(cur.frames) - 1 if cur.frames else None
+                ref = LockRef(_addr(m.group("addr")), m.group("cls"), i, fi, s, m.group("owner"),
+                              f"t@{m.group('owner_tid')}" if m.group("owner_tid") else None)
+                verb = m.group("verb")
+                if verb == "locked":
+                    cur.locked.append(ref)
+                elif verb in ("waiting to lock", "waiting to re-lock in wait()"):
+                    cur.waiting_to_lock = cur.waiting_to_lock or ref
+                elif verb == "waiting on":
+                    cur.waiting_on.append(ref)
+                elif verb == "parking to wait for":
+                    cur.parking_for = cur.parking_for or ref
+                recognized += 1  # "eliminated": recognised and ignored (lock elided by the JIT)
+                continue
+            if _LOCK_NOREF.match(ln):
+                recognized += 1
+                continue
+        if _COMPILER.match(ln):
             recognized += 1
             continue
         dump.unrecognized.add(i, ln)
     close_thread()
 
-    # Derive thread states for excerpt stacks that have no State: line.
+    if dump.full_dump and not saw_trailer and dump.format == "jstack":
+        dump.notes.append("no 'JNI global refs' line after the threads: normal for older JVMs and some tools, "
+                          "or the dump was cut (last thread: " + (repr(dump.threads[-1].name) if dump.threads else "none") + ")")
     for t in dump.deadlock_stacks:
         if t.state is None and t.awaited is not None:
             t.state = "BLOCKED" if t.waiting_to_lock else "WAITING"
             t.state_detail = "inferred from the deadlock section"
-
+    if dump.deadlock_stacks and not dump.threads and not dump.full_dump:
+        dump.format = "excerpt" if dump.format == "jstack" else dump.format
     if recognized == 0:
         dump.unparsable.append("no thread dump content recognised (no thread headers, no deadlock section)")
         dump.complete = False
     elif not dump.threads and not dump.deadlock_stacks and not dump.deadlocks:
         dump.unparsable.append("no threads found")
         dump.complete = False
-    if dump.full_dump and not saw_trailer:
-        dump.complete = False
-        last = dump.threads[-1].name if dump.threads else None
-        dump.unparsable.append(
-            f"truncated thread dump: no 'JNI global refs' trailer after line {dump.total_lines}"
-            + (f" (last thread parsed: {last!r})" if last else "")
-        )
     if dl_open:
         dump.complete = False
         dump.unparsable.append("truncated deadlock section: no 'Found N deadlock(s).' line")
@@ -397,10 +558,63 @@ def parse_jstack(data: bytes | str | None) -> JstackDump:
             if e.held_by is None:
                 dump.complete = False
                 dump.unparsable.append(f"deadlock entry for {e.thread!r} at line {e.line} has no 'which is held by' line")
-    total_nonblank = sum(1 for l in lines if l.strip())
-    if dump.unrecognized.count and dump.unrecognized.count * 2 > total_nonblank:
+    if dump.unrecognized.count and dump.unrecognized.count * 2 > nonblank:
         dump.unparsable.append(
-            f"{dump.unrecognized.count} of {total_nonblank} non-blank lines are not jstack output "
-            f"(first at line {dump.unrecognized.samples[0].line})"
-        )
+            f"{dump.unrecognized.count} of {nonblank} non-blank lines are not thread dump output "
+            f"(first at line {dump.unrecognized.samples[0].line})")
+    return dump
+
+
+def _addr(a: str) -> str:
+    return a if a.lower().startswith("0x") else "0x" + a
+
+
+# ---------------------------------------------------------------- jcmd JSON
+
+
+def parse_json_dump(text: str) -> JstackDump:
+    """``jcmd PID Thread.dump_to_file -format=json``. Line numbers are not meaningful in JSON: every thread
+    cites line 1 and its position (``#k``) in its container."""
+    dump = JstackDump(format="json", full_dump=True, first_line=1, last_line=text.count("\n") + 1)
+    try:
+        doc = json.loads(text)
+        td = doc["threadDump"]
+        containers = td.get("threadContainers") or []
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        dump.unparsable.append(f"not a jcmd JSON thread dump: {exc.__class__.__name__}: {exc}")
+        dump.complete = False
+        return dump
+    dump.timestamp = str(td.get("time") or "") or None
+    dump.jvm = str(td.get("runtimeVersion") or "") or None
+    pos = 0
+    for c in containers:
+        for t in (c.get("threads") or []) if isinstance(c, dict) else []:
+            if not isinstance(t, dict):
+                continue
+            pos += 1
+            tid = str(t.get("tid")) if t.get("tid") is not None else None
+            th = ThreadInfo(name=str(t.get("name") or ""), line=1, header_text=f"#{pos} tid={tid} {t.get('name')!r}",
+                            tid=tid, state=t.get("state"), virtual=bool(t.get("virtual")))
+            for k, fr in enumerate(t.get("stack") or []):
+                th.frames.append(Frame(str(fr), 1))
+            if t.get("blockedOn"):
+                th.waiting_to_lock = LockRef(str(t["blockedOn"]), str(t["blockedOn"]).split("@", 1)[0], 1, 0, f"blockedOn {t['blockedOn']}")
+            pb = t.get("parkBlocker")
+            if isinstance(pb, dict) and pb.get("object"):
+                owner = pb.get("owner")
+                th.parking_for = LockRef(str(pb["object"]), str(pb["object"]).split("@", 1)[0], 1, 0, f"parkBlocker {pb['object']}",
+                                         None, str(owner) if owner is not None else None)
+            for mo in t.get("monitorsOwned") or []:
+                if isinstance(mo, dict):
+                    for lk in mo.get("locks") or []:
+                        if lk:
+                            th.locked.append(LockRef(str(lk), str(lk).split("@", 1)[0], 1, mo.get("depth"), f"owns {lk}"))
+            if t.get("waitingOn"):
+                th.waiting_on.append(LockRef(str(t["waitingOn"]), str(t["waitingOn"]).split("@", 1)[0], 1, 0, f"waitingOn {t['waitingOn']}"))
+            dump.threads.append(th)
+    if not dump.threads:
+        dump.unparsable.append("no threads in the JSON dump")
+    elif not any(t.state for t in dump.threads):
+        dump.notes.append("JSON thread dump format 1 (JDK 19-24): no thread states or lock information; "
+                          "lock cycles cannot be derived from it (take a jstack too)")
     return dump

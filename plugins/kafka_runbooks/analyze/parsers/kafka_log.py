@@ -1,174 +1,233 @@
-"""Parser for Kafka broker log4j output (server.log):
+"""The one Kafka log parser (broker server.log / controller.log / log-cleaner.log / kafkaServer.out, any
+layout, Kafka 0.9 -> 4.x). Pure: no Spark, no I/O; the detectors call it on log tails fetched over SSH and
+the analysis on bundle files.
 
-    [2020-04-22 10:43:36,369] WARN [ReplicaFetcherThread-1-219], Error in fetch ... (kafka.server.ReplicaFetcherThread)
-    java.io.IOException: Connection to 219 was disconnected before the response was read
-            at kafka.utils....
+    parse(text)                      -> list[LogRecord]   (multi-line records, classified)
+    classify(record)                 -> signature name or None (a record built by hand, e.g. from a tail)
+    fetch_errors(text, since, until) -> list[FetchError]  (replica fetch failures, attributed and windowed)
+    parse_kafka_log(data)            -> KafkaLog          (records + layout + parsed share + notes)
 
-Continuation lines (exception line, `at` frames, `Caused by:`, `... N more`) are attached to their
-event. Any other line outside the layout is kept in `unparsed` (counted exactly, sampled).
-Signatures extracted: replica_fetch_error, isr_shrink, isr_expand, group_load_start, group_load_done,
-kafka_version, broker_started, processor_uncaught_exception, not_coordinator.
+Timestamps: log4j prints the host's local time without a zone. Pass ``utc_offset`` when the host is not
+on UTC; otherwise times are taken as UTC (and the analysis says so).
 """
 
 from __future__ import annotations
 
-import re
+import dataclasses
+import datetime as dt
 from dataclasses import dataclass, field
+from typing import Any
 
-from .base import LineTally, decode
+from .. import signatures as sigs
+from .base import decode_evidence, split_lines
+from .logs import LogParse, LogRecord, classify as _classify, is_exception_line, parse_lines, parse_log
 
-_EVENT = re.compile(
-    r"^\[(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[,.]\d{1,3})?)\]\s+(?P<level>TRACE|DEBUG|INFO|WARN|WARNING|ERROR|FATAL)\s+"
-    r"(?P<msg>.*?)(?:\s+\((?P<logger>[A-Za-z_$][\w.$]*)\))?\s*$"
-)
-_EXC = re.compile(r"^(?:Caused by: )?(?P<cls>[a-zA-Z_$][\w$]*(?:\.[\w$]+)+(?:Exception|Error|Throwable))(?::\s*(?P<msg>.*))?\s*$")
-_AT = re.compile(r"^\s+at \S")
-_MORE = re.compile(r"^\s+\.\.\. \d+ (?:more|common frames omitted)\s*$")
-_SUPPRESSED = re.compile(r"^\s+Suppressed: ")
+# fetch failure causes, from the exception line (or the inline cause of FetchSessionHandler's line)
+CAUSE_DISCONNECTED = "disconnected"  # "Connection to N was disconnected before the response was read"
+CAUSE_CLIENT_SHUTDOWN = "client_shutdown"  # the fetcher itself was being stopped (leadership moved / own shutdown)
+CAUSE_TIMEOUT = "timeout"  # SocketTimeoutException ("Failed to connect within N ms"), request timeouts
+CAUSE_CONNECTION_FAILED = "connection_failed"  # "Connection to host:port (id: N rack: R) failed."
+CAUSE_UNKNOWN = "unknown"
+# the causes that mean "the leader did not serve this fetcher" (client_shutdown: the fetcher was stopped itself)
+UNREACHABLE_CAUSES = (CAUSE_DISCONNECTED, CAUSE_TIMEOUT, CAUSE_CONNECTION_FAILED)
+PAIR_WITHIN_S = 2.0  # FetchSessionHandler's INFO and the fetcher's WARN of one failure: same thread, same moment
 
-_SIGS: list[tuple[str, re.Pattern]] = [
-    ("replica_fetch_error", re.compile(
-        r"\[ReplicaFetcherThread-(?P<fetcher_id>\d+)-(?P<remote_broker>\d+)\],? Error in fetch")),
-    ("replica_fetch_error", re.compile(
-        r"\[ReplicaFetcher replicaId=(?P<local_broker>\d+), leaderId=(?P<remote_broker>\d+), fetcherId=(?P<fetcher_id>\d+)\]"
-        r" Error (?:in response for fetch|sending fetch)")),
-    ("isr_shrink", re.compile(
-        r"Shrinking ISR for partition \[(?P<topic>[^,\]]+),(?P<partition>\d+)\] from (?P<from>[\d,]+) to (?P<to>[\d,]+)")),
-    ("isr_shrink", re.compile(
-        r"\[Partition (?P<topic>\S+)-(?P<partition>\d+) broker=\d+\] Shrinking ISR from (?P<from>[\d,]+) to (?P<to>[\d,]+)")),
-    ("isr_expand", re.compile(
-        r"Expanding ISR for partition \[(?P<topic>[^,\]]+),(?P<partition>\d+)\] from (?P<from>[\d,]+) to (?P<to>[\d,]+)")),
-    ("isr_expand", re.compile(
-        r"\[Partition (?P<topic>\S+)-(?P<partition>\d+) broker=\d+\] Expanding ISR from (?P<from>[\d,]+) to (?P<to>[\d,]+)")),
-    ("group_load_start", re.compile(
-        r"Loading offsets and group metadata from \[?(?P<topic>__consumer_offsets)[,-](?P<partition>\d+)\]?")),
-    ("group_load_done", re.compile(
-        r"Finished loading offsets (?:and group metadata )?from \[?(?P<topic>__consumer_offsets)[,-](?P<partition>\d+)\]?"
-        r" in (?P<millis>\d+) milliseconds")),
-    ("kafka_version", re.compile(r"Kafka version\s*:\s*(?P<version>[\w.\-]+)")),
-    ("broker_started", re.compile(r"\[Kafka ?Server (?:id=)?(?P<broker_id>\d+)\],? started")),
-    ("processor_uncaught_exception", re.compile(r"Processor got uncaught exception")),
-    ("not_coordinator", re.compile(r"[Nn]ot coordinator for group|NOT_COORDINATOR|NotCoordinator")),
-]
-_DISCONNECTED = re.compile(r"Connection to (?P<broker>\d+) was disconnected before the response was read")
+FETCH_SIGNATURES = ("replica_fetch_error", "fetch_session_error")
 
 
-@dataclass
-class LogEvent:
-    line: int  # first line (1-based)
-    end_line: int  # last continuation line
-    timestamp: str  # as printed: "2020-04-22 10:43:36,369"
-    level: str
-    logger: str | None
-    message: str
-    exception: str | None = None  # "java.io.IOException: Connection to 219 was ..."
-    exception_line: int | None = None
-    continuation: list[str] = field(default_factory=list)
-    signature: str | None = None
-    attrs: dict[str, str] = field(default_factory=dict)
+@dataclass(frozen=True)
+class FetchError:
+    """One failed replica fetch, as the fetching broker logged it."""
 
-    @property
-    def iso_time(self) -> str:
-        return self.timestamp.replace(",", ".").replace(" ", "T")
+    at: dt.datetime | None  # UTC
+    fetcher_broker_id: int | None  # the broker that logged it (from the line, else the caller's broker_id)
+    leader_broker_id: int  # the broker it was fetching from, as the line names it
+    line_no: int
+    excerpt: str
+    cause: str = CAUSE_UNKNOWN
+    signature: str = "replica_fetch_error"
+    ts: str = ""  # as logged (local time)
+    exception_line_no: int | None = None
+    note: str = ""  # ambiguity, e.g. the exception names another node than the leader
 
-    def to_dict(self) -> dict:
-        return {
-            "line": self.line, "end_line": self.end_line, "timestamp": self.timestamp, "level": self.level,
-            "logger": self.logger, "message": self.message, "exception": self.exception,
-            "signature": self.signature, "attrs": dict(self.attrs),
-        }
+    def to_dict(self) -> dict[str, Any]:
+        return {"at": self.at.isoformat() if self.at else None, "fetcher_broker_id": self.fetcher_broker_id,
+                "leader_broker_id": self.leader_broker_id, "line_no": self.line_no, "excerpt": self.excerpt,
+                "cause": self.cause, "signature": self.signature, "ts": self.ts,
+                "exception_line_no": self.exception_line_no, "note": self.note}
+
+
+def parse(text: bytes | str | None, layout: str | None = None) -> list[LogRecord]:
+    """Every record of the text, classified (an empty list for empty/binary input)."""
+    return parse_log(text, layout).records
+
+
+def classify(record: LogRecord, next_line: str | None = None, frame_line: str | None = None) -> str | None:
+    """The record's signature name (None when no row of the signature table matches); attrs are filled in."""
+    _classify(record, next_line if next_line is not None else record.exception, frame_line)
+    return record.signature
+
+
+def fetch_cause(attrs: dict[str, str]) -> str:
+    if "disconnected_node" in attrs or "disconnected before the response" in attrs.get("cause", ""):
+        return CAUSE_DISCONNECTED
+    if "client_shutdown" in attrs or "Client was shutdown" in attrs.get("cause", ""):
+        return CAUSE_CLIENT_SHUTDOWN
+    if "timeout" in attrs or "Timeout" in attrs.get("cause", ""):
+        return CAUSE_TIMEOUT
+    if "connection_failed" in attrs:
+        return CAUSE_CONNECTION_FAILED
+    return CAUSE_UNKNOWN
+
+
+def _int(v: str | None) -> int | None:
+    try:
+        return int(v) if v is not None else None
+    except ValueError:
+        return None
+
+
+def fetch_error_of(r: LogRecord, broker_id: int | None = None, utc_offset: dt.timedelta | None = None) -> FetchError | None:
+    if r.signature not in FETCH_SIGNATURES:
+        return None
+    leader = _int(r.attrs.get("leader"))
+    if leader is None:
+        return None
+    fetcher = _int(r.attrs.get("fetcher"))
+    note = ""
+    if fetcher is not None and broker_id is not None and fetcher != broker_id:
+        note = f"the line says replicaId={fetcher} but the log belongs to broker {broker_id}"
+    node = _int(r.attrs.get("disconnected_node") or r.attrs.get("node"))
+    if node is not None and node != leader:
+        note = (note + "; " if note else "") + f"the exception names node {node}, the fetcher's leader is {leader}"
+    exc = f"\n{r.exception}" if r.exception else ""
+    return FetchError(at=r.at(utc_offset), fetcher_broker_id=fetcher if fetcher is not None else broker_id,
+                      leader_broker_id=leader, line_no=r.line, excerpt=(r.raw or r.message)[:600] + exc[:400],
+                      cause=fetch_cause(r.attrs), signature=r.signature or "", ts=r.ts,
+                      exception_line_no=r.exception_line, note=note)
+
+
+def select_fetch_failures(records: list[LogRecord]) -> list[LogRecord]:
+    """Kafka >= 1.1 logs each failed fetch twice (FetchSessionHandler INFO with the cause inline, then the
+    fetcher's WARN with the exception under it): count the fetcher's lines, and the session lines only in a
+    log that has none of the former (e.g. WARN filtered out)."""
+    main = [r for r in records if r.signature == "replica_fetch_error"]
+    return main if main else [r for r in records if r.signature == "fetch_session_error"]
+
+
+def _aware(t: dt.datetime | None) -> dt.datetime | None:
+    if t is None:
+        return None
+    return t.replace(tzinfo=dt.timezone.utc) if t.tzinfo is None else t.astimezone(dt.timezone.utc)
+
+
+def _pairs(records: list[LogRecord]) -> list[tuple[LogRecord, LogRecord | None]]:
+    """One entry per failed fetch: Kafka >= 1.1 logs one failure twice, FetchSessionHandler's INFO (cause inline)
+    then the fetcher's WARN (exception under it) -- same fetcher thread and leader, within PAIR_WITHIN_S. An INFO
+    without its WARN (a fetcher being stopped logs no WARN) and a WARN without an INFO (0.9 - 1.0, or INFO
+    filtered out) are failures on their own."""
+    recs = sorted((r for r in records if r.signature in FETCH_SIGNATURES), key=lambda r: r.line)
+    out: list[tuple[LogRecord, LogRecord | None]] = []
+    pending: dict[tuple, list] = {}  # (fetcher, leader, fetcher_id) -> unpaired INFO entries
+    for r in recs:
+        key = (r.attrs.get("fetcher"), r.attrs.get("leader"), r.attrs.get("fetcher_id"))
+        if r.signature == "fetch_session_error":
+            entry = [r, None]
+            out.append(entry)  # type: ignore[arg-type]
+            pending.setdefault(key, []).append(entry)
+            continue
+        match = None
+        for entry in pending.get(key, []):
+            a, b = entry[0].at(), r.at()
+            if entry[1] is None and a is not None and b is not None and 0 <= (b - a).total_seconds() <= PAIR_WITHIN_S:
+                match = entry
+                break
+        if match is not None:
+            match[1] = r
+            pending[key].remove(match)
+        else:
+            out.append([r, None])  # type: ignore[arg-type]
+    return [(a, b) for a, b in out]
+
+
+def fetch_errors(text: bytes | str | None, since: dt.datetime | None = None, until: dt.datetime | None = None,
+                 *, broker_id: int | None = None, utc_offset: dt.timedelta | None = None,
+                 layout: str | None = None) -> list[FetchError]:
+    """Replica fetch failures in a broker's log, oldest first, one per failure (the INFO + WARN pair of Kafka
+    >= 1.1 counts once and is cited by its first line), every cause (filter with UNREACHABLE_CAUSES), within
+    [since, until] when given (naive = UTC).
+
+    Each is attributed to the leader the line itself names (thread name ReplicaFetcherThread-F-<leader>, or
+    leaderId=<leader>); the fetching broker is the line's replicaId, else ``broker_id``.
+    """
+    s, u = _aware(since), _aware(until)
+    out = []
+    for first, second in _pairs(parse(text, layout)):
+        fe = fetch_error_of(first, broker_id, utc_offset)
+        if fe is None:
+            continue
+        if second is not None:
+            other = fetch_error_of(second, broker_id, utc_offset)
+            if other is not None:
+                fe = dataclasses.replace(
+                    fe, excerpt=(fe.excerpt + "\n" + other.excerpt)[:1200],
+                    cause=fe.cause if fe.cause != CAUSE_UNKNOWN else other.cause,
+                    exception_line_no=other.exception_line_no,
+                    note="; ".join(x for x in (fe.note, f"logged twice (lines {first.line} and {second.line}): one failure")
+                                   if x))
+        if (s or u) and fe.at is None:
+            continue
+        if s and fe.at < s:
+            continue
+        if u and fe.at > u:
+            continue
+        out.append(fe)
+    return out
 
 
 @dataclass
 class KafkaLog:
-    events: list[LogEvent] = field(default_factory=list)
-    unparsed: LineTally = field(default_factory=LineTally)
-    total_lines: int = 0
-    unparsable: list[str] = field(default_factory=list)
+    """A parsed Kafka log file (kept for the report and the Spark job's per-file path)."""
+
+    parse: LogParse = field(default_factory=LogParse)
+
+    @property
+    def events(self) -> list[LogRecord]:
+        return self.parse.records
+
+    @property
+    def unparsable(self) -> list[str]:
+        return self.parse.unparsable
 
     @property
     def ok(self) -> bool:
-        return not self.unparsable
+        return self.parse.ok
 
-    def signatures(self, name: str | None = None) -> list[LogEvent]:
-        return [e for e in self.events if e.signature and (name is None or e.signature == name)]
+    @property
+    def layout(self) -> str | None:
+        return self.parse.layout
+
+    @property
+    def total_lines(self) -> int:
+        return self.parse.total_lines
+
+    @property
+    def unparsed(self):
+        return self.parse.unexplained
+
+    def signatures(self, name: str | None = None) -> list[LogRecord]:
+        return self.parse.signatures(name)
 
     @property
     def kafka_version(self) -> str | None:
         v = self.signatures("kafka_version")
         return v[-1].attrs["version"] if v else None
 
-    def summary(self) -> "KafkaLog":
-        """A copy holding only signature events (for shipping to the Spark driver); counts are kept."""
-        return KafkaLog(events=self.signatures(), unparsed=self.unparsed, total_lines=self.total_lines,
-                        unparsable=list(self.unparsable))
+
+def parse_kafka_log(data: bytes | str | None, layout: str | None = None) -> KafkaLog:
+    return KafkaLog(parse_log(data, layout))
 
 
-def _classify(ev: LogEvent) -> None:
-    for name, rx in _SIGS:
-        m = rx.search(ev.message)
-        if m:
-            ev.signature = name
-            ev.attrs = {k: v for k, v in m.groupdict().items() if v is not None}
-            break
-
-
-def _finish(ev: LogEvent) -> None:
-    if ev.signature == "replica_fetch_error" and ev.exception:
-        m = _DISCONNECTED.search(ev.exception)
-        if m:
-            ev.attrs["disconnected_broker"] = m.group("broker")
-            ev.attrs["cause"] = "disconnected_before_response"
-    if ev.signature == "processor_uncaught_exception" and ev.exception:
-        ev.attrs["exception_class"] = ev.exception.split(":", 1)[0]
-        if "ArrayIndexOutOfBoundsException" in ev.exception:
-            ev.attrs["detail"] = ev.exception.split(":", 1)[1].strip() if ":" in ev.exception else ""
-            if any("ApiKeys.forId" in c for c in ev.continuation):
-                ev.attrs["unknown_api_key"] = ev.attrs["detail"]
-    if ev.signature is None and ev.exception and ("NotCoordinator" in ev.exception):
-        ev.signature = "not_coordinator"
-
-
-def parse_kafka_log(data: bytes | str | None) -> KafkaLog:
-    text, problems = decode(data)
-    log = KafkaLog()
-    if problems:
-        log.unparsable.extend(problems)
-        return log
-    lines = text.splitlines()
-    log.total_lines = len(lines)
-    cur: LogEvent | None = None
-    nonblank = 0
-    for i, raw in enumerate(lines, start=1):
-        ln = raw.rstrip("\r")
-        if not ln.strip():
-            continue
-        nonblank += 1
-        m = _EVENT.match(ln)
-        if m:
-            if cur is not None:
-                _finish(cur)
-            cur = LogEvent(line=i, end_line=i, timestamp=m.group("ts"), level=m.group("level").replace("WARNING", "WARN"),
-                           logger=m.group("logger"), message=m.group("msg"))
-            _classify(cur)
-            log.events.append(cur)
-            continue
-        if cur is not None and (_AT.match(ln) or _MORE.match(ln) or _SUPPRESSED.match(ln) or _EXC.match(ln.strip())):
-            cur.continuation.append(ln)
-            cur.end_line = i
-            em = _EXC.match(ln.strip())
-            if em and cur.exception is None:
-                cur.exception = ln.strip()
-                cur.exception_line = i
-            continue
-        log.unparsed.add(i, ln)
-    if cur is not None:
-        _finish(cur)
-    if not log.events:
-        log.unparsable.append(f"no log4j events recognised in {nonblank} non-blank lines")
-    elif log.unparsed.count * 2 > nonblank:
-        log.unparsable.append(
-            f"{log.unparsed.count} of {nonblank} non-blank lines are outside the log4j layout "
-            f"(first at line {log.unparsed.samples[0].line})"
-        )
-    return log
+__all__ = ["parse", "classify", "fetch_errors", "FetchError", "parse_kafka_log", "KafkaLog", "LogRecord",
+           "select_fetch_failures", "fetch_error_of", "is_exception_line", "parse_lines", "split_lines",
+           "decode_evidence", "sigs"]

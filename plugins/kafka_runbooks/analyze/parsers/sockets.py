@@ -1,4 +1,11 @@
-"""Parser for `ss -tanp` (with or without -H, with or without a Netid column) and `netstat -an[t]p`.
+"""The one socket-table parser: Linux ``ss -tanp`` (with or without -H, with or without a Netid column),
+Linux ``netstat -an[t]p``, and macOS/BSD ``netstat -an[p tcp]`` (``tcp4``/``tcp46`` rows, ``host.port``
+addresses, ``(state)`` header). UNIX-domain rows (``unix``/``u_str`` ..., the "Active UNIX domain sockets"
+section) are not TCP connections: they are skipped and counted apart.
+
+Every socket is counted once: a row repeated with the same protocol, state and both endpoints (ss lists a
+socket shared by several processes once per process in some versions; a pasted table may repeat lines) is
+kept once and the repeats are counted in ``duplicates``.
 
 Pure: text/bytes in, SocketTable out. States are normalised to netstat spelling (CLOSE_WAIT, ...).
 """
@@ -9,7 +16,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from .base import LineTally, decode
+from .base import LineTally, decode_evidence, iter_lines
 
 _SS_STATES = {
     "ESTAB": "ESTABLISHED", "LISTEN": "LISTEN", "CLOSE-WAIT": "CLOSE_WAIT", "TIME-WAIT": "TIME_WAIT",
@@ -20,26 +27,47 @@ _NETSTAT_STATES = {
     "ESTABLISHED", "LISTEN", "CLOSE_WAIT", "TIME_WAIT", "FIN_WAIT1", "FIN_WAIT2", "SYN_SENT", "SYN_RECV",
     "LAST_ACK", "CLOSING", "CLOSE", "UNKNOWN",
 }
+_BSD_STATES = {"FIN_WAIT_1": "FIN_WAIT1", "FIN_WAIT_2": "FIN_WAIT2", "SYN_RCVD": "SYN_RECV", "CLOSED": "CLOSE"}
 _NETSTAT_ROW = re.compile(
-    r"^(?P<proto>tcp6?|udp6?)\s+(?P<rq>\d+)\s+(?P<sq>\d+)\s+(?P<local>\S+)\s+(?P<peer>\S+)"
-    r"(?:\s+(?P<state>[A-Z_0-9]+))?(?:\s+(?P<prog>\S.*?))?\s*$"
+    r"^(?P<proto>tcp(?:4|6|46)?|udp(?:4|6|46)?)\s{1,40}(?P<rq>[0-9]{1,15})\s{1,40}(?P<sq>[0-9]{1,15})\s{1,40}(?P<local>\S{1,300})"
+    r"\s{1,40}(?P<peer>\S{1,300})(?:\s{1,40}(?P<state>[A-Z_0-9]{1,20}))?(?:\s{1,40}(?P<prog>\S.{0,300}))?$", re.ASCII
 )
 _SS_ROW = re.compile(
-    r"^(?:(?P<netid>tcp|udp|raw|u_str|u_dgr|u_seq|p_raw|p_dgr|nl|mptcp|sctp)\s+)?(?P<state>[A-Z][A-Z0-9-]*)\s+"
-    r"(?P<rq>\d+)\s+(?P<sq>\d+)\s+(?P<local>\S+)\s+(?P<peer>\S+)(?:\s+(?P<prog>\S.*?))?\s*$"
+    r"^(?:(?P<netid>tcp|udp|raw|mptcp|sctp)\s{1,40})?(?P<state>[A-Z][A-Z0-9-]{0,20})\s{1,40}"
+    r"(?P<rq>[0-9]{1,15})\s{1,40}(?P<sq>[0-9]{1,15})\s{1,40}(?P<local>\S{1,300})\s{1,40}(?P<peer>\S{1,300})(?:\s{1,40}(?P<prog>\S.{0,2000}))?$",
+    re.ASCII,
 )
-_SS_USERS = re.compile(r'\("(?P<prog>[^"]*)",pid=(?P<pid>\d+)')
-_NETSTAT_PROG = re.compile(r"^(?P<pid>\d+)/(?P<prog>\S.*)$")
+_SS_USERS = re.compile(r'\("(?P<prog>[^"\n]{0,200})",pid=(?P<pid>[0-9]{1,10})', re.ASCII)
+_NETSTAT_PROG = re.compile(r"^(?P<pid>[0-9]{1,10})/(?P<prog>\S.{0,300})$", re.ASCII)
 _HEADERS = re.compile(
-    r"^(Active (Internet|UNIX domain|Bluetooth) |Proto\s+Recv-Q|Netid\s+State|State\s+Recv-Q|Recv-Q\s+Send-Q)"
+    r"^(Active (Internet|UNIX domain|Bluetooth|LOCAL \(UNIX\)|Multipath|kernel control|kernel event) |Proto\s{1,20}Recv-Q|"
+    r"Netid\s{1,20}State|State\s{1,20}Recv-Q|Recv-Q\s{1,20}Send-Q|Address\s{1,20}Type)"
 )
-_UNIX_SECTION = re.compile(r"^Active UNIX domain sockets")
+_UNIX_SECTION = re.compile(r"^Active (UNIX domain sockets|LOCAL \(UNIX\) domain sockets|kernel control|kernel event|Multipath)")
+_UNIX_ROW = re.compile(r"^(?:unix\s|u_str\s|u_dgr\s|u_seq\s|nl\s|p_raw\s|p_dgr\s|v_str\s|v_dgr\s|[0-9a-f]{8,16}\s{1,10}(?:stream|dgram))")
+_BSD_ADDR = re.compile(r"^(?P<host>.{1,200})\.(?P<port>[0-9]{1,5}|\*)$")
 
 
-def split_hostport(addr: str) -> tuple[str, int | None]:
-    """'::ffff:192.168.1.219:9092' -> ('192.168.1.219', 9092); '[::1]:9092' -> ('::1', 9092); '*:*' -> ('*', None)."""
+_LINUX_PORT = re.compile(r":(?:[0-9]{1,5}|\*)$")
+_BSD_PORT = re.compile(r"\.(?:[0-9]{1,5}|\*)$")
+
+
+def _bsd_address(addr: str) -> bool:
+    """'127.0.0.1.9092', '::1.2181', '*.*' (BSD/macOS) vs '127.0.0.1:9092', '::ffff:1.2.3.4:9092', '[::]:*' (Linux)."""
+    return bool(_BSD_PORT.search(addr)) and not _LINUX_PORT.search(addr)
+
+
+def split_hostport(addr: str, bsd: bool = False) -> tuple[str, int | None]:
+    """'::ffff:192.168.1.219:9092' -> ('192.168.1.219', 9092); '[::1]:9092' -> ('::1', 9092); '*:*' -> ('*', None);
+    BSD style (bsd=True): '192.168.1.5.9092' -> ('192.168.1.5', 9092), '*.9092' -> ('*', 9092), '*.*' -> ('*', None)."""
     a = addr.strip()
-    if a.startswith("[") and "]:" in a:
+    if bsd:
+        m = _BSD_ADDR.match(a)
+        if m:
+            host, port = m.group("host"), m.group("port")
+        else:
+            host, port = a, ""
+    elif a.startswith("[") and "]:" in a:
         host, _, port = a[1:].rpartition("]:")
     else:
         host, sep, port = a.rpartition(":")
@@ -74,14 +102,21 @@ class SocketRow:
     def to_dict(self) -> dict:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
+    @property
+    def key(self) -> tuple:
+        return (self.proto.rstrip("46"), self.state, self.local_host, self.local_port, self.peer_host, self.peer_port)
+
 
 @dataclass
 class SocketTable:
     rows: list[SocketRow] = field(default_factory=list)
-    format: str | None = None  # "ss" | "netstat"
+    format: str | None = None  # "ss" | "netstat" | "netstat_bsd"
     unparsable: list[str] = field(default_factory=list)
     unrecognized: LineTally = field(default_factory=LineTally)
-    ignored_lines: int = 0  # headers and non-TCP sections (UNIX sockets)
+    ignored_lines: int = 0  # headers
+    unix_rows: int = 0  # UNIX-domain sockets: not TCP, skipped
+    duplicates: int = 0  # repeated rows of one socket, counted once
+    notes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -107,40 +142,52 @@ class SocketTable:
         """Connections involving `port` on either side (server side and client side)."""
         return [r for r in self.rows if r.local_port == port or r.peer_port == port]
 
+    def served_on(self, port: int, host: str | None = None) -> list[SocketRow]:
+        """Server-side sockets of a listener: local port == port (and local address == host when given)."""
+        return [r for r in self.rows if r.local_port == port
+                and (not host or r.local_host in (host, "*", "0.0.0.0", "::"))]
+
 
 def parse_sockets(data: bytes | str | None) -> SocketTable:
-    text, problems = decode(data)
-    table = SocketTable()
-    if problems:
-        table.unparsable.extend(problems)
+    d = decode_evidence(data)
+    table = SocketTable(notes=list(d.notes))
+    if d.problems:
+        table.unparsable.extend(d.problems)
         return table
-    lines = text.splitlines()
     in_unix = False
+    bsd = False
     nonblank = 0
-    for i, raw in enumerate(lines, start=1):
+    seen: set[tuple] = set()
+    for i, raw in iter_lines(d.text):
         ln = raw.rstrip()
         if not ln.strip():
             continue
         nonblank += 1
-        if _UNIX_SECTION.match(ln):
+        s = ln.strip()
+        if _UNIX_SECTION.match(s):
             in_unix = True
             table.ignored_lines += 1
             continue
-        if _HEADERS.match(ln.strip()):
+        if _HEADERS.match(s):
             table.ignored_lines += 1
-            if ln.startswith("Active Internet"):
+            if s.startswith("Active Internet"):
                 in_unix = False
+            if "(state)" in s:
+                bsd = True
             continue
-        if in_unix:
-            table.ignored_lines += 1
+        if in_unix or _UNIX_ROW.match(s):
+            table.unix_rows += 1
             continue
-        s = ln.strip()
+        row = None
         m = _NETSTAT_ROW.match(s)
-        if m and (m.group("state") in _NETSTAT_STATES or m.group("proto").startswith("udp") or m.group("state") is None):
-            state = m.group("state") or ("UNCONN" if m.group("proto").startswith("udp") else "UNKNOWN")
+        if m:
+            proto = m.group("proto")
+            row_bsd = bsd or _bsd_address(m.group("local"))
+            state = m.group("state")
             prog = m.group("prog")
-            if state not in _NETSTAT_STATES and state != "UNCONN":  # udp: the "state" slot holds the program
-                prog, state = (m.group("state") + " " + (prog or "")).strip(), "UNCONN"
+            if state is not None and state not in _NETSTAT_STATES and state not in _BSD_STATES:
+                prog, state = (state + " " + (prog or "")).strip(), None  # udp rows: that column is the program
+            state = _BSD_STATES.get(state, state) if state else ("UNCONN" if proto.startswith("udp") else "UNKNOWN")
             pid = program = None
             if prog and prog != "-":
                 pm = _NETSTAT_PROG.match(prog)
@@ -148,21 +195,29 @@ def parse_sockets(data: bytes | str | None) -> SocketTable:
                     pid, program = int(pm.group("pid")), pm.group("prog").strip()
                 else:
                     program = prog
-            table.rows.append(_row(i, m.group("proto"), state, m, pid, program))
-            table.format = table.format or "netstat"
+            row = _row(i, proto, state, m, pid, program, row_bsd)
+            table.format = table.format or ("netstat_bsd" if row_bsd else "netstat")
+        else:
+            m = _SS_ROW.match(s)
+            if m and m.group("state") in _SS_STATES:
+                pid = program = None
+                if m.group("prog"):
+                    um = _SS_USERS.search(m.group("prog"))
+                    if um:
+                        pid, program = int(um.group("pid")), um.group("prog")
+                row = _row(i, m.group("netid") or "tcp", _SS_STATES[m.group("state")], m, pid, program, False)
+                table.format = table.format or "ss"
+        if row is None:
+            table.unrecognized.add(i, ln)
             continue
-        m = _SS_ROW.match(s)
-        if m and m.group("state") in _SS_STATES:
-            pid = program = None
-            if m.group("prog"):
-                um = _SS_USERS.search(m.group("prog"))
-                if um:
-                    pid, program = int(um.group("pid")), um.group("prog")
-            table.rows.append(_row(i, m.group("netid") or "tcp", _SS_STATES[m.group("state")], m, pid, program))
-            table.format = table.format or "ss"
+        if row.key in seen and row.state != "LISTEN":
+            table.duplicates += 1
             continue
-        table.unrecognized.add(i, ln)
-    if not table.rows and not table.ignored_lines:
+        seen.add(row.key)
+        table.rows.append(row)
+    if table.duplicates:
+        table.notes.append(f"{table.duplicates} repeated row(s) of the same socket counted once")
+    if not table.rows and not table.ignored_lines and not table.unix_rows:
         table.unparsable.append(f"no socket rows recognised in {nonblank} non-blank lines")
     elif table.unrecognized.count * 2 > nonblank:
         table.unparsable.append(
@@ -172,9 +227,9 @@ def parse_sockets(data: bytes | str | None) -> SocketTable:
     return table
 
 
-def _row(i: int, proto: str, state: str, m: re.Match, pid: int | None, program: str | None) -> SocketRow:
-    lh, lp = split_hostport(m.group("local"))
-    ph, pp = split_hostport(m.group("peer"))
+def _row(i: int, proto: str, state: str, m: re.Match, pid: int | None, program: str | None, bsd: bool) -> SocketRow:
+    lh, lp = split_hostport(m.group("local"), bsd)
+    ph, pp = split_hostport(m.group("peer"), bsd)
     return SocketRow(
         line=i, proto=proto, state=state, recv_q=int(m.group("rq")), send_q=int(m.group("sq")),
         local=m.group("local"), peer=m.group("peer"), local_host=lh, local_port=lp, peer_host=ph, peer_port=pp,

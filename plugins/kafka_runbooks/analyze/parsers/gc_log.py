@@ -1,0 +1,140 @@
+"""JVM GC logs: stop-the-world pauses, so "a 9 s GC pause expired the ZooKeeper session" can be said.
+
+- JDK 9+ unified logging (``-Xlog:gc*``, Kafka's default ``time,tags`` decorations and the default
+  ``uptime,level,tags``):  ``[2026-11-22T13:57:32.123+0000][gc] GC(3) Pause Young (Normal) (G1 Evacuation Pause) 24M->4M(256M) 7.160ms``
+  and safepoint lines ``Total time for which application threads were stopped: 0.0123 seconds``.
+- JDK 8 ``-XX:+PrintGCDetails [-XX:+PrintGCDateStamps] [-XX:+PrintGCTimeStamps]``: ``[GC (Allocation Failure) ...,
+  0.0070479 secs]``, ``[Full GC (...) ..., 1.1821630 secs]``, G1 ``[GC pause (G1 Evacuation Pause) (young), 0.0123 secs]``
+  with the pause's wall time from the ``[Times: user=.. sys=.., real=N secs]`` line that closes the event.
+
+Pure and linear: each line is read with anchored, bounded patterns and string searches.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from .base import LineTally, decode_evidence, iter_lines
+
+_UNIFIED = re.compile(r"\[(?P<deco>[^\]\n]{1,80})\](?:\[[^\]\n]{0,80}\]){0,6}\s{0,20}GC\((?P<gc>[0-9]{1,12})\) (?P<what>Pause [A-Za-z ()0-9.,:/_-]{1,120}?)"
+                      r"(?: (?P<before>[0-9]{1,9})[MKG]->(?P<after>[0-9]{1,9})[MKG]\((?P<total>[0-9]{1,9})[MKG]\))? (?P<ms>[0-9]{1,9}\.[0-9]{1,6})ms\s{0,10}$",
+                      re.ASCII)
+_UNI_TIME = re.compile(r"\[(?P<t>[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,6})?(?:[+-][0-9]{4}|Z)?)\]", re.ASCII)
+_UNI_UP = re.compile(r"\[(?P<up>[0-9]{1,12}\.[0-9]{1,6})s\]", re.ASCII)
+_STOPPED = re.compile(r"Total time for which application threads were stopped: (?P<s>[0-9]{1,9}\.[0-9]{1,9}) seconds", re.ASCII)
+_J8_HEAD = re.compile(r"(?:(?P<date>[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}[+-][0-9]{4}): )?"
+                      r"(?:(?P<up>[0-9]{1,12}\.[0-9]{3}): )?\[(?P<kind>Full GC|GC pause|GC)\b", re.ASCII)
+_J8_SECS = re.compile(r", (?P<s>[0-9]{1,9}\.[0-9]{4,9}) secs\]", re.ASCII)
+_J8_REAL = re.compile(r"real=(?P<s>[0-9]{1,9}\.[0-9]{1,9}) secs", re.ASCII)
+_J8_CAUSE = re.compile(r"\((?P<c>[A-Za-z0-9 .-]{1,60})\)", re.ASCII)
+
+
+@dataclass(frozen=True)
+class GcPause:
+    line: int
+    at: str | None  # ISO time as logged (with its zone), when the log carries one
+    uptime_s: float | None
+    seconds: float
+    kind: str  # "young" | "full" | "remark" | "cleanup" | "mixed" | "safepoint" | "other"
+    cause: str
+    text: str
+
+    def to_dict(self) -> dict:
+        return {"line": self.line, "at": self.at, "uptime_s": self.uptime_s, "seconds": self.seconds,
+                "kind": self.kind, "cause": self.cause}
+
+
+@dataclass
+class GcLog:
+    pauses: list[GcPause] = field(default_factory=list)
+    format: str | None = None  # "unified" | "jdk8"
+    stopped: list[GcPause] = field(default_factory=list)  # "Total time ... stopped" safepoint lines
+    unrecognized: LineTally = field(default_factory=LineTally)
+    notes: list[str] = field(default_factory=list)
+    unparsable: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.unparsable
+
+    def longest(self) -> GcPause | None:
+        return max(self.pauses + self.stopped, key=lambda p: p.seconds, default=None)
+
+
+def _kind(text: str) -> str:
+    t = text.lower()
+    for k in ("full", "young", "remark", "cleanup", "mixed"):
+        if k in t:
+            return k
+    return "other"
+
+
+def parse_gc_log(data: bytes | str | None) -> GcLog:
+    d = decode_evidence(data)
+    g = GcLog(notes=list(d.notes))
+    if d.problems:
+        g.unparsable.extend(d.problems)
+        return g
+    pending: tuple[int, str | None, float | None, str, str, str] | None = None  # a JDK 8 event waiting for [Times:]
+    seen = 0
+    for i, ln in iter_lines(d.text):
+        if not ln.strip():
+            continue
+        seen += 1
+        if "GC(" in ln and "Pause" in ln:
+            m = _UNIFIED.search(ln) if ln.startswith("[") else None
+            if m:
+                g.format = g.format or "unified"
+                tm, up = _UNI_TIME.match(ln), _UNI_UP.search(ln, 0, 200)
+                g.pauses.append(GcPause(i, tm.group("t") if tm else None, float(up.group("up")) if up else None,
+                                        float(m.group("ms")) / 1000.0, _kind(m.group("what")), m.group("what").strip(), ln[:300]))
+                continue
+        if "stopped:" in ln:
+            m = _STOPPED.search(ln)
+            if m:
+                tm = _UNI_TIME.match(ln)
+                g.stopped.append(GcPause(i, tm.group("t") if tm else None, None, float(m.group("s")), "safepoint",
+                                         "application threads stopped", ln[:300]))
+                continue
+        if "[GC" in ln or "[Full GC" in ln:
+            m = _J8_HEAD.match(ln.lstrip())
+            if m:
+                g.format = g.format or "jdk8"
+                if pending is not None:  # the previous event had no [Times:] line: use its own duration
+                    _flush_j8(g, pending, None)
+                cause = _J8_CAUSE.search(ln, m.end(), m.end() + 200)
+                pending = (i, m.group("date"), float(m.group("up")) if m.group("up") else None,
+                           "full" if m.group("kind") == "Full GC" else ("young" if "young" in ln[:200] or m.group("kind") == "GC" else "other"),
+                           cause.group("c") if cause else "", ln)
+                if "[Times:" in ln:
+                    _flush_j8(g, pending, ln)
+                    pending = None
+                continue
+        if "[Times:" in ln and pending is not None:
+            _flush_j8(g, pending, ln)
+            pending = None
+            continue
+        if ln.startswith("[") or ln.startswith(" ") or ln.startswith("\t") or "[" in ln[:40]:
+            continue  # heap summaries, GC phase details, other -Xlog tags
+        g.unrecognized.add(i, ln)
+    if pending is not None:
+        _flush_j8(g, pending, None)
+    if not g.pauses and not g.stopped:
+        g.unparsable.append(f"no GC pause recognised in {seen} non-blank lines")
+    return g
+
+
+def _flush_j8(g: GcLog, p: tuple, times_line: str | None) -> None:
+    i, date, up, kind, cause, head = p
+    secs = None
+    if times_line is not None:
+        m = _J8_REAL.search(times_line)
+        if m:
+            secs = float(m.group("s"))
+    if secs is None:
+        ms = list(_J8_SECS.finditer(head))
+        if ms:
+            secs = float(ms[-1].group("s"))
+    if secs is not None:
+        g.pauses.append(GcPause(i, date, up, secs, kind, cause, head[:300]))

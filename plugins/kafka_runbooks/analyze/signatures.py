@@ -1,0 +1,459 @@
+"""Every log signature the analysis recognises, in every Kafka / ZooKeeper version's wording.
+
+One table, three users: the pure log parser (``parsers/kafka_log.py``: ``classify(record)``), the Spark
+scan (``fastscan.py`` compiles each row to JVM column expressions), and ``docs/SIGNATURES.md`` (generated
+from this table by ``python -m kafka_runbooks.analyze.signatures``; a test keeps the file in sync).
+
+A row matches a log record when its logger's simple class name is one of ``loggers`` (the cheap gate the
+Spark scan applies first), every string of ``literals`` occurs in the text, and ``pattern`` matches it.
+The text is the record's message, or for ``on="exception"`` rows the exception line under it.
+Patterns are written in the common subset of Python's and Java's regular expressions (compiled with
+re.ASCII here; named groups become group numbers for Spark) and run in linear time: every quantifier
+that can repeat is bounded or stops at characters the following token cannot start with (audited by
+``regex_audit.py`` and by the long-line tests).
+
+Every example line is real: from the seed post-mortems, from a real Kafka 2.3.0 / ZooKeeper 3.8 cluster
+run on this machine (tests/analyze/fixtures/real23/), or from public logs (source named).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+T = r"[A-Za-z0-9._-]{1,249}"  # a topic name (Kafka allows at most 249 of these characters)
+ID = r"-?[0-9]{1,10}"  # a broker / replica id
+N = r"[0-9]{1,19}"  # a count, offset, millis
+IDS = r"[0-9,]{0,4000}"  # "1,2,3"
+
+SEED000 = "seed post-mortem 000 (Kafka 0.10.2.0), /work/shared/incidents/000_175b466eab807582.txt"
+SEED001 = "seed post-mortem 001 (Kafka 0.10.1.0), /work/shared/incidents/001_7b5d230daa1afc46.txt"
+SEED002 = "seed post-mortem 002 (Kafka 0.9.0.1), /work/shared/incidents/002_921ee47b2f677be8.txt"
+SEED004 = "seed post-mortem 004 (ZooKeeper 3.6+), /work/shared/incidents/004_e282d0e22b13844d.txt"
+REAL23 = "real Kafka 2.3.0 cluster run here, tests/analyze/fixtures/real23/"
+REALZK38 = "real ZooKeeper 3.8.0 ensemble run here, tests/analyze/fixtures/real23/"
+PUB_011 = "public test log of Kafka 0.11.0.0 (blog post 'kafka使用和容错性测试', 2017-07-15)"
+PUB_010 = "https://github.com/confluentinc/librdkafka/issues/948 (Kafka 0.10, 2016-12)"
+PUB_10 = "public JIRA comment, Kafka 1.0 broker log of 2018-02-20 (leading '[' lost in the paste)"
+PUB_2X = "public broker log of 2022-03-14 (Kafka 2.x, ReplicaFetcher with fetch sessions)"
+PUB_11 = "https://github.com/vpg/disturb/pull/109 (Kafka 1.0 broker log, 2018-01)"
+PUB_3X = "https://github.com/thingsboard/thingsboard/issues/9342 (Kafka 3.x broker log, 2023-09)"
+PUB_3X_ISR = "https://devopsaitoolkit.com/blog/kafka-error-isr-shrink-expand/ (Kafka 3.x)"
+PUB_0100_EMB = "https://github.com/sakserv/hadoop-mini-clusters/issues/16 (Kafka 0.10.0 embedded, layout class_line)"
+PUB_090_CLEANER = "public JIRA comment on KAFKA-3894 (Kafka 0.9.0.1 cluster, 2017-01-24)"
+PUB_ZK34 = "public ZooKeeper 3.4.9 server log (etcd/zookeeper/consul benchmark, 2017-02-10)"
+PUB_ZK34_PLAIN = "public ZooKeeper 3.4 server log without myid (blog, 2016-03-21)"
+PUB_ZK34_EMB = "public ZooKeeper 3.4 log inside a Kafka 0.11 log4j layout (blog, 2017-07-15)"
+PUB_ZK34_EXP = "public ZooKeeper 3.4 standalone log (2017-11-08, [myid:] empty)"
+PUB_ZK34_FSYNC = "public ZooKeeper 3.4 follower log (2016-05-15)"
+PUB_ZK36 = "public ZooKeeper 3.6+ log (2023-03-27)"
+
+
+@dataclass(frozen=True)
+class Example:
+    version: str
+    text: str  # the record as logged (header line, plus the exception line for on="exception" rows)
+    source: str
+
+
+@dataclass(frozen=True)
+class Signature:
+    name: str
+    family: str  # "kafka" | "controller" | "zookeeper" | "zk_client" | "jvm"
+    versions: str
+    loggers: tuple[str, ...]  # simple class names that log it
+    literals: tuple[str, ...]
+    pattern: str
+    meaning: str
+    examples: tuple[Example, ...] = ()
+    on: str = "message"  # "message" | "exception"
+
+    @property
+    def regex(self) -> re.Pattern:
+        return _compiled(self.pattern)
+
+    def match(self, text: str) -> dict[str, str] | None:
+        if not all(lit in text for lit in self.literals):
+            return None
+        m = self.regex.search(text)
+        if not m:
+            return None
+        return {k: v for k, v in m.groupdict().items() if v}  # empty and absent groups are left out (as in Spark)
+
+
+_CACHE: dict[str, re.Pattern] = {}
+
+
+def _compiled(p: str) -> re.Pattern:
+    r = _CACHE.get(p)
+    if r is None:
+        r = _CACHE[p] = re.compile(p, re.ASCII)
+    return r
+
+
+def java_pattern(p: str) -> tuple[str, dict[str, int]]:
+    """The pattern for Spark (java.util.regex): named groups become numbered groups; returns (pattern, name->index)."""
+    return re.sub(r"\(\?P<[A-Za-z_][A-Za-z0-9_]*>", "(", p), dict(_compiled(p).groupindex)
+
+
+S = Signature
+E = Example
+
+SIGNATURES: tuple[Signature, ...] = (
+    # ------------------------------------------------------------ replication (fetcher side)
+    S("replica_fetch_error", "kafka", "0.9 – 0.11", ("ReplicaFetcherThread",), ("Error in fetch",),
+      r"\[ReplicaFetcherThread-(?P<fetcher_id>[0-9]{1,9})-(?P<leader>" + ID + r")\][:,]? Error in fetch",
+      "a replica fetcher of this broker could not fetch from the leader named in its thread name",
+      (E("0.10.2", "[2018-10-30 07:00:34,755] WARN [ReplicaFetcherThread-0-0], Error in fetch kafka.server.ReplicaFetcherThread$FetchRequest@6a3b53b1 (kafka.server.ReplicaFetcherThread)", SEED000),
+       E("0.10.1", "[2020-04-22 10:43:36,369] WARN [ReplicaFetcherThread-1-219], Error in fetch kafka.server.ReplicaFetcherThread$FetchRequest@5641fe72 (kafka.server.ReplicaFetcherThread)", SEED001),
+       E("0.11.0", "[2017-07-15 16:18:05,858] WARN [ReplicaFetcherThread-0-0]: Error in fetch to broker 0, request (type=FetchRequest, replicaId=1, maxWait=500, minBytes=1, maxBytes=10485760, fetchData={zhh-replicated-partitions-topic-1=(offset=0, logStartOffset=0, maxBytes=1048576)}) (kafka.server.ReplicaFetcherThread)", PUB_011))),
+    S("replica_fetch_error", "kafka", "1.0 – 1.1", ("ReplicaFetcherThread",), ("Error in fetch to broker",),
+      r"\[ReplicaFetcher replicaId=(?P<fetcher>" + ID + r"), leaderId=(?P<leader>" + ID + r"), fetcherId=(?P<fetcher_id>[0-9]{1,9})\] Error in fetch to broker",
+      "the fetcher's prefix names both ends: replicaId (this broker) and leaderId",
+      (E("1.0", "2018-02-20 12:02:29,204] WARN [ReplicaFetcher replicaId=1, leaderId=3, fetcherId=0] Error in fetch to broker 3, request (type=FetchRequest, replicaId=1, maxWait=500, minBytes=1, maxBytes=10485760, fetchData={......................}, isolationLevel=READ_UNCOMMITTED) (kafka.server.ReplicaFetcherThread)", PUB_10),)),
+    S("replica_fetch_error", "kafka", "2.0 – 4.x", ("ReplicaFetcherThread",), ("Error in response for fetch request",),
+      r"\[ReplicaFetcher replicaId=(?P<fetcher>" + ID + r"), leaderId=(?P<leader>" + ID + r"), fetcherId=(?P<fetcher_id>[0-9]{1,9})\] Error in response for fetch request",
+      "the cause is the exception line under it (disconnected, timeout, client shut down)",
+      (E("2.x", "[2022-03-14 09:00:00,598] WARN [ReplicaFetcher replicaId=1, leaderId=2, fetcherId=0] Error in response for fetch request (type=FetchRequest, replicaId=1, maxWait=500, minBytes=1, maxBytes=10485760, fetchData={}, isolationLevel=READ_UNCOMMITTED, toForget=, metadata=(sessionId=2095832195, epoch=8913816)) (kafka.server.ReplicaFetcherThread)", PUB_2X),
+       E("2.3.0", "[2026-11-22 13:59:07,466] WARN [ReplicaFetcher replicaId=3, leaderId=2, fetcherId=0] Error in response for fetch request (type=FetchRequest, replicaId=3, maxWait=500, minBytes=1, maxBytes=10485760, fetchData={t1-2=(fetchOffset=16380, logStartOffset=0, maxBytes=1048576, currentLeaderEpoch=Optional[0])}, isolationLevel=READ_UNCOMMITTED, toForget=, metadata=(sessionId=692838506, epoch=873)) (kafka.server.ReplicaFetcherThread)", REAL23))),
+    S("fetch_session_error", "kafka", "1.1 – 4.x", ("FetchSessionHandler",), ("Error sending fetch request",),
+      r"\[ReplicaFetcher replicaId=(?P<fetcher>" + ID + r"), leaderId=(?P<leader>" + ID + r"), fetcherId=(?P<fetcher_id>[0-9]{1,9})\] Error sending fetch request \(sessionId=[A-Za-z0-9_-]{1,40}, epoch=[A-Za-z0-9_-]{1,40}\) to node (?P<node>" + ID + r"): (?P<cause>[A-Za-z0-9_.$]{1,200})",
+      "INFO line logged with each failed replica fetch since fetch sessions (KIP-227); the cause is inline",
+      (E("2.x", "[2022-03-14 09:00:00,597] INFO [ReplicaFetcher replicaId=1, leaderId=2, fetcherId=0] Error sending fetch request (sessionId=2095832195, epoch=8913816) to node 2: java.io.IOException: Connection to 2 was disconnected before the response was read. (org.apache.kafka.clients.FetchSessionHandler)", PUB_2X),
+       E("2.3.0", "[2026-11-22 13:58:27,044] INFO [ReplicaFetcher replicaId=1, leaderId=3, fetcherId=0] Error sending fetch request (sessionId=1748714936, epoch=873) to node 3: java.io.IOException: Client was shutdown before response was read. (org.apache.kafka.clients.FetchSessionHandler)", REAL23))),
+    S("fetch_partition_error", "kafka", "1.0 – 4.x", ("ReplicaFetcherThread",), ("Error for partition",),
+      r"\] Error for partition (?P<topic>" + T + r")-(?P<partition>[0-9]{1,9}) at offset (?P<offset>" + N + r")",
+      "a per-partition error in a fetch response (e.g. UnknownTopicOrPartition while leadership moves): not a connectivity failure",
+      (E("2.3.0", "[2026-11-22 13:58:00,047] ERROR [ReplicaFetcher replicaId=1, leaderId=2, fetcherId=0] Error for partition t1-2 at offset 0 (kafka.server.ReplicaFetcherThread)", REAL23),)),
+    S("fetcher_shutdown", "kafka", "0.9 – 4.x", ("ReplicaFetcherThread",), ("Shutting down",),
+      r"\[(?:ReplicaFetcherThread-(?P<fetcher_id>[0-9]{1,9})-(?P<leader>" + ID + r")|ReplicaFetcher replicaId=(?P<fetcher>" + ID + r"), leaderId=(?P<leader2>" + ID + r"), fetcherId=[0-9]{1,9})\]:? Shutting down",
+      "this broker stopped a fetcher (leadership moved, or its own shutdown): its fetch errors at that moment are its own doing",
+      (E("0.11.0", "[2017-07-15 16:18:07,312] INFO [ReplicaFetcherThread-0-0]: Shutting down (kafka.server.ReplicaFetcherThread)", PUB_011),)),
+    # ------------------------------------------------------------ ISR
+    S("isr_shrink", "kafka", "0.8 – 0.10", ("Partition",), ("Shrinking ISR for partition",),
+      r"Shrinking ISR for partition \[(?P<topic>" + T + r"),(?P<partition>[0-9]{1,9})\] from (?P<from>" + IDS + r") to (?P<to>" + IDS + r")",
+      "the leader dropped followers that fell behind from the ISR",
+      (E("0.10", "[2016-12-18 15:15:55,046] INFO Partition [topicold,24] on broker 1: Shrinking ISR for partition [topicold,24] from 1,0,2 to 1 (kafka.cluster.Partition)", PUB_010),)),
+    S("isr_shrink", "kafka", "0.11", ("Partition",), ("Shrinking ISR from",),
+      r"Partition \[(?P<topic>" + T + r"),(?P<partition>[0-9]{1,9})\] on broker (?P<broker>" + ID + r"): Shrinking ISR from (?P<from>" + IDS + r") to (?P<to>" + IDS + r")",
+      "as above",
+      (E("0.11.0", "[2017-07-15 16:17:57,662] INFO Partition [zhh-replicated-partitions-topic,2] on broker 1: Shrinking ISR from 1,2,0 to 1,2 (kafka.cluster.Partition)", PUB_011),)),
+    S("isr_shrink", "kafka", "1.0 – 4.x", ("Partition",), ("Shrinking ISR from",),
+      r"\[Partition (?P<topic>" + T + r")-(?P<partition>[0-9]{1,9}) broker=(?P<broker>" + ID + r")\] Shrinking ISR from (?P<from>" + IDS + r") to (?P<to>" + IDS + r")",
+      "as above (2.2+ adds the leader's and the out-of-sync replicas' end offsets)",
+      (E("2.3.0", "[2026-11-22 13:59:07,442] INFO [Partition __consumer_offsets-3 broker=3] Shrinking ISR from 3,2,1 to 3. Leader: (highWatermark: 303, endOffset: 306). Out of sync replicas: (brokerId: 2, endOffset: 303) (brokerId: 1, endOffset: 303). (kafka.cluster.Partition)", REAL23),
+       E("3.x", "[2026-06-29 14:02:11,418] INFO [Partition topic-0 broker=1] Shrinking ISR from 1,2,3 to 1,2. Leader: (highWatermark: 884213, endOffset: 884221). Out of sync replicas: (brokerId: 3, endOffset: 883740, lastCaughtUpTimeMs: 1719669700912). (kafka.cluster.Partition)", PUB_3X_ISR))),
+    S("isr_expand", "kafka", "0.8 – 0.10", ("Partition",), ("Expanding ISR for partition",),
+      r"Expanding ISR for partition \[(?P<topic>" + T + r"),(?P<partition>[0-9]{1,9})\] from (?P<from>" + IDS + r") to (?P<to>" + IDS + r")",
+      "a follower caught up and rejoined the ISR",
+      (E("0.9 / 0.10", "[2016-03-24 14:15:44,847] INFO Partition [bier-bar,1] on broker 1: Expanding ISR for partition [bier-bar,1] from 1 to 1,2 (kafka.cluster.Partition)", "public Kafka 0.9/0.10 broker log of 2016-03-24"),)),
+    S("isr_expand", "kafka", "0.11 – 4.x", ("Partition",), ("Expanding ISR from",),
+      r"\[?Partition \[?(?P<topic>" + T + r")(?:,|-)(?P<partition>[0-9]{1,9})\]?(?: on broker | broker=)(?P<broker>" + ID + r")\]?:? Expanding ISR from (?P<from>" + IDS + r") to (?P<to>" + IDS + r")",
+      "as above",
+      (E("2.3.0", "[2026-11-22 13:59:08,519] INFO [Partition __consumer_offsets-0 broker=1] Expanding ISR from 1,2 to 1,2,3 (kafka.cluster.Partition)", REAL23),
+       E("3.x", "[2026-06-29 14:02:39,902] INFO [Partition topic-0 broker=1] Expanding ISR from 1,2 to 1,2,3 (kafka.cluster.Partition)", PUB_3X_ISR))),
+    S("isr_updated", "kafka", "2.7 – 4.x", ("Partition",), ("ISR updated to",),
+      r"\[Partition (?P<topic>" + T + r")-(?P<partition>[0-9]{1,9}) broker=(?P<broker>" + ID + r")\] ISR updated to (?P<isr>" + IDS + r")",
+      "the ISR change was committed (by ZooKeeper or, with AlterPartition, by the controller)",
+      (E("3.x", "[2026-06-29 14:02:11,420] INFO [Partition topic-0 broker=1] ISR updated to 1,2 and version updated to 47 (kafka.cluster.Partition)", PUB_3X_ISR),)),
+    S("isr_update_skipped", "kafka", "0.8 – 2.6", ("Partition",), ("not equal to that in zookeeper",),
+      r"Cached zkVersion \[?(?P<zk_version>[0-9]{1,10})\]? not equal to that in zookeeper, skip updating ISR",
+      "the leader's ISR write was rejected: it holds stale partition state (controller moved on); repeated, it is KAFKA-2729",
+      (E("0.10", "[2016-12-18 15:15:55,046] INFO Partition [topicold,0] on broker 1: Cached zkVersion [0] not equal to that in zookeeper, skip updating ISR (kafka.cluster.Partition)", PUB_010),
+       E("2.3.0", "[2026-11-22 13:59:08,345] INFO [Partition __consumer_offsets-3 broker=3] Cached zkVersion [0] not equal to that in zookeeper, skip updating ISR (kafka.cluster.Partition)", REAL23))),
+    # ------------------------------------------------------------ group coordinator
+    S("group_load_start", "kafka", "0.9 – 0.10", ("GroupMetadataManager",), ("Loading offsets and group metadata from",),
+      r"Loading offsets and group metadata from \[__consumer_offsets,(?P<partition>[0-9]{1,9})\]",
+      "this broker became coordinator for an offsets partition and started loading it; its groups get NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS until it finishes",
+      (E("0.9.0.1", "Loading offsets and group metadata from [__consumer_offsets,19] (kafka.coordinator.GroupMetadataManager)", SEED002 + " (the post quotes the message without its timestamp)"),
+       E("0.10.0", "2016-08-02 05:38:14 INFO  GroupMetadataManager:68 - [Group Metadata Manager on Broker 0]: Loading offsets and group metadata from [__consumer_offsets,47]", PUB_0100_EMB))),
+    S("group_load_start", "kafka", "0.11 – 3.x", ("GroupMetadataManager",), ("Scheduling loading of offsets and group metadata from",),
+      r"Scheduling loading of offsets and group metadata from __consumer_offsets-(?P<partition>[0-9]{1,9})(?: for epoch (?P<epoch>[0-9]{1,10}))?",
+      "as above",
+      (E("1.0", "[2018-01-30 14:48:38,886] INFO [GroupMetadataManager brokerId=0] Scheduling loading of offsets and group metadata from __consumer_offsets-0 (kafka.coordinator.group.GroupMetadataManager)", "https://github.com/vpg/disturb/pull/117 (Kafka 1.0 broker log, 2018-01)"),
+       E("2.3.0", "[2026-11-22 13:58:00,813] INFO [GroupMetadataManager brokerId=1] Scheduling loading of offsets and group metadata from __consumer_offsets-1 (kafka.coordinator.group.GroupMetadataManager)", REAL23))),
+    S("group_load_done", "kafka", "0.9 – 0.10", ("GroupMetadataManager",), ("Finished loading offsets from",),
+      r"Finished loading offsets from \[__consumer_offsets,(?P<partition>[0-9]{1,9})\] in (?P<millis>" + N + r") milliseconds",
+      "the offsets partition is loaded: its groups are served again",
+      (E("0.9.0.1", "Finished loading offsets from [__consumer_offsets,27] in 1205 milliseconds. (kafka.coordinator.GroupMetadataManager)", SEED002 + " (quoted without timestamp)"),
+       E("0.10.0", "2016-08-02 05:38:14 INFO  GroupMetadataManager:68 - [Group Metadata Manager on Broker 0]: Finished loading offsets from [__consumer_offsets,44] in 1 milliseconds.", PUB_0100_EMB))),
+    S("group_load_done", "kafka", "0.11 – 3.x", ("GroupMetadataManager",), ("Finished loading offsets and group metadata from",),
+      r"Finished loading offsets and group metadata from __consumer_offsets-(?P<partition>[0-9]{1,9}) in (?P<millis>" + N + r") milliseconds",
+      "as above (3.x adds the coordinator epoch and the time spent waiting in the scheduler)",
+      (E("1.0", "[2018-01-19 14:24:44,967] INFO [GroupMetadataManager brokerId=0] Finished loading offsets and group metadata from __consumer_offsets-25 in 4 milliseconds. (kafka.coordinator.group.GroupMetadataManager)", PUB_11),
+       E("2.3.0", "[2026-11-22 13:58:00,825] INFO [GroupMetadataManager brokerId=1] Finished loading offsets and group metadata from __consumer_offsets-1 in 5 milliseconds. (kafka.coordinator.group.GroupMetadataManager)", REAL23),
+       E("3.x", "[2023-09-30 21:00:08,981] INFO [GroupMetadataManager brokerId=0] Finished loading offsets and group metadata from __consumer_offsets-10 in 31 milliseconds for epoch 0, of which 31 milliseconds was spent in the scheduler. (kafka.coordinator.group.GroupMetadataManager)", PUB_3X))),
+    # ------------------------------------------------------------ broker lifecycle
+    S("kafka_version", "kafka", "0.9 – 4.x", ("AppInfoParser",), ("Kafka version",),
+      r"Kafka version ?: ?(?P<version>[A-Za-z0-9._-]{1,40})",
+      "the broker's Kafka version, logged at start",
+      (E("0.10.1.1", "[2017-01-31 20:17:29,646] INFO Kafka version : 0.10.1.1 (org.apache.kafka.common.utils.AppInfoParser)", "public Kafka 0.10.1.1 broker log of 2017-01-31"),
+       E("2.3.0", "[2026-11-22 13:57:34,239] INFO Kafka version: 2.3.0 (org.apache.kafka.common.utils.AppInfoParser)", REAL23))),
+    S("broker_started", "kafka", "0.9 – 3.x", ("KafkaServer",), ("started",),
+      r"\[Kafka ?Server (?:id=)?(?P<broker>" + ID + r")\],? started",
+      "the broker finished starting",
+      (E("2.3.0", "[2026-11-22 13:57:34,240] INFO [KafkaServer id=1] started (kafka.server.KafkaServer)", REAL23),)),
+    S("broker_shutting_down", "kafka", "0.9 – 3.x", ("KafkaServer",), ("shutting down",),
+      r"\[Kafka ?Server (?:id=)?(?P<broker>" + ID + r")\],? shutting down",
+      "the broker was asked to stop (SIGTERM or kafka-server-stop)",
+      (E("2.3.0", "[2026-11-22 13:59:47,802] INFO [KafkaServer id=2] shutting down (kafka.server.KafkaServer)", REAL23),)),
+    S("controlled_shutdown_start", "kafka", "0.9 – 3.x", ("KafkaServer",), ("Starting controlled shutdown",),
+      r"\[Kafka ?Server (?:id=)?(?P<broker>" + ID + r")\],? Starting controlled shutdown",
+      "the broker asks the controller to move its leaderships away before it stops",
+      (E("2.3.0", "[2026-11-22 13:59:47,803] INFO [KafkaServer id=2] Starting controlled shutdown (kafka.server.KafkaServer)", REAL23),)),
+    S("controlled_shutdown_done", "kafka", "0.9 – 3.x", ("KafkaServer",), ("Controlled shutdown succeeded",),
+      r"Controlled shutdown succeeded",
+      "leadership moved away; the broker now stops its fetchers and closes",
+      (E("2.3.0", "[2026-11-22 13:59:48,737] INFO [KafkaServer id=2] Controlled shutdown succeeded (kafka.server.KafkaServer)", REAL23),)),
+    S("broker_shut_down", "kafka", "0.9 – 3.x", ("KafkaServer",), ("shut down completed",),
+      r"\[Kafka ?Server (?:id=)?(?P<broker>" + ID + r")\],? shut down completed",
+      "the broker stopped cleanly",
+      (E("2.3.0", "[2026-11-22 13:59:52,916] INFO [KafkaServer id=2] shut down completed (kafka.server.KafkaServer)", REAL23),)),
+    S("registration_conflict", "kafka", "1.1 – 3.x", ("KafkaZkClient$CheckedEphemeral", "KafkaZkClient"), ("Error while creating ephemeral at",),
+      r"Error while creating ephemeral at (?P<path>/[A-Za-z0-9_/.-]{1,300}), node already exists and owner '(?P<owner>[0-9]{1,20})' does not match current session '(?P<session>[0-9]{1,20})'",
+      "the broker was started while its previous ZooKeeper session still held /brokers/ids/N: it exits ('Exiting Kafka.')",
+      (E("2.3.0", "[2026-11-22 14:03:26,452] ERROR Error while creating ephemeral at /brokers/ids/1, node already exists and owner '144115238283051009' does not match current session '144115254472081409' (kafka.zk.KafkaZkClient$CheckedEphemeral)", REAL23),)),
+    # ------------------------------------------------------------ network / requests
+    S("processor_uncaught_exception", "kafka", "0.9 – 0.10", ("Processor",), ("Processor got uncaught exception",),
+      r"Processor got uncaught exception",
+      "a network thread failed on a request; with ArrayIndexOutOfBoundsException at ApiKeys.forId it is an API key the broker does not know (a newer client): every request selected in the same poll is dropped",
+      (E("0.9.0.1", "[2017-10-12 16:52:38,141] ERROR Processor got uncaught exception. (kafka.network.Processor)", SEED002),)),
+    S("invalid_request", "kafka", "0.10.1 – 3.x", ("Processor",), ("Closing socket for", "because of error"),
+      r"Closing socket for (?P<connection>[A-Za-z0-9_.:\[\]-]{1,200}) because of error",
+      "a request the broker could not parse (e.g. an unknown API key); the connection id names the client's address and port",
+      (E("2.3.0", "[2026-11-22 14:01:04,688] ERROR Closing socket for 127.102.1.1:9092-127.0.0.1:48908-5 because of error (kafka.network.Processor)", REAL23),)),
+    S("response_without_connection", "kafka", "0.10 – 3.x", ("Processor",), ("for which there is no open connection",),
+      r"no open connection, connection id (?P<connection>[A-Za-z0-9_.:\[\]-]{1,200})",
+      "a response was ready after the client had gone (clients timed out waiting): request handling is slow or stuck",
+      (E("2.3.0", "[2026-11-22 13:59:10,534] WARN Attempting to send response via channel for which there is no open connection, connection id 127.102.1.2:9092-127.0.0.1:44340-4 (kafka.network.Processor)", REAL23),)),
+    # ------------------------------------------------------------ log cleaner
+    S("log_cleaner_died", "kafka", "0.9 – 3.x", ("LogCleaner",), ("Error due to",),
+      r"\[kafka-log-cleaner-thread-(?P<thread>[0-9]{1,4})\][,:] Error due to",
+      "the log cleaner thread died: compacted topics (__consumer_offsets!) stop being compacted and grow until a restart",
+      (E("0.9.0.1", "[2017-01-24 17:17:30,035] ERROR [kafka-log-cleaner-thread-0], Error due to  (kafka.log.LogCleaner)", PUB_090_CLEANER),
+       E("0.8.2", "2015-05-19 16:52:48,758 ERROR [kafka-log-cleaner-thread-0] kafka.log.LogCleaner - [kafka-log-cleaner-thread-0], Error due to", "public JIRA comment (2015-05-19, layout thread_logger)"))),
+    S("log_cleaner_uncleanable", "kafka", "2.1 – 3.x", ("LogCleaner",), ("as uncleanable",),
+      r"Marking its partition \((?P<topic>" + T + r")-(?P<partition>[0-9]{1,9})\) as uncleanable",
+      "the cleaner skips this partition from now on (KAFKA-7215); it keeps growing",
+      (E("2.3.0", "[2026-11-22 14:03:26,498] WARN [kafka-log-cleaner-thread-0]: Unexpected exception thrown when cleaning log Log(/tmp/ana/real/broker1/data/compacted-2). Marking its partition (compacted-2) as uncleanable (kafka.log.LogCleaner)", REAL23 + " (log-cleaner.log after a kill -9 and restart)"),)),
+    # ------------------------------------------------------------ ZooKeeper client inside the broker
+    S("zk_session_expired", "zk_client", "0.9 – 1.1 (zkclient)", ("ZkClient",), ("zookeeper state changed (Expired)",),
+      r"zookeeper state changed \(Expired\)",
+      "the broker's ZooKeeper session expired: it dropped out of /brokers/ids until it re-registered",
+      (E("0.11 / 1.x (zkclient)", "[2019-05-15 22:20:14,399] INFO zookeeper state changed (Expired) (org.I0Itec.zkclient.ZkClient)", "public Kafka broker log of 2019-05-15 (zkclient era)"),)),
+    S("zk_session_expired", "zk_client", "1.1 – 3.x", ("ZooKeeperClient",), ("Session expired",),
+      r"\[ZooKeeperClient(?: [A-Za-z0-9 _-]{0,60})?\] Session expired",
+      "as above",
+      (E("2.3.0", "[2026-11-22 13:59:08,130] INFO [ZooKeeperClient Kafka server] Session expired. (kafka.zookeeper.ZooKeeperClient)", REAL23),)),
+    S("zk_session_expired", "zk_client", "ZooKeeper client 3.4 – 3.8", ("ClientCnxn",), ("has expired",),
+      r"Unable to reconnect to ZooKeeper service, session (?P<session>0x[0-9a-fA-F]{1,16}) has expired",
+      "as above, from the ZooKeeper client library",
+      (E("2.3.0 / zk client 3.4.14", "[2026-11-22 13:59:08,128] WARN Unable to reconnect to ZooKeeper service, session 0x300000bb0b00000 has expired (org.apache.zookeeper.ClientCnxn)", REAL23),)),
+    S("zk_session_timeout", "zk_client", "ZooKeeper client 3.4 – 3.8", ("ClientCnxn",), ("Client session timed out",),
+      r"Client session timed out, have not heard from server in (?P<millis>" + N + r")ms for session ?id (?P<session>0x[0-9a-fA-F]{1,16})",
+      "the process heard nothing from ZooKeeper for that long: the process itself was paused (GC, SIGSTOP, swap) or the network was",
+      (E("2.3.0 / zk client 3.4.14", "[2026-11-22 13:59:07,443] WARN Client session timed out, have not heard from server in 46618ms for session id 0x300000bb0b00000 (org.apache.zookeeper.ClientCnxn)", REAL23),)),
+    # ------------------------------------------------------------ controller
+    S("controller_elected", "controller", "1.1 – 3.x (ZooKeeper mode)", ("KafkaController",), ("successfully elected as the controller",),
+      r"(?P<broker>" + ID + r") successfully elected as the controller(?:\. Epoch incremented to (?P<epoch>[0-9]{1,10}))?",
+      "this broker became the controller",
+      (E("2.3.0", "[2026-11-22 13:57:33,962] INFO [Controller id=1] 1 successfully elected as the controller. Epoch incremented to 1 and epoch zk version is now 1 (kafka.controller.KafkaController)", REAL23),)),
+    S("controller_resigned", "controller", "1.1 – 3.x (ZooKeeper mode)", ("KafkaController",), ("Resigned",),
+      r"\[Controller id=(?P<broker>" + ID + r")\] Resigned",
+      "this broker stopped being the controller (session expiry or another broker won)",
+      (E("2.3.0", "[2026-11-22 13:59:08,152] INFO [Controller id=3] Resigned (kafka.controller.KafkaController)", REAL23),)),
+    S("auto_preferred_election", "controller", "1.1 – 3.x", ("KafkaController",), ("Processing automatic preferred replica leader election",),
+      r"Processing automatic preferred replica leader election",
+      "auto.leader.rebalance.enable is on: the controller checks imbalance and moves leadership back to preferred replicas",
+      (E("2.3.0", "[2026-11-22 14:00:10,225] INFO [Controller id=1] Processing automatic preferred replica leader election (kafka.controller.KafkaController)", REAL23),)),
+    S("preferred_election", "controller", "0.8 – 3.x", ("KafkaController",), ("Starting preferred replica leader election for partitions",),
+      r"Starting preferred replica leader election for partitions (?P<partitions>[A-Za-z0-9._,\[\]-]{1,4000})",
+      "the controller moves leadership of these partitions back to their preferred (first) replica",
+      (E("2.3.0", "[2026-11-22 14:00:10,227] INFO [Controller id=1] Starting preferred replica leader election for partitions t1-2,__consumer_offsets-2,compacted-1,__consumer_offsets-5 (kafka.controller.KafkaController)", REAL23),)),
+    S("preferred_election_failed", "controller", "1.1 – 3.x", ("KafkaController",), ("failed to complete preferred replica leader election",),
+      r"Partition (?P<topic>" + T + r")-(?P<partition>[0-9]{1,9}) failed to complete preferred replica leader election to (?P<preferred>" + ID + r")\. Leader is still (?P<leader>" + ID + r")",
+      "the preferred replica was not eligible (e.g. not in the ISR yet)",
+      (E("2.3.0", "[2026-11-22 14:00:10,304] WARN [Controller id=1] Partition compacted-1 failed to complete preferred replica leader election to 2. Leader is still 3 (kafka.controller.KafkaController)", REAL23),)),
+    S("broker_change", "controller", "1.1 – 3.x", ("KafkaController",), ("Newly added brokers",),
+      r"Newly added brokers: (?P<added>" + IDS + r"), deleted brokers: (?P<deleted>" + IDS + r"), bounced brokers: (?P<bounced>" + IDS + r")",
+      "the controller saw registrations in /brokers/ids change",
+      (E("2.3.0", "[2026-11-22 14:00:07,827] INFO [Controller id=1] Newly added brokers: 2, deleted brokers: , bounced brokers: , all live brokers: 1,2,3 (kafka.controller.KafkaController)", REAL23),)),
+    # ------------------------------------------------------------ ZooKeeper servers
+    S("zk_election_took", "zookeeper", "3.4 – 3.8", ("Follower", "Leader", "Learner", "Observer"), ("LEADER ELECTION TOOK",),
+      r"(?P<role>FOLLOWING|LEADING|OBSERVING) - LEADER ELECTION TOOK - (?P<millis>[0-9]{1,12})",
+      "this server finished a leader election (3.4 prints the millis without a unit, 3.6+ adds MS)",
+      (E("3.4.9", "2017-02-10 19:22:16,549 [myid:2] - INFO  [QuorumPeer[myid=2]/0:0:0:0:0:0:0:0:2181:Follower@61] - FOLLOWING - LEADER ELECTION TOOK - 22978", PUB_ZK34),
+       E("3.4 (Kafka layout)", "[2016-07-24 07:17:50,961] INFO FOLLOWING - LEADER ELECTION TOOK - 21823 (org.apache.zookeeper.server.quorum.Learner)", "public ZooKeeper 3.4 log inside a Kafka layout (2016-07-24)"),
+       E("3.6+", "2023-09-01 04:02:02,075 [myid:13] - INFO [QuorumPeer[myid=13](plain=[0:0:0:0:0:0:0:0]:2181)(secure=[0:0:0:0:0:0:0:0]:2281):Follower@77] - FOLLOWING - LEADER ELECTION TOOK - 104 MS", SEED004),
+       E("3.8.0", "2026-11-22 14:01:18,854 - INFO  [QuorumPeer[myid=1](plain=127.102.0.1:2181)(secure=disabled):Follower@77] - FOLLOWING - LEADER ELECTION TOOK - 16 MS", REALZK38))),
+    S("zk_follow_exception", "zookeeper", "3.4 – 3.8", ("Follower", "Observer"), ("Exception when following the leader",),
+      r"Exception when following the leader",
+      "this follower lost its connection to the leader (the exception says why: Connection reset, Read timed out, EOF)",
+      (E("3.4", "2016-03-21 22:58:33,362 - WARN  [QuorumPeer[myid=3]/0:0:0:0:0:0:0:0:2181:Follower@89] - Exception when following the leader", PUB_ZK34_PLAIN),
+       E("3.6+", "2023-09-01 04:02:01,662 [myid:13] - WARN [QuorumPeer[myid=13](plain=[0:0:0:0:0:0:0:0]:2181)(secure=[0:0:0:0:0:0:0:0]:2281):Follower@128] - Exception when following the leader java.net.SocketException: Connection reset at java.base/sun.nio.ch.NioSocketImpl.implRead(NioSocketImpl.java:323)", SEED004 + " (first characters of the line as the post prints it)"),
+       E("3.8.0", "2026-11-22 14:01:31,003 [myid:2] - WARN  [QuorumPeer[myid=2](plain=127.102.0.2:2181)(secure=disabled):Follower@128] - Exception when following the leader", REALZK38))),
+    S("zk_disconnected_from_leader", "zookeeper", "3.6 – 3.8", ("Follower", "Observer"), ("Disconnected from leader",),
+      r"Disconnected from leader \(with address: (?P<leader>[A-Za-z0-9_./:\[\]-]{1,200})\)\. Was connected for (?P<millis>[0-9]{1,15})ms\. Sync state: (?P<sync>[a-z]{1,5})",
+      "how long this follower had been connected before the drop",
+      (E("3.6+", "2023-09-01 04:02:01,662 [myid:13] - INFO [QuorumPeer[myid=13](plain=[0:0:0:0:0:0:0:0]:2181)(secure=[0:0:0:0:0:0:0:0]:2281):Follower@142] - Disconnected from leader (with address: /10.14.6.56:2888). Was connected for 316796607ms. Sync state: true", SEED004),
+       E("3.8.0", "2026-11-22 14:01:18,831 - INFO  [QuorumPeer[myid=1](plain=127.102.0.1:2181)(secure=disabled):Follower@142] - Disconnected from leader (with address: /127.102.0.3:2888). Was connected for 234789ms. Sync state: true", REALZK38))),
+    S("zk_peer_state", "zookeeper", "3.6 – 3.8", ("QuorumPeer",), ("Peer state changed",),
+      r"Peer state changed: (?P<state>[a-z]{1,12}(?: - [a-z]{1,20}){0,3})",
+      "the server's quorum state (looking / following / leading and their phases)",
+      (E("3.6+", "2023-09-01 04:02:01,971 [myid:13] - INFO [QuorumPeer[myid=13](plain=[0:0:0:0:0:0:0:0]:2181)(secure=[0:0:0:0:0:0:0:0]:2281):QuorumPeer@916] - Peer state changed: looking", SEED004),
+       E("3.8.0", "2026-11-22 14:01:31,020 [myid:2] - INFO  [QuorumPeer[myid=2](plain=127.102.0.2:2181)(secure=disabled):QuorumPeer@917] - Peer state changed: looking", REALZK38))),
+    S("zk_transaction_timeout", "zookeeper", "3.4 – 3.8", ("LearnerHandler",), ("Closing connection to peer due to transaction timeout",),
+      r"Closing connection to peer due to transaction timeout",
+      "the leader dropped a learner: a proposal or ping went unacknowledged for longer than syncLimit x tickTime",
+      (E("3.6+", "2023-09-01 04:02:01,248 [myid:37] - WARN [QuorumPeer[myid=37](plain=[0:0:0:0:0:0:0:0]:2181)(secure=[0:0:0:0:0:0:0:0]:2281):LearnerHandler@1077] - Closing connection to peer due to transaction timeout.", SEED004),)),
+    S("zk_learner_closed", "zookeeper", "3.6 – 3.8", ("LearnerHandler",), ("Synchronously closing socket to learner",),
+      r"Synchronously closing socket to learner (?P<sid>[0-9]{1,10})",
+      "the leader closed its connection to learner <sid>",
+      (E("3.6+", "2023-09-01 04:02:01,248 [myid:37] - INFO [QuorumPeer[myid=37](plain=[0:0:0:0:0:0:0:0]:2181)(secure=[0:0:0:0:0:0:0:0]:2281):LearnerHandler@1158] - Synchronously closing socket to learner 13.", SEED004),
+       E("3.8.0", "2026-11-22 14:01:14,820 [myid:3] - INFO  [LearnerHandler-/127.0.0.1:44360:LearnerHandler@1159] - Synchronously closing socket to learner 1.", REALZK38))),
+    S("zk_learner_handler_error", "zookeeper", "3.4 – 3.8", ("LearnerHandler",), ("Unexpected exception",),
+      r"Unexpected exception (?:causing shutdown while sock still open|in LearnerHandler)",
+      "the leader's handler for one learner failed (e.g. Read timed out: the learner stopped answering)",
+      (E("3.8.0", "2026-11-22 14:01:14,818 [myid:3] - ERROR [LearnerHandler-/127.0.0.1:44360:LearnerHandler@719] - Unexpected exception in LearnerHandler: ", REALZK38),)),
+    S("zk_session_expiring", "zookeeper", "3.4 – 3.8", ("ZooKeeperServer", "SessionTrackerImpl"), ("Expiring session",),
+      r"Expiring session (?P<session>0x[0-9a-fA-F]{1,16}), timeout of (?P<timeout_ms>[0-9]{1,10})ms exceeded",
+      "the server expired a client session (for a Kafka broker: it disappears from /brokers/ids)",
+      (E("3.4", "2017-11-08 15:54:10,002 [myid:] - INFO  [SessionTracker:ZooKeeperServer@347] - Expiring session 0x15f8f0496020037, timeout of 4000ms exceeded", PUB_ZK34_EXP),
+       E("3.6+", "2022-12-30 11:40:30,396 [myid:2] - INFO  [SessionTracker:ZooKeeperServer@437] - Expiring session 0x3925a0001, timeout of 10000ms exceeded", "public ZooKeeper 3.6+ log (2022-12-30)"))),
+    S("zk_end_of_stream", "zookeeper", "3.4", ("NIOServerCnxn",), ("caught end of stream exception",),
+      r"caught end of stream exception",
+      "a client closed its connection (the exception line names the session)",
+      (E("3.4 (Kafka layout)", "[2017-07-15 16:17:54,394] WARN caught end of stream exception (org.apache.zookeeper.server.NIOServerCnxn)", PUB_ZK34_EMB),)),
+    S("zk_end_of_stream", "zookeeper", "3.4 – 3.8", ("NIOServerCnxn", "NettyServerCnxn"), ("EndOfStreamException",),
+      r"EndOfStreamException: Unable to read additional data from client,? (?:sessionid (?P<session>0x[0-9a-fA-F]{1,16})|it probably closed the socket: address = (?P<address>[A-Za-z0-9_./:\[\]-]{1,100}), session = (?P<session2>0x[0-9a-fA-F]{1,16}))",
+      "as above; the exception line under 'caught end of stream exception' (3.4) or 'Unexpected exception' (3.6+)",
+      (E("3.4 (Kafka layout)", "[2017-07-15 16:17:54,394] WARN caught end of stream exception (org.apache.zookeeper.server.NIOServerCnxn)\nEndOfStreamException: Unable to read additional data from client sessionid 0x15d453002070003, likely client has closed socket", PUB_ZK34_EMB),),
+      on="exception"),
+    S("zk_slow_fsync", "zookeeper", "3.4 – 3.8", ("FileTxnLog",), ("fsync-ing the write ahead log in",),
+      r"fsync-ing the write ahead log in (?P<thread>[A-Za-z0-9:_-]{1,60}) took (?P<millis>[0-9]{1,12})ms",
+      "a transaction-log fsync was slow: followers stall and may be dropped (disk, or the process was paused)",
+      (E("3.4", "2016-05-15 04:04:40,569 [myid:1] - WARN  [SyncThread:1:FileTxnLog@334] - fsync-ing the write ahead log in SyncThread:1 took 2243ms which will adversely effect operation latency. See the ZooKeeper troubleshooting guide", PUB_ZK34_FSYNC),
+       E("3.8.0", "2026-11-22 14:01:31,002 [myid:2] - WARN  [SyncThread:2:FileTxnLog@394] - fsync-ing the write ahead log in SyncThread:2 took 6001ms which will adversely effect operation latency.File size is 67108880 bytes. See the ZooKeeper troubleshooting guide", REALZK38))),
+)
+
+# Attributes read from the exception line right under a record (the line after its header).
+# (signature names, literal, pattern): the first that matches adds its groups to the record's attrs.
+EXCEPTION_ATTRS: tuple[tuple[tuple[str, ...], str, str], ...] = (
+    (("replica_fetch_error", "fetch_session_error"), "was disconnected before the response was read",
+     r"Connection to (?P<disconnected_node>-?[0-9]{1,10}) was disconnected before the response was read"),
+    (("replica_fetch_error", "fetch_session_error"), "Client was shutdown before response was read", r"(?P<client_shutdown>Client was shutdown) before response was read"),
+    (("replica_fetch_error", "fetch_session_error"), "Exception", r"(?P<timeout>SocketTimeoutException|TimeoutException)"),
+    # NetworkClientUtils.awaitReady: "Connection to " + node + " failed." (node = host:port (id: N rack: R))
+    (("replica_fetch_error", "fetch_session_error"), " failed",
+     r"Connection to (?P<connection_failed>[A-Za-z0-9_.:\[\]-]{1,100})(?: \(id: -?[0-9]{1,10} rack: [A-Za-z0-9_.-]{1,60}\))? failed"),
+    (("processor_uncaught_exception",), "ArrayIndexOutOfBoundsException", r"ArrayIndexOutOfBoundsException: (?P<api_key_aioobe>-?[0-9]{1,6})"),
+    (("invalid_request", "processor_uncaught_exception"), "API key", r"Unknown API key (?P<api_key>-?[0-9]{1,6})"),
+    (("invalid_request", "processor_uncaught_exception"), "apiKey", r"best guess of the apiKey is: (?P<api_key>-?[0-9]{1,6})"),
+    (("invalid_request", "processor_uncaught_exception"), "Unexpected ApiKeys id", r"Unexpected ApiKeys id .(?P<api_key>-?[0-9]{1,6})."),
+    (("zk_follow_exception",), "Exception", r"(?P<cause>(?:java\.[a-z.]{1,40})?[A-Za-z]{1,60}Exception(?:: [A-Za-z ]{1,60})?)"),
+    (("log_cleaner_died",), "requirement failed", r"requirement failed: (?P<requirement>[0-9]{1,20} messages in segment (?P<segment>[A-Za-z0-9._/-]{1,400}) but offset map can fit only [0-9]{1,20})"),
+)
+# A frame line that confirms a record's cause (the line after the exception line).
+FRAME_MARKERS: tuple[tuple[str, str, str], ...] = (
+    ("processor_uncaught_exception", "ApiKeys.forId", "api_key_frame"),
+)
+
+_BY_LOGGER: dict[str, list[Signature]] = {}
+for _s in SIGNATURES:
+    for _lg in _s.loggers:
+        _BY_LOGGER.setdefault(_lg, []).append(_s)
+ALL_LOGGERS: frozenset[str] = frozenset(_BY_LOGGER)
+
+
+def candidates(logger_simple: str) -> list[Signature]:
+    return _BY_LOGGER.get(logger_simple, [])
+
+
+def classify_text(logger_simple: str, message: str, exception_line: str | None = None) -> tuple[Signature, dict[str, str]] | None:
+    """The first signature (table order) whose logger, literals and pattern match."""
+    for sig in _BY_LOGGER.get(logger_simple, ()):
+        text = message if sig.on == "message" else exception_line
+        if text is None:
+            continue
+        attrs = sig.match(text)
+        if attrs is not None:
+            return sig, attrs
+    return None
+
+
+def exception_attrs(signature: str, exception_line: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for names, lit, pat in EXCEPTION_ATTRS:
+        if signature in names and lit in exception_line:
+            m = _compiled(pat).search(exception_line)
+            if m:
+                for k, v in m.groupdict().items():
+                    if v and k not in out:
+                        out[k] = v
+    return out
+
+
+def frame_attrs(signature: str, frame_line: str) -> dict[str, str]:
+    return {attr: "1" for name, lit, attr in FRAME_MARKERS if name == signature and lit in frame_line}
+
+
+def names() -> list[str]:
+    seen: list[str] = []
+    for s in SIGNATURES:
+        if s.name not in seen:
+            seen.append(s.name)
+    return seen
+
+
+# ---------------------------------------------------------------- docs/SIGNATURES.md
+
+
+def _md(s: str) -> str:
+    return s.replace("|", "\\|").replace("\n", "<br>")
+
+
+def render_markdown() -> str:
+    from .parsers.layouts import LAYOUTS
+
+    out = ["# Log signatures the analysis recognises",
+           "",
+           "Generated from `plugins/kafka_runbooks/analyze/signatures.py` by "
+           "`python -m kafka_runbooks.analyze.signatures > docs/SIGNATURES.md`; a test fails when this file is stale, "
+           "and a test parses every example line below and checks it yields its signature.",
+           "",
+           "A record matches a row when its logger's simple class name is one of the row's loggers, every literal "
+           "occurs in the message (or, for rows marked *exception*, in the exception line under it) and the "
+           "pattern matches. Every example is a real line; the source column says where it comes from.",
+           "",
+           "## Layouts",
+           "",
+           "| layout | log4j pattern | example |",
+           "|---|---|---|"]
+    for l in LAYOUTS:
+        out.append(f"| `{l.name}` | `{_md(l.pattern)}` | `{_md(l.example)}` |")
+    out += ["", "## Signatures", "",
+            "| signature | family | versions | loggers | literals | pattern | meaning |",
+            "|---|---|---|---|---|---|---|"]
+    for s in SIGNATURES:
+        on = " *(exception line)*" if s.on == "exception" else ""
+        out.append(f"| `{s.name}`{on} | {s.family} | {_md(s.versions)} | {', '.join(s.loggers)} | "
+                   f"{', '.join('`' + _md(x) + '`' for x in s.literals)} | `{_md(s.pattern)}` | {_md(s.meaning)} |")
+    out += ["", "## Real example lines, one per version wording", "",
+            "| signature | versions | Kafka/ZooKeeper version | example | source |",
+            "|---|---|---|---|---|"]
+    for s in SIGNATURES:
+        if not s.examples:
+            out.append(f"| `{s.name}` | {_md(s.versions)} | | *no real line found yet: wording from the Kafka source; untested* | |")
+        for e in s.examples:
+            out.append(f"| `{s.name}` | {_md(s.versions)} | {_md(e.version)} | `{_md(e.text)}` | {_md(e.source)} |")
+    out += ["", "## Exception-line attributes", "",
+            "| signatures | literal | pattern |", "|---|---|---|"]
+    for names_, lit, pat in EXCEPTION_ATTRS:
+        out.append(f"| {', '.join(names_)} | `{_md(lit)}` | `{_md(pat)}` |")
+    return "\n".join(out) + "\n"
+
+
+if __name__ == "__main__":  # pragma: no cover
+    import sys
+
+    sys.stdout.write(render_markdown())

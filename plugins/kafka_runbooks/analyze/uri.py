@@ -1,0 +1,111 @@
+"""Bundle locations as URIs: ``file:///shared/bundles/...`` (default; a plain path means file://),
+``s3a://bucket/prefix/...`` or ``hdfs://namenode/path``. Executors read evidence through these, so the
+bundle must live where every executor can reach it (a shared mount, S3, HDFS), never only on the Airflow
+worker's disk.
+
+Python-side reads (the per-file survey, small evidence files) go through ``pyarrow.fs`` for s3a/hdfs
+(s3a:// is read as s3://) and plain ``open`` for local paths; Spark reads the big logs itself.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+from typing import BinaryIO
+from urllib.parse import urlparse
+
+
+def is_local(uri: str) -> bool:
+    return "://" not in uri or uri.startswith("file:")
+
+
+def local_path(uri: str) -> str:
+    if "://" not in uri:
+        return os.path.abspath(uri)
+    p = urlparse(uri)
+    return p.path
+
+
+def to_uri(path_or_uri: str) -> str:
+    """A plain path -> file:///abs/path; URIs unchanged (trailing slashes dropped)."""
+    if "://" in path_or_uri:
+        return path_or_uri.rstrip("/")
+    return "file://" + os.path.abspath(path_or_uri)
+
+
+def join(base: str, rel: str) -> str:
+    if "://" not in base:
+        return os.path.join(base, rel)
+    return base.rstrip("/") + "/" + rel.lstrip("/")
+
+
+def safe_relative(rel: str) -> bool:
+    """A bundle-relative path that cannot escape the bundle."""
+    if not rel or rel.startswith("/") or "\\" in rel or ":" in rel.split("/", 1)[0]:
+        return False
+    parts = rel.split("/")
+    return ".." not in parts and posixpath.normpath(rel) == rel.rstrip("/")
+
+
+def _arrow_fs(uri: str):
+    import pyarrow.fs as pafs  # imported lazily: only remote bundles need it
+
+    u = uri.replace("s3a://", "s3://", 1).replace("s3n://", "s3://", 1)
+    return pafs.FileSystem.from_uri(u)
+
+
+def open_binary(uri: str) -> BinaryIO:
+    if is_local(uri):
+        return open(local_path(uri), "rb")
+    fs, path = _arrow_fs(uri)
+    return fs.open_input_stream(path)
+
+
+def read_bytes(uri: str, limit: int | None = None) -> bytes:
+    with open_binary(uri) as fh:
+        return fh.read() if limit is None else fh.read(limit)
+
+
+def read_text(uri: str) -> str:
+    return read_bytes(uri).decode("utf-8", errors="replace")
+
+
+def exists(uri: str) -> bool:
+    if is_local(uri):
+        return os.path.exists(local_path(uri))
+    fs, path = _arrow_fs(uri)
+    import pyarrow.fs as pafs
+
+    return fs.get_file_info(path).type != pafs.FileType.NotFound
+
+
+def list_manifests(base: str) -> list[str]:
+    """Every manifest.json under a base location (any depth), as URIs, sorted."""
+    if is_local(base):
+        root = local_path(base)
+        out = []
+        for d, _dirs, files in os.walk(root):
+            if "manifest.json" in files:
+                out.append(to_uri(os.path.join(d, "manifest.json")))
+        return sorted(out)
+    import pyarrow.fs as pafs
+
+    fs, path = _arrow_fs(base)
+    sel = pafs.FileSelector(path, recursive=True, allow_not_found=True)
+    scheme = base.split("://", 1)[0]
+    return sorted(f"{scheme}://{i.path}" for i in fs.get_file_info(sel) if i.path.endswith("/manifest.json"))
+
+
+def write_text(uri: str, text: str) -> None:
+    """Write a small file atomically where the location allows it (local: temp file + rename)."""
+    if is_local(uri):
+        p = local_path(uri)
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        tmp = p + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, p)
+        return
+    fs, path = _arrow_fs(uri)
+    with fs.open_output_stream(path) as fh:
+        fh.write(text.encode("utf-8"))

@@ -1,0 +1,141 @@
+"""The Spark job on a bundle of real evidence (Kafka 2.3.0 + ZooKeeper 3.8 run here, a real JVM lock stall,
+damaged and UTF-16 files): findings, the per-file read report, and the JVM scan's rows equal the pure parser's
+rows line for line, across 64 KiB splits."""
+
+import json
+
+import pytest
+
+from kafka_runbooks.analyze.logsummary import event_rows
+from kafka_runbooks.analyze.parsers import parse_log
+
+from analyze_helpers import fixture_bytes, make_bundle, submit
+
+LOGS = [("hosts/1/server.log", "server_log", 1, "real23/broker1.server.log.pause"),
+        ("hosts/3/server.log", "server_log", 3, "real23/broker3.server.log"),
+        ("hosts/2/server.log", "server_log", 2, "real23/broker2.server.log.shutdown"),
+        ("hosts/1/controller.log", "controller_log", 1, "real23/broker1.controller.log")]
+
+
+@pytest.fixture(scope="module")
+def real_bundle(tmp_path_factory, lab_stall):
+    root = tmp_path_factory.mktemp("bundles")
+    out = fixture_bytes("real23/broker1.kafkaServer.out")
+    damaged = out[:5000] + b"\x00" * 4096 + out[5000:]
+    probe = json.dumps({"schema": "kafka-runbooks/kafka-probe/v1", "broker_id": 1, "endpoint": "127.102.1.1:9092", "results": [
+        {"at": "2026-11-22T14:00:00Z", "check": "metadata", "ok": False, "latency_ms": 5000.0, "error": "Request timed out"}]}).encode()
+    ss1 = b"State Recv-Q Send-Q Local Address:Port Peer Address:Port\nESTAB 5 0 127.102.1.1:9092 127.0.0.1:1000\n"
+    ss2 = b"State Recv-Q Send-Q Local Address:Port Peer Address:Port\nCLOSE-WAIT 700 0 127.102.1.1:9092 127.0.0.1:1000\n"
+    files = [(rel, kind, bid, fixture_bytes(src)) for rel, kind, bid, src in LOGS]
+    files += [
+        ("hosts/1/kafkaServer.out", "kafka_stdout", 1, damaged),
+        ("hosts/1/jstack-1.out", "jstack", 1, lab_stall["jstack_l"][0].encode()),
+        ("hosts/1/jstack-2.out", "jstack", 1, lab_stall["jstack_l"][1].encode("utf-16")),
+        ("hosts/1/gc.log", "gc_log", 1, fixture_bytes("real23/broker1.kafkaServer-gc.log")),
+        ("hosts/1/probe.json", "kafka_probe", 1, probe),
+        ("hosts/1/ss-1.out", "sockets_ss", 1, ss1), ("hosts/1/ss-2.out", "sockets_ss", 1, ss2),
+        ("hosts/1/du.out", "log_dir_listing", 1, fixture_bytes("real23/du-sb.txt")),
+        ("hosts/1/dump-log.out", "dump_log", 1, fixture_bytes("real23/segment/dump.log.txt")),
+    ]
+    for z in (1, 2, 3):
+        files.append((f"zk/{z}/zookeeper.log", "zk_log", None, fixture_bytes(f"real23/zk{z}.zookeeper.log"), str(z)))
+        files.append((f"zk/{z}/srvr.out", "zk_srvr", None, fixture_bytes(f"real23/zk{z}.srvr.txt"), str(z)))
+        files.append((f"zk/{z}/mntr.out", "zk_mntr", None, fixture_bytes(f"real23/zk{z}.mntr.txt"), str(z)))
+    files.append(("zk/1/zoo.cfg", "zk_config", None, fixture_bytes("real23/zk1.zoo.cfg"), "1"))
+    b = make_bundle(root, files)
+    r = submit("analyze_bundle.py", ["--bundle", str(b), "--split-mb", "0.0625"])  # 64 KiB splits
+    assert r.returncode == 0, r.stderr[-4000:]
+    return b, json.loads((b / "findings.json").read_text())
+
+
+def test_findings_of_the_real_bundle(real_bundle):
+    b, doc = real_bundle
+    by = {}
+    for f in doc["findings"]:
+        by.setdefault(f["kind"], []).append(f)
+    dl = by["jvm_deadlock"][0]
+    assert set(dl["details"]["cycle_threads"]) == {"lab-fault-1", "lab-fault-2"} and dl["details"]["dumps"] == 2
+    assert dl["details"]["progress"] == "stuck" and len(dl["details"]["request_handlers_stalled"]) == 4
+    assert {"deadlock", "probes_and_recv_q"} == {f["details"]["cause"] for f in by["request_handling_stalled"]}
+    assert "peer_fetch_failures" not in by  # a pause and a shutdown: the reporters' own doing
+    assert {tuple(f["broker_ids"]) for f in by["fetch_failures_own_doing"]} == {(1,), (2,), (3,)}
+    assert "follower(s) 1, 2 dropped out" in by["zk_follower_drop"][0]["summary"]
+    assert "= 2000 ms" in by["zk_follower_drop"][0]["summary"]
+    assert by["zk_session_expired"][0]["broker_ids"] == [3]
+    assert "own_controlled_shutdown" in by and "preferred_elections" in by
+    dmg = {f["details"]["path"]: f for f in by["damaged_evidence"]}
+    assert "NUL" in dmg["hosts/1/kafkaServer.out"]["summary"] and "UTF-16" in dmg["hosts/1/jstack-2.out"]["summary"]
+    assert "unparsable" not in by, [f["summary"] for f in by.get("unparsable", [])]
+    # every finding cites a file (and lines where there are lines)
+    for f in doc["findings"]:
+        assert f["evidence"] and all(e["source"] for e in f["evidence"]), f["kind"]
+
+
+def test_files_report_layout_and_share(real_bundle):
+    _, doc = real_bundle
+    files = {f["path"]: f for f in doc["files"]}
+    for rel, *_ in LOGS:
+        assert files[rel]["layout"] == "kafka" and files[rel]["read_by"] == "spark" and files[rel]["parsed_share"] == 1.0
+    assert files["zk/2/zookeeper.log"]["layout"] == "zookeeper_myid" and files["zk/1/zookeeper.log"]["layout"] == "zookeeper"
+    out = files["hosts/1/kafkaServer.out"]
+    assert out["read_by"] == "spark" and "damaged range" in out["notes"]  # the scan reads around the NUL run
+    assert "window" in doc and doc["timings"]["total_s"] > 0
+
+
+def test_spark_rows_equal_the_pure_parser_rows_across_splits(real_bundle, spark):
+    b, _ = real_bundle
+    ev = spark.read.parquet(str(b / "parquet" / "log_events"))
+    for rel, kind, bid, src in LOGS + [("zk/1/zookeeper.log", "zk_log", None, "real23/zk1.zookeeper.log")]:
+        p = parse_log(fixture_bytes(src))
+        want = sorted((r["line"], r["signature"], r["ts"], json.dumps(r["attrs"], sort_keys=True), r["exception_line"])
+                      for r in event_rows(p, rel, bid))
+        got = sorted((r["line"], r["signature"], r["ts"], json.dumps(dict(r["attrs"] or {}), sort_keys=True), r["exception_line"])
+                     for r in ev.where(f"path = '{rel}' AND source = 'spark'").collect())
+        assert got == want and want, rel
+    # the stdout's two kill -3 dumps are read by the thread-dump parser beside the scan
+    dumps = [r for r in real_bundle[1]["files"] if r["path"] == "hosts/1/kafkaServer.out" and r["kind"] == "jstack"]
+    assert dumps and dumps[0]["dumps"] == 2
+
+
+def test_report_names_files_and_layouts(real_bundle):
+    b, _ = real_bundle
+    html = (b / "report.html").read_text()
+    assert "Evidence read" in html and "zookeeper_myid" in html and "lab-fault-1" in html and "Incident window" in html
+
+
+def test_record_split_from_its_exception_line_by_a_split_boundary(spark, tmp_path):
+    """A record on the last line of a split keeps the exception line and the frame under it (first lines of the
+    next split): the JVM scan's rows equal the pure parser's whichever line the boundary falls before."""
+    from kafka_runbooks.analyze import fastscan, survey as SV, uri as U
+
+    split = 4096
+    rec, exc, frame = fixture_bytes("seed002_processor.log").splitlines(keepends=True)[:3]
+    pad = b"[2017-10-12 16:52:37,000] INFO padding (kafka.log.Log)\n"
+    data = b""
+    for k in range(1, 7):  # boundary k*split falls before: the exception line (k%3==1), the frame (2), the record (0)
+        before = {1: rec, 2: rec + exc, 0: b""}[k % 3]
+        while len(data) + len(before) + len(pad) <= k * split:
+            data += pad
+        data += b"x" * (k * split - len(data) - len(before) - 1) + b"\n" + before  # a filler line up to the boundary
+        assert len(data) == k * split
+        data += {1: exc + frame, 2: frame, 0: rec + exc + frame}[k % 3]
+    f = tmp_path / "d ir%41" / "server é.log"  # Spark names it URL-encoded: mapped back to the bundle's file
+    f.parent.mkdir()
+    f.write_bytes(data + pad)
+    conf = {k: spark.conf.get(k) for k in ("spark.sql.files.maxPartitionBytes", "spark.sql.files.openCostInBytes",
+                                           "spark.sql.shuffle.partitions")}
+    try:
+        fastscan.configure(spark, split)
+        s = SV.survey_file("server é.log", U.to_uri(str(f)), split)
+        assert len(s.first_line_of_split) >= 6
+        rows = fastscan.events_frame(spark, [fastscan.ScanFile("server é.log", s.uri, 1, s.layout, s.first_line_of_split)],
+                                     split).collect()
+    finally:
+        for k, v in conf.items():
+            spark.conf.set(k, v)
+    want = sorted((r["line"], r["signature"], json.dumps(r["attrs"], sort_keys=True))
+                  for r in event_rows(parse_log(f.read_bytes()), "server é.log", 1))
+    got = sorted((r["line"], r["signature"], json.dumps(dict(r["attrs"] or {}), sort_keys=True)) for r in rows)
+    assert got == want and len(want) == 6
+    assert all('"api_key_frame": "1"' in a for _, _, a in got)
+    assert {r["path"] for r in rows} == {"server é.log"}
