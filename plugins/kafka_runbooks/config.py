@@ -231,7 +231,7 @@ class ElectionSettings:
     deadline_s: float = 86400.0  # gives up this long after the approval
     poll_s: float = 30.0  # how often the wait re-checks
     convergence_s: float = 60.0  # after each batch: leaders preferred, every broker agrees, canary ok, queues fine
-    method: str = "auto"  # auto: the Admin API (elect_leaders) on Kafka >= 2.2, else /admin/preferred_replica_election
+    method: str = "auto"  # auto/zookeeper: /admin/preferred_replica_election (every ZooKeeper-mode Kafka); admin: elect_leaders (>= 2.2, KRaft)
     znode_timeout_s: float = 60.0  # the controller deletes /admin/preferred_replica_election within this
     canary: bool = True  # the canary must succeed after each batch (the cluster's canary topic)
 
