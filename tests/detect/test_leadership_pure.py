@@ -209,6 +209,7 @@ def test_request_saturation_against_queued_max_requests_with_the_kip291_note():
     s = snap(parts(3), request_metrics=(_metrics(queue=450),))
     f = of(detect(s, kafka_version="1.1.0"), "request_queue_saturated")
     assert len(f) == 1 and "450 of queued.max.requests 500" in f[0].summary and "KIP-291" in f[0].details["kip_291"]
+    assert f[0].details["runbook"] == RUNBOOK
     # raised queued.max.requests: 450 of 2000 is no saturation
     assert not of(detect(snap(parts(3), request_metrics=(_metrics(queue=450),),
                               static_configs={"3": {"queued.max.requests": "2000"}})), "request_queue_saturated")

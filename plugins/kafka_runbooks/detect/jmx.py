@@ -47,6 +47,7 @@ OBJECT_NAMES: tuple[str, ...] = (
 ATTRIBUTES = ("Value", "Count", "OneMinuteRate", "Mean", "99thPercentile", "Max")
 DEFAULT_QUEUED_MAX_REQUESTS = 500
 KIP_291 = (2, 2)
+RUNBOOK = "runbooks/preferred-election.md"
 
 
 def jmx_url(host: str, port: int) -> str:
@@ -172,7 +173,7 @@ def detect_request_saturation(ctx: Context) -> list[Finding]:
             evidence=(_metrics_evidence(m, cited),),
             details={"problem": "leadership", "broker_id": m.broker_id, "queued_max_requests": bound,
                      "queued_max_requests_set": explicit, "kip_291": note,
-                     "figures": {f"{o}:{a}": m.get(o, a) for o, a in cited}},
+                     "figures": {f"{o}:{a}": m.get(o, a) for o, a in cited}, "runbook": RUNBOOK},
         ))
     return findings
 
@@ -200,7 +201,8 @@ def detect_connection_storm(ctx: Context) -> list[Finding]:
                     f"{base:g} over the last {len(pts) - 1} checks (clients reconnecting: leadership moving, or clients told "
                     "NOT_LEADER_FOR_PARTITION retry elsewhere)",
             broker_ids=(bid,), evidence=tuple(evidence),
-            details={"problem": "leadership", "broker_id": bid, "established": now, "median": base, "trend": t.to_dict()},
+            details={"problem": "leadership", "broker_id": bid, "established": now, "median": base, "trend": t.to_dict(),
+                     "runbook": RUNBOOK},
         ))
     return findings
 
