@@ -96,6 +96,11 @@ def run_drill(state_dir: Path, broker: int, option: str, keep_lab: bool) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["003"]:  # ./run demo 003: incident 003's drill (lab/kafka_lab/drill_003.py)
+        from kafka_lab.drill_003 import main as drill_003
+
+        return drill_003(argv[1:])
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--state-dir", type=Path, default=REPO / "var" / "drill")
     p.add_argument("--broker", type=int, default=3)

@@ -166,3 +166,44 @@ def test_still_catching_up_waits_then_gives_up_with_the_reason(election_env, mon
     lab.release_fetchers(3)
     lab.wait_full_isr(120)
     wait_until(lambda: check_ready(config, conditions)[0] == [], 60, "broker 3 ready for the election", interval=1.0)
+
+
+def test_divergence_that_persists_halts_the_election(election_env, monkeypatch):
+    """The controller's requests to broker 3 held (its own metadata goes stale, as broker 3's did in incident 003):
+    the batch is elected in ZooKeeper, broker 3 never agrees, the run halts after ``convergence_s`` -- audited, the
+    lock released, nothing further elected."""
+    from kafka_runbooks.config import load_cluster
+    from kafka_runbooks.detect.snapshot import read_snapshot
+    from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
+    from kafka_runbooks.incidents.store import IncidentStore
+    from kafka_runbooks.remediate import election as E
+    from kafka_runbooks.remediate import election_run as R
+    from kafka_runbooks.remediate.ledger import Ledger
+    from kafka_runbooks.remediate.lock import holders
+
+    lab = election_env
+    _bounce(lab)
+    settings = _settings(monkeypatch, convergence_s=10.0, batch_size=4)
+    config = load_cluster("lab")
+    store = IncidentStore(settings["incident_base"])
+    record = store.open(cluster="lab", broker_ids=[3], reason="halt test", trigger={"kind": E.KIND}, opened_by="test")
+    with ZooKeeperHook(config.zk_conn_id).session() as zk:
+        plan = E.plan_election(read_snapshot(zk, "lab"), config, brokers=[3], roll_id=record["id"])
+    assert len(plan.steps) >= 2
+    lab.hold_controller_requests(3)
+    ex = R.Execution(config=config, plan=plan, record_id=record["id"], dag_id="test", run_id=f"halt-{uuid.uuid4().hex[:6]}",
+                     task_id="elect", try_number=1, approver="oncall-carol", starter="test", canary=True)
+    with pytest.raises(R.Halted) as halted:
+        R.run(ex)
+    text = str(halted.value)
+    assert "HALTED at batch 1" in text and "did not converge within 10 s" in text
+    assert "broker 3's own metadata disagrees with ZooKeeper" in text
+    trail = store.audit_trail(record["id"])
+    assert [e["action"] for e in trail if e["action"] in ("elect_batch", "halt")] == ["elect_batch", "halt"]
+    assert Ledger(settings["incident_base"], record["id"]).progress().halted is not None
+    with ZooKeeperHook(config.zk_conn_id).session() as zk:
+        assert holders(zk, "lab") == []
+        after = read_snapshot(zk, "lab")
+    # batch 2 was never written: its partitions are still led by someone else
+    second = set(plan.steps[1].partitions)
+    assert all(p.leader != 3 for p in after.partitions if p.name in second)

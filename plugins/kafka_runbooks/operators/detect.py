@@ -149,6 +149,12 @@ class DetectFindingsOperator(BaseOperator):
         if not f.broker_ids:
             store.needs_person(record["id"], actor=actor, reason="no broker named by the finding: nothing to capture or restart automatically")
             return {"incident_id": record["id"]}
+        if f.details.get("problem") == "leadership":
+            # a restart would move leadership again (incident 003): on-call stops the automatic rebalance and starts the
+            # deferred election (kafka_preferred_election), which waits until the broker is ready and traffic is quiet
+            store.needs_person(record["id"], actor=actor, reason=f"{f.kind}: no automatic restart; see {f.details.get('runbook')} "
+                               f"({f.details.get('remediation')})")
+            return {"incident_id": record["id"]}
         run_id = f"health__{record['id']}"
         store.responding(record["id"], actor=actor, run_id=run_id)
         conf = {"cluster": config.name, "incident_id": record["id"], "broker_ids": list(f.broker_ids), "reason": f.summary,
