@@ -237,8 +237,8 @@ def test_jmxtool_csv_both_forms_and_garbage():
                 'kafka.server:type=BrokerTopicMetrics,name=FailedProduceRequestsPerSec:OneMinuteRate,"0.5"\n')
     values, problems = parse_jmxtool_csv(one_time)
     assert values == {f"{REQUEST_QUEUE}:Value": 7.0, f"{FAILED_PRODUCE}:OneMinuteRate": 0.5} and problems == []
-    tabular = 'time,a:Value,b:Count\n1,"3","4"\n2,"9","10"\n'  # with a reporting interval: the last row
-    assert parse_jmxtool_csv(tabular)[0] == {"a:Value": 9.0, "b:Count": 10.0}
+    tabular = f'"time","{REQUEST_QUEUE}:Value","b:Count"\n1,"3","4"\n2,"9","10"\n'  # with a reporting interval: the last row
+    assert parse_jmxtool_csv(tabular)[0] == {f"{REQUEST_QUEUE}:Value": 9.0, "b:Count": 10.0}
     values, problems = parse_jmxtool_csv("Exception in thread main java.io.IOException: Failed to retrieve RMIServer stub\n")
     assert values == {} and "no JmxTool values" in problems[0]
     assert parse_jmxtool_csv("")[1] == ["JmxTool printed nothing"]

@@ -12,10 +12,8 @@ The controller logs "Processing automatic ..." at every ``leader.imbalance.check
 anything moves; an automatic election is a "Starting preferred replica leader election" line logged by the same
 controller within ``AUTO_PAIR_S`` after it (a manual one -- the znode, the Admin API -- has none before it).
 
-ADAPTER, TO BE REPLACED: the analysis helper's signature table (``analyze/signatures.py`` on its branch:
-auto_preferred_election, preferred_election, preferred_election_failed, broker_change, controller_elected) names
-these lines the same way; until it lands on main this reads the events of the Kafka log parser on main
-(``parse_kafka_log``) and classifies them with the patterns below.
+The lines are classified by the analysis' one signature table (``analyze/signatures.py``: auto_preferred_election,
+preferred_election, preferred_election_failed, broker_change, controller_elected), through the Kafka log parser.
 """
 
 from __future__ import annotations
@@ -35,17 +33,8 @@ CONTROLLER_ELECTED = "controller_elected"
 AUTO_PAIR_S = 2.0
 MAX_EXCERPT = 400
 
-_PATTERNS = (
-    (AUTO_CHECK, re.compile(r"\[Controller id=(?P<controller>\d+)\] Processing automatic preferred replica leader election")),
-    (ELECTION, re.compile(r"\[Controller id=(?P<controller>\d+)\] Starting preferred replica leader election for partitions "
-                          r"(?P<partitions>[A-Za-z0-9._,\[\]-]{0,20000})")),
-    (ELECTION_FAILED, re.compile(r"\[Controller id=(?P<controller>\d+)\] Partition (?P<partition>[A-Za-z0-9._-]{1,260}-\d{1,9}) failed "
-                                 r"to complete preferred replica leader election to (?P<preferred>\d+)\. Leader is still (?P<leader>-?\d+)")),
-    (BROKER_CHANGE, re.compile(r"\[Controller id=(?P<controller>\d+)\] Newly added brokers: (?P<added>[\d,]*), deleted brokers: "
-                               r"(?P<deleted>[\d,]*), bounced brokers: (?P<bounced>[\d,]*)")),
-    (CONTROLLER_ELECTED, re.compile(r"\[Controller id=(?P<controller>\d+)\] \d+ successfully elected as the controller\. "
-                                    r"Epoch incremented to (?P<epoch>\d+)")),
-)
+WANTED = (AUTO_CHECK, ELECTION, ELECTION_FAILED, BROKER_CHANGE, CONTROLLER_ELECTED)
+_CONTROLLER_ID = re.compile(r"\[Controller id=(\d{1,10})\]")
 
 
 def _partitions(raw: str) -> str:
@@ -63,17 +52,20 @@ def controller_events(text: str | bytes, since: dt.datetime | None = None, *, ut
     out: list[LogLineSeen] = []
     last_auto: dict[str, dt.datetime] = {}
     for ev in parse_kafka_log(text).events:
-        for what, rx in _PATTERNS:
-            m = rx.search(ev.message)
-            if m:
-                break
-        else:
+        what = ev.signature
+        if what not in WANTED:
             continue
+        m = _CONTROLLER_ID.search(ev.message)
+        attrs = {k: v for k, v in (ev.attrs or {}).items() if v is not None}
+        if m:
+            attrs["controller"] = m.group(1)
+        attrs.setdefault("controller", attrs.get("broker", "?"))
+        if what == ELECTION_FAILED and "topic" in attrs:
+            attrs["partition"] = f"{attrs.pop('topic')}-{attrs['partition']}"
         local = parse_log_time(ev.timestamp)
         if local is None:
             continue
         at = (local - offset).replace(tzinfo=dt.timezone.utc)
-        attrs = {k: v for k, v in m.groupdict().items() if v is not None}
         if what == AUTO_CHECK:
             last_auto[attrs["controller"]] = at
         if what == ELECTION:

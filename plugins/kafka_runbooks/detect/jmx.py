@@ -14,8 +14,6 @@ that queue; when it is full the network threads stop reading from every socket.
 
 from __future__ import annotations
 
-import csv
-import io
 import statistics
 from typing import Any, Mapping
 
@@ -67,22 +65,19 @@ def jmxtool_argv(kafka_home: str, url: str, heap: str = "-Xmx64m") -> tuple[str,
 def parse_jmxtool_csv(text: str) -> tuple[dict[str, float], list[str]]:
     """JmxTool's answer -> ({"<object name>:<attribute>": number}, problems). Kafka 2.3 with ``--one-time true
     --report-format csv`` prints one ``name,"value"`` line per attribute (the object names hold unquoted commas:
-    the value is after the last ``,"``); with a reporting interval it prints a ``time,...`` header and rows (the
-    last row is taken). ADAPTER, TO BE REPLACED by the analysis helper's ``parsers.listings.parse_jmx`` once it is
-    on main (it reads the tabular form)."""
+    the value is after the last ``,"``); with a reporting interval it prints a ``"time",...`` header and rows, read
+    by the analysis' parser (``analyze/parsers/listings.parse_jmx``; the last row is taken)."""
+    from kafka_runbooks.analyze.parsers.listings import parse_jmx
+
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     out: dict[str, float] = {}
-    if lines and lines[0].startswith("time,") and lines[0].count(",") > 1 and not lines[0].startswith('time,"'):
-        rows = [r for r in csv.reader(io.StringIO("\n".join(lines))) if r]
-        names = [n.strip('"') for n in rows[0]]
-        data = [r for r in rows[1:] if len(r) == len(names)]
-        if not data:
-            return {}, ["JmxTool printed a header but no values"]
-        for name, value in zip(names[1:], data[-1][1:]):
-            try:
-                out[name] = float(value.strip('"'))
-            except ValueError:
-                continue
+    if lines and lines[0].split(",", 1)[0].strip('"') == "time":
+        series = parse_jmx(text)
+        if not series.rows:
+            return {}, list(series.unparsable) or ["JmxTool printed a header but no values"]
+        for name, value in series.rows[-1].items():
+            if name != "time" and isinstance(value, (int, float)):
+                out[name] = float(value)
         return out, []
     for ln in lines:
         name, sep, value = ln.rpartition(',"')

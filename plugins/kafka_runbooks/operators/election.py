@@ -18,6 +18,7 @@ GATES = (
     "ZooKeeper says every partition of the batch is led by its preferred replica",
     "every broker's own metadata (asked of each broker alone) agrees",
     "a canary produce (acks=all) and consume through every leader of the canary topic succeeds",
+    "no broker's request queue is saturated (JmxTool; RequestQueueSize against queued.max.requests)",
 )
 
 
@@ -72,7 +73,7 @@ class PlanElectionOperator(BaseOperator):
                 store.close(record_id, actor=starter or _actor(context), resolution="plan refused; nothing was changed")
                 raise AirflowFailException("election refused:\n" + "\n".join(f"- {r}" for r in plan.refusals))
         return {"plan": plan.to_dict(), "digest": digest, "dry_run": dry_run, "canary": config.election.canary,
-                "findings": [], "gates": list(GATES if config.election.canary else GATES[:2])}
+                "findings": [], "gates": [g for g in GATES if (config.election.canary or "canary" not in g) and (config.leadership.jmx or "JmxTool" not in g)]}
 
 
 class WaitForElectionWindowOperator(BaseOperator):

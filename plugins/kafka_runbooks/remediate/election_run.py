@@ -5,7 +5,8 @@ Each batch: fresh state from ZooKeeper; the partitions still not led by their pr
 ``/admin/preferred_replica_election`` (refused if the znode exists: another election is pending); the controller
 deletes the znode when it has processed it (waited for, ``election.znode_timeout_s``); then, within
 ``election.convergence_s``, ZooKeeper must say the preferred replicas lead, every broker's own metadata must agree,
-and a canary round (one acks=all record through every leader of the canary topic, read back) must succeed.
+a canary round (one acks=all record through every leader of the canary topic, read back) must succeed, and no
+broker's request queue may be saturated (JmxTool on each broker host, when ``leadership.jmx``).
 Anything else halts: nothing further is elected, the ledger and the audit say where and why, and ``Halted`` carries
 the text the failure callback pages on-call with. Every action is audited in the election's record.
 """
@@ -28,15 +29,22 @@ log = logging.getLogger(__name__)
 BATCH_DONE = "batch_done"
 
 
-def read_metrics(config: ClusterConfig, snapshot) -> tuple[list, list[str]]:
-    """Request-path JMX of every registered, configured broker (JmxTool over SSH, ``detect/leadership_observe``)."""
+def read_metrics(config: ClusterConfig, snapshot) -> tuple[list, dict[int, int], list[str]]:
+    """Request-path JMX of every registered, configured broker (JmxTool over SSH, ``detect/leadership_observe``),
+    each broker's queued.max.requests from its server.properties (when set), and notes."""
     import dataclasses
 
     from kafka_runbooks.detect.leadership_observe import read_hosts
 
     cfg = dataclasses.replace(config, leadership=dataclasses.replace(config.leadership, controller_log=False, jmx=True))
     parts = read_hosts(cfg, [b for b in snapshot.brokers if b.id in config.hosts], set(snapshot.live_broker_ids))
-    return [x.metrics for x in parts if x.metrics is not None], [n for x in parts for n in x.notes]
+    queued = {}
+    for x in parts:
+        try:
+            queued[x.broker_id] = int((x.static or {})["queued.max.requests"])
+        except (KeyError, ValueError):
+            pass
+    return [x.metrics for x in parts if x.metrics is not None], queued, [n for x in parts for n in x.notes]
 
 
 def check_ready(config: ClusterConfig, conditions: Mapping[str, Any]) -> tuple[list[str], dict[str, Any]]:
@@ -50,7 +58,7 @@ def check_ready(config: ClusterConfig, conditions: Mapping[str, Any]) -> tuple[l
         held = holders(zk, config.name)
     metrics, notes = [], []
     if conditions.get("max_bytes_in_per_s") is not None or conditions.get("max_requests_per_s") is not None:
-        metrics, notes = read_metrics(config, snapshot)
+        metrics, _, notes = read_metrics(config, snapshot)
     why = E.readiness(snapshot, conditions, clock.now(), lock_holders=held, metrics=metrics)
     return why, {"at": snapshot.taken_at, "notes": notes, "controller": snapshot.controller_id}
 
@@ -120,6 +128,7 @@ def _converge(zk, ex: Execution, batch: list[str]) -> dict[str, Any]:
     last: list[str] = []
     canary_failed: list[str] = []
     rounds = 0
+    jmx_rounds = 0
     diverged_s = None
     while True:
         snapshot = read_snapshot(zk, cfg.name)
@@ -135,7 +144,14 @@ def _converge(zk, ex: Execution, batch: list[str]) -> dict[str, Any]:
             rounds += 1
             bad = [r for r in results if not r.ok]
             if results and not bad:
-                break
+                if not cfg.leadership.jmx:
+                    break
+                metrics, queued, _ = read_metrics(cfg, snapshot)  # request queues: JmxTool on each broker host
+                last = E.convergence(snapshot, batch, views=views, metrics=metrics, queue_ratio=cfg.leadership.queue_ratio,
+                                     queued_max=queued)
+                jmx_rounds += 1
+                if not last:
+                    break
             canary_failed += [f"leader {r.broker_id} partition {r.partition}: {r.error_code} {r.error}" for r in bad] or \
                 [f"no leader of {cfg.canary.topic} to write to"]
             last = ["canary failed: " + "; ".join(canary_failed[-3:])]
@@ -146,6 +162,7 @@ def _converge(zk, ex: Execution, batch: list[str]) -> dict[str, Any]:
         # a failed canary produce is what incident 003's clients saw: never continued past, even if a later round passed
         raise Halted("canary produce/consume failed after the batch: " + "; ".join(canary_failed[:5]))
     return {"converged_s": round(diverged_s or 0.0, 2), "canary_rounds": rounds, "canary_failures": len(canary_failed),
+            "queue_checks": jmx_rounds,
             "total_s": round(time.monotonic() - t0, 2)}
 
 
