@@ -1,8 +1,17 @@
-"""Incident response: capture → analyze (Spark) → report → plan → approval → restart → verify → close.
+"""Incident response: capture → analyze (Spark) → report → choose → (plan → approval → restart → verify →
+follow up on the peers) or explain → close.
 
-The restart is a one-step plan through the remediation engine (``operators/remediate.py``): the
-same safety rules on fresh state, approval bound to the plan and this run, maintenance lock, gates
-and halt as every other restart.
+The restart is a plan through the remediation engine (``operators/remediate.py``): the same safety rules on
+fresh state, approval bound to the plan and this run, maintenance lock, gates and halt as every other restart.
+What each incident gets (``remediate/choice.py``), with its runbook:
+
+* a broker not serving -- deadlocked (``runbooks/broker-jvm-deadlock.md``, 001) or silently isolated
+  (``runbooks/broker-silently-isolated.md``, 000): restart it; once it is back, peers that still show the
+  symptom get ``kafka_rolling_restart`` (its own approval);
+* the log cleaner dead (``runbooks/offsets-load-stalled.md``, 002b): restart those brokers one at a time;
+* a client's unknown API keys (``runbooks/unsupported-client-request.md``, 002a) and a ZooKeeper follower
+  dropping out (``runbooks/zookeeper-follower-drop.md``, 004): no restart -- captured, explained, recorded, and
+  handed to a person. A ZooKeeper incident captures every ensemble member (``zookeeper_servers``).
 """
 
 from __future__ import annotations
@@ -20,6 +29,7 @@ from kafka_runbooks.operators.capture import CaptureEvidenceOperator
 from kafka_runbooks.operators.incident import CloseIncidentOperator, OpenIncidentOperator
 from kafka_runbooks.operators.params import cluster_param
 from kafka_runbooks.operators.remediate import INCIDENT_RESTART, ClusterRecoveredSensor, ExecutePlanOperator, PlanRemediationOperator
+from kafka_runbooks.operators.response import FOLLOW_UP_KEY, ChooseRemediationOperator, ExplainIncidentOperator, FollowUpPeersOperator
 
 RECOVERY_TIMEOUT = timedelta(seconds=float(os.environ.get("KAFKA_RUNBOOKS_RECOVERY_TIMEOUT_S", 600)))
 
@@ -39,8 +49,10 @@ with DAG(
     tags=["kafka", "capture", "analyze", "remediate"],
     params={
         "cluster": cluster_param(),
-        "broker_ids": Param([], type="array", items={"type": "integer", "minimum": 0}, minItems=1,
+        "broker_ids": Param([], type="array", items={"type": "integer", "minimum": 0},
                             description="Suspect broker ids (they are captured and, if approved, restarted)."),
+        "zookeeper_servers": Param([], type="array", items={"type": "string", "maxLength": 128},
+                                   description="For a ZooKeeper incident: the member(s) it is about (every member is captured)."),
         "reason": Param("", type="string", maxLength=2000, description="Why this response was started."),
         "incident_id": Param(None, type=["null", "string"], description="Set by the health check; empty opens a new incident."),
     },
@@ -50,6 +62,7 @@ with DAG(
         request={
             "cluster": "{{ params.cluster }}",
             "broker_ids": "{{ params.broker_ids }}",
+            "zookeeper_servers": "{{ params.zookeeper_servers }}",
             "reason": "{{ params.reason }}",
             "incident_id": "{{ params.incident_id }}",
         },
@@ -62,6 +75,9 @@ with DAG(
         conn_id="spark_default",
     )
     report = PublishReportOperator(task_id="report", incident=incident.output, bundle_dir=xcom("capture", "bundle_dir"))
+    choose = ChooseRemediationOperator(task_id="choose_remediation", incident=incident.output, report=report.output)
+    explain = ExplainIncidentOperator(task_id="explain", incident=incident.output, report=report.output,
+                                      remediation=xcom("choose_remediation", key="remediation"))
     # --- remediation: the one engine (plan / approve / restart); the stages above are detection's
     halted = OnCallWebhookNotifier(event=HALTED, message="incident response on {{ params.cluster }}")
     plan = PlanRemediationOperator(
@@ -76,6 +92,8 @@ with DAG(
     )
     restart = ExecutePlanOperator(task_id="restart", plan_output=plan.output, on_failure_callback=halted)
     verify = ClusterRecoveredSensor(task_id="verify_recovery", incident=incident.output, timeout=RECOVERY_TIMEOUT.total_seconds())
+    follow_up = FollowUpPeersOperator(task_id="follow_up_peers", incident=incident.output, restart=xcom("restart"),
+                                      remediation=xcom("choose_remediation", key="remediation"))
     close = CloseIncidentOperator(
         task_id="close_incident",
         incident=incident.output,
@@ -85,5 +103,9 @@ with DAG(
         restart=xcom("restart"),
         verify=xcom("verify_recovery"),
         report=xcom("report"),
+        explanation=xcom("explain"),
+        follow_up=xcom("follow_up_peers", key=FOLLOW_UP_KEY),
     )
-    incident >> capture >> analyze >> report >> plan >> approve >> restart >> verify >> close
+    incident >> capture >> analyze >> report >> choose >> [plan, explain]
+    plan >> approve >> restart >> verify >> follow_up >> close
+    explain >> close

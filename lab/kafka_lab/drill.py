@@ -95,12 +95,17 @@ def run_drill(state_dir: Path, broker: int, option: str, keep_lab: bool) -> int:
             say("lab torn down")
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["003"]:  # ./run demo 003: incident 003's drill (lab/kafka_lab/drill_003.py)
-        from kafka_lab.drill_003 import main as drill_003
+# ``./run demo <name>``: the other incidents' drills, each in its own module (its ``main(argv)`` gets the name first)
+DRILLS = {"000": "kafka_lab.incident_drills", "002a": "kafka_lab.incident_drills", "002b": "kafka_lab.incident_drills",
+          "004": "kafka_lab.incident_drills", "003": "kafka_lab.drill_003"}
 
-        return drill_003(argv[1:])
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in DRILLS:
+        import importlib
+
+        return importlib.import_module(DRILLS[argv[0]]).main(argv)
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--state-dir", type=Path, default=REPO / "var" / "drill")
     p.add_argument("--broker", type=int, default=3)

@@ -312,6 +312,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--state-dir", type=Path, default=REPO / "var" / "drill-003")
     p.add_argument("--keep-lab", action="store_true")
     p.add_argument("--verbose", action="store_true", help="show Airflow's INFO logs of every task")
-    args = p.parse_args(argv)
+    argv = list(argv or [])
+    args = p.parse_args(argv[1:] if argv[:1] == ["003"] else argv)  # kafka_lab.drill passes the name first
     os.environ.setdefault("AIRFLOW__LOGGING__LOGGING_LEVEL", "INFO" if args.verbose else "WARNING")
     return run_drill(args.state_dir.resolve(), args.keep_lab)

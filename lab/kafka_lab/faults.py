@@ -13,8 +13,9 @@ import subprocess
 import time
 
 from . import agent, badclient, zookeeper
+from .badclient import BAD_REQUEST_WINDOW_S
 from .hosts import BROKER_IDS
-from .procs import LabError, alive, proc_state, read_pid, tail, wait_until
+from .procs import LabError, alive, proc_state, read_pid, signal_if_ours, spawn, tail, wait_until
 from .profile import broker_settings
 from .zookeeper import SYNC_LIMIT, TICK_TIME_MS, ZK_IDS
 
@@ -150,7 +151,49 @@ class FaultsMixin:
 
     def bad_request(self, b: int, api_key: int = badclient.DEFAULT_API_KEY) -> dict:
         """Incident 002a: a request with an API key the broker does not know, from the lab's bad-client address."""
-        return badclient.send(b, api_key)
+        try:
+            return badclient.send(b, api_key)
+        finally:
+            self._mark_bad_request()
+
+    def _mark_bad_request(self) -> None:
+        """When the last bad request was sent (reset() waits out health.bad_request_window_s after it)."""
+        (self.state / "run" / "bad-request-at").write_text(f"{time.time()}\n")
+
+    def start_bad_client(self, b: int, api_key: int = badclient.DEFAULT_API_KEY, interval_s: float = 5.0) -> int:
+        """Incident 002a, as it happens: a client that keeps sending that request every ``interval_s`` while it holds
+        an idle connection of its own to the broker (a background process; ``reset()`` ends it)."""
+        import sys
+
+        pid = read_pid(self._pid_file("bad-client"))
+        if alive(pid):
+            raise LabError(f"a bad client already runs (pid {pid}); reset() ends it")
+        argv = [sys.executable, "-m", "kafka_lab.badclient", "--broker", str(int(b)), "--api-key", str(int(api_key)),
+                "--interval", str(float(interval_s)), "--hold", "--state", str(self.state / "run")]
+        lab_dir = os.path.dirname(os.path.dirname(os.path.abspath(badclient.__file__)))
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([lab_dir, os.environ.get("PYTHONPATH", "")])}
+        return spawn(argv, self.state / "run" / "bad-client.log", self._pid_file("bad-client"), env=env)
+
+    def stop_bad_client(self) -> bool:
+        pid = read_pid(self._pid_file("bad-client"))
+        if not signal_if_ours(pid, self.marker, signal.SIGTERM):
+            return False
+        wait_until(lambda: not alive(pid), 10, "the bad client to stop")
+        return True
+
+    def grow_offsets(self, partition: int, target_bytes: int, **kw) -> dict:
+        """Incident 002b: __consumer_offsets-<partition> made large (kill the cleaners first, or it is compacted)."""
+        from . import bigoffsets
+
+        (self.state / "run" / "offsets-grown").write_text(f"{int(partition)}\n")  # reset() undoes the settings
+        return bigoffsets.grow([self.host_dir(b) / "data" for b in BROKER_IDS if (self.host_dir(b) / "data" / f"__consumer_offsets-{partition}").exists()],
+                               partition, target_bytes, **kw)
+
+    def slow_loader(self, b: int, cpu_percent: float = 5.0) -> list[int]:
+        """Incident 002b: broker b's offsets loader threads limited to ``cpu_percent`` of a CPU (cgroup.py says why)."""
+        from . import cgroup
+
+        return cgroup.limit(b, self._require_broker_pid(b), cpu_percent)
 
     # ------------------------------------------------------------------ heal
     def reset(self, timeout: float = 240) -> list[str]:
@@ -158,6 +201,13 @@ class FaultsMixin:
         deadline = time.monotonic() + timeout
         left = lambda: max(5.0, deadline - time.monotonic())  # noqa: E731
         done: list[str] = []
+        if self.stop_bad_client():
+            done.append("stopped the bad client")
+            self._mark_bad_request()
+        from . import bigoffsets, cgroup
+
+        done += [f"released {g}" for g in cgroup.release()]
+        grown = self.state / "run" / "offsets-grown"
         for z in ZK_IDS:
             pid = self.zk_pid(z)
             if not alive(pid):
@@ -172,6 +222,10 @@ class FaultsMixin:
                 self._start_sshd(b)
                 done.append(f"started sshd{b}")
         self._release_holds(done)  # first: a controller holding its requests to a broker cannot drop that broker
+        for z in ZK_IDS:
+            if not alive(read_pid(self._pid_file(f"sshd-zk{z}"))):
+                self._start_zk_sshd(z)
+                done.append(f"started sshd-zk{z}")
         to_start = [b for b in BROKER_IDS if self._heal_broker(b, done, left)]
         wait_until(zookeeper.quorum_modes, left(), "the ZooKeeper ensemble to serve", interval=0.2)
         for b in to_start:
@@ -183,9 +237,28 @@ class FaultsMixin:
         if self.non_preferred():
             self.ensure_preferred_leaders(left())
             done.append("preferred-replica election")
+        if grown.exists():
+            bigoffsets.undo()
+            partition = int(grown.read_text().strip() or 0)
+            grown.unlink()
+            done.append("__consumer_offsets segment.bytes restored, fill topic deleted")
+            # the restarted cleaners compact the grown partition: wait until it is small again (the healthy baseline)
+            dirs = [self.host_dir(b) / "data" for b in BROKER_IDS]
+            wait_until(lambda: max(bigoffsets.segment_counts(dirs, partition).values() or [0]) <= 10, left(),
+                       f"__consumer_offsets-{partition} compacted by the restarted log cleaners")
+            done.append(f"__consumer_offsets-{partition} compacted")
         if not alive(read_pid(self._pid_file("load"))):
             self.start_load()
             done.append("started the load")
+        marked = self.state / "run" / "bad-request-at"
+        if marked.exists():
+            # bad requests' lines in broker logs count for health.bad_request_window_s: the baseline is reached once
+            # they are older than that
+            wait = float(marked.read_text().strip() or 0) + BAD_REQUEST_WINDOW_S + 1 - time.time()
+            if wait > 0:
+                time.sleep(min(wait, BAD_REQUEST_WINDOW_S + 1))
+                done.append(f"waited out the bad requests' {BAD_REQUEST_WINDOW_S:.0f} s window")
+            marked.unlink()
         if done or not self._load_fresh():
             self.wait_load(left())
         return done

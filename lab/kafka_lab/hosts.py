@@ -71,12 +71,16 @@ def ensure_etc_hosts(entries: dict[str, str], path: Path = ETC_HOSTS) -> None:
 
 
 def write_sshd(h: Path, b: int, client_pub: str) -> None:
-    user = host_user(b)
-    run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"host{b}", "-f", str(h / "ssh" / "ssh_host_ed25519_key")])
+    write_sshd_for(h, broker_ip(b), host_user(b), client_pub, f"host{b}")
+
+
+def write_sshd_for(h: Path, ip: str, user: str, client_pub: str, comment: str) -> None:
+    """An sshd of one simulated host in ``h/ssh``: its own host key, key-only login of ``user`` at ``ip``:2222."""
+    run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(h / "ssh" / "ssh_host_ed25519_key")])
     (h / "ssh" / "authorized_keys").write_text(client_pub)
     os.chmod(h / "ssh" / "authorized_keys", 0o644)
     (h / "ssh" / "sshd_config").write_text(
-        f"ListenAddress {broker_ip(b)}:{SSH_PORT}\nHostKey {h / 'ssh' / 'ssh_host_ed25519_key'}\n"
+        f"ListenAddress {ip}:{SSH_PORT}\nHostKey {h / 'ssh' / 'ssh_host_ed25519_key'}\n"
         f"PidFile {h / 'ssh' / 'sshd.pid'}\nAuthorizedKeysFile {h / 'ssh' / 'authorized_keys'}\n"
         "PubkeyAuthentication yes\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n"
         f"PermitRootLogin no\nAllowUsers {user}\nStrictModes no\nPrintMotd no\nX11Forwarding no\n"
@@ -192,19 +196,27 @@ def write_broker_host(h: Path, b: int, kafka_home: Path, agent_jar: Path, zk_con
 
 def ssh_client(b: int, key_file: Path, known_hosts: Path, timeout: float = 10):
     """A paramiko client logged into host b as its user, with the pinned host key (RejectPolicy)."""
+    return ssh_client_at(broker_ip(b), host_user(b), key_file, known_hosts, timeout)
+
+
+def ssh_client_at(ip: str, user: str, key_file: Path, known_hosts: Path, timeout: float = 10):
     import paramiko
 
     c = paramiko.SSHClient()
     c.load_host_keys(str(known_hosts))
     c.set_missing_host_key_policy(paramiko.RejectPolicy())
-    c.connect(broker_ip(b), port=SSH_PORT, username=host_user(b), key_filename=str(key_file), look_for_keys=False,
+    c.connect(ip, port=SSH_PORT, username=user, key_filename=str(key_file), look_for_keys=False,
               allow_agent=False, timeout=timeout, banner_timeout=timeout, auth_timeout=timeout)
     return c
 
 
 def ssh_run(b: int, argv: list[str], key_file: Path, known_hosts: Path, timeout: float = 60) -> tuple[int, str, str]:
     """Runs argv (quoted, never a shell string built from values) on host b; (exit status, stdout, stderr)."""
-    c = ssh_client(b, key_file, known_hosts)
+    return ssh_run_at(broker_ip(b), host_user(b), argv, key_file, known_hosts, timeout)
+
+
+def ssh_run_at(ip: str, user: str, argv: list[str], key_file: Path, known_hosts: Path, timeout: float = 60) -> tuple[int, str, str]:
+    c = ssh_client_at(ip, user, key_file, known_hosts)
     try:
         _, out, err = c.exec_command(shlex.join(argv), timeout=timeout)
         o, e = out.read().decode(errors="replace"), err.read().decode(errors="replace")

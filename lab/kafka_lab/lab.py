@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import agent, hosts, topics, zookeeper
+from .badclient import BAD_REQUEST_WINDOW_S
 from .faults import FaultsMixin
 from .leadership import LeadershipMixin
 from .hosts import BROKER_IDS, host_name, host_user
@@ -30,7 +31,7 @@ from .net import (JMX_PORT, KAFKA_CLIENT_PORT, KAFKA_REPLICATION_PORT, SSH_PORT,
                   ZK_QUORUM_PORT, broker_ip, zk_ip)
 from .procs import LabError, alive, pids_mentioning, port_open, proc_state, read_pid, run, signal_if_ours, spawn, wait_until
 from .profile import DEFAULT_PROFILE, broker_settings
-from .zookeeper import ZK_IDS
+from .zookeeper import ZK_IDS, ZONES, zk_user
 
 CHROOT = "/kafka"
 CLUSTER = "lab"
@@ -46,6 +47,10 @@ __all__ = ["Lab", "LabError", "wait_until", "port_open", "default_state_dir", "h
 
 def host_conn_id(broker_id: int) -> str:
     return f"kafka_lab_host_{int(broker_id)}"
+
+
+def zk_host_conn_id(z: int) -> str:
+    return f"kafka_lab_zk_host_{int(z)}"
 
 
 def zk_connect() -> str:
@@ -152,11 +157,15 @@ class Lab(FaultsMixin, LeadershipMixin):
         self._save(profile=self.profile, kafka_home=str(kafka_home))
         javac = agent.start_build(self.state / "agent")
         zookeeper.write_configs(self.zk_dir)
+        self._setup_ssh()  # the hosts' users first: each ZooKeeper node runs as its own
         for z in ZK_IDS:
+            run(["chown", "-R", f"{zk_user(z)}:{zk_user(z)}", str(self.zk_dir(z) / "data")])
+            run(["chown", f"{zk_user(z)}:{zk_user(z)}", str(self.zk_dir(z))])
             self._start_zk(z)
-        self._setup_ssh()
         for b in BROKER_IDS:
             self._start_sshd(b)
+        for z in ZK_IDS:
+            self._start_zk_sshd(z)
         hosts.ensure_etc_hosts({host_name(b): broker_ip(b) for b in BROKER_IDS})
         self._check_readable_by_host_users(kafka_home)
         jar = agent.finish_build(javac, self.state / "agent")
@@ -168,6 +177,8 @@ class Lab(FaultsMixin, LeadershipMixin):
             self.host_script(b, "kafka-start")
         for b in BROKER_IDS:
             wait_until(lambda b=b: port_open(broker_ip(b), SSH_PORT), 10, f"sshd on {broker_ip(b)}:{SSH_PORT}")
+        for z in ZK_IDS:
+            wait_until(lambda z=z: port_open(zk_ip(z), SSH_PORT), 10, f"sshd on {zk_ip(z)}:{SSH_PORT}")
         self.wait_registered(BROKER_IDS, 120)
         wait_until(self.controller, 30, "a controller in /kafka/controller")
         topics.create_topics()
@@ -191,8 +202,9 @@ class Lab(FaultsMixin, LeadershipMixin):
         self.close()
         marker = self.marker
         killed: list[int] = []
-        pids = [read_pid(self._pid_file("load"))] + [self.broker_pid(b) for b in BROKER_IDS] + \
-               [read_pid(self._pid_file(f"sshd{b}")) for b in BROKER_IDS] + [self.zk_pid(z) for z in ZK_IDS]
+        pids = [read_pid(self._pid_file("load")), read_pid(self._pid_file("bad-client"))] + [self.broker_pid(b) for b in BROKER_IDS] + \
+               [read_pid(self._pid_file(f"sshd{b}")) for b in BROKER_IDS] + [self.zk_pid(z) for z in ZK_IDS] + \
+               [read_pid(self._pid_file(f"sshd-zk{z}")) for z in ZK_IDS]
         for pid in pids + pids_mentioning(marker):
             if pid and proc_state(pid) in ("T", "t"):
                 signal_if_ours(pid, marker, signal.SIGCONT)
@@ -209,13 +221,25 @@ class Lab(FaultsMixin, LeadershipMixin):
         return pids_mentioning(self.marker)
 
     def _addresses(self) -> list[tuple[str, int]]:
-        return ([(zk_ip(z), p) for z in ZK_IDS for p in (ZK_CLIENT_PORT, ZK_QUORUM_PORT, ZK_ELECTION_PORT)]
+        return ([(zk_ip(z), p) for z in ZK_IDS for p in (ZK_CLIENT_PORT, ZK_QUORUM_PORT, ZK_ELECTION_PORT, SSH_PORT)]
                 + [(broker_ip(b), p) for b in BROKER_IDS for p in (SSH_PORT, KAFKA_CLIENT_PORT, KAFKA_REPLICATION_PORT, JMX_PORT)])
 
     # ------------------------------------------------------------------ processes
     def _start_zk(self, z: int) -> int:
         d = self.zk_dir(z)
-        return spawn(zookeeper.server_argv(d), d / "zookeeper.out", self._pid_file(f"zk{z}"), cwd=d)
+        return spawn(zookeeper.server_argv(d, zk_user(z)), d / "zookeeper.out", self._pid_file(f"zk{z}"), cwd=d)
+
+    def _start_zk_sshd(self, z: int) -> int:
+        d = self.zk_dir(z)
+        return spawn(["/usr/sbin/sshd", "-D", "-e", "-f", str(d / "ssh" / "sshd_config")], d / "sshd.log", self._pid_file(f"sshd-zk{z}"))
+
+    def zk_ssh(self, z: int, argv: list[str], timeout: float = 60) -> tuple[int, str, str]:
+        """Runs argv on ZooKeeper node z's host over SSH as its user, with the pinned host key."""
+        return hosts.ssh_run_at(zk_ip(z), zk_user(z), argv, self.key_file, self.known_hosts, timeout)
+
+    def zk_host_key(self, z: int) -> str:
+        pub = (self.zk_dir(z) / "ssh" / "ssh_host_ed25519_key.pub").read_text().split()
+        return f"{pub[0]} {pub[1]}"
 
     def _start_sshd(self, b: int) -> int:
         h = self.host_dir(b)
@@ -397,6 +421,12 @@ class Lab(FaultsMixin, LeadershipMixin):
             (h / "ssh").mkdir(parents=True)
             hosts.write_sshd(h, b, client_pub)
             known.append(f"[{broker_ip(b)}]:{SSH_PORT} {self.host_key(b)}\n")
+        for z in ZK_IDS:
+            hosts.ensure_user(zk_user(z))
+            d = self.zk_dir(z)
+            (d / "ssh").mkdir(parents=True)
+            hosts.write_sshd_for(d, zk_ip(z), zk_user(z), client_pub, f"zk{z}")
+            known.append(f"[{zk_ip(z)}]:{SSH_PORT} {self.zk_host_key(z)}\n")
         self.known_hosts.write_text("".join(known))
         os.chmod(self.known_hosts, 0o644)
 
@@ -411,6 +441,7 @@ class Lab(FaultsMixin, LeadershipMixin):
         procs: dict[str, Any] = {}
         for name, pid in ([("load", read_pid(self._pid_file("load")))] + [(f"zk{z}", self.zk_pid(z)) for z in ZK_IDS]
                           + [(f"sshd{b}", read_pid(self._pid_file(f"sshd{b}"))) for b in BROKER_IDS]
+                          + [(f"sshd-zk{z}", read_pid(self._pid_file(f"sshd-zk{z}"))) for z in ZK_IDS]
                           + [(f"broker{b}", self.broker_pid(b)) for b in BROKER_IDS]):
             procs[name] = {"pid": pid, "state": proc_state(pid)} if alive(pid) else None
         out: dict[str, Any] = {"state_dir": str(self.state), "profile": self.profile, "processes": procs,
@@ -456,6 +487,18 @@ class Lab(FaultsMixin, LeadershipMixin):
                           "coordinator_s": 120.0, "canary_s": 60.0, "poll_s": 0.5, "lock_wait_s": 5.0},
                 "capture": {"jstack_count": 3, "jstack_interval_s": 1.0, "command_timeout_s": 30.0, "connect_timeout_s": 5.0,
                             "log_tail_lines": 2000, "heap_dump": True, "remote_work_dir": "/tmp"},
+                # the lab's brokers log a line every 10 s (profile.py): a server.log silent for 30 s is silent
+                # a bad client's lines count for BAD_REQUEST_WINDOW_S (its drill sends every 3 s; reset() waits them out)
+                "health": {"log_silent_s": 30.0, "offsets_segments_max": 100, "offsets_load_expected_s": 5.0,
+                           "bad_request_window_s": BAD_REQUEST_WINDOW_S},
+                "zookeeper": {
+                    "servers": {str(z): {"address": f"{zk_ip(z)}:{ZK_CLIENT_PORT}", "ssh_conn_id": zk_host_conn_id(z), "zone": ZONES[z]}
+                                for z in ZK_IDS},
+                    "config_path": str(self.state / "zk" / "{server_id}" / "zoo.cfg"),
+                    "log_path": str(self.state / "zk" / "{server_id}" / "zookeeper.log"),
+                    "gc_log_path": str(self.state / "zk" / "{server_id}" / "zookeeper-gc.log"),
+                },
+                "zookeeper_health": {"drop_window_s": 300.0},
             }
         }
 
@@ -465,6 +508,12 @@ class Lab(FaultsMixin, LeadershipMixin):
             "AIRFLOW_VAR_KAFKA_RUNBOOKS_CLUSTERS": json.dumps(self.cluster_settings()),
             f"AIRFLOW_CONN_{APPROVAL_KEY_CONN_ID.upper()}": json.dumps({"conn_type": "generic", "password": self.approval_key()}),
         }
+        for z in ZK_IDS:
+            env[f"AIRFLOW_CONN_{zk_host_conn_id(z).upper()}"] = json.dumps({
+                "conn_type": "ssh", "host": zk_ip(z), "port": SSH_PORT, "login": zk_user(z),
+                "extra": {"key_file": str(self.key_file), "host_key": self.zk_host_key(z), "no_host_key_check": False,
+                          "conn_timeout": 10, "cmd_timeout": 60},
+            })
         for b in BROKER_IDS:
             env[f"AIRFLOW_CONN_{host_conn_id(b).upper()}"] = json.dumps({
                 "conn_type": "ssh", "host": broker_ip(b), "port": SSH_PORT, "login": host_user(b),

@@ -73,11 +73,12 @@ def cmdline(pid: int) -> str:
 
 
 def is_lab_command(cmd: str, marker: str) -> bool:
-    """A lab process: java (ZooKeeper, broker), sshd, the load, or a host control script -- naming the state dir."""
+    """A lab process: java (ZooKeeper, broker), sshd, the load, the bad client, or a host control script -- naming the state dir."""
     if marker not in cmd:
         return False
     argv0 = os.path.basename(cmd.split(" ", 1)[0])
-    return (argv0 in ("java", "javac") or argv0.startswith("sshd") or "kafka_lab.load" in cmd or "/bin/kafka-" in cmd)
+    return (argv0 in ("java", "javac") or argv0.startswith("sshd") or "kafka_lab.load" in cmd or "kafka_lab.badclient" in cmd
+            or "/bin/kafka-" in cmd)
 
 
 def pids_mentioning(marker: str) -> list[int]:

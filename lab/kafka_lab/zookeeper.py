@@ -1,4 +1,11 @@
-"""The lab's 3-node ZooKeeper ensemble (Debian's ZooKeeper 3.8 server), one loopback address per node."""
+"""The lab's 3-node ZooKeeper ensemble (Debian's ZooKeeper 3.8 server), one loopback address per node.
+
+Node z is a host of its own, like a broker host: it runs as user ``kzk<z>`` (``setpriv``, so the pid
+recorded is the JVM's), with an sshd at ``zk_ip(z):2222`` (own host key, pinned in the lab's
+known_hosts; key-only login of ``kzk<z>``) through which the product reads its log, zoo.cfg and GC log
+and takes its jstack, as the JVM's own user. Its files: ``<state>/zk/<z>/`` (zoo.cfg, log4j.properties,
+zookeeper.log, zookeeper-gc.log, data/, ssh/).
+"""
 
 from __future__ import annotations
 
@@ -14,6 +21,13 @@ INIT_LIMIT = 10
 SYNC_LIMIT = 5  # a follower silent for SYNC_LIMIT x TICK_TIME_MS (2.5 s) is dropped by the leader
 JAVA_LIB = "/usr/share/java"
 SERVER_CP = [f"{JAVA_LIB}/zookeeper.jar", f"{JAVA_LIB}/slf4j-log4j12.jar", f"{JAVA_LIB}/log4j-1.2.jar", f"{JAVA_LIB}/servlet-api.jar"]
+
+
+def zk_user(z: int) -> str:
+    return f"kzk{int(z)}"
+
+
+ZONES = {1: "lab-zone-a", 2: "lab-zone-b", 3: "lab-zone-c"}  # recorded with every follower drop
 
 
 def connect_string(slot: int | None = None) -> str:
@@ -54,6 +68,11 @@ def write_configs(node_dir) -> None:
             "log4j.appender.FILE.layout.ConversionPattern=%d{ISO8601} [myid:%X{myid}] - %-5p [%t:%C{1}@%L] - %m%n\n")
 
 
-def server_argv(d: Path) -> list[str]:
-    return ["java", "-Xms16m", "-Xmx96m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", f"-Dzookeeper.log.dir={d}",
+def server_argv(d: Path, user: str | None = None) -> list[str]:
+    """The server's command line; with ``user``, run as that user (setpriv execs: the pid is the JVM's)."""
+    java = ["java", "-Xms16m", "-Xmx96m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", f"-Dzookeeper.log.dir={d}",
+            f"-Xlog:gc*:file={d / 'zookeeper-gc.log'}:time,tags:filecount=2,filesize=5M",
             "-cp", ":".join([str(d), *SERVER_CP]), "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(d / "zoo.cfg")]
+    if user is None:
+        return java
+    return ["setpriv", f"--reuid={user}", f"--regid={user}", "--init-groups", "--", *java]

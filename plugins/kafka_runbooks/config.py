@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -58,6 +59,10 @@ class CaptureSettings:
     remote_work_dir: str = "/tmp"  # a 0700 directory is made in it, as the JVM's user, for a heap dump
     # argv prefix for JVM tools, e.g. ["sudo", "-n", "-u", "kafka"] when SSH logs in as another user
     jvm_tool_prefix: tuple[str, ...] = ()
+    # incident 002b: on a suspect broker of an incident about the log cleaner or __consumer_offsets, kafka-dump-log
+    # (--deep-iteration: no payloads) on the oldest and the newest segment of its largest offsets partition
+    dump_log: bool = True
+    dump_log_timeout_s: float = 120.0
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "CaptureSettings":
@@ -125,6 +130,16 @@ class HealthSettings:
     episode_gap_s: float = 900.0
     traffic_ratio: float = 0.05  # bytes/s below this fraction of the peers' median is "near zero"
     max_evidence: int = 20  # evidence items per finding; ``details`` always has the full lists
+    # incident 000: a broker's server.log silent this long while its process lives and its peers' logs are
+    # written (each peer's log younger than this): the broker stopped logging, not the cluster
+    log_silent_s: float = 300.0
+    # incident 002a: requests with an API key the broker does not know (read from its server.log tail)
+    bad_request_window_s: float = 900.0  # such lines older than this never count
+    # incident 002b: the log cleaner, __consumer_offsets size and loading
+    cleaner_check: bool = True  # look for kafka-log-cleaner-thread-* among the broker's threads (/proc)
+    offsets_segments_max: int = 200  # a __consumer_offsets partition with more segments than this is oversized
+    offsets_bytes_max: int = 1 << 30  # ... or more bytes than this
+    offsets_load_expected_s: float = 60.0  # loading one __consumer_offsets partition longer than this is slow
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "HealthSettings":
@@ -137,6 +152,87 @@ class HealthSettings:
             raise ConfigError("health: recheck_s >= 0")
         if min(s.probe_command_timeout_s, s.probe_host_deadline_s, s.fetch_error_window_s, s.log_tail_bytes) <= 0:
             raise ConfigError("health: probe timeouts, fetch_error_window_s and log_tail_bytes must be > 0")
+        if min(s.log_silent_s, s.bad_request_window_s, s.offsets_load_expected_s) <= 0 or min(s.offsets_segments_max, s.offsets_bytes_max) < 1:
+            raise ConfigError("health: log_silent_s, bad_request_window_s, offsets_load_expected_s > 0; offsets_* >= 1")
+        return s
+
+
+@dataclass(frozen=True)
+class ZooKeeperServer:
+    """One member of the cluster's ZooKeeper ensemble: where its four-letter words are asked (its client
+    address) and, optionally, the Airflow SSH connection of its host (logs, zoo.cfg, process, jstack)."""
+
+    address: str  # "host:port" (client port)
+    ssh_conn_id: str | None = None
+    zone: str | None = None  # zone / rack, recorded with every drop
+
+    @classmethod
+    def from_dict(cls, server_id: str, d: Mapping[str, Any]) -> "ZooKeeperServer":
+        s = _section(cls, d, f"zookeeper.servers.{server_id}")
+        from kafka_runbooks.zookeeper import parse_hosts
+
+        try:
+            (_, _), = parse_hosts(s.address)
+        except ValueError as exc:
+            raise ConfigError(f"zookeeper.servers.{server_id}.address: {exc}") from None
+        return s
+
+
+@dataclass(frozen=True)
+class ZooKeeperSettings:
+    """The ensemble's members by server id (``myid``), and where their files are on their hosts.
+    Without ``servers`` the health check asks the four-letter words of every server of the cluster's
+    ZooKeeper connection (named by address, no SSH)."""
+
+    servers: Mapping[str, ZooKeeperServer] = field(default_factory=dict)
+    config_path: str = "/etc/zookeeper/conf/zoo.cfg"  # "{server_id}" allowed
+    log_path: str = "/var/log/zookeeper/zookeeper.log"  # "{server_id}" allowed
+    gc_log_path: str | None = None  # "{server_id}" allowed; None: no GC log read
+    # argv prefix for JVM tools on the ZooKeeper hosts (e.g. ["sudo", "-n", "-u", "zookeeper"])
+    jvm_tool_prefix: tuple[str, ...] = ()
+    pid_file: str | None = None  # "{server_id}" allowed; None: the process listening on the client port
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "ZooKeeperSettings":
+        d = dict(d or {})
+        servers = d.pop("servers", None) or {}
+        if not isinstance(servers, Mapping):
+            raise ConfigError("zookeeper.servers must be an object {server id: {address, ssh_conn_id, zone}}")
+        s = _section(cls, d, "zookeeper", tuples=("jvm_tool_prefix",))
+        parsed = {}
+        for sid, v in servers.items():
+            if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", str(sid)):
+                raise ConfigError(f"zookeeper.servers: bad server id {sid!r}")
+            parsed[str(sid)] = ZooKeeperServer.from_dict(str(sid), v if isinstance(v, Mapping) else {"address": v})
+        return dataclasses.replace(s, servers=parsed)
+
+    def path(self, which: str, server_id: str) -> str | None:
+        template = getattr(self, which)
+        return template.replace("{server_id}", str(server_id)) if template else None
+
+
+@dataclass(frozen=True)
+class ZooKeeperHealthSettings:
+    """Thresholds of the ZooKeeper detectors (incident 004), per cluster; runbooks/zookeeper-follower-drop.md."""
+
+    four_letter_timeout_s: float = 2.0
+    # a server's client connections "dropped and stayed": at most connections_low now (seed 004: "single
+    # digits") and at most connections_drop_ratio x its own median before the drop, for stay_samples samples
+    connections_low: int = 9
+    connections_drop_ratio: float = 0.5
+    stay_samples: int = 2
+    drop_window_s: float = 900.0  # a follower's drop is reported for this long after it was seen
+    log_window_s: float = 900.0  # ZooKeeper log lines older than this never count
+    log_tail_bytes: int = 512 * 1024
+    load_per_cpu_high: float = 2.0  # 1-minute load average per CPU above this is "high load" on that host
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "ZooKeeperHealthSettings":
+        s = _section(cls, d, "zookeeper_health")
+        if s.four_letter_timeout_s <= 0 or s.stay_samples < 1 or not 0 < s.connections_drop_ratio <= 1:
+            raise ConfigError("zookeeper_health: four_letter_timeout_s > 0, stay_samples >= 1, 0 < connections_drop_ratio <= 1")
+        if min(s.drop_window_s, s.log_window_s, s.log_tail_bytes, s.load_per_cpu_high) <= 0 or s.connections_low < 0:
+            raise ConfigError("zookeeper_health: windows, log_tail_bytes and load_per_cpu_high must be > 0")
         return s
 
 
@@ -260,6 +356,8 @@ _SECTIONS = {
     "health": HealthSettings,
     "canary": CanarySettings,
     "approvals": ApprovalSettings,
+    "zookeeper": ZooKeeperSettings,
+    "zookeeper_health": ZooKeeperHealthSettings,
     "leadership": LeadershipSettings,
     "election": ElectionSettings,
 }
@@ -304,6 +402,8 @@ class ClusterConfig:
     health: HealthSettings = field(default_factory=HealthSettings)
     canary: CanarySettings = field(default_factory=CanarySettings)
     approvals: ApprovalSettings = field(default_factory=ApprovalSettings)
+    zookeeper: ZooKeeperSettings = field(default_factory=ZooKeeperSettings)
+    zookeeper_health: ZooKeeperHealthSettings = field(default_factory=ZooKeeperHealthSettings)
     leadership: LeadershipSettings = field(default_factory=LeadershipSettings)
     election: ElectionSettings = field(default_factory=ElectionSettings)
 

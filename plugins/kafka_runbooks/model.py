@@ -178,6 +178,34 @@ class LogLineSeen:
                    attrs={str(k): str(v) for k, v in (d.get("attrs") or {}).items()}, source=d.get("source"))
 
 
+@dataclass(frozen=True)
+class OffsetsPartitionDir:
+    """A ``__consumer_offsets-N`` directory on a broker host: how many segments and bytes it holds."""
+
+    partition: int
+    segments: int
+    bytes: int
+    oldest_segment: str | None = None  # file name of the oldest / newest .log segment
+    newest_segment: str | None = None
+    log_dir: str | None = None
+    empty_segments: int = 0  # .log files of 0 bytes (left by compaction until the next cleaning merges them)
+
+    @property
+    def name(self) -> str:
+        return f"{CONSUMER_OFFSETS}-{self.partition}"
+
+    @property
+    def data_segments(self) -> int:
+        return self.segments - self.empty_segments
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "OffsetsPartitionDir":
+        return cls(**{k: d.get(k) for k in cls.__dataclass_fields__ if k in d})
+
+
 # /proc/<pid>/stat state letters (proc(5)) -> words used in findings
 PROCESS_STATES = {
     "R": "running",
@@ -228,10 +256,25 @@ class HostProbe:
     fetch_errors: tuple[FetchErrorSeen, ...] = ()
     fetch_errors_since: str | None = None
     fetch_errors_total: int = 0  # before truncation to the newest ones kept in ``fetch_errors``
+    # memory (incident 000: free memory fell as CLOSE_WAIT climbed): the host's MemAvailable, the JVM's RSS
+    mem_available_bytes: int | None = None
+    process_rss_bytes: int | None = None
+    # incident 002b: live threads named kafka-log-cleaner-thread-* (None: not looked at), bytes read so far by
+    # the offsets loader threads (group-metadata-manager-*, /proc/<pid>/task/<tid>/io rchar), and the
+    # __consumer_offsets directories of this broker's log dirs
+    log_cleaner_threads: int | None = None
+    loader_read_bytes: int | None = None
+    offsets_dirs: tuple[OffsetsPartitionDir, ...] = ()
+    # log lines of interest within the window: unknown API keys (002a), offsets loads started/finished
+    # (002b), the log cleaner's death (002b), ZooKeeper session expiries (004)
+    log_lines: tuple[LogLineSeen, ...] = ()
 
     @property
     def stopped(self) -> bool:
         return self.process_state in NOT_SERVING_STATES
+
+    def lines(self, what: str) -> list[LogLineSeen]:
+        return [x for x in self.log_lines if x.what == what]
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -239,6 +282,8 @@ class HostProbe:
         d["ports"] = list(self.ports)
         d["addresses"] = list(self.addresses)
         d["fetch_errors"] = [e.to_dict() for e in self.fetch_errors]
+        d["offsets_dirs"] = [o.to_dict() for o in self.offsets_dirs]
+        d["log_lines"] = [x.to_dict() for x in self.log_lines]
         return d
 
     @classmethod
@@ -266,7 +311,79 @@ class HostProbe:
             fetch_errors=tuple(FetchErrorSeen.from_dict(e) for e in d.get("fetch_errors") or ()),
             fetch_errors_since=d.get("fetch_errors_since"),
             fetch_errors_total=int(d.get("fetch_errors_total") or 0),
+            mem_available_bytes=d.get("mem_available_bytes"),
+            process_rss_bytes=d.get("process_rss_bytes"),
+            log_cleaner_threads=d.get("log_cleaner_threads"),
+            loader_read_bytes=d.get("loader_read_bytes"),
+            offsets_dirs=tuple(OffsetsPartitionDir.from_dict(o) for o in d.get("offsets_dirs") or ()),
+            log_lines=tuple(LogLineSeen.from_dict(x) for x in d.get("log_lines") or ()),
         )
+
+
+@dataclass(frozen=True)
+class ZooKeeperProbe:
+    """What the health check saw of one ZooKeeper server: its four-letter words (``mntr``, ``srvr``,
+    ``cons`` -- never ``ruok``, which answers ``imok`` without a quorum) and, when its host has an SSH
+    connection, its process, load, ``zoo.cfg`` and the log lines of a follower dropping out (incident 004).
+
+    ``connections`` are client connections, the probe's own excluded. ``uptime_ms`` (mntr ``zk_uptime``)
+    restarts when the server's ZooKeeperServer is recreated -- as it is when a follower drops out of the
+    quorum and rejoins -- and ``elections`` (mntr ``zk_cnt_election_time``) counts the elections this
+    peer went through since its process started."""
+
+    server: str  # server id (myid) when configured, else "host:port"
+    address: str  # "host:port" asked
+    reachable: bool  # the four-letter words were answered
+    probed_at: str | None = None
+    serving: bool = False  # answered with its stats (a server without a quorum says it is not serving)
+    mode: str | None = None  # leader | follower | observer | standalone
+    zxid: int | None = None
+    connections: int | None = None
+    packets_received: int | None = None
+    packets_sent: int | None = None
+    outstanding: int | None = None
+    latency_avg_ms: float | None = None
+    latency_max_ms: float | None = None
+    uptime_ms: int | None = None
+    elections: int | None = None
+    learners: int | None = None
+    synced_followers: int | None = None
+    version: str | None = None
+    error: str | None = None
+    zone: str | None = None
+    # over SSH (None when the server has no SSH connection, or it could not be read)
+    host_reachable: bool | None = None
+    host_error: str | None = None
+    pid: int | None = None
+    process_state: str | None = None
+    load_1m: float | None = None
+    cpus: int | None = None
+    tick_time_ms: int | None = None
+    sync_limit: int | None = None
+    init_limit: int | None = None
+    log_lines: tuple[LogLineSeen, ...] = ()
+
+    @property
+    def epoch(self) -> int | None:
+        """The leader epoch: a zxid's high 32 bits."""
+        return None if self.zxid is None else self.zxid >> 32
+
+    @property
+    def sync_timeout_ms(self) -> int | None:
+        return self.tick_time_ms * self.sync_limit if self.tick_time_ms and self.sync_limit else None
+
+    def lines(self, what: str) -> list[LogLineSeen]:
+        return [x for x in self.log_lines if x.what == what]
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["log_lines"] = [x.to_dict() for x in self.log_lines]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "ZooKeeperProbe":
+        kw = {k: d.get(k) for k in cls.__dataclass_fields__ if k in d and k != "log_lines"}
+        return cls(**kw, log_lines=tuple(LogLineSeen.from_dict(x) for x in d.get("log_lines") or ()))
 
 
 @dataclass(frozen=True)
@@ -398,6 +515,8 @@ class ClusterSnapshot:
     request_metrics: tuple[RequestMetrics, ...] = ()
     controller_log: tuple[LogLineSeen, ...] = ()
     static_configs: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    # the ZooKeeper ensemble's members, one probe each (empty when not probed)
+    zookeeper: tuple[ZooKeeperProbe, ...] = ()
 
     @property
     def live_broker_ids(self) -> frozenset[int]:
@@ -424,6 +543,8 @@ class ClusterSnapshot:
     def static_config(self, key: str, broker_id: int) -> str | None:
         """A key of broker ``broker_id``'s server.properties, when it was read (None: not set, or not read)."""
         return self.static_configs.get(str(broker_id), {}).get(key)
+    def zk(self, server: str) -> ZooKeeperProbe | None:
+        return next((z for z in self.zookeeper if z.server == str(server)), None)
 
     def partitions_of(self, broker_id: int) -> list[Partition]:
         return [p for p in self.partitions if broker_id in p.replicas]
@@ -460,6 +581,7 @@ class ClusterSnapshot:
             "request_metrics": [m.to_dict() for m in self.request_metrics],
             "controller_log": [x.to_dict() for x in self.controller_log],
             "static_configs": {k: dict(v) for k, v in self.static_configs.items()},
+            "zookeeper": [z.to_dict() for z in self.zookeeper],
         }
 
     @classmethod
@@ -483,6 +605,7 @@ class ClusterSnapshot:
             request_metrics=tuple(RequestMetrics.from_dict(m) for m in d.get("request_metrics") or ()),
             controller_log=tuple(LogLineSeen.from_dict(x) for x in d.get("controller_log") or ()),
             static_configs={str(k): {str(a): str(b) for a, b in dict(v).items()} for k, v in (d.get("static_configs") or {}).items()},
+            zookeeper=tuple(ZooKeeperProbe.from_dict(z) for z in d.get("zookeeper") or ()),
         )
 
 

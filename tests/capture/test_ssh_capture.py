@@ -114,9 +114,9 @@ def test_capture_cluster(ssh_host, tmp_path):
     assert h1["process_state"] in ("sleeping", "running") and h1["thread_dump_method"] == "jstack"
     assert h1["ssh_conn_id"] == ssh_host.conn_ok and h1["address"] == f"{ssh_host.host}:{ssh_host.port}"
     assert h2["reachable"] is False and h2["error"] and h2["pid"] is None and h2["status"] == "failed"
-    # the host has no controller.log & co.: noted as absent, so broker 1's capture is complete
+    # the host has no controller.log & co. and no server.properties: noted as absent, so broker 1's capture is complete
     assert h1["status"] == "complete", h1["status_reasons"]
-    assert len(h1["absent_files"]) == 5
+    assert len(h1["absent_files"]) == 6 and "/etc/kafka/server.properties" in h1["absent_files"]
     assert m["status"] == "partial" and any(r.startswith("broker 2: host unreachable") for r in m["status_reasons"])
 
     cmds = {c["name"]: c for c in m["commands"] if c["broker_id"] == 1}

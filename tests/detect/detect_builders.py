@@ -9,7 +9,7 @@ import dataclasses
 import datetime as dt
 
 from kafka_runbooks import clock
-from kafka_runbooks.detect.history import Sample, broker_samples, broker_series
+from kafka_runbooks.detect.history import Sample, broker_series, health_samples
 from kafka_runbooks.model import Broker, ClusterSnapshot, FetchErrorSeen, HostProbe, KafkaCheck, Partition
 
 NOW = dt.datetime(2026, 11, 22, 14, 0, 0, tzinfo=clock.UTC)
@@ -81,7 +81,7 @@ def history(*snapshots: ClusterSnapshot) -> dict[str, list[Sample]]:
     """The history the health operator would hand the detectors after these checks (oldest first)."""
     out: dict[str, list[Sample]] = {}
     for s in snapshots:
-        for series, sample in broker_samples(s).items():
+        for series, sample in health_samples(s).items():
             out.setdefault(series, []).append(sample)
     return out
 

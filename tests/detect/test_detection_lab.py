@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from kafka_runbooks import clock
 from kafka_runbooks.config import ClusterConfig
 from kafka_runbooks.detect.observe import check_once
 from kafka_runbooks.model import Severity
@@ -57,10 +58,13 @@ def not_accusing_others(seen, suspect):
 def test_the_healthy_lab_under_load_gives_no_finding(healthy_lab, tmp_path):
     config = lab_config(healthy_lab, tmp_path)
     before = healthy_lab.load_stats()
+    started = clock.now_iso()
     for _ in range(4):
         snapshot, findings = check_once(config)
         assert [c.broker_id for c in snapshot.kafka_checks if c.ok] == [1, 2, 3]
         assert [c.broker_id for c in snapshot.canary if c.ok] == [1, 2, 3], [c.error for c in snapshot.canary]
+        # an earlier test's bad client stays in the brokers' logs for health.bad_request_window_s: not a new finding
+        findings = [f for f in findings if not (f.kind == "unknown_api_requests" and f.details["last"] < started)]
         assert findings == [], [(f.kind, f.summary) for f in findings]
         time.sleep(3)
     assert healthy_lab.load_stats()["produced_ok"] > before["produced_ok"]  # the load ran all along

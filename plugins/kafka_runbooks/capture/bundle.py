@@ -123,6 +123,39 @@ class EvidenceBundle:
             raise BundleError(f"invalid bundle file name {filename!r}")
         return self.host_dir(broker_id) / filename
 
+    def zk_file_path(self, server: str, filename: str) -> Path:
+        """``zookeeper/<server id>/<file>``: a ZooKeeper member's evidence."""
+        if not _FILE_NAME_RE.fullmatch(filename):
+            raise BundleError(f"invalid bundle file name {filename!r}")
+        d = self.path / "zookeeper" / validate_component(str(server), "ZooKeeper server id")
+        d.mkdir(parents=True, exist_ok=True)
+        return d / filename
+
+    def set_zookeeper(self, server: str, **fields: Any) -> None:
+        """The manifest's ``zookeeper.<server id>`` entry (address, zone, role, status, ...)."""
+        key = validate_component(str(server), "ZooKeeper server id")
+        with self._lock:
+            self.manifest.setdefault("zookeeper", {}).setdefault(key, {}).update(fields)
+
+    def record_zk_command(self, server: str, host: str, name: str, kind: str, result: CommandResult, **extra: Any) -> dict:
+        """As :meth:`record_command`, for a ZooKeeper member: files under ``zookeeper/<server>/`` with ``server`` set."""
+        out = self.zk_file_path(server, f"{name}.out")
+        if result.stdout_path is None:
+            out.write_bytes(result.stdout)
+        self.add_file(out, kind=kind, host=host, command=name, stream="stdout", server=str(server), **extra)
+        err_rel = None
+        if result.stderr:
+            err = self.zk_file_path(server, f"{name}.err")
+            err.write_bytes(result.stderr)
+            self.add_file(err, kind=kind, host=host, command=name, stream="stderr", server=str(server))
+            err_rel = self.rel(err)
+        entry = {"broker_id": None, "server": str(server), "host": host, "name": name, "kind": kind, "argv": list(result.argv),
+                 "command": result.command, "started_at": result.started_at, "duration_s": result.duration_s,
+                 "exit_code": result.exit_code, "error": result.error, "stdout": self.rel(out), "stderr": err_rel, **extra}
+        with self._lock:
+            self.manifest["commands"].append(entry)
+        return entry
+
     def rel(self, path: str | os.PathLike) -> str:
         p = Path(path).resolve()
         try:
@@ -212,7 +245,8 @@ class EvidenceBundle:
         with self._lock:
             if finished:
                 self.manifest["finished_at"] = clock.now_iso()
-            self.manifest["commands"].sort(key=lambda c: (c["broker_id"], c["started_at"]))
+            self.manifest["commands"].sort(key=lambda c: (c.get("broker_id") is None, c.get("broker_id") or 0,
+                                                          str(c.get("server") or ""), c["started_at"]))
             self.manifest["files"].sort(key=lambda f: f["path"])
             atomic_write_json(self.path / MANIFEST, self.manifest)
             return json.loads(json.dumps(self.manifest, default=str))

@@ -78,11 +78,14 @@ def capture_cluster(
     checker: Checker | None = None,
     known: Mapping[int, model.Broker] | None = None,
     sleep: Callable[[float], None] = time.sleep,
+    zookeeper_members: Iterable[Any] = (),
+    zookeeper_affected: Iterable[str] = (),
 ) -> dict:
     """Capture every broker in ``broker_ids`` into ``bundle``; write manifest.json (with
     ``status`` and ``status_reasons``), snapshot.json and kafka-checks.json. ``suspects`` (default:
     the trigger's brokers, else all) get the heavy tools; the others are peers. ``checker`` runs
-    the direct Kafka checks, at the start and at the end of the capture."""
+    the direct Kafka checks, at the start and at the end of the capture. ``zookeeper_members``
+    (``detect.zk_probe.Member``) are captured too (capture/zookeeper.py), ``zookeeper_affected`` with jstack."""
     factory = runner_factory or default_runner_factory(config.capture.connect_timeout_s)
     started = time.monotonic()
     trig = None
@@ -100,8 +103,14 @@ def capture_cluster(
     for bid in ids:
         bundle.set_host(bid, role=C.SUSPECT if bid in suspect_ids else C.PEER, status=FAILED, status_reasons=[])
     checks: list[dict] = []
-    with ThreadPoolExecutor(max_workers=min(32, len(ids) + 1) or 1, thread_name_prefix="capture") as pool:
+    zk_members = list(zookeeper_members)
+    with ThreadPoolExecutor(max_workers=min(32, len(ids) + 2) or 1, thread_name_prefix="capture") as pool:
         check_first = pool.submit(_checks, checker, "start") if checker else None
+        ensemble = None
+        if zk_members:
+            from kafka_runbooks.capture.zookeeper import capture_ensemble
+
+            ensemble = pool.submit(capture_ensemble, config, bundle, zk_members, zookeeper_affected, factory)
         futures = {
             pool.submit(capture_host, config, snapshot, bid, bundle, factory, role=C.SUSPECT if bid in suspect_ids else C.PEER,
                         known=known, sleep=sleep): bid
@@ -116,14 +125,22 @@ def capture_cluster(
                 bundle.set_host(bid, status=FAILED, error=f"capture failed: {exc!r}", status_reasons=[f"capture failed: {exc!r}"])
         if check_first is not None:
             checks += check_first.result()
+        if ensemble is not None:
+            try:
+                ensemble.result()
+            except Exception as exc:  # noqa: BLE001 - recorded, the brokers' capture stands
+                log.exception("ZooKeeper capture failed")
+                bundle.manifest.setdefault("zookeeper", {})["_error"] = {"status": FAILED, "status_reasons": [f"capture failed: {exc!r}"]}
     if checker is not None:
         checks += _checks(checker, "end")
         path = bundle.path / KAFKA_CHECKS_FILE
         atomic_write_json(path, checks)
         bundle.add_file(path, kind=C.KIND_KAFKA_CHECKS)
     hosts = bundle.manifest["hosts"]
-    status = overall_status(hosts)
+    zk = bundle.manifest.get("zookeeper") or {}
+    status = overall_status({**hosts, **{f"zookeeper/{k}": v for k, v in zk.items()}})
     reasons = [f"broker {b}: {r}" for b, h in sorted(hosts.items(), key=lambda kv: int(kv[0])) for r in h.get("status_reasons") or []]
+    reasons += [f"zookeeper {z}: {r}" for z, h in sorted(zk.items()) for r in h.get("status_reasons") or []]
     bundle.manifest.update(status=status, status_reasons=reasons, duration_s=round(time.monotonic() - started, 1))
     return bundle.write_manifest()
 
@@ -295,6 +312,10 @@ def _capture_reachable_host(config, broker, bid, role, bundle, runner, sleep) ->
         sock_seq += 1
 
     sockets()
+    # memory at the start and at the end (incident 000: free memory fell as CLOSE_WAIT climbed)
+    h.do(C.meminfo_command(t, 1), seq=1, taken_at=clock.now_iso())
+    if pid is not None:
+        h.do(C.process_status_command(pid, t, 1), seq=1, taken_at=clock.now_iso())
     methods = list(plan.dump_methods)
     method = None
     last = None
@@ -313,7 +334,8 @@ def _capture_reachable_host(config, broker, bid, role, bundle, runner, sleep) ->
             break
     bundle.set_host(bid, thread_dump_method=method)
 
-    # 4. logs
+    # 4. logs (and the broker's configuration: its log dirs, for the data evidence below)
+    props_res = h.do(C.config_file_command("server-properties", C.KIND_KAFKA_CONFIG, config.server_properties(bid), t), optional_file=True)
     h.do(C.server_log_command(config.server_log(bid), settings))
     log_dir = config.log_dir(bid)
     for name in settings.other_logs:
@@ -321,6 +343,8 @@ def _capture_reachable_host(config, broker, bid, role, bundle, runner, sleep) ->
     if pid is not None:
         h.do(C.open_files_command(pid, settings))
     h.do(C.disk_free_command(settings))
+    if role == C.SUSPECT and ((bundle.manifest.get("trigger") or {}).get("kind") in OFFSETS_KINDS):
+        _offsets_evidence(h, config, bid, h.text("server-properties") if props_res is not None else "")
 
     # 5. suspect only: histogram, heap info, heap dump
     facts: dict[str, Any] = {}
@@ -332,6 +356,9 @@ def _capture_reachable_host(config, broker, bid, role, bundle, runner, sleep) ->
         h.do(C.jmap_histo_command(pid, settings))
         h.do(C.heap_info_command(pid, settings))
     sockets()  # the last table: how the queues moved during the capture
+    h.do(C.meminfo_command(t, 2), seq=2, taken_at=clock.now_iso())
+    if pid is not None:
+        h.do(C.process_status_command(pid, t, 2), seq=2, taken_at=clock.now_iso())
     if plan.heap_dump:
         heap = C.parse_heap_info(h.text("heap-info"))
         free = C.parse_df_available(h.text("disk-free"))
@@ -354,6 +381,42 @@ def _capture_reachable_host(config, broker, bid, role, bundle, runner, sleep) ->
         status = COMPLETE
     bundle.set_host(bid, status=status, status_reasons=reasons, skipped=h.skipped, absent_files=h.absent,
                     error="; ".join(notes + h.failed) or None, duration_s=round(settings.host_deadline_s - h.left(), 1), **facts)
+
+
+# incidents about the log cleaner / __consumer_offsets: their suspects' data is evidence too
+OFFSETS_KINDS = ("log_cleaner_not_running", "offsets_partition_oversized", "offsets_load_slow")
+
+
+def _offsets_evidence(h: _HostCapture, config: ClusterConfig, bid: int, server_properties: str) -> None:
+    """Bytes per partition of every log dir, the segments of every __consumer_offsets partition, ``ls -lR`` of the
+    largest one, and kafka-dump-log of its oldest and newest segments (.log, .index, .timeindex)."""
+    from kafka_runbooks.detect import procfs, zk_text
+    from kafka_runbooks.detect.host_probe import log_dirs_of
+
+    settings, t = h.settings, h.settings.command_timeout_s
+    dirs = log_dirs_of(zk_text.properties(server_properties))
+    if not dirs:
+        h.skip("log dir evidence", f"no log.dirs readable in {config.server_properties(bid)}")
+        return
+    found = []
+    for i, d in enumerate(dirs[:16], 1):
+        h.do(C.du_log_dir_command(d, t, i))
+        h.do(C.offsets_segments_command(d, t, i))
+        found += procfs.offsets_dirs(h.text(f"offsets-segments-{i}"), d)
+    if not found:
+        return
+    largest = max(found, key=lambda o: o.bytes)
+    pdir = f"{largest.log_dir.rstrip('/')}/{largest.name}"
+    h.do(C.ls_partition_command(pdir, t), partition=largest.name)
+    if not settings.dump_log:
+        h.skip("kafka-dump-log", "capture.dump_log is off for this cluster")
+        return
+    for label, seg in (("oldest", largest.oldest_segment), ("newest", largest.newest_segment)):
+        if seg is None or (label == "newest" and seg == largest.oldest_segment):
+            continue
+        stem = f"{pdir}/{seg[:-len('.log')]}"
+        h.do(C.dump_log_command(config.kafka_home, [f"{stem}.log", f"{stem}.index", f"{stem}.timeindex"], f"dump-log-{label}",
+                                settings.dump_log_timeout_s), partition=largest.name, segment=seg)
 
 
 def _thread_dump(h: _HostCapture, config: ClusterConfig, pid: int, i: int, methods: list[str]) -> str | None:

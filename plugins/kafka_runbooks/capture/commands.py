@@ -35,6 +35,15 @@ KIND_GC_LOG = "gc_log"
 KIND_KAFKA_CHECKS = "kafka_checks"  # kafka-checks.json: direct Kafka-protocol checks during the capture
 KIND_OTHER_LOG = "log"
 KIND_PROC_THREADS = "proc_threads"  # /proc/<pid>/task/*/stat: every native thread, name (15 chars) and kernel state
+KIND_MEMINFO = "meminfo"  # /proc/meminfo of the host (incident 000: free memory fell as CLOSE_WAIT climbed)
+KIND_PROCESS_STATUS = "process_status"  # /proc/<pid>/status (VmRSS, Threads)
+KIND_KAFKA_CONFIG = "kafka_config"  # server.properties
+KIND_LOG_DIR_LISTING = "log_dir_listing"  # du -sb --max-depth=1 <log dir>, ls -lR <partition dir>
+KIND_OFFSETS_SEGMENTS = "offsets_segments"  # find ... -printf '%h %f %s': every __consumer_offsets segment and its size
+KIND_DUMP_LOG = "dump_log"  # kafka-dump-log.sh --files ... (the broker's own Kafka, on its host)
+KIND_ZK_SRVR, KIND_ZK_MNTR, KIND_ZK_CONS = "zk_srvr", "zk_mntr", "zk_cons"
+KIND_ZK_LOG, KIND_ZK_CONFIG = "zk_log", "zk_config"
+KIND_LOADAVG = "loadavg"
 KIND_AUX = "aux"  # helper commands' own output (mkdir, rm, stat, kill -QUIT, jmap -dump's messages): never parsed
 LOG_KINDS = {
     "controller.log": KIND_CONTROLLER_LOG,
@@ -259,6 +268,69 @@ def remove_dump_commands(path: str, directory: str, settings: CaptureSettings, t
         CaptureCommand("heap-dump-rm", KIND_AUX, (*_prefix(settings), "rm", "-f", "--", path), timeout),
         CaptureCommand("heap-dump-rmdir", KIND_AUX, (*_prefix(settings), "rmdir", "--", directory), timeout),
     ]
+
+
+def meminfo_command(timeout: float, seq: int = 1) -> CaptureCommand:
+    seq = validate_int(seq, "meminfo sample", minimum=1, maximum=100)
+    return CaptureCommand(f"meminfo-{seq}", KIND_MEMINFO, ("cat", "/proc/meminfo"), timeout)
+
+
+def process_status_command(pid: int, timeout: float, seq: int = 1) -> CaptureCommand:
+    pid = validate_pid(pid)
+    seq = validate_int(seq, "status sample", minimum=1, maximum=100)
+    return CaptureCommand(f"process-status-{seq}", KIND_PROCESS_STATUS, ("cat", f"/proc/{pid}/status"), timeout)
+
+
+def loadavg_command(timeout: float) -> CaptureCommand:
+    return CaptureCommand("loadavg", KIND_LOADAVG, ("cat", "/proc/loadavg"), timeout)
+
+
+def config_file_command(name: str, kind: str, path: str, timeout: float) -> CaptureCommand:
+    return CaptureCommand(name, kind, ("cat", "--", validate_abs_path(path, "config file path")), timeout)
+
+
+def offsets_segments_command(log_dir: str, timeout: float, index: int = 1) -> CaptureCommand:
+    """Every ``__consumer_offsets-N/*.log`` segment of one log dir with its size (``%h %f %s``): segment
+    counts and bytes per offsets partition (incident 002b). The glob is find's own pattern, never a shell's."""
+    log_dir = validate_abs_path(log_dir, "log dir").rstrip("/") or "/"
+    index = validate_int(index, "log dir index", minimum=1, maximum=100)
+    return CaptureCommand(f"offsets-segments-{index}", KIND_OFFSETS_SEGMENTS,
+                          ("find", log_dir, "-mindepth", "2", "-maxdepth", "2", "-path", f"{log_dir}/__consumer_offsets-*/*.log",
+                           "-printf", "%h %f %s\n"), timeout)
+
+
+def du_log_dir_command(log_dir: str, timeout: float, index: int = 1) -> CaptureCommand:
+    """Bytes per partition directory of one log dir (``du -b --max-depth=1``: no shell glob needed)."""
+    log_dir = validate_abs_path(log_dir, "log dir")
+    index = validate_int(index, "log dir index", minimum=1, maximum=100)
+    return CaptureCommand(f"du-log-dir-{index}", KIND_LOG_DIR_LISTING, ("du", "-b", "--max-depth=1", "--", log_dir), timeout)
+
+
+def ls_partition_command(partition_dir: str, timeout: float) -> CaptureCommand:
+    """``ls -lR`` of one partition directory: its ``dir:`` heading and every segment with its size."""
+    return CaptureCommand("ls-offsets-partition", KIND_LOG_DIR_LISTING, ("ls", "-lR", "--", validate_abs_path(partition_dir, "partition dir")), timeout)
+
+
+_SEGMENT_RE = re.compile(r"^[0-9]{20}\.(log|index|timeindex)$")
+
+
+def dump_log_command(kafka_home: str, files: Sequence[str], name: str, timeout: float) -> CaptureCommand:
+    """``kafka-dump-log.sh --deep-iteration --files A,B,...`` (stderr joined to stdout) with the broker's own Kafka (``kafka_home``):
+    record batches with every record's offset, timestamp and key/value sizes -- no payloads -- and the tool's own
+    index verification. Only segment files (``<20 digits>.log|.index|.timeindex``) of absolute paths."""
+    home = validate_abs_path(kafka_home, "kafka_home").rstrip("/")
+    checked = []
+    for f in files:
+        f = validate_abs_path(f, "segment file")
+        if not _SEGMENT_RE.fullmatch(f.rsplit("/", 1)[-1]) or "," in f:
+            raise UnsafeValueError(f"not a segment file: {f!r}")
+        checked.append(f)
+    if not checked:
+        raise UnsafeValueError("no segment file to dump")
+    # the tool prints its index verification ("Indexed offset: N, found log offset: M") on stderr: one file holds both,
+    # through a constant script -- the values are its arguments, never part of the script
+    return CaptureCommand(name, KIND_DUMP_LOG, ("sh", "-c", 'exec "$0" "$@" 2>&1', f"{home}/bin/kafka-dump-log.sh", "--deep-iteration",
+                                                "--files", ",".join(checked)), timeout)
 
 
 def process_stat_command(pid: int, timeout: float) -> CaptureCommand:

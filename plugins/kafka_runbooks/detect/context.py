@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafka_runbooks import clock
-from kafka_runbooks.config import HealthSettings, LeadershipSettings
-from kafka_runbooks.detect.history import History, Sample, broker_series
+from kafka_runbooks.config import HealthSettings, LeadershipSettings, ZooKeeperHealthSettings
+from kafka_runbooks.detect.history import History, Sample, broker_series, zookeeper_series_of
 from kafka_runbooks.model import ClusterSnapshot, FetchErrorSeen, HostProbe
 
 
@@ -18,6 +18,7 @@ class Context:
     snapshot: ClusterSnapshot
     settings: HealthSettings = field(default_factory=HealthSettings)
     history: History = field(default_factory=dict)
+    zk_settings: ZooKeeperHealthSettings = field(default_factory=ZooKeeperHealthSettings)
     leadership: LeadershipSettings = field(default_factory=LeadershipSettings)
     kafka_version: str | None = None  # the cluster's configured version (brokers' own when the Admin API told)
 
@@ -29,6 +30,10 @@ class Context:
         """This broker's samples, oldest first, ending with the current snapshot's when the caller
         appended it (the health operator does)."""
         return list(self.history.get(broker_series(broker_id), ()))
+
+    def zk_series(self, address: str) -> list[Sample]:
+        """A ZooKeeper server's samples, oldest first (the current one last when appended)."""
+        return list(self.history.get(zookeeper_series_of(address), ()))
 
     def host_of(self, broker_id: int) -> str | None:
         b = self.snapshot.broker(broker_id)

@@ -22,7 +22,6 @@ import datetime as dt
 import re
 
 from kafka_runbooks.analyze.parsers.kafka_log import parse_kafka_log
-from kafka_runbooks.detect.fetch_errors import parse_log_time
 from kafka_runbooks.model import LogLineSeen
 
 AUTO_CHECK = "auto_preferred_election"  # the controller's periodic imbalance check
@@ -62,10 +61,9 @@ def controller_events(text: str | bytes, since: dt.datetime | None = None, *, ut
         attrs.setdefault("controller", attrs.get("broker", "?"))
         if what == ELECTION_FAILED and "topic" in attrs:
             attrs["partition"] = f"{attrs.pop('topic')}-{attrs['partition']}"
-        local = parse_log_time(ev.timestamp)
-        if local is None:
+        at = ev.at(offset)
+        if at is None:
             continue
-        at = (local - offset).replace(tzinfo=dt.timezone.utc)
         if what == AUTO_CHECK:
             last_auto[attrs["controller"]] = at
         if what == ELECTION:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from kafka_runbooks.config import HealthSettings, LeadershipSettings
+from kafka_runbooks.config import HealthSettings, LeadershipSettings, ZooKeeperHealthSettings
 from kafka_runbooks.detect import trends
 from kafka_runbooks.detect.context import Context
 from kafka_runbooks.detect.evidence import partition_order, probe_evidence, state_evidence, trend_evidence
@@ -20,18 +20,32 @@ from kafka_runbooks.detect.isr import isr_shape, isr_suspects
 from kafka_runbooks.detect.serving import OPENS_INCIDENT as SERVING_INCIDENTS
 from kafka_runbooks.detect.serving import PROBLEM as NOT_SERVING
 from kafka_runbooks.detect.serving import detect_not_serving, detect_unregistered
+from kafka_runbooks.detect.clients import OPENS_INCIDENT as CLIENT_INCIDENTS
+from kafka_runbooks.detect.clients import detect_unknown_api_requests
 from kafka_runbooks.detect.jmx import detect_connection_storm, detect_request_saturation
 from kafka_runbooks.detect.leadership import DETECTORS as LEADERSHIP_DETECTORS
 from kafka_runbooks.detect.leadership import OPENS_INCIDENT as LEADERSHIP_INCIDENTS
+from kafka_runbooks.detect.offsets import OPENS_INCIDENT as CLEANER_INCIDENTS
+from kafka_runbooks.detect.offsets import detect_cleaner, detect_slow_loads
+from kafka_runbooks.detect.zookeeper import OPENS_INCIDENT as ZOOKEEPER_INCIDENTS
+from kafka_runbooks.detect.zookeeper import detect_zookeeper
 from kafka_runbooks.model import ClusterSnapshot, Evidence, Finding, Severity
 
-# finding kinds that open an incident; of those, the ones naming brokers start a response
-OPENS_INCIDENT = (*SERVING_INCIDENTS, "offline_partitions", *LEADERSHIP_INCIDENTS)
+# finding kinds that open an incident; of those, the ones naming brokers or ZooKeeper servers start a response
+# (leadership incidents never do: operators/detect.py leaves them to a person)
+OPENS_INCIDENT = (*SERVING_INCIDENTS, "offline_partitions", *ZOOKEEPER_INCIDENTS, *CLIENT_INCIDENTS, *CLEANER_INCIDENTS,
+                  *LEADERSHIP_INCIDENTS)
 
 
 def problem_of(f: Finding) -> str:
     """The problem a finding is about: kinds of one problem share a streak and an incident."""
     return str(f.details.get("problem") or f.kind)
+
+
+def subject_of(f: Finding) -> str | None:
+    """What a finding without brokers is about (a ZooKeeper server): part of its streak."""
+    subject = f.details.get("subject")
+    return str(subject) if subject is not None else None
 
 
 def detect_under_replicated(ctx: Context) -> list[Finding]:
@@ -197,19 +211,25 @@ DETECTORS: tuple[Callable[[Context], list[Finding]], ...] = (
     detect_isr_suspects,
     detect_unreachable,
     detect_unparsable,
+    detect_zookeeper,
+    detect_unknown_api_requests,
+    detect_cleaner,
+    detect_slow_loads,
     *LEADERSHIP_DETECTORS,
     detect_request_saturation,
     detect_connection_storm,
 )
 
 
-def detect(snapshot: ClusterSnapshot, settings: HealthSettings | None = None, history: History | None = None, *,
-           leadership: LeadershipSettings | None = None, kafka_version: str | None = None) -> list[Finding]:
+def detect(snapshot: ClusterSnapshot, settings: HealthSettings | None = None, history: History | None = None,
+           zk_settings: ZooKeeperHealthSettings | None = None, *, leadership: LeadershipSettings | None = None,
+           kafka_version: str | None = None) -> list[Finding]:
     """All findings for one snapshot (and the history ending with it), most severe first."""
-    ctx = Context(snapshot, settings or HealthSettings(), history or {}, leadership or LeadershipSettings(), kafka_version)
+    ctx = Context(snapshot, settings or HealthSettings(), history or {}, zk_settings or ZooKeeperHealthSettings(),
+                  leadership or LeadershipSettings(), kafka_version)
     findings = [f for d in DETECTORS for f in d(ctx)]
     rank = {Severity.CRITICAL: 0, Severity.WARNING: 1, Severity.INFO: 2}
     return sorted(findings, key=lambda f: rank[f.severity])
 
 
-__all__ = ["DETECTORS", "NOT_SERVING", "OPENS_INCIDENT", "detect", "problem_of"]
+__all__ = ["DETECTORS", "NOT_SERVING", "OPENS_INCIDENT", "detect", "problem_of", "subject_of"]

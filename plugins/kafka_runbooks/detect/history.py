@@ -69,6 +69,12 @@ def zookeeper_series(host: str, port: int) -> str:
     return validate_series(f"zookeeper-{host}-{int(port)}".replace(":", "_"))
 
 
+def zookeeper_series_of(address: str) -> str:
+    """The series of the ZooKeeper server asked at ``"host:port"``."""
+    host, _, port = address.rpartition(":")
+    return zookeeper_series(host, int(port))
+
+
 def validate_series(name: str) -> str:
     if not isinstance(name, str) or not _SERIES_RE.fullmatch(name) or ".." in name:
         raise ValueError(f"invalid series name {name!r}")
@@ -113,6 +119,12 @@ def broker_samples(snapshot: ClusterSnapshot) -> dict[str, Sample]:
                 open_files=probe.open_files,
                 log_age_s=probe.server_log_age_s,
                 fetch_errors_logged=probe.fetch_errors_total,
+                mem_available_bytes=probe.mem_available_bytes,
+                process_rss_bytes=probe.process_rss_bytes,
+                log_cleaner_threads=probe.log_cleaner_threads,
+                loader_read_bytes=probe.loader_read_bytes,
+                offsets_segments_max=max((o.data_segments for o in probe.offsets_dirs), default=None),
+                unknown_api_requests=len(probe.lines("unknown_api_key")),
             )
         values.update(_leadership_values(snapshot, bid))
         out[broker_series(bid)] = Sample(at=snapshot.taken_at, values=values)
@@ -134,6 +146,39 @@ def _leadership_values(snapshot: ClusterSnapshot, bid: int) -> dict[str, Value]:
     if metrics is not None and metrics.ok:
         out.update(metrics_summary(metrics))
     return out
+
+
+def zookeeper_samples(snapshot: ClusterSnapshot) -> dict[str, Sample]:
+    """One sample per probed ZooKeeper server."""
+    out: dict[str, Sample] = {}
+    for z in snapshot.zookeeper:
+        values: dict[str, Value] = {
+            "server": z.server,
+            "reachable": z.reachable,
+            "serving": z.serving,
+            "mode": z.mode,
+            "zxid": z.zxid,
+            "epoch": z.epoch,
+            "connections": z.connections,
+            "packets_received": z.packets_received,
+            "packets_sent": z.packets_sent,
+            "outstanding": z.outstanding,
+            "latency_avg_ms": z.latency_avg_ms,
+            "uptime_ms": z.uptime_ms,
+            "elections": z.elections,
+            "learners": z.learners,
+            "synced_followers": z.synced_followers,
+        }
+        if z.host_reachable is not None:
+            values.update(host_reachable=z.host_reachable, pid=z.pid, process_state=z.process_state, load_1m=z.load_1m,
+                          cpus=z.cpus, follow_exceptions=len(z.lines("zk_follow_exception")))
+        out[zookeeper_series_of(z.address)] = Sample(at=snapshot.taken_at, values=values)
+    return out
+
+
+def health_samples(snapshot: ClusterSnapshot) -> dict[str, Sample]:
+    """Everything one health check adds to the history: brokers and ZooKeeper servers."""
+    return {**broker_samples(snapshot), **zookeeper_samples(snapshot)}
 
 
 # --------------------------------------------------------------------------- the store (I/O)
@@ -221,7 +266,7 @@ class HistoryStore:
 
 
 def record_check(store: "HistoryStore", snapshot: ClusterSnapshot) -> dict[str, list[Sample]]:
-    """Everything one health check adds to the history -- a sample per broker, and the ``leadership`` sample
+    """Everything one health check adds to the history -- a sample per broker and ZooKeeper server, and the ``leadership`` sample
     (only what changed since the last check, against the full map kept in the store's ``leadership`` state) --
     appended; returns the history as the detectors get it."""
     from kafka_runbooks.detect.leadership import LEADERSHIP, leadership_sample
@@ -233,4 +278,4 @@ def record_check(store: "HistoryStore", snapshot: ClusterSnapshot) -> dict[str, 
         return new
 
     store.update_state(advance, LEADERSHIP)
-    return store.append({**broker_samples(snapshot), LEADERSHIP: box["sample"]})
+    return store.append({**health_samples(snapshot), LEADERSHIP: box["sample"]})

@@ -42,7 +42,7 @@ class _Deadline(Exception):
     pass
 
 
-class _Host:
+class HostCommands:
     """Runs the probe's commands within the host's deadline, collecting problems."""
 
     def __init__(self, runner, command_timeout_s: float, deadline_s: float) -> None:
@@ -81,7 +81,7 @@ def probe_host(
         bid = C.validate_broker_id(broker.id)
     except C.UnsafeValueError as exc:
         return model.HostProbe(broker_id=-1, reachable=False, error=str(exc))
-    host = _Host(runner, h.probe_command_timeout_s, h.probe_host_deadline_s)
+    host = HostCommands(runner, h.probe_command_timeout_s, h.probe_host_deadline_s)
     endpoint, problems = broker_endpoint(broker, config.listener, config.broker_port, [getattr(runner, "host", "")], resolver)
     host.problems += problems
     fields: dict = {"ports": endpoint.ports, "addresses": tuple(sorted(endpoint.addresses))}
@@ -168,6 +168,8 @@ def probe_host(
                 )
                 for e in errors[-MAX_FETCH_ERRORS_KEPT:]
             )
+        # 6-9: memory, threads, __consumer_offsets on disk, the other log lines of interest (incidents 000, 002)
+        _more(config, host, bid, fields, now, offset, tail, text)
     except _Deadline as exc:
         host.problems.append(str(exc))
     except C.UnsafeValueError as exc:
@@ -175,6 +177,122 @@ def probe_host(
     except Exception as exc:  # noqa: BLE001 - SSHError or anything else: the host is unusable
         return model.HostProbe(broker_id=bid, reachable=False, error=f"{type(exc).__name__}: {exc}", **_safe(fields))
     return model.HostProbe(broker_id=bid, reachable=True, error="; ".join(host.problems) or None, **fields)
+
+
+LOADER_THREAD = "group-metadata-"  # comm of group-metadata-manager-N (15 characters): loads __consumer_offsets
+CLEANER_THREAD = "kafka-log-clean"  # comm of kafka-log-cleaner-thread-N
+MAX_LINES_KEPT = 30
+
+
+def _more(config: ClusterConfig, host: "HostCommands", bid: int, out: dict, now, offset, tail: str, sockets_text: str) -> None:
+    """Steps 6-9 of the probe, into ``out`` as they are read (each figure stays None when it could not be read)."""
+    from kafka_runbooks.detect import broker_log, zk_text
+
+    h = config.health
+    pid = out.get("pid")
+    prefix = C.validate_argv(config.capture.jvm_tool_prefix) if config.capture.jvm_tool_prefix else ()
+    # 6. memory: the host's MemAvailable, the JVM's RSS
+    out["mem_available_bytes"] = procfs.meminfo_available(host.text(host.run("memory", ("cat", "/proc/meminfo"))))
+    if pid is not None:
+        out["process_rss_bytes"] = procfs.status_rss(host.text(host.run("process memory", ("cat", f"/proc/{int(pid)}/status"))))
+        # 7. threads by name (/proc: nothing asked of the JVM): the log cleaner's, the offsets loader's bytes read
+        threads = procfs.thread_names(host.text(host.run("threads", C.proc_threads_command(pid, h.probe_command_timeout_s).argv)))
+        if threads:
+            if h.cleaner_check:
+                out["log_cleaner_threads"] = sum(1 for name in threads.values() if name.startswith(CLEANER_THREAD))
+            loaders = sorted(tid for tid, name in threads.items() if name.startswith(LOADER_THREAD))
+            if loaders:
+                io = host.text(host.run("loader io", (*prefix, "cat", *(f"/proc/{int(pid)}/task/{t}/io" for t in loaders))))
+                out["loader_read_bytes"] = procfs.io_rchar_total(io)
+    # 8. __consumer_offsets directories of the broker's log dirs (server.properties: log.dirs)
+    t = h.probe_command_timeout_s
+    res = host.run("server.properties", C.config_file_command("server-properties", C.KIND_KAFKA_CONFIG, config.server_properties(bid), t).argv)
+    if res is not None and res.exit_code == 1 and b"No such file" in (res.stderr or b""):
+        host.problems.pop()  # not where the cluster's settings say: no log dirs to look at, not a probe failure
+    props = zk_text.properties(host.text(res))
+    if props.get("log.cleaner.enable", "").strip().lower() == "false":
+        out.pop("log_cleaner_threads", None)  # no cleaner on purpose
+    dirs: list[model.OffsetsPartitionDir] = []
+    for i, d in enumerate(log_dirs_of(props)[:16], 1):
+        listing = host.text(host.run("offsets segments", C.offsets_segments_command(d, t, i).argv))
+        dirs += procfs.offsets_dirs(listing, d)
+    out["offsets_dirs"] = tuple(sorted(dirs, key=lambda x: x.partition))
+    # 9. log lines: unknown API keys, offsets loads, session expiries (server.log); the cleaner's death (log-cleaner.log).
+    # log4j rolls these files (Kafka's default: hourly, server.log.YYYY-MM-DD-HH): the file rolled within the
+    # window is read too, so a line written just before the hour is not lost at the hour
+    since = now - dt.timedelta(seconds=h.bad_request_window_s)
+    n = C.validate_int(h.log_tail_bytes, "log_tail_bytes", minimum=1, maximum=1 << 30)
+    log_path = C.validate_abs_path(config.server_log(bid), "server log path")
+    cleaner_log = C.validate_abs_path(f"{config.log_dir(bid).rstrip('/')}/log-cleaner.log", "log-cleaner.log path")
+    lines = []
+    for path, current in ((log_path, tail), (cleaner_log, None)):
+        name = path.rsplit("/", 1)[-1]
+        rolled = _rolled(host, path, h.bad_request_window_s)
+        if rolled is not None:
+            text = host.text(host.run(f"{rolled} tail", ("tail", "-c", str(n), "--", rolled)))
+            lines += broker_log.lines_of_interest(_cut(text, n), since, utc_offset=offset, source=rolled.rsplit("/", 1)[-1])
+        if current is None:
+            res = host.run(f"{name} tail", ("tail", "-c", str(n), "--", path))
+            if res is not None and res.exit_code == 1 and b"No such file" in (res.stderr or b""):
+                host.problems.pop()  # an absent log-cleaner.log is not a problem
+            current = _cut(host.text(res), n)
+        lines += broker_log.lines_of_interest(current, since, utc_offset=offset, source=name)
+    out["log_lines"] = _keep(lines, sockets_text)
+
+
+def log_dirs_of(props: dict[str, str]) -> list[str]:
+    """``log.dirs`` (else ``log.dir``) of a broker's server.properties."""
+    return [d.strip() for d in (props.get("log.dirs") or props.get("log.dir") or "").split(",") if d.strip()]
+
+
+def _cut(text: str, n: int) -> str:
+    """A tail of ``n`` bytes without its (probably cut) first line."""
+    if len(text.encode()) >= n:
+        return text.split("\n", 1)[1] if "\n" in text else ""
+    return text
+
+
+def _rolled(host: "HostCommands", path: str, window_s: float) -> str | None:
+    """The newest file log4j rolled ``path`` into (``path.<date>``) if it was written within ``window_s``."""
+    directory, name = path.rsplit("/", 1)
+    minutes = C.validate_int(max(1, int(window_s // 60) + 1), "window minutes", minimum=1, maximum=100_000)
+    found = host.text(host.run(f"{name} rolled", ("find", directory or "/", "-maxdepth", "1", "-type", "f", "-name", f"{name}.*",
+                                                  "-mmin", f"-{minutes}", "-printf", "%T@ %p\n")))
+    newest = max((line.split(" ", 1) for line in found.splitlines() if " " in line), key=lambda x: float(x[0]) if _num(x[0]) else 0.0, default=None)
+    return newest[1] if newest else None
+
+
+def _num(v: str) -> bool:
+    try:
+        float(v)
+        return True
+    except ValueError:
+        return False
+
+
+def _keep(lines: list[model.LogLineSeen], sockets_text: str) -> tuple[model.LogLineSeen, ...]:
+    """Every unfinished offsets load and the newest of the rest; each unknown-API-key line gets the sockets its
+    client holds right now on this host (address and port, from the socket table)."""
+    import dataclasses
+
+    done = {x.attrs.get("partition"): x for x in lines if x.what == "group_load_done"}
+    starts = {}
+    for x in lines:
+        if x.what == "group_load_start":
+            starts[x.attrs.get("partition")] = x
+        elif x.what == "group_load_done":
+            starts.pop(x.attrs.get("partition"), None)
+    slow_done = sorted(done.values(), key=lambda x: -int(x.attrs.get("millis") or 0))[:5]
+    rest = [x for x in lines if x.what not in ("group_load_start", "group_load_done")][-MAX_LINES_KEPT:]
+    conns = S.parse_connections(sockets_text) if sockets_text else []
+    with_sockets = []
+    for x in rest:
+        client = x.attrs.get("client_host")
+        if x.what == "unknown_api_key" and client:
+            held = [f"{c.state} {c.local_addr}:{c.local_port} <- {c.peer_addr}:{c.peer_port}" for c in conns if c.peer_addr == S.norm_addr(client)]
+            x = dataclasses.replace(x, attrs={**x.attrs, "client_sockets_now": "; ".join(held[:10]) or "none"})
+        with_sockets.append(x)
+    return tuple(sorted([*starts.values(), *slow_done, *with_sockets], key=lambda x: (x.at or "", x.line_no)))
 
 
 def _safe(fields: dict) -> dict:

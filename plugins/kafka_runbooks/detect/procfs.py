@@ -53,3 +53,63 @@ def uptime_s(etimes_text: str) -> float | None:
     """``ps -o etimes= -p PID`` -> seconds since the process started."""
     text = etimes_text.strip()
     return float(text) if text.isdigit() else None
+
+
+def meminfo_available(text: str) -> int | None:
+    """``/proc/meminfo`` -> MemAvailable in bytes."""
+    for line in text.splitlines():
+        if line.startswith("MemAvailable:"):
+            parts = line.split()
+            if len(parts) >= 2 and parts[1].isdigit():
+                return int(parts[1]) * 1024
+    return None
+
+
+def status_rss(text: str) -> int | None:
+    """``/proc/<pid>/status`` -> VmRSS in bytes."""
+    for line in text.splitlines():
+        if line.startswith("VmRSS:"):
+            parts = line.split()
+            if len(parts) >= 2 and parts[1].isdigit():
+                return int(parts[1]) * 1024
+    return None
+
+
+def thread_names(text: str) -> dict[int, str]:
+    """``/proc/<pid>/task/*/stat`` lines (``tid (name) S ...``) -> {tid: name}. The name (comm, at most 15
+    characters) may hold spaces and parentheses: it ends at the LAST ')' of the line."""
+    out = {}
+    for line in text.splitlines():
+        head, sep, _ = line.rpartition(")")
+        tid, _, name = head.partition(" (")
+        if sep and tid.strip().isdigit():
+            out[int(tid)] = name
+    return out
+
+
+def io_rchar_total(text: str) -> int | None:
+    """One or more ``/proc/<pid>/task/<tid>/io`` -> the sum of their ``rchar`` (bytes read through read
+    syscalls, page cache or not)."""
+    values = [int(line.split()[1]) for line in text.splitlines() if line.startswith("rchar:") and line.split()[1:2] and line.split()[1].isdigit()]
+    return sum(values) if values else None
+
+
+def offsets_dirs(text: str, log_dir: str):
+    """``find <log dir> ... -printf '%h %f %s\\n'`` over ``__consumer_offsets-*/*.log`` -> one
+    OffsetsPartitionDir per partition directory (segments, bytes, oldest and newest segment)."""
+    from kafka_runbooks.model import CONSUMER_OFFSETS, OffsetsPartitionDir
+
+    acc: dict[int, list[tuple[str, int]]] = {}
+    for line in text.splitlines():
+        parts = line.rsplit(" ", 2)
+        if len(parts) != 3 or not parts[2].isdigit():
+            continue
+        directory, name, size = parts
+        base = directory.rstrip("/").rsplit("/", 1)[-1]
+        prefix = CONSUMER_OFFSETS + "-"
+        if not base.startswith(prefix) or not base[len(prefix):].isdigit() or not name.endswith(".log"):
+            continue
+        acc.setdefault(int(base[len(prefix):]), []).append((name, int(size)))
+    return [OffsetsPartitionDir(p, len(segs), sum(s for _, s in segs), min(n for n, _ in segs), max(n for n, _ in segs), log_dir,
+                                sum(1 for _, s in segs if s == 0))
+            for p, segs in sorted(acc.items())]

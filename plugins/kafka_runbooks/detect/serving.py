@@ -40,6 +40,7 @@ from kafka_runbooks.detect.isr import isr_shape
 from kafka_runbooks.model import Evidence, Finding, Severity
 
 PROBLEM = "broker_not_serving"
+ISOLATED_RUNBOOK = "runbooks/broker-silently-isolated.md"
 OPENS_INCIDENT = ("broker_unresponsive", "broker_unregistered_alive", "broker_absent")
 
 
@@ -69,6 +70,14 @@ def _corroboration(ctx: Context, bid: int) -> tuple[list[str], list[Evidence], d
             reasons.append(f"no process listens on its ports {list(probe.ports)}")
         if probe.process_alive and probe.server_log_age_s is not None and probe.server_log_age_s >= h.log_stale_s:
             reasons.append(f"its server.log was last written {probe.server_log_age_s:.0f} s ago while the process lives")
+            details["log_silent"] = {"age_s": probe.server_log_age_s, "stale_s": h.log_stale_s}
+        else:
+            silent = _log_silent(ctx, bid)
+            if silent is not None:
+                peers = ", ".join(f"broker {b} {a:.0f} s" for b, a in silent["peer_ages_s"].items())
+                reasons.append(f"its server.log has not been written for {silent['age_s']:.0f} s while its process lives, "
+                               f"and its peers' logs were written moments ago ({peers})")
+                details["log_silent"] = silent
         evidence.append(probe_evidence(probe, host))
 
     series = ctx.series(bid)
@@ -86,6 +95,13 @@ def _corroboration(ctx: Context, bid: int) -> tuple[list[str], list[Evidence], d
         found_trends.append(mine)
         reasons.append(f"its sockets sent {mine.change:g} B/s since the last probe vs {peers_median:g} B/s at its peers (median)")
         evidence.append(trend_evidence(mine))
+        details["traffic_near_zero"] = {"rate": mine.change, "peers_median": peers_median}
+    memory = trends.falling(name, series, "mem_available_bytes", h.trend_samples)
+    if memory is not None and found_trends:
+        found_trends.append(memory)
+        reasons.append(f"its host's available memory fell from {memory.points[0][1] / 2**20:.0f} MiB to {memory.points[-1][1] / 2**20:.0f} MiB "
+                       f"over {len(memory.points)} probes")
+        evidence.append(trend_evidence(memory))
     details["trends"] = [t.to_dict() for t in found_trends]
     cw = ctx.outlier(bid, "close_wait", h.close_wait_ratio, h.close_wait_min)
     if cw:
@@ -111,6 +127,31 @@ def _corroboration(ctx: Context, bid: int) -> tuple[list[str], list[Evidence], d
         evidence += state_evidence(parts, 5)
     details["isr"] = shape
     return reasons, evidence, details
+
+
+def _log_silent(ctx: Context, bid: int) -> dict[str, Any] | None:
+    """Its server.log untouched for ``health.log_silent_s`` while every reachable registered peer whose process
+    lives wrote its own within that time (incident 000: "broker 0's log files stop being written at 07:00";
+    a whole cluster that is merely quiet is never this)."""
+    s, h = ctx.snapshot, ctx.settings
+    probe = s.probe(bid)
+    if probe is None or not probe.process_alive or probe.server_log_age_s is None or probe.server_log_age_s < h.log_silent_s:
+        return None
+    peers = [p for p in s.probes if p.broker_id != bid and p.reachable and p.process_alive and p.broker_id in s.live_broker_ids
+             and p.server_log_age_s is not None]
+    if not peers or any(p.server_log_age_s >= h.log_silent_s for p in peers):
+        return None
+    return {"age_s": probe.server_log_age_s, "silent_s": h.log_silent_s, "mtime": probe.server_log_mtime,
+            "peer_ages_s": {str(p.broker_id): p.server_log_age_s for p in sorted(peers, key=lambda p: p.broker_id)}}
+
+
+def pattern_of(details: dict[str, Any]) -> str | None:
+    """Which post-mortem a not-serving broker looks like, from the outside: its logs silent while it lives
+    AND its traffic near zero or its peers failing to fetch from it = a broker that silently dropped out
+    (incident 000). Else None (a stuck broker: the analysis of the capture tells a deadlock, incident 001)."""
+    silent = bool(details.get("log_silent"))
+    cut_off = bool(details.get("traffic_near_zero")) or any(details.get("peer_fetch_errors", {}).values())
+    return "silently_isolated" if silent and cut_off else None
 
 
 def _traffic_near_zero(ctx: Context, bid: int) -> tuple[trends.Trend, float] | None:
@@ -175,9 +216,14 @@ def detect_not_serving(ctx: Context) -> list[Finding]:
         reasons, evidence, details = _corroboration(ctx, b.id)
         head = f"direct check of {check.endpoint or 'its endpoint'} failed ({check.error})"
         if reasons:
+            pattern = pattern_of(details)
+            if pattern:
+                details.update(pattern=pattern, incident="000", runbook=ISOLATED_RUNBOOK)
             findings.append(Finding(
                 kind="broker_unresponsive", severity=Severity.CRITICAL,
-                summary=f"Broker {b.id} is registered in ZooKeeper but does not serve: {head}; " + "; ".join(reasons),
+                summary=f"Broker {b.id} is registered in ZooKeeper but does not serve: {head}; " + "; ".join(reasons)
+                + ("; it looks SILENTLY ISOLATED (incident 000): it stopped serving and stopped logging while its process "
+                   f"lives; see {ISOLATED_RUNBOOK}" if pattern else ""),
                 broker_ids=(b.id,),
                 partitions=tuple(details["isr"]["dropped_from_isr"] + details["isr"]["led_partitions_missing_followers"]),
                 evidence=tuple([check_evidence(check), *evidence][: h.max_evidence]),

@@ -55,6 +55,17 @@ def rising(series: str, samples: Sequence[Sample], key: str, min_growth: float, 
     return Trend(series, key, tuple(pts), change)
 
 
+def falling(series: str, samples: Sequence[Sample], key: str, n: int, min_drop_ratio: float = 0.0) -> Trend | None:
+    """``key`` never rose over the last ``n`` samples (at least 3) and fell (by more than ``min_drop_ratio`` of its first value)."""
+    pts = points(samples, key, n)
+    if len(pts) < 3:
+        return None
+    values = [v for _, v in pts]
+    if any(b > a for a, b in zip(values, values[1:])) or values[-1] >= values[0] or values[0] - values[-1] <= min_drop_ratio * values[0]:
+        return None
+    return Trend(series, key, tuple(pts), values[-1] - values[0])
+
+
 def rate(series: str, samples: Sequence[Sample], key: str) -> Trend | None:
     """Per-second increase of a (socket-churning) counter between the last two samples; a drop
     (sockets closed) counts as no traffic seen, not negative traffic."""

@@ -26,7 +26,7 @@ from typing import Any, Iterable, Mapping
 
 from kafka_runbooks import clock
 from kafka_runbooks.config import HealthSettings
-from kafka_runbooks.detect.detectors import OPENS_INCIDENT, problem_of
+from kafka_runbooks.detect.detectors import OPENS_INCIDENT, problem_of, subject_of
 from kafka_runbooks.incidents.store import CLOSED, NEEDS_PERSON, OPEN, RESPONDING, TERMINAL
 from kafka_runbooks.model import Finding
 
@@ -47,7 +47,8 @@ class Action:
 
 
 def streak_key(f: Finding) -> str:
-    return f"{problem_of(f)}:" + ",".join(str(b) for b in sorted(f.broker_ids))
+    subject = subject_of(f)
+    return f"{problem_of(f)}:" + ",".join(str(b) for b in sorted(f.broker_ids)) + (f"@{subject}" if subject else "")
 
 
 def tracked(f: Finding) -> bool:
@@ -147,7 +148,8 @@ def _running_for(f: Finding, incidents: Mapping[str, Mapping[str, Any]], running
             continue
         trig = rec.get("trigger") or {}
         same_problem = (trig.get("details") or {}).get("problem", trig.get("kind")) == problem_of(f)
-        if same_problem and (wanted & set(rec.get("broker_ids") or ()) or not wanted):
+        same_subject = (trig.get("details") or {}).get("subject") == (f.details.get("subject"))
+        if same_problem and same_subject and (wanted & set(rec.get("broker_ids") or ()) or not wanted):
             return rec
     return None
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -16,6 +17,17 @@ class IncidentRequest:
     broker_ids: tuple[int, ...]
     reason: str
     incident_id: str | None
+    zookeeper_servers: tuple[str, ...] = ()  # a ZooKeeper incident: the member(s) it is about
+
+
+_ZK_SERVER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
+
+
+def _zk_server(value: Any) -> str:
+    """A ZooKeeper member: its server id (myid) as configured, or "host:port" when the cluster names none."""
+    if not isinstance(value, (str, int)) or isinstance(value, bool) or not _ZK_SERVER_RE.fullmatch(str(value)) or ".." in str(value):
+        raise IncidentError(f"'zookeeper_servers' holds {value!r}, which is not a ZooKeeper server id")
+    return str(value)
 
 
 def parse_request(conf: Mapping[str, Any], known_brokers: set[int] | None = None) -> IncidentRequest:
@@ -25,9 +37,15 @@ def parse_request(conf: Mapping[str, Any], known_brokers: set[int] | None = None
         raise IncidentError("'cluster' must be a non-empty string")
     validate_id(cluster, "cluster name")
 
+    raw_zk = conf.get("zookeeper_servers") or []
+    if isinstance(raw_zk, (str, bytes)) or not isinstance(raw_zk, (list, tuple)):
+        raise IncidentError("'zookeeper_servers' must be a list of ZooKeeper server ids")
+    zk = tuple(_zk_server(z) for z in raw_zk)
     raw_ids = conf.get("broker_ids")
-    if isinstance(raw_ids, (str, bytes)) or not isinstance(raw_ids, (list, tuple)) or not raw_ids:
-        raise IncidentError("'broker_ids' must be a non-empty list of broker ids")
+    if raw_ids is None and zk:
+        raw_ids = []
+    if isinstance(raw_ids, (str, bytes)) or not isinstance(raw_ids, (list, tuple)) or (not raw_ids and not zk):
+        raise IncidentError("'broker_ids' must be a non-empty list of broker ids (or 'zookeeper_servers' name the ZooKeeper members)")
     ids: list[int] = []
     for raw in raw_ids:
         if isinstance(raw, bool) or not isinstance(raw, (int, str)) or not str(raw).strip().isdigit():
@@ -44,4 +62,5 @@ def parse_request(conf: Mapping[str, Any], known_brokers: set[int] | None = None
     incident_id = conf.get("incident_id") or None
     if incident_id is not None:
         validate_id(incident_id)
-    return IncidentRequest(cluster=cluster, broker_ids=tuple(sorted(set(ids))), reason=reason[:MAX_REASON], incident_id=incident_id)
+    return IncidentRequest(cluster=cluster, broker_ids=tuple(sorted(set(ids))), reason=reason[:MAX_REASON], incident_id=incident_id,
+                           zookeeper_servers=tuple(sorted(set(zk))))

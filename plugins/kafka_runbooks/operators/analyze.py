@@ -31,8 +31,27 @@ def package_zip(dest_dir: str) -> str:
     return str(path)
 
 
-class AnalyzeBundleOperator(SparkSubmitOperator):
-    """SparkSubmitOperator for ``spark_apps/analyze_bundle.py`` that ships the package with the job.
+class PackagedSparkSubmitOperator(SparkSubmitOperator):
+    """SparkSubmitOperator for one of ``spark_apps/`` that ships the kafka_runbooks package with the job.
+
+    Executors run the same interpreter as this worker unless the deployment sets ``PYSPARK_PYTHON``.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        env = dict(kwargs.pop("env_vars", None) or {})
+        if "PYSPARK_PYTHON" not in os.environ:
+            env.setdefault("PYSPARK_PYTHON", sys.executable)
+        kwargs["env_vars"] = env
+        super().__init__(**kwargs)
+
+    def execute(self, context) -> None:
+        with tempfile.TemporaryDirectory(prefix="kafka-runbooks-spark-") as tmp:
+            self.py_files = package_zip(tmp)
+            super().execute(context)
+
+
+class AnalyzeBundleOperator(PackagedSparkSubmitOperator):
+    """``spark_apps/analyze_bundle.py`` on one evidence bundle.
 
     ``bundle_dir`` is a path on storage every executor can read (a shared mount) or an s3a:// / hdfs:// URI.
     """
@@ -41,21 +60,11 @@ class AnalyzeBundleOperator(SparkSubmitOperator):
         kwargs.setdefault("application", os.environ.get("KAFKA_RUNBOOKS_SPARK_APP", str(DEFAULT_APP)))
         kwargs.setdefault("name", "kafka-runbooks-analyze-bundle")
         kwargs["application_args"] = ["--bundle", bundle_dir, "--kafka-version", kafka_version, *extra_args]
-        env = dict(kwargs.pop("env_vars", None) or {})
-        # executors run the same interpreter as this worker unless the deployment says otherwise
-        if "PYSPARK_PYTHON" not in os.environ:
-            env.setdefault("PYSPARK_PYTHON", sys.executable)
-        kwargs["env_vars"] = env
         super().__init__(**kwargs)
 
-    def execute(self, context) -> None:
-        with tempfile.TemporaryDirectory(prefix="kafka-runbooks-spark-") as tmp:
-            self.py_files = package_zip(tmp)
-            super().execute(context)
 
-
-class FleetAnalyticsOperator(SparkSubmitOperator):
-    """SparkSubmitOperator for ``spark_apps/fleet_analytics.py`` (every bundle under a base location)."""
+class FleetAnalyticsOperator(PackagedSparkSubmitOperator):
+    """``spark_apps/fleet_analytics.py`` over every bundle under a base location."""
 
     template_fields: Sequence[str] = tuple(SparkSubmitOperator.template_fields) + ("base", "out")
 
@@ -64,17 +73,11 @@ class FleetAnalyticsOperator(SparkSubmitOperator):
         kwargs.setdefault("name", "kafka-runbooks-fleet-analytics")
         self.base, self.out = base, out
         self._fleet_args = ["--days", str(int(days))] + (["--analyze-missing"] if analyze_missing else [])
-        env = dict(kwargs.pop("env_vars", None) or {})
-        if "PYSPARK_PYTHON" not in os.environ:
-            env.setdefault("PYSPARK_PYTHON", sys.executable)
-        kwargs["env_vars"] = env
         super().__init__(**kwargs)
 
     def execute(self, context) -> None:
         self.application_args = ["--base", self.base, "--out", self.out, *self._fleet_args]
-        with tempfile.TemporaryDirectory(prefix="kafka-runbooks-spark-") as tmp:
-            self.py_files = package_zip(tmp)
-            super().execute(context)
+        super().execute(context)
 
 
 class PublishReportOperator(BaseOperator):

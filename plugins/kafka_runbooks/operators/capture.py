@@ -55,9 +55,17 @@ class CaptureEvidenceOperator(BaseOperator):
         def checker():
             return hook.check_all(checkable, config.health.kafka_probe_timeout_s, unregistered=missing)
 
+        zk_servers = list(self.incident.get("zookeeper_servers") or [])
+        members = []
+        if zk_servers:  # a ZooKeeper incident: every member of the ensemble, jstack of the affected one(s)
+            from kafka_runbooks.detect.zk_probe import members as zk_members
+            from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
+
+            members = zk_members(config, ZooKeeperHook(config.zk_conn_id).servers)
         manifest = capture_cluster(
             config, snapshot, self.incident["capture_broker_ids"], bundle,
             suspects=self.incident["broker_ids"], checker=checker, known={b.id: b for b in targets},
+            zookeeper_members=members, zookeeper_affected=zk_servers,
         )
         hosts = manifest.get("hosts", {})
         unreachable = sorted(b for b, h in hosts.items() if not h.get("reachable"))
@@ -74,6 +82,7 @@ class CaptureEvidenceOperator(BaseOperator):
                 "duration_s": manifest.get("duration_s"),
                 "hosts": {b: {"role": h.get("role"), "status": h.get("status"), "process_state": h.get("process_state"),
                               "thread_dump_method": h.get("thread_dump_method")} for b, h in sorted(hosts.items())},
+                "zookeeper": {z: {"role": h.get("role"), "status": h.get("status")} for z, h in sorted((manifest.get("zookeeper") or {}).items())},
                 "reasons": manifest.get("status_reasons", []),
                 "unreachable": unreachable,
                 "failed_commands": [f"{c['broker_id']}:{c['name']}" for c in failed],

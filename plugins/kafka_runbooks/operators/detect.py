@@ -103,7 +103,8 @@ class DetectFindingsOperator(BaseOperator):
         from kafka_runbooks.incidents import lifecycle
 
         history = record_check(history_store, snapshot)
-        findings = detect(snapshot, config.health, history, leadership=config.leadership, kafka_version=config.kafka_version)
+        findings = detect(snapshot, config.health, history, config.zookeeper_health, leadership=config.leadership,
+                          kafka_version=config.kafka_version)
         for f in findings:
             self.log.warning("finding %s [%s] brokers=%s: %s", f.kind, f.severity.value, list(f.broker_ids), f.summary)
 
@@ -146,8 +147,9 @@ class DetectFindingsOperator(BaseOperator):
         record = store.open(cluster=config.name, broker_ids=f.broker_ids, reason=f.summary, trigger=f.to_dict(), opened_by=actor)
         store.audit(record["id"], actor=actor, action="detected", outcome=f.kind, details={"why": a.reason})
         self.log.warning("opened incident %s: %s", record["id"], a.reason)
-        if not f.broker_ids:
-            store.needs_person(record["id"], actor=actor, reason="no broker named by the finding: nothing to capture or restart automatically")
+        zk_servers = [str(f.details["subject"])] if f.details.get("problem") == "zookeeper_member" and f.details.get("server") else []
+        if not f.broker_ids and not zk_servers:
+            store.needs_person(record["id"], actor=actor, reason="no broker or ZooKeeper server named by the finding: nothing to capture or restart automatically")
             return {"incident_id": record["id"]}
         if f.details.get("problem") == "leadership":
             # a restart would move leadership again (incident 003): on-call stops the automatic rebalance and starts the
@@ -157,8 +159,8 @@ class DetectFindingsOperator(BaseOperator):
             return {"incident_id": record["id"]}
         run_id = f"health__{record['id']}"
         store.responding(record["id"], actor=actor, run_id=run_id)
-        conf = {"cluster": config.name, "incident_id": record["id"], "broker_ids": list(f.broker_ids), "reason": f.summary,
-                "finding": f.to_dict()}
+        conf = {"cluster": config.name, "incident_id": record["id"], "broker_ids": list(f.broker_ids), "reason": f.summary[:2000],
+                "zookeeper_servers": zk_servers, "finding": f.to_dict()}
         return {"incident_id": record["id"], "run_id": run_id, "conf": conf}
 
 

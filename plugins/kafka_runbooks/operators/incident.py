@@ -62,14 +62,20 @@ class OpenIncidentOperator(BaseOperator):
             # a health-check run already marked it (same run id); a run started by hand takes it over
             record = store.responding(record["id"], actor=actor, run_id=context["run_id"])
 
+        unknown_zk = sorted(set(request.zookeeper_servers) - set(config.zookeeper.servers)) if config.zookeeper.servers else []
+        if unknown_zk:
+            raise AirflowFailException(f"bad incident request: ZooKeeper servers {unknown_zk} are not configured for {config.name!r}")
         snapshot = take_snapshot(config, known=known_registrations(config))
         peers = sorted(snapshot.live_broker_ids - set(request.broker_ids))
-        self.log.info("incident %s: brokers %s, peers %s", record["id"], list(request.broker_ids), peers)
+        self.log.info("incident %s: brokers %s, ZooKeeper servers %s, peers %s", record["id"], list(request.broker_ids),
+                      list(request.zookeeper_servers), peers)
         return {
             "incident_id": record["id"],
             "cluster": config.name,
             "broker_ids": list(request.broker_ids),
-            # peers are captured too: their server.log holds the fetch errors that accuse the suspect
+            "zookeeper_servers": list(request.zookeeper_servers),
+            # peers are captured too: their server.log holds the fetch errors that accuse the suspect (and, for a
+            # ZooKeeper incident, the brokers' own session expiries)
             "capture_broker_ids": sorted(set(request.broker_ids) | set(peers)),
             "kafka_version": config.kafka_version or "",
             "trigger": record.get("trigger"),
@@ -87,9 +93,10 @@ class CloseIncidentOperator(BaseOperator):
       with the stage it stopped at, and this task fails so the run is marked failed.
     """
 
-    template_fields: Sequence[str] = ("incident", "approval", "restart", "verify", "report")
+    template_fields: Sequence[str] = ("incident", "approval", "restart", "verify", "report", "explanation", "follow_up")
 
-    def __init__(self, *, incident: Any, approval: Any, restart: Any, verify: Any, report: Any, **kwargs: Any) -> None:
+    def __init__(self, *, incident: Any, approval: Any, restart: Any, verify: Any, report: Any, explanation: Any = None,
+                 follow_up: Any = None, **kwargs: Any) -> None:
         kwargs.setdefault("trigger_rule", TriggerRule.ALL_DONE)
         super().__init__(**kwargs)
         self.incident = incident
@@ -97,6 +104,8 @@ class CloseIncidentOperator(BaseOperator):
         self.restart = restart
         self.verify = verify
         self.report = report
+        self.explanation = explanation
+        self.follow_up = follow_up
 
     def execute(self, context) -> dict[str, Any]:
         from kafka_runbooks.config import load_cluster
@@ -110,9 +119,22 @@ class CloseIncidentOperator(BaseOperator):
         report = self.report if isinstance(self.report, dict) else {}
         choice, who = approval_decision(self.approval)
 
+        if isinstance(self.explanation, dict) and self.explanation:
+            # no restart applies (a client to fix, a ZooKeeper host to look at): explained, a person acts on it
+            ex = self.explanation
+            note = (f"explained, nothing restarted: {ex.get('why_no_restart')}"
+                    + (f"; advice: {ex['advice']}" if ex.get("advice") else "") + (f"; runbook: {ex['runbook']}" if ex.get("runbook") else "")
+                    + f"; evidence kept in {report.get('bundle_dir')}")
+            record = store.needs_person(incident_id, actor=actor, reason=note[:2000], explained=True)
+            return {"status": record["status"], "incident_id": incident_id, "explained": True, "report": report.get("report")}
+
         if choice == APPROVE and self.restart and self.verify:
-            record = store.close(incident_id, actor=actor, resolution=f"restarted {self.restart.get('restarted')} after approval by {who}; recovery verified")
-            return {"status": record["status"], "incident_id": incident_id, "report": report.get("report")}
+            fu = self.follow_up if isinstance(self.follow_up, dict) else {}
+            peers = ("; peers look healthy after the restart" if fu.get("checks") and not fu.get("peers") else
+                     f"; peers {fu['peers']} still showed the symptom: kafka_rolling_restart proposed for them (its own approval)" if fu.get("peers") else "")
+            record = store.close(incident_id, actor=actor,
+                                 resolution=f"restarted {self.restart.get('restarted')} after approval by {who}; recovery verified{peers}")
+            return {"status": record["status"], "incident_id": incident_id, "report": report.get("report"), "follow_up": fu or None}
 
         if choice is not None and choice != APPROVE:
             # the approval task audited the decision itself (remediate: operators/approval.py)

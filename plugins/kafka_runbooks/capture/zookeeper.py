@@ -1,0 +1,159 @@
+"""Capture for ZooKeeper incidents (004): every member of the ensemble, in parallel, into the evidence bundle.
+
+Per member, under ``zookeeper/<server id>/`` (files carry ``server``; the manifest's ``zookeeper.<id>`` has its
+address, zone, role and status):
+
+1. its four-letter words ``srvr``, ``mntr``, ``cons`` (kinds ``zk_srvr``, ``zk_mntr``, ``zk_cons``) -- asked at
+   the start and again at the end, so connection counts and counters can be compared;
+2. over SSH (when the member has an SSH connection), argv only, within ``capture.host_deadline_s``: the host's
+   load (``/proc/loadavg``), its ``zoo.cfg`` (``zk_config``: tickTime, syncLimit), the tail of its log
+   (``zk_log``) and of its GC log (``gc_log``), its process (``ps``), and -- for the affected server only --
+   ``jstack -l`` as the JVM's user (``zookeeper.jvm_tool_prefix``).
+
+A member ends ``complete``, ``partial`` (reasons) or ``failed`` (nothing captured).
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, Iterable
+
+from kafka_runbooks import clock
+from kafka_runbooks.capture import commands as C
+from kafka_runbooks.capture import sockets as S
+from kafka_runbooks.capture.bundle import EvidenceBundle
+from kafka_runbooks.config import ClusterConfig
+from kafka_runbooks.detect.procfs import process_state
+from kafka_runbooks.detect.zk_probe import WORDS, Member
+from kafka_runbooks.hooks.ssh import CommandResult, SSHError
+from kafka_runbooks.zookeeper import four_letter
+
+COMPLETE, PARTIAL, FAILED = "complete", "partial", "failed"
+KINDS = {"srvr": C.KIND_ZK_SRVR, "mntr": C.KIND_ZK_MNTR, "cons": C.KIND_ZK_CONS}
+
+
+def _words(bundle: EvidenceBundle, m: Member, seq: int, timeout_s: float, ask: Callable, failed: list[str]) -> int:
+    got = 0
+    for word in WORDS:
+        started = clock.now_iso()
+        t0 = time.monotonic()
+        try:
+            text = ask(m.host, m.port, word, timeout_s).encode()
+            err = None
+        except OSError as exc:
+            text, err = b"", f"{type(exc).__name__}: {exc}"
+            failed.append(f"{word} ({seq}): {err}")
+        res = CommandResult((word,), f"four-letter word {word!r} to {m.address}", text, b"", 0 if err is None else None, started,
+                            round(time.monotonic() - t0, 3), err)
+        bundle.record_zk_command(m.server, m.address, f"{word}-{seq}", KINDS[word], res, seq=seq, captured_at=started)
+        got += 1 if text else 0
+    return got
+
+
+def capture_member(config: ClusterConfig, bundle: EvidenceBundle, m: Member, affected: bool, runner_factory: Callable | None,
+                   ask: Callable = four_letter) -> None:
+    zs, cs = config.zookeeper, config.capture
+    timeout = config.zookeeper_health.four_letter_timeout_s
+    failed: list[str] = []
+    skipped: list[str] = []
+    bundle.set_zookeeper(m.server, address=m.address, zone=m.zone, ssh_conn_id=m.ssh_conn_id, role="affected" if affected else "member")
+    captured = _words(bundle, m, 1, timeout, ask, failed)
+    if not m.ssh_conn_id or runner_factory is None:
+        skipped.append("host files (log, zoo.cfg, jstack): no SSH connection configured for this server")
+    else:
+        runner = None
+        deadline = time.monotonic() + cs.host_deadline_s
+        try:
+            runner = runner_factory(m.ssh_conn_id)
+
+            def do(cmd: C.CaptureCommand, optional: bool = False) -> CommandResult | None:
+                nonlocal captured
+                left = deadline - time.monotonic()
+                if left < 2.0:
+                    skipped.append(f"{cmd.name}: capture deadline of {cs.host_deadline_s:g} s reached")
+                    return None
+                path = bundle.zk_file_path(m.server, f"{cmd.name}.out")
+                try:
+                    res = runner.run_to_file(cmd.argv, max(1.0, min(cmd.timeout, left - 1.0)), str(path))
+                except SSHError as exc:
+                    path.write_bytes(b"")
+                    res = CommandResult(cmd.argv, "", b"", b"", None, clock.now_iso(), 0.0, f"{type(exc).__name__}: {exc}", str(path))
+                bundle.record_zk_command(m.server, runner.address, cmd.name, cmd.kind, res)
+                if optional and res.exit_code == 1 and b"No such file" in (res.stderr or b""):
+                    skipped.append(f"{cmd.argv[-1]}: no such file on the host")
+                elif res.error or res.exit_code != 0:
+                    failed.append(f"{cmd.name}: {res.error or 'exit ' + str(res.exit_code)}")
+                elif res.stdout_bytes:
+                    captured += 1
+                return res
+
+            def text(res: CommandResult | None) -> str:
+                if res is None or res.exit_code != 0 or not res.stdout_path:
+                    return ""
+                with open(res.stdout_path, "rb") as fh:
+                    return fh.read(1 << 20).decode("utf-8", "replace")
+
+            runner.get_conn()
+            bundle.set_zookeeper(m.server, reachable=True)
+            t = cs.command_timeout_s
+            do(C.loadavg_command(t))
+            cfg = zs.path("config_path", m.server)
+            if cfg:
+                do(C.config_file_command("zoo-cfg", C.KIND_ZK_CONFIG, cfg, t), optional=True)
+            for name, which, kind in (("zookeeper-log", "log_path", C.KIND_ZK_LOG), ("zookeeper-gc-log", "gc_log_path", C.KIND_GC_LOG)):
+                path = zs.path(which, m.server)
+                if path:
+                    n = C.validate_int(cs.log_tail_bytes, "log_tail_bytes", minimum=1, maximum=1 << 30)
+                    do(C.CaptureCommand(name, kind, ("tail", "-c", str(n), "--", C.validate_abs_path(path, f"ZooKeeper {which}")), t), optional=True)
+            pid = None
+            pid_file = zs.path("pid_file", m.server)
+            if pid_file:
+                raw = text(do(C.config_file_command("pid-file", C.KIND_AUX, pid_file, t)))
+                pid = int(raw.strip()) if raw.strip().isdigit() else None
+            else:
+                listeners = S.parse_ss_listeners(text(do(C.CaptureCommand("listen-sockets", C.KIND_SOCKETS_SS, ("ss", "-Hltnp"), t))))
+                from kafka_runbooks.detect.endpoints import resolve
+
+                pid = S.find_broker_pid(listeners, S.Endpoint.of([*resolve(m.host), m.host], [m.port]))
+            state = None
+            if pid is not None:
+                state = process_state(text(do(C.process_state_command(pid, t))), pid)
+                do(C.process_stat_command(pid, t))
+                if affected:
+                    prefix = tuple(zs.jvm_tool_prefix)
+                    if state in ("stopped", "tracing_stop", "zombie", "dead"):
+                        skipped.append(f"jstack: the process is {state}")
+                    else:
+                        do(C.CaptureCommand("jstack-1", C.KIND_JSTACK, (*prefix, "jstack", "-l", str(C.validate_pid(pid))), t))
+            else:
+                failed.append(f"no visible process listening on {m.address}")
+            bundle.set_zookeeper(m.server, pid=pid, process_state=state)
+        except SSHError as exc:
+            bundle.set_zookeeper(m.server, reachable=False)
+            failed.append(f"host unreachable: {type(exc).__name__}: {exc}")
+        except Exception as exc:  # noqa: BLE001 - a bad connection or setting: recorded, never fatal for the others
+            failed.append(f"{type(exc).__name__}: {exc}")
+        finally:
+            if runner is not None:
+                try:
+                    runner.close()
+                except Exception:  # noqa: BLE001
+                    pass
+    captured += _words(bundle, m, 2, timeout, ask, failed)
+    reasons = failed + [f"skipped {s}" for s in skipped]
+    status = FAILED if captured == 0 else (PARTIAL if reasons else COMPLETE)
+    bundle.set_zookeeper(m.server, status=status, status_reasons=reasons)
+
+
+def capture_ensemble(config: ClusterConfig, bundle: EvidenceBundle, members: Iterable[Member], affected: Iterable[str] = (),
+                     runner_factory: Callable | None = None, ask: Callable = four_letter) -> dict:
+    """Every member in parallel; returns the manifest's ``zookeeper`` section."""
+    from kafka_runbooks.hooks.ssh import default_runner_factory
+
+    members = list(members)
+    affected = {str(a) for a in affected}
+    factory = runner_factory or default_runner_factory(config.capture.connect_timeout_s)
+    with ThreadPoolExecutor(max_workers=min(16, len(members)) or 1, thread_name_prefix="zk-capture") as pool:
+        list(pool.map(lambda m: capture_member(config, bundle, m, m.server in affected, factory, ask), members))
+    return dict(bundle.manifest.get("zookeeper") or {})

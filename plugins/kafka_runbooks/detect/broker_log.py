@@ -1,0 +1,98 @@
+"""Log lines of a broker that the health check acts on, read from the tails its host probe fetched. Pure.
+
+    unknown_api_key       a request whose API key the broker does not know (incident 002a):
+                            2.3:      ERROR Closing socket for 127.101.1.3:9092-127.101.2.50:44365-8 because of error
+                                      org.apache.kafka.common.errors.InvalidRequestException: Unknown API key 60
+                            0.9/0.10: ERROR Processor got uncaught exception. (kafka.network.Processor)
+                                      java.lang.ArrayIndexOutOfBoundsException: 18
+                                          at org.apache.kafka.common.protocol.ApiKeys.forId(ApiKeys.java:68)
+                            later:    "Unexpected ApiKeys id `N`", "... best guess of the apiKey is: N"
+    group_load_start      "Scheduling loading of offsets and group metadata from __consumer_offsets-7" (0.11+),
+                          "Loading offsets and group metadata from [__consumer_offsets,19]" (0.9/0.10)
+    group_load_done       "Finished loading offsets and group metadata from __consumer_offsets-7 in 12 milliseconds."
+                          "Finished loading offsets from [__consumer_offsets,27] in 1205 milliseconds."
+    zk_session_expired    "[ZooKeeperClient Kafka server] Session expired.", "zookeeper state changed (Expired)",
+                          "session 0x... has expired"
+    log_cleaner_died      (log-cleaner.log) "[kafka-log-cleaner-thread-0]: Error due to"
+
+The names come from the analysis' one signature table (``analyze/signatures.py``: invalid_request,
+processor_uncaught_exception, group_load_start/done, zk_session_expired, log_cleaner_died), read through the
+one Kafka log parser; this module only maps them to the words above and keeps one line per failed request.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from kafka_runbooks.analyze.parsers.kafka_log import parse
+from kafka_runbooks.model import LogLineSeen
+
+MAX_EXCERPT = 300
+_WANTED = ("invalid_request", "processor_uncaught_exception", "group_load_start", "group_load_done",
+           "zk_session_expired", "log_cleaner_died")
+
+
+def _client(connection: str) -> tuple[str | None, str | None]:
+    """'127.101.1.3:9092-127.101.2.50:44365-8' -> ('127.101.2.50', '44365')."""
+    parts = connection.split("-")
+    if len(parts) >= 2:
+        host, _, port = parts[1].rpartition(":")
+        return host or None, port or None
+    return None, None
+
+
+def _what(signature: str, a: dict[str, str], exception: str) -> tuple[str | None, dict[str, str]]:
+    if signature == "invalid_request":
+        if "api_key" not in a:
+            return None, {}  # a request the broker could not parse for another reason
+        attrs = {"api_key": a["api_key"], "form": "invalid_request"}
+        conn = a.get("connection")
+        if conn:
+            attrs["connection"] = conn
+            host, port = _client(conn)
+            if host:
+                attrs["client_host"] = host
+            if port:
+                attrs["client_port"] = port
+        return "unknown_api_key", attrs
+    if signature == "processor_uncaught_exception":
+        key = a.get("api_key") or (a.get("api_key_aioobe") if "api_key_frame" in a else None)
+        if key is not None:
+            return "unknown_api_key", {"api_key": key, "form": "processor_uncaught_exception"}
+        return "unknown_api_key", {"form": "processor_uncaught_exception", "exception": exception[:160]}
+    if signature == "group_load_start":
+        return "group_load_start", {"partition": a["partition"]}
+    if signature == "group_load_done":
+        return "group_load_done", {"partition": a["partition"], "millis": a["millis"]}
+    if signature == "zk_session_expired":
+        return "zk_session_expired", {}
+    if signature == "log_cleaner_died":
+        return "log_cleaner_died", {"thread": a.get("thread", ""), "cause": exception[:160]}
+    return None, {}
+
+
+def lines_of_interest(text: str | bytes, since: dt.datetime | None = None, *, utc_offset: dt.timedelta | None = None,
+                      source: str = "server.log") -> list[LogLineSeen]:
+    """The lines above with ``at >= since`` (UTC), oldest first. One failed request logged more than once
+    (the same connection id) counts once."""
+    lo = since.astimezone(dt.timezone.utc) if since is not None and since.tzinfo else (since.replace(tzinfo=dt.timezone.utc) if since else None)
+    out: list[LogLineSeen] = []
+    seen_connections: set[str] = set()
+    for r in parse(text):
+        if r.signature not in _WANTED:
+            continue
+        at = r.at(utc_offset)
+        if at is None or (lo is not None and at < lo):
+            continue
+        what, attrs = _what(r.signature, r.attrs, r.exception or "")
+        if what is None:
+            continue
+        conn = attrs.get("connection")
+        if conn:
+            if conn in seen_connections:
+                continue
+            seen_connections.add(conn)
+        excerpt = f"[{r.timestamp}] {r.level} {r.message}" + (f" / {r.exception}" if r.exception and r.exception not in r.message else "")
+        out.append(LogLineSeen(what, at.isoformat(timespec="milliseconds").replace("+00:00", "Z"), r.line, excerpt[:MAX_EXCERPT],
+                               attrs, source))
+    return out

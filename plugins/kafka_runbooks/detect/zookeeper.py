@@ -1,0 +1,270 @@
+"""ZooKeeper detectors (incident 004). Pure: the snapshot's ZooKeeper probes and their history in, findings out.
+
+* ``zookeeper_follower_dropped`` (warning, opens an incident for the capture and the record): a server
+  left the quorum and came back while the ensemble did NOT elect a new leader -- seen in its history
+  as its ZooKeeperServer restarting (mntr ``zk_uptime`` starting over, ``zk_packets_received`` starting
+  over from ~0) and its own election count going up, while its process stayed the same and the
+  leader and epoch stayed the same. Corroborated and explained by: its client connections falling and
+  staying low (they moved to its peers: seed 004's "connection count drops to single digits and
+  stays"), its log (``Exception when following the leader``, ``Peer state changed: looking``,
+  ``FOLLOWING - LEADER ELECTION TOOK - N MS``), the leader's log (``closing socket to learner N``,
+  ``transaction timeout``, ``Unexpected exception in LearnerHandler``) and ``syncLimit x tickTime``
+  from its zoo.cfg; correlated with its host's load and the brokers' ZooKeeper session expiries in the
+  same minutes. Reported for ``zookeeper_health.drop_window_s`` after the drop.
+* ``zookeeper_server_not_serving`` (warning): a member that does not answer, or answers that it is not
+  serving, while a quorum serves.
+* ``zookeeper_quorum_lost`` (critical): no majority of the members serves.
+* ``zookeeper_server_restarted`` (info): its process restarted (new pid, or its election count
+  started over): not a drop.
+
+All but the restart share ``details.problem = "zookeeper_member"`` and ``details.subject`` = the server,
+so one server is one streak and one incident.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import statistics
+from typing import Any
+
+from kafka_runbooks import clock
+from kafka_runbooks.config import ZooKeeperHealthSettings
+from kafka_runbooks.detect.context import Context
+from kafka_runbooks.detect.history import Sample, zookeeper_series_of
+from kafka_runbooks.model import Evidence, Finding, LogLineSeen, Severity, ZooKeeperProbe
+
+PROBLEM = "zookeeper_member"
+OPENS_INCIDENT = ("zookeeper_follower_dropped", "zookeeper_quorum_lost")
+RUNBOOK = "runbooks/zookeeper-follower-drop.md"
+
+
+def _num(s: Sample, key: str) -> float | None:
+    v = s.get(key)
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _serving(s: Sample) -> bool:
+    return s.get("serving") is True
+
+
+def _cite(series: str, samples: list[Sample], key: str, unit: str = "") -> Evidence:
+    pts = " -> ".join(f"{s.get(key)}{unit} at {s.at}" for s in samples)
+    return Evidence(source=f"history:{series}/{key}", excerpt=f"{series} {key}: {pts}")
+
+
+def _line_evidence(server: str, lines: list[LogLineSeen], host: str | None) -> list[Evidence]:
+    return [Evidence(source=f"probe:zookeeper/{server}/{x.source or 'zookeeper.log'}", lines=(x.line_no,), excerpt=x.excerpt, host=host)
+            for x in lines]
+
+
+def drop_events(series: list[Sample], since: dt.datetime) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(drops, process restarts) between consecutive samples whose later one is at or after ``since``.
+
+    A drop: the server's ZooKeeperServer started over (uptime or packets-received counter went down, or
+    it was not serving and now serves) or its election count went up -- with the same process (same pid
+    when known; an election count that went up, not back to its start)."""
+    drops, restarts = [], []
+    for a, b in zip(series, series[1:]):
+        if clock.parse(b.at) < since:
+            continue
+        signals = []
+        up_a, up_b = _num(a, "uptime_ms"), _num(b, "uptime_ms")
+        el_a, el_b = _num(a, "elections"), _num(b, "elections")
+        pk_a, pk_b = _num(a, "packets_received"), _num(b, "packets_received")
+        if up_a is not None and up_b is not None and up_b < up_a:
+            signals.append(f"uptime {int(up_a)} ms -> {int(up_b)} ms (its ZooKeeperServer started over)")
+        if pk_a is not None and pk_b is not None and pk_b < pk_a:
+            signals.append(f"packets received {int(pk_a)} -> {int(pk_b)} (counter started over)")
+        if el_a is not None and el_b is not None and el_b > el_a:
+            signals.append(f"elections {int(el_a)} -> {int(el_b)} (it went LOOKING and elected again)")
+        if not _serving(a) and _serving(b):
+            signals.append(f"not serving at {a.at} ({'it did not answer' if a.get('reachable') is False else 'it said it was not serving'}), "
+                           f"{b.get('mode')} again at {b.at}")
+        if not signals:
+            continue
+        pid_a, pid_b = a.get("pid"), b.get("pid")
+        restarted = (pid_a is not None and pid_b is not None and pid_a != pid_b) or (
+            el_a is not None and el_b is not None and el_b < el_a)
+        last_serving = next((x.at for x in reversed(series[: series.index(a) + 1]) if _serving(x)), a.at)
+        event = {"server": b.get("server"), "seen_at": b.at, "previous_sample_at": a.at, "last_serving_at": last_serving,
+                 "signals": signals, "mode": b.get("mode"), "uptime_ms": int(up_b) if up_b is not None else None}
+        if up_b is not None and _serving(b):
+            event["serving_again_since"] = clock.iso(clock.parse(b.at) - dt.timedelta(milliseconds=up_b))
+        if restarted:
+            restarts.append({**event, "pid": [pid_a, pid_b]})
+        elif _serving(b) or b.get("reachable") is not False:
+            drops.append(event)
+    return drops, restarts
+
+
+def _connections(series: list[Sample], drop_at: str, s: ZooKeeperHealthSettings) -> dict[str, Any] | None:
+    """Client connections before the drop vs every sample since: fell and stayed low?"""
+    before = [v for x in series if x.at < drop_at for v in [_num(x, "connections")] if v is not None and _serving(x)]
+    after = [(x.at, v) for x in series if x.at >= drop_at for v in [_num(x, "connections")] if v is not None]
+    if not before or len(after) < s.stay_samples:
+        return None
+    was = statistics.median(before)
+    now = max(v for _, v in after)
+    stayed = was > 0 and now <= s.connections_low and now <= s.connections_drop_ratio * was and now < was
+    return {"median_before": was, "after": [[at, int(v)] for at, v in after], "stayed_low": stayed}
+
+
+def _sync_arithmetic(z: ZooKeeperProbe, leader: ZooKeeperProbe | None) -> dict[str, Any] | None:
+    for src in (z, leader):
+        if src is not None and src.tick_time_ms and src.sync_limit:
+            ms = src.tick_time_ms * src.sync_limit
+            return {"tick_time_ms": src.tick_time_ms, "sync_limit": src.sync_limit, "sync_timeout_ms": ms, "read_from": f"server {src.server}'s zoo.cfg",
+                    "arithmetic": f"syncLimit {src.sync_limit} x tickTime {src.tick_time_ms} ms = {ms} ms"}
+    return None
+
+
+def _near(at: str | None, times: list[str], seconds: float) -> bool:
+    if not at:
+        return False
+    t = clock.parse(at)
+    return any(abs((clock.parse(x) - t).total_seconds()) <= seconds for x in times)
+
+
+def detect_zookeeper(ctx: Context) -> list[Finding]:
+    zs = ctx.snapshot.zookeeper
+    if not zs:
+        return []
+    s = ctx.zk_settings
+    findings: list[Finding] = []
+    serving = [z for z in zs if z.serving]
+    leader = next((z for z in zs if z.mode == "leader"), None)
+    if len(serving) * 2 <= len(zs):
+        down = [z.server for z in zs if not z.serving]
+        findings.append(Finding(
+            kind="zookeeper_quorum_lost", severity=Severity.CRITICAL,
+            summary=f"ZooKeeper has no quorum: only {len(serving)} of {len(zs)} servers serve (not serving: {down}); "
+                    "brokers cannot change any state in ZooKeeper (no leader elections, no ISR changes)",
+            evidence=tuple(Evidence(source=f"zookeeper:4lw/{z.server}", excerpt=f"{z.address}: {z.error or 'not serving'}") for z in zs if not z.serving),
+            details={"problem": PROBLEM, "subject": "ensemble", "not_serving": down, "runbook": RUNBOOK},
+        ))
+    window_start = ctx.now - dt.timedelta(seconds=s.drop_window_s)
+    broker_expiries = [x.at for p in ctx.snapshot.probes for x in p.lines("zk_session_expired") if x.at]
+    for z in zs:
+        series_name = zookeeper_series_of(z.address)
+        series = ctx.zk_series(z.address)
+        base = {"problem": PROBLEM, "subject": z.server, "server": z.server, "address": z.address, "zone": z.zone, "runbook": RUNBOOK}
+        if not z.serving and len(serving) * 2 > len(zs):
+            findings.append(Finding(
+                kind="zookeeper_server_not_serving", severity=Severity.WARNING,
+                summary=f"ZooKeeper server {z.server} ({z.address}) is not serving: {z.error or 'it says it is not serving requests'}; "
+                        f"the quorum holds ({len(serving)} of {len(zs)} serve" + (f", leader {leader.server}" if leader else "") + ")"
+                        + (f"; its process is {z.process_state}" if z.process_state else ""),
+                evidence=(Evidence(source=f"zookeeper:4lw/{z.server}", excerpt=f"{z.probed_at} {z.address}: {z.error or 'not serving'}"),),
+                details={**base, "error": z.error, "process_state": z.process_state},
+            ))
+        drops, restarts = drop_events(series, window_start)
+        for r in restarts:
+            findings.append(Finding(
+                kind="zookeeper_server_restarted", severity=Severity.INFO,
+                summary=f"ZooKeeper server {z.server} restarted between {r['previous_sample_at']} and {r['seen_at']} (pid {r['pid'][0]} -> {r['pid'][1]}): "
+                        + "; ".join(r["signals"]),
+                evidence=(_cite(series_name, [x for x in series if x.at in (r["previous_sample_at"], r["seen_at"])], "uptime_ms", " ms"),),
+                details={"server": z.server, "restart": r},
+            ))
+        if not drops:
+            continue
+        findings.append(_drop_finding(ctx, z, leader, series_name, series, drops, broker_expiries, base))
+    return findings
+
+
+def _drop_finding(ctx: Context, z: ZooKeeperProbe, leader: ZooKeeperProbe | None, series_name: str, series: list[Sample],
+                  drops: list[dict[str, Any]], broker_expiries: list[str], base: dict[str, Any]) -> Finding:
+    s = ctx.zk_settings
+    first = drops[-1]  # the newest drop is described; every one is listed in details
+    parts: list[str] = []
+    evidence: list[Evidence] = []
+    around = [x for x in series if x.at >= first["previous_sample_at"]][:6]
+    for key, unit in (("uptime_ms", " ms"), ("elections", ""), ("packets_received", "")):
+        if any(x.get(key) is not None for x in around):
+            evidence.append(_cite(series_name, around, key, unit))
+    # the ensemble did not elect: the same leader and epoch across the window
+    window = [x for x in series if clock.parse(x.at) >= ctx.now - dt.timedelta(seconds=s.drop_window_s)]
+    epochs = sorted({int(v) for x in window for v in [_num(x, "epoch")] if v is not None})
+    leaders_seen = {}
+    for other in ctx.snapshot.zookeeper:
+        for x in ctx.zk_series(other.address):
+            if x.get("mode") == "leader" and clock.parse(x.at) >= ctx.now - dt.timedelta(seconds=s.drop_window_s):
+                leaders_seen[other.server] = x.at
+    no_election = len(epochs) <= 1 and len(leaders_seen) <= 1
+    if no_election:
+        parts.append("the ensemble did not elect a new leader (" + (f"leader {leader.server}, " if leader else "")
+                     + (f"epoch {epochs[0]} unchanged" if epochs else "epoch unknown") + ")")
+    else:
+        parts.append(f"the ensemble's leader or epoch changed in the window (leaders {sorted(leaders_seen)}, epochs {epochs}): "
+                     "an election of the whole ensemble, not only this follower")
+    conns = _connections(series, first["seen_at"], s)
+    if conns and conns["stayed_low"]:
+        peers = {o.server: o.connections for o in ctx.snapshot.zookeeper if o.server != z.server and o.connections is not None}
+        parts.append(f"its client connections fell from {conns['median_before']:g} to {conns['after'][-1][1]} and stayed there "
+                     f"for {len(conns['after'])} probes (its clients moved: peers now hold {peers})")
+        evidence.append(_cite(series_name, [x for x in series if x.get("connections") is not None][-8:], "connections"))
+    if z.packets_received is not None and first.get("uptime_ms") is not None:
+        parts.append(f"packets received since it rejoined: {z.packets_received}")
+    # logs of this drop (between its last serving sample and a little after it was seen back): the follower's
+    # own lines, the leader's about this learner
+    lo, hi = first["last_serving_at"], clock.iso(clock.parse(first["seen_at"]) + dt.timedelta(seconds=10))
+
+    def during(lines):
+        return [x for x in lines if x.at and lo <= x.at <= hi]
+
+    own = during([x for x in z.log_lines if x.what in ("zk_follow_exception", "zk_disconnected_from_leader", "zk_election_took", "zk_peer_state")])
+    follow = [x for x in own if x.what == "zk_follow_exception"]
+    took = [x for x in own if x.what == "zk_election_took" and x.attrs.get("role") == "FOLLOWING"]
+    looking = [x for x in own if x.what == "zk_peer_state"]
+    lead_lines = during([x for x in (leader.log_lines if leader and leader is not z else ())
+                         if (x.what == "zk_learner_closed" and x.attrs.get("sid") == z.server)
+                         or x.what in ("zk_transaction_timeout", "zk_learner_handler_error")])
+    if not any(x.what == "zk_learner_closed" for x in lead_lines):
+        lead_lines = []  # the leader's errors name no learner: only its "closing socket to learner <id>" ties them to this one
+    if lead_lines:
+        first_lead = lead_lines[0]
+        why = first_lead.attrs.get("cause") or ("transaction timeout" if first_lead.what == "zk_transaction_timeout" else "")
+        parts.append(f"the leader {leader.server} dropped it at {first_lead.at}" + (f" ({why})" if why else "")
+                     + "".join(f"; '{x.excerpt.split(' - ', 2)[-1][:100]}'" for x in lead_lines if x.what == "zk_learner_closed")[:200])
+    if follow:
+        parts.append(f"it logged 'Exception when following the leader' at {follow[-1].at}"
+                     + (f" ({follow[-1].attrs['cause']})" if follow[-1].attrs.get("cause") else "")
+                     + (", 'Peer state changed: looking'" if looking else "")
+                     + (f", then 'FOLLOWING - LEADER ELECTION TOOK - {took[-1].attrs.get('millis')} MS'" if took else ""))
+    evidence += _line_evidence(z.server, own[-6:], z.address)
+    if leader is not None and leader is not z:
+        evidence += _line_evidence(leader.server, lead_lines[-3:], leader.address)
+    sync = _sync_arithmetic(z, leader)
+    if sync:
+        parts.append(f"a proposal or ping unanswered for longer than {sync['arithmetic']} (read from {sync['read_from']}) makes the "
+                     "leader drop a follower")
+    # when, how long
+    drop_at = (lead_lines[0].at if lead_lines else None) or (follow[-1].at if follow else None) or first["previous_sample_at"]
+    back_at = first.get("serving_again_since")
+    duration_ms = int((clock.parse(back_at) - clock.parse(drop_at)).total_seconds() * 1000) if back_at and drop_at and back_at >= drop_at else None
+    # correlations in the same minutes
+    corr = []
+    if z.load_1m is not None and z.cpus:
+        per_cpu = z.load_1m / z.cpus
+        corr.append(f"its host's load {z.load_1m:g} on {z.cpus} CPUs ({per_cpu:.1f} per CPU{' : HIGH' if per_cpu >= s.load_per_cpu_high else ''})")
+    expiries = [at for at in broker_expiries if _near(at, [drop_at], 120)]
+    corr.append(f"{len(expiries)} broker ZooKeeper session expiries within 2 minutes" if expiries else "no broker session expiry within 2 minutes")
+    silent_since = None
+    if lead_lines and sync:
+        silent_since = clock.iso(clock.parse(lead_lines[0].at) - dt.timedelta(milliseconds=sync["sync_timeout_ms"]))
+        parts.append(f"so it had been silent since about {silent_since} ({sync['sync_timeout_ms']} ms before the leader gave up on it)")
+    drop = {"server": z.server, "address": z.address, "zone": z.zone, "at": drop_at, "rejoined_at": back_at, "duration_ms": duration_ms,
+            "silent_since": silent_since,
+            "election_took_ms": int(took[-1].attrs["millis"]) if took and took[-1].attrs.get("millis", "").isdigit() else None,
+            "leader": leader.server if leader else None, "signals": first["signals"], "seen_at": first["seen_at"]}
+    summary = (f"ZooKeeper server {z.server} ({z.address}{', zone ' + z.zone if z.zone else ''}) dropped out of the quorum"
+               + (f" at {drop_at}" if drop_at else "") + (f" and was back {duration_ms} ms later" if duration_ms is not None else " and came back")
+               + ": " + "; ".join(first["signals"]) + "; " + "; ".join(parts) + "; same minutes: " + "; ".join(corr))
+    return Finding(
+        kind="zookeeper_follower_dropped", severity=Severity.WARNING, summary=summary,
+        evidence=tuple(evidence[: ctx.settings.max_evidence]),
+        details={**base, "drops": [drop] + [{"server": z.server, "seen_at": d["seen_at"], "signals": d["signals"], "zone": z.zone} for d in drops[1:]],
+                 "no_ensemble_election": no_election, "epochs": epochs, "leaders_seen": sorted(leaders_seen),
+                 "connections": conns, "sync_timeout": sync, "correlated": corr, "broker_session_expiries": expiries,
+                 "log_lines": [x.to_dict() for x in own[-10:] + lead_lines[-5:]]},
+    )

@@ -1,0 +1,91 @@
+"""Which remediation an incident gets, and whether a restarted broker's peers need one too. Pure.
+
+* broker not serving (001 deadlock, 000 silently isolated, paused/absent): restart it through the engine,
+  then look at its peers (000: "restart broker 0, then brokers 1 and 2" -- only when they still show the
+  symptom once it is back);
+* the log cleaner dead (002b): restart those brokers, one at a time, through the engine (whose safety keeps a
+  holder of every offsets partition up and whose coordinator gate waits for loading);
+* a client's unknown API keys (002a), a ZooKeeper follower dropping out (004): no restart; the response
+  captures, explains and records, and a person acts on the advice;
+* anything else (an incident started by hand from the form): restart the brokers named, as asked.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+from kafka_runbooks.model import Finding
+
+RESTART = "restart"
+EXPLAIN = "explain"  # no remediation: explained and recorded, a person acts
+
+NO_RESTART_PROBLEMS = {
+    "bad_client_requests": "runbooks/unsupported-client-request.md",
+    "zookeeper_member": "runbooks/zookeeper-follower-drop.md",
+}
+FOLLOW_UP_PROBLEMS = ("broker_not_serving",)
+# what a peer shows when it "still shows the symptom" (incident 000: CLOSE_WAIT climbing, not serving)
+PEER_SYMPTOMS = ("broker_unresponsive", "broker_unregistered_alive", "broker_absent", "broker_socket_pileup")
+
+
+@dataclass(frozen=True)
+class Remediation:
+    kind: str  # RESTART | EXPLAIN
+    reason: str
+    follow_up_peers: bool = False
+    runbook: str | None = None
+    advice: str | None = None
+    findings: tuple[dict, ...] = field(default_factory=tuple)  # the findings that explain it (EXPLAIN)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "reason": self.reason, "follow_up_peers": self.follow_up_peers, "runbook": self.runbook,
+                "advice": self.advice, "findings": list(self.findings)}
+
+
+def _problem(d: Mapping[str, Any] | None) -> str | None:
+    if not d:
+        return None
+    return str((d.get("details") or {}).get("problem") or d.get("kind") or "") or None
+
+
+def remediation_for(trigger: Mapping[str, Any] | None, findings: Sequence[Finding] = ()) -> Remediation:
+    """From the incident's trigger (the detection's finding; None for a response started from the form) and this
+    run's analysis findings."""
+    problem = _problem(trigger)
+    if problem in NO_RESTART_PROBLEMS:
+        related = [f.to_dict() for f in findings if f.details.get("no_restart") or f.kind in (
+            "unknown_api_request", "zk_follower_drop", "zk_server_starved", "zk_session_expired", "segment_damage")]
+        details = (trigger or {}).get("details") or {}
+        return Remediation(EXPLAIN, f"{(trigger or {}).get('kind')}: nothing to restart -- "
+                           + ("the client has to be fixed" if problem == "bad_client_requests" else
+                              "the follower already rejoined; the cause is on its host or network"),
+                           runbook=NO_RESTART_PROBLEMS[problem], advice=details.get("advice"), findings=tuple(related))
+    if trigger is None:
+        no_restart = [f for f in findings if f.details.get("no_restart")]
+        if no_restart:
+            return Remediation(EXPLAIN, f"the analysis found {no_restart[0].kind}: nothing to restart", advice=no_restart[0].details.get("advice"),
+                               findings=tuple(f.to_dict() for f in no_restart))
+        return Remediation(RESTART, "started from the form: restart the brokers named, through the engine", follow_up_peers=True)
+    if problem == "log_cleaner_stopped":
+        return Remediation(RESTART, "the log cleaner is dead on these brokers: restart them one at a time (it starts again and compacts)",
+                           runbook="runbooks/offsets-load-stalled.md")
+    return Remediation(RESTART, f"{trigger.get('kind')}: restart the broker(s) through the engine",
+                       follow_up_peers=problem in FOLLOW_UP_PROBLEMS,
+                       runbook=(trigger.get("details") or {}).get("runbook"))
+
+
+def peers_needing_restart(observations: Iterable[Sequence[Finding]], restarted: Iterable[int], peers: Iterable[int]) -> tuple[list[int], dict[int, str]]:
+    """Peers that show a symptom in EVERY one of the observations (consecutive health checks after the restarted
+    brokers came back): ([broker ids], {broker: why}). A peer that shows it once, or not at all, is left alone."""
+    restarted = {int(b) for b in restarted}
+    peers = [int(p) for p in peers if int(p) not in restarted]
+    obs = [list(fs) for fs in observations]
+    if not obs:
+        return [], {}
+    why: dict[int, str] = {}
+    for p in peers:
+        seen = [next((f for f in fs if f.kind in PEER_SYMPTOMS and p in f.broker_ids), None) for fs in obs]
+        if all(seen):
+            why[p] = f"{seen[-1].kind} in {len(obs)} consecutive checks: {seen[-1].summary[:300]}"
+    return sorted(why), why
