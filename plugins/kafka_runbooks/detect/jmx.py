@@ -140,15 +140,18 @@ def detect_request_saturation(ctx: Context) -> list[Finding]:
         bound, explicit = queued_max_requests(ctx, m.broker_id)
         reasons, cited = [], []
         queue = m.get(REQUEST_QUEUE, "Value")
-        if queue is not None and queue >= h.queue_ratio * bound:
+        saturated = queue is not None and queue >= h.queue_ratio * bound
+        if saturated:
             reasons.append(f"RequestQueueSize {queue:g} of queued.max.requests {bound}")
             cited.append((REQUEST_QUEUE, "Value"))
-        for t in ("RequestQueueTimeMs", "ResponseQueueTimeMs"):
-            for r in REQUEST_TYPES:
-                p99 = m.get(request_metric(t, r), "99thPercentile")
-                if p99 is not None and p99 >= h.queue_time_ms:
-                    reasons.append(f"{r} {t} p99 {p99:g} ms")
-                    cited.append((request_metric(t, r), "99thPercentile"))
+            # the queue times are histograms over the last minutes (a broker that hung earlier keeps huge p99s after
+            # it recovered): they describe a saturated queue, they do not make one
+            for t in ("RequestQueueTimeMs", "ResponseQueueTimeMs"):
+                for r in REQUEST_TYPES:
+                    p99 = m.get(request_metric(t, r), "99thPercentile")
+                    if p99 is not None and p99 >= h.queue_time_ms:
+                        reasons.append(f"{r} {t} p99 {p99:g} ms")
+                        cited.append((request_metric(t, r), "99thPercentile"))
         failed = {n: m.get(o, "OneMinuteRate") for n, o in (("produce", FAILED_PRODUCE), ("fetch", FAILED_FETCH))}
         failing = {n: v for n, v in failed.items() if v is not None and v > 0}
         if not reasons and not failing:
@@ -159,9 +162,8 @@ def detect_request_saturation(ctx: Context) -> list[Finding]:
         b = s.broker(m.broker_id)
         note = kip291_note(b.version if b and b.version else ctx.kafka_version,
                            s.static_config("control.plane.listener.name", m.broker_id), bound, explicit)
-        saturated = queue is not None and queue >= h.queue_ratio * bound
         findings.append(Finding(
-            kind="request_queue_saturated" if saturated or any("QueueTimeMs" in r for r in reasons) else "requests_failing",
+            kind="request_queue_saturated" if saturated else "requests_failing",
             severity=Severity.WARNING,
             summary=f"Broker {m.broker_id}: " + "; ".join(reasons) + f". {note}",
             broker_ids=(m.broker_id,),

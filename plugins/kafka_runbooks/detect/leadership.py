@@ -377,6 +377,10 @@ def detect_metadata_divergence(ctx: Context) -> list[Finding]:
         for b, v in d["views"].items():
             if v is None or v[0] != d["zk"][0]:
                 dissenters.setdefault(int(b), []).append(name)
+    seen_before = any(smp.at != s.taken_at and smp.get("diverged") for smp in _leadership_samples(ctx, h.window_s)[-2:])
+    starting = all((ctx.registration_age_s(b) or 1e18) < ctx.settings.startup_grace_s for b in dissenters)
+    if starting and not seen_before:
+        return []  # a broker that just registered learns the leaders from the controller's next UpdateMetadata: wait a check
     stale = sorted(dissenters, key=lambda b: (-len(dissenters[b]), b))
     worst = max(div, key=lambda n: (len([1 for v in div[n]["views"].values() if v is None or v[0] != div[n]["zk"][0]]), n))
     table, since = divergence_table(ctx, worst)
