@@ -5,6 +5,8 @@
     hang B | unhang B | isolate B | unisolate B | deadlock B | kill-cleaner B
     pause B | resume B | kill B | stop B | start B | zk-flap B [--times N]
     zk-stall Z [--seconds S] | bad-request B [--api-key K]
+    profile default|rebalance          roll the brokers with that profile (issue 7)
+    hold-fetchers B | release-fetchers B | hold-controller-requests B | release-controller-requests
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from .lab import Lab
 from .kafka_home import KafkaHomeError
 from .procs import LabError
 
-BROKER_FAULTS = ("hang", "unhang", "isolate", "unisolate", "deadlock", "kill-cleaner", "pause", "resume", "kill", "stop", "start")
+BROKER_FAULTS = ("hang", "unhang", "isolate", "unisolate", "deadlock", "kill-cleaner", "pause", "resume", "kill", "stop", "start",
+                 "hold-fetchers", "release-fetchers", "hold-controller-requests")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -27,7 +30,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--state", default=None, help="state dir (default $KAFKA_LAB_HOME or <repo>/var/lab)")
     sub = ap.add_subparsers(dest="cmd", required=True)
     sub.add_parser("up").add_argument("--profile", default=None)
-    for c in ("down", "status", "env", "reset"):
+    sub.add_parser("profile").add_argument("name")
+    for c in ("down", "status", "env", "reset", "release-controller-requests"):
         sub.add_parser(c)
     for c in BROKER_FAULTS:
         sub.add_parser(c).add_argument("broker_id", type=int)
@@ -70,6 +74,10 @@ def run(lab: Lab, a: argparse.Namespace):
         return "".join(f"export {k}={shlex.quote(v)}\n" for k, v in sorted(lab.airflow_env().items()))
     if a.cmd == "reset":
         return {"reset": lab.reset()}
+    if a.cmd == "profile":
+        return {"profile": a.name, "done": lab.use_profile(a.name)}
+    if a.cmd == "release-controller-requests":
+        return {"released_on": lab.release_controller_requests()}
     if a.cmd == "zk-flap":
         return {"sessions": lab.zk_flap(a.broker_id, a.times)}
     if a.cmd == "zk-stall":

@@ -20,6 +20,8 @@ from .profile import broker_settings
 from .zookeeper import SYNC_LIMIT, TICK_TIME_MS, ZK_IDS
 
 STOPPED = ("T", "t")
+# agent holds (java/LabFaultAgent.java) undone by reset() before anything else, and how
+HOLD_RELEASES = {"controller-requests-held": "release-controller-requests", "fetchers-held": "release-fetchers"}
 
 
 class FaultsMixin:
@@ -219,6 +221,7 @@ class FaultsMixin:
             if not alive(read_pid(self._pid_file(f"sshd{b}"))):
                 self._start_sshd(b)
                 done.append(f"started sshd{b}")
+        self._release_holds(done)  # first: a controller holding its requests to a broker cannot drop that broker
         for z in ZK_IDS:
             if not alive(read_pid(self._pid_file(f"sshd-zk{z}"))):
                 self._start_zk_sshd(z)
@@ -276,6 +279,19 @@ class FaultsMixin:
         for b in stuck:
             self.start(b, timeout=left())
         self.wait_full_isr(left())
+
+    def _release_holds(self, done: list[str]) -> None:
+        """Releases the agent's holds on fetchers and on the controller's requests (leadership.py's faults)."""
+        for b in BROKER_IDS:
+            pid = self.broker_pid(b)
+            st = agent.read_state(self.run_dir(b))
+            if not alive(pid) or not st or st.get("pid") != pid:
+                continue
+            os.kill(pid, signal.SIGCONT)  # a paused JVM's agent cannot answer
+            for flag, action in HOLD_RELEASES.items():
+                if any(a == flag or a.startswith(flag + ":") for a in st.get("active") or ()):
+                    agent.command(self.run_dir(b), action, pid)
+                    done.append(f"{action} on broker {b}")
 
     def _heal_broker(self, b: int, done: list[str], left) -> bool:
         """Undoes what can be undone in place; True when the broker must be (re)started."""

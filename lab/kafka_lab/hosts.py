@@ -173,14 +173,18 @@ echo "broker {b} killed (pid $pid)"
     return {"kafka-start": start, "kafka-stop": stop, "kafka-kill": kill}
 
 
-def write_broker_host(h: Path, b: int, kafka_home: Path, agent_jar: Path, zk_connect: str, settings: dict) -> None:
-    user = host_user(b)
-    for sub in ("bin", "config", "logs", "run", "data", "tmp"):
-        (h / sub).mkdir(parents=True, exist_ok=True)
+def write_server_properties(h: Path, b: int, zk_connect: str, settings: dict) -> None:
     props = server_properties(b, h, zk_connect, settings)
     (h / "config" / "server.properties").write_text(
         "# Apache Kafka 2.3.0 broker of the kafka-runbooks lab (kafka_lab/hosts.py; lab profile in kafka_lab/profile.py)\n"
         + "".join(f"{k}={v}\n" for k, v in props.items()))
+
+
+def write_broker_host(h: Path, b: int, kafka_home: Path, agent_jar: Path, zk_connect: str, settings: dict) -> None:
+    user = host_user(b)
+    for sub in ("bin", "config", "logs", "run", "data", "tmp"):
+        (h / sub).mkdir(parents=True, exist_ok=True)
+    write_server_properties(h, b, zk_connect, settings)
     shutil.copyfile(kafka_home / "config" / "log4j.properties", h / "config" / "log4j.properties")
     for name, text in control_scripts(b, h, kafka_home, agent_jar).items():
         p = h / "bin" / name

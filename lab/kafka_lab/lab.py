@@ -23,6 +23,7 @@ from typing import Any, Callable
 from . import agent, hosts, topics, zookeeper
 from .badclient import BAD_REQUEST_WINDOW_S
 from .faults import FaultsMixin
+from .leadership import LeadershipMixin
 from .hosts import BROKER_IDS, host_name, host_user
 from .kafka_home import KAFKA_VERSION, resolve as resolve_kafka_home
 from .load import groups_per_broker
@@ -60,7 +61,7 @@ def default_state_dir() -> Path:
     return Path(os.environ.get("KAFKA_LAB_HOME") or REPO / "var" / "lab")
 
 
-class Lab(FaultsMixin):
+class Lab(FaultsMixin, LeadershipMixin):
     def __init__(self, state_dir: str | os.PathLike | None = None, profile: str | None = None):
         self.state = Path(state_dir or default_state_dir()).resolve()
         saved = self._saved()

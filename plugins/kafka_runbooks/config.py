@@ -276,6 +276,80 @@ class ApprovalSettings:
         return s
 
 
+@dataclass(frozen=True)
+class LeadershipSettings:
+    """Detecting leadership trouble (issue 7, incident 003): what the health check reads and its thresholds
+    (runbooks/preferred-election.md explains each)."""
+
+    metadata_views: bool = True  # ask every broker for its own metadata (a connection to it alone)
+    view_timeout_s: float = 3.0
+    jmx: bool = True  # request queues and times with Kafka's JmxTool, run over SSH on each broker host
+    jmx_timeout_s: float = 30.0
+    jmx_host: str | None = None  # where the JMX port listens, from the broker host; None: the broker's registered host
+    jmx_heap: str = "-Xmx64m"  # JmxTool's own JVM
+    controller_log: bool = True  # the controllers' log lines about preferred elections, over SSH
+    controller_log_bytes: int = 512 * 1024
+    window_s: float = 1800.0  # "recent": the storm, flapping and divergence are judged over this much history
+    storm_epoch_changes: int = 3  # leader-epoch changes of one partition within window_s that make a storm
+    returned_s: float = 1800.0  # a broker registered (again) within this is "returning"
+    flap_registrations: int = 2  # this many registrations (sessions) within window_s: its session flaps
+    divergence_critical_s: float = 30.0  # a divergence that lasted this long is critical
+    queue_ratio: float = 0.8  # RequestQueueSize at this share of queued.max.requests is saturation
+    queue_time_ms: float = 1000.0  # RequestQueueTimeMs / ResponseQueueTimeMs 99th percentile above this is saturation
+    connection_ratio: float = 2.0  # ESTABLISHED on the broker's ports this many times its recent median ...
+    connection_min: int = 200  # ... and at least this many: a connection storm
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "LeadershipSettings":
+        s = _section(cls, d, "leadership")
+        if min(s.view_timeout_s, s.jmx_timeout_s, s.window_s, s.returned_s, s.queue_ratio, s.connection_ratio) <= 0:
+            raise ConfigError("leadership: timeouts, windows and ratios must be > 0")
+        if s.storm_epoch_changes < 2 or s.flap_registrations < 2:
+            raise ConfigError("leadership: storm_epoch_changes >= 2 and flap_registrations >= 2")
+        return s
+
+
+ELECTION_METHODS = ("auto", "zookeeper", "admin")
+
+
+@dataclass(frozen=True)
+class ElectionSettings:
+    """The deferred preferred-replica election (dags/kafka_preferred_election.py): batches, when it may run,
+    and how each batch is checked (runbooks/preferred-election.md)."""
+
+    batch_size: int = 10  # partitions per batch
+    offsets_batch_size: int = 5  # __consumer_offsets partitions per batch: their group coordinators move with them
+    stable_s: float = 600.0  # the returning broker's ZooKeeper session must be this old
+    # UTC windows "HH:MM-HH:MM" (may wrap midnight) the election may run in; empty: any time
+    window: tuple[str, ...] = ()
+    max_bytes_in_per_s: float | None = None  # every broker's BytesInPerSec (1-min rate) at most this ...
+    max_requests_per_s: float | None = None  # ... and produce + fetch requests/s at most this (JMX)
+    deadline_s: float = 86400.0  # gives up this long after the approval
+    poll_s: float = 30.0  # how often the wait re-checks
+    convergence_s: float = 60.0  # after each batch: leaders preferred, every broker agrees, canary ok, queues fine
+    method: str = "auto"  # auto/zookeeper: /admin/preferred_replica_election (every ZooKeeper-mode Kafka); admin: elect_leaders (>= 2.2, KRaft)
+    znode_timeout_s: float = 60.0  # the controller deletes /admin/preferred_replica_election within this
+    canary: bool = True  # the canary must succeed after each batch (the cluster's canary topic)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "ElectionSettings":
+        s = _section(cls, d, "election", tuples=("window",))
+        if s.batch_size < 1 or s.offsets_batch_size < 1:
+            raise ConfigError("election: batch_size and offsets_batch_size >= 1")
+        if min(s.stable_s, s.deadline_s, s.poll_s, s.convergence_s, s.znode_timeout_s) <= 0:
+            raise ConfigError("election: stable_s, deadline_s, poll_s, convergence_s and znode_timeout_s must be > 0")
+        if s.method not in ELECTION_METHODS:
+            raise ConfigError(f"election.method must be one of {list(ELECTION_METHODS)}, not {s.method!r}")
+        from kafka_runbooks.remediate.window import parse_window
+
+        for w in s.window:
+            try:
+                parse_window(w)
+            except ValueError as exc:
+                raise ConfigError(f"election.window: {exc}") from None
+        return s
+
+
 _SECTIONS = {
     "capture": CaptureSettings,
     "gates": GateSettings,
@@ -284,6 +358,8 @@ _SECTIONS = {
     "approvals": ApprovalSettings,
     "zookeeper": ZooKeeperSettings,
     "zookeeper_health": ZooKeeperHealthSettings,
+    "leadership": LeadershipSettings,
+    "election": ElectionSettings,
 }
 _ARGV_FIELDS = ("stop_command", "start_command", "kill_command")
 # settings the remediation engine replaced: a clear error instead of a silently ignored value
@@ -328,6 +404,8 @@ class ClusterConfig:
     approvals: ApprovalSettings = field(default_factory=ApprovalSettings)
     zookeeper: ZooKeeperSettings = field(default_factory=ZooKeeperSettings)
     zookeeper_health: ZooKeeperHealthSettings = field(default_factory=ZooKeeperHealthSettings)
+    leadership: LeadershipSettings = field(default_factory=LeadershipSettings)
+    election: ElectionSettings = field(default_factory=ElectionSettings)
 
     def ssh_conn_id(self, broker_id: int) -> str:
         try:

@@ -434,6 +434,59 @@ class CanaryResult:
 
 
 @dataclass(frozen=True)
+class MetadataView:
+    """What one broker's own metadata cache says (issue 7): a Metadata request on a connection to that broker
+    alone (``hooks/kafka_wire.py``), answered from its cache. ``leaders``: "topic-N" -> [leader, leader epoch]
+    (epoch None before Kafka 2.1's Metadata v7)."""
+
+    broker_id: int
+    endpoint: str
+    ok: bool
+    at: str | None = None
+    leaders: Mapping[str, tuple[int, int | None]] = field(default_factory=dict)
+    controller_id: int | None = None  # the controller this broker believes in
+    error: str | None = None
+    latency_ms: float | None = None
+
+    def leader_of(self, partition: str) -> int | None:
+        entry = self.leaders.get(partition)
+        return None if entry is None else entry[0]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "leaders": {k: list(v) for k, v in sorted(self.leaders.items())}}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "MetadataView":
+        return cls(broker_id=int(d["broker_id"]), endpoint=str(d.get("endpoint") or ""), ok=bool(d.get("ok")), at=d.get("at"),
+                   leaders={str(k): (int(v[0]), None if v[1] is None else int(v[1])) for k, v in (d.get("leaders") or {}).items()},
+                   controller_id=d.get("controller_id"), error=d.get("error"), latency_ms=d.get("latency_ms"))
+
+
+@dataclass(frozen=True)
+class RequestMetrics:
+    """A broker's request-path JMX figures (issue 7, incident 003), read with Kafka's own JmxTool on its host.
+    ``values``: "<object name>:<attribute>" -> number, e.g.
+    "kafka.network:type=RequestChannel,name=RequestQueueSize:Value"."""
+
+    broker_id: int
+    ok: bool
+    at: str | None = None
+    values: Mapping[str, float] = field(default_factory=dict)
+    error: str | None = None
+
+    def get(self, object_name: str, attribute: str) -> float | None:
+        return self.values.get(f"{object_name}:{attribute}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "values": dict(sorted(self.values.items()))}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "RequestMetrics":
+        return cls(broker_id=int(d["broker_id"]), ok=bool(d.get("ok")), at=d.get("at"),
+                   values={str(k): float(v) for k, v in (d.get("values") or {}).items()}, error=d.get("error"))
+
+
+@dataclass(frozen=True)
 class ClusterSnapshot:
     """Cluster state at one instant: registrations, controller, partitions, host probes."""
 
@@ -456,6 +509,12 @@ class ClusterSnapshot:
     canary: tuple[CanaryResult, ...] = ()
     # broker ids whose hosts are configured (probed even when not registered)
     configured_broker_ids: tuple[int, ...] = ()
+    # leadership (issue 7): each broker's own metadata view, request-path JMX figures, the controllers' log lines
+    # about elections, and the election-related keys of each broker's server.properties (allow-listed: no secrets)
+    metadata_views: tuple[MetadataView, ...] = ()
+    request_metrics: tuple[RequestMetrics, ...] = ()
+    controller_log: tuple[LogLineSeen, ...] = ()
+    static_configs: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     # the ZooKeeper ensemble's members, one probe each (empty when not probed)
     zookeeper: tuple[ZooKeeperProbe, ...] = ()
 
@@ -475,6 +534,15 @@ class ClusterSnapshot:
     def canary_of(self, broker_id: int) -> CanaryResult | None:
         return next((c for c in self.canary if c.broker_id == broker_id), None)
 
+    def view_of(self, broker_id: int) -> MetadataView | None:
+        return next((v for v in self.metadata_views if v.broker_id == broker_id), None)
+
+    def metrics_of(self, broker_id: int) -> RequestMetrics | None:
+        return next((m for m in self.request_metrics if m.broker_id == broker_id), None)
+
+    def static_config(self, key: str, broker_id: int) -> str | None:
+        """A key of broker ``broker_id``'s server.properties, when it was read (None: not set, or not read)."""
+        return self.static_configs.get(str(broker_id), {}).get(key)
     def zk(self, server: str) -> ZooKeeperProbe | None:
         return next((z for z in self.zookeeper if z.server == str(server)), None)
 
@@ -509,6 +577,10 @@ class ClusterSnapshot:
             "kafka_checks": [c.to_dict() for c in self.kafka_checks],
             "canary": [c.to_dict() for c in self.canary],
             "configured_broker_ids": list(self.configured_broker_ids),
+            "metadata_views": [v.to_dict() for v in self.metadata_views],
+            "request_metrics": [m.to_dict() for m in self.request_metrics],
+            "controller_log": [x.to_dict() for x in self.controller_log],
+            "static_configs": {k: dict(v) for k, v in self.static_configs.items()},
             "zookeeper": [z.to_dict() for z in self.zookeeper],
         }
 
@@ -529,6 +601,10 @@ class ClusterSnapshot:
             kafka_checks=tuple(KafkaCheck.from_dict(c) for c in d.get("kafka_checks") or ()),
             canary=tuple(CanaryResult.from_dict(c) for c in d.get("canary") or ()),
             configured_broker_ids=tuple(int(b) for b in d.get("configured_broker_ids") or ()),
+            metadata_views=tuple(MetadataView.from_dict(v) for v in d.get("metadata_views") or ()),
+            request_metrics=tuple(RequestMetrics.from_dict(m) for m in d.get("request_metrics") or ()),
+            controller_log=tuple(LogLineSeen.from_dict(x) for x in d.get("controller_log") or ()),
+            static_configs={str(k): {str(a): str(b) for a, b in dict(v).items()} for k, v in (d.get("static_configs") or {}).items()},
             zookeeper=tuple(ZooKeeperProbe.from_dict(z) for z in d.get("zookeeper") or ()),
         )
 
@@ -603,20 +679,24 @@ class Step:
     No command lives here: the argv run on a host is built from the cluster's configuration when
     the step executes (``ClusterConfig.argv``), never carried through XCom."""
 
-    action: str  # "restart_broker"
-    broker_id: int
+    action: str  # "restart_broker", "elect_preferred"
+    broker_id: int  # the broker restarted; for an election, the broker leadership moves to
     reason: str
     blast_radius: tuple[str, ...] = ()
     refusals: tuple[str, ...] = ()
+    partitions: tuple[str, ...] = ()  # an election batch: the partitions ("topic-N") whose leadership moves
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        d = {
             "action": self.action,
             "broker_id": self.broker_id,
             "reason": self.reason,
             "blast_radius": list(self.blast_radius),
             "refusals": list(self.refusals),
         }
+        if self.partitions:
+            d["partitions"] = list(self.partitions)
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Step":
@@ -626,6 +706,7 @@ class Step:
             reason=str(d["reason"]),
             blast_radius=tuple(str(x) for x in d.get("blast_radius") or ()),
             refusals=tuple(str(x) for x in d.get("refusals") or ()),
+            partitions=tuple(str(x) for x in d.get("partitions") or ()),
         )
 
 
@@ -653,6 +734,8 @@ class Plan:
     not_serving: Mapping[int, str] = field(default_factory=dict)  # broker -> direct evidence (the waiver)
     completed: tuple[int, ...] = ()
     roll_id: str | None = None  # the incident-store record whose ledger tracks this plan's progress
+    # what must hold before it runs (a deferred election: the returning brokers, the quiet window, the deadline)
+    conditions: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def refused(self) -> bool:
@@ -678,6 +761,7 @@ class Plan:
             "not_serving": {str(k): v for k, v in sorted(self.not_serving.items())},
             "completed": list(self.completed),
             "roll_id": self.roll_id,
+            **({"conditions": dict(self.conditions)} if self.conditions else {}),
         }
 
     @classmethod
@@ -697,4 +781,5 @@ class Plan:
             not_serving={int(k): str(v) for k, v in (d.get("not_serving") or {}).items()},
             completed=tuple(int(b) for b in d.get("completed") or ()),
             roll_id=d.get("roll_id"),
+            conditions=dict(d.get("conditions") or {}),
         )

@@ -137,4 +137,5 @@ def test_a_broker_catching_up_after_a_restart_is_not_accused(healthy_lab, tmp_pa
         assert not accused, [(f.kind, f.broker_ids, f.summary) for f in accused]
         time.sleep(2)
     kinds = {f.kind for fs in seen for f in fs}
-    assert kinds <= {"under_replicated_partitions", "broker_starting"}, kinds
+    # leadership_imbalance is true and accuses nobody: the restart moved broker 3's leaderships away (issue 7)
+    assert kinds <= {"under_replicated_partitions", "broker_starting", "leadership_imbalance"}, kinds

@@ -96,3 +96,19 @@ def test_healthy_cluster_opens_nothing(incident_base):
     for n in range(3):
         assert check_at(snapshot(), n) == []
     assert not list(incident_base.glob("*/incident.json"))
+
+
+def test_metadata_divergence_opens_an_incident_for_a_person_and_restarts_nothing(incident_base):
+    """A leadership incident (issue 7) is never answered with a restart: that would move leadership again."""
+    from kafka_runbooks.model import MetadataView
+
+    parts = partitions()
+    agree = {p.name: (p.leader, 0) for p in parts}
+    stale = {**agree, parts[0].name: (2, 0)}
+    views = tuple(MetadataView(b, f"kafka-lab-b{b}:9093", True, leaders=stale if b == 3 else agree) for b in (1, 2, 3))
+    s = dataclasses.replace(snapshot(), metadata_views=views)
+    check_at(s, 0)
+    assert check_at(s, 1) == []
+    (record,) = [json.loads(p.read_text()) for p in incident_base.glob("*/incident.json")]
+    assert record["trigger"]["kind"] == "metadata_divergence" and record["status"] == "needs_person"
+    assert "no automatic restart" in record["status_reason"] and "runbooks/preferred-election.md" in record["status_reason"]

@@ -35,6 +35,16 @@ import java.util.concurrent.locks.ReentrantLock;
  *                                     Only a restart undoes it.
  *   kill-cleaner                      Thread.stop() on kafka-log-cleaner-thread-*: the cleaner thread dies with
  *                                     ThreadDeath, as a thread dies on an uncaught error. Only a restart undoes it.
+ *   hold-fetchers / release-fetchers  a lab-fault-hold-fetchers thread owns the partitionMapLock of every
+ *                                     ReplicaFetcherThread of this broker: it stays registered and answers clients,
+ *                                     but its followers stop fetching and fall out of the ISRs of partitions that
+ *                                     get writes (a returning broker that cannot catch up).
+ *   hold-controller-requests:N        in the active controller: a lab-fault-hold-controller-requests thread owns the
+ *     / release-controller-requests   monitor of the java.nio Selector of Controller-C-to-broker-N-send-thread, so
+ *                                     the controller's LeaderAndIsr / UpdateMetadata requests to broker N wait in its
+ *                                     queue while every other broker gets them: broker N's metadata cache goes
+ *                                     stale (incident 003, where they waited in N's own request queue). While held,
+ *                                     a controller that must drop broker N or resign waits for the release.
  *   ping                              reports the state (and whether Kafka's shutdown hook is running).
  */
 public final class LabFaultAgent {
@@ -55,6 +65,8 @@ public final class LabFaultAgent {
     private String needsRestart;
     private Holder requests;
     private Holder logs;
+    private Holder fetchers;
+    private Holder controllerRequests;
 
     private LabFaultAgent(Path dir) {
         this.dir = dir;
@@ -167,7 +179,41 @@ public final class LabFaultAgent {
                 return deadlock();
             case "kill-cleaner":
                 return killCleaner();
+            case "hold-fetchers": {
+                if (fetchers != null) {
+                    return "fetchers already held";
+                }
+                List<Object> locks = fetcherLocks();
+                fetchers = Holder.start("lab-fault-hold-fetchers", locks);
+                active.add("fetchers-held");
+                return "holding the partitionMapLock of " + locks.size() + " ReplicaFetcherThread(s)";
+            }
+            case "release-fetchers":
+                if (fetchers != null) {
+                    fetchers.release();
+                    fetchers = null;
+                }
+                active.remove("fetchers-held");
+                return "fetchers released";
+            case "release-controller-requests":
+                if (controllerRequests != null) {
+                    controllerRequests.release();
+                    controllerRequests = null;
+                }
+                active.removeIf(a -> a.startsWith("controller-requests-held"));
+                return "controller requests released";
             default:
+                if (action.startsWith("hold-controller-requests:")) {
+                    int broker = Integer.parseInt(action.substring("hold-controller-requests:".length()));
+                    if (controllerRequests != null) {
+                        throw new IllegalStateException("controller requests already held: release them first");
+                    }
+                    Thread sender = controllerSendThread(broker);
+                    Object selector = nioSelectorOf(sender);
+                    controllerRequests = Holder.start("lab-fault-hold-controller-requests", Collections.singletonList(selector));
+                    active.add("controller-requests-held:" + broker);
+                    return "holding the selector of " + sender.getName() + ": the controller's requests to broker " + broker + " wait";
+                }
                 throw new IllegalArgumentException("unknown action " + action);
         }
     }
@@ -257,6 +303,37 @@ public final class LabFaultAgent {
             return (ReentrantLock) field(queue, java.util.concurrent.ArrayBlockingQueue.class, "lock");
         }
         throw new IllegalStateException("no *kafka-request-handler-* thread: the broker has not started its request handlers");
+    }
+
+    private static List<Object> fetcherLocks() throws Exception {
+        List<Object> locks = new ArrayList<>();
+        for (Thread t : Thread.getAllStackTraces().keySet()) {
+            if (t.getName().startsWith("ReplicaFetcherThread-")) {  // kafka.server.ReplicaFetcherThread itself
+                locks.add(field(t, t.getClass(), "partitionMapLock"));
+            }
+        }
+        if (locks.isEmpty()) {
+            throw new IllegalStateException("no ReplicaFetcherThread-* in this JVM (it follows no partition)");
+        }
+        return locks;
+    }
+
+    /** Controller-C-to-broker-N-send-thread: only in the active controller. */
+    private static Thread controllerSendThread(int broker) {
+        String suffix = "-to-broker-" + broker + "-send-thread";
+        for (Thread t : Thread.getAllStackTraces().keySet()) {
+            if (t.getName().startsWith("Controller-") && t.getName().endsWith(suffix) && t.isAlive()) {
+                return t;
+            }
+        }
+        throw new IllegalStateException("no Controller-*" + suffix + " in this JVM: it is not the active controller, or broker "
+            + broker + " is not registered");
+    }
+
+    private static Object nioSelectorOf(Thread sender) throws Exception {
+        Object client = field(sender, sender.getClass(), "networkClient");  // kafka.controller.RequestSendThread
+        Object selector = field(client, client.getClass(), "selector");  // org.apache.kafka.common.network.Selector
+        return field(selector, selector.getClass(), "nioSelector");  // java.nio.channels.Selector: select() holds its monitor
     }
 
     private static List<Object> log4jAppenders() throws Exception {

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafka_runbooks import clock
-from kafka_runbooks.config import HealthSettings, ZooKeeperHealthSettings
+from kafka_runbooks.config import HealthSettings, LeadershipSettings, ZooKeeperHealthSettings
 from kafka_runbooks.detect.history import History, Sample, broker_series, zookeeper_series_of
 from kafka_runbooks.model import ClusterSnapshot, FetchErrorSeen, HostProbe
 
@@ -19,6 +19,8 @@ class Context:
     settings: HealthSettings = field(default_factory=HealthSettings)
     history: History = field(default_factory=dict)
     zk_settings: ZooKeeperHealthSettings = field(default_factory=ZooKeeperHealthSettings)
+    leadership: LeadershipSettings = field(default_factory=LeadershipSettings)
+    kafka_version: str | None = None  # the cluster's configured version (brokers' own when the Admin API told)
 
     @property
     def now(self) -> dt.datetime:

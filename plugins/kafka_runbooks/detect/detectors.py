@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from kafka_runbooks.config import HealthSettings, ZooKeeperHealthSettings
+from kafka_runbooks.config import HealthSettings, LeadershipSettings, ZooKeeperHealthSettings
 from kafka_runbooks.detect import trends
 from kafka_runbooks.detect.context import Context
 from kafka_runbooks.detect.evidence import partition_order, probe_evidence, state_evidence, trend_evidence
@@ -22,6 +22,9 @@ from kafka_runbooks.detect.serving import PROBLEM as NOT_SERVING
 from kafka_runbooks.detect.serving import detect_not_serving, detect_unregistered
 from kafka_runbooks.detect.clients import OPENS_INCIDENT as CLIENT_INCIDENTS
 from kafka_runbooks.detect.clients import detect_unknown_api_requests
+from kafka_runbooks.detect.jmx import detect_connection_storm, detect_request_saturation
+from kafka_runbooks.detect.leadership import DETECTORS as LEADERSHIP_DETECTORS
+from kafka_runbooks.detect.leadership import OPENS_INCIDENT as LEADERSHIP_INCIDENTS
 from kafka_runbooks.detect.offsets import OPENS_INCIDENT as CLEANER_INCIDENTS
 from kafka_runbooks.detect.offsets import detect_cleaner, detect_slow_loads
 from kafka_runbooks.detect.zookeeper import OPENS_INCIDENT as ZOOKEEPER_INCIDENTS
@@ -29,7 +32,9 @@ from kafka_runbooks.detect.zookeeper import detect_zookeeper
 from kafka_runbooks.model import ClusterSnapshot, Evidence, Finding, Severity
 
 # finding kinds that open an incident; of those, the ones naming brokers or ZooKeeper servers start a response
-OPENS_INCIDENT = (*SERVING_INCIDENTS, "offline_partitions", *ZOOKEEPER_INCIDENTS, *CLIENT_INCIDENTS, *CLEANER_INCIDENTS)
+# (leadership incidents never do: operators/detect.py leaves them to a person)
+OPENS_INCIDENT = (*SERVING_INCIDENTS, "offline_partitions", *ZOOKEEPER_INCIDENTS, *CLIENT_INCIDENTS, *CLEANER_INCIDENTS,
+                  *LEADERSHIP_INCIDENTS)
 
 
 def problem_of(f: Finding) -> str:
@@ -210,13 +215,18 @@ DETECTORS: tuple[Callable[[Context], list[Finding]], ...] = (
     detect_unknown_api_requests,
     detect_cleaner,
     detect_slow_loads,
+    *LEADERSHIP_DETECTORS,
+    detect_request_saturation,
+    detect_connection_storm,
 )
 
 
 def detect(snapshot: ClusterSnapshot, settings: HealthSettings | None = None, history: History | None = None,
-           zk_settings: ZooKeeperHealthSettings | None = None) -> list[Finding]:
+           zk_settings: ZooKeeperHealthSettings | None = None, *, leadership: LeadershipSettings | None = None,
+           kafka_version: str | None = None) -> list[Finding]:
     """All findings for one snapshot (and the history ending with it), most severe first."""
-    ctx = Context(snapshot, settings or HealthSettings(), history or {}, zk_settings or ZooKeeperHealthSettings())
+    ctx = Context(snapshot, settings or HealthSettings(), history or {}, zk_settings or ZooKeeperHealthSettings(),
+                  leadership or LeadershipSettings(), kafka_version)
     findings = [f for d in DETECTORS for f in d(ctx)]
     rank = {Severity.CRITICAL: 0, Severity.WARNING: 1, Severity.INFO: 2}
     return sorted(findings, key=lambda f: rank[f.severity])

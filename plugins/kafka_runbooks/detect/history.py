@@ -15,7 +15,10 @@ takes an exclusive flock on the cluster's lock file, rewrites the file atomicall
 newest N samples, so two health runs never lose or interleave samples.
 
 Series names: ``broker-<id>`` and ``zookeeper-<host>-<port>`` (the ZooKeeper-server probe --
-mntr/srvr/cons -- adds its samples there with :meth:`HistoryStore.append`).
+mntr/srvr/cons -- adds its samples there with :meth:`HistoryStore.append`), and ``leadership``: per check,
+the partitions whose leader or leader epoch changed since the previous check and the brokers whose own
+metadata disagreed with ZooKeeper (``detect/leadership.py``; the last full leader/epoch map is the state
+file ``leadership.json``, so a sample holds only what changed).
 """
 
 from __future__ import annotations
@@ -123,7 +126,25 @@ def broker_samples(snapshot: ClusterSnapshot) -> dict[str, Sample]:
                 offsets_segments_max=max((o.data_segments for o in probe.offsets_dirs), default=None),
                 unknown_api_requests=len(probe.lines("unknown_api_key")),
             )
+        values.update(_leadership_values(snapshot, bid))
         out[broker_series(bid)] = Sample(at=snapshot.taken_at, values=values)
+    return out
+
+
+def _leadership_values(snapshot: ClusterSnapshot, bid: int) -> dict[str, Value]:
+    """Issue 7's per-broker figures: its own metadata view answered, its canary's error, its request-path JMX."""
+    from kafka_runbooks.detect.jmx import metrics_summary
+
+    out: dict[str, Value] = {}
+    view = snapshot.view_of(bid)
+    if view is not None:
+        out["view_ok"] = view.ok
+    canary = snapshot.canary_of(bid)
+    if canary is not None and not canary.ok:
+        out["canary_error"] = canary.error_code
+    metrics = snapshot.metrics_of(bid)
+    if metrics is not None and metrics.ok:
+        out.update(metrics_summary(metrics))
     return out
 
 
@@ -220,10 +241,11 @@ class HistoryStore:
                 self._write(series, kept[-self.max_samples:])
             return {p.stem: self._read(p.stem) for p in sorted((self.root / "series").glob("*.jsonl"))}
 
-    # the detections' state (a JSON object), read-modify-write under the same lock
-    def update_state(self, fn: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, Any]:
+    # the detections' state (a JSON object), read-modify-write under the same lock; ``name`` picks another state
+    # file (e.g. "leadership": the last leader and epoch of every partition, to record only what changed)
+    def update_state(self, fn: Callable[[dict[str, Any]], dict[str, Any]], name: str = "detections") -> dict[str, Any]:
         with self.locked():
-            path = self.root / "detections.json"
+            path = self.root / f"{validate_series(name)}.json"
             try:
                 state = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
             except ValueError:
@@ -241,3 +263,19 @@ class HistoryStore:
                 return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
             except ValueError:
                 return {}
+
+
+def record_check(store: "HistoryStore", snapshot: ClusterSnapshot) -> dict[str, list[Sample]]:
+    """Everything one health check adds to the history -- a sample per broker and ZooKeeper server, and the ``leadership`` sample
+    (only what changed since the last check, against the full map kept in the store's ``leadership`` state) --
+    appended; returns the history as the detectors get it."""
+    from kafka_runbooks.detect.leadership import LEADERSHIP, leadership_sample
+
+    box: dict[str, Sample] = {}
+
+    def advance(previous: dict[str, Any]) -> dict[str, Any]:
+        box["sample"], new = leadership_sample(previous, snapshot)
+        return new
+
+    store.update_state(advance, LEADERSHIP)
+    return store.append({**health_samples(snapshot), LEADERSHIP: box["sample"]})

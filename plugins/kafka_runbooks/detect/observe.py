@@ -43,14 +43,18 @@ def brokers_to_probe(config, snapshot, known: Mapping[int, Any] | None = None) -
 
 
 def take_snapshot(config, *, probe_hosts: bool = True, check_kafka: bool = True, known: Mapping[int, Any] | None = None,
-                  probe_zookeeper: bool = True):
+                  leadership: bool = True, probe_zookeeper: bool = True):
     """ClusterSnapshot from ZooKeeper; then, in parallel: host probes over SSH of every registered
-    or configured broker, direct Kafka checks of each, the canary when the cluster enables it, and the
-    ZooKeeper probe of every ensemble member (four-letter words; SSH where configured)."""
+    or configured broker, direct Kafka checks of each, the canary when the cluster enables it, the
+    ZooKeeper probe of every ensemble member (four-letter words; SSH where configured), and what
+    the leadership detectors read (each broker's own metadata; over SSH its election settings, controller
+    log lines and request-path JMX: ``detect/leadership_observe.py``)."""
     import dataclasses
+    import logging
     from concurrent.futures import ThreadPoolExecutor
 
     from kafka_runbooks.detect.host_probe import probe_all
+    from kafka_runbooks.detect.leadership_observe import observe as observe_leadership
     from kafka_runbooks.detect.snapshot import read_snapshot
     from kafka_runbooks.detect.zk_probe import probe_ensemble
     from kafka_runbooks.hooks.kafka import KafkaHook
@@ -68,7 +72,8 @@ def take_snapshot(config, *, probe_hosts: bool = True, check_kafka: bool = True,
         for p in sorted(snapshot.partitions, key=lambda p: p.index):
             if p.topic == config.canary.topic and p.leader in snapshot.live_broker_ids:
                 led.setdefault(p.leader, p.index)
-    with ThreadPoolExecutor(max_workers=4, thread_name_prefix="snapshot") as pool:
+    with ThreadPoolExecutor(max_workers=5, thread_name_prefix="snapshot") as pool:
+        lead = pool.submit(observe_leadership, config, snapshot, brokers, hosts=probe_hosts) if leadership and check_kafka else None
         ensemble = pool.submit(probe_ensemble, config, zk_hook.servers, ssh=probe_hosts) if probe_zookeeper else None
         probes = pool.submit(probe_all, config, brokers) if probe_hosts else None
         checks = (pool.submit(hook.check_all, checkable, config.health.kafka_probe_timeout_s, unregistered=missing,
@@ -79,6 +84,11 @@ def take_snapshot(config, *, probe_hosts: bool = True, check_kafka: bool = True,
             snapshot = snapshot.with_probes(probes.result())
         if checks is not None:
             snapshot = snapshot.with_checks(checks.result(), canary.result() if canary is not None else ())
+        if lead is not None:
+            fields, notes = lead.result()
+            snapshot = dataclasses.replace(snapshot, **fields)
+            for note in notes:
+                logging.getLogger(__name__).warning("leadership: %s", note)
         if ensemble is not None:
             snapshot = dataclasses.replace(snapshot, zookeeper=tuple(ensemble.result()))
     return snapshot
@@ -88,8 +98,9 @@ def check_once(config, *, probe_hosts: bool = True):
     """One health check as the health DAG does it, outside Airflow: observe, append to the history,
     run the detectors on the history. Returns (snapshot, findings); opens no incident."""
     from kafka_runbooks.detect.detectors import detect
-    from kafka_runbooks.detect.history import HistoryStore, health_samples
+    from kafka_runbooks.detect.history import HistoryStore, record_check
 
     snapshot = take_snapshot(config, probe_hosts=probe_hosts, known=known_registrations(config))
-    history = HistoryStore(config.incident_base, config.name, config.health.history_samples).append(health_samples(snapshot))
-    return snapshot, detect(snapshot, config.health, history, config.zookeeper_health)
+    history = record_check(HistoryStore(config.incident_base, config.name, config.health.history_samples), snapshot)
+    return snapshot, detect(snapshot, config.health, history, config.zookeeper_health, leadership=config.leadership,
+                            kafka_version=config.kafka_version)

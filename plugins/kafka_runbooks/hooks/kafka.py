@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Iterable
 
 from kafka_runbooks import clock
-from kafka_runbooks.model import Broker, CanaryResult, KafkaCheck
+from kafka_runbooks.model import Broker, CanaryResult, KafkaCheck, MetadataView
 
 log = logging.getLogger(__name__)
 
@@ -141,6 +141,36 @@ class KafkaHook(BaseHook):
 
         with ThreadPoolExecutor(max_workers=min(16, len(brokers)), thread_name_prefix="kafka-check") as pool:
             return list(pool.map(one, brokers))
+
+    def metadata_view(self, broker: Broker, timeout_s: float) -> MetadataView:
+        """What ``broker``'s own metadata cache says: a Metadata request on a connection to that broker alone,
+        on the configured listener (``hooks/kafka_wire.py``: librdkafka would ask any broker). Never raises for
+        broker problems."""
+        from kafka_runbooks.hooks.kafka_wire import WireError, fetch_metadata
+
+        at = clock.now_iso()
+        try:
+            host, port = broker.endpoint(self.listener)
+        except KeyError as exc:
+            return MetadataView(broker.id, "", ok=False, at=at, error=str(exc.args[0]))
+        endpoint = f"{host}:{port}"
+        t0 = time.monotonic()
+        try:
+            md = fetch_metadata(host, port, timeout_s, self.base_config())
+        except (OSError, WireError, ValueError) as exc:
+            return MetadataView(broker.id, endpoint, ok=False, at=at, error=f"{type(exc).__name__}: {exc}",
+                                latency_ms=round((time.monotonic() - t0) * 1000, 1))
+        leaders = {p.name: (p.leader, p.leader_epoch) for p in md.partitions if p.error == 0 or p.leader >= 0}
+        return MetadataView(broker.id, endpoint, ok=True, at=at, leaders=leaders, controller_id=md.controller_id,
+                            latency_ms=round((time.monotonic() - t0) * 1000, 1))
+
+    def metadata_views(self, brokers: Iterable[Broker], timeout_s: float) -> list[MetadataView]:
+        """Every broker's own view, asked in parallel; in the brokers' order."""
+        brokers = list(brokers)
+        if not brokers:
+            return []
+        with ThreadPoolExecutor(max_workers=min(16, len(brokers)), thread_name_prefix="kafka-view") as pool:
+            return list(pool.map(lambda b: self.metadata_view(b, timeout_s), brokers))
 
     def canary(self, brokers: Iterable[Broker], led: dict[int, int], topic: str, timeout_s: float) -> list[CanaryResult]:
         """One record produced (acks=all) to partition ``led[b]`` of ``topic`` -- a partition broker

@@ -111,7 +111,7 @@ class RemediationApprovalOperator(ApprovalOperator):
         findings = [Finding.from_dict(f) for f in (self.plan_output.get("findings") or [])]
         commands = {
             s.broker_id: {w: config.argv(f"{w}_command", s.broker_id) for w in ("stop", "start", "kill")}
-            for s in plan.steps
+            for s in plan.steps if s.action == "restart_broker"
         }
         self.body = approval_body(
             findings, plan, report_path=self.plan_output.get("report"), approval_timeout=str(self.response_timeout),

@@ -99,11 +99,12 @@ class DetectFindingsOperator(BaseOperator):
     def _check(self, snapshot, config, history_store, store, context, starts: list) -> dict:
         """One observation: history, detectors, lifecycle, incident moves. Returns the new state."""
         from kafka_runbooks.detect.detectors import detect
-        from kafka_runbooks.detect.history import health_samples
+        from kafka_runbooks.detect.history import record_check
         from kafka_runbooks.incidents import lifecycle
 
-        history = history_store.append(health_samples(snapshot))
-        findings = detect(snapshot, config.health, history, config.zookeeper_health)
+        history = record_check(history_store, snapshot)
+        findings = detect(snapshot, config.health, history, config.zookeeper_health, leadership=config.leadership,
+                          kafka_version=config.kafka_version)
         for f in findings:
             self.log.warning("finding %s [%s] brokers=%s: %s", f.kind, f.severity.value, list(f.broker_ids), f.summary)
 
@@ -149,6 +150,12 @@ class DetectFindingsOperator(BaseOperator):
         zk_servers = [str(f.details["subject"])] if f.details.get("problem") == "zookeeper_member" and f.details.get("server") else []
         if not f.broker_ids and not zk_servers:
             store.needs_person(record["id"], actor=actor, reason="no broker or ZooKeeper server named by the finding: nothing to capture or restart automatically")
+            return {"incident_id": record["id"]}
+        if f.details.get("problem") == "leadership":
+            # a restart would move leadership again (incident 003): on-call stops the automatic rebalance and starts the
+            # deferred election (kafka_preferred_election), which waits until the broker is ready and traffic is quiet
+            store.needs_person(record["id"], actor=actor, reason=f"{f.kind}: no automatic restart; see {f.details.get('runbook')} "
+                               f"({f.details.get('remediation')})")
             return {"incident_id": record["id"]}
         run_id = f"health__{record['id']}"
         store.responding(record["id"], actor=actor, run_id=run_id)

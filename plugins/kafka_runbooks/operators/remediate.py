@@ -66,6 +66,41 @@ def find_resumable_roll(store, cluster: str) -> tuple[dict[str, Any], Any] | Non
     return record, progress
 
 
+def use_approval(context, plan, config, nothing: str):
+    """Verifies that a sealed Approve of THIS plan in THIS run exists and has not been used, and uses it (recorded
+    in the ledger and the audit). Returns (decision, approver); AirflowFailException saying ``nothing`` otherwise.
+    Every remediation's execute task calls this before it changes anything."""
+    from kafka_runbooks.incidents.store import IncidentStore
+    from kafka_runbooks.operators.approval import approval_secret
+    from kafka_runbooks.remediate.approvals import ApprovalError, Decision, usable_refusals
+    from kafka_runbooks.remediate.digest import plan_digest
+    from kafka_runbooks.remediate.ledger import Ledger
+
+    ti = context["ti"]
+    store = IncidentStore(config.incident_base)
+    ledger = Ledger(config.incident_base, plan.roll_id)
+    digest = plan_digest(plan)
+    try:
+        secret = approval_secret(config.approvals.secret_conn_id)
+    except ApprovalError as exc:
+        raise AirflowFailException(f"{exc}; {nothing}") from exc
+    with ledger.locked():
+        refusals, entry = usable_refusals(ledger.entries(), secret=secret, dag_id=ti.dag_id, run_id=ti.run_id,
+                                          plan_digest=digest, approvers=config.approvals.approvers)
+        if not refusals:
+            decision = Decision.from_payload(entry["decision"])
+            ledger.append("approval_used", ti.run_id, _locked=True, dag_id=ti.dag_id, approval_try=decision.try_number,
+                          task_id=ti.task_id, by_try=int(ti.try_number), digest=digest)
+    if refusals:
+        store.audit(plan.roll_id, actor=_actor(context), action="execute_plan", outcome="refused",
+                    details={"refusals": refusals, "run_id": ti.run_id, "try": int(ti.try_number)})
+        raise AirflowFailException(f"no usable approval; {nothing}:\n" + "\n".join(f"- {r}" for r in refusals))
+    approver = decision.user_name or decision.user_id or "unknown"
+    store.audit(plan.roll_id, actor=approver, action="approval_verified", outcome="ok",
+                details={"digest": digest, "approval_try": decision.try_number, "run_id": ti.run_id, "by_try": int(ti.try_number)})
+    return decision, approver
+
+
 def render_plan(plan, digest: str) -> str:
     lines = [f"{plan.kind} of {plan.cluster}: order {list(plan.broker_order)}, digest {digest[:16]}"
              + (f", already done {list(plan.completed)}" if plan.completed else "")]
@@ -225,11 +260,7 @@ class ExecutePlanOperator(BaseOperator):
         from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
         from kafka_runbooks.incidents.store import IncidentStore
         from kafka_runbooks.model import Plan
-        from kafka_runbooks.operators.approval import approval_secret
         from kafka_runbooks.remediate import executor as E
-        from kafka_runbooks.remediate.approvals import ApprovalError, Decision, usable_refusals
-        from kafka_runbooks.remediate.digest import plan_digest
-        from kafka_runbooks.remediate.ledger import Ledger
         from kafka_runbooks.remediate.plan import plan_restart
 
         if not isinstance(self.plan_output, dict) or "plan" not in self.plan_output:
@@ -240,26 +271,7 @@ class ExecutePlanOperator(BaseOperator):
             raise AirflowFailException("the plan has no record; nothing restarted")
         ti = context["ti"]
         store = IncidentStore(config.incident_base)
-        ledger = Ledger(config.incident_base, plan.roll_id)
-        digest = plan_digest(plan)
-        try:
-            secret = approval_secret(config.approvals.secret_conn_id)
-        except ApprovalError as exc:
-            raise AirflowFailException(f"{exc}; nothing restarted") from exc
-        with ledger.locked():
-            refusals, entry = usable_refusals(ledger.entries(), secret=secret, dag_id=ti.dag_id, run_id=ti.run_id,
-                                              plan_digest=digest, approvers=config.approvals.approvers)
-            if not refusals:
-                decision = Decision.from_payload(entry["decision"])
-                ledger.append("approval_used", ti.run_id, _locked=True, dag_id=ti.dag_id, approval_try=decision.try_number,
-                              task_id=ti.task_id, by_try=int(ti.try_number), digest=digest)
-        if refusals:
-            store.audit(plan.roll_id, actor=_actor(context), action="execute_plan", outcome="refused",
-                        details={"refusals": refusals, "run_id": ti.run_id, "try": int(ti.try_number)})
-            raise AirflowFailException("no usable approval; nothing restarted:\n" + "\n".join(f"- {r}" for r in refusals))
-        approver = decision.user_name or decision.user_id or "unknown"
-        store.audit(plan.roll_id, actor=approver, action="approval_verified", outcome="ok",
-                    details={"digest": digest, "approval_try": decision.try_number, "run_id": ti.run_id, "by_try": int(ti.try_number)})
+        decision, approver = use_approval(context, plan, config, "nothing restarted")
 
         with ZooKeeperHook(config.zk_conn_id, timeout_s=config.capture.connect_timeout_s).session() as zk:
             snapshot = read_snapshot(zk, config.name)

@@ -71,6 +71,8 @@ def approval_body(
     now (shown; the executor builds them again from the configuration when it runs)."""
     parts = _findings_section(findings, report_path)
     commands = commands or {}
+    if plan.kind == "preferred_election":
+        return "\n".join(parts + _election_section(plan, approval_timeout, digest, gates))
     parts.append(f"\n### Plan: {_code(plan.kind)} of cluster {_code(plan.cluster)} (runs only after **Approve**, one broker at a time)")
     if plan.completed:
         parts.append(f"Already restarted by this roll (never restarted again): {_code(list(plan.completed))}")
@@ -106,3 +108,34 @@ def approval_body(
     )
     parts.append(f"\n**Reject**, or no answer within {approval_timeout}, makes no change.")
     return "\n".join(parts)
+
+
+def _election_section(plan: Plan, approval_timeout: str, digest: str | None, gates: Sequence[str]) -> list[str]:
+    """A deferred preferred election (``remediate/election.py``): its batches, the conditions it waits for."""
+    c = plan.conditions
+    parts = [f"\n### Plan: {_code(plan.kind)} of cluster {_code(plan.cluster)} (runs only after **Approve**, then waits)",
+             "It waits, without holding a worker, until: brokers " + _code(c.get("brokers")) + " are in the ISR of every "
+             f"partition they host and their ZooKeeper sessions are at least {_code(c.get('stable_s'))} s old; the quiet window "
+             f"{_code(c.get('window') or 'any time')} is open" + (f", bytes in/s <= {_code(c.get('max_bytes_in_per_s'))}" if c.get("max_bytes_in_per_s") is not None else "")
+             + (f", requests/s <= {_code(c.get('max_requests_per_s'))}" if c.get("max_requests_per_s") is not None else "")
+             + f"; nobody holds the maintenance lock. It gives up at {_code(c.get('deadline_at'))} and changes nothing then.",
+             f"Method: {_code(c.get('method'))}. Batches, each under the maintenance lock:"]
+    for i, step in enumerate(plan.steps, 1):
+        shown = list(step.partitions[:MAX_LISTED_PARTITIONS])
+        more = len(step.partitions) - len(shown)
+        parts.append(f"{i}. {_code(step.reason)}")
+        parts.append(_block(shown + ([f"... and {more} more"] if more else [])))
+        if step.refusals:
+            parts.append("   - **refused**:")
+            parts.append(_block(step.refusals))
+    if gates:
+        parts.append("After each batch it waits, bounded, for: " + "; ".join(gates) + ". Otherwise it halts and pages on-call.")
+    if plan.warnings:
+        parts.append("\n### Warnings")
+        parts.append(_block(plan.warnings))
+    parts.append("\n### Bound to")
+    parts.append(f"plan digest {_code(digest or '?')}, computed at {_code(plan.computed_at)} from cluster state "
+                 f"{_code((plan.state_digest or '?')[:16])}. Partitions already led by their preferred replica when a batch "
+                 "runs are skipped; no partition outside the plan is touched.")
+    parts.append(f"\n**Reject**, or no answer within {approval_timeout}, makes no change.")
+    return parts

@@ -1,0 +1,179 @@
+"""Issue 7's lab: switching the brokers' profile (automatic leader rebalance on/off), and the faults of incident 003.
+
+* ``use_profile("rebalance")`` rewrites every broker's server.properties and rolls the brokers (controlled stop,
+  start, full ISRs; the controller last). ``auto.leader.rebalance.enable`` is not a dynamic config in Kafka 2.3:
+  measured on the lab, ``kafka-configs --alter --entity-default`` answers "Cannot update these configs
+  dynamically: Set(auto.leader.rebalance.enable)" and a value written into ``/config/brokers/<default>`` by hand
+  makes every broker log ``ERROR Non-dynamic configs configured in ZooKeeper will be ignored:
+  Set(auto.leader.rebalance.enable)``. Only the active controller's own setting matters, so every broker gets it.
+* ``hold_fetchers(b)``: broker b stays registered and answers clients, but its replica fetchers stop: it falls out
+  of the ISR of every partition that gets writes (a returning broker that cannot catch up).
+* ``hold_controller_requests(b)``: the active controller's LeaderAndIsr / UpdateMetadata requests to broker b wait
+  in the controller while the other brokers get theirs: b's metadata cache goes stale (incident 003's broker 3
+  missed leader epochs 427..433 because they waited in its own request queue behind client requests).
+* ``flap(b, times)``: incident 003's session losses, each one only once the broker has finished starting.
+
+``reset()`` undoes the holds (faults.py ``HOLD_RELEASES``); the profile stays until ``use_profile`` is called again.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+from . import agent, hosts
+from .hosts import BROKER_IDS
+from .procs import LabError, wait_until
+from .profile import broker_settings
+
+STARTED = re.compile(r"\[KafkaServer id=(\d+)\] started")
+
+
+class LeadershipMixin:
+    """Mixed into Lab (needs its paths, stop/start, registration, agent helpers and waits)."""
+
+    # ------------------------------------------------------------------ profile
+    def use_profile(self, profile: str, timeout: float = 300) -> list[str]:
+        """Every broker restarted with ``profile``'s settings (controller last); [] when already in use."""
+        from .lab import CHROOT, zk_connect
+
+        settings = broker_settings(profile)
+        if profile == self.profile and all(self._has_settings(b, settings) for b in BROKER_IDS):
+            return []
+        self.profile = profile
+        self._save(profile=profile)
+        for b in BROKER_IDS:
+            hosts.write_server_properties(self.host_dir(b), b, zk_connect() + CHROOT, settings)
+        deadline = time.monotonic() + timeout
+        controller = (self.controller() or {}).get("brokerid")
+        done = []
+        for b in sorted(BROKER_IDS, key=lambda x: x == controller):
+            self.wait_full_isr(max(5.0, deadline - time.monotonic()))
+            if self.stop(b, timeout_s=30, check=False).returncode != 0:
+                self.kill(b)
+            self.start(b, timeout=max(5.0, deadline - time.monotonic()))
+            self.wait_started(b, max(5.0, deadline - time.monotonic()))
+            done.append(f"restarted broker {b} with profile {profile}")
+        self.wait_full_isr(max(5.0, deadline - time.monotonic()))
+        self.ensure_preferred_leaders(max(5.0, deadline - time.monotonic()))
+        self.wait_load(max(5.0, deadline - time.monotonic()))
+        return done
+
+    def _has_settings(self, b: int, settings: dict) -> bool:
+        path = self.host_dir(b) / "config" / "server.properties"
+        try:
+            lines = set(path.read_text().splitlines())
+        except OSError:
+            return False
+        return all(f"{k}={v}" in lines for k, v in settings.items())
+
+    def wait_started(self, b: int, timeout: float = 90) -> None:
+        """Until broker b's current JVM logged ``[KafkaServer id=b] started`` (its socket server serves)."""
+        pid = self.broker_pid(b)
+        log = self.server_log(b)
+
+        def started():
+            text = log.read_text(errors="replace") if log.exists() else ""
+            # the pid file is written before the JVM logs anything: only lines after this JVM's first line count
+            mark = text.rfind("INFO Registered kafka:type=kafka.Log4jController MBean")
+            return bool(STARTED.search(text[mark if mark >= 0 else 0:])) and self.broker_pid(b) == pid
+        wait_until(started, timeout, f"broker {b} (pid {pid}) to log that it started", interval=0.2)
+
+    # ------------------------------------------------------------------ incident 003's faults
+    def flap(self, b: int, times: int = 3, timeout: float = 90) -> list[dict]:
+        """Broker b's ZooKeeper session expires ``times`` times (zk_flap), each only once b runs (a session lost
+        while Kafka 2.3 starts up makes it exit: 'Fatal error during KafkaServer startup')."""
+        out = []
+        for _ in range(times):
+            self.wait_started(b, timeout)
+            out += self.zk_flap(b, times=1, timeout=timeout)
+        return out
+
+    def preferred_of(self, b: int) -> list[tuple[str, int]]:
+        """Partitions whose preferred (first) replica is broker b."""
+        return sorted(k for k, st in self.partitions().items() if st["replicas"][0] == b)
+
+    def leads_preferred(self, b: int) -> bool:
+        ps = self.partitions()
+        return all(ps[k]["leader"] == b for k in self.preferred_of(b))
+
+    def wait_leads_preferred(self, b: int, timeout: float = 60) -> None:
+        """Until broker b leads every partition it is the preferred replica of (the automatic rebalance moved
+        them back, in the rebalance profile)."""
+        wait_until(lambda: self.leads_preferred(b), timeout, f"broker {b} to lead its preferred partitions again", interval=0.2)
+
+    def flap_then_hold(self, b: int, attempts: int = 4, timeout: float = 90) -> dict:
+        """Incident 003 from 18:02 on: broker b leads its preferred partitions, loses its session (leadership
+        moves away), registers again and rejoins their ISRs; then the controller's requests to it are held, so
+        the automatic rebalance that moves leadership back to b reaches every broker but b. ZooKeeper and the
+        other brokers say b leads; b does not know it. Needs the rebalance profile and b not the controller.
+        Retried (released, flapped again) when the rebalance got there before the hold."""
+        for attempt in range(1, attempts + 1):
+            self.wait_leads_preferred(b, timeout)
+            self.flap(b, times=1, timeout=timeout)
+            mine = self.preferred_of(b)
+            wait_until(lambda: all(b in st["isr"] for k, st in self.partitions().items() if k in mine), timeout,
+                       f"broker {b} back in the ISR of its preferred partitions", interval=0.05)
+            if self.leads_preferred(b):
+                continue  # the rebalance already moved them back: one more session loss
+            held = self.hold_controller_requests(b)
+            if self.leads_preferred(b) and all(v == b for v in self._view_leaders(b, mine).values()):
+                self.release_controller_requests()  # too late: b got the LeaderAndIsr before the hold
+                continue
+            return {**held, "attempt": attempt, "partitions": [f"{t}-{p}" for t, p in mine]}
+        raise LabError(f"could not hold the controller's requests to broker {b} before the rebalance in {attempts} attempts")
+
+    def _view_leaders(self, b: int, keys) -> dict:
+        view = self.views().get(b, {})
+        return {k: view.get(k, (None, None))[0] for k in keys} if "error" not in view else {}
+
+    def hold_fetchers(self, b: int) -> dict:
+        return self._agent(b, "hold-fetchers")
+
+    def release_fetchers(self, b: int) -> dict:
+        return self._agent(b, "release-fetchers")
+
+    def hold_controller_requests(self, to_broker: int) -> dict:
+        """In the active controller: its requests to ``to_broker`` wait until released. Returns the agent's state
+        with ``controller``."""
+        controller = (self.controller() or {}).get("brokerid")
+        if controller is None:
+            raise LabError("no active controller")
+        if controller == to_broker:
+            raise LabError(f"broker {to_broker} is the controller itself")
+        return {**self._agent(int(controller), f"hold-controller-requests:{int(to_broker)}"), "controller": int(controller)}
+
+    def release_controller_requests(self) -> list[int]:
+        """Releases every controller-request hold; the brokers whose agent held one."""
+        released = []
+        for b in BROKER_IDS:
+            st = agent.read_state(self.run_dir(b)) or {}
+            if any(a.startswith("controller-requests-held") for a in st.get("active") or ()):
+                self._agent(b, "release-controller-requests")
+                released.append(b)
+        return released
+
+    def held_controller_requests(self) -> dict[int, int]:
+        """{controller broker: broker its requests are held for}."""
+        out = {}
+        for b in BROKER_IDS:
+            for a in (agent.read_state(self.run_dir(b)) or {}).get("active") or ():
+                if a.startswith("controller-requests-held:"):
+                    out[b] = int(a.rsplit(":", 1)[1])
+        return out
+
+    def views(self, timeout: float = 2.0) -> dict[int, dict]:
+        """Each broker's own metadata (leader, leader epoch) of every partition, asked on its replication listener
+        alone (the product's kafka_wire); an exception's name where it did not answer."""
+        from kafka_runbooks.hooks.kafka_wire import fetch_metadata
+
+        from .net import KAFKA_REPLICATION_PORT
+
+        out: dict[int, dict] = {}
+        for b in BROKER_IDS:
+            try:
+                md = fetch_metadata(hosts.host_name(b), KAFKA_REPLICATION_PORT, timeout)
+                out[b] = {(p.topic, p.index): (p.leader, p.leader_epoch) for p in md.partitions}
+            except Exception as exc:  # noqa: BLE001 - the caller wants to see who did not answer
+                out[b] = {"error": type(exc).__name__}
+        return out

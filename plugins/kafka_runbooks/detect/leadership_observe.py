@@ -1,0 +1,148 @@
+"""What the health check reads for the leadership detectors (I/O), in parallel with its other observations:
+
+* every registered broker's own metadata view (``KafkaHook.metadata_views``: one connection to that broker alone);
+* on every configured broker's host, over SSH with the strict hook: the election-related keys of its
+  server.properties (an allow-list: the file may hold passwords), the lines of its controller.log about
+  preferred elections within ``leadership.window_s``, and -- for a registered broker with a JMX port -- its
+  request-path JMX figures with Kafka's own JmxTool (``detect/jmx.py``).
+
+A host that cannot be read leaves a note; nothing here raises for a broker or host problem.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import os
+import re
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+from kafka_runbooks import clock
+from kafka_runbooks.model import Broker, ClusterSnapshot, LogLineSeen, RequestMetrics
+
+COMMAND_TIMEOUT_S = 15.0
+_HOST_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.:_-]{0,252}$")
+
+
+@dataclass
+class HostLeadership:
+    broker_id: int
+    static: dict[str, str] | None = None
+    lines: list[LogLineSeen] = field(default_factory=list)
+    metrics: RequestMetrics | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def controller_log_path(config, broker_id: int) -> str:
+    return os.path.join(config.log_dir(broker_id), "controller.log")
+
+
+def _text(res) -> str:
+    return res.stdout.decode("utf-8", "replace") if res is not None and res.ok else ""
+
+
+def read_host(config, broker: Broker, registered: bool, ssh) -> HostLeadership:
+    """One broker host's part (``ssh``: a StrictSSHHook or anything with ``run(argv, timeout)``)."""
+    from kafka_runbooks.capture.commands import UnsafeValueError, validate_abs_path, validate_port
+    from kafka_runbooks.detect.controller_log import controller_events
+    from kafka_runbooks.detect.jmx import jmx_url, jmxtool_argv, parse_jmxtool_csv
+    from kafka_runbooks.detect.leadership import STATIC_KEYS
+    from kafka_runbooks.detect.procfs import host_clock
+    from kafka_runbooks.remediate.host import parse_properties
+
+    h = config.leadership
+    out = HostLeadership(broker.id)
+    now, offset = clock.now(), dt.timedelta(0)
+    got = host_clock(_text(ssh.run(("date", "+%s.%N %z"), COMMAND_TIMEOUT_S)))
+    if got is not None:
+        now, offset = got
+    try:
+        props_path = validate_abs_path(config.server_properties(broker.id), "server.properties path")
+        res = ssh.run(("cat", "--", props_path), COMMAND_TIMEOUT_S)
+        if res.ok:
+            props = parse_properties(_text(res))
+            out.static = {k: props[k] for k in STATIC_KEYS if k in props}
+        else:
+            out.notes.append(f"broker {broker.id}: {props_path} not read ({res.error or 'exit ' + str(res.exit_code)})")
+        if h.controller_log:
+            path = validate_abs_path(controller_log_path(config, broker.id), "controller.log path")
+            res = ssh.run(("tail", "-c", str(int(h.controller_log_bytes)), "--", path), COMMAND_TIMEOUT_S)
+            text = _text(res)
+            if len(text.encode()) >= h.controller_log_bytes and "\n" in text:
+                text = text.split("\n", 1)[1]  # the first line is probably cut
+            since = now - dt.timedelta(seconds=h.window_s)
+            out.lines = controller_events(text, since, utc_offset=offset, source=path, broker_id=broker.id)
+            if not res.ok:
+                out.notes.append(f"broker {broker.id}: {path} not read ({res.error or 'exit ' + str(res.exit_code)})")
+        if h.jmx and registered:
+            host = h.jmx_host or broker.host
+            if not broker.jmx_port:
+                out.notes.append(f"broker {broker.id}: no JMX port in its registration (start it with JMX_PORT): request "
+                                 "queues not read")
+            elif not host or not _HOST_RE.fullmatch(host):
+                out.notes.append(f"broker {broker.id}: no usable JMX host ({host!r}): request queues not read")
+            else:
+                url = jmx_url(host, validate_port(broker.jmx_port))
+                res = ssh.run(jmxtool_argv(validate_abs_path(config.kafka_home, "kafka_home"), url, h.jmx_heap), h.jmx_timeout_s)
+                values, problems = parse_jmxtool_csv(_text(res)) if res.ok else ({}, [])
+                err = None if res.ok and not problems else (
+                    "; ".join(problems) if res.ok else
+                    f"JmxTool {res.error or 'exit ' + str(res.exit_code)}: {res.stderr.decode('utf-8', 'replace').strip()[-300:]}")
+                out.metrics = RequestMetrics(broker.id, ok=err is None, at=clock.iso(now), values=values, error=err)
+    except UnsafeValueError as exc:
+        out.notes.append(f"broker {broker.id}: refused: {exc}")
+    return out
+
+
+def read_hosts(config, brokers: Iterable[Broker], registered: set[int], runner_factory: Callable | None = None) -> list[HostLeadership]:
+    from kafka_runbooks.hooks.ssh import default_runner_factory
+
+    factory = runner_factory or default_runner_factory(config.capture.connect_timeout_s)
+
+    def one(b: Broker) -> HostLeadership:
+        ssh = None
+        try:
+            ssh = factory(config.ssh_conn_id(b.id))
+            return read_host(config, b, b.id in registered, ssh)
+        except Exception as exc:  # noqa: BLE001 - an unusable host is a note, never a failed health check
+            return HostLeadership(b.id, notes=[f"broker {b.id}: host not read ({type(exc).__name__}: {exc})"])
+        finally:
+            if ssh is not None:
+                try:
+                    ssh.close()
+                except Exception:  # noqa: BLE001
+                    pass
+
+    brokers = list(brokers)
+    if not brokers:
+        return []
+    with ThreadPoolExecutor(max_workers=min(16, len(brokers)), thread_name_prefix="leadership") as pool:
+        return list(pool.map(one, brokers))
+
+
+def observe(config, snapshot: ClusterSnapshot, brokers: Iterable[Broker], *, hosts: bool = True) -> tuple[dict[str, Any], list[str]]:
+    """(the snapshot fields of issue 7 -- ``metadata_views``, ``request_metrics``, ``controller_log``,
+    ``static_configs`` -- and notes about what could not be read)."""
+    from kafka_runbooks.hooks.kafka import KafkaHook
+
+    h = config.leadership
+    brokers = list(brokers)
+    fields: dict[str, Any] = {}
+    notes: list[str] = []
+    live = [b for b in brokers if b.id in snapshot.live_broker_ids]
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="leadership-obs") as pool:
+        views = pool.submit(KafkaHook(config.kafka_conn_id, listener=config.listener).metadata_views, live, h.view_timeout_s) \
+            if h.metadata_views else None
+        host = pool.submit(read_hosts, config, [b for b in brokers if b.id in config.hosts], set(snapshot.live_broker_ids)) \
+            if hosts else None
+        if views is not None:
+            fields["metadata_views"] = tuple(views.result())
+        if host is not None:
+            parts = host.result()
+            fields["static_configs"] = {str(x.broker_id): x.static for x in parts if x.static is not None}
+            fields["controller_log"] = tuple(line for x in parts for line in x.lines)
+            fields["request_metrics"] = tuple(x.metrics for x in parts if x.metrics is not None)
+            notes = [n for x in parts for n in x.notes]
+    return fields, notes

@@ -1,0 +1,204 @@
+"""The deferred preferred-replica election's tasks (dags/kafka_preferred_election.py, issue 7):
+plan -> approval (``operators/approval.py``, the engine's sealed four-eyes approval) -> wait (deferred: the
+triggerer re-checks, no worker is held) -> elect in batches under the maintenance lock -> close.
+Decisions in ``remediate/election.py``; I/O in ``remediate/election_run.py``; on-call's page runbooks/preferred-election.md.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any, Sequence
+
+from airflow.sdk import BaseOperator, TriggerRule
+from airflow.sdk.exceptions import AirflowFailException
+
+from kafka_runbooks.operators.remediate import POOL, _actor, _config, _truthy
+
+GATES = (
+    "ZooKeeper says every partition of the batch is led by its preferred replica",
+    "every broker's own metadata (asked of each broker alone) agrees",
+    "a canary produce (acks=all) and consume through every leader of the canary topic succeeds",
+    "no broker's request queue is saturated (JmxTool; RequestQueueSize against queued.max.requests)",
+)
+
+
+class PlanElectionOperator(BaseOperator):
+    """Reads the cluster fresh, computes the batches and the conditions, records them (the election's own record in
+    the incident store) and shows them. Dry run: shows and stops. A refused plan fails here, asking nobody."""
+
+    template_fields: Sequence[str] = ("cluster", "broker_ids", "reason", "mode")
+
+    def __init__(self, *, cluster: str = "{{ params.cluster }}", broker_ids: Any = None, reason: Any = "", mode: Any = "execute",
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.cluster, self.broker_ids, self.reason, self.mode = cluster, broker_ids, reason, mode
+
+    def execute(self, context) -> dict[str, Any]:
+        from kafka_runbooks import clock
+        from kafka_runbooks.detect.snapshot import read_snapshot
+        from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
+        from kafka_runbooks.incidents.store import IncidentStore
+        from kafka_runbooks.remediate import election as E
+        from kafka_runbooks.remediate import ledger as L
+        from kafka_runbooks.remediate.digest import plan_digest
+
+        config = _config(self.cluster)
+        dry_run = str(self.mode).strip().lower() in ("dry-run", "dry_run", "dryrun", "plan")
+        starter = getattr(context.get("dag_run"), "triggering_user_name", None)
+        brokers = [int(b) for b in (self.broker_ids or [])]
+        with ZooKeeperHook(config.zk_conn_id, timeout_s=config.capture.connect_timeout_s).session() as zk:
+            snapshot = read_snapshot(zk, config.name)
+        deadline_at = clock.iso(E.deadline(clock.now(), config.election))
+        record_id = None
+        store = IncidentStore(config.incident_base)
+        if not dry_run:
+            record = store.open(cluster=config.name, broker_ids=brokers or sorted(config.hosts),
+                                reason=str(self.reason or "preferred-replica election"),
+                                trigger={"kind": E.KIND, "requested": brokers, "started_by": starter},
+                                opened_by=starter or _actor(context))
+            record_id = record["id"]
+        plan = E.plan_election(snapshot, config, brokers=brokers, roll_id=record_id, deadline_at=deadline_at)
+        digest = plan_digest(plan)
+        self.log.info("plan (%s), digest %s:\n%s", "dry run" if dry_run else "to be approved", digest[:16],
+                      "\n".join([f"  {s.reason}: {', '.join(s.partitions)}" for s in plan.steps]
+                                + [f"  refused: {r}" for r in plan.refusals] + [f"  conditions: {dict(plan.conditions)}"]))
+        if not dry_run:
+            L.Ledger(config.incident_base, record_id).append(L.PLANNED, context["ti"].run_id, plan=plan.to_dict(), digest=digest,
+                                                             starter=starter)
+            store.update(record_id, plan=plan.to_dict())
+            store.audit(record_id, actor=starter or _actor(context), action="plan_election",
+                        outcome="refused" if plan.refused else "ok",
+                        details={"refusals": list(plan.refusals), "plan": plan.to_dict(), "digest": digest, "run_id": context["ti"].run_id})
+            if plan.refused:
+                store.close(record_id, actor=starter or _actor(context), resolution="plan refused; nothing was changed")
+                raise AirflowFailException("election refused:\n" + "\n".join(f"- {r}" for r in plan.refusals))
+        return {"plan": plan.to_dict(), "digest": digest, "dry_run": dry_run, "canary": config.election.canary,
+                "findings": [], "gates": [g for g in GATES if (config.election.canary or "canary" not in g) and (config.leadership.jmx or "JmxTool" not in g)]}
+
+
+class WaitForElectionWindowOperator(BaseOperator):
+    """Defers to ``ElectionReadyTrigger`` (the triggerer polls; no worker is held) until the conditions of the
+    approved plan hold, or its deadline passes: then fails, saying what it was still waiting for, and audits it."""
+
+    template_fields: Sequence[str] = ("plan_output",)
+
+    def __init__(self, *, plan_output: Any, **kwargs: Any) -> None:
+        kwargs["retries"] = 0
+        super().__init__(**kwargs)
+        self.plan_output = plan_output
+
+    def _plan(self):
+        from kafka_runbooks.model import Plan
+
+        if not isinstance(self.plan_output, dict) or "plan" not in self.plan_output:
+            raise AirflowFailException("no plan (see the plan task); nothing elected")
+        return Plan.from_dict(self.plan_output["plan"])
+
+    def execute(self, context) -> Any:
+        from kafka_runbooks.triggers.election import ElectionReadyTrigger
+
+        plan = self._plan()
+        config = _config(plan.cluster)
+        self.log.info("waiting (deferred) for: %s", dict(plan.conditions))
+        deadline = dt.timedelta(seconds=float(plan.conditions.get("deadline_s") or config.election.deadline_s) + 3600)
+        self.defer(trigger=ElectionReadyTrigger(plan.cluster, dict(plan.conditions), config.election.poll_s),
+                   method_name="execute_complete", timeout=deadline)
+
+    def execute_complete(self, context, event: dict[str, Any]) -> dict[str, Any]:
+        from kafka_runbooks.incidents.store import IncidentStore
+
+        plan = self._plan()
+        config = _config(plan.cluster)
+        store = IncidentStore(config.incident_base)
+        status = (event or {}).get("status")
+        store.audit(plan.roll_id, actor=_actor(context), action="election_wait", outcome="ok" if status == "ready" else "gave_up",
+                    details=dict(event or {}))
+        if status != "ready":
+            reason = (event or {}).get("reason") or f"unexpected event {event!r}"
+            from kafka_runbooks.remediate.ledger import Ledger
+
+            Ledger(config.incident_base, plan.roll_id).append("gave_up", context["ti"].run_id, reason=reason)
+            raise AirflowFailException(reason)
+        self.log.info("ready after %s check(s); first waited for: %s", event.get("checks"), event.get("waited_for"))
+        return dict(event)
+
+
+class ExecuteElectionOperator(BaseOperator):
+    """Uses the approval (sealed, this plan, this run, once), then runs the batches (``election_run.run``)."""
+
+    template_fields: Sequence[str] = ("plan_output",)
+
+    def __init__(self, *, plan_output: Any, **kwargs: Any) -> None:
+        if kwargs.get("retries"):
+            raise ValueError("a task that changes a cluster never retries (retries must be 0)")
+        kwargs["retries"] = 0
+        kwargs.setdefault("pool", POOL)
+        super().__init__(**kwargs)
+        self.plan_output = plan_output
+
+    def execute(self, context) -> dict[str, Any]:
+        from kafka_runbooks.model import Plan
+        from kafka_runbooks.operators.remediate import use_approval
+        from kafka_runbooks.remediate import election_run as R
+
+        if not isinstance(self.plan_output, dict) or "plan" not in self.plan_output:
+            raise AirflowFailException("no plan (see the plan task); nothing elected")
+        plan = Plan.from_dict(self.plan_output["plan"])
+        config = _config(plan.cluster)
+        if not plan.roll_id:
+            raise AirflowFailException("the plan has no record; nothing elected")
+        decision, approver = use_approval(context, plan, config, "nothing elected")
+        ti = context["ti"]
+        ex = R.Execution(config=config, plan=plan, record_id=plan.roll_id, dag_id=ti.dag_id, run_id=ti.run_id, task_id=ti.task_id,
+                         try_number=int(ti.try_number), approver=approver, starter=decision.starter,
+                         canary=_truthy(self.plan_output.get("canary")))
+        try:
+            result = R.run(ex)
+        except (R.Refused, R.Halted) as exc:
+            raise AirflowFailException(str(exc)) from exc
+        self.log.info("elected %d partition(s) in %d batch(es); canary failures %d; timings %s", len(result["elected"]),
+                      result["batches"], result["canary_failures"], result["timings"])
+        return result
+
+
+class CloseElectionOperator(BaseOperator):
+    """Last task (runs whatever happened): closes the election's record with what was done, or says why not."""
+
+    template_fields: Sequence[str] = ("plan_output", "decision", "wait", "result")
+
+    def __init__(self, *, plan_output: Any, decision: Any, wait: Any, result: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("trigger_rule", TriggerRule.ALL_DONE)
+        super().__init__(**kwargs)
+        self.plan_output, self.decision, self.wait, self.result = plan_output, decision, wait, result
+
+    def execute(self, context) -> dict[str, Any]:
+        from kafka_runbooks.incidents.store import IncidentStore
+        from kafka_runbooks.remediate.ledger import Ledger
+
+        out = self.plan_output if isinstance(self.plan_output, dict) else {}
+        plan = out.get("plan") or {}
+        if out.get("dry_run"):
+            return {"status": "dry run", "batches": [s.get("partitions") for s in plan.get("steps", [])], "refusals": plan.get("refusals", [])}
+        record_id = plan.get("roll_id")
+        if not record_id:
+            raise AirflowFailException("the plan was never computed (see the plan task)")
+        config = _config(plan["cluster"])
+        store = IncidentStore(config.incident_base)
+        actor = _actor(context)
+        if isinstance(self.result, dict) and self.result.get("elected") is not None:
+            store.close(record_id, actor=actor, resolution=f"preferred leadership restored for {len(self.result['elected'])} partition(s) "
+                                                           f"in {self.result.get('batches')} batch(es), approved by {self.result.get('approved_by')}; "
+                                                           f"canary failures {self.result.get('canary_failures')}")
+            return {"status": "closed", "record_id": record_id, "elected": self.result["elected"]}
+        choice = (self.decision or {}).get("chosen_options") if isinstance(self.decision, dict) else None
+        if choice and choice[0] != "Approve":
+            store.close(record_id, actor=actor, resolution=f"{choice[0]}: nothing was changed")
+            return {"status": choice[0].lower(), "record_id": record_id}
+        entries = Ledger(config.incident_base, record_id).entries()
+        last = next((e for e in reversed(entries) if e.get("event") in ("gave_up", "halted", "refused")), None)
+        why = (last or {}).get("reason") or "the run stopped before electing (see the task logs)"
+        if last is not None and last.get("event") == "gave_up":
+            store.close(record_id, actor=actor, resolution=f"gave up: {why}")
+        else:
+            store.update(record_id, note=f"stopped: {why}")
+        raise AirflowFailException(f"election {record_id} did not complete: {why}")

@@ -1,0 +1,229 @@
+"""The deferred preferred-replica election (issue 7, incident 003). Pure: the plan, when it may run, and whether a
+batch converged. The I/O is ``remediate/election_run.py``; the DAG ``dags/kafka_preferred_election.py``; on-call's
+page ``runbooks/preferred-election.md``.
+
+Plan: every partition whose leader is not its preferred (first) replica, grouped by the broker leadership moves to,
+in batches of ``election.batch_size``; ``__consumer_offsets`` partitions in their own smaller batches
+(``offsets_batch_size``), after the others -- their group coordinators move with the leadership, so every group of
+such a partition reloads its offsets and its members rejoin.
+
+It runs only when all of these hold (:func:`readiness`): each broker leadership moves to is registered, in the ISR
+of every partition it hosts, and its ZooKeeper session is older than ``stable_s``; the quiet window is open (the
+configured UTC windows, and bytes-in / request rate under the thresholds when configured); nobody holds the
+cluster's maintenance lock; no other preferred election is pending in ZooKeeper. It gives up at the deadline.
+
+After each batch (:func:`convergence`): ZooKeeper says every partition of the batch is led by its preferred replica,
+every broker's own metadata agrees, the canary succeeded, no broker's request queue is saturated.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+from typing import Any, Iterable, Mapping
+
+from kafka_runbooks import clock
+from kafka_runbooks.config import ClusterConfig, ElectionSettings
+from kafka_runbooks.model import CONSUMER_OFFSETS, ClusterSnapshot, Partition, Plan, RequestMetrics, Step
+from kafka_runbooks.remediate.digest import state_digest
+from kafka_runbooks.remediate.window import in_window, next_open
+
+KIND = "preferred_election"
+ACTION = "elect_preferred"
+ZNODE = "/admin/preferred_replica_election"
+RUNBOOK = "runbooks/preferred-election.md"
+
+
+def preferred(p: Partition) -> int:
+    return p.replicas[0]
+
+
+def _order(p: Partition) -> tuple[str, int]:
+    return (p.topic, p.index)
+
+
+def chunks(items: list, size: int) -> list[list]:
+    return [items[i:i + size] for i in range(0, len(items), size)]
+
+
+def plan_election(snapshot: ClusterSnapshot, config: ClusterConfig, *, brokers: Iterable[int] = (), roll_id: str | None = None,
+                  deadline_at: str | None = None) -> Plan:
+    """``brokers``: only leadership moving to these (empty: every broker). Refused when nothing is to move, or a
+    target broker has no configured host (the product acts only on brokers it knows)."""
+    s: ElectionSettings = config.election
+    wanted = sorted({int(b) for b in brokers})
+    refusals: list[str] = []
+    if snapshot.cluster != config.name:
+        refusals.append(f"snapshot is of cluster {snapshot.cluster!r} but the config is for {config.name!r}")
+    todo = [p for p in snapshot.partitions if p.replicas and p.leader != preferred(p) and (not wanted or preferred(p) in wanted)]
+    targets = sorted({preferred(p) for p in todo})
+    steps: list[Step] = []
+    for b in targets:
+        mine = sorted((p for p in todo if preferred(p) == b), key=_order)
+        plain = [p.name for p in mine if p.topic != CONSUMER_OFFSETS]
+        offsets = [p.name for p in mine if p.topic == CONSUMER_OFFSETS]
+        batches = [(x, False) for x in chunks(plain, s.batch_size)] + [(x, True) for x in chunks(offsets, s.offsets_batch_size)]
+        for names, is_offsets in batches:
+            why = (f"move leadership of {len(names)} partition(s) to their preferred replica, broker {b}"
+                   + (" (__consumer_offsets: the group coordinators of these partitions move to broker "
+                      f"{b}; their groups reload offsets and rebalance)" if is_offsets else ""))
+            step_refusals = () if b in config.hosts else (
+                f"cluster {config.name!r} has no SSH connection for broker {b}; refusing to act on an unknown broker",)
+            steps.append(Step(ACTION, b, why, blast_radius=tuple(names), refusals=step_refusals, partitions=tuple(names)))
+    for i, st in enumerate(steps, 1):
+        steps[i - 1] = dataclasses.replace(st, reason=f"batch {i} of {len(steps)}: {st.reason}")
+    if not steps:
+        refusals.append("nothing to elect: every partition" + (f" preferring brokers {wanted}" if wanted else "")
+                        + " is led by its preferred replica")
+    refusals += [f"broker {st.broker_id}: {r}" for st in steps for r in st.refusals]
+    offline = [p.name for p in todo if p.offline]
+    warnings = [f"{len(offline)} partition(s) are offline ({', '.join(offline[:10])}): the election cannot help them"] if offline else []
+    conditions = {
+        "brokers": targets,
+        "stable_s": s.stable_s,
+        "window": list(s.window),
+        "max_bytes_in_per_s": s.max_bytes_in_per_s,
+        "max_requests_per_s": s.max_requests_per_s,
+        "deadline_s": s.deadline_s,
+        "deadline_at": deadline_at,
+        "method": election_method(config),
+        "batch_size": s.batch_size,
+        "offsets_batch_size": s.offsets_batch_size,
+    }
+    return Plan(
+        cluster=config.name, steps=tuple(steps), refusals=tuple(refusals),
+        blast_radius=tuple(f"leader of {n} moves to broker {st.broker_id}" for st in steps for n in st.partitions),
+        kind=KIND, requested=tuple(wanted), computed_at=clock.now_iso(), state_digest=state_digest(snapshot, {}),
+        controller_id=snapshot.controller_id, controller_epoch=snapshot.controller_epoch, warnings=tuple(warnings),
+        roll_id=roll_id, conditions=conditions,
+    )
+
+
+def election_method(config: ClusterConfig) -> str:
+    """"zookeeper" (the znode; every ZooKeeper-mode Kafka) unless the cluster says "admin" (elect_leaders: Kafka >= 2.2,
+    the only way on KRaft)."""
+    return "admin" if config.election.method == "admin" else "zookeeper"
+
+
+def znode_payload(partitions: Iterable[str]) -> bytes:
+    """The JSON Kafka's controller reads from /admin/preferred_replica_election."""
+    out = []
+    for name in partitions:
+        topic, _, index = name.rpartition("-")
+        if not topic or not index.isdigit():
+            raise ValueError(f"not a partition name: {name!r}")
+        out.append({"topic": topic, "partition": int(index)})
+    return json.dumps({"version": 1, "partitions": out}, separators=(",", ":")).encode()
+
+
+def deadline(approved_at: dt.datetime, settings: ElectionSettings) -> dt.datetime:
+    return approved_at + dt.timedelta(seconds=settings.deadline_s)
+
+
+# --------------------------------------------------------------------------- readiness (the deferred wait)
+
+def rate(m: RequestMetrics | None, key: str) -> float | None:
+    from kafka_runbooks.detect.jmx import metrics_summary
+
+    return None if m is None or not m.ok else metrics_summary(m).get(key)
+
+
+def readiness(snapshot: ClusterSnapshot, conditions: Mapping[str, Any], now: dt.datetime, *,
+              lock_holders: Iterable[Mapping[str, Any]] = (), metrics: Iterable[RequestMetrics] = ()) -> list[str]:
+    """Why the election may not run now; [] when it may. Every reason names what it waits for."""
+    why: list[str] = []
+    stable_s = float(conditions.get("stable_s") or 0)
+    for b in conditions.get("brokers") or ():
+        broker = snapshot.broker(int(b))
+        if broker is None:
+            why.append(f"broker {b} is not registered in ZooKeeper")
+            continue
+        missing = sorted((p.name for p in snapshot.partitions_of(int(b)) if int(b) not in p.isr))
+        if missing:
+            why.append(f"broker {b} is not yet in the ISR of {len(missing)} partition(s) it hosts "
+                       f"({', '.join(missing[:8])}{', ...' if len(missing) > 8 else ''}): still catching up")
+        if broker.registered_at is None:
+            why.append(f"broker {b}'s registration time is unknown: its session cannot be judged stable")
+        else:
+            age = (now - clock.parse(broker.registered_at)).total_seconds()
+            if age < stable_s:
+                why.append(f"broker {b}'s ZooKeeper session {hex(broker.session_id or 0)} is {age:.0f} s old, "
+                           f"less than the {stable_s:g} s required to call it stable")
+    windows = list(conditions.get("window") or ())
+    if windows and not in_window(now, windows):
+        nxt = next_open(now, windows)
+        why.append(f"outside the quiet window {windows} (UTC); it opens next at {clock.iso(nxt) if nxt else '?'}")
+    metrics = list(metrics)
+    for key, limit_key, what in (("bytes_in_rate", "max_bytes_in_per_s", "bytes in"), ("request_rate", "max_requests_per_s", "requests")):
+        limit = conditions.get(limit_key)
+        if limit is None:
+            continue
+        by = {m.broker_id: rate(m, key) for m in metrics}
+        unknown = sorted(b for b in snapshot.live_broker_ids if by.get(b) is None)
+        over = {b: v for b, v in sorted(by.items()) if v is not None and v > float(limit)}
+        if unknown:
+            why.append(f"{what}/s of brokers {unknown} could not be read (JMX): traffic cannot be judged quiet")
+        if over:
+            why.append(f"traffic not quiet: {what}/s " + ", ".join(f"broker {b} {v:.1f}" for b, v in over.items())
+                       + f" above {float(limit):g}")
+    holders = list(lock_holders)
+    if holders:
+        h = holders[0]
+        why.append(f"the cluster's maintenance lock is held by run {h.get('run')!r} of {h.get('dag')!r} ({h.get('purpose')})")
+    if snapshot.preferred_election_pending:
+        why.append(f"another preferred election is pending in ZooKeeper ({ZNODE}: {', '.join(snapshot.preferred_election_pending[:5])})")
+    if snapshot.reassigning:
+        why.append(f"a partition reassignment is in progress ({', '.join(snapshot.reassigning[:5])})")
+    return why
+
+
+def past_deadline(conditions: Mapping[str, Any], now: dt.datetime) -> bool:
+    at = conditions.get("deadline_at")
+    return bool(at) and now >= clock.parse(str(at))
+
+
+def give_up_reason(conditions: Mapping[str, Any], last: list[str], checks: int) -> str:
+    return (f"gave up at the deadline {conditions.get('deadline_at')} after {checks} check(s); still waiting for: "
+            + ("; ".join(last) if last else "nothing (the deadline passed between checks)")
+            + f". Nothing was changed. See {RUNBOOK}.")
+
+
+# --------------------------------------------------------------------------- convergence after a batch
+
+def convergence(snapshot: ClusterSnapshot, batch: Iterable[str], *, views: Iterable[Any] = (),
+                metrics: Iterable[RequestMetrics] = (), queue_ratio: float = 0.8, queued_max: Mapping[int, int] | None = None) -> list[str]:
+    """Why the batch has not converged; [] when it has. ``views``: MetadataView of every live broker."""
+    from kafka_runbooks.detect.jmx import DEFAULT_QUEUED_MAX_REQUESTS, REQUEST_QUEUE
+
+    why: list[str] = []
+    names = list(batch)
+    by_name = {p.name: p for p in snapshot.partitions}
+    not_preferred = []
+    for n in names:
+        p = by_name.get(n)
+        if p is None:
+            why.append(f"{n} is no longer in ZooKeeper")
+        elif p.leader != preferred(p):
+            not_preferred.append(f"{n} (leader {p.leader}, preferred {preferred(p)})")
+    if not_preferred:
+        why.append(f"ZooKeeper: {len(not_preferred)} partition(s) not led by the preferred replica: {', '.join(not_preferred[:8])}")
+    views = list(views)
+    answered = {v.broker_id for v in views if v.ok}
+    silent = sorted(snapshot.live_broker_ids - answered)
+    if silent:
+        why.append(f"brokers {silent} did not answer for their own metadata")
+    for v in views:
+        if not v.ok:
+            continue
+        wrong = [f"{n} says {v.leader_of(n)}" for n in names if n in by_name and v.leader_of(n) != by_name[n].leader]
+        if wrong:
+            why.append(f"broker {v.broker_id}'s own metadata disagrees with ZooKeeper: {', '.join(wrong[:6])}")
+    for m in metrics:
+        if not m.ok:
+            continue
+        bound = (queued_max or {}).get(m.broker_id, DEFAULT_QUEUED_MAX_REQUESTS)
+        q = m.get(REQUEST_QUEUE, "Value")
+        if q is not None and q >= queue_ratio * bound:
+            why.append(f"broker {m.broker_id}'s request queue is saturated: {q:g} of queued.max.requests {bound}")
+    return why

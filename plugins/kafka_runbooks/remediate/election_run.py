@@ -1,0 +1,255 @@
+"""The deferred preferred-replica election's I/O (issue 7): reading whether it may run, and running the approved
+batches under the cluster's maintenance lock. Decisions are ``remediate/election.py``'s (pure).
+
+Each batch: fresh state from ZooKeeper; the partitions still not led by their preferred replica are written to
+``/admin/preferred_replica_election`` (refused if the znode exists: another election is pending); the controller
+deletes the znode when it has processed it (waited for, ``election.znode_timeout_s``); then, within
+``election.convergence_s``, ZooKeeper must say the preferred replicas lead, every broker's own metadata must agree,
+a canary round (one acks=all record through every leader of the canary topic, read back) must succeed, and no
+broker's request queue may be saturated (JmxTool on each broker host, when ``leadership.jmx``).
+Anything else halts: nothing further is elected, the ledger and the audit say where and why, and ``Halted`` carries
+the text the failure callback pages on-call with. Every action is audited in the election's record.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from kafka_runbooks import clock
+from kafka_runbooks.config import ClusterConfig
+from kafka_runbooks.model import Plan
+from kafka_runbooks.remediate import election as E
+from kafka_runbooks.remediate import ledger as L
+from kafka_runbooks.remediate.executor import Halted, Refused, describe_state
+
+log = logging.getLogger(__name__)
+BATCH_DONE = "batch_done"
+
+
+def read_metrics(config: ClusterConfig, snapshot) -> tuple[list, dict[int, int], list[str]]:
+    """Request-path JMX of every registered, configured broker (JmxTool over SSH, ``detect/leadership_observe``),
+    each broker's queued.max.requests from its server.properties (when set), and notes."""
+    import dataclasses
+
+    from kafka_runbooks.detect.leadership_observe import read_hosts
+
+    cfg = dataclasses.replace(config, leadership=dataclasses.replace(config.leadership, controller_log=False, jmx=True))
+    parts = read_hosts(cfg, [b for b in snapshot.brokers if b.id in config.hosts], set(snapshot.live_broker_ids))
+    queued = {}
+    for x in parts:
+        try:
+            queued[x.broker_id] = int((x.static or {})["queued.max.requests"])
+        except (KeyError, ValueError):
+            pass
+    return [x.metrics for x in parts if x.metrics is not None], queued, [n for x in parts for n in x.notes]
+
+
+def check_ready(config: ClusterConfig, conditions: Mapping[str, Any]) -> tuple[list[str], dict[str, Any]]:
+    """(why it may not run now, what was seen). One ZooKeeper session; JMX only when traffic thresholds are set."""
+    from kafka_runbooks.detect.snapshot import read_snapshot
+    from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
+    from kafka_runbooks.remediate.lock import holders
+
+    with ZooKeeperHook(config.zk_conn_id, timeout_s=config.capture.connect_timeout_s).session() as zk:
+        snapshot = read_snapshot(zk, config.name)
+        held = holders(zk, config.name)
+    metrics, notes = [], []
+    if conditions.get("max_bytes_in_per_s") is not None or conditions.get("max_requests_per_s") is not None:
+        metrics, _, notes = read_metrics(config, snapshot)
+    why = E.readiness(snapshot, conditions, clock.now(), lock_holders=held, metrics=metrics)
+    return why, {"at": snapshot.taken_at, "notes": notes, "controller": snapshot.controller_id}
+
+
+@dataclass
+class Execution:
+    config: ClusterConfig
+    plan: Plan
+    record_id: str
+    dag_id: str
+    run_id: str
+    task_id: str
+    try_number: int
+    approver: str
+    starter: str | None
+    canary: bool
+    timings: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _elect_znode(zk, partitions: list[str], timeout_s: float) -> float:
+    """Writes the znode and waits until the controller deletes it; the seconds that took."""
+    from kazoo.exceptions import NodeExistsError
+
+    from kafka_runbooks.remediate.waits import Waker, wait_for
+
+    t0 = time.monotonic()
+    try:
+        zk.create(E.ZNODE, E.znode_payload(partitions))
+    except NodeExistsError:
+        raise Halted(f"{E.ZNODE} already exists: another preferred election is pending; nothing was written") from None
+    waker = Waker()
+    gone = wait_for(lambda: True if zk.exists(E.ZNODE, watch=waker) is None else None, timeout_s=timeout_s, poll_s=1.0, waker=waker)
+    if gone is None:
+        raise Halted(f"the controller did not delete {E.ZNODE} within {timeout_s:g} s (no active controller, or it is stuck); "
+                     "the znode was left for it")
+    return time.monotonic() - t0
+
+
+def _elect_admin(config: ClusterConfig, snapshot, partitions: list[str], timeout_s: float) -> float:
+    from confluent_kafka import ElectionType, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    from kafka_runbooks.hooks.kafka import KafkaHook, broker_address, client_config
+
+    hook = KafkaHook(config.kafka_conn_id, listener=config.listener)
+    bootstrap = ",".join(broker_address(b, config.listener) for b in snapshot.brokers)
+    admin = AdminClient(client_config(hook.base_config(), bootstrap, timeout_s))
+    t0 = time.monotonic()
+    tps = [TopicPartition(n.rpartition("-")[0], int(n.rpartition("-")[2])) for n in partitions]
+    result = admin.elect_leaders(ElectionType.PREFERRED, tps).result(timeout=timeout_s)  # no kwargs: ENVIRONMENT.md
+    errors = {f"{tp.topic}-{tp.partition}": str(err) for tp, err in result.items() if err is not None}
+    if errors:
+        raise Halted(f"elect_leaders answered errors: {errors}")
+    return time.monotonic() - t0
+
+
+def _converge(zk, ex: Execution, batch: list[str]) -> dict[str, Any]:
+    """Waits until the batch converged and a canary round succeeded; Halted with the last reasons otherwise."""
+    from kafka_runbooks.detect.snapshot import read_snapshot
+    from kafka_runbooks.hooks.kafka import KafkaHook
+    from kafka_runbooks.remediate.gates import canary_leaders
+
+    cfg = ex.config
+    hook = KafkaHook(cfg.kafka_conn_id, listener=cfg.listener)
+    t0 = time.monotonic()
+    deadline = t0 + cfg.election.convergence_s
+    last: list[str] = []
+    canary_failed: list[str] = []
+    rounds = 0
+    jmx_rounds = 0
+    diverged_s = None
+    while True:
+        snapshot = read_snapshot(zk, cfg.name)
+        views = hook.metadata_views(snapshot.brokers, cfg.leadership.view_timeout_s)
+        last = E.convergence(snapshot, batch, views=views)
+        if not last:
+            diverged_s = diverged_s if diverged_s is not None else time.monotonic() - t0
+            if not ex.canary:
+                break
+            led = canary_leaders(snapshot, cfg.canary.topic)
+            brokers = [b for b in (snapshot.broker(x) for x in sorted(led)) if b is not None]
+            results = hook.canary(brokers, {b.id: led[b.id] for b in brokers}, cfg.canary.topic, cfg.canary.timeout_s) if brokers else []
+            rounds += 1
+            bad = [r for r in results if not r.ok]
+            if results and not bad:
+                if not cfg.leadership.jmx:
+                    break
+                metrics, queued, _ = read_metrics(cfg, snapshot)  # request queues: JmxTool on each broker host
+                last = E.convergence(snapshot, batch, views=views, metrics=metrics, queue_ratio=cfg.leadership.queue_ratio,
+                                     queued_max=queued)
+                jmx_rounds += 1
+                if not last:
+                    break
+            canary_failed += [f"leader {r.broker_id} partition {r.partition}: {r.error_code} {r.error}" for r in bad] or \
+                [f"no leader of {cfg.canary.topic} to write to"]
+            last = ["canary failed: " + "; ".join(canary_failed[-3:])]
+        if time.monotonic() >= deadline:
+            raise Halted(f"batch did not converge within {cfg.election.convergence_s:g} s: " + "; ".join(last[:6]))
+        time.sleep(min(cfg.election.poll_s, 1.0))
+    if canary_failed:
+        # a failed canary produce is what incident 003's clients saw: never continued past, even if a later round passed
+        raise Halted("canary produce/consume failed after the batch: " + "; ".join(canary_failed[:5]))
+    return {"converged_s": round(diverged_s or 0.0, 2), "canary_rounds": rounds, "canary_failures": len(canary_failed),
+            "queue_checks": jmx_rounds,
+            "total_s": round(time.monotonic() - t0, 2)}
+
+
+def run(ex: Execution) -> dict[str, Any]:
+    """Runs the approved batches. Raises Refused (nothing changed) or Halted (stopped after an action)."""
+    from kafka_runbooks.detect.snapshot import read_snapshot
+    from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
+    from kafka_runbooks.incidents.store import IncidentStore
+    from kafka_runbooks.remediate.lock import LockBusy, LockLost, MaintenanceLock
+
+    cfg = ex.config
+    store = IncidentStore(cfg.incident_base)
+    ledger = L.Ledger(cfg.incident_base, ex.record_id)
+    where = {"run_id": ex.run_id, "dag_id": ex.dag_id, "task_id": ex.task_id, "try": ex.try_number}
+    method = E.election_method(cfg)
+
+    def audit(action: str, outcome: str, details: Mapping[str, Any] | None = None) -> None:
+        store.audit(ex.record_id, actor=ex.approver, action=action, outcome=outcome, details={**(details or {}), **where})
+
+    elected: list[str] = []
+    batch_no = 0
+    with ZooKeeperHook(cfg.zk_conn_id, timeout_s=cfg.capture.connect_timeout_s).session() as zk:
+        lock = MaintenanceLock(zk, cfg.name, run=ex.run_id, dag=ex.dag_id, user=ex.starter, purpose=E.KIND)
+        try:
+            identity = lock.acquire(cfg.gates.lock_wait_s)
+        except LockBusy as exc:
+            audit("maintenance_lock", "busy", {"holders": exc.holders})
+            ledger.append("refused", ex.run_id, reason=str(exc))
+            raise Refused(str(exc)) from exc
+        audit("maintenance_lock", "acquired", identity)
+        t_all = time.monotonic()
+        try:
+            for batch_no, step in enumerate(ex.plan.steps, 1):
+                lock.check()
+                snapshot = read_snapshot(zk, cfg.name)
+                by_name = {p.name: p for p in snapshot.partitions}
+                todo = [n for n in step.partitions if n in by_name and by_name[n].leader != E.preferred(by_name[n])]
+                not_in_isr = [n for n in todo if E.preferred(by_name[n]) not in by_name[n].isr]
+                if not_in_isr:
+                    raise Halted(f"batch {batch_no}: broker {step.broker_id} is not in the ISR of {', '.join(not_in_isr[:8])} "
+                                 "any more: it is not ready; nothing of this batch was elected")
+                if not todo:
+                    audit("elect_batch", "skipped", {"batch": batch_no, "why": "already led by the preferred replica"})
+                    ledger.append(BATCH_DONE, ex.run_id, batch=batch_no, broker_id=step.broker_id, partitions=[], skipped=True)
+                    continue
+                ledger.append(L.STEP_STARTED, ex.run_id, batch=batch_no, broker_id=step.broker_id, partitions=todo)
+                t0 = time.monotonic()
+                if method == "zookeeper":
+                    took = _elect_znode(zk, todo, cfg.election.znode_timeout_s)
+                else:
+                    took = _elect_admin(cfg, snapshot, todo, cfg.election.znode_timeout_s)
+                audit("elect_batch", "ok", {"batch": batch_no, "broker_id": step.broker_id, "partitions": todo, "method": method,
+                                            "znode": E.ZNODE if method == "zookeeper" else None, "controller_s": round(took, 2)})
+                lock.check()
+                conv = _converge(zk, ex, todo)
+                timing = {"batch": batch_no, "broker_id": step.broker_id, "partitions": len(todo),
+                          "elect_s": round(took, 2), **conv, "batch_s": round(time.monotonic() - t0, 2)}
+                ex.timings.append(timing)
+                audit("convergence", "ok", timing)
+                ledger.append(BATCH_DONE, ex.run_id, batch=batch_no, broker_id=step.broker_id, partitions=todo, timing=timing)
+                elected += todo
+        except Halted as exc:
+            _halt(ex, ledger, audit, zk, batch_no, str(exc))
+        except LockLost as exc:
+            _halt(ex, ledger, audit, zk, batch_no, str(exc))
+        except Exception as exc:  # noqa: BLE001 - ZooKeeper, Kafka client: anything else halts the same way
+            _halt(ex, ledger, audit, zk, batch_no, f"unexpected error: {type(exc).__name__}: {exc}")
+        finally:
+            lock.release()
+            audit("maintenance_lock", "released")
+    wall_s = round(time.monotonic() - t_all, 2)
+    ledger.append(L.COMPLETED, ex.run_id, elected=elected, wall_s=wall_s)
+    return {"elected": elected, "batches": len(ex.plan.steps), "approved_by": ex.approver, "timings": ex.timings,
+            "canary_failures": sum(t.get("canary_failures", 0) for t in ex.timings), "record_id": ex.record_id, "wall_s": wall_s}
+
+
+def _halt(ex: Execution, ledger, audit, zk, batch_no: int, reason: str) -> None:
+    from kafka_runbooks.detect.snapshot import read_snapshot
+
+    try:
+        snapshot = read_snapshot(zk, ex.config.name)
+    except Exception:  # noqa: BLE001
+        snapshot = None
+    state = describe_state(snapshot, ex.config.hosts)
+    ledger.append(L.HALTED, ex.run_id, batch=batch_no, reason=reason, state=state)
+    audit("halt", "failed", {"batch": batch_no, "reason": reason, "state": state})
+    text = [f"preferred election of cluster {ex.config.name} HALTED at batch {batch_no} of {len(ex.plan.steps)}", reason,
+            "cluster now:", *[f"  {line}" for line in state],
+            f"nothing further was elected (record {ex.record_id}, {clock.now_iso()}); see {E.RUNBOOK}"]
+    raise Halted("\n".join(text))

@@ -1,0 +1,59 @@
+"""Daily time windows ("22:00-06:00", UTC) a deferred remediation may run in. Pure."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from typing import Iterable
+
+_WINDOW = re.compile(r"^\s*([01]\d|2[0-3]):([0-5]\d)\s*-\s*([01]\d|2[0-3]|24):([0-5]\d)\s*$")
+
+
+def parse_window(text: str) -> tuple[int, int]:
+    """"HH:MM-HH:MM" -> (start minute of the day, end minute); the end may be before the start (wraps
+    midnight); "00:00-24:00" is the whole day. Raises ValueError naming the expected form."""
+    m = _WINDOW.match(str(text))
+    if not m:
+        raise ValueError(f"window {text!r} is not 'HH:MM-HH:MM' (UTC)")
+    start = int(m.group(1)) * 60 + int(m.group(2))
+    end = int(m.group(3)) * 60 + int(m.group(4))
+    if end > 24 * 60 or start == end:
+        raise ValueError(f"window {text!r} is empty or ends after 24:00")
+    return start, end
+
+
+def _minute(t: dt.datetime) -> int:
+    t = t.astimezone(dt.timezone.utc)
+    return t.hour * 60 + t.minute
+
+
+def in_window(now: dt.datetime, windows: Iterable[str]) -> bool:
+    """No window configured: always open."""
+    windows = list(windows)
+    if not windows:
+        return True
+    m = _minute(now)
+    for w in windows:
+        start, end = parse_window(w)
+        if (start <= m < end) if start < end else (m >= start or m < end):
+            return True
+    return False
+
+
+def next_open(now: dt.datetime, windows: Iterable[str]) -> dt.datetime | None:
+    """When the next window opens (``now`` if one is open; None without windows)."""
+    windows = list(windows)
+    if not windows:
+        return None
+    if in_window(now, windows):
+        return now
+    now = now.astimezone(dt.timezone.utc).replace(second=0, microsecond=0)
+    best = None
+    for w in windows:
+        start, _ = parse_window(w)
+        day = now.replace(hour=0, minute=0)
+        candidate = day + dt.timedelta(minutes=start)
+        if candidate <= now:
+            candidate += dt.timedelta(days=1)
+        best = candidate if best is None or candidate < best else best
+    return best

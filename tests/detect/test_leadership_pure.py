@@ -1,0 +1,266 @@
+"""Issue 7's detectors on hand-built snapshots and histories (pure): Kafka's imbalance rule, the automatic-rebalance
+hazard, the election storm, metadata divergence, request saturation, connection storms, JmxTool's answer and the
+controller's log lines -- each wired into the health check's ``detect``."""
+
+import dataclasses
+import datetime as dt
+
+from kafka_runbooks import clock
+from kafka_runbooks.config import LeadershipSettings
+from kafka_runbooks.detect.controller_log import controller_events
+from kafka_runbooks.detect.detectors import OPENS_INCIDENT, detect
+from kafka_runbooks.detect.history import Sample, broker_series
+from kafka_runbooks.detect.jmx import (FAILED_PRODUCE, REQUEST_QUEUE, parse_jmxtool_csv, request_metric)
+from kafka_runbooks.detect.leadership import LEADERSHIP, RUNBOOK, imbalance, leadership_sample
+from kafka_runbooks.model import Broker, CanaryResult, MetadataView, RequestMetrics
+from snapshot_builders import P, snap
+
+NOW = "2024-01-01T00:00:00Z"
+
+
+def at(seconds_before: float) -> str:
+    return clock.iso(clock.parse(NOW) - dt.timedelta(seconds=seconds_before))
+
+
+def kinds(findings):
+    return [f.kind for f in findings]
+
+
+def of(findings, kind):
+    return [f for f in findings if f.kind == kind]
+
+
+def brokers(registered_3=None, session_3=0x33):
+    return tuple(Broker(b, f"kafka{b}", 9092, registered_at=registered_3 if b == 3 else at(86400),
+                        session_id=session_3 if b == 3 else b) for b in (1, 2, 3))
+
+
+def parts(leaders_of_3=1, isr3=True, n=4):
+    """Four partitions preferring broker 3 (led by ``leaders_of_3``), four preferring 1 (led by 1)."""
+    out = [P("orders", i, (3, 1, 2), leaders_of_3, (3, 1, 2) if isr3 else (1, 2)) for i in range(n)]
+    out += [P("orders", n + i, (1, 2, 3), 1, (1, 2, 3)) for i in range(n)]
+    return out
+
+
+def settings_static(on: str | None = "true", **more):
+    cfg = {} if on is None else {"auto.leader.rebalance.enable": on}
+    cfg.update(more)
+    return {str(b): dict(cfg) for b in (1, 2, 3)}
+
+
+# --------------------------------------------------------------------------- imbalance
+
+def test_imbalance_follows_kafkas_rule_and_threshold():
+    s = snap(parts(leaders_of_3=1), static_configs=settings_static("false"))
+    table = imbalance(s)
+    assert table[3]["preferred"] == 4 and len(table[3]["not_led"]) == 4 and table[3]["ratio"] == 1.0
+    assert table[1]["ratio"] == 0.0
+    found = of(detect(s), "leadership_imbalance")
+    assert [f.broker_ids for f in found] == [(3,)]
+    assert "kafka_preferred_election" in found[0].summary and found[0].details["runbook"] == RUNBOOK
+    # 1 of 4 not led is 25 %: above 10 % but below a 30 % setting
+    one_off = [P("orders", 0, (3, 1, 2), 1, (3, 1, 2))] + [P("orders", i, (3, 1, 2), 3, (3, 1, 2)) for i in range(1, 4)]
+    assert of(detect(snap(one_off)), "leadership_imbalance")
+    assert not of(detect(snap(one_off, static_configs=settings_static("false", **{"leader.imbalance.per.broker.percentage": "30"}))),
+                  "leadership_imbalance")
+
+
+def test_balanced_cluster_has_no_leadership_findings():
+    s = snap(parts(leaders_of_3=3), brokers=(1, 2, 3), static_configs=settings_static("true"))
+    assert not [f for f in detect(s) if f.details.get("problem") == "leadership"]
+
+
+# --------------------------------------------------------------------------- the hazard
+
+def test_hazard_when_rebalance_on_and_broker_3_just_returned_not_in_isr():
+    s = snap(parts(leaders_of_3=1, isr3=False), static_configs=settings_static("true"))
+    s = s.__class__(**{**s.__dict__, "brokers": brokers(registered_3=at(60))})
+    found = of(detect(s), "rebalance_hazard")
+    assert len(found) == 1 and found[0].broker_ids == (3,)
+    f = found[0]
+    assert "not in the ISR of 4" in f.summary and "auto.leader.rebalance.enable=false" in f.summary
+    assert f.details["config_change"]["set"] == {"auto.leader.rebalance.enable": "false"}
+    assert any(e.source == "zookeeper:/brokers/ids/3" for e in f.evidence)
+
+
+def test_no_hazard_when_rebalance_off_or_unknown_or_nobody_returned():
+    base = snap(parts(leaders_of_3=1, isr3=False))
+    fresh = brokers(registered_3=at(60))
+    off = base.__class__(**{**base.__dict__, "brokers": fresh, "static_configs": settings_static("false")})
+    unknown = base.__class__(**{**base.__dict__, "brokers": fresh})  # server.properties not read: nothing claimed
+    old = base.__class__(**{**base.__dict__, "brokers": brokers(registered_3=at(86400)), "static_configs": settings_static("true")})
+    for s in (off, unknown):
+        assert not of(detect(s), "rebalance_hazard")
+    # registered a day ago, a single session: not returning (the ISR gap alone is isr's finding, not this one)
+    assert not of(detect(old), "rebalance_hazard")
+
+
+def test_default_true_when_server_properties_read_without_the_key():
+    s = snap(parts(leaders_of_3=1, isr3=False), static_configs=settings_static(None, **{"num.io.threads": "8"}))
+    s = s.__class__(**{**s.__dict__, "brokers": brokers(registered_3=at(60))})
+    f = of(detect(s), "rebalance_hazard")[0]
+    assert "Kafka's default, true" in f.details["auto_rebalance_source"]
+
+
+def test_flapping_sessions_in_history_are_the_hazard_too():
+    s = snap(parts(leaders_of_3=3), static_configs=settings_static("true"))
+    s = s.__class__(**{**s.__dict__, "brokers": brokers(registered_3=at(3600), session_3=0x35)})
+    history = {broker_series(3): [Sample(at(600), {"session_id": 0x33, "registered_at": at(700)}),
+                                  Sample(at(300), {"session_id": 0x34, "registered_at": at(320)}),
+                                  Sample(NOW, {"session_id": 0x35})]}
+    f = of(detect(s, history=history), "rebalance_hazard")
+    assert len(f) == 1 and len(f[0].details["sessions"]) == 3
+    assert any(e.source == "history:broker-3/session_id" for e in f[0].evidence)
+
+
+# --------------------------------------------------------------------------- storm and divergence
+
+def _leader_history(moves):
+    """moves: [(seconds before, leader before, epoch before, leader after, epoch after)] of orders-0."""
+    return {LEADERSHIP: [Sample(at(t), {"changes": {"orders-0": [a, b, c, d]}}) for t, a, b, c, d in moves]}
+
+
+def test_election_storm_from_epoch_churn_and_canary_not_leader():
+    s = snap(parts(leaders_of_3=3),
+             canary=(CanaryResult(3, "canary", 0, ok=False, error_code="NOT_LEADER_FOR_PARTITION", at=NOW),))
+    h = _leader_history([(900, 1, 426, 3, 427), (600, 3, 427, 1, 428), (300, 1, 428, 3, 429)])
+    f = of(detect(s, history=h), "election_storm")
+    assert len(f) == 1 and f[0].severity.value == "critical" and f[0].partitions[0] == "orders-0"
+    assert "426 -> 429" in f[0].summary and f[0].details["canary_not_leader"] == [3]
+    assert "election_storm" in OPENS_INCIDENT
+    # the same churn older than the window is no storm; two changes are below storm_epoch_changes
+    assert not of(detect(s, history=_leader_history([(4000, 1, 426, 3, 427), (3900, 3, 427, 1, 428), (3800, 1, 428, 3, 429)])),
+                  "election_storm")
+    assert not of(detect(snap(parts(3)), history=_leader_history([(600, 3, 427, 1, 428), (300, 1, 428, 3, 429)])),
+                  "election_storm")
+
+
+def test_storm_cites_automatic_elections_from_the_controller_log():
+    log = ("[2024-01-01 23:55:00,000] INFO [Controller id=1] Processing automatic preferred replica leader election "
+           "(kafka.controller.KafkaController)\n"
+           "[2024-01-01 23:55:00,500] INFO [Controller id=1] Starting preferred replica leader election for partitions "
+           "orders-0,orders-1 (kafka.controller.KafkaController)\n"
+           "[2024-01-01 23:56:00,000] INFO [Controller id=1] Starting preferred replica leader election for partitions "
+           "orders-2 (kafka.controller.KafkaController)\n"
+           "[2024-01-01 23:57:00,000] WARN [Controller id=1] Partition orders-0 failed to complete preferred replica leader "
+           "election to 3. Leader is still 1 (kafka.controller.KafkaController)\n")
+    events = controller_events(log, broker_id=1)
+    assert [(e.what, e.attrs.get("automatic")) for e in events] == [
+        ("auto_preferred_election", None), ("preferred_election", "true"), ("preferred_election", "false"),
+        ("preferred_election_failed", None)]
+    assert events[1].attrs["partitions"] == "orders-0,orders-1" and events[1].line_no == 2
+    s = dataclasses.replace(snap(parts(3), controller_log=tuple(events)), taken_at="2024-01-02T00:00:00Z")
+    h = {LEADERSHIP: [Sample(t, {"changes": {"orders-0": [a, b, c, d]}}) for t, a, b, c, d in
+                      (("2024-01-01T23:50:00Z", 1, 1, 3, 2), ("2024-01-01T23:52:00Z", 3, 2, 1, 3), ("2024-01-01T23:55:01Z", 1, 3, 3, 4))]}
+    f = of(detect(s, history=h), "election_storm")[0]
+    assert f.details["automatic_elections_count"] == 1 and f.details["failed_elections"] == 1
+    assert any(e.lines == (2,) for e in f.evidence)
+
+
+def _views(stale_leader=1, stale_epoch=426):
+    return (MetadataView(1, "kafka1:9092", True, NOW, {"orders-0": (3, 435)}),
+            MetadataView(2, "kafka2:9092", True, NOW, {"orders-0": (3, 435)}),
+            MetadataView(3, "kafka3:9092", True, NOW, {"orders-0": (stale_leader, stale_epoch)}))
+
+
+def test_metadata_divergence_table_and_since_when():
+    p0 = P("orders", 0, (3, 1, 2), 3, (3, 1, 2))
+    p0 = p0.__class__(**{**p0.__dict__, "leader_epoch": 435})
+    s = snap([p0], metadata_views=_views())
+    # the history: agreed 5 min ago, diverged since 2 min ago
+    previous = {LEADERSHIP: [Sample(at(300), {"diverged": {}}),
+                             Sample(at(120), {"diverged": {"orders-0": {"zk": [3, 433], "views": {"1": [3, 433], "2": [3, 433], "3": [1, 426]}}}}),
+                             Sample(at(60), {"diverged": {"orders-0": {"zk": [3, 435], "views": {"1": [3, 435], "2": [3, 435], "3": [1, 426]}}}})]}
+    f = of(detect(s, history=previous), "metadata_divergence")
+    assert len(f) == 1 and f[0].broker_ids == (3,) and f[0].severity.value == "critical"
+    assert f[0].details["since"] == at(120) and f[0].details["lasted_s"] == 120.0
+    table = f[0].details["table"]
+    assert table["columns"] == "time | ZooKeeper leader@epoch | broker 1 | broker 2 | broker 3"
+    assert [r["zk"] for r in table["rows"]] == [[3, 433], [3, 435], [3, 435]]
+    assert "broker 3 says 1@426" in f[0].summary
+    # a broker that has not heard of the partition diverges too; all agreeing is no finding
+    assert of(detect(snap([p0], metadata_views=(MetadataView(3, "kafka3:9092", True, NOW, {}),))), "metadata_divergence")
+    assert not of(detect(snap([p0], metadata_views=_views(3, 435))), "metadata_divergence")
+    # failed views are not taken as disagreement
+    assert not of(detect(snap([p0], metadata_views=(MetadataView(3, "kafka3:9092", False, NOW, error="timeout"),))),
+                  "metadata_divergence")
+
+
+def test_leadership_sample_records_only_changes_and_the_divergence():
+    s1 = dataclasses.replace(snap([P("orders", 0, (3, 1, 2), 1, (1, 2))]), taken_at=at(60))
+    sample, state = leadership_sample({}, s1)
+    assert sample.values["changes"] == {} and state["partitions"] == {"orders-0": [1, 0]}
+    p = P("orders", 0, (3, 1, 2), 3, (3, 1, 2))
+    s2 = snap([p.__class__(**{**p.__dict__, "leader_epoch": 1})], metadata_views=_views(1, 0))
+    sample, state = leadership_sample(state, s2)
+    assert sample.values["changes"] == {"orders-0": [1, 0, 3, 1]}
+    assert set(sample.values["diverged"]) == {"orders-0"}
+
+
+# --------------------------------------------------------------------------- request path
+
+def _metrics(queue=0.0, p99=1.0, failed=0.0):
+    return RequestMetrics(3, True, NOW, {f"{REQUEST_QUEUE}:Value": queue,
+                                         f"{request_metric('RequestQueueTimeMs', 'Produce')}:99thPercentile": p99,
+                                         f"{FAILED_PRODUCE}:OneMinuteRate": failed})
+
+
+def test_request_saturation_against_queued_max_requests_with_the_kip291_note():
+    s = snap(parts(3), request_metrics=(_metrics(queue=450),))
+    f = of(detect(s, kafka_version="1.1.0"), "request_queue_saturated")
+    assert len(f) == 1 and "450 of queued.max.requests 500" in f[0].summary and "KIP-291" in f[0].details["kip_291"]
+    assert f[0].details["runbook"] == RUNBOOK
+    # raised queued.max.requests: 450 of 2000 is no saturation
+    assert not of(detect(snap(parts(3), request_metrics=(_metrics(queue=450),),
+                              static_configs={"3": {"queued.max.requests": "2000"}})), "request_queue_saturated")
+    # queue-time histograms alone (a broker that hung earlier keeps its p99s for minutes) are no saturation ...
+    assert not of(detect(snap(parts(3), request_metrics=(_metrics(p99=40735),))), "request_queue_saturated")
+    # ... they are cited with a full queue
+    slow = of(detect(snap(parts(3), request_metrics=(_metrics(queue=480, p99=2500),))), "request_queue_saturated")
+    assert slow and "Produce RequestQueueTimeMs p99 2500 ms" in slow[0].summary
+    failing = of(detect(snap(parts(3), request_metrics=(_metrics(failed=3.5),))), "requests_failing")
+    assert failing and "failed produce requests 3.50/s" in failing[0].summary
+    assert not [f for f in detect(snap(parts(3), request_metrics=(_metrics(),))) if f.kind in ("request_queue_saturated", "requests_failing")]
+
+
+def test_connection_storm_against_the_brokers_own_median():
+    def hist(values):
+        return {broker_series(3): [Sample(at(60 * (len(values) - i)), {"established": v}) for i, v in enumerate(values)]}
+
+    s = snap(parts(3))
+    f = of(detect(s, history=hist([100, 110, 105, 120, 400])), "connection_storm")
+    assert len(f) == 1 and f[0].details["median"] == 107.5 and f[0].details["established"] == 400
+    assert not of(detect(s, history=hist([100, 110, 105, 120, 150])), "connection_storm")  # not 2x
+    assert not of(detect(s, history=hist([10, 12, 11, 60])), "connection_storm")  # below connection_min
+    assert not of(detect(s, history=hist([100, 400])), "connection_storm")  # too little history
+
+
+def test_jmxtool_csv_both_forms_and_garbage():
+    one_time = ('kafka.network:type=RequestChannel,name=RequestQueueSize:Value,"7.0"\n'
+                'kafka.server:type=BrokerTopicMetrics,name=FailedProduceRequestsPerSec:OneMinuteRate,"0.5"\n')
+    values, problems = parse_jmxtool_csv(one_time)
+    assert values == {f"{REQUEST_QUEUE}:Value": 7.0, f"{FAILED_PRODUCE}:OneMinuteRate": 0.5} and problems == []
+    tabular = f'"time","{REQUEST_QUEUE}:Value","b:Count"\n1,"3","4"\n2,"9","10"\n'  # with a reporting interval: the last row
+    assert parse_jmxtool_csv(tabular)[0] == {f"{REQUEST_QUEUE}:Value": 9.0, "b:Count": 10.0}
+    values, problems = parse_jmxtool_csv("Exception in thread main java.io.IOException: Failed to retrieve RMIServer stub\n")
+    assert values == {} and "no JmxTool values" in problems[0]
+    assert parse_jmxtool_csv("")[1] == ["JmxTool printed nothing"]
+
+
+def test_leadership_settings_reach_the_detectors():
+    s = snap(parts(leaders_of_3=1, isr3=False), static_configs=settings_static("true"))
+    s = s.__class__(**{**s.__dict__, "brokers": brokers(registered_3=at(600))})
+    assert of(detect(s), "rebalance_hazard")
+    assert not of(detect(s, leadership=LeadershipSettings(returned_s=300.0)), "rebalance_hazard")
+
+
+def test_a_broker_that_just_registered_gets_one_check_to_learn_the_leaders():
+    p0 = P("orders", 0, (3, 1, 2), 1, (3, 1, 2))
+    views = tuple(MetadataView(b, f"kafka{b}:9092", True, NOW, {"orders-0": (2 if b == 3 else 1, 0)}) for b in (1, 2, 3))
+    s = snap([p0], metadata_views=views)
+    s = s.__class__(**{**s.__dict__, "brokers": brokers(registered_3=at(10))})
+    assert not of(detect(s), "metadata_divergence")  # first check after its start: not yet
+    earlier = {LEADERSHIP: [Sample(at(30), {"diverged": {"orders-0": {"zk": [1, 0], "views": {"3": [2, 0]}}}})]}
+    assert of(detect(s, history=earlier), "metadata_divergence")  # still diverging at the next check: reported
+    old = s.__class__(**{**s.__dict__, "brokers": brokers(registered_3=at(3600))})
+    assert of(detect(old), "metadata_divergence")  # a broker up for an hour: reported at once

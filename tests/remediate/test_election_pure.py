@@ -1,0 +1,158 @@
+"""The deferred preferred election's decisions (pure): the batches, when it may run, when a batch converged, the
+znode payload, the approval text; the DAG's shape (the election is gated by the approval and the deferred wait)."""
+
+import dataclasses
+import datetime as dt
+import json
+
+import pytest
+
+from kafka_runbooks import clock
+from kafka_runbooks.config import ClusterConfig
+from kafka_runbooks.model import Broker, MetadataView, Plan, RequestMetrics
+from kafka_runbooks.remediate import election as E
+from kafka_runbooks.remediate.briefing import approval_body
+from kafka_runbooks.remediate.digest import plan_digest
+from snapshot_builders import P, snap
+
+NOW = clock.parse("2024-01-01T12:00:00Z")
+
+
+def config(**election):
+    return ClusterConfig.from_dict("c1", {"zk_conn_id": "zk", "hosts": {"1": "h1", "2": "h2", "3": "h3"}, "election": election})
+
+
+def moved_away(n_plain=23, n_offsets=7, isr3=True):
+    """Broker 3 is the preferred replica of everything here but leads nothing (incident 003 after its return)."""
+    isr = (3, 1, 2) if isr3 else (1, 2)
+    return ([P("orders", i, (3, 1, 2), 1, isr) for i in range(n_plain)]
+            + [P("__consumer_offsets", i, (3, 2, 1), 2, isr) for i in range(n_offsets)]
+            + [P("payments", 0, (1, 2, 3), 1, (1, 2, 3))])
+
+
+def with_brokers(s, registered_3_s=3600, session=0x33):
+    brokers = tuple(Broker(b, f"kafka{b}", 9092, registered_at=clock.iso(NOW - dt.timedelta(seconds=registered_3_s if b == 3 else 86400)),
+                           session_id=session if b == 3 else b) for b in (1, 2, 3))
+    return dataclasses.replace(s, brokers=brokers)
+
+
+def test_batches_per_target_broker_offsets_last_in_smaller_batches():
+    plan = E.plan_election(snap(moved_away()), config(batch_size=10, offsets_batch_size=3), deadline_at="2024-01-02T12:00:00Z")
+    assert not plan.refused and plan.kind == E.KIND
+    sizes = [(s.broker_id, len(s.partitions), s.partitions[0].startswith("__consumer_offsets")) for s in plan.steps]
+    assert sizes == [(3, 10, False), (3, 10, False), (3, 3, False), (3, 3, True), (3, 3, True), (3, 1, True)]
+    assert "group coordinators" in plan.steps[3].reason and plan.steps[0].reason.startswith("batch 1 of 6")
+    assert "payments-0" not in [n for s in plan.steps for n in s.partitions]  # already preferred
+    assert plan.conditions["brokers"] == [3] and plan.conditions["deadline_at"] == "2024-01-02T12:00:00Z"
+    assert plan.conditions["method"] == "zookeeper"
+    assert Plan.from_dict(json.loads(json.dumps(plan.to_dict()))) == plan  # through XCom unchanged (the digest holds)
+
+
+def test_nothing_to_elect_and_unknown_broker_are_refused_with_reasons():
+    balanced = [P("orders", 0, (3, 1, 2), 3, (3, 1, 2))]
+    assert "nothing to elect" in E.plan_election(snap(balanced), config()).refusals[0]
+    cfg = ClusterConfig.from_dict("c1", {"zk_conn_id": "zk", "hosts": {"1": "h1", "2": "h2"}})
+    refused = E.plan_election(snap(moved_away(2, 0)), cfg)
+    assert refused.refused and "no SSH connection for broker 3" in refused.refusals[0]
+    only_1 = E.plan_election(snap(moved_away()), config(), brokers=[1])
+    assert "preferring brokers [1]" in only_1.refusals[0]
+
+
+def test_znode_payload_is_kafkas_format():
+    assert json.loads(E.znode_payload(["orders-0", "__consumer_offsets-12", "a-b-3"])) == {
+        "version": 1, "partitions": [{"topic": "orders", "partition": 0}, {"topic": "__consumer_offsets", "partition": 12},
+                                     {"topic": "a-b", "partition": 3}]}
+    with pytest.raises(ValueError):
+        E.znode_payload(["no_index"])
+
+
+def conditions(**kw):
+    return {"brokers": [3], "stable_s": 600, "window": [], "max_bytes_in_per_s": None, "max_requests_per_s": None,
+            "deadline_at": "2024-01-01T13:00:00Z", **kw}
+
+
+def test_ready_only_when_every_condition_holds():
+    ready = with_brokers(snap(moved_away()), registered_3_s=3600)
+    assert E.readiness(ready, conditions(), NOW) == []
+    catching_up = with_brokers(snap(moved_away(isr3=False)), registered_3_s=3600)
+    why = E.readiness(catching_up, conditions(), NOW)
+    assert len(why) == 1 and "not yet in the ISR of 30 partition(s)" in why[0] and "still catching up" in why[0]
+    young = with_brokers(snap(moved_away()), registered_3_s=120)
+    assert "is 120 s old, less than the 600 s" in E.readiness(young, conditions(), NOW)[0]
+    gone = dataclasses.replace(ready, brokers=tuple(b for b in ready.brokers if b.id != 3))
+    assert E.readiness(gone, conditions(), NOW)[0] == "broker 3 is not registered in ZooKeeper"
+    closed = E.readiness(ready, conditions(window=["02:00-04:00"]), NOW)
+    assert closed == ["outside the quiet window ['02:00-04:00'] (UTC); it opens next at 2024-01-02T02:00:00.000Z"]
+    assert E.readiness(ready, conditions(window=["11:00-13:00"]), NOW) == []
+    locked = E.readiness(ready, conditions(), NOW, lock_holders=[{"run": "r1", "dag": "kafka_rolling_restart", "purpose": "rolling_restart"}])
+    assert "maintenance lock is held by run 'r1'" in locked[0]
+    pending = dataclasses.replace(ready, preferred_election_pending=("orders-1",))
+    assert "another preferred election is pending" in E.readiness(pending, conditions(), NOW)[0]
+
+
+def test_traffic_thresholds_from_jmx():
+    from kafka_runbooks.detect.jmx import BYTES_IN
+
+    ready = with_brokers(snap(moved_away()))
+
+    def m(b, v):
+        return RequestMetrics(b, True, values={f"{BYTES_IN}:OneMinuteRate": v})
+
+    quiet = [m(1, 10.0), m(2, 5.0), m(3, 0.0)]
+    assert E.readiness(ready, conditions(max_bytes_in_per_s=100), NOW, metrics=quiet) == []
+    busy = E.readiness(ready, conditions(max_bytes_in_per_s=100), NOW, metrics=[m(1, 5000.0), m(2, 5.0), m(3, 0.0)])
+    assert busy == ["traffic not quiet: bytes in/s broker 1 5000.0 above 100"]
+    unknown = E.readiness(ready, conditions(max_bytes_in_per_s=100), NOW, metrics=[m(1, 1.0)])
+    assert "brokers [2, 3] could not be read (JMX)" in unknown[0]
+
+
+def test_deadline_and_give_up_reason():
+    c = conditions()
+    assert not E.past_deadline(c, NOW) and E.past_deadline(c, NOW + dt.timedelta(hours=1))
+    text = E.give_up_reason(c, ["outside the quiet window"], 12)
+    assert "gave up at the deadline 2024-01-01T13:00:00Z after 12 check(s)" in text and "outside the quiet window" in text
+    assert "Nothing was changed" in text
+
+
+def test_convergence_needs_zookeeper_every_view_and_no_saturated_queue():
+    from kafka_runbooks.detect.jmx import REQUEST_QUEUE
+
+    s = snap([P("orders", 0, (3, 1, 2), 3, (3, 1, 2)), P("orders", 1, (3, 1, 2), 1, (3, 1, 2))])
+    agree = [MetadataView(b, f"kafka{b}:9092", True, leaders={"orders-0": (3, 1), "orders-1": (1, 0)}) for b in (1, 2, 3)]
+    assert E.convergence(s, ["orders-0"], views=agree) == []
+    assert "not led by the preferred replica: orders-1 (leader 1, preferred 3)" in E.convergence(s, ["orders-1"], views=agree)[0]
+    stale = agree[:2] + [MetadataView(3, "kafka3:9092", True, leaders={"orders-0": (1, 0)})]
+    assert E.convergence(s, ["orders-0"], views=stale) == ["broker 3's own metadata disagrees with ZooKeeper: orders-0 says 1"]
+    assert E.convergence(s, ["orders-0"], views=agree[:2]) == ["brokers [3] did not answer for their own metadata"]
+    full = [RequestMetrics(2, True, values={f"{REQUEST_QUEUE}:Value": 450.0})]
+    assert "broker 2's request queue is saturated: 450 of queued.max.requests 500" in E.convergence(s, ["orders-0"], views=agree, metrics=full)[0]
+
+
+def test_approval_text_shows_batches_and_conditions_not_restarts():
+    plan = E.plan_election(snap(moved_away(3, 1)), config(), roll_id="r1", deadline_at="2024-01-02T12:00:00Z")
+    body = approval_body([], plan, report_path=None, approval_timeout="1:00:00", digest=plan_digest(plan), gates=["canary"])
+    assert "then waits" in body and "`[3]`" in body and "orders-0" in body and "__consumer_offsets-0" in body
+    assert "2024-01-02T12:00:00Z" in body and "is down" not in body
+
+
+def test_dag_shape_approval_then_deferred_wait_then_election(airflow_db):
+    from kafka_lab.airflow_home import load_dags
+    from kafka_runbooks.operators.approval import RemediationApprovalOperator
+    from kafka_runbooks.operators.election import ExecuteElectionOperator, WaitForElectionWindowOperator
+
+    dag = load_dags().get_dag("kafka_preferred_election")
+    assert dag.max_active_runs == 1 and dag.params["mode"] == "dry-run"
+    for up, down in zip(["plan", "approve", "wait", "elect"], ["approve", "wait", "elect", "close"]):
+        assert up in dag.get_task(down).upstream_task_ids
+    assert isinstance(dag.get_task("approve"), RemediationApprovalOperator)
+    assert isinstance(dag.get_task("wait"), WaitForElectionWindowOperator)
+    elect = dag.get_task("elect")
+    assert isinstance(elect, ExecuteElectionOperator) and elect.retries == 0
+    assert "approve" in elect.get_flat_relative_ids(upstream=True)
+
+
+def test_trigger_serializes_round_trip():
+    from kafka_runbooks.triggers.election import CLASSPATH, ElectionReadyTrigger
+
+    path, kwargs = ElectionReadyTrigger("lab", conditions(), 5.0).serialize()
+    assert path == CLASSPATH and ElectionReadyTrigger(**kwargs).serialize() == (path, kwargs)
