@@ -12,7 +12,7 @@ from typing import Any, Sequence
 from airflow.sdk import BaseOperator, TriggerRule
 from airflow.sdk.exceptions import AirflowFailException
 
-from kafka_runbooks.operators.remediate import POOL, _actor, _config, _truthy
+from kafka_runbooks.operators.remediate import ClusterChangingOperator, _actor, _config, _truthy
 
 GATES = (
     "ZooKeeper says every partition of the batch is led by its preferred replica",
@@ -123,31 +123,13 @@ class WaitForElectionWindowOperator(BaseOperator):
         return dict(event)
 
 
-class ExecuteElectionOperator(BaseOperator):
+class ExecuteElectionOperator(ClusterChangingOperator):
     """Uses the approval (sealed, this plan, this run, once), then runs the batches (``election_run.run``)."""
 
-    template_fields: Sequence[str] = ("plan_output",)
-
-    def __init__(self, *, plan_output: Any, **kwargs: Any) -> None:
-        if kwargs.get("retries"):
-            raise ValueError("a task that changes a cluster never retries (retries must be 0)")
-        kwargs["retries"] = 0
-        kwargs.setdefault("pool", POOL)
-        super().__init__(**kwargs)
-        self.plan_output = plan_output
-
     def execute(self, context) -> dict[str, Any]:
-        from kafka_runbooks.model import Plan
-        from kafka_runbooks.operators.remediate import use_approval
         from kafka_runbooks.remediate import election_run as R
 
-        if not isinstance(self.plan_output, dict) or "plan" not in self.plan_output:
-            raise AirflowFailException("no plan (see the plan task); nothing elected")
-        plan = Plan.from_dict(self.plan_output["plan"])
-        config = _config(plan.cluster)
-        if not plan.roll_id:
-            raise AirflowFailException("the plan has no record; nothing elected")
-        decision, approver = use_approval(context, plan, config, "nothing elected")
+        plan, config, decision, approver = self.approved_plan(context, "nothing elected")
         ti = context["ti"]
         ex = R.Execution(config=config, plan=plan, record_id=plan.roll_id, dag_id=ti.dag_id, run_id=ti.run_id, task_id=ti.task_id,
                          try_number=int(ti.try_number), approver=approver, starter=decision.starter,

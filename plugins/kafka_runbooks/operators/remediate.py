@@ -241,9 +241,9 @@ class PlanRemediationOperator(BaseOperator):
         return not_serving_evidence(checks, findings)
 
 
-class ExecutePlanOperator(BaseOperator):
-    """Runs the approved plan through the engine. Refuses unless a sealed Approve of THIS plan in
-    THIS run exists and has not been used (a cleared or retried task is refused); never retries."""
+class ClusterChangingOperator(BaseOperator):
+    """Base of every task that changes a cluster: never retries, runs in the remediation pool, and acts only on
+    a plan with a sealed Approve of THIS plan in THIS run that has not been used (``approved_plan``)."""
 
     template_fields: Sequence[str] = ("plan_output",)
 
@@ -255,23 +255,33 @@ class ExecutePlanOperator(BaseOperator):
         super().__init__(**kwargs)
         self.plan_output = plan_output
 
+    def approved_plan(self, context, nothing: str):
+        """(plan, config, decision, approver); AirflowFailException saying ``nothing`` was done otherwise."""
+        from kafka_runbooks.model import Plan
+
+        if not isinstance(self.plan_output, dict) or "plan" not in self.plan_output:
+            raise AirflowFailException(f"no plan (see the plan task); {nothing}")
+        plan = Plan.from_dict(self.plan_output["plan"])
+        config = _config(plan.cluster)
+        if not plan.roll_id:
+            raise AirflowFailException(f"the plan has no record; {nothing}")
+        decision, approver = use_approval(context, plan, config, nothing)
+        return plan, config, decision, approver
+
+
+class ExecutePlanOperator(ClusterChangingOperator):
+    """Runs the approved restart plan through the engine, after checking it against fresh state."""
+
     def execute(self, context) -> dict[str, Any]:
         from kafka_runbooks.detect.snapshot import read_snapshot
         from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
         from kafka_runbooks.incidents.store import IncidentStore
-        from kafka_runbooks.model import Plan
         from kafka_runbooks.remediate import executor as E
         from kafka_runbooks.remediate.plan import plan_restart
 
-        if not isinstance(self.plan_output, dict) or "plan" not in self.plan_output:
-            raise AirflowFailException("no plan (see the plan task); nothing restarted")
-        plan = Plan.from_dict(self.plan_output["plan"])
-        config = _config(plan.cluster)
-        if not plan.roll_id:
-            raise AirflowFailException("the plan has no record; nothing restarted")
+        plan, config, decision, approver = self.approved_plan(context, "nothing restarted")
         ti = context["ti"]
         store = IncidentStore(config.incident_base)
-        decision, approver = use_approval(context, plan, config, "nothing restarted")
 
         with ZooKeeperHook(config.zk_conn_id, timeout_s=config.capture.connect_timeout_s).session() as zk:
             snapshot = read_snapshot(zk, config.name)
