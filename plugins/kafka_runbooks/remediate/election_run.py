@@ -15,15 +15,13 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from kafka_runbooks import clock
 from kafka_runbooks.config import ClusterConfig
-from kafka_runbooks.model import Plan
 from kafka_runbooks.remediate import election as E
 from kafka_runbooks.remediate import ledger as L
-from kafka_runbooks.remediate.executor import Halted, Refused, describe_state
+from kafka_runbooks.remediate.executor import Execution, Halted, Refused, describe_state
 
 log = logging.getLogger(__name__)
 BATCH_DONE = "batch_done"
@@ -61,21 +59,6 @@ def check_ready(config: ClusterConfig, conditions: Mapping[str, Any]) -> tuple[l
         metrics, _, notes = read_metrics(config, snapshot)
     why = E.readiness(snapshot, conditions, clock.now(), lock_holders=held, metrics=metrics)
     return why, {"at": snapshot.taken_at, "notes": notes, "controller": snapshot.controller_id}
-
-
-@dataclass
-class Execution:
-    config: ClusterConfig
-    plan: Plan
-    record_id: str
-    dag_id: str
-    run_id: str
-    task_id: str
-    try_number: int
-    approver: str
-    starter: str | None
-    canary: bool
-    timings: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _elect_znode(zk, partitions: list[str], timeout_s: float) -> float:
