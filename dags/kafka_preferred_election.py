@@ -13,13 +13,13 @@ Runbook: runbooks/preferred-election.md.
 from __future__ import annotations
 
 import pendulum
-from airflow.sdk import DAG, Param
+from airflow.sdk import DAG
 
 from kafka_runbooks.notify.webhook import APPROVAL_WAITING, HALTED, OnCallWebhookNotifier
 from kafka_runbooks.operators.approval import DECISION_KEY, RemediationApprovalOperator
 from kafka_runbooks.operators.election import (CloseElectionOperator, ExecuteElectionOperator, PlanElectionOperator,
                                                WaitForElectionWindowOperator)
-from kafka_runbooks.operators.params import cluster_param
+from kafka_runbooks.operators.params import maintenance_params
 
 halted = OnCallWebhookNotifier(event=HALTED, message="preferred election of {{ params.cluster }}")
 
@@ -32,14 +32,9 @@ with DAG(
     max_active_runs=1,
     render_template_as_native_obj=True,
     tags=["kafka", "remediate", "maintenance"],
-    params={
-        "cluster": cluster_param(),
-        "brokers": Param([], type="array", items={"type": "integer", "minimum": 0},
-                         description="Move leadership back to these brokers only; empty = every partition not led by its preferred replica."),
-        "reason": Param("", type="string", minLength=1, maxLength=2000, description="Why (recorded with every action)."),
-        "mode": Param("dry-run", type="string", enum=["dry-run", "execute"],
-                      description="dry-run shows the plan and changes nothing; execute asks for approval, waits, then elects."),
-    },
+    params=maintenance_params(
+        brokers="Move leadership back to these brokers only; empty = every partition not led by its preferred replica.",
+        execute="asks for approval, waits, then elects"),
 ) as dag:
     plan = PlanElectionOperator(task_id="plan", broker_ids="{{ params.brokers }}", reason="{{ params.reason }}",
                                 mode="{{ params.mode }}", on_failure_callback=halted)

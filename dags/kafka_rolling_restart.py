@@ -13,7 +13,7 @@ from airflow.sdk import DAG, Param
 
 from kafka_runbooks.notify.webhook import APPROVAL_WAITING, HALTED, OnCallWebhookNotifier
 from kafka_runbooks.operators.approval import DECISION_KEY, RemediationApprovalOperator
-from kafka_runbooks.operators.params import cluster_param
+from kafka_runbooks.operators.params import maintenance_params
 from kafka_runbooks.operators.remediate import ROLLING_RESTART, CloseRollOperator, ExecutePlanOperator, PlanRemediationOperator
 
 halted = OnCallWebhookNotifier(event=HALTED, message="rolling restart of {{ params.cluster }}")
@@ -28,12 +28,8 @@ with DAG(
     render_template_as_native_obj=True,
     tags=["kafka", "remediate", "maintenance"],
     params={
-        "cluster": cluster_param(),
-        "brokers": Param([], type="array", items={"type": "integer", "minimum": 0},
-                         description="Broker ids to restart; empty = every broker of the cluster."),
-        "reason": Param("", type="string", minLength=1, maxLength=2000, description="Why (recorded with every action)."),
-        "mode": Param("dry-run", type="string", enum=["dry-run", "execute"],
-                      description="dry-run shows the plan and changes nothing; execute asks for approval, then restarts."),
+        **maintenance_params(brokers="Broker ids to restart; empty = every broker of the cluster.",
+                             execute="asks for approval, then restarts"),
         "canary": Param(True, type="boolean", description="Gate every start on a canary produce/consume (the cluster's canary topic)."),
         "resume": Param(False, type="boolean", description="Continue the cluster's last halted roll from its failed step."),
     },
