@@ -300,18 +300,13 @@ def _safe(fields: dict) -> dict:
 
 
 def _probe_one(config: ClusterConfig, broker: model.Broker, factory: Callable, resolver: Resolver) -> model.HostProbe:
-    runner = None
+    from kafka_runbooks.hooks.ssh import opened_runner
+
     try:
-        runner = factory(config.ssh_conn_id(broker.id))
-        return probe_host(config, broker, runner, resolver=resolver)
+        with opened_runner(factory, config.ssh_conn_id(broker.id)) as runner:
+            return probe_host(config, broker, runner, resolver=resolver)
     except Exception as exc:  # noqa: BLE001 - missing/insecure connection config
         return model.HostProbe(broker_id=int(broker.id), reachable=False, error=f"{type(exc).__name__}: {exc}")
-    finally:
-        if runner is not None:
-            try:
-                runner.close()
-            except Exception:  # noqa: BLE001
-                pass
 
 
 def probe_all(

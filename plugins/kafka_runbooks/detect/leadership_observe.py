@@ -97,23 +97,16 @@ def read_host(config, broker: Broker, registered: bool, ssh) -> HostLeadership:
 
 
 def read_hosts(config, brokers: Iterable[Broker], registered: set[int], runner_factory: Callable | None = None) -> list[HostLeadership]:
-    from kafka_runbooks.hooks.ssh import default_runner_factory
+    from kafka_runbooks.hooks.ssh import default_runner_factory, opened_runner
 
     factory = runner_factory or default_runner_factory(config.capture.connect_timeout_s)
 
     def one(b: Broker) -> HostLeadership:
-        ssh = None
         try:
-            ssh = factory(config.ssh_conn_id(b.id))
-            return read_host(config, b, b.id in registered, ssh)
+            with opened_runner(factory, config.ssh_conn_id(b.id)) as ssh:
+                return read_host(config, b, b.id in registered, ssh)
         except Exception as exc:  # noqa: BLE001 - an unusable host is a note, never a failed health check
             return HostLeadership(b.id, notes=[f"broker {b.id}: host not read ({type(exc).__name__}: {exc})"])
-        finally:
-            if ssh is not None:
-                try:
-                    ssh.close()
-                except Exception:  # noqa: BLE001
-                    pass
 
     brokers = list(brokers)
     if not brokers:

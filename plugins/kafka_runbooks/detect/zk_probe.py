@@ -163,18 +163,13 @@ def probe_member(config: ClusterConfig, member: Member, runner_factory: Callable
     probe = probe_from_words(member, answers, clock.now_iso())
     if not member.ssh_conn_id or runner_factory is None:
         return probe
-    runner = None
+    from kafka_runbooks.hooks.ssh import opened_runner
+
     try:
-        runner = runner_factory(member.ssh_conn_id)
-        extra = host_fields(config, member, runner)
+        with opened_runner(runner_factory, member.ssh_conn_id) as runner:
+            extra = host_fields(config, member, runner)
     except Exception as exc:  # noqa: BLE001 - a missing or insecure connection
         extra = {"host_reachable": False, "host_error": f"{type(exc).__name__}: {exc}"}
-    finally:
-        if runner is not None:
-            try:
-                runner.close()
-            except Exception:  # noqa: BLE001
-                pass
     return dataclasses.replace(probe, **extra)
 
 

@@ -22,6 +22,7 @@ channel, so a hung command records ``error="timeout after Ns"`` and never hangs 
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import selectors
@@ -29,7 +30,7 @@ import shlex
 import threading
 import time
 from dataclasses import dataclass
-from typing import IO, Any, Sequence
+from typing import IO, Any, Callable, Iterator, Sequence
 
 import paramiko
 from airflow.providers.ssh.hooks.ssh import SSHHook
@@ -349,3 +350,16 @@ def default_runner_factory(connect_timeout: float | None = None):
         return StrictSSHHook(ssh_conn_id, connect_timeout=connect_timeout)
 
     return factory
+
+
+@contextlib.contextmanager
+def opened_runner(factory: Callable[[str], Any], ssh_conn_id: str) -> Iterator[Any]:
+    """A runner from ``factory`` for one host, closed afterwards (a failing close is not the caller's problem)."""
+    runner = factory(ssh_conn_id)
+    try:
+        yield runner
+    finally:
+        try:
+            runner.close()
+        except Exception:  # noqa: BLE001
+            log.debug("closing the SSH runner for %s failed", ssh_conn_id, exc_info=True)
