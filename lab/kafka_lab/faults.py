@@ -287,11 +287,17 @@ class FaultsMixin:
             st = agent.read_state(self.run_dir(b))
             if not alive(pid) or not st or st.get("pid") != pid:
                 continue
+            active = st.get("active") or ()
+            releases = [action for flag, action in HOLD_RELEASES.items()
+                        if any(a == flag or a.startswith(flag + ":") for a in active)]
+            if not releases:
+                continue
+            if proc_state(pid) in STOPPED:
+                done.append(f"resumed broker {b}")
             os.kill(pid, signal.SIGCONT)  # a paused JVM's agent cannot answer
-            for flag, action in HOLD_RELEASES.items():
-                if any(a == flag or a.startswith(flag + ":") for a in st.get("active") or ()):
-                    agent.command(self.run_dir(b), action, pid)
-                    done.append(f"{action} on broker {b}")
+            for action in releases:
+                agent.command(self.run_dir(b), action, pid)
+                done.append(f"{action} on broker {b}")
 
     def _heal_broker(self, b: int, done: list[str], left) -> bool:
         """Undoes what can be undone in place; True when the broker must be (re)started."""
