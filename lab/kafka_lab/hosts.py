@@ -168,6 +168,8 @@ pid=$(running_pid) || {{ echo "broker {b} is not running"; exit 0; }}
 kill -KILL "$pid" || exit 1
 for _ in $(seq 200); do proc_alive "$pid" || break; sleep 0.05; done
 if proc_alive "$pid"; then echo "broker {b} (pid $pid) still alive after SIGKILL" >&2; exit 1; fi
+# A killed JVM leaves its attach socket; jstack on the next JVM given this pid would fail on it.
+rm -f "/tmp/.java_pid$pid"
 echo "broker {b} killed (pid $pid)"
 """
     return {"kafka-start": start, "kafka-stop": stop, "kafka-kill": kill}

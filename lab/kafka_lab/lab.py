@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import shlex
 import shutil
 import signal
@@ -29,7 +30,8 @@ from .kafka_home import KAFKA_VERSION, resolve as resolve_kafka_home
 from .load import groups_per_broker
 from .net import (JMX_PORT, KAFKA_CLIENT_PORT, KAFKA_REPLICATION_PORT, SSH_PORT, ZK_CLIENT_PORT, ZK_ELECTION_PORT,
                   ZK_QUORUM_PORT, broker_ip, zk_ip)
-from .procs import LabError, alive, pids_mentioning, port_open, proc_state, read_pid, run, signal_if_ours, spawn, wait_until
+from .procs import (LabError, alive, forget_stale_attach_sockets, pids_mentioning, port_open, proc_state, read_pid, run,
+                    signal_if_ours, spawn, wait_until)
 from .profile import DEFAULT_PROFILE, broker_settings
 from .zookeeper import ZK_IDS, ZONES, zk_user
 
@@ -249,6 +251,8 @@ class Lab(FaultsMixin, LeadershipMixin):
     def host_script(self, b: int, name: str, timeout: float = 120, check: bool = True,
                     env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
         """Runs one of host b's control scripts as the host's user (as systemd or an operator over SSH would)."""
+        if name == "kafka-start":
+            forget_stale_attach_sockets({pwd.getpwnam(host_user(x)).pw_uid for x in BROKER_IDS})
         argv = ["runuser", "-u", host_user(b), "--", "env", *(f"{k}={v}" for k, v in (env or {}).items()), str(self.script(b, name))]
         p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd="/")
         if check and p.returncode != 0:
@@ -499,6 +503,8 @@ class Lab(FaultsMixin, LeadershipMixin):
                     "gc_log_path": str(self.state / "zk" / "{server_id}" / "zookeeper-gc.log"),
                 },
                 "zookeeper_health": {"drop_window_s": 300.0},
+                # JmxTool answers in ~2 s here; a JMX read blocked behind a stuck broker's locks is given up sooner
+                "leadership": {"jmx_timeout_s": 10.0},
             }
         }
 

@@ -101,6 +101,32 @@ def signal_if_ours(pid: int | None, marker: str, sig: int = signal.SIGKILL) -> b
         return False
 
 
+def forget_stale_attach_sockets(uids: set[int], tmp: Path = Path("/tmp")) -> list[Path]:
+    """Removes ``/tmp/.java_pid<N>`` files of the given users whose JVM is gone or is now another user's process.
+
+    A JVM that answered an attach (jstack, jcmd) and was then SIGKILLed leaves its attach socket behind. When its pid
+    is reused by another JVM, attaching to the new one fails: "well-known file ... is not secure: file should be owned
+    by the current user" (another user's file) or "Connection refused" (the same user's).
+    """
+    removed = []
+    for f in tmp.glob(".java_pid*"):
+        pid = f.name[len(".java_pid"):]
+        try:
+            st = f.lstat()
+        except OSError:
+            continue
+        if not pid.isdigit() or st.st_uid not in uids:
+            continue
+        try:
+            owner = os.stat(f"/proc/{pid}").st_uid if alive(int(pid)) else None
+        except OSError:
+            owner = None
+        if owner != st.st_uid:
+            f.unlink(missing_ok=True)
+            removed.append(f)
+    return removed
+
+
 def spawn(argv: list[str], log: Path, pid_file: Path, cwd: Path | None = None, env: dict | None = None) -> int:
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as fh:

@@ -284,7 +284,7 @@ class LeadershipSettings:
     metadata_views: bool = True  # ask every broker for its own metadata (a connection to it alone)
     view_timeout_s: float = 3.0
     jmx: bool = True  # request queues and times with Kafka's JmxTool, run over SSH on each broker host
-    jmx_timeout_s: float = 30.0
+    jmx_timeout_s: float = 15.0  # JmxTool takes ~2 s; a read that hangs behind a stuck broker's lock costs the check this
     jmx_host: str | None = None  # where the JMX port listens, from the broker host; None: the broker's registered host
     jmx_heap: str = "-Xmx64m"  # JmxTool's own JVM
     controller_log: bool = True  # the controllers' log lines about preferred elections, over SSH

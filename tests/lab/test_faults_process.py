@@ -4,6 +4,7 @@ and a dead log cleaner thread. Each test shows what Kafka 2.3 and ZooKeeper real
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -36,8 +37,12 @@ def test_kill_then_immediate_start_is_refused_by_kafka_then_start_after_expiry_w
     old = lab.registration(b)
     cur = LogCursor(lab.server_log(b))
     old_pid = lab.broker_pid(b)
+    assert "kafka-request-handler" in jstack(lab, b)  # the JVM now has an attach socket
+    attach = Path(f"/tmp/.java_pid{old_pid}")
+    assert attach.exists()
     lab.kill(b)
     assert not alive(old_pid)
+    assert not attach.exists()  # kafka-kill removed it: a later JVM with this pid can still be attached
     lab.start(b, wait=False)  # at once, as a naive restart does; kafka-start returns without waiting
     new_pid = lab.broker_pid(b)
     assert new_pid != old_pid
