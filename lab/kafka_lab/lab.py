@@ -487,7 +487,7 @@ class Lab(FaultsMixin, LeadershipMixin):
                 "bundle_base": str(self.state / "bundles"),
                 "incident_base": str(self.state / "incidents"),
                 "approvals": {"approvers": list(APPROVERS), "timeout_s": 600.0},
-                "gates": {"stop_s": 60.0, "deregister_s": 30.0, "register_s": 90.0, "in_sync_s": 120.0,
+                "gates": {"stop_s": 60.0, "stop_unserving_s": 10.0, "deregister_s": 30.0, "register_s": 90.0, "in_sync_s": 120.0,
                           "coordinator_s": 120.0, "canary_s": 60.0, "poll_s": 0.5, "lock_wait_s": 5.0},
                 "capture": {"jstack_count": 3, "jstack_interval_s": 1.0, "command_timeout_s": 30.0, "connect_timeout_s": 5.0,
                             "log_tail_lines": 2000, "heap_dump": True, "remote_work_dir": "/tmp"},

@@ -80,6 +80,9 @@ class GateSettings:
     every ``poll_s``). Any bound passed halts the run."""
 
     stop_s: float = 120.0  # stop command → the old process is gone (then kill_command, if configured)
+    # the same for a broker checked not serving just before its step (deadlocked, hung): its SIGTERM shutdown
+    # waits on the stuck threads and rarely ends, so its kill comes sooner
+    stop_unserving_s: float = 30.0
     deregister_s: float = 60.0  # → the old ZooKeeper registration is gone (session closed or expired)
     register_s: float = 120.0  # start command → alive and registered with a new session
     in_sync_s: float = 900.0  # → back in every ISR it belongs in

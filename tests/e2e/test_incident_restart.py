@@ -57,6 +57,8 @@ def test_an_approved_restart_of_a_deadlocked_broker_goes_through_the_engine(heal
     assert [a for a in actions if a in wanted] == wanted, actions
     stopped = next(e for e in trail if e["action"] == "broker_stopped")["details"]
     assert ("kill_broker" in actions) == stopped["killed"]
+    for kill in (e for e in trail if e["action"] == "kill_broker"):  # not serving: the shorter grace, not stop_s
+        assert kill["details"]["grace_s"] == clusters["lab"]["gates"]["stop_unserving_s"] < clusters["lab"]["gates"]["stop_s"]
     done = next(e for e in trail if e["action"] == "restart_broker")
     assert done["outcome"] == "ok" and done["actor"] == "oncall-bob"
     assert [e["outcome"] for e in trail if e["action"] == "maintenance_lock"] == ["acquired", "released"]

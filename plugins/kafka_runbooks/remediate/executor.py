@@ -206,7 +206,7 @@ def run(ex: Execution) -> dict[str, Any]:
                     def step_audit(action, outcome, *, command=None, details=None, _b=b, _h=conn_id):
                         audit(action, outcome, host=_h, command=command, details={"broker_id": _b, **(details or {})})
 
-                    report = restart_broker(zk, host, cfg.gates, step_audit, log)
+                    report = restart_broker(zk, host, cfg.gates, step_audit, log, serving=b not in fresh.not_serving)
                     timing = {"broker_id": b, **{f"{k}_s": round(v, 2) for k, v in report.seconds.items()}}
                     lock.check()
                     res = G.in_sync_gate(

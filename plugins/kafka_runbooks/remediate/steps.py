@@ -110,8 +110,10 @@ def fatal_start_lines(log_text: str) -> list[str]:
     return [line for line in log_text.splitlines() if any(f in line for f in FATAL_START)][:10]
 
 
-def restart_broker(zk, host: BrokerHost, gates: GateSettings, audit: Audit, log) -> RestartReport:
+def restart_broker(zk, host: BrokerHost, gates: GateSettings, audit: Audit, log, *, serving: bool = True) -> RestartReport:
+    """``serving=False``: the broker was checked not serving just before; its stop gets ``gates.stop_unserving_s``."""
     b = host.broker_id
+    stop_s = gates.stop_s if serving else min(gates.stop_s, gates.stop_unserving_s)
     cfg = host.config
     report = RestartReport(broker_id=b)
     report.old_registration = registration(zk, b)
@@ -123,23 +125,25 @@ def restart_broker(zk, host: BrokerHost, gates: GateSettings, audit: Audit, log)
 
     # -- stop (controlled shutdown)
     t0 = time.monotonic()
-    res = host.run("stop_command", gates.stop_s)
+    res = host.run("stop_command", stop_s)
     audit("stop_broker", "ok" if res.ok else "failed", command=res.argv, details={**_result_details(res), "processes": [p.to_dict() for p in report.old_processes]})
 
     def process_gone() -> bool | None:
         return True if not any((p.pid, p.started) in old for p in host.processes()) else None
 
-    remaining = max(0.0, gates.stop_s - (time.monotonic() - t0))
+    remaining = max(0.0, stop_s - (time.monotonic() - t0))
     if wait_for(process_gone, timeout_s=remaining, poll_s=gates.poll_s) is None:
         alive = [p.to_dict() for p in host.processes() if (p.pid, p.started) in old]
         if not cfg.kill_command:
-            raise StepFailed(b, "stop", f"the broker process {alive} is still alive {gates.stop_s:g}s after the stop command "
+            raise StepFailed(b, "stop", f"the broker process {alive} is still alive {stop_s:g}s after the stop command "
                              "and no kill_command is configured; the broker is left as it is", host.last_log_lines())
-        res = host.run("kill_command", gates.stop_s)
+        res = host.run("kill_command", stop_s)
         report.killed = True
         audit("kill_broker", "ok" if res.ok else "failed", command=res.argv,
-              details={**_result_details(res), "why": f"process {alive} outlived the stop command by {gates.stop_s:g}s"})
-        if wait_for(process_gone, timeout_s=gates.stop_s, poll_s=gates.poll_s) is None:
+              details={**_result_details(res), "grace_s": stop_s,
+                       "why": f"process {alive} outlived the stop command by {stop_s:g}s"
+                              + ("" if serving else " (the broker was not serving: gates.stop_unserving_s)")})
+        if wait_for(process_gone, timeout_s=stop_s, poll_s=gates.poll_s) is None:
             raise StepFailed(b, "kill", f"the broker process {alive} is still alive after kill_command", host.last_log_lines())
     report.seconds["stop"] = time.monotonic() - t0
 
