@@ -89,11 +89,8 @@ def probe_host(
         for port in endpoint.ports:
             C.validate_port(port)
         # 1. the host's clock
-        now, offset = clock.now(), dt.timedelta(0)
-        got = procfs.host_clock(host.text(host.run("clock", ("date", "+%s.%N %z"))))
-        if got is not None:
-            now, offset = got
-        else:
+        now, offset, known = procfs.host_clock_or_ours(host.text(host.run("clock", procfs.DATE_ARGV)))
+        if not known:
             host.problems.append("host clock unknown: using this worker's clock and UTC for its logs")
         fields["probed_at"] = clock.iso(now)
 

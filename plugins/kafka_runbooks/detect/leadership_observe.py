@@ -49,15 +49,12 @@ def read_host(config, broker: Broker, registered: bool, ssh) -> HostLeadership:
     from kafka_runbooks.detect.controller_log import controller_events
     from kafka_runbooks.detect.jmx import jmx_url, jmxtool_argv, parse_jmxtool_csv
     from kafka_runbooks.detect.leadership import STATIC_KEYS
-    from kafka_runbooks.detect.procfs import host_clock
+    from kafka_runbooks.detect.procfs import DATE_ARGV, host_clock_or_ours
     from kafka_runbooks.remediate.host import parse_properties
 
     h = config.leadership
     out = HostLeadership(broker.id)
-    now, offset = clock.now(), dt.timedelta(0)
-    got = host_clock(_text(ssh.run(("date", "+%s.%N %z"), COMMAND_TIMEOUT_S)))
-    if got is not None:
-        now, offset = got
+    now, offset, _ = host_clock_or_ours(_text(ssh.run(DATE_ARGV, COMMAND_TIMEOUT_S)))
     try:
         props_path = validate_abs_path(config.server_properties(broker.id), "server.properties path")
         res = ssh.run(("cat", "--", props_path), COMMAND_TIMEOUT_S)

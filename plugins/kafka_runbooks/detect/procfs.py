@@ -24,6 +24,15 @@ def process_state(stat_text: str, pid: int) -> str | None:
     return PROCESS_STATES.get(rest[0], f"unknown:{rest[0][:3]}")
 
 
+DATE_ARGV = ("date", "+%s.%N %z")  # the host's clock and UTC offset, read by host_clock
+
+
+def host_clock_or_ours(date_text: str) -> tuple[dt.datetime, dt.timedelta, bool]:
+    """(now, the host's UTC offset, whether the host said): this worker's clock and UTC when it did not."""
+    got = host_clock(date_text)
+    return (*got, True) if got is not None else (clock.now(), dt.timedelta(0), False)
+
+
 def host_clock(date_text: str) -> tuple[dt.datetime, dt.timedelta] | None:
     """``date +'%s.%N %z'`` -> (now in UTC, the host's UTC offset)."""
     parts = date_text.split()

@@ -73,16 +73,11 @@ def probe_from_words(member: Member, answers: dict[str, str | Exception], probed
     if not texts:
         return model.ZooKeeperProbe(member.server, member.address, reachable=False, probed_at=probed_at,
                                     error="; ".join(errors) or "no answer", zone=member.zone)
-    st = zk_text.stats(texts.get("srvr"), texts.get("mntr"), texts.get("cons"))
-    return model.ZooKeeperProbe(
-        member.server, member.address, reachable=True, probed_at=probed_at, serving=st.serving, mode=st.mode, zxid=st.zxid,
-        # the server counts the probe's own connection
-        connections=max(0, st.connections - 1) if st.connections is not None else None,
-        packets_received=st.packets_received, packets_sent=st.packets_sent, outstanding=st.outstanding,
-        latency_avg_ms=st.latency_avg_ms, latency_max_ms=st.latency_max_ms, uptime_ms=st.uptime_ms, elections=st.elections,
-        learners=st.learners, synced_followers=st.synced_followers, version=st.version,
-        error="; ".join(errors + list(st.problems)) or None, zone=member.zone,
-    )
+    fields, problems = zk_text.stats(texts.get("srvr"), texts.get("mntr"), texts.get("cons"))
+    if fields.get("connections") is not None:
+        fields["connections"] = max(0, fields["connections"] - 1)  # the server counts the probe's own connection
+    return model.ZooKeeperProbe(member.server, member.address, reachable=True, probed_at=probed_at, **fields,
+                                error="; ".join(errors + problems) or None, zone=member.zone)
 
 
 def host_fields(config: ClusterConfig, member: Member, runner) -> dict:
@@ -92,11 +87,8 @@ def host_fields(config: ClusterConfig, member: Member, runner) -> dict:
     host = HostCommands(runner, h.probe_command_timeout_s, h.probe_host_deadline_s)
     fields: dict = {}
     try:
-        now, offset = clock.now(), dt.timedelta(0)
-        got = procfs.host_clock(host.text(host.run("clock", ("date", "+%s.%N %z"))))
-        if got is not None:
-            now, offset = got
-        else:
+        now, offset, known = procfs.host_clock_or_ours(host.text(host.run("clock", procfs.DATE_ARGV)))
+        if not known:
             host.problems.append("host clock unknown: its log taken as UTC")
         pid = None
         pid_file = zs.path("pid_file", member.server)

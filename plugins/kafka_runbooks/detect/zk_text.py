@@ -1,7 +1,7 @@
 """Reading what a ZooKeeper server says: its four-letter words and its log lines. Pure.
 
 The words are parsed by the analysis' parsers (``analyze/parsers/zookeeper.py``: ``parse_mntr``,
-``parse_srvr``, ``parse_cons``, ``parse_properties``) and the log lines named by its one signature table
+``parse_srvr``, ``parse_properties``) and the log lines named by its one signature table
 (``zk_follow_exception``, ``zk_election_took``, ...); this module folds them into the probe's figures.
 
 Wordings, as ZooKeeper 3.8 prints them on the lab's ensemble (and 3.6 in seed 004)::
@@ -19,33 +19,12 @@ from __future__ import annotations
 import datetime as dt
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from kafka_runbooks.analyze.parsers.logs import parse_log
-from kafka_runbooks.analyze.parsers.zookeeper import parse_cons, parse_mntr, parse_properties, parse_srvr
+from kafka_runbooks.analyze.parsers.zookeeper import parse_mntr, parse_properties, parse_srvr
 
 NOT_SERVING = "This ZooKeeper instance is not currently serving requests"
-
-
-@dataclass(frozen=True)
-class Stats:
-    """One server's figures from srvr + mntr + cons (None where the words did not say)."""
-
-    serving: bool
-    mode: str | None = None
-    zxid: int | None = None
-    connections: int | None = None  # as the server counts them (the asking connection included)
-    packets_received: int | None = None
-    packets_sent: int | None = None
-    outstanding: int | None = None
-    latency_avg_ms: float | None = None
-    latency_max_ms: float | None = None
-    uptime_ms: int | None = None
-    elections: int | None = None
-    learners: int | None = None
-    synced_followers: int | None = None
-    version: str | None = None
-    clients: tuple[str, ...] = ()  # "host:port" of each connection `cons` listed
-    problems: tuple[str, ...] = ()
 
 
 def _int(v: str | None) -> int | None:
@@ -55,12 +34,13 @@ def _int(v: str | None) -> int | None:
         return None
 
 
-def stats(srvr: str | None, mntr: str | None, cons: str | None) -> Stats:
-    """The figures of one server from whichever of its words answered."""
+def stats(srvr: str | None, mntr: str | None, cons: str | None) -> tuple[dict[str, Any], list[str]]:
+    """The figures of one server from whichever of its words answered: (``model.ZooKeeperProbe`` fields, problems).
+    ``connections`` is as the server counts them, the asking connection included."""
     texts = [t for t in (srvr, mntr, cons) if t]
     if any(NOT_SERVING in t for t in texts):
-        return Stats(serving=False, problems=("the server answers that it is not currently serving requests (no quorum, "
-                                              "or it is electing a leader)",))
+        return {"serving": False}, ["the server answers that it is not currently serving requests (no quorum, "
+                                    "or it is electing a leader)"]
     problems = []
     s = parse_srvr(srvr) if srvr is not None else None
     m = parse_mntr(mntr) if mntr is not None else None
@@ -78,27 +58,23 @@ def stats(srvr: str | None, mntr: str | None, cons: str | None) -> Stats:
         return None
 
     mode = pick("mode")
-    version = pick("version")
     raw = m.raw if m is not None else {}
-    c = parse_cons(cons) if cons else None
-    return Stats(
-        serving=bool(mode),
-        mode=mode,
-        zxid=pick("zxid", mntr_first=False),
-        connections=pick("connections"),
-        packets_received=pick("packets_received"),
-        packets_sent=pick("packets_sent"),
-        outstanding=pick("outstanding"),
-        latency_avg_ms=pick("latency_avg"),
-        latency_max_ms=pick("latency_max"),
-        uptime_ms=_int(raw.get("zk_uptime")),
-        elections=_int(raw.get("zk_cnt_election_time")),
-        learners=m.learners if m is not None else None,
-        synced_followers=m.synced_followers if m is not None else None,
-        version=(version or "").split(",")[0].strip() or None,
-        clients=tuple(f"{x.host}:{x.port}" for x in c.connections) if c is not None else (),
-        problems=tuple(problems),
-    )
+    return {
+        "serving": bool(mode),
+        "mode": mode,
+        "zxid": pick("zxid", mntr_first=False),
+        "connections": pick("connections"),
+        "packets_received": pick("packets_received"),
+        "packets_sent": pick("packets_sent"),
+        "outstanding": pick("outstanding"),
+        "latency_avg_ms": pick("latency_avg"),
+        "latency_max_ms": pick("latency_max"),
+        "uptime_ms": _int(raw.get("zk_uptime")),
+        "elections": _int(raw.get("zk_cnt_election_time")),
+        "learners": m.learners if m is not None else None,
+        "synced_followers": m.synced_followers if m is not None else None,
+        "version": (pick("version") or "").split(",")[0].strip() or None,
+    }, problems
 
 
 def properties(text: str) -> dict[str, str]:
