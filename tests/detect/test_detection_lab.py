@@ -5,7 +5,6 @@ direct checks, canary, SSH probes, history, detectors."""
 
 from __future__ import annotations
 
-import json
 import os
 import time
 

@@ -15,7 +15,7 @@ from kafka_runbooks.detect.detectors import detect
 from kafka_runbooks.detect.history import Sample, zookeeper_samples
 from kafka_runbooks.detect.zk_probe import Member, probe_from_words
 from kafka_runbooks.incidents.lifecycle import link, step, streak_key
-from kafka_runbooks.model import ClusterSnapshot, LogLineSeen, Severity, ZooKeeperProbe
+from kafka_runbooks.model import ClusterSnapshot, LogLineSeen, Severity
 
 from detect_builders import at, snapshot
 

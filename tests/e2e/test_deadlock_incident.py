@@ -10,7 +10,6 @@ The Approve half (restart and recovery) belongs to the remediation engine's test
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -23,14 +22,9 @@ pytestmark = [pytest.mark.lab, pytest.mark.spark, pytest.mark.airflow, pytest.ma
 
 
 @pytest.fixture
-def drill(healthy_lab, airflow_db, tmp_path, monkeypatch):
-    os.environ.update(healthy_lab.airflow_env())
-    clusters = healthy_lab.cluster_settings()
-    # this test's own incidents, history and bundles: nothing from other tests' episodes
-    clusters["lab"] = {**clusters["lab"], "incident_base": str(tmp_path / "incidents"), "bundle_base": str(tmp_path / "bundles")}
-    monkeypatch.setenv("AIRFLOW_VAR_KAFKA_RUNBOOKS_CLUSTERS", json.dumps(clusters))
-    take_triggered_confs(RESPONSE)  # nothing left over from other tests
-    return healthy_lab, load_dags(), clusters["lab"]
+def drill(lab_settings):
+    lab, settings = lab_settings
+    return lab, load_dags(), settings
 
 
 def _store(settings):

@@ -6,28 +6,21 @@ old ZooKeeper session waited out, a start with a new session, the gates, the inc
 
 from __future__ import annotations
 
-import json
-import os
 
 import pytest
 
-from kafka_lab.airflow_home import load_dags, take_triggered_confs
+from kafka_lab.airflow_home import load_dags
 from kafka_lab.approvals import Responder
 from kafka_lab.drill import RESPONSE
 
 pytestmark = [pytest.mark.lab, pytest.mark.spark, pytest.mark.airflow, pytest.mark.timeout(900)]
 
 
-def test_an_approved_restart_of_a_deadlocked_broker_goes_through_the_engine(healthy_lab, airflow_db, tmp_path, monkeypatch):
-    lab = healthy_lab
-    os.environ.update(lab.airflow_env())
-    clusters = lab.cluster_settings()
-    clusters["lab"] = {**clusters["lab"], "incident_base": str(tmp_path / "incidents"), "bundle_base": str(tmp_path / "bundles")}
-    monkeypatch.setenv("AIRFLOW_VAR_KAFKA_RUNBOOKS_CLUSTERS", json.dumps(clusters))
-    take_triggered_confs(RESPONSE)
+def test_an_approved_restart_of_a_deadlocked_broker_goes_through_the_engine(lab_settings):
+    lab, settings = lab_settings
     from kafka_runbooks.incidents.store import IncidentStore
 
-    store = IncidentStore(clusters["lab"]["incident_base"])
+    store = IncidentStore(settings["incident_base"])
     old_registration = lab.registration(3)[1]
     pid_before = lab.broker_pid(3)
     lab.deadlock(3)
@@ -58,7 +51,7 @@ def test_an_approved_restart_of_a_deadlocked_broker_goes_through_the_engine(heal
     stopped = next(e for e in trail if e["action"] == "broker_stopped")["details"]
     assert ("kill_broker" in actions) == stopped["killed"]
     for kill in (e for e in trail if e["action"] == "kill_broker"):  # not serving: the shorter grace, not stop_s
-        assert kill["details"]["grace_s"] == clusters["lab"]["gates"]["stop_unserving_s"] < clusters["lab"]["gates"]["stop_s"]
+        assert kill["details"]["grace_s"] == settings["gates"]["stop_unserving_s"] < settings["gates"]["stop_s"]
     done = next(e for e in trail if e["action"] == "restart_broker")
     assert done["outcome"] == "ok" and done["actor"] == "oncall-bob"
     assert [e["outcome"] for e in trail if e["action"] == "maintenance_lock"] == ["acquired", "released"]

@@ -12,7 +12,6 @@ Spark analysis of the captured bundle (local mode) → the report → the respon
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 from pathlib import Path
@@ -27,18 +26,14 @@ pytestmark = [pytest.mark.lab, pytest.mark.spark, pytest.mark.airflow, pytest.ma
 
 
 @pytest.fixture
-def drill(healthy_lab, airflow_db, tmp_path, monkeypatch):
-    os.environ.update(healthy_lab.airflow_env())
-    clusters = healthy_lab.cluster_settings()
-    clusters["lab"] = {**clusters["lab"], "incident_base": str(tmp_path / "incidents"), "bundle_base": str(tmp_path / "bundles")}
-    monkeypatch.setenv("AIRFLOW_VAR_KAFKA_RUNBOOKS_CLUSTERS", json.dumps(clusters))
-    take_triggered_confs(RESPONSE)
+def drill(lab_settings):
+    lab, settings = lab_settings
     from kafka_runbooks.incidents.store import IncidentStore
 
     dags = load_dags()
     dags.get_dag(HEALTH).test(run_conf={"cluster": "lab"})  # a baseline in the history before the fault
     assert take_triggered_confs(RESPONSE) == [], "the healthy lab started a response"
-    return healthy_lab, dags, IncidentStore(clusters["lab"]["incident_base"])
+    return lab, dags, IncidentStore(settings["incident_base"])
 
 
 def _respond(dags, conf, option=None, user="oncall-alice"):

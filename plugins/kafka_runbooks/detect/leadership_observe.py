@@ -11,7 +11,6 @@ A host that cannot be read leaves a note; nothing here raises for a broker or ho
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import os
 import re
