@@ -24,14 +24,18 @@ GATES = (
 
 class PlanElectionOperator(BaseOperator):
     """Reads the cluster fresh, computes the batches and the conditions, records them (the election's own record in
-    the incident store) and shows them. Dry run: shows and stops. A refused plan fails here, asking nobody."""
+    the incident store) and shows them. Dry run: shows and stops. A refused plan fails here, asking nobody.
 
-    template_fields: Sequence[str] = ("cluster", "broker_ids", "reason", "mode")
+    ``resume``: continues the cluster's latest halted election (``ledger.find_resumable``, as the rolling restart):
+    its record and brokers; the partitions its converged batches elected are left out; the rest is planned on fresh
+    state and needs a new approval (an approval is bound to the digest of the plan it approved and to its run)."""
+
+    template_fields: Sequence[str] = ("cluster", "broker_ids", "reason", "mode", "resume")
 
     def __init__(self, *, cluster: str = "{{ params.cluster }}", broker_ids: Any = None, reason: Any = "", mode: Any = "execute",
-                 **kwargs: Any) -> None:
+                 resume: Any = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.cluster, self.broker_ids, self.reason, self.mode = cluster, broker_ids, reason, mode
+        self.cluster, self.broker_ids, self.reason, self.mode, self.resume = cluster, broker_ids, reason, mode, resume
 
     def execute(self, context) -> dict[str, Any]:
         from kafka_runbooks import clock
@@ -46,31 +50,45 @@ class PlanElectionOperator(BaseOperator):
         dry_run = str(self.mode).strip().lower() in ("dry-run", "dry_run", "dryrun", "plan")
         starter = getattr(context.get("dag_run"), "triggering_user_name", None)
         brokers = [int(b) for b in (self.broker_ids or [])]
+        store = IncidentStore(config.incident_base)
+        record_id, elected = None, []
+        if _truthy(self.resume):
+            found = L.find_resumable(store, config.name, E.KIND)
+            if found is None:
+                raise AirflowFailException(f"resume: cluster {config.name!r} has no halted preferred election to resume")
+            record, progress = found
+            record_id, elected = record["id"], list(progress.partitions_done)
+            requested = list(progress.requested or ())
+            if brokers and sorted(brokers) != sorted(requested):
+                self.log.warning("resume continues the halted election's brokers %s; the form's brokers %s are ignored", requested, brokers)
+            brokers = requested
+            self.log.warning("resuming election %s: %d partition(s) already elected and converged (not elected again); halted: %s",
+                             record_id, len(elected), (progress.halted or {}).get("reason", "")[:500])
         with ZooKeeperHook(config.zk_conn_id, timeout_s=config.capture.connect_timeout_s).session() as zk:
             snapshot = read_snapshot(zk, config.name)
         deadline_at = clock.iso(E.deadline(clock.now(), config.election))
-        record_id = None
-        store = IncidentStore(config.incident_base)
-        if not dry_run:
+        if record_id is None and not dry_run:
             record = store.open(cluster=config.name, broker_ids=brokers or sorted(config.hosts),
                                 reason=str(self.reason or "preferred-replica election"),
                                 trigger={"kind": E.KIND, "requested": brokers, "started_by": starter},
                                 opened_by=starter or _actor(context))
             record_id = record["id"]
-        plan = E.plan_election(snapshot, config, brokers=brokers, roll_id=record_id, deadline_at=deadline_at)
+        plan = E.plan_election(snapshot, config, brokers=brokers, roll_id=record_id, deadline_at=deadline_at, elected=elected)
         digest = plan_digest(plan)
         self.log.info("plan (%s), digest %s:\n%s", "dry run" if dry_run else "to be approved", digest[:16],
                       "\n".join([f"  {s.reason}: {', '.join(s.partitions)}" for s in plan.steps]
                                 + [f"  refused: {r}" for r in plan.refusals] + [f"  conditions: {dict(plan.conditions)}"]))
         if not dry_run:
             L.Ledger(config.incident_base, record_id).append(L.PLANNED, context["ti"].run_id, plan=plan.to_dict(), digest=digest,
-                                                             starter=starter)
+                                                             starter=starter, resumed=bool(elected) or _truthy(self.resume))
             store.update(record_id, plan=plan.to_dict())
             store.audit(record_id, actor=starter or _actor(context), action="plan_election",
                         outcome="refused" if plan.refused else "ok",
-                        details={"refusals": list(plan.refusals), "plan": plan.to_dict(), "digest": digest, "run_id": context["ti"].run_id})
+                        details={"refusals": list(plan.refusals), "plan": plan.to_dict(), "digest": digest, "run_id": context["ti"].run_id,
+                                 "resume": _truthy(self.resume), "already_elected": elected})
             if plan.refused:
-                store.close(record_id, actor=starter or _actor(context), resolution="plan refused; nothing was changed")
+                store.close(record_id, actor=starter or _actor(context),
+                            resolution="plan refused; nothing (further) was changed: " + "; ".join(plan.refusals)[:1000])
                 raise AirflowFailException("election refused:\n" + "\n".join(f"- {r}" for r in plan.refusals))
         return {"plan": plan.to_dict(), "digest": digest, "dry_run": dry_run, "canary": config.election.canary,
                 "findings": [], "gates": [g for g in GATES if (config.election.canary or "canary" not in g) and (config.leadership.jmx or "JmxTool" not in g)]}
@@ -182,5 +200,6 @@ class CloseElectionOperator(BaseOperator):
         if last is not None and last.get("event") == "gave_up":
             store.close(record_id, actor=actor, resolution=f"gave up: {why}")
         else:
-            store.update(record_id, note=f"stopped: {why}")
+            resumable = Ledger(config.incident_base, record_id).progress().resumable
+            store.update(record_id, note=f"halted: {why}; resumable with resume=true" if resumable else f"stopped: {why}")
         raise AirflowFailException(f"election {record_id} did not complete: {why}")
