@@ -330,6 +330,9 @@ class ElectionSettings:
     method: str = "auto"  # auto/zookeeper: /admin/preferred_replica_election (every ZooKeeper-mode Kafka); admin: elect_leaders (>= 2.2, KRaft)
     znode_timeout_s: float = 60.0  # the controller deletes /admin/preferred_replica_election within this
     canary: bool = True  # the canary must succeed after each batch (the cluster's canary topic)
+    # cron (5 fields) at which kafka_preferred_election_schedule plans an election for this cluster; None: never
+    schedule: str | None = None
+    schedule_timezone: str = "UTC"  # the timezone the cron is read in (IANA name)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "ElectionSettings":
@@ -347,6 +350,12 @@ class ElectionSettings:
                 parse_window(w)
             except ValueError as exc:
                 raise ConfigError(f"election.window: {exc}") from None
+        if s.schedule is not None:
+            from kafka_runbooks.remediate.election_schedule import schedule_error
+
+            why = schedule_error(s.schedule, s.schedule_timezone)
+            if why:
+                raise ConfigError(f"election.schedule: {why}")
         return s
 
 

@@ -203,3 +203,102 @@ class CloseElectionOperator(BaseOperator):
             resumable = Ledger(config.incident_base, record_id).progress().resumable
             store.update(record_id, note=f"halted: {why}; resumable with resume=true" if resumable else f"stopped: {why}")
         raise AirflowFailException(f"election {record_id} did not complete: {why}")
+
+
+class ScheduledElectionsOperator(BaseOperator):
+    """The scheduled path (``dags/kafka_preferred_election_schedule.py``): every cluster whose ``election.schedule``
+    fires in this run's data interval is checked on its state now; skipped with the reason (nothing to move, or the
+    imbalance within Kafka's own rule), or returned as the ``kafka_preferred_election`` run to start -- which then plans,
+    asks for approval, waits and elects exactly as a run from the form. Each decision is audited in the cluster's
+    ``<cluster>-election-schedule`` record of the incident store. A cluster that cannot be read is audited as failed
+    and does not stop the others (``ScheduleErrorsOperator``, last, fails the run naming it)."""
+
+    def execute(self, context) -> list[dict[str, Any]]:
+        from kafka_runbooks.config import ConfigError, _raw_clusters, load_cluster
+        from kafka_runbooks.remediate.election_schedule import due_at
+
+        start, end = context["data_interval_start"], context["data_interval_end"]
+        raw = _raw_clusters()
+        starts: list[dict[str, Any]] = []
+        errors: list[str] = []
+        for name in sorted(raw):
+            try:
+                config = load_cluster(name, raw)
+            except ConfigError as exc:
+                errors.append(f"{name}: {exc}")
+                continue
+            s = config.election
+            fire = due_at(s.schedule, s.schedule_timezone, start, end) if s.schedule else None
+            if fire is None:
+                continue
+            try:
+                started = self._decide(config, fire, context)
+            except Exception as exc:  # noqa: BLE001 - one unreadable cluster does not stop the others
+                self._audit(config, context, "failed", {"fire_at": fire.isoformat(), "error": f"{type(exc).__name__}: {exc}"})
+                errors.append(f"{name}: {type(exc).__name__}: {exc}")
+                continue
+            if started:
+                starts.append(started)
+        self.log.info("data interval %s .. %s: starting %s", start, end, [x["conf"]["cluster"] for x in starts] or "nothing")
+        if errors:
+            context["ti"].xcom_push(key="errors", value=errors)
+            self.log.error("not checked: %s", errors)
+        return starts
+
+    def _decide(self, config, fire, context) -> dict[str, Any] | None:
+        import dataclasses
+
+        from kafka_runbooks.detect.snapshot import read_snapshot
+        from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
+        from kafka_runbooks.remediate.election_schedule import imbalance_summary, skip_reason
+        from kafka_runbooks.remediate.host import read_static_configs
+
+        with ZooKeeperHook(config.zk_conn_id, timeout_s=config.capture.connect_timeout_s).session() as zk:
+            snapshot = read_snapshot(zk, config.name)
+        why = skip_reason(snapshot)
+        if why is None:  # something to move: Kafka's threshold is the controller's server.properties (SSH)
+            static, notes = read_static_configs(config)
+            snapshot = dataclasses.replace(snapshot, static_configs={str(b): dict(p) for b, p in static.items()})
+            why = skip_reason(snapshot)
+        s = config.election
+        seen = {"fire_at": fire.isoformat(), "schedule": s.schedule, "timezone": s.schedule_timezone, "state_at": snapshot.taken_at}
+        if why is not None:
+            self._audit(config, context, "skipped", {**seen, "reason": why})
+            self.log.info("cluster %s: skipped: %s", config.name, why)
+            return None
+        reason = f"scheduled (election.schedule {s.schedule!r} {s.schedule_timezone}, due {fire.isoformat()}): {imbalance_summary(snapshot)}"
+        run_id = f"scheduled__{config.name}__{fire.strftime('%Y%m%dT%H%M')}"
+        conf = {"cluster": config.name, "brokers": [], "mode": "execute", "reason": reason[:2000], "resume": False}
+        self._audit(config, context, "started", {**seen, "run_id": run_id, "conf": conf})
+        return {"trigger_run_id": run_id, "conf": conf}
+
+    def _audit(self, config, context, outcome: str, details: dict[str, Any]) -> None:
+        from kafka_runbooks.incidents.store import IncidentError, IncidentStore
+        from kafka_runbooks.remediate.election_schedule import AUDIT_SUFFIX
+
+        store = IncidentStore(config.incident_base)
+        record_id = f"{config.name}-{AUDIT_SUFFIX}"
+        try:
+            store.get(record_id)
+        except (IncidentError, FileNotFoundError, OSError):
+            store.open(cluster=config.name, broker_ids=[], reason="decisions of election.schedule (not an incident)",
+                       trigger={"kind": "election_schedule"}, opened_by=_actor(context), incident_id=record_id)
+            store.close(record_id, actor=_actor(context), resolution="the audit trail of the scheduled elections' decisions")
+        store.audit(record_id, actor=_actor(context), action="scheduled_election", outcome=outcome,
+                    details={**details, "run_id": context["ti"].run_id})
+
+
+class ScheduleErrorsOperator(BaseOperator):
+    """Last task of the scheduled path (runs whatever happened): fails naming every cluster that could not be checked."""
+
+    template_fields: Sequence[str] = ("errors",)
+
+    def __init__(self, *, errors: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("trigger_rule", TriggerRule.ALL_DONE)
+        super().__init__(**kwargs)
+        self.errors = errors
+
+    def execute(self, context) -> None:
+        if self.errors:
+            raise AirflowFailException("clusters not checked (audited in <cluster>-election-schedule):\n"
+                                       + "\n".join(f"- {e}" for e in self.errors))
