@@ -269,7 +269,7 @@ class ScheduledElectionsOperator(BaseOperator):
         reason = f"scheduled (election.schedule {s.schedule!r} {s.schedule_timezone}, due {fire.isoformat()}): {imbalance_summary(snapshot)}"
         run_id = f"scheduled__{config.name}__{fire.strftime('%Y%m%dT%H%M')}"
         conf = {"cluster": config.name, "brokers": [], "mode": "execute", "reason": reason[:2000], "resume": False}
-        self._audit(config, context, "started", {**seen, "run_id": run_id, "conf": conf})
+        self._audit(config, context, "started", {**seen, "election_run_id": run_id, "conf": conf})
         return {"trigger_run_id": run_id, "conf": conf}
 
     def _audit(self, config, context, outcome: str, details: dict[str, Any]) -> None:
