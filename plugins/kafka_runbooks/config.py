@@ -327,7 +327,9 @@ class ElectionSettings:
     deadline_s: float = 86400.0  # gives up this long after the approval
     poll_s: float = 30.0  # how often the wait re-checks
     convergence_s: float = 60.0  # after each batch: leaders preferred, every broker agrees, canary ok, queues fine
-    method: str = "auto"  # auto/zookeeper: /admin/preferred_replica_election (every ZooKeeper-mode Kafka); admin: elect_leaders (>= 2.2, KRaft)
+    # auto/zookeeper: /admin/preferred_replica_election (every ZooKeeper-mode Kafka); admin: elect_leaders (Kafka >= 2.2:
+    # ElectLeaders v0 on 2.2/2.3, measured on the lab's 2.3.0; refused when kafka_version says older; the only way on KRaft)
+    method: str = "auto"
     znode_timeout_s: float = 60.0  # the controller deletes /admin/preferred_replica_election within this
     canary: bool = True  # the canary must succeed after each batch (the cluster's canary topic)
     # cron (5 fields) at which kafka_preferred_election_schedule plans an election for this cluster; None: never

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import threading
@@ -115,7 +116,7 @@ def test_schedule_skips_a_balanced_cluster_then_starts_the_approved_election_the
     # ---- 2. broker 3 restarted: it leads none of its preferred partitions; the schedule starts the election DAG
     _bounce(lab)
     mine = sorted(f"{t}-{p}" for t, p in lab.preferred_of(3))
-    run = _run_schedule(clock.now() + __import__("datetime").timedelta(minutes=5))
+    run = _run_schedule(clock.now() + dt.timedelta(minutes=5))
     tis = _tis(run)
     assert str(tis[("start_election", 0)].state) == "success", {k: str(v.state) for k, v in tis.items()}
     trail = _schedule_trail(settings)[before + 1:]

@@ -255,11 +255,11 @@ class ScheduledElectionsOperator(BaseOperator):
 
         with ZooKeeperHook(config.zk_conn_id, timeout_s=config.capture.connect_timeout_s).session() as zk:
             snapshot = read_snapshot(zk, config.name)
-        why = skip_reason(snapshot)
-        if why is None:  # something to move: Kafka's threshold is the controller's server.properties (SSH)
-            static, notes = read_static_configs(config)
+        if any(p.replicas and p.leader != p.replicas[0] for p in snapshot.partitions):
+            # something to move: Kafka's threshold is in the controller's server.properties (read over SSH)
+            static, _ = read_static_configs(config)
             snapshot = dataclasses.replace(snapshot, static_configs={str(b): dict(p) for b, p in static.items()})
-            why = skip_reason(snapshot)
+        why = skip_reason(snapshot)
         s = config.election
         seen = {"fire_at": fire.isoformat(), "schedule": s.schedule, "timezone": s.schedule_timezone, "state_at": snapshot.taken_at}
         if why is not None:
