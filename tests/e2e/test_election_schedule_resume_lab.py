@@ -108,7 +108,7 @@ def test_schedule_skips_a_balanced_cluster_then_starts_the_approved_election_the
     before = len(_schedule_trail(settings))
     run = _run_schedule(clock.now())
     tis = _tis(run)
-    assert str(tis[("due_clusters", -1)].state) == "success" and tis[("due_clusters", -1)].xcom_pull(task_ids="due_clusters") == []
+    assert str(run.state) == "success" and str(tis[("due_clusters", -1)].state) == "success" and tis[("due_clusters", -1)].xcom_pull(task_ids="due_clusters") == []
     trail = _schedule_trail(settings)[before:]
     assert [e["outcome"] for e in trail] == ["skipped"] and "nothing to elect" in trail[0]["details"]["reason"]
     assert _started_runs() == []
@@ -118,7 +118,7 @@ def test_schedule_skips_a_balanced_cluster_then_starts_the_approved_election_the
     mine = sorted(f"{t}-{p}" for t, p in lab.preferred_of(3))
     run = _run_schedule(clock.now() + dt.timedelta(minutes=5))
     tis = _tis(run)
-    assert str(tis[("start_election", 0)].state) == "success", {k: str(v.state) for k, v in tis.items()}
+    assert str(run.state) == "success" and str(tis[("start_election", 0)].state) == "success", {k: str(v.state) for k, v in tis.items()}
     trail = _schedule_trail(settings)[before + 1:]
     assert [e["outcome"] for e in trail] == ["started"] and "broker 3 100.0 %" in trail[0]["details"]["conf"]["reason"]
     started = _started_runs()
