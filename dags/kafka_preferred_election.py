@@ -6,14 +6,16 @@ it waits in the triggerer (no worker held) until every target broker is in every
 session has been stable for ``election.stable_s``, the quiet window is open and nobody holds the maintenance lock;
 it gives up at ``election.deadline_s`` saying why. Then, under the lock, batch by batch through
 ``/admin/preferred_replica_election`` (the controller deletes the znode when done), each batch checked: preferred
-leaders in ZooKeeper, every broker's own metadata agreeing, the canary. Anything else halts and pages on-call.
+leaders in ZooKeeper, every broker's own metadata agreeing, the canary. Anything else halts and pages on-call;
+``resume`` continues a halted election (converged batches are not elected again; the rest is re-planned and approved
+again). ``kafka_preferred_election_schedule`` starts this DAG for clusters with ``election.schedule``.
 Runbook: runbooks/preferred-election.md.
 """
 
 from __future__ import annotations
 
 import pendulum
-from airflow.sdk import DAG
+from airflow.sdk import DAG, Param
 
 from kafka_runbooks.notify.webhook import APPROVAL_WAITING, HALTED, OnCallWebhookNotifier
 from kafka_runbooks.operators.approval import DECISION_KEY, RemediationApprovalOperator
@@ -32,12 +34,16 @@ with DAG(
     max_active_runs=1,
     render_template_as_native_obj=True,
     tags=["kafka", "remediate", "maintenance"],
-    params=maintenance_params(
-        brokers="Move leadership back to these brokers only; empty = every partition not led by its preferred replica.",
-        execute="asks for approval, waits, then elects"),
+    params={
+        **maintenance_params(
+            brokers="Move leadership back to these brokers only; empty = every partition not led by its preferred replica.",
+            execute="asks for approval, waits, then elects"),
+        "resume": Param(False, type="boolean", description="Continue the cluster's last halted election: its converged batches "
+                        "are not elected again, the rest is planned on fresh state and approved again."),
+    },
 ) as dag:
     plan = PlanElectionOperator(task_id="plan", broker_ids="{{ params.brokers }}", reason="{{ params.reason }}",
-                                mode="{{ params.mode }}", on_failure_callback=halted)
+                                mode="{{ params.mode }}", resume="{{ params.resume }}", on_failure_callback=halted)
     approve = RemediationApprovalOperator(
         task_id="approve",
         subject="Preferred-replica election of {{ params.cluster }}: approve the plan?",

@@ -330,9 +330,14 @@ class ElectionSettings:
     deadline_s: float = 86400.0  # gives up this long after the approval
     poll_s: float = 30.0  # how often the wait re-checks
     convergence_s: float = 60.0  # after each batch: leaders preferred, every broker agrees, canary ok, queues fine
-    method: str = "auto"  # auto/zookeeper: /admin/preferred_replica_election (every ZooKeeper-mode Kafka); admin: elect_leaders (>= 2.2, KRaft)
+    # auto/zookeeper: /admin/preferred_replica_election (every ZooKeeper-mode Kafka); admin: elect_leaders (Kafka >= 2.2:
+    # ElectLeaders v0 on 2.2/2.3, measured on the lab's 2.3.0; refused when kafka_version says older; the only way on KRaft)
+    method: str = "auto"
     znode_timeout_s: float = 60.0  # the controller deletes /admin/preferred_replica_election within this
     canary: bool = True  # the canary must succeed after each batch (the cluster's canary topic)
+    # cron (5 fields) at which kafka_preferred_election_schedule plans an election for this cluster; None: never
+    schedule: str | None = None
+    schedule_timezone: str = "UTC"  # the timezone the cron is read in (IANA name)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "ElectionSettings":
@@ -350,6 +355,12 @@ class ElectionSettings:
                 parse_window(w)
             except ValueError as exc:
                 raise ConfigError(f"election.window: {exc}") from None
+        if s.schedule is not None:
+            from kafka_runbooks.remediate.election_schedule import schedule_error
+
+            why = schedule_error(s.schedule, s.schedule_timezone)
+            if why:
+                raise ConfigError(f"election.schedule: {why}")
         return s
 
 

@@ -24,14 +24,18 @@ GATES = (
 
 class PlanElectionOperator(BaseOperator):
     """Reads the cluster fresh, computes the batches and the conditions, records them (the election's own record in
-    the incident store) and shows them. Dry run: shows and stops. A refused plan fails here, asking nobody."""
+    the incident store) and shows them. Dry run: shows and stops. A refused plan fails here, asking nobody.
 
-    template_fields: Sequence[str] = ("cluster", "broker_ids", "reason", "mode")
+    ``resume``: continues the cluster's latest halted election (``ledger.find_resumable``, as the rolling restart):
+    its record and brokers; the partitions its converged batches elected are left out; the rest is planned on fresh
+    state and needs a new approval (an approval is bound to the digest of the plan it approved and to its run)."""
+
+    template_fields: Sequence[str] = ("cluster", "broker_ids", "reason", "mode", "resume")
 
     def __init__(self, *, cluster: str = "{{ params.cluster }}", broker_ids: Any = None, reason: Any = "", mode: Any = "execute",
-                 **kwargs: Any) -> None:
+                 resume: Any = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.cluster, self.broker_ids, self.reason, self.mode = cluster, broker_ids, reason, mode
+        self.cluster, self.broker_ids, self.reason, self.mode, self.resume = cluster, broker_ids, reason, mode, resume
 
     def execute(self, context) -> dict[str, Any]:
         from kafka_runbooks import clock
@@ -46,31 +50,45 @@ class PlanElectionOperator(BaseOperator):
         dry_run = str(self.mode).strip().lower() in ("dry-run", "dry_run", "dryrun", "plan")
         starter = getattr(context.get("dag_run"), "triggering_user_name", None)
         brokers = [int(b) for b in (self.broker_ids or [])]
+        store = IncidentStore(config.incident_base)
+        record_id, elected = None, []
+        if _truthy(self.resume):
+            found = L.find_resumable(store, config.name, E.KIND)
+            if found is None:
+                raise AirflowFailException(f"resume: cluster {config.name!r} has no halted preferred election to resume")
+            record, progress = found
+            record_id, elected = record["id"], list(progress.partitions_done)
+            requested = list(progress.requested or ())
+            if brokers and sorted(brokers) != sorted(requested):
+                self.log.warning("resume continues the halted election's brokers %s; the form's brokers %s are ignored", requested, brokers)
+            brokers = requested
+            self.log.warning("resuming election %s: %d partition(s) already elected and converged (not elected again); halted: %s",
+                             record_id, len(elected), (progress.halted or {}).get("reason", "")[:500])
         with ZooKeeperHook(config.zk_conn_id, timeout_s=config.capture.connect_timeout_s).session() as zk:
             snapshot = read_snapshot(zk, config.name)
         deadline_at = clock.iso(E.deadline(clock.now(), config.election))
-        record_id = None
-        store = IncidentStore(config.incident_base)
-        if not dry_run:
+        if record_id is None and not dry_run:
             record = store.open(cluster=config.name, broker_ids=brokers or sorted(config.hosts),
                                 reason=str(self.reason or "preferred-replica election"),
                                 trigger={"kind": E.KIND, "requested": brokers, "started_by": starter},
                                 opened_by=starter or _actor(context))
             record_id = record["id"]
-        plan = E.plan_election(snapshot, config, brokers=brokers, roll_id=record_id, deadline_at=deadline_at)
+        plan = E.plan_election(snapshot, config, brokers=brokers, roll_id=record_id, deadline_at=deadline_at, elected=elected)
         digest = plan_digest(plan)
         self.log.info("plan (%s), digest %s:\n%s", "dry run" if dry_run else "to be approved", digest[:16],
                       "\n".join([f"  {s.reason}: {', '.join(s.partitions)}" for s in plan.steps]
                                 + [f"  refused: {r}" for r in plan.refusals] + [f"  conditions: {dict(plan.conditions)}"]))
         if not dry_run:
             L.Ledger(config.incident_base, record_id).append(L.PLANNED, context["ti"].run_id, plan=plan.to_dict(), digest=digest,
-                                                             starter=starter)
+                                                             starter=starter, resumed=bool(elected) or _truthy(self.resume))
             store.update(record_id, plan=plan.to_dict())
             store.audit(record_id, actor=starter or _actor(context), action="plan_election",
                         outcome="refused" if plan.refused else "ok",
-                        details={"refusals": list(plan.refusals), "plan": plan.to_dict(), "digest": digest, "run_id": context["ti"].run_id})
+                        details={"refusals": list(plan.refusals), "plan": plan.to_dict(), "digest": digest, "run_id": context["ti"].run_id,
+                                 "resume": _truthy(self.resume), "already_elected": elected})
             if plan.refused:
-                store.close(record_id, actor=starter or _actor(context), resolution="plan refused; nothing was changed")
+                store.close(record_id, actor=starter or _actor(context),
+                            resolution="plan refused; nothing (further) was changed: " + "; ".join(plan.refusals)[:1000])
                 raise AirflowFailException("election refused:\n" + "\n".join(f"- {r}" for r in plan.refusals))
         return {"plan": plan.to_dict(), "digest": digest, "dry_run": dry_run, "canary": config.election.canary,
                 "findings": [], "gates": [g for g in GATES if (config.election.canary or "canary" not in g) and (config.leadership.jmx or "JmxTool" not in g)]}
@@ -182,5 +200,105 @@ class CloseElectionOperator(BaseOperator):
         if last is not None and last.get("event") == "gave_up":
             store.close(record_id, actor=actor, resolution=f"gave up: {why}")
         else:
-            store.update(record_id, note=f"stopped: {why}")
+            resumable = Ledger(config.incident_base, record_id).progress().resumable
+            store.update(record_id, note=f"halted: {why}; resumable with resume=true" if resumable else f"stopped: {why}")
         raise AirflowFailException(f"election {record_id} did not complete: {why}")
+
+
+class ScheduledElectionsOperator(BaseOperator):
+    """The scheduled path (``dags/kafka_preferred_election_schedule.py``): every cluster whose ``election.schedule``
+    fires in this run's data interval is checked on its state now; skipped with the reason (nothing to move, or the
+    imbalance within Kafka's own rule), or returned as the ``kafka_preferred_election`` run to start -- which then plans,
+    asks for approval, waits and elects exactly as a run from the form. Each decision is audited in the cluster's
+    ``<cluster>-election-schedule`` record of the incident store. A cluster that cannot be read is audited as failed
+    and does not stop the others (``ScheduleErrorsOperator``, last, fails the run naming it)."""
+
+    def execute(self, context) -> list[dict[str, Any]]:
+        from kafka_runbooks.config import ConfigError, _raw_clusters, load_cluster
+        from kafka_runbooks.remediate.election_schedule import due_at
+
+        start, end = context["data_interval_start"], context["data_interval_end"]
+        raw = _raw_clusters()
+        starts: list[dict[str, Any]] = []
+        errors: list[str] = []
+        for name in sorted(raw):
+            try:
+                config = load_cluster(name, raw)
+            except ConfigError as exc:
+                errors.append(f"{name}: {exc}")
+                continue
+            s = config.election
+            fire = due_at(s.schedule, s.schedule_timezone, start, end) if s.schedule else None
+            if fire is None:
+                continue
+            try:
+                started = self._decide(config, fire, context)
+            except Exception as exc:  # noqa: BLE001 - one unreadable cluster does not stop the others
+                self._audit(config, context, "failed", {"fire_at": fire.isoformat(), "error": f"{type(exc).__name__}: {exc}"})
+                errors.append(f"{name}: {type(exc).__name__}: {exc}")
+                continue
+            if started:
+                starts.append(started)
+        self.log.info("data interval %s .. %s: starting %s", start, end, [x["conf"]["cluster"] for x in starts] or "nothing")
+        if errors:
+            context["ti"].xcom_push(key="errors", value=errors)
+            self.log.error("not checked: %s", errors)
+        return starts
+
+    def _decide(self, config, fire, context) -> dict[str, Any] | None:
+        import dataclasses
+
+        from kafka_runbooks.detect.snapshot import read_snapshot
+        from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
+        from kafka_runbooks.remediate.election_schedule import imbalance_summary, skip_reason
+        from kafka_runbooks.remediate.host import read_static_configs
+
+        with ZooKeeperHook(config.zk_conn_id, timeout_s=config.capture.connect_timeout_s).session() as zk:
+            snapshot = read_snapshot(zk, config.name)
+        if any(p.replicas and p.leader != p.replicas[0] for p in snapshot.partitions):
+            # something to move: Kafka's threshold is in the controller's server.properties (read over SSH)
+            static, _ = read_static_configs(config)
+            snapshot = dataclasses.replace(snapshot, static_configs={str(b): dict(p) for b, p in static.items()})
+        why = skip_reason(snapshot)
+        s = config.election
+        seen = {"fire_at": fire.isoformat(), "schedule": s.schedule, "timezone": s.schedule_timezone, "state_at": snapshot.taken_at}
+        if why is not None:
+            self._audit(config, context, "skipped", {**seen, "reason": why})
+            self.log.info("cluster %s: skipped: %s", config.name, why)
+            return None
+        reason = f"scheduled (election.schedule {s.schedule!r} {s.schedule_timezone}, due {fire.isoformat()}): {imbalance_summary(snapshot)}"
+        run_id = f"scheduled__{config.name}__{fire.strftime('%Y%m%dT%H%M')}"
+        conf = {"cluster": config.name, "brokers": [], "mode": "execute", "reason": reason[:2000], "resume": False}
+        self._audit(config, context, "started", {**seen, "election_run_id": run_id, "conf": conf})
+        return {"trigger_run_id": run_id, "conf": conf}
+
+    def _audit(self, config, context, outcome: str, details: dict[str, Any]) -> None:
+        from kafka_runbooks.incidents.store import IncidentError, IncidentStore
+        from kafka_runbooks.remediate.election_schedule import AUDIT_SUFFIX
+
+        store = IncidentStore(config.incident_base)
+        record_id = f"{config.name}-{AUDIT_SUFFIX}"
+        try:
+            store.get(record_id)
+        except (IncidentError, FileNotFoundError, OSError):
+            store.open(cluster=config.name, broker_ids=[], reason="decisions of election.schedule (not an incident)",
+                       trigger={"kind": "election_schedule"}, opened_by=_actor(context), incident_id=record_id)
+            store.close(record_id, actor=_actor(context), resolution="the audit trail of the scheduled elections' decisions")
+        store.audit(record_id, actor=_actor(context), action="scheduled_election", outcome=outcome,
+                    details={**details, "run_id": context["ti"].run_id})
+
+
+class ScheduleErrorsOperator(BaseOperator):
+    """Last task of the scheduled path (runs whatever happened): fails naming every cluster that could not be checked."""
+
+    template_fields: Sequence[str] = ("errors",)
+
+    def __init__(self, *, errors: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("trigger_rule", TriggerRule.ALL_DONE)
+        super().__init__(**kwargs)
+        self.errors = errors
+
+    def execute(self, context) -> None:
+        if self.errors:
+            raise AirflowFailException("clusters not checked (audited in <cluster>-election-schedule):\n"
+                                       + "\n".join(f"- {e}" for e in self.errors))

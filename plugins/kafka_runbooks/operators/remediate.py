@@ -44,26 +44,9 @@ def _truthy(value: Any) -> bool:
 
 def find_resumable_roll(store, cluster: str) -> tuple[dict[str, Any], Any] | None:
     """The latest open rolling-restart record of ``cluster`` whose ledger says it halted."""
-    import json
+    from kafka_runbooks.remediate.ledger import find_resumable
 
-    from kafka_runbooks.remediate.ledger import Ledger
-
-    if not store.base.exists():
-        return None
-    found = []
-    for path in store.base.glob("*/incident.json"):
-        try:
-            record = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if record.get("cluster") == cluster and record.get("status") == "open" and (record.get("trigger") or {}).get("kind") == ROLLING_RESTART:
-            progress = Ledger(store.base, record["id"]).progress()
-            if progress.resumable:
-                found.append((record.get("opened_at") or "", record, progress))
-    if not found:
-        return None
-    _, record, progress = max(found, key=lambda x: x[0])
-    return record, progress
+    return find_resumable(store, cluster, ROLLING_RESTART)
 
 
 def use_approval(context, plan, config, nothing: str):

@@ -120,6 +120,9 @@ def _election_section(plan: Plan, approval_timeout: str, digest: str | None, gat
              + (f", requests/s <= {_code(c.get('max_requests_per_s'))}" if c.get("max_requests_per_s") is not None else "")
              + f"; nobody holds the maintenance lock. It gives up at {_code(c.get('deadline_at'))} and changes nothing then.",
              f"Method: {_code(c.get('method'))}. Batches, each under the maintenance lock:"]
+    if c.get("already_elected"):
+        parts.insert(1, f"**Resumes a halted election**: {len(c['already_elected'])} partition(s) its converged batches elected are "
+                        "left out and never elected again; the rest below was planned on the cluster's state now.")
     for i, step in enumerate(plan.steps, 1):
         shown = list(step.partitions[:MAX_LISTED_PARTITIONS])
         more = len(step.partitions) - len(shown)

@@ -48,15 +48,19 @@ def chunks(items: list, size: int) -> list[list]:
 
 
 def plan_election(snapshot: ClusterSnapshot, config: ClusterConfig, *, brokers: Iterable[int] = (), roll_id: str | None = None,
-                  deadline_at: str | None = None) -> Plan:
-    """``brokers``: only leadership moving to these (empty: every broker). Refused when nothing is to move, or a
-    target broker has no configured host (the product acts only on brokers it knows)."""
+                  deadline_at: str | None = None, elected: Iterable[str] = ()) -> Plan:
+    """``brokers``: only leadership moving to these (empty: every broker). ``elected``: partitions an earlier run of
+    the same election already elected and saw converge (resume, from its ledger): never elected again by it. Refused
+    when nothing is to move, the method cannot work on this Kafka, or a target broker has no configured host (the
+    product acts only on brokers it knows)."""
     s: ElectionSettings = config.election
     wanted = sorted({int(b) for b in brokers})
-    refusals: list[str] = []
+    done = sorted(set(elected))
+    refusals: list[str] = list(method_refusals(config))
     if snapshot.cluster != config.name:
         refusals.append(f"snapshot is of cluster {snapshot.cluster!r} but the config is for {config.name!r}")
-    todo = [p for p in snapshot.partitions if p.replicas and p.leader != preferred(p) and (not wanted or preferred(p) in wanted)]
+    todo = [p for p in snapshot.partitions if p.replicas and p.leader != preferred(p) and (not wanted or preferred(p) in wanted)
+            and p.name not in done]
     targets = sorted({preferred(p) for p in todo})
     steps: list[Step] = []
     for b in targets:
@@ -75,7 +79,7 @@ def plan_election(snapshot: ClusterSnapshot, config: ClusterConfig, *, brokers: 
         steps[i - 1] = dataclasses.replace(st, reason=f"batch {i} of {len(steps)}: {st.reason}")
     if not steps:
         refusals.append("nothing to elect: every partition" + (f" preferring brokers {wanted}" if wanted else "")
-                        + " is led by its preferred replica")
+                        + " is led by its preferred replica" + (f" or was elected by this election already ({len(done)})" if done else ""))
     refusals += [f"broker {st.broker_id}: {r}" for st in steps for r in st.refusals]
     offline = [p.name for p in todo if p.offline]
     warnings = [f"{len(offline)} partition(s) are offline ({', '.join(offline[:10])}): the election cannot help them"] if offline else []
@@ -91,6 +95,8 @@ def plan_election(snapshot: ClusterSnapshot, config: ClusterConfig, *, brokers: 
         "batch_size": s.batch_size,
         "offsets_batch_size": s.offsets_batch_size,
     }
+    if done:
+        conditions["already_elected"] = done
     return Plan(
         cluster=config.name, steps=tuple(steps), refusals=tuple(refusals),
         blast_radius=tuple(f"leader of {n} moves to broker {st.broker_id}" for st in steps for n in st.partitions),
@@ -102,8 +108,29 @@ def plan_election(snapshot: ClusterSnapshot, config: ClusterConfig, *, brokers: 
 
 def election_method(config: ClusterConfig) -> str:
     """"zookeeper" (the znode; every ZooKeeper-mode Kafka) unless the cluster says "admin" (elect_leaders: Kafka >= 2.2,
-    the only way on KRaft)."""
+    the only way on KRaft). "auto" is the znode: every cluster this product reaches is in ZooKeeper mode."""
     return "admin" if config.election.method == "admin" else "zookeeper"
+
+
+ADMIN_SINCE = (2, 2)  # ElectPreferredLeaders, API key 43 v0 (KIP-183); v1 with the election type is 2.4 (KIP-460)
+
+
+def _version(text: str | None) -> tuple[int, int] | None:
+    import re
+
+    m = re.match(r"^\s*(\d+)\.(\d+)", str(text or ""))
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def method_refusals(config: ClusterConfig) -> list[str]:
+    """``admin`` on a Kafka known to be older than 2.2 has no API to elect with. On 2.2/2.3 it works for the preferred
+    election (measured on the lab's 2.3.0: librdkafka 2.16 sends ElectLeaders v0, the broker elects the preferred
+    replicas); nothing is known of an unset ``kafka_version``, so it is tried (and a broker's error halts the batch)."""
+    v = _version(config.kafka_version)
+    if election_method(config) == "admin" and v is not None and v < ADMIN_SINCE:
+        return [f"election.method 'admin' needs Kafka >= 2.2 (ElectLeaders, API key 43, KIP-183); cluster {config.name!r} runs "
+                f"{config.kafka_version}: use method 'zookeeper' (or 'auto')"]
+    return []
 
 
 def znode_payload(partitions: Iterable[str]) -> bytes:

@@ -9,6 +9,10 @@ a canary round (one acks=all record through every leader of the canary topic, re
 broker's request queue may be saturated (JmxTool on each broker host, when ``leadership.jmx``).
 Anything else halts: nothing further is elected, the ledger and the audit say where and why, and ``Halted`` carries
 the text the failure callback pages on-call with. Every action is audited in the election's record.
+
+A converged batch is a ``step_done`` with its partitions in the election's ledger (the engine's ledger,
+``remediate/ledger.py``): a resumed election (the DAG's ``resume``) re-plans the rest on fresh state, under a new
+approval, and never elects those partitions again.
 """
 
 from __future__ import annotations
@@ -24,7 +28,6 @@ from kafka_runbooks.remediate import ledger as L
 from kafka_runbooks.remediate.executor import Execution, Halted, Refused, describe_state
 
 log = logging.getLogger(__name__)
-BATCH_DONE = "batch_done"
 
 
 def read_metrics(config: ClusterConfig, snapshot) -> tuple[list, dict[int, int], list[str]]:
@@ -167,6 +170,7 @@ def run(ex: Execution) -> dict[str, Any]:
 
     elected: list[str] = []
     batch_no = 0
+    already = set(ledger.progress().partitions_done)  # converged in an earlier run of this election: never again
     with ZooKeeperHook(cfg.zk_conn_id, timeout_s=cfg.capture.connect_timeout_s).session() as zk:
         lock = MaintenanceLock(zk, cfg.name, run=ex.run_id, dag=ex.dag_id, user=ex.starter, purpose=E.KIND)
         try:
@@ -182,14 +186,15 @@ def run(ex: Execution) -> dict[str, Any]:
                 lock.check()
                 snapshot = read_snapshot(zk, cfg.name)
                 by_name = {p.name: p for p in snapshot.partitions}
-                todo = [n for n in step.partitions if n in by_name and by_name[n].leader != E.preferred(by_name[n])]
+                todo = [n for n in step.partitions
+                        if n in by_name and n not in already and by_name[n].leader != E.preferred(by_name[n])]
                 not_in_isr = [n for n in todo if E.preferred(by_name[n]) not in by_name[n].isr]
                 if not_in_isr:
                     raise Halted(f"batch {batch_no}: broker {step.broker_id} is not in the ISR of {', '.join(not_in_isr[:8])} "
                                  "any more: it is not ready; nothing of this batch was elected")
                 if not todo:
-                    audit("elect_batch", "skipped", {"batch": batch_no, "why": "already led by the preferred replica"})
-                    ledger.append(BATCH_DONE, ex.run_id, batch=batch_no, broker_id=step.broker_id, partitions=[], skipped=True)
+                    audit("elect_batch", "skipped", {"batch": batch_no, "why": "already led by the preferred replica, or elected by this election before"})
+                    ledger.append(L.STEP_DONE, ex.run_id, batch=batch_no, broker_id=step.broker_id, partitions=[], skipped=True)
                     continue
                 ledger.append(L.STEP_STARTED, ex.run_id, batch=batch_no, broker_id=step.broker_id, partitions=todo)
                 t0 = time.monotonic()
@@ -205,7 +210,7 @@ def run(ex: Execution) -> dict[str, Any]:
                           "elect_s": round(took, 2), **conv, "batch_s": round(time.monotonic() - t0, 2)}
                 ex.timings.append(timing)
                 audit("convergence", "ok", timing)
-                ledger.append(BATCH_DONE, ex.run_id, batch=batch_no, broker_id=step.broker_id, partitions=todo, timing=timing)
+                ledger.append(L.STEP_DONE, ex.run_id, batch=batch_no, broker_id=step.broker_id, partitions=todo, timing=timing)
                 elected += todo
         except Halted as exc:
             _halt(ex, ledger, audit, zk, batch_no, str(exc))
@@ -234,5 +239,6 @@ def _halt(ex: Execution, ledger, audit, zk, batch_no: int, reason: str) -> None:
     audit("halt", "failed", {"batch": batch_no, "reason": reason, "state": state})
     text = [f"preferred election of cluster {ex.config.name} HALTED at batch {batch_no} of {len(ex.plan.steps)}", reason,
             "cluster now:", *[f"  {line}" for line in state],
-            f"nothing further was elected (record {ex.record_id}, {clock.now_iso()}); see {E.RUNBOOK}"]
+            f"nothing further was elected (record {ex.record_id}, {clock.now_iso()}); resume with the same form and "
+            f"resume=true (the converged batches are not elected again; the rest is re-planned and approved again); see {E.RUNBOOK}"]
     raise Halted("\n".join(text))

@@ -2,10 +2,12 @@
 
     <incident_base>/<record id>/remediation.jsonl    append-only JSON lines, one per event
 
-The record is the incident (incident restarts) or the roll's own record (rolling restarts) in the
-incident store, so the ledger sits beside the audit trail of the same actions. A later run with
-"resume" reads it to continue from the failed step: a broker with ``step_done`` is never restarted
-again by that roll. Writers take an flock on the file; reading and reducing (:func:`progress`) is pure.
+The record is the incident (incident restarts), the roll's own record (rolling restarts) or the election's own
+record (preferred elections) in the incident store, so the ledger sits beside the audit trail of the same actions.
+A later run with "resume" reads it (:func:`find_resumable`) to continue from the failed step: a broker with
+``step_done`` is never restarted again by that roll; a partition in a ``step_done`` that carries ``partitions`` (an
+election batch that converged) is never elected again by that election. Writers take an flock on the file; reading
+and reducing (:func:`progress`) is pure.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ class Progress:
     done: bool = False  # a "completed" entry after the last halt
     requested: tuple[int, ...] = ()  # brokers of the first plan (what the roll was asked to do)
     runs: tuple[str, ...] = field(default_factory=tuple)
+    partitions_done: tuple[str, ...] = ()  # partitions of the steps done that name them (election batches that converged)
 
     @property
     def resumable(self) -> bool:
@@ -54,12 +57,15 @@ def progress(entries: Iterable[Mapping[str, Any]]) -> Progress:
     done = False
     requested: tuple[int, ...] = ()
     runs: list[str] = []
+    partitions_done: list[str] = []
     for e in entries:
         kind = e.get("event")
         if e.get("run_id") and e["run_id"] not in runs:
             runs.append(e["run_id"])
         if kind == PLANNED and not requested:
             requested = tuple(int(b) for b in (e.get("plan") or {}).get("requested") or ())
+        elif kind == STEP_DONE and "partitions" in e:  # a step over partitions (an election batch): the broker goes on
+            partitions_done += [str(n) for n in e.get("partitions") or () if str(n) not in partitions_done]
         elif kind == STEP_DONE:
             b = int(e["broker_id"])
             if b not in completed:
@@ -72,7 +78,7 @@ def progress(entries: Iterable[Mapping[str, Any]]) -> Progress:
             halted, done = e, False
         elif kind == COMPLETED:
             done, halted, failed = True, None, None
-    return Progress(tuple(completed), failed, halted, done, requested, tuple(runs))
+    return Progress(tuple(completed), failed, halted, done, requested, tuple(runs), tuple(partitions_done))
 
 
 class Ledger:
@@ -122,3 +128,17 @@ class Ledger:
 
     def progress(self) -> Progress:
         return progress(self.entries())
+
+
+def find_resumable(store, cluster: str, kind: str) -> tuple[dict[str, Any], Progress] | None:
+    """The latest open record of ``cluster`` started as ``kind`` (its trigger) whose ledger says it halted."""
+    found = []
+    for record in store.records(cluster):
+        if record.get("status") == "open" and (record.get("trigger") or {}).get("kind") == kind:
+            p = Ledger(store.base, record["id"]).progress()
+            if p.resumable:
+                found.append((record.get("opened_at") or "", record, p))
+    if not found:
+        return None
+    _, record, p = max(found, key=lambda x: x[0])
+    return record, p

@@ -1,0 +1,33 @@
+"""The scheduled election's dispatcher (``kafka_preferred_election_schedule``) with clusters it cannot read: a due
+cluster whose ZooKeeper connection does not exist is audited as failed, the others are not affected, nothing is
+started, and the run fails naming it. A cluster without ``election.schedule`` is never looked at."""
+
+import json
+
+import pytest
+
+from kafka_lab.airflow_home import load_dags
+
+pytestmark = pytest.mark.usefixtures("airflow_db")
+
+
+def test_unreadable_due_cluster_is_audited_and_fails_the_run_naming_it(tmp_path, monkeypatch):
+    from kafka_runbooks import clock
+    from kafka_runbooks.incidents.store import IncidentStore
+
+    base = str(tmp_path / "incidents")
+    clusters = {
+        "nozk": {"zk_conn_id": "kafka_runbooks_test_no_such_connection", "hosts": {"1": "ssh_nowhere"}, "incident_base": base,
+                 "election": {"schedule": "*/5 * * * *"}},
+        "unscheduled": {"zk_conn_id": "kafka_runbooks_test_no_such_connection", "hosts": {"1": "ssh_nowhere"},
+                        "incident_base": base},
+    }
+    monkeypatch.setenv("AIRFLOW_VAR_KAFKA_RUNBOOKS_CLUSTERS", json.dumps(clusters))
+    run = load_dags().get_dag("kafka_preferred_election_schedule").test(logical_date=clock.now())
+    states = {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
+    assert states["due_clusters"] == "success" and states["report"] == "failed", states
+    assert states["start_election"] in ("skipped", "removed", "None"), states  # nothing to start
+    trail = IncidentStore(base).audit_trail("nozk-election-schedule")
+    failed = [e for e in trail if e["action"] == "scheduled_election"]
+    assert [e["outcome"] for e in failed] == ["failed"] and "kafka_runbooks_test_no_such_connection" in failed[0]["details"]["error"]
+    assert IncidentStore(base).records("unscheduled") == []
