@@ -486,7 +486,8 @@ class ClusterConfig:
             raise ConfigError(f"cluster {name!r}: bad settings: {exc!r}") from exc
 
 
-def _raw_clusters() -> Mapping[str, Any]:
+def raw_clusters() -> Mapping[str, Any]:
+    """Every cluster's settings as configured (the file at $KAFKA_RUNBOOKS_CLUSTERS_FILE, else the Airflow Variable)."""
     path = os.environ.get(FILE_ENV)
     if path:
         with open(path, encoding="utf-8") as fh:
@@ -497,7 +498,7 @@ def _raw_clusters() -> Mapping[str, Any]:
 
 
 def load_cluster(name: str, raw: Mapping[str, Any] | None = None) -> ClusterConfig:
-    clusters = raw if raw is not None else _raw_clusters()
+    clusters = raw if raw is not None else raw_clusters()
     if name not in clusters:
         raise ConfigError(f"unknown cluster {name!r}; configured: {sorted(clusters)}")
     return ClusterConfig.from_dict(name, clusters[name])

@@ -214,11 +214,11 @@ class ScheduledElectionsOperator(BaseOperator):
     and does not stop the others (``ScheduleErrorsOperator``, last, fails the run naming it)."""
 
     def execute(self, context) -> list[dict[str, Any]]:
-        from kafka_runbooks.config import ConfigError, _raw_clusters, load_cluster
+        from kafka_runbooks.config import ConfigError, raw_clusters, load_cluster
         from kafka_runbooks.remediate.election_schedule import due_at
 
         start, end = context["data_interval_start"], context["data_interval_end"]
-        raw = _raw_clusters()
+        raw = raw_clusters()
         starts: list[dict[str, Any]] = []
         errors: list[str] = []
         for name in sorted(raw):
