@@ -160,9 +160,7 @@ def make_classifier(files: list[ScanFile], split_bytes: int | None):
     def classify_batches(batches):
         import pyarrow as pa
 
-        from .logsummary import event_row
-        from .parsers.layouts import BY_NAME, level_kept
-        from .parsers.logs import LogRecord, classify, is_exception_line
+        from .nativescan import record_event
 
         cache: dict[str, tuple] = {}
 
@@ -184,10 +182,6 @@ def make_classifier(files: list[ScanFile], split_bytes: int | None):
                 path, broker_id, layout, firsts = lookup(d["file"][i])
                 block = int(d["block"][i])
                 line = firsts.get(block, 1) + int(d["row"][i])
-                raw = d["value"][i]
-                h = BY_NAME[layout].header(raw)
-                if h is None:
-                    continue
                 nxt = frame = None
                 n1, n2 = d["n1"][i], d["n2"][i]
 
@@ -198,14 +192,9 @@ def make_classifier(files: list[ScanFile], split_bytes: int | None):
                     nxt = n1["value"]
                     if n2 is not None and n2["kind"] == "marker" and line_of(n2) == line + 2:
                         frame = n2["value"]
-                r = LogRecord(line=line, end_line=line, ts=h.ts, level=h.level, logger=h.logger, thread=h.thread,
-                              message=h.message, zone=h.zone, myid=h.myid, raw=raw)
-                classify(r, nxt, frame)
-                if nxt is not None and r.exception is None and is_exception_line(nxt):
-                    r.exception, r.exception_line = nxt.strip()[:2000], line + 1
-                if not r.signature and not level_kept(layout, raw):
+                row = record_event(layout, path, broker_id, line, d["value"][i], nxt, frame)
+                if row is None:
                     continue
-                row = event_row(r, layout, path, broker_id)
                 for c in EVENT_COLUMNS:
                     out[c].append(row[c])
             out["attrs"] = [list(a.items()) for a in out["attrs"]]
