@@ -16,8 +16,10 @@ survey alone and the file goes to the JVM scan (``fastscan.py``); both paths giv
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
+import tempfile
 from collections import deque
 from typing import Any, Iterator
 
@@ -83,35 +85,57 @@ def record_event(layout: str, path: str, broker_id: int | None, line: int, raw: 
     return event_row(r, layout, path, broker_id)
 
 
-def _rg_lines(rg: str, local_path: str) -> Iterator[tuple[int, bool, bytes]]:
-    """(line number, matched?, content without its line end) of every line rg prints: the matches and the two
-    lines after each."""
-    argv = [rg, "--no-config", "--no-heading", "--no-filename", "--line-number", "--text", "--fixed-strings",
-            "--color", "never", "--threads", "1", "--after-context", "2"]
-    for lit in literals():
-        argv += ["-e", lit]
-    argv += ["--", local_path]
-    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=1 << 20) as p:
-        try:
-            for ln in p.stdout:
-                i = 0
-                n = len(ln)
-                while i < n and 48 <= ln[i] <= 57:
-                    i += 1
-                if i == 0 or i >= n:  # the "--" between context groups
-                    continue
-                body = ln[i + 1:]
-                if body.endswith(b"\n"):
-                    body = body[:-1]
-                if body.endswith(b"\r"):  # CRLF: Spark's line reader drops both
-                    body = body[:-1]
-                yield int(ln[:i]), ln[i] == 58, body
-            err = p.stderr.read()
-            if p.wait() not in (0, 1):  # 1: nothing matched
-                raise RuntimeError(f"rg failed ({p.returncode}): {err.decode(errors='replace')[-500:]}")
-        finally:
-            if p.poll() is None:
-                p.kill()
+_RG_LINE = re.compile(rb"^([0-9]+)([:-])(.*)$", re.M)
+READ = 8 << 20
+
+
+class RgRun:
+    """``rg --fixed-strings --after-context 2`` over one file, writing to a temporary file: started before the
+    survey so the two read the file side by side (rg in its own process), read back afterwards."""
+
+    def __init__(self, rg: str, local_path: str) -> None:
+        argv = [rg, "--no-config", "--no-heading", "--no-filename", "--line-number", "--text", "--fixed-strings",
+                "--color", "never", "--threads", "1", "--after-context", "2"]
+        for lit in literals():
+            argv += ["-e", lit]
+        argv += ["--", local_path]
+        self.out = tempfile.TemporaryFile(prefix="kafka-runbooks-rg-")
+        self.err = tempfile.TemporaryFile(prefix="kafka-runbooks-rg-")
+        self.proc = subprocess.Popen(argv, stdout=self.out, stderr=self.err, stdin=subprocess.DEVNULL)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.out.close()
+        self.err.close()
+
+    def lines(self) -> Iterator[tuple[int, bool, bytes]]:
+        """(line number, matched?, content without its line end) of every line rg printed: the matches and the
+        two lines after each (the "--" between context groups skipped)."""
+        if self.proc.wait() not in (0, 1):  # 1: nothing matched
+            self.err.seek(0)
+            raise RuntimeError(f"rg failed ({self.proc.returncode}): {self.err.read()[-500:].decode(errors='replace')}")
+        self.out.seek(0)
+        rest = b""
+        while True:
+            block = self.out.read(READ)
+            if not block:
+                break
+            block = rest + block
+            cut = block.rfind(b"\n") + 1
+            rest = block[cut:]
+            yield from self._parse(block[:cut])
+        if rest:
+            yield from self._parse(rest + b"\n")
+
+    @staticmethod
+    def _parse(block: bytes) -> Iterator[tuple[int, bool, bytes]]:
+        for m in _RG_LINE.finditer(block):
+            body = m.group(3)
+            if body[-1:] == b"\r":  # CRLF: Spark's line reader drops both
+                body = body[:-1]
+            yield int(m.group(1)), m.group(2) == b":", body
 
 
 class _Summary:
@@ -177,9 +201,11 @@ def scanned_file(e: dict, s, counts: dict[str, int], sample: list[dict[str, Any]
     return pf
 
 
-def scan_file(rg: str, local_path: str, path: str, broker_id: int | None, layout: str, out_uri: str, key: str):
-    """rg over one whole file -> (counts, sample rows, minute rows); the rows are written as one Parquet part
-    file of log_events (source=rg). None when the file is not valid UTF-8 (the JVM scan reads it instead)."""
+def scan_file(rg: "str | RgRun", local_path: str, path: str, broker_id: int | None, layout: str, out_uri: str, key: str):
+    """rg over one whole file (``rg``: the binary, or a run already started) -> (counts, sample rows, minute rows);
+    the rows are written as one Parquet part file of log_events (source=rg). None when the file is not valid
+    UTF-8 (the JVM scan reads it instead)."""
+    run = rg if isinstance(rg, RgRun) else RgRun(rg, local_path)
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -239,7 +265,7 @@ def scan_file(rg: str, local_path: str, path: str, broker_id: int | None, layout
                 flush()
 
     try:
-        for n, matched, body in _rg_lines(rg, local_path):
+        for n, matched, body in run.lines():
             window[n] = body
             while pending and pending[0] + 2 <= n:
                 settle(pending.popleft())
@@ -261,6 +287,7 @@ def scan_file(rg: str, local_path: str, path: str, broker_id: int | None, layout
     finally:
         if writer is not None:
             writer.close()
+        run.close()
     return agg.counts, agg.sample(), list(agg.minutes.values())
 
 
@@ -282,16 +309,19 @@ def survey_and_scan(e: dict, file_uri: str, split_bytes: int, out_uri: str, rg: 
     native scan. -> (entry, survey dict, ParsedFile or None: None sends the file to the JVM scan)."""
     from .survey import Survey, survey_file
 
-    s: Survey = survey_file(e["path"], file_uri, split_bytes)
-    if rg is None or not s.spark_readable():
-        return e, s.to_dict(), None
-    exe = find_rg(rg)
-    if exe is None or not U.is_local(file_uri):
-        if require_rg:
-            raise RuntimeError(f"log scan 'rg' asked for, but {rg!r} was not found on this executor's PATH"
-                               if exe is None else f"log scan 'rg' needs a local or shared-mount file, not {file_uri}")
-        return e, s.to_dict(), None
-    res = scan_file(exe, U.local_path(file_uri), e["path"], e.get("broker_id"), s.layout, out_uri, f"{e['path']}#rg")
+    exe = find_rg(rg) if rg else None
+    if rg and (exe is None or not U.is_local(file_uri)) and require_rg:
+        raise RuntimeError(f"log scan 'rg' asked for, but {rg!r} was not found on this executor's PATH"
+                           if exe is None else f"log scan 'rg' needs a local or shared-mount file, not {file_uri}")
+    run = RgRun(exe, U.local_path(file_uri)) if exe and U.is_local(file_uri) else None  # beside the survey
+    try:
+        s: Survey = survey_file(e["path"], file_uri, split_bytes)
+        if run is None or not s.spark_readable():
+            return e, s.to_dict(), None
+        res = scan_file(run, U.local_path(file_uri), e["path"], e.get("broker_id"), s.layout, out_uri, f"{e['path']}#rg")
+    finally:
+        if run is not None:
+            run.close()
     if res is None:
         return e, s.to_dict(), None
     counts, sample, minutes = res

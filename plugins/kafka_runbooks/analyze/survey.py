@@ -98,7 +98,7 @@ def survey_file(path: str, file_uri: str, split_bytes: int, want_layout: bool = 
                 h.update(chunk)
                 if len(head) < SAMPLE:
                     head += chunk[:SAMPLE - len(head)]
-                tail = (tail + chunk)[-SAMPLE:]
+                tail = chunk[-SAMPLE:] if len(chunk) >= SAMPLE else (tail + chunk)[-SAMPLE:]
                 end = pos + len(chunk)
                 # line-break counts at every split boundary inside this chunk
                 start = 0
