@@ -286,7 +286,12 @@ def run(spark, bundle: str, out: str | None = None, kafka_version: str | None = 
         done = (sc.parallelize([(i, log_entries[i]) for i in order], max(1, min(len(log_entries), par * 4)))
                 .map(lambda ie: (ie[0], survey_and_scan(ie[1], U.join(bu, ie[1]["path"]), split, ou, rg_exe, need_rg)))
                 .collect())
-        surveys = [r for _, r in sorted(done, key=lambda x: x[0])]  # back in manifest order
+        surveys = [r[:3] for _, r in sorted(done, key=lambda x: x[0])]  # back in manifest order
+        costs: dict[str, float] = {}
+        for _, r in done:
+            for k, v in r[3].items():
+                costs[k] = costs.get(k, 0.0) + v
+        timings["log_tasks"] = {k: round(v, 3) for k, v in sorted(costs.items())}  # summed over the logs' tasks
     timings["survey_s"] = round(time.monotonic() - t, 3)
     scan: list[tuple[dict, Survey]] = []
     read: list[tuple[dict, Survey, ParsedFile | None]] = []  # every log read by the Spark job, in manifest order

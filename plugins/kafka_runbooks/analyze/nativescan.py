@@ -306,23 +306,35 @@ def _remove(target: str | None, d: str) -> None:
 
 def survey_and_scan(e: dict, file_uri: str, split_bytes: int, out_uri: str, rg: str | None, require_rg: bool = False):
     """One log file on an executor: its survey, and (rg found, file local and readable by the JVM scan) its
-    native scan. -> (entry, survey dict, ParsedFile or None: None sends the file to the JVM scan)."""
+    native scan. -> (entry, survey dict, ParsedFile or None: None sends the file to the JVM scan, the task's
+    seconds: wall and CPU of the survey and of the classification, rg's CPU)."""
     from .survey import Survey, survey_file
 
+    import resource
+    import time
+
+    t0, c0, k0 = time.monotonic(), time.process_time(), resource.getrusage(resource.RUSAGE_CHILDREN)
+    cost: dict[str, float] = {}
     exe = find_rg(rg) if rg else None
     if rg and (exe is None or not U.is_local(file_uri)) and require_rg:
         raise RuntimeError(f"log scan 'rg' asked for, but {rg!r} was not found on this executor's PATH"
                            if exe is None else f"log scan 'rg' needs a local or shared-mount file, not {file_uri}")
     run = RgRun(exe, U.local_path(file_uri)) if exe and U.is_local(file_uri) else None  # beside the survey
+    res = None
     try:
         s: Survey = survey_file(e["path"], file_uri, split_bytes)
-        if run is None or not s.spark_readable():
-            return e, s.to_dict(), None
-        res = scan_file(run, U.local_path(file_uri), e["path"], e.get("broker_id"), s.layout, out_uri, f"{e['path']}#rg")
+        cost["survey_s"], cost["survey_cpu_s"] = time.monotonic() - t0, time.process_time() - c0
+        if run is not None and s.spark_readable():
+            t1, c1 = time.monotonic(), time.process_time()
+            res = scan_file(run, U.local_path(file_uri), e["path"], e.get("broker_id"), s.layout, out_uri, f"{e['path']}#rg")
+            cost["classify_s"], cost["classify_cpu_s"] = time.monotonic() - t1, time.process_time() - c1
     finally:
         if run is not None:
             run.close()
+    k1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cost["rg_cpu_s"] = (k1.ru_utime + k1.ru_stime) - (k0.ru_utime + k0.ru_stime)
+    cost["task_s"] = time.monotonic() - t0
     if res is None:
-        return e, s.to_dict(), None
+        return e, s.to_dict(), None, cost
     counts, sample, minutes = res
-    return e, s.to_dict(), scanned_file(e, s, counts, sample, minutes)
+    return e, s.to_dict(), scanned_file(e, s, counts, sample, minutes), cost
