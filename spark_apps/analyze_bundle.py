@@ -297,8 +297,9 @@ def run(spark, bundle: str, out: str | None = None, kafka_version: str | None = 
     read: list[tuple[dict, Survey, ParsedFile | None]] = []  # every log read by the Spark job, in manifest order
     py_then: list[dict] = []
     early: list[ParsedFile] = []
-    for e, sd, native in surveys:
+    for e, sd, res in surveys:
         s = Survey.from_dict(sd)
+        native = scanned_file(e, s, *res) if res is not None else None
         if s.error:
             early.append(ParsedFile(path=e["path"], kind=e["kind"], broker_id=e.get("broker_id"), host=e.get("host"),
                                     problems=[s.error]))

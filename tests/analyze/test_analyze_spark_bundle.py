@@ -193,3 +193,17 @@ def pq_rows(d):
     import pyarrow.parquet as pq
 
     return [r for p in sorted(d.glob("*.parquet")) for r in pq.read_table(p).to_pylist()]
+
+
+def test_native_scan_leaves_a_file_that_fails_its_sha256_unread(spark, tmp_path):
+    """A log whose bytes do not match the manifest is reported, and no scan writes rows for it."""
+    b = make_bundle(tmp_path, [("hosts/1/server.log", "server_log", 1, fixture_bytes("real23/broker3.server.log")),
+                               ("hosts/2/server.log", "server_log", 2, fixture_bytes("real23/broker2.server.log.shutdown"))])
+    m = json.loads((b / "manifest.json").read_text())
+    m["files"][0]["sha256"] = "0" * 64
+    (b / "manifest.json").write_text(json.dumps(m))
+    doc = run_in_session(spark, b)
+    assert doc["timings"]["log_scan"] == {"rg": 1, "jvm": 0}
+    assert any("sha256 mismatch" in json.dumps(f) and "hosts/1/server.log" in json.dumps(f) for f in doc["findings"])
+    paths = {r["path"] for r in pq_rows(b / "parquet" / "log_events" / "source=rg")}
+    assert paths == {"hosts/2/server.log"}

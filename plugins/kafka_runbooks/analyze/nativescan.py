@@ -306,8 +306,9 @@ def _remove(target: str | None, d: str) -> None:
 
 def survey_and_scan(e: dict, file_uri: str, split_bytes: int, out_uri: str, rg: str | None, require_rg: bool = False):
     """One log file on an executor: its survey, and (rg found, file local and readable by the JVM scan) its
-    native scan. -> (entry, survey dict, ParsedFile or None: None sends the file to the JVM scan, the task's
-    seconds: wall and CPU of the survey and of the classification, rg's CPU)."""
+    native scan. -> (entry, survey dict, (counts, sample rows, minute rows) or None: None sends the file to the
+    JVM scan, the task's seconds: wall and CPU of the survey and of the classification, rg's CPU). The driver
+    makes the ParsedFile (``scanned_file``): the executor need not import the diagnosis."""
     from .survey import Survey, survey_file
 
     import resource
@@ -324,7 +325,8 @@ def survey_and_scan(e: dict, file_uri: str, split_bytes: int, out_uri: str, rg: 
     try:
         s: Survey = survey_file(e["path"], file_uri, split_bytes)
         cost["survey_s"], cost["survey_cpu_s"] = time.monotonic() - t0, time.process_time() - c0
-        if run is not None and s.spark_readable():
+        sha_mismatch = bool(e.get("sha256") and s.sha256 and str(e["sha256"]).lower() != s.sha256)  # reported, not read
+        if run is not None and s.spark_readable() and not sha_mismatch:
             t1, c1 = time.monotonic(), time.process_time()
             res = scan_file(run, U.local_path(file_uri), e["path"], e.get("broker_id"), s.layout, out_uri, f"{e['path']}#rg")
             cost["classify_s"], cost["classify_cpu_s"] = time.monotonic() - t1, time.process_time() - c1
@@ -334,7 +336,4 @@ def survey_and_scan(e: dict, file_uri: str, split_bytes: int, out_uri: str, rg: 
     k1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     cost["rg_cpu_s"] = (k1.ru_utime + k1.ru_stime) - (k0.ru_utime + k0.ru_stime)
     cost["task_s"] = time.monotonic() - t0
-    if res is None:
-        return e, s.to_dict(), None, cost
-    counts, sample, minutes = res
-    return e, s.to_dict(), scanned_file(e, s, counts, sample, minutes), cost
+    return e, s.to_dict(), res, cost
