@@ -257,13 +257,9 @@ def _possible_sql(layout: str, key_sql: str) -> str:
     Literal maps only (logger -> its i-th literal, one map per i), so every part has generated code: a higher-order
     function (``exists``) here would be interpreted and would turn whole-stage code generation off for the
     per-line filter this is combined into."""
-    suffix = GATE_SUFFIX.get(layout, "")
-    by_logger: dict[str, set[str]] = {}
-    for sig in S.SIGNATURES:
-        for lg in sig.loggers:
-            by_logger.setdefault(lg, set()).add("" if sig.on == "exception" else sig.literals[0])
-    always = sorted(lg + suffix for lg, lits in by_logger.items() if "" in lits)
-    lists = {lg + suffix: sorted(lits) for lg, lits in by_logger.items() if "" not in lits}
+    from .nativescan import prefilter_table
+
+    always, lists = prefilter_table(layout)
     parts = [_in(key_sql, always)] if always else []
     for i in range(max((len(v) for v in lists.values()), default=0)):
         pairs = ", ".join(f"{sql_str(lg)}, {sql_str(lits[i])}" for lg, lits in sorted(lists.items()) if len(lits) > i)

@@ -26,7 +26,7 @@ from typing import Any, Iterator
 from . import signatures as S
 from . import uri as U
 from .logsummary import SAMPLE, LogSummary, event_row, record_of
-from .parsers.layouts import BY_NAME, level_kept
+from .parsers.layouts import BY_NAME, GATE_STEPS, GATE_SUFFIX, LEVEL_POS, gate_key, gate_keys, level_kept
 from .parsers.logs import EXCEPTION_HEAD, LogRecord, classify, is_exception_line
 
 RAW_MAX = 2000  # the JVM scan keeps the first 2000 characters of a line (fastscan.RAW_MAX)
@@ -45,6 +45,47 @@ def literals() -> list[str]:
         else:
             out.add(max(s.literals, key=len))
     return sorted(out)
+
+
+def prefilter_table(layout: str) -> tuple[list[str], dict[str, list[str]]]:
+    """The JVM scan's record prefilter (fastscan._possible_sql), as data: (gate keys of loggers with a signature
+    read on the exception line: always kept, gate key -> the first literal of each of its message signatures)."""
+    suffix = GATE_SUFFIX.get(layout, "")
+    by_logger: dict[str, set[str]] = {}
+    for sig in S.SIGNATURES:
+        for lg in sig.loggers:
+            by_logger.setdefault(lg, set()).add("" if sig.on == "exception" else sig.literals[0])
+    always = sorted(lg + suffix for lg, lits in by_logger.items() if "" in lits)
+    lists = {lg + suffix: sorted(lits) for lg, lits in by_logger.items() if "" not in lits}
+    return always, lists
+
+
+def record_gate(layout: str):
+    """line -> does the JVM scan hand this line to the classifier as a record (its gate and prefilter,
+    fastscan._gate_sql and _possible_sql, in Python)? The native scan skips the header parse of the others, so
+    both scans classify the same records."""
+    lay = BY_NAME[layout]
+    if layout not in GATE_STEPS:
+        return lambda line: True
+    cand = gate_keys(layout, S.ALL_LOGGERS)
+    always, lists = prefilter_table(layout)
+    always_set = set(always)
+    pos = LEVEL_POS.get(layout)
+    markers = [lit for _, lit, _ in S.FRAME_MARKERS]
+
+    def keep(line: str) -> bool:
+        c = line[:1]
+        if not c or c not in lay.first_chars:
+            return False  # not a record header (its kind would not be 'rec')
+        k = gate_key(layout, line)
+        level = pos is not None and line[pos - 1:pos + 4] in ("ERROR", "FATAL")
+        if not (k in cand or level or (c in (" ", "\t") and any(m in line for m in markers))):
+            return False
+        if k in always_set or level:
+            return True
+        return any(lit in line for lit in lists.get(k, ()))
+
+    return keep
 
 
 def find_rg(rg: str | None) -> str | None:
@@ -214,6 +255,7 @@ def scan_file(rg: "str | RgRun", local_path: str, path: str, broker_id: int | No
     schema = SCHEMAS["log_events"]
     cols = [f.name for f in schema]
     agg = _Summary()
+    keep = record_gate(layout)
     d = table_dir(out_uri, "log_events", "rg")
     name = f"part-{__import__('hashlib').sha256(key.encode()).hexdigest()[:20]}.parquet"
     target = None
@@ -246,6 +288,8 @@ def scan_file(rg: "str | RgRun", local_path: str, path: str, broker_id: int | No
 
     def settle(n: int) -> None:
         raw = text(window[n])
+        if not keep(raw):
+            return
         nxt = frame = None
         b1 = window.get(n + 1)
         if b1 is not None:
