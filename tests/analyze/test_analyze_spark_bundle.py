@@ -207,3 +207,24 @@ def test_native_scan_leaves_a_file_that_fails_its_sha256_unread(spark, tmp_path)
     assert any("sha256 mismatch" in json.dumps(f) and "hosts/1/server.log" in json.dumps(f) for f in doc["findings"])
     paths = {r["path"] for r in pq_rows(b / "parquet" / "log_events" / "source=rg")}
     assert paths == {"hosts/2/server.log"}
+
+
+def test_a_log_with_invalid_utf8_is_read_by_the_pure_parser(spark, tmp_path):
+    """Invalid UTF-8 in a big log: the survey sends it to the pure parser, which reports the replaced bytes (the
+    JVM scan's Arrow batches cannot carry it: the job used to fail); were the native scan handed such a line it
+    would give the file up and leave no rows behind."""
+    from kafka_runbooks.analyze import nativescan
+
+    data = fixture_bytes("real23/broker3.server.log")
+    cut = data.index(b"Shrinking ISR") if b"Shrinking ISR" in data else data.index(b"ERROR")
+    bad = data[:cut] + b"\xff\xfe " + data[cut:]
+    f = tmp_path / "server.log"
+    f.write_bytes(bad)
+    assert nativescan.scan_file(nativescan.find_rg("rg"), str(f), "server.log", 3, "kafka", str(tmp_path / "o"), "k") is None
+    assert not list((tmp_path / "o").rglob("*.parquet"))
+    b = make_bundle(tmp_path / "b", [("hosts/3/server.log", "server_log", 3, bad)])
+    for scan in ("auto", "jvm"):
+        doc = run_in_session(spark, b, tmp_path / scan, log_scan=scan)
+        assert doc["timings"]["log_scan"] == {"rg": 0, "jvm": 0}
+        row = next(f for f in doc["files"] if f["path"] == "hosts/3/server.log")
+        assert row["read_by"] == "python" and row["layout"] == "kafka", row
