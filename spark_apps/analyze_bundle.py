@@ -2,12 +2,16 @@
 
     spark-submit spark_apps/analyze_bundle.py --bundle URI [--out URI] [--kafka-version V]
                  [--split-mb MiB] [--window-minutes 30] [--budget-s 10] [--budget-per-mb-s 1]
+                 [--log-scan auto|rg|jvm] [--rg PATH]
 
 URI: a path or file:// URI on storage every executor can read (a shared mount), or s3a:// / hdfs://.
 
 1. survey (executors, one task per log file): sha256, damaged ranges, encoding, layout, line counts at
-   split boundaries;
-2. big logs: Spark's text source, JVM column expressions only (analyze/fastscan.py), rows numbered exactly;
+   split boundaries; in the same task, where the executor has ripgrep (``--log-scan auto``, the default), the
+   native scan of that log (analyze/nativescan.py: rg hands over the lines holding a signature literal with the
+   two lines under each, the same per-record classifier as the JVM scan, Parquet written by the task);
+2. big logs not read natively (``--log-scan jvm``, no rg on the executor, a remote URI, invalid UTF-8): Spark's
+   text source, JVM column expressions only (analyze/fastscan.py), rows numbered exactly;
 3. everything else (and logs the JVM scan cannot read): one Python task per file, each under a time budget;
 4. Parquet written by the executors under <out>/parquet/ (log_events, threads, lock_edges, connections,
    gc_pauses, zk_stats, log_dirs, files);
@@ -30,10 +34,11 @@ from kafka_runbooks.analyze import uri as U
 from kafka_runbooks.analyze.bundle import (findings_document, integrity_problems, load_entry, manifest_entries,
                                            read_manifest)
 from kafka_runbooks.analyze.diagnose import ParsedFile, Window, broker_table, diagnose, file_table, timeline
-from kafka_runbooks.analyze.logsummary import SAMPLE, LogSummary, record_of
+from kafka_runbooks.analyze.logsummary import SAMPLE
+from kafka_runbooks.analyze.nativescan import scanned_file, survey_and_scan
 from kafka_runbooks.analyze.parsers import LOG_KINDS
 from kafka_runbooks.analyze.report_html import render_report
-from kafka_runbooks.analyze.survey import Survey, survey_file
+from kafka_runbooks.analyze.survey import Survey
 from kafka_runbooks.model import ClusterSnapshot, Evidence, Finding, Severity
 
 DEFAULT_SPLIT_MB = None  # chosen from the bundle's log bytes (auto_split_bytes)
@@ -53,23 +58,33 @@ def auto_split_bytes(log_bytes: int, cores: int) -> int:
     return split
 
 
-def _connection_rows(spark, pq: str, ports: dict, hosts: dict) -> list[dict]:
-    """Socket rows per broker, listener port and state (listener ports only when the snapshot knows them)."""
-    from pyspark.sql import functions as F
+def _connection_rows(files: list[ParsedFile], ports: dict, hosts: dict) -> list[dict]:
+    """Socket rows per broker, listener port and state (listener ports only when the snapshot knows them), from the
+    socket tables the Python tasks parsed (their results are on the driver already; no Spark SQL job, which would
+    cost a fresh JVM seconds of planning and code generation for a few thousand rows)."""
+    from kafka_runbooks.analyze.diagnose import broker_addresses_of
 
-    cdf = spark.read.schema(tables.spark_schema("connections")).parquet(U.join(pq, "connections"))
-    if ports:
-        from kafka_runbooks.analyze.diagnose import broker_addresses_of
-
-        eps = [(b, h, p) for b, ps in ports.items() for p in sorted(ps)
-               for h in (sorted(broker_addresses_of(b, hosts)) or [None])]
-        endpoints = spark.createDataFrame(eps, "ep_broker INT, ep_host STRING, ep_port INT")
-        cdf = cdf.join(endpoints, (cdf.broker_id == endpoints.ep_broker) & (cdf.local_port == endpoints.ep_port)
-                       & (endpoints.ep_host.isNull() | cdf.local_host.isin("*", "0.0.0.0", "::") | (cdf.local_host == endpoints.ep_host)),
-                       "left_semi")
-    return [r.asDict() for r in cdf.groupBy("broker_id", "path", "local_port", "state")
-            .agg(F.count(F.lit(1)).alias("count"), F.sum("recv_q").alias("recv_q"))
-            .orderBy(F.col("broker_id"), F.col("path"), F.col("count").desc()).limit(500).collect()]
+    eps: dict[tuple[int, int], list[str | None]] = {}
+    for b, ps in ports.items():
+        for p in sorted(ps):
+            eps[(b, p)] = sorted(broker_addresses_of(b, hosts)) or [None]
+    agg: dict[tuple, list] = {}
+    for pf in files:
+        if pf.kind not in ("sockets_ss", "sockets_netstat") or pf.result is None:
+            continue
+        for r in pf.result.rows:
+            if ports:
+                hs = eps.get((pf.broker_id, r.local_port)) if pf.broker_id is not None else None
+                if not hs or not any(h is None or r.local_host in ("*", "0.0.0.0", "::") or r.local_host == h for h in hs):
+                    continue
+            a = agg.setdefault((pf.broker_id, pf.path, r.local_port, r.state), [0, None])
+            a[0] += 1
+            if r.recv_q is not None:
+                a[1] = (a[1] or 0) + r.recv_q
+    rows = [{"broker_id": k[0], "path": k[1], "local_port": k[2], "state": k[3], "count": c, "recv_q": q}
+            for k, (c, q) in agg.items()]
+    rows.sort(key=lambda r: (r["broker_id"] is not None, r["broker_id"] or 0, r["path"], -r["count"]))
+    return rows[:500]
 
 
 def _now() -> str:
@@ -191,35 +206,24 @@ def _spark_log_summaries(ev, scan: list[tuple[dict, Survey]], pool: ThreadPoolEx
     for r in minute_rows:
         minutes.setdefault(r["path"], []).append({k: r[k] for k in ("signature", "leader", "fetcher", "cause", "minute",
                                                                     "count", "first_line", "last_line")})
-    out = []
-    for e, s in scan:
-        rows = sorted(by_path.get(e["path"], []), key=lambda r: r["line"])
-        c = {sig: n for (p, sig), n in counts.items() if p == e["path"]}
-        shown = {}
-        for r in rows:
-            if r["signature"]:
-                shown[r["signature"]] = shown.get(r["signature"], 0) + 1
-        summary = LogSummary(path=e["path"], kind=e["kind"], broker_id=e.get("broker_id"), host=e.get("host"),
-                             layout=s.layout, parsed_share=s.sampled_share, share_sampled=True, lines=s.lines,
-                             counts=c, events=[record_of(r) for r in rows],
-                             omitted={k: c[k] - shown.get(k, 0) for k in c if c[k] > shown.get(k, 0)},
-                             minutes=sorted(minutes.get(e["path"], []), key=lambda m: (m["minute"], m["first_line"])),
-                             read_by="spark", first_ts=s.first_ts, last_ts=s.last_ts)
-        pf = ParsedFile(path=e["path"], kind=e["kind"], broker_id=e.get("broker_id"), host=e.get("host"),
-                        seq=e.get("seq", ""), server=e.get("server"), bytes=s.size, result=summary)
-        if s.nul_runs:
-            pf.notes.append(f"{s.nul_runs} damaged range(s) of NUL bytes ({s.nul_bytes} bytes, first at bytes "
-                            f"{s.nul_ranges[0][0]}-{s.nul_ranges[0][1] - 1}); the rest was analysed")
-        if s.encoding == "utf-8":
-            pf.notes.append("non-ASCII UTF-8 content (invalid sequences are matched byte-wise and left as they are)")
-        out.append(pf)
-    return out
+    return [scanned_file(e, s, {sig: n for (p, sig), n in counts.items() if p == e["path"]}, by_path.get(e["path"], []),
+                         minutes.get(e["path"], [])) for e, s in scan]
+
+
+LOG_SCANS = ("auto", "rg", "jvm")
 
 
 def run(spark, bundle: str, out: str | None = None, kafka_version: str | None = None, *,
         split_mb: float | None = DEFAULT_SPLIT_MB, window_minutes: float = DEFAULT_WINDOW_MIN,
-        budget_s: float = 10.0, budget_per_mb_s: float = 1.0) -> dict:
+        budget_s: float = 10.0, budget_per_mb_s: float = 1.0, log_scan: str = "auto", rg: str = "rg") -> dict:
+    """``log_scan``: ``auto`` reads big logs with ripgrep inside the Spark tasks where the executor has ``rg``
+    (the JVM scan otherwise), ``rg`` requires it (a task fails without it), ``jvm`` is the pure Spark path."""
+    import shutil
+
     from kafka_runbooks.analyze import fastscan
+
+    if log_scan not in LOG_SCANS:
+        raise ValueError(f"log_scan must be one of {LOG_SCANS}, not {log_scan!r}")
 
     t_start = time.monotonic()
     bundle_uri = U.to_uri(bundle)
@@ -249,9 +253,11 @@ def run(spark, bundle: str, out: str | None = None, kafka_version: str | None = 
     fastscan.configure(spark, split)
     timings["split_mb"] = round(split / (1 << 20), 4)
     bu, bb, bps, ou = bundle_uri, budget_s, budget_per_mb_s, out_uri
+    rg_exe = None if log_scan == "jvm" else rg
+    need_rg = log_scan == "rg"
     # Independent jobs run side by side (Spark schedules concurrent jobs of one application): the Python tasks
     # of the small files overlap the survey and the JVM scan; results are put back in the order of a serial run.
-    pool = ThreadPoolExecutor(max_workers=3, thread_name_prefix="analyze-job")
+    pool = ThreadPoolExecutor(max_workers=6, thread_name_prefix="analyze-job")
     tables.clear(out_uri)
 
     def python_files(es: list[dict]) -> tuple[list[ParsedFile], float]:
@@ -264,20 +270,36 @@ def run(spark, bundle: str, out: str | None = None, kafka_version: str | None = 
 
     py_first = [e for e in entries if e not in log_entries]
     py_first_job = pool.submit(python_files, py_first)
-    warm = pool.submit(fastscan.warm_up, spark, [U.join(bu, e["path"]) for e in log_entries], split) if log_entries else None
+    ports, hosts, snap_versions, bad = _snapshot_info(bundle_uri, entries, manifest)
+    pq = U.join(out_uri, "parquet")
+    # planning the JVM scan beside the survey only pays when the JVM scan will likely run (it costs driver CPU)
+    jvm_likely = log_scan == "jvm" or (log_scan == "auto" and not shutil.which(rg))
+    warm = (pool.submit(fastscan.warm_up, spark, [U.join(bu, e["path"]) for e in log_entries], split)
+            if log_entries and jvm_likely else None)
 
-    # 1. survey the logs
+    # 1. survey the logs (and read them natively where the executor can): biggest first, so no core idles at the end
     t = time.monotonic()
     surveys = []
     if log_entries:
-        surveys = (sc.parallelize(log_entries, max(1, min(len(log_entries), par * 4)))
-                   .map(lambda e: (e, survey_file(e["path"], U.join(bu, e["path"]), split).to_dict())).collect())
+        order = sorted(range(len(log_entries)), key=lambda i: -int(log_entries[i].get("bytes") or 0)
+                       if isinstance(log_entries[i].get("bytes"), int) else 0)
+        done = (sc.parallelize([(i, log_entries[i]) for i in order], max(1, min(len(log_entries), par * 4)))
+                .map(lambda ie: (ie[0], survey_and_scan(ie[1], U.join(bu, ie[1]["path"]), split, ou, rg_exe, need_rg)))
+                .collect())
+        surveys = [r[:3] for _, r in sorted(done, key=lambda x: x[0])]  # back in manifest order
+        costs: dict[str, float] = {}
+        for _, r in done:
+            for k, v in r[3].items():
+                costs[k] = costs.get(k, 0.0) + v
+        timings["log_tasks"] = {k: round(v, 3) for k, v in sorted(costs.items())}  # summed over the logs' tasks
     timings["survey_s"] = round(time.monotonic() - t, 3)
     scan: list[tuple[dict, Survey]] = []
+    read: list[tuple[dict, Survey, ParsedFile | None]] = []  # every log read by the Spark job, in manifest order
     py_then: list[dict] = []
     early: list[ParsedFile] = []
-    for e, sd in surveys:
+    for e, sd, res in surveys:
         s = Survey.from_dict(sd)
+        native = scanned_file(e, s, *res) if res is not None else None
         if s.error:
             early.append(ParsedFile(path=e["path"], kind=e["kind"], broker_id=e.get("broker_id"), host=e.get("host"),
                                     problems=[s.error]))
@@ -288,7 +310,9 @@ def run(spark, bundle: str, out: str | None = None, kafka_version: str | None = 
                                     problems=probs, bytes=s.size))
             continue
         if s.spark_readable():
-            scan.append((e, s))
+            read.append((e, s, native))
+            if native is None:
+                scan.append((e, s))
             if e["kind"] == "kafka_stdout":  # kill -3 thread dumps land in the broker's stdout: read them too
                 py_then.append(dict(e, kind="jstack", embedded_in=e["kind"]))
         else:
@@ -300,11 +324,11 @@ def run(spark, bundle: str, out: str | None = None, kafka_version: str | None = 
     t = time.monotonic()
     if warm is not None:
         warm.result()
-    pq = U.join(out_uri, "parquet")
-    from pyspark.sql import functions as F
-
-    events_df = fastscan.events_frame(spark, [fastscan.ScanFile(e["path"], U.join(bundle_uri, e["path"]), e.get("broker_id"),
-                                                                s.layout, s.first_line_of_split) for e, s in scan], split)
+    timings["log_scan"] = {"rg": sum(1 for *_, n in read if n is not None), "jvm": len(scan)}
+    events_df = None
+    if scan:
+        events_df = fastscan.events_frame(spark, [fastscan.ScanFile(e["path"], U.join(bundle_uri, e["path"]), e.get("broker_id"),
+                                                                    s.layout, s.first_line_of_split) for e, s in scan], split)
     timings["scan_build_s"] = round(time.monotonic() - t, 3)
     if events_df is not None:
         from pyspark import StorageLevel
@@ -317,17 +341,17 @@ def run(spark, bundle: str, out: str | None = None, kafka_version: str | None = 
     timings["python_files_s"] = round(first_s + then_s, 3)  # task time of the Python jobs (overlapped above)
     tables.write_part(out_uri, "files", [{"path": e["path"], "kind": e["kind"], "broker_id": e.get("broker_id"),
                                           "bytes": s.size, "read_by": "spark", "layout": s.layout,
-                                          "parsed_share": s.sampled_share} for e, s in scan], "spark-files")
+                                          "parsed_share": s.sampled_share} for e, s, _ in read], "spark-files")
     tables.ensure_tables(out_uri)
 
     # 4. driver: aggregates for the JVM-scanned logs, and the connection table (side by side)
     t = time.monotonic()
-    ports, hosts, snap_versions, bad = _snapshot_info(bundle_uri, entries, manifest)
-    conn_job = pool.submit(_connection_rows, spark, pq, ports, hosts)
+    jvm_read = iter(())
     if events_df is not None:
-        files.extend(_spark_log_summaries(events_df, scan, pool))
+        jvm_read = iter(_spark_log_summaries(events_df, scan, pool))  # in scan order, i.e. the order of `read`
         events_df.unpersist()
-    conn_rows = conn_job.result()
+    files.extend(native if native is not None else next(jvm_read) for e, _, native in read)
+    conn_rows = _connection_rows(files, ports, hosts)
     pool.shutdown()
     timings["aggregates_s"] = round(time.monotonic() - t, 3)
 
@@ -366,13 +390,18 @@ def main(argv: list[str] | None = None) -> int:
                     help="incident window before the trigger/capture: older fetch errors are earlier episodes")
     ap.add_argument("--budget-s", type=float, default=10.0, help="per-file parse budget, base seconds")
     ap.add_argument("--budget-per-mb-s", type=float, default=1.0, help="per-file parse budget, seconds per MB")
+    ap.add_argument("--log-scan", choices=LOG_SCANS, default="auto",
+                    help="big logs: auto = ripgrep inside the Spark tasks where the executor has it, else the JVM scan; "
+                         "rg = require ripgrep; jvm = the pure Spark (JVM) scan")
+    ap.add_argument("--rg", default="rg", help="the ripgrep binary on the executors (a name on their PATH or a path)")
     args = ap.parse_args(argv)
     from pyspark.sql import SparkSession
 
     spark = SparkSession.builder.appName("kafka-runbooks-analyze").getOrCreate()
     try:
         doc = run(spark, args.bundle, args.out, args.kafka_version or None, split_mb=args.split_mb,
-                  window_minutes=args.window_minutes, budget_s=args.budget_s, budget_per_mb_s=args.budget_per_mb_s)
+                  window_minutes=args.window_minutes, budget_s=args.budget_s, budget_per_mb_s=args.budget_per_mb_s,
+                  log_scan=args.log_scan, rg=args.rg)
     finally:
         spark.stop()
     print(json.dumps({"findings": len(doc["findings"]), "kinds": sorted({f["kind"] for f in doc["findings"]}),

@@ -107,3 +107,23 @@ def test_prefilter_keeps_every_record_the_classifier_reports(spark, layouts):
             got = kept.get(spark_file_key(_uri(src)), set())
             assert want <= got, (src, sorted(want - got)[:5])
         assert any(kept.values()), layout
+
+
+def test_native_scan_gate_passes_the_records_the_jvm_scan_passes(spark, layouts):
+    """nativescan.record_gate (the JVM gate and prefilter in Python, used by the native scan) passes exactly the
+    record lines the JVM scan hands to its classifier, on every real log fixture and every layout."""
+    from kafka_runbooks.analyze.fastscan import _kept_lines, spark_file_key
+    from kafka_runbooks.analyze.nativescan import record_gate
+
+    total = 0
+    for layout, srcs in layouts.items():
+        jvm: dict[str, set[int]] = {}
+        for r in _kept_lines(spark, layout, [_uri(s) for s in srcs], None).where("kind = 'rec'").select("file", "row").collect():
+            jvm.setdefault(spark_file_key(r["file"]), set()).add(r["row"] + 1)
+        keep = record_gate(layout)
+        for src in srcs:
+            lines = fixture_bytes(src).decode("utf-8").split("\n")
+            native = {i for i, ln in enumerate(lines, start=1) if keep(ln.removesuffix("\r"))}
+            assert native == jvm.get(spark_file_key(_uri(src)), set()), (src, sorted(native ^ jvm.get(spark_file_key(_uri(src)), set()))[:5])
+            total += len(native)
+    assert total > 100

@@ -78,3 +78,13 @@ def test_gate_key_agrees_with_the_header_on_real_logs():
                 assert gate_key(layout.name, ln) in gate_keys(layout.name, {h.logger_simple}), (name, ln)
                 checked += 1
         assert checked > 0
+
+
+@pytest.mark.parametrize("sig,ex", EXAMPLES, ids=[f"{s.name}:{s.versions}:{e.version}" for s, e in EXAMPLES])
+def test_the_native_scan_hands_over_every_example_record(sig, ex):
+    """rg's fixed strings (nativescan.literals) are found in every example's record line: the native scan never
+    leaves a signature record behind, in any version's wording or layout."""
+    from kafka_runbooks.analyze.nativescan import literals
+
+    record_line = ex.text.split("\n")[0]
+    assert any(lit in record_line for lit in literals()), record_line

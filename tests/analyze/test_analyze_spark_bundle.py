@@ -1,7 +1,9 @@
 """The Spark job on a bundle of real evidence (Kafka 2.3.0 + ZooKeeper 3.8 run here, a real JVM lock stall,
-damaged and UTF-16 files): findings, the per-file read report, and the JVM scan's rows equal the pure parser's
-rows line for line, across 64 KiB splits. The job runs in the tests' shared SparkSession (run_in_session); the
-spark-submit path is covered by test_analyze_spark.py and test_analyze_standalone.py."""
+damaged and UTF-16 files): findings, the per-file read report, and the rows of both log scans (ripgrep inside the
+tasks, and the JVM scan it falls back to when the executor has no rg) equal the pure parser's rows line for line,
+the JVM scan across 64 KiB splits; both scans give the same findings. The job runs in the tests' shared
+SparkSession (run_in_session); the spark-submit path is covered by test_analyze_spark.py and
+test_analyze_standalone.py."""
 
 import json
 
@@ -44,12 +46,18 @@ def real_bundle(tmp_path_factory, lab_stall, spark):
         files.append((f"zk/{z}/mntr.out", "zk_mntr", None, fixture_bytes(f"real23/zk{z}.mntr.txt"), str(z)))
     files.append(("zk/1/zoo.cfg", "zk_config", None, fixture_bytes("real23/zk1.zoo.cfg"), "1"))
     b = make_bundle(root, files)
-    run_in_session(spark, b, split_mb=0.0625)  # 64 KiB splits
-    return b, json.loads((b / "findings.json").read_text())
+    native = run_in_session(spark, b, split_mb=0.0625)  # 64 KiB splits; rg is on this machine: the native scan
+    # the fallback: the executor finds no rg -> the same job reads the big logs with the JVM scan
+    jvm_out = root / "jvm-out"
+    jvm = run_in_session(spark, b, jvm_out, split_mb=0.0625, rg="/nonexistent/rg")
+    assert native["timings"]["log_scan"] == {"rg": 8, "jvm": 0}, native["timings"]
+    assert jvm["timings"]["log_scan"] == {"rg": 0, "jvm": 8}, jvm["timings"]
+    return b, json.loads((b / "findings.json").read_text()), jvm_out, json.loads((jvm_out / "findings.json").read_text())
 
 
-def test_findings_of_the_real_bundle(real_bundle):
-    b, doc = real_bundle
+@pytest.mark.parametrize("scan", ["rg", "jvm"])
+def test_findings_of_the_real_bundle(real_bundle, scan):
+    doc = real_bundle[1] if scan == "rg" else real_bundle[3]
     by = {}
     for f in doc["findings"]:
         by.setdefault(f["kind"], []).append(f)
@@ -71,8 +79,14 @@ def test_findings_of_the_real_bundle(real_bundle):
         assert f["evidence"] and all(e["source"] for e in f["evidence"]), f["kind"]
 
 
+def test_both_scans_give_the_same_findings_and_files(real_bundle):
+    _, native, _, jvm = real_bundle
+    assert native["findings"] == jvm["findings"] and native["findings"]
+    assert native["files"] == jvm["files"]
+
+
 def test_files_report_layout_and_share(real_bundle):
-    _, doc = real_bundle
+    _, doc = real_bundle[:2]
     files = {f["path"]: f for f in doc["files"]}
     for rel, *_ in LOGS:
         assert files[rel]["layout"] == "kafka" and files[rel]["read_by"] == "spark" and files[rel]["parsed_share"] == 1.0
@@ -82,33 +96,33 @@ def test_files_report_layout_and_share(real_bundle):
     assert "window" in doc and doc["timings"]["total_s"] > 0
 
 
-def test_spark_rows_equal_the_pure_parser_rows_across_splits(real_bundle, spark):
-    b, _ = real_bundle
-    ev = spark.read.parquet(str(b / "parquet" / "log_events"))
+@pytest.mark.parametrize("scan", ["rg", "spark"])
+def test_spark_rows_equal_the_pure_parser_rows_across_splits(real_bundle, spark, scan):
+    out = real_bundle[0] if scan == "rg" else real_bundle[2]
+    ev = spark.read.parquet(str(out / "parquet" / "log_events"))
+    sources = {r["source"] for r in ev.select("source").distinct().collect()}
+    assert scan in sources and sources <= {scan, "python"}, sources  # one scan read the big logs
     for rel, kind, bid, src in LOGS + [("zk/1/zookeeper.log", "zk_log", None, "real23/zk1.zookeeper.log")]:
         p = parse_log(fixture_bytes(src))
-        want = sorted((r["line"], r["signature"], r["ts"], json.dumps(r["attrs"], sort_keys=True), r["exception_line"])
-                      for r in event_rows(p, rel, bid))
-        got = sorted((r["line"], r["signature"], r["ts"], json.dumps(dict(r["attrs"] or {}), sort_keys=True), r["exception_line"])
-                     for r in ev.where(f"path = '{rel}' AND source = 'spark'").collect())
+        want = sorted((r["line"], r["signature"], r["ts"], r["raw"], json.dumps(r["attrs"], sort_keys=True), r["exception"],
+                       r["exception_line"], r["wording"], r["level"], r["logger"], r["zone"]) for r in event_rows(p, rel, bid))
+        got = sorted((r["line"], r["signature"], r["ts"], r["raw"], json.dumps(dict(r["attrs"] or {}), sort_keys=True),
+                      r["exception"], r["exception_line"], r["wording"], r["level"], r["logger"], r["zone"])
+                     for r in ev.where(f"path = '{rel}' AND source = '{scan}'").collect())
         assert got == want and want, rel
     # the stdout's two kill -3 dumps are read by the thread-dump parser beside the scan
-    dumps = [r for r in real_bundle[1]["files"] if r["path"] == "hosts/1/kafkaServer.out" and r["kind"] == "jstack"]
+    dumps = [r for r in (real_bundle[1] if scan == "rg" else real_bundle[3])["files"] if r["path"] == "hosts/1/kafkaServer.out" and r["kind"] == "jstack"]
     assert dumps and dumps[0]["dumps"] == 2
 
 
 def test_report_names_files_and_layouts(real_bundle):
-    b, _ = real_bundle
+    b = real_bundle[0]
     html = (b / "report.html").read_text()
     assert "Evidence read" in html and "zookeeper_myid" in html and "lab-fault-1" in html and "Incident window" in html
 
 
-def test_record_split_from_its_exception_line_by_a_split_boundary(spark, tmp_path):
-    """A record on the last line of a split keeps the exception line and the frame under it (first lines of the
-    next split): the JVM scan's rows equal the pure parser's whichever line the boundary falls before."""
-    from kafka_runbooks.analyze import fastscan, survey as SV, uri as U
-
-    split = 4096
+def _records_at_boundaries(split: int) -> bytes:
+    """Six records (record, exception line, ApiKeys.forId frame) around multiples of ``split``, padding between."""
     rec, exc, frame = fixture_bytes("seed002_processor.log").splitlines(keepends=True)[:3]
     pad = b"[2017-10-12 16:52:37,000] INFO padding (kafka.log.Log)\n"
     data = b""
@@ -119,9 +133,18 @@ def test_record_split_from_its_exception_line_by_a_split_boundary(spark, tmp_pat
         data += b"x" * (k * split - len(data) - len(before) - 1) + b"\n" + before  # a filler line up to the boundary
         assert len(data) == k * split
         data += {1: exc + frame, 2: frame, 0: rec + exc + frame}[k % 3]
+    return data + pad
+
+
+def test_record_split_from_its_exception_line_by_a_split_boundary(spark, tmp_path):
+    """A record on the last line of a split keeps the exception line and the frame under it (first lines of the
+    next split): the JVM scan's rows equal the pure parser's whichever line the boundary falls before."""
+    from kafka_runbooks.analyze import fastscan, survey as SV, uri as U
+
+    split = 4096
     f = tmp_path / "d ir%41" / "server é.log"  # Spark names it URL-encoded: mapped back to the bundle's file
     f.parent.mkdir()
-    f.write_bytes(data + pad)
+    f.write_bytes(_records_at_boundaries(split))
     conf = {k: spark.conf.get(k) for k in ("spark.sql.files.maxPartitionBytes", "spark.sql.files.openCostInBytes",
                                            "spark.sql.shuffle.partitions")}
     try:
@@ -139,3 +162,69 @@ def test_record_split_from_its_exception_line_by_a_split_boundary(spark, tmp_pat
     assert got == want and len(want) == 6
     assert all('"api_key_frame": "1"' in a for _, _, a in got)
     assert {r["path"] for r in rows} == {"server é.log"}
+
+
+def test_native_scan_rows_equal_the_pure_parser_rows(tmp_path):
+    """rg's lines (matches and the two after each) through the shared per-record step: the same rows as the pure
+    parser, exception line and frame included; CRLF line ends read as Spark's line reader reads them."""
+    from kafka_runbooks.analyze import nativescan
+
+    data = _records_at_boundaries(4096) + fixture_bytes("real23/broker1.server.log.pause")
+    for name, body in (("lf.log", data), ("crlf.log", data.replace(b"\n", b"\r\n"))):
+        f = tmp_path / name
+        f.write_bytes(body)
+        counts, sample, minutes = nativescan.scan_file(nativescan.find_rg("rg"), str(f), name, 1, "kafka", str(tmp_path / "out"), name)
+        rows = pq_rows(tmp_path / "out" / "parquet" / "log_events" / "source=rg")
+        want = sorted((r["line"], r["signature"], r["raw"], r["exception"], json.dumps(r["attrs"], sort_keys=True))
+                      for r in event_rows(parse_log(data), name, 1))
+        got = sorted((r["line"], r["signature"], r["raw"], r["exception"], json.dumps(dict(r["attrs"] or []), sort_keys=True))
+                     for r in rows if r["path"] == name)
+        assert got == want and sum(1 for g in got if '"api_key_frame": "1"' in g[4]) == 6, name
+        assert sum(counts.values()) == sum(1 for w in want if w[1]) and sample
+
+
+def test_native_scan_required_without_rg_fails_clearly(spark, tmp_path):
+    b = make_bundle(tmp_path, [("hosts/1/server.log", "server_log", 1, fixture_bytes("real23/broker3.server.log"))])
+    with pytest.raises(Exception, match="was not found on this executor"):
+        run_in_session(spark, b, log_scan="rg", rg="/nonexistent/rg")
+
+
+def pq_rows(d):
+    import pyarrow.parquet as pq
+
+    return [r for p in sorted(d.glob("*.parquet")) for r in pq.read_table(p).to_pylist()]
+
+
+def test_native_scan_leaves_a_file_that_fails_its_sha256_unread(spark, tmp_path):
+    """A log whose bytes do not match the manifest is reported, and no scan writes rows for it."""
+    b = make_bundle(tmp_path, [("hosts/1/server.log", "server_log", 1, fixture_bytes("real23/broker3.server.log")),
+                               ("hosts/2/server.log", "server_log", 2, fixture_bytes("real23/broker2.server.log.shutdown"))])
+    m = json.loads((b / "manifest.json").read_text())
+    m["files"][0]["sha256"] = "0" * 64
+    (b / "manifest.json").write_text(json.dumps(m))
+    doc = run_in_session(spark, b)
+    assert doc["timings"]["log_scan"] == {"rg": 1, "jvm": 0}
+    assert any("sha256 mismatch" in json.dumps(f) and "hosts/1/server.log" in json.dumps(f) for f in doc["findings"])
+    paths = {r["path"] for r in pq_rows(b / "parquet" / "log_events" / "source=rg")}
+    assert paths == {"hosts/2/server.log"}
+
+
+def test_a_log_with_invalid_utf8_is_read_by_the_pure_parser(spark, tmp_path):
+    """Invalid UTF-8 in a big log: the survey sends it to the pure parser, which reports the replaced bytes (the
+    JVM scan's Arrow batches cannot carry it: the job used to fail); were the native scan handed such a line it
+    would give the file up and leave no rows behind."""
+    from kafka_runbooks.analyze import nativescan
+
+    data = fixture_bytes("real23/broker3.server.log")
+    cut = data.index(b"Shrinking ISR") if b"Shrinking ISR" in data else data.index(b"ERROR")
+    bad = data[:cut] + b"\xff\xfe " + data[cut:]
+    f = tmp_path / "server.log"
+    f.write_bytes(bad)
+    assert nativescan.scan_file(nativescan.find_rg("rg"), str(f), "server.log", 3, "kafka", str(tmp_path / "o"), "k") is None
+    assert not list((tmp_path / "o").rglob("*.parquet"))
+    b = make_bundle(tmp_path / "b", [("hosts/3/server.log", "server_log", 3, bad)])
+    for scan in ("auto", "jvm"):
+        doc = run_in_session(spark, b, tmp_path / scan, log_scan=scan)
+        assert doc["timings"]["log_scan"] == {"rg": 0, "jvm": 0}
+        row = next(f for f in doc["files"] if f["path"] == "hosts/3/server.log")
+        assert row["read_by"] == "python" and row["layout"] == "kafka", row

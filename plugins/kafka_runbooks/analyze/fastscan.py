@@ -160,9 +160,7 @@ def make_classifier(files: list[ScanFile], split_bytes: int | None):
     def classify_batches(batches):
         import pyarrow as pa
 
-        from .logsummary import event_row
-        from .parsers.layouts import BY_NAME, level_kept
-        from .parsers.logs import LogRecord, classify, is_exception_line
+        from .nativescan import record_event
 
         cache: dict[str, tuple] = {}
 
@@ -184,10 +182,6 @@ def make_classifier(files: list[ScanFile], split_bytes: int | None):
                 path, broker_id, layout, firsts = lookup(d["file"][i])
                 block = int(d["block"][i])
                 line = firsts.get(block, 1) + int(d["row"][i])
-                raw = d["value"][i]
-                h = BY_NAME[layout].header(raw)
-                if h is None:
-                    continue
                 nxt = frame = None
                 n1, n2 = d["n1"][i], d["n2"][i]
 
@@ -198,14 +192,9 @@ def make_classifier(files: list[ScanFile], split_bytes: int | None):
                     nxt = n1["value"]
                     if n2 is not None and n2["kind"] == "marker" and line_of(n2) == line + 2:
                         frame = n2["value"]
-                r = LogRecord(line=line, end_line=line, ts=h.ts, level=h.level, logger=h.logger, thread=h.thread,
-                              message=h.message, zone=h.zone, myid=h.myid, raw=raw)
-                classify(r, nxt, frame)
-                if nxt is not None and r.exception is None and is_exception_line(nxt):
-                    r.exception, r.exception_line = nxt.strip()[:2000], line + 1
-                if not r.signature and not level_kept(layout, raw):
+                row = record_event(layout, path, broker_id, line, d["value"][i], nxt, frame)
+                if row is None:
                     continue
-                row = event_row(r, layout, path, broker_id)
                 for c in EVENT_COLUMNS:
                     out[c].append(row[c])
             out["attrs"] = [list(a.items()) for a in out["attrs"]]
@@ -268,13 +257,9 @@ def _possible_sql(layout: str, key_sql: str) -> str:
     Literal maps only (logger -> its i-th literal, one map per i), so every part has generated code: a higher-order
     function (``exists``) here would be interpreted and would turn whole-stage code generation off for the
     per-line filter this is combined into."""
-    suffix = GATE_SUFFIX.get(layout, "")
-    by_logger: dict[str, set[str]] = {}
-    for sig in S.SIGNATURES:
-        for lg in sig.loggers:
-            by_logger.setdefault(lg, set()).add("" if sig.on == "exception" else sig.literals[0])
-    always = sorted(lg + suffix for lg, lits in by_logger.items() if "" in lits)
-    lists = {lg + suffix: sorted(lits) for lg, lits in by_logger.items() if "" not in lits}
+    from .nativescan import prefilter_table
+
+    always, lists = prefilter_table(layout)
     parts = [_in(key_sql, always)] if always else []
     for i in range(max((len(v) for v in lists.values()), default=0)):
         pairs = ", ".join(f"{sql_str(lg)}, {sql_str(lits[i])}" for lg, lits in sorted(lists.items()) if len(lits) > i)

@@ -14,6 +14,7 @@ boundary, no known layout) are routed to the pure-Python parser instead.
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,6 +40,7 @@ class Survey:
     nul_runs: int = 0
     nul_bytes: int = 0
     lone_cr: bool = False
+    bad_utf8: bool = False  # invalid UTF-8 sequences: the pure parser reads the file (it reports the replaced bytes)
     crlf_cut: bool = False
     newlines: int = 0
     ends_with_newline: bool = True
@@ -55,7 +57,7 @@ class Survey:
 
     def spark_readable(self) -> bool:
         return (self.error is None and self.encoding in ("ascii", "utf-8") and self.layout is not None
-                and not self.lone_cr and not self.crlf_cut and self.nul_bytes * 2 < max(self.size, 1))
+                and not self.lone_cr and not self.bad_utf8 and not self.crlf_cut and self.nul_bytes * 2 < max(self.size, 1))
 
     def to_dict(self) -> dict[str, Any]:
         d = dict(self.__dict__)
@@ -89,6 +91,7 @@ def survey_file(path: str, file_uri: str, split_bytes: int, want_layout: bool = 
     nl = 0
     non_ascii = False
     next_split = split_bytes
+    utf8 = codecs.getincrementaldecoder("utf-8")()
     try:
         with U.open_binary(file_uri) as fh:
             while True:
@@ -98,7 +101,7 @@ def survey_file(path: str, file_uri: str, split_bytes: int, want_layout: bool = 
                 h.update(chunk)
                 if len(head) < SAMPLE:
                     head += chunk[:SAMPLE - len(head)]
-                tail = (tail + chunk)[-SAMPLE:]
+                tail = chunk[-SAMPLE:] if len(chunk) >= SAMPLE else (tail + chunk)[-SAMPLE:]
                 end = pos + len(chunk)
                 # line-break counts at every split boundary inside this chunk
                 start = 0
@@ -119,12 +122,22 @@ def survey_file(path: str, file_uri: str, split_bytes: int, want_layout: bool = 
                     s.lone_cr = True
                 if not non_ascii and not chunk.isascii():
                     non_ascii = True
+                if non_ascii and not s.bad_utf8:  # ASCII files never pay for this
+                    try:
+                        utf8.decode(chunk)
+                    except UnicodeDecodeError:
+                        s.bad_utf8 = True
                 prev_last = chunk[-1:]
                 pos = end
     except OSError as exc:
         s.error = f"cannot read: {exc.__class__.__name__}: {exc}"
         return s
     s.size, s.sha256, s.newlines = pos, h.hexdigest(), nl
+    if non_ascii and not s.bad_utf8:
+        try:
+            utf8.decode(b"", final=True)
+        except UnicodeDecodeError:
+            s.bad_utf8 = True
     s.ends_with_newline = prev_last in (b"\n", b"")
     s.first_line_of_split = {k: v for k, v in s.first_line_of_split.items() if k < pos}
     dec = decode_evidence(head)

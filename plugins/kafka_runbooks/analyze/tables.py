@@ -1,8 +1,8 @@
 """The Parquet tables of one analysed bundle (``<out>/parquet/<table>/``), their schemas in one place, and the
 executor-side writer for the small ones (no Spark job per table: each Python task writes its own part file).
 
-log_events is partitioned by ``source`` (``spark`` = written by the JVM scan's job, ``python`` = written by the
-Python tasks); readers see one table.
+log_events is partitioned by ``source`` (``spark`` = written by the JVM scan's job, ``rg`` = by the native scan's
+tasks, ``python`` = by the Python tasks); readers see one table.
 """
 
 from __future__ import annotations
@@ -50,9 +50,9 @@ SCHEMAS: dict[str, pa.Schema] = {
 TABLES = tuple(SCHEMAS)
 
 
-def table_dir(out_uri: str, table: str) -> str:
+def table_dir(out_uri: str, table: str, source: str = "python") -> str:
     d = U.join(U.join(out_uri, "parquet"), table)
-    return U.join(d, "source=python") if table == "log_events" else d
+    return U.join(d, f"source={source}") if table == "log_events" else d
 
 
 def _conform(table: str, rows: list[dict[str, Any]]) -> pa.Table:
