@@ -23,19 +23,11 @@ from pathlib import Path
 from .topics import ORDERS, TOPICS
 
 
-def java_string_hash(s: str) -> int:
-    """Java's String.hashCode (over UTF-16 code units)."""
-    data = s.encode("utf-16-be")
-    h = 0
-    for i in range(0, len(data), 2):
-        h = (31 * h + int.from_bytes(data[i:i + 2], "big")) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
 def offsets_partition(group: str, partitions: int = 50) -> int:
-    """Kafka's GroupMetadataManager.partitionFor: Utils.abs(groupId.hashCode) % partitions."""
-    h = java_string_hash(group)
-    return (0 if h == -(1 << 31) else abs(h)) % partitions
+    """Kafka's GroupMetadataManager.partitionFor (the product's own: remediate/gates.py)."""
+    from kafka_runbooks.remediate.gates import offsets_partition_for
+
+    return offsets_partition_for(group, partitions)
 
 
 def groups_per_broker(offsets_leaders: dict[int, int], prefix: str = "kafka-lab-load-") -> dict[int, str]:
