@@ -93,6 +93,17 @@ class LeadershipMixin:
         """Partitions whose preferred (first) replica is broker b."""
         return sorted(k for k, st in self.partitions().items() if st["replicas"][0] == b)
 
+    def bounce(self, b: int) -> None:
+        """Broker b stopped and started, back in every ISR; the leadership of its preferred partitions moved away
+        and (automatic rebalance off) stays away: the scene of a preferred election."""
+        self.stop(b)
+        self.start(b)
+        self.wait_started(b)
+        self.wait_full_isr(120)
+        ps = self.partitions()
+        if not self.preferred_of(b) or any(ps[k]["leader"] == b for k in self.preferred_of(b)):
+            raise LabError(f"broker {b} still leads some of its preferred partitions after its restart")
+
     def leads_preferred(self, b: int) -> bool:
         ps = self.partitions()
         return all(ps[k]["leader"] == b for k in self.preferred_of(b))

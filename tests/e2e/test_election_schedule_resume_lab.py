@@ -47,14 +47,6 @@ def _settings(monkeypatch, **election):
     return clusters["lab"]
 
 
-def _bounce(lab, b: int = 3) -> None:
-    lab.stop(b)
-    lab.start(b)
-    lab.wait_started(b)
-    lab.wait_full_isr(120)
-    assert lab.preferred_of(b) and not any(lab.partitions()[k]["leader"] == b for k in lab.preferred_of(b))
-
-
 def _tis(run):
     return {(ti.task_id, ti.map_index): ti for ti in run.get_task_instances()}
 
@@ -114,7 +106,7 @@ def test_schedule_skips_a_balanced_cluster_then_starts_the_approved_election_the
     assert _started_runs() == []
 
     # ---- 2. broker 3 restarted: it leads none of its preferred partitions; the schedule starts the election DAG
-    _bounce(lab)
+    lab.bounce(3)
     mine = sorted(f"{t}-{p}" for t, p in lab.preferred_of(3))
     run = _run_schedule(clock.now() + dt.timedelta(minutes=5))
     tis = _tis(run)

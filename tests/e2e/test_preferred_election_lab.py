@@ -26,15 +26,6 @@ DAG_ID = "kafka_preferred_election"
 APPROVER = "oncall-carol"
 
 
-def _bounce(lab, b: int = 3) -> None:
-    """Broker b restarted: leadership of its preferred partitions moved away and (rebalance off) stays away."""
-    lab.stop(b)
-    lab.start(b)
-    lab.wait_started(b)
-    lab.wait_full_isr(120)
-    assert lab.preferred_of(b) and not any(lab.partitions()[k]["leader"] == b for k in lab.preferred_of(b))
-
-
 @pytest.fixture
 def election_env(healthy_lab, airflow_db, monkeypatch):
     lab = healthy_lab
@@ -79,7 +70,7 @@ def _audit(settings, run):
 
 def test_election_gives_up_outside_the_window_then_restores_preferred_leadership(election_env, monkeypatch):
     lab = election_env
-    _bounce(lab)
+    lab.bounce(3)
     mine = [f"{t}-{p}" for t, p in lab.preferred_of(3)]
 
     # 1. the quiet window never opens before the deadline: gives up, says why, changes nothing
@@ -182,7 +173,7 @@ def test_divergence_that_persists_halts_the_election(election_env, monkeypatch):
     from kafka_runbooks.remediate.lock import holders
 
     lab = election_env
-    _bounce(lab)
+    lab.bounce(3)
     settings = _settings(monkeypatch, convergence_s=10.0, batch_size=4)
     config = load_cluster("lab")
     store = IncidentStore(settings["incident_base"])
