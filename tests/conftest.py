@@ -18,6 +18,18 @@ import sys
 import pytest
 
 
+PART = os.environ.get("KAFKA_RUNBOOKS_TEST_PART")  # ./run test: "lab" and "rest" run side by side; unset: every test
+
+
+def pytest_collection_modifyitems(config, items):
+    """With KAFKA_RUNBOOKS_TEST_PART, only the tests that use the lab ("lab") or only the others ("rest")."""
+    if PART not in ("lab", "rest"):
+        return
+    keep = [i for i in items if ("lab" in i.fixturenames) == (PART == "lab")]
+    config.hook.pytest_deselected(items=[i for i in items if i not in keep])
+    items[:] = keep
+
+
 @pytest.fixture(scope="session")
 def airflow_db():
     """Airflow's metadata DB (SQLite) for this test run, migrated once."""

@@ -97,6 +97,13 @@ class Lab(FaultsMixin, LeadershipMixin):
     def server_log(self, b: int) -> Path:
         return self.log_path(b, "server.log")
 
+    def log_text(self, b: int, name: str = "server.log") -> str:
+        """The whole log since the lab started: Kafka's log4j rolls server.log & co. every hour
+        (``<name>.yyyy-MM-dd-HH``), so the rolled files first, oldest first, then the current one."""
+        current = self.log_path(b, name)
+        rolled = sorted(current.parent.glob(f"{name}.????-??-??-??"))
+        return "".join(p.read_text(errors="replace") for p in [*rolled, current] if p.exists())
+
     def zk_log(self, z: int) -> Path:
         return self.zk_dir(z) / "zookeeper.log"
 
@@ -145,7 +152,14 @@ class Lab(FaultsMixin, LeadershipMixin):
                 raise LabError(f"{parent} is not searchable by other users; the broker hosts' users ({host_user(1)}..) "
                                f"must reach {self.state}: choose another state dir (KAFKA_LAB_HOME)")
         self.down()
-        busy = [f"{h}:{p}" for h, p in self._addresses() if port_open(h, p)]
+        # a SIGKILLed JVM's threads may still be closing its sockets after its main thread is gone: wait a little
+        busy: list[str] = []
+        deadline = time.monotonic() + 20
+        while True:
+            busy = [f"{h}:{p}" for h, p in self._addresses() if port_open(h, p)]
+            if not busy or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
         if busy:
             raise LabError(f"ports already in use (another lab in this slot, KAFKA_RUNBOOKS_SLOT?): {busy}")
         kafka_home = resolve_kafka_home(REPO)
