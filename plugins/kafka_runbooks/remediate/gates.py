@@ -20,6 +20,7 @@ Any gate failing raises :class:`GateFailed`, which halts the roll.
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
@@ -146,12 +147,23 @@ def in_sync_gate(zk, cluster: str, broker_id: int, expected: Iterable[str], *, t
         if (waiting != last["waiting"] and since >= 5) or since >= 30:
             last.update(waiting=waiting, at=time.monotonic())
             progress(waiting, log_recovery_progress(recovery_log()))
+        else:  # a change held back, or the next 30 s report: wake up for it whatever poll_s is
+            due = (5 if waiting != last["waiting"] else 30) - since
+            if last.get("timer") is None or not last["timer"].is_alive():
+                last["timer"] = threading.Timer(max(0.05, due), waker)
+                last["timer"].daemon = True
+                last["timer"].start()
         # a fired watch is gone: re-arm the ones still pending
         for path in list(watched):
             zk.exists(path, watch=waker)
         return None
 
-    if wait_for(check, timeout_s=timeout_s, poll_s=poll_s, waker=waker) is None:
+    try:
+        result = wait_for(check, timeout_s=timeout_s, poll_s=poll_s, waker=waker)
+    finally:
+        if last.get("timer") is not None:
+            last["timer"].cancel()
+    if result is None:
         raise GateFailed("in_sync", f"broker {broker_id} is not back in every ISR after {timeout_s:g}s",
                          {"waiting_for": last["waiting"] or []})
     return GateResult("in_sync", time.monotonic() - t0, {"partitions": len(expected)})
