@@ -35,7 +35,7 @@ from kafka_runbooks.analyze.bundle import (findings_document, integrity_problems
                                            read_manifest)
 from kafka_runbooks.analyze.diagnose import ParsedFile, Window, broker_table, diagnose, file_table, timeline
 from kafka_runbooks.analyze.logsummary import SAMPLE
-from kafka_runbooks.analyze.nativescan import scanned_file, survey_and_scan
+from kafka_runbooks.analyze.nativescan import combine_pieces, plan_log_tasks, scanned_file, survey_and_scan
 from kafka_runbooks.analyze.parsers import LOG_KINDS
 from kafka_runbooks.analyze.report_html import render_report
 from kafka_runbooks.analyze.survey import Survey
@@ -56,6 +56,11 @@ def auto_split_bytes(log_bytes: int, cores: int) -> int:
     while split * 2 <= min(target, MAX_SPLIT):
         split *= 2
     return split
+
+
+def _bytes(e: dict) -> int:
+    b = e.get("bytes")
+    return b if isinstance(b, int) and b > 0 else 0
 
 
 def _connection_rows(files: list[ParsedFile], ports: dict, hosts: dict) -> list[dict]:
@@ -277,21 +282,27 @@ def run(spark, bundle: str, out: str | None = None, kafka_version: str | None = 
     warm = (pool.submit(fastscan.warm_up, spark, [U.join(bu, e["path"]) for e in log_entries], split)
             if log_entries and jvm_likely else None)
 
-    # 1. survey the logs (and read them natively where the executor can): biggest first, so no core idles at the end
+    # 1. survey the logs (and read them natively where the executor can, a big log in several pieces): the
+    #    biggest work first, so no core idles at the end
     t = time.monotonic()
     surveys = []
     if log_entries:
-        order = sorted(range(len(log_entries)), key=lambda i: -int(log_entries[i].get("bytes") or 0)
-                       if isinstance(log_entries[i].get("bytes"), int) else 0)
-        done = (sc.parallelize([(i, log_entries[i]) for i in order], max(1, min(len(log_entries), par * 4)))
-                .map(lambda ie: (ie[0], survey_and_scan(ie[1], U.join(bu, ie[1]["path"]), split, ou, rg_exe, need_rg)))
+        tasks = plan_log_tasks([_bytes(e) for e in log_entries], par, rg_exe is not None)
+        done = (sc.parallelize([[(w, log_entries[w[0]]) for w in task] for task in tasks], len(tasks))
+                .flatMap(lambda task: [(w, survey_and_scan(e, U.join(bu, e["path"]), split, ou, rg_exe, need_rg, w[1], w[2]))
+                                       for w, e in task])
                 .collect())
-        surveys = [r[:3] for _, r in sorted(done, key=lambda x: x[0])]  # back in manifest order
+        parts: dict[int, list] = {}
         costs: dict[str, float] = {}
-        for _, r in done:
-            for k, v in r[3].items():
-                costs[k] = costs.get(k, 0.0) + v
+        for (i, _, _), r in done:
+            parts.setdefault(i, []).append(r)
+            for c, v in r["cost"].items():
+                costs[c] = costs.get(c, 0.0) + v
+        for i, e in enumerate(log_entries):  # back in manifest order
+            sd, res = combine_pieces(e, parts[i], out_uri)
+            surveys.append((e, sd, res))
         timings["log_tasks"] = {k: round(v, 3) for k, v in sorted(costs.items())}  # summed over the logs' tasks
+        timings["log_task_count"] = len(tasks)
     timings["survey_s"] = round(time.monotonic() - t, 3)
     scan: list[tuple[dict, Survey]] = []
     read: list[tuple[dict, Survey, ParsedFile | None]] = []  # every log read by the Spark job, in manifest order

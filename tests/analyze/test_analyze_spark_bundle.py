@@ -228,3 +228,68 @@ def test_a_log_with_invalid_utf8_is_read_by_the_pure_parser(spark, tmp_path):
         assert doc["timings"]["log_scan"] == {"rg": 0, "jvm": 0}
         row = next(f for f in doc["files"] if f["path"] == "hosts/3/server.log")
         assert row["read_by"] == "python" and row["layout"] == "kafka", row
+
+
+def test_native_scan_in_pieces_equals_one_piece(tmp_path):
+    """A big log scanned by several tasks (equal byte ranges; rg reads the whole file, so line numbers are the
+    file's): the same Parquet rows, counts, sample and per-minute counts as one task, whatever a range boundary
+    cuts (a record, its exception line, its frame), with more than 2 x SAMPLE rows of one signature. A survey that
+    disowns the file (sha256 mismatch) leaves no piece's rows behind."""
+    from kafka_runbooks.analyze import nativescan as N
+    from kafka_runbooks.analyze.logsummary import SAMPLE
+
+    data = b"".join(_records_at_boundaries(4096) + fixture_bytes(s) for s in
+                    ["real23/broker1.server.log.pause", "seed001_217_server.log", "seed001_219_server.log"] * 150)
+    f = tmp_path / "server.log"
+    f.write_bytes(data)
+    e = {"path": "server.log", "kind": "server_log", "broker_id": 1}
+
+    def scan(pieces, out, entry=e):
+        work = [(0, 1)] if pieces == 1 else [(k, pieces) for k in range(pieces)] + [(None, pieces)]
+        parts = [N.survey_and_scan(entry, str(f), 4096, str(out), "rg", True, k, n) for k, n in work]
+        assert sum(1 for p in parts if p["survey"] is not None) == 1
+        assert [p["layout"] for p in parts if p["piece"] is not None] == ["kafka"] * pieces
+        return N.combine_pieces(entry, parts, str(out))[1], pq_rows(out / "parquet" / "log_events" / "source=rg")
+
+    def key(r):
+        return r["line"], r["signature"] or "", r["raw"], json.dumps(dict(r["attrs"] or {}), sort_keys=True)
+
+    (counts, sample, minutes), rows = scan(1, tmp_path / "one")
+    assert max(counts.values()) > 2 * SAMPLE and len(rows) > 6 * SAMPLE
+    assert len(rows) == len(event_rows(parse_log(data), "server.log", 1))
+    for pieces in (2, 3, 7):
+        (c, s, m), r = scan(pieces, tmp_path / f"p{pieces}")
+        assert c == counts, pieces
+        assert sorted(map(key, r)) == sorted(map(key, rows)), pieces
+        assert sorted(map(key, s)) == sorted(map(key, sample)), pieces
+        assert sorted(m, key=lambda x: json.dumps(x, sort_keys=True)) == sorted(minutes, key=lambda x: json.dumps(x, sort_keys=True))
+    res, left = scan(3, tmp_path / "bad", dict(e, sha256="0" * 64))
+    assert res is None and left == []
+
+
+def test_log_tasks_are_planned_so_no_core_idles_and_no_task_is_wasted():
+    """plan_log_tasks: equal logs one task each; a log bigger than its share of the cores in pieces plus a survey
+    task; small logs share one task; biggest work first; every log surveyed once and every piece scanned once."""
+    from kafka_runbooks.analyze.nativescan import MIN_PIECE, plan_log_tasks
+
+    MB = 1 << 20
+
+    def check(sizes, cores, native=True):
+        tasks = plan_log_tasks(sizes, cores, native)
+        work = [w for t in tasks for w in t]
+        assert sorted({w[0] for w in work}) == list(range(len(sizes)))
+        for i in range(len(sizes)):
+            mine = [w for w in work if w[0] == i]
+            n = mine[0][2]
+            assert sum(1 for w in mine if w[1] in (None, 0) and (w[1] is None or n == 1)) == 1  # one survey
+            assert sorted(w[1] for w in mine if w[1] is not None) == list(range(n))  # each piece once
+        return tasks
+
+    assert check([333 * MB] * 3, 2) == [[(0, 0, 1)], [(1, 0, 1)], [(2, 0, 1)]]
+    t = check([1000 * MB], 2)
+    assert t[:2] == [[(0, 0, 2)], [(0, 1, 2)]] and t[2] == [(0, None, 2)]
+    t = check([900 * MB, 100 * MB, MB, 2 * MB, MB // 2], 2)
+    assert t[0][0][:2] == (0, 0) and [(1, 0, 1)] in t and [(2, 0, 1), (3, 0, 1), (4, 0, 1)] in t
+    assert check([1000 * MB], 2, native=False) == [[(0, 0, 1)]]
+    assert check([MIN_PIECE + 1], 1) == [[(0, 0, 1)]]  # one core: nothing to balance
+    assert len(check([40 * MB] * 3, 8)) == 3  # pieces under MIN_PIECE would cost more than they balance

@@ -23,10 +23,17 @@ SAMPLE = 200  # events kept per (file, signature) at each end
 
 
 def event_row(r: LogRecord, layout: str | None, path: str, broker_id: int | None) -> dict[str, Any]:
-    return {"path": path, "broker_id": broker_id, "layout": layout, "line": r.line, "ts": r.ts, "zone": r.zone,
-            "level": r.level, "logger": simple_name(r.logger), "signature": r.signature, "wording": r.wording,
-            "attrs": dict(r.attrs), "raw": r.raw[:2000], "exception": r.exception,
-            "exception_line": r.exception_line}
+    return event_dict(path, broker_id, layout, r.line, r.ts, r.zone, r.level, simple_name(r.logger), r.signature,
+                      r.wording, dict(r.attrs), r.raw, r.exception, r.exception_line)
+
+
+def event_dict(path: str, broker_id: int | None, layout: str | None, line: int, ts: str, zone: str | None, level: str,
+               logger_simple: str, signature: str | None, wording: str | None, attrs: dict[str, str], raw: str,
+               exception: str | None, exception_line: int | None) -> dict[str, Any]:
+    """A log_events row (the table's columns, tables.SCHEMAS)."""
+    return {"path": path, "broker_id": broker_id, "layout": layout, "line": line, "ts": ts, "zone": zone,
+            "level": level, "logger": logger_simple, "signature": signature, "wording": wording, "attrs": attrs,
+            "raw": raw[:2000], "exception": exception, "exception_line": exception_line}
 
 
 def event_rows(p: LogParse, path: str, broker_id: int | None) -> list[dict[str, Any]]:
@@ -35,13 +42,17 @@ def event_rows(p: LogParse, path: str, broker_id: int | None) -> list[dict[str, 
 
 
 def record_of(row: dict[str, Any]) -> LogRecord:
-    """A LogRecord rebuilt from a log_events row (message, logger and thread re-read from the raw line)."""
+    """A LogRecord rebuilt from a log_events row (message, logger and thread re-read from the raw line, unless the
+    row carries its parsed ``header``: logger, thread, message, myid)."""
     raw = row.get("raw") or ""
-    layout = BY_NAME.get(row.get("layout") or "")
-    h = layout.header(raw) if layout else None
+    hdr = row.get("header")
+    if hdr is None:
+        layout = BY_NAME.get(row.get("layout") or "")
+        h = layout.header(raw) if layout else None
+        hdr = (h.logger, h.thread, h.message, h.myid) if h else (row.get("logger"), None, raw, None)
+    logger, thread, message, myid = hdr
     r = LogRecord(line=int(row["line"]), end_line=int(row["line"]), ts=row.get("ts") or "", level=row.get("level") or "",
-                  logger=h.logger if h else row.get("logger"), thread=h.thread if h else None,
-                  message=h.message if h else raw, zone=row.get("zone"), myid=h.myid if h else None,
+                  logger=logger, thread=thread, message=message, zone=row.get("zone"), myid=myid,
                   exception=row.get("exception"), exception_line=row.get("exception_line"),
                   signature=row.get("signature"), wording=row.get("wording"), attrs=dict(row.get("attrs") or {}), raw=raw)
     return r

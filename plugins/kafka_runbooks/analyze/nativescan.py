@@ -25,9 +25,9 @@ from typing import Any, Iterator
 
 from . import signatures as S
 from . import uri as U
-from .logsummary import SAMPLE, LogSummary, event_row, record_of
-from .parsers.layouts import BY_NAME, GATE_STEPS, GATE_SUFFIX, LEVEL_POS, gate_key, gate_keys, level_kept
-from .parsers.logs import EXCEPTION_HEAD, LogRecord, classify, is_exception_line
+from .logsummary import SAMPLE, LogSummary, event_dict, record_of
+from .parsers.layouts import BY_NAME, GATE_STEPS, GATE_SUFFIX, LEVEL_POS, gate_key, gate_keys, level_kept, simple_name
+from .parsers.logs import EXCEPTION_HEAD, classify_fields, is_exception_line
 
 RAW_MAX = 2000  # the JVM scan keeps the first 2000 characters of a line (fastscan.RAW_MAX)
 EXC_WORDS = ("Exception", "Error", "Throwable")
@@ -109,74 +109,89 @@ def line_kind(layout: str, line: str) -> str:
 
 
 def record_event(layout: str, path: str, broker_id: int | None, line: int, raw: str, nxt: str | None,
-                 frame: str | None) -> dict[str, Any] | None:
+                 frame: str | None, with_header: bool = False) -> dict[str, Any] | None:
     """A record line (cut at RAW_MAX), the exception line right under it and the marker frame under that (or
     None) -> its log_events row, or None when it is neither a signature nor an ERROR/FATAL record kept for the
-    timeline. The one per-record step of both the JVM scan's classifier and the native scan."""
+    timeline. The one per-record step of both the JVM scan's classifier and the native scan. ``with_header``
+    adds the parsed header under ``header`` (not a column: it saves the driver re-reading sampled rows)."""
     h = BY_NAME[layout].header(raw)
     if h is None:
         return None
-    r = LogRecord(line=line, end_line=line, ts=h.ts, level=h.level, logger=h.logger, thread=h.thread,
-                  message=h.message, zone=h.zone, myid=h.myid, raw=raw)
-    classify(r, nxt, frame)
-    if nxt is not None and r.exception is None and is_exception_line(nxt):
-        r.exception, r.exception_line = nxt.strip()[:2000], line + 1
-    if not r.signature and not level_kept(layout, raw):
+    simple = simple_name(h.logger)
+    hit = classify_fields(simple, h.message, nxt, frame)
+    if hit is None and not level_kept(layout, raw):
         return None
-    return event_row(r, layout, path, broker_id)
+    sig, attrs = hit if hit is not None else (None, {})
+    exc = nxt.strip()[:2000] if nxt is not None and is_exception_line(nxt) else None
+    row = event_dict(path, broker_id, layout, line, h.ts, h.zone, h.level, simple, sig.name if sig else None,
+                     sig.versions if sig else None, attrs, raw, exc, line + 1 if exc is not None else None)
+    if with_header:
+        row["header"] = (h.logger, h.thread, h.message, h.myid)
+    return row
 
 
-_RG_LINE = re.compile(rb"^([0-9]+)([:-])(.*)$", re.M)
+_RG_LINE = re.compile(rb"^([0-9]+)([:-])([0-9]+)[:-](.*)$", re.M)
 READ = 8 << 20
+PIPE_BYTES = 1 << 20
 
 
 class RgRun:
-    """``rg --fixed-strings --after-context 2`` over one file, writing to a temporary file: started before the
-    survey so the two read the file side by side (rg in its own process), read back afterwards."""
+    """``rg --fixed-strings --after-context 2 --byte-offset`` over one file from the line starting at byte ``start``
+    (``line_base``: the line breaks before it) to its end, read from a pipe while it runs (the scan classifies
+    as rg goes; closing it stops rg). Line numbers and byte offsets are the file's own."""
 
-    def __init__(self, rg: str, local_path: str) -> None:
-        argv = [rg, "--no-config", "--no-heading", "--no-filename", "--line-number", "--text", "--fixed-strings",
-                "--color", "never", "--threads", "1", "--after-context", "2"]
+    def __init__(self, rg: str, local_path: str, start: int = 0, line_base: int = 0) -> None:
+        argv = [rg, "--no-config", "--no-heading", "--no-filename", "--line-number", "--byte-offset", "--text",
+                "--fixed-strings", "--color", "never", "--threads", "1", "--after-context", "2"]
         for lit in literals():
             argv += ["-e", lit]
-        argv += ["--", local_path]
-        self.out = tempfile.TemporaryFile(prefix="kafka-runbooks-rg-")
+        self.line_base, self.offset_base = line_base, start
         self.err = tempfile.TemporaryFile(prefix="kafka-runbooks-rg-")
-        self.proc = subprocess.Popen(argv, stdout=self.out, stderr=self.err, stdin=subprocess.DEVNULL)
+        if start:  # rg reads the rest of the file as its standard input
+            with open(local_path, "rb") as src:
+                src.seek(start)
+                self.proc = subprocess.Popen(argv + ["-"], stdout=subprocess.PIPE, stderr=self.err, stdin=src)
+        else:
+            self.proc = subprocess.Popen(argv + ["--", local_path], stdout=subprocess.PIPE, stderr=self.err,
+                                         stdin=subprocess.DEVNULL)
+        try:  # fewer, larger reads (Linux); the default 64 KiB pipe works too
+            import fcntl
+
+            fcntl.fcntl(self.proc.stdout.fileno(), getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_BYTES)
+        except OSError:
+            pass
 
     def close(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()
-            self.proc.wait()
-        self.out.close()
+        self.proc.stdout.close()
+        self.proc.wait()
         self.err.close()
 
-    def lines(self) -> Iterator[tuple[int, bool, bytes]]:
-        """(line number, matched?, content without its line end) of every line rg printed: the matches and the
-        two lines after each (the "--" between context groups skipped)."""
-        if self.proc.wait() not in (0, 1):  # 1: nothing matched
-            self.err.seek(0)
-            raise RuntimeError(f"rg failed ({self.proc.returncode}): {self.err.read()[-500:].decode(errors='replace')}")
-        self.out.seek(0)
+    def lines(self) -> Iterator[tuple[int, bool, int, bytes]]:
+        """(line number, matched?, byte offset of the line, content without its line end) of every line rg
+        printed: the matches and the two lines after each (the "--" between context groups skipped)."""
         rest = b""
         while True:
-            block = self.out.read(READ)
+            block = self.proc.stdout.read1(READ)
             if not block:
                 break
             block = rest + block
             cut = block.rfind(b"\n") + 1
             rest = block[cut:]
-            yield from self._parse(block[:cut])
+            yield from self._parse(block[:cut], self.line_base, self.offset_base)
         if rest:
-            yield from self._parse(rest + b"\n")
+            yield from self._parse(rest + b"\n", self.line_base, self.offset_base)
+        if self.proc.wait() not in (0, 1):  # 1: nothing matched
+            self.err.seek(0)
+            raise RuntimeError(f"rg failed ({self.proc.returncode}): {self.err.read()[-500:].decode(errors='replace')}")
 
     @staticmethod
-    def _parse(block: bytes) -> Iterator[tuple[int, bool, bytes]]:
-        for m in _RG_LINE.finditer(block):
-            body = m.group(3)
+    def _parse(block: bytes, line_base: int, offset_base: int) -> Iterator[tuple[int, bool, int, bytes]]:
+        for n, sep, offset, body in _RG_LINE.findall(block):
             if body[-1:] == b"\r":  # CRLF: Spark's line reader drops both
                 body = body[:-1]
-            yield int(m.group(1)), m.group(2) == b":", body
+            yield int(n) + line_base, sep == b":", int(offset) + offset_base, body
 
 
 class _Summary:
@@ -242,18 +257,64 @@ def scanned_file(e: dict, s, counts: dict[str, int], sample: list[dict[str, Any]
     return pf
 
 
-def scan_file(rg: "str | RgRun", local_path: str, path: str, broker_id: int | None, layout: str, out_uri: str, key: str):
-    """rg over one whole file (``rg``: the binary, or a run already started) -> (counts, sample rows, minute rows);
-    the rows are written as one Parquet part file of log_events (source=rg). None when the file is not valid
-    UTF-8 (the JVM scan reads it instead)."""
-    run = rg if isinstance(rg, RgRun) else RgRun(rg, local_path)
+def _with_next_two(lines: Iterator[tuple[int, bool, int, bytes]]
+                   ) -> Iterator[tuple[int, int, bytes, bytes | None, bytes | None]]:
+    """(line number, byte offset, content, line n+1, line n+2) for every matched line of rg's output: rg prints a
+    match's after-context lines right after it, so the two entries that follow are its next lines when numbered
+    so."""
+    prev2 = prev1 = None
+    for cur in lines:
+        if prev2 is not None and prev2[1]:
+            yield _next_two(prev2, prev1, cur)
+        prev2, prev1 = prev1, cur
+    if prev2 is not None and prev2[1]:
+        yield _next_two(prev2, prev1, None)
+    if prev1 is not None and prev1[1]:
+        yield _next_two(prev1, None, None)
+
+
+def _next_two(m, a, b) -> tuple[int, int, bytes, bytes | None, bytes | None]:
+    n = m[0]
+    b1 = a[3] if a is not None and a[0] == n + 1 else None
+    b2 = b[3] if b1 is not None and b is not None and b[0] == n + 2 else None
+    return n, m[2], m[3], b1, b2
+
+
+def _arrow_table(rows: list[dict[str, Any]], schema):
+    """log_events rows of one file -> an Arrow table; the attrs map is built from flat key/value arrays (a Python
+    list of pairs per row converts several times slower)."""
     import pyarrow as pa
+
+    cols = {}
+    for f in schema:
+        if f.name in ("path", "broker_id", "layout"):  # one value per file
+            cols[f.name] = pa.repeat(pa.scalar(rows[0][f.name], f.type), len(rows))
+        elif f.name == "attrs":
+            offsets, keys, values = [0], [], []
+            for r in rows:
+                a = r["attrs"]
+                keys.extend(a)
+                values.extend(a.values())
+                offsets.append(len(keys))
+            cols["attrs"] = pa.MapArray.from_arrays(pa.array(offsets, pa.int32()), pa.array(keys, pa.string()),
+                                                    pa.array(values, pa.string()))
+        else:
+            cols[f.name] = pa.array([r[f.name] for r in rows], f.type)
+    return pa.Table.from_pydict(cols, schema=schema)
+
+
+def scan_file(rg: "str | RgRun", local_path: str, path: str, broker_id: int | None, layout: str, out_uri: str, key: str,
+              written: list[str] | None = None, byte_range: tuple[int, int | None] = (0, None)):
+    """rg over one file (``rg``: the binary, or a run already started) -> (counts, sample rows, minute rows) of the
+    records whose line starts in ``byte_range`` [from, to) (to None: the end); the rows are written as one Parquet
+    part file of log_events (source=rg), whose location is appended to ``written``. None when the file is not
+    valid UTF-8 (the JVM scan reads it instead)."""
+    run = rg if isinstance(rg, RgRun) else RgRun(rg, local_path)
     import pyarrow.parquet as pq
 
     from .tables import SCHEMAS, table_dir
 
     schema = SCHEMAS["log_events"]
-    cols = [f.name for f in schema]
     agg = _Summary()
     keep = record_gate(layout)
     d = table_dir(out_uri, "log_events", "rg")
@@ -261,15 +322,12 @@ def scan_file(rg: "str | RgRun", local_path: str, path: str, broker_id: int | No
     target = None
     writer = None
     batch: list[dict] = []
-    window: dict[int, bytes] = {}
-    pending: deque[int] = deque()
 
     def flush() -> None:
         nonlocal writer, target
         if not batch:
             return
-        t = pa.Table.from_pydict({c: ([list(r[c].items()) for r in batch] if c == "attrs" else [r[c] for r in batch])
-                                  for c in cols}, schema=schema)
+        t = _arrow_table(batch, schema)
         if writer is None:
             if U.is_local(d):
                 os.makedirs(U.local_path(d), exist_ok=True)
@@ -280,47 +338,36 @@ def scan_file(rg: "str | RgRun", local_path: str, path: str, broker_id: int | No
                 fs.create_dir(p, recursive=True)
                 target = f"{p}/{name}"
                 writer = pq.ParquetWriter(target, schema, filesystem=fs)
+            if written is not None:
+                written.append(target)
         writer.write_table(t)
         batch.clear()
 
-    def text(b: bytes | None) -> str | None:
-        return None if b is None else b.decode("utf-8")
-
-    def settle(n: int) -> None:
-        raw = text(window[n])
-        if not keep(raw):
-            return
-        nxt = frame = None
-        b1 = window.get(n + 1)
-        if b1 is not None:
-            s1 = text(b1)
-            if line_kind(layout, s1) == "exc":
-                nxt = s1[:RAW_MAX]
-                b2 = window.get(n + 2)
-                if b2 is not None:
-                    s2 = text(b2)
-                    if line_kind(layout, s2) == "marker":
-                        frame = s2[:RAW_MAX]
-        row = record_event(layout, path, broker_id, n, raw[:RAW_MAX], nxt, frame)
-        if row is not None:
-            agg.add(row)
-            batch.append(row)
-            if len(batch) >= BATCH:
-                flush()
-
+    lo, hi = byte_range
     try:
-        for n, matched, body in run.lines():
-            window[n] = body
-            while pending and pending[0] + 2 <= n:
-                settle(pending.popleft())
-            if matched:
-                pending.append(n)
-            if len(window) > 64:
-                low = (pending[0] if pending else n) - 2
-                for k in [k for k in window if k < low]:
-                    del window[k]
-        while pending:
-            settle(pending.popleft())
+        for n, offset, body, b1, b2 in _with_next_two(run.lines()):
+            if offset < lo:
+                continue
+            if hi is not None and offset >= hi:
+                break  # matches come in file order: the range is done (closing the run stops rg)
+            raw = body.decode("utf-8")
+            if not keep(raw):
+                continue
+            nxt = frame = None
+            if b1 is not None:
+                s1 = b1.decode("utf-8")
+                if line_kind(layout, s1) == "exc":
+                    nxt = s1[:RAW_MAX]
+                    if b2 is not None:
+                        s2 = b2.decode("utf-8")
+                        if line_kind(layout, s2) == "marker":
+                            frame = s2[:RAW_MAX]
+            row = record_event(layout, path, broker_id, n, raw[:RAW_MAX], nxt, frame, with_header=True)
+            if row is not None:
+                agg.add(row)
+                batch.append(row)
+                if len(batch) >= BATCH:
+                    flush()
         flush()
     except UnicodeDecodeError:
         if writer is not None:
@@ -348,36 +395,152 @@ def _remove(target: str | None, d: str) -> None:
         fs.delete_file(target)
 
 
-def survey_and_scan(e: dict, file_uri: str, split_bytes: int, out_uri: str, rg: str | None, require_rg: bool = False):
-    """One log file on an executor: its survey, and (rg found, file local and readable by the JVM scan) its
-    native scan. -> (entry, survey dict, (counts, sample rows, minute rows) or None: None sends the file to the
-    JVM scan, the task's seconds: wall and CPU of the survey and of the classification, rg's CPU). The driver
-    makes the ParsedFile (``scanned_file``): the executor need not import the diagnosis."""
-    from .survey import Survey, survey_file
-
+def survey_and_scan(e: dict, file_uri: str, split_bytes: int, out_uri: str, rg: str | None, require_rg: bool = False,
+                    piece: int | None = 0, pieces: int = 1) -> dict[str, Any]:
+    """One log file on an executor, or one part of its work: a big log is scanned in ``pieces`` (equal byte
+    ranges, one task each) and surveyed by a task of its own (``piece`` None); a log in one piece is surveyed in
+    a thread beside its scan (the survey's sha256 and reads leave Python's lock). A piece scans natively (rg
+    found, file local) the records whose line starts in its range, rg reading from the range's first line on
+    (line numbers offset by the line breaks before it), on the layout of the file's head.
+    -> {piece, survey: dict or None, scan: (counts, sample rows, minute rows) or None (not scanned: the file goes
+    to the JVM scan), layout, written: its Parquet parts, cost: the task's seconds}. The driver puts the parts
+    together (``combine_pieces``) and makes the ParsedFile (``scanned_file``): the executor need not import the
+    diagnosis."""
     import resource
     import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from .survey import Survey, head_layout, line_start_at_or_after, newlines_before, survey_file
 
     t0, c0, k0 = time.monotonic(), time.process_time(), resource.getrusage(resource.RUSAGE_CHILDREN)
     cost: dict[str, float] = {}
+
+    def survey() -> Survey:
+        t, c = time.monotonic(), time.thread_time()
+        try:
+            return survey_file(e["path"], file_uri, split_bytes)
+        finally:
+            cost["survey_s"], cost["survey_cpu_s"] = time.monotonic() - t, time.thread_time() - c
+
     exe = find_rg(rg) if rg else None
     if rg and (exe is None or not U.is_local(file_uri)) and require_rg:
         raise RuntimeError(f"log scan 'rg' asked for, but {rg!r} was not found on this executor's PATH"
                            if exe is None else f"log scan 'rg' needs a local or shared-mount file, not {file_uri}")
-    run = RgRun(exe, U.local_path(file_uri)) if exe and U.is_local(file_uri) else None  # beside the survey
-    res = None
     try:
-        s: Survey = survey_file(e["path"], file_uri, split_bytes)
-        cost["survey_s"], cost["survey_cpu_s"] = time.monotonic() - t0, time.process_time() - c0
-        sha_mismatch = bool(e.get("sha256") and s.sha256 and str(e["sha256"]).lower() != s.sha256)  # reported, not read
-        if run is not None and s.spark_readable() and not sha_mismatch:
-            t1, c1 = time.monotonic(), time.process_time()
-            res = scan_file(run, U.local_path(file_uri), e["path"], e.get("broker_id"), s.layout, out_uri, f"{e['path']}#rg")
-            cost["classify_s"], cost["classify_cpu_s"] = time.monotonic() - t1, time.process_time() - c1
-    finally:
-        if run is not None:
+        layout = head_layout(file_uri) if piece is not None and exe and U.is_local(file_uri) else None
+        size = os.path.getsize(U.local_path(file_uri)) if layout else 0
+    except OSError:
+        layout = None  # the survey reports why it cannot be read
+    s, res, written = None, None, []
+    if layout is None:
+        s = survey() if pieces == 1 or piece is None else None
+    else:
+        local = U.local_path(file_uri)
+        lo = line_start_at_or_after(local, size * piece // pieces)
+        hi = line_start_at_or_after(local, size * (piece + 1) // pieces) if piece < pieces - 1 else None
+        run = RgRun(exe, local, lo, newlines_before(local, lo) if lo else 0)
+        pool = ThreadPoolExecutor(1, thread_name_prefix="survey") if pieces == 1 else None
+        try:
+            surveyed = pool.submit(survey) if pool is not None else None
+            t1, c1 = time.monotonic(), time.thread_time()
+            try:
+                res = scan_file(run, local, e["path"], e.get("broker_id"), layout, out_uri, f"{e['path']}#rg#{piece}",
+                                written, (lo, hi))
+            finally:
+                cost["classify_s"], cost["classify_cpu_s"] = time.monotonic() - t1, time.thread_time() - c1
+                s = surveyed.result() if surveyed is not None else None
+        finally:
             run.close()
+            if pool is not None:
+                pool.shutdown()
     k1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     cost["rg_cpu_s"] = (k1.ru_utime + k1.ru_stime) - (k0.ru_utime + k0.ru_stime)
-    cost["task_s"] = time.monotonic() - t0
-    return e, s.to_dict(), res, cost
+    cost["task_s"], cost["task_cpu_s"] = time.monotonic() - t0, time.process_time() - c0
+    return {"piece": piece, "survey": s.to_dict() if s is not None else None, "scan": res, "layout": layout,
+            "written": written, "cost": cost}
+
+
+MIN_PIECE = 64 << 20  # a Spark task costs ~60 ms of a core here: pieces must be worth it
+SMALL_LOG = 4 << 20
+SMALL_GROUP = 64 << 20
+MAX_PIECES = 64
+
+
+def plan_log_tasks(sizes: list[int], cores: int, native: bool) -> list[list[tuple[int, int | None, int]]]:
+    """The Spark tasks that survey and scan the logs of a bundle (``sizes``: their bytes, from the manifest) ->
+    per task, its work: (log index, piece, pieces), run in order. A log that alone would keep one core busy longer
+    than the whole bundle keeps each core (bigger than total / cores, and than MIN_PIECE) is natively scanned in
+    pieces with a survey task of its own; small logs share a task (each task has a fixed cost); the biggest work
+    comes first, so no core idles at the end."""
+    total = sum(sizes)
+    cap = max(MIN_PIECE, -(-total // max(cores, 1)))
+    tasks: list[tuple[float, list]] = []
+    small: list[tuple[int, int | None, int]] = []
+    small_bytes = 0
+    for i, size in enumerate(sizes):
+        n = max(1, min(MAX_PIECES, -(-size // cap))) if native else 1
+        if n > 1:
+            tasks += [(size / n, [(i, k, n)]) for k in range(n)] + [(size / 3, [(i, None, n)])]  # survey: ~1/3 of a scan
+        elif size < SMALL_LOG:
+            if small and small_bytes + size > SMALL_GROUP:
+                tasks.append((small_bytes, small))
+                small, small_bytes = [], 0
+            small.append((i, 0, 1))
+            small_bytes += size
+        else:
+            tasks.append((size, [(i, 0, 1)]))
+    if small:
+        tasks.append((small_bytes, small))
+    tasks.sort(key=lambda t: -t[0])
+    return [work for _, work in tasks]
+
+
+def combine_pieces(e: dict, parts: list[dict[str, Any]], out_uri: str):
+    """One file's survey and native scan from its tasks' results -> (survey dict, (counts, sample rows, minute
+    rows) or None). The scan counts only when every piece was scanned and the survey owns it (sha256 as in the
+    manifest, readable by the JVM scan, the layout the pieces read): otherwise its Parquet parts are removed and
+    the file is read another way."""
+    from .survey import Survey
+    from .tables import table_dir
+
+    sd = next(p["survey"] for p in parts if p["survey"] is not None)
+    scans = sorted((p for p in parts if p["piece"] is not None), key=lambda p: p["piece"])
+    s = Survey.from_dict(sd)
+    sha_mismatch = bool(e.get("sha256") and s.sha256 and str(e["sha256"]).lower() != s.sha256)  # reported, not read
+    owned = (all(p["scan"] is not None for p in scans) and not sha_mismatch and s.spark_readable()
+             and all(p["layout"] == s.layout for p in scans))
+    if not owned:
+        d = table_dir(out_uri, "log_events", "rg")
+        for p in scans:
+            for target in p["written"]:
+                _remove(target, d)
+        return sd, None
+    return sd, merge_scans([p["scan"] for p in scans])
+
+
+def merge_scans(scans: list[tuple[dict, list, list]]) -> tuple[dict, list, list]:
+    """Pieces' (counts, sample rows, minute rows) -> the file's: counts summed, the first and last SAMPLE rows
+    per signature (each piece kept its own first and last SAMPLE, so the file's are among them), minute rows
+    merged by minute key."""
+    counts: dict[str, int] = {}
+    by_sig: dict[str | None, list[dict]] = {}
+    minutes: dict[tuple, dict[str, Any]] = {}
+    for c, sample, mins in scans:
+        for k, v in c.items():
+            counts[k] = counts.get(k, 0) + v
+        for r in sample:
+            by_sig.setdefault(r["signature"], []).append(r)
+        for m in mins:
+            k = (m["signature"], m["leader"], m["fetcher"], m["cause"], m["minute"])
+            have = minutes.get(k)
+            if have is None:
+                minutes[k] = dict(m)
+            else:
+                have["count"] += m["count"]
+                have["first_line"] = min(have["first_line"], m["first_line"])
+                have["last_line"] = max(have["last_line"], m["last_line"])
+    sample = []
+    for rows in by_sig.values():
+        rows.sort(key=lambda r: r["line"])
+        sample.extend(rows if len(rows) <= 2 * SAMPLE else rows[:SAMPLE] + rows[-SAMPLE:])
+    return counts, sample, list(minutes.values())

@@ -73,8 +73,9 @@ class Signature:
         return _compiled(self.pattern)
 
     def match(self, text: str) -> dict[str, str] | None:
-        if not all(lit in text for lit in self.literals):
-            return None
+        for lit in self.literals:
+            if lit not in text:
+                return None
         m = self.regex.search(text)
         if not m:
             return None

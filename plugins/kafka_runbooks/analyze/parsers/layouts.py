@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from typing import Callable, Iterable, NamedTuple
 
 _TS = r"(?P<ts>[0-9]{4}-[0-9]{2}-[0-9]{2}[ T][0-9]{2}:[0-9]{2}:[0-9]{2}(?:[,.][0-9]{1,9})?(?:Z|[+-][0-9]{2}:?[0-9]{2})?)"
 _TS_YY = r"(?P<ts>[0-9]{2}/[0-9]{2}/[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2})"
@@ -37,8 +37,7 @@ def level_kept(layout: str | None, line: str) -> bool:
     return pos is not None and line[pos - 1:pos + 4] in ("ERROR", "FATAL")
 
 
-@dataclass(frozen=True)
-class Header:
+class Header(NamedTuple):  # a tuple: built once per record, the cheapest immutable record in Python
     ts: str  # normalised "YYYY-MM-DDTHH:MM:SS.mmm" (no zone: log4j writes local time)
     level: str
     logger: str | None  # as printed (may be abbreviated: %c{1}, %c{2}, %C{1})
@@ -61,6 +60,8 @@ def simple_name(logger: str | None) -> str:
 
 def normalise_ts(ts: str) -> tuple[str, str | None]:
     """'2020-04-22 10:43:36,369' -> ('2020-04-22T10:43:36.369', None); '19/07/12 11:01:43' -> ('2019-07-12T11:01:43.000', None)."""
+    if len(ts) == 23 and ts[19] in ",." and ts[10] in " T":  # '2020-04-22 10:43:36,369': nearly every line
+        return f"{ts[:10]}T{ts[11:19]}.{ts[20:]}", None
     zone = None
     if "/" in ts[:8]:
         yy, mm, rest = ts[0:2], ts[3:5], ts[6:]

@@ -122,18 +122,29 @@ def classify(record: LogRecord, next_line: str | None = None, frame_line: str | 
     ``next_line`` is the line right under the header (its exception line, if it is one) and ``frame_line``
     the line under that: the same two lines the Spark scan joins to a signature row.
     """
-    exc = next_line if next_line is not None and is_exception_line(next_line) else None
-    hit = sigs.classify_text(record.logger_simple, record.message, exc)
-    if hit is None:
-        return record
-    sig, attrs = hit
-    record.signature, record.wording = sig.name, sig.versions
-    record.attrs = attrs
-    src = exc if exc is not None else record.message
-    record.attrs.update({k: v for k, v in sigs.exception_attrs(sig.name, src).items() if k not in record.attrs})
-    if exc is not None and frame_line is not None:
-        record.attrs.update(sigs.frame_attrs(sig.name, frame_line))
+    hit = classify_fields(record.logger_simple, record.message, next_line, frame_line)
+    if hit is not None:
+        sig, record.attrs = hit
+        record.signature, record.wording = sig.name, sig.versions
     return record
+
+
+def classify_fields(logger_simple: str, message: str, next_line: str | None = None,
+                    frame_line: str | None = None) -> "tuple[sigs.Signature, dict[str, str]] | None":
+    """The signature of a record (logger's simple name, message, the two lines under it) and its attributes,
+    or None: what ``classify`` attaches to a LogRecord."""
+    exc = next_line if next_line is not None and is_exception_line(next_line) else None
+    hit = sigs.classify_text(logger_simple, message, exc)
+    if hit is None:
+        return None
+    sig, attrs = hit
+    src = exc if exc is not None else message
+    for k, v in sigs.exception_attrs(sig.name, src).items():
+        if k not in attrs:
+            attrs[k] = v
+    if exc is not None and frame_line is not None:
+        attrs.update(sigs.frame_attrs(sig.name, frame_line))
+    return sig, attrs
 
 
 def _record(h: Header, i: int, line: str) -> LogRecord:
