@@ -176,6 +176,52 @@ def test_a_peer_gets_one_plain_jstack_and_no_stop_the_world_tool(ssh_host, tmp_p
     assert h1["status"] == "complete" and h1["skipped"] == []
 
 
+def test_a_server_log_rolled_within_the_tail_is_completed_from_its_newest_rolled_file(ssh_host, tmp_path):
+    """log4j rolls server.log every hour: when the current file holds fewer lines than log_tail_lines, the capture
+    takes the rest from the newest rolled file beside it (by its date suffix; other names ignored), and only then."""
+    import os
+    import shutil
+    import uuid
+
+    d = os.path.join(os.path.dirname(ssh_host.server_log), f"rolled-{uuid.uuid4().hex[:8]}")
+    os.mkdir(d, 0o755)
+    try:
+        def write(name, lines):
+            path = os.path.join(d, name)
+            with open(path, "w") as fh:
+                fh.write("".join(f"[2026-11-22 23:59:{i % 60:02d},000] INFO {lines} {i} (kafka.server.KafkaServer)\n"
+                                 for i in range(100 if lines != "now" else 30)))
+            os.chmod(path, 0o644)
+            return path
+
+        log = write("server.log", "now")
+        write("server.log.2026-11-22-22", "older")
+        write("server.log.2026-11-22-23", "prev")
+        write("server.log.9999-12-31-23;id", "hostile")  # not a rolled name: ignored
+        write("server.log.2026-11-22-23.gz", "archived")
+        cfg = _config(ssh_host, tmp_path, jstack_count=1, heap_dump=False, log_tail_lines=50)
+        cfg = ClusterConfig(**{**cfg.__dict__, "server_log_path": log})
+        bundle = EvidenceBundle(cfg.bundle_base, cfg.name, "inc-rolled")
+        m = capture_cluster(cfg, _snapshot(ssh_host), [1], bundle, suspects=[2])
+        cmds = {c["name"]: c for c in m["commands"] if c["broker_id"] == 1}
+        bundle_dir = str(bundle.path)
+        now = open(os.path.join(bundle_dir, cmds["server-log"]["stdout"])).read().splitlines()
+        prev = open(os.path.join(bundle_dir, cmds["server-log-rolled"]["stdout"])).read().splitlines()
+        assert len(now) == 30 and all(" now " in x for x in now)
+        assert [x.split()[4] for x in prev] == [str(i) for i in range(80, 100)] and all(" prev " in x for x in prev)
+        assert cmds["server-log-rolled"]["argv"][-1] == os.path.join(d, "server.log.2026-11-22-23")
+        entry = next(f for f in m["files"] if f["path"] == cmds["server-log-rolled"]["stdout"])
+        assert entry["kind"] == "server_log" and entry["rolled_from"] == "server.log.2026-11-22-23"
+        assert verify(bundle_dir) == []
+
+        cfg = ClusterConfig(**{**cfg.__dict__, "capture": CaptureSettings(**{**cfg.capture.__dict__, "log_tail_lines": 30})})
+        m = capture_cluster(cfg, _snapshot(ssh_host), [1], EvidenceBundle(cfg.bundle_base, cfg.name, "inc-rolled-2"), suspects=[2])
+        names = [c["name"] for c in m["commands"] if c["broker_id"] == 1]
+        assert "server-log" in names and not [n for n in names if n.startswith("server-log-rolled")]
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def test_a_stopped_jvm_is_captured_within_the_deadline_without_attach_tools(ssh_host, tmp_path):
     import os
     import signal
@@ -271,6 +317,39 @@ def test_probe_host_and_probe_all(ssh_host, tmp_path):
         assert model.HostProbe.from_dict(probes[0].to_dict()) == probes[0]
     finally:
         live.close()
+
+
+def test_probe_reads_the_server_log_rolled_within_its_windows(ssh_host, tmp_path):
+    """A peer's fetch error written a minute ago, just before log4j rolled server.log at the hour, still counts:
+    the probe reads the newest rolled file written within its windows beside the current one."""
+    import datetime as dt
+    import os
+    import shutil
+    import uuid
+    from pathlib import Path
+
+    d = os.path.join(os.path.dirname(ssh_host.server_log), f"probe-rolled-{uuid.uuid4().hex[:8]}")
+    os.mkdir(d, 0o755)
+    try:
+        before = dt.datetime.now() - dt.timedelta(seconds=60)  # the lab host's local time (its log4j's)
+        text = (Path(__file__).parents[1] / "detect" / "fixtures" / "kafka23_server_fetch_errors.log").read_text()
+        rolled = text.replace("[2026-11-22 14:21:", f"[{before:%Y-%m-%d %H:%M}:").replace("[2026-11-22 14:", "[2026-11-22 13:")
+        hostile = rolled.replace("leaderId=1", "leaderId=3").replace("Connection to 1 ", "Connection to 3 ")
+        for name, body in (("server.log", "[2026-11-23 00:00:01,000] INFO rolled (kafka.server.KafkaServer)\n"),
+                           (f"server.log.{before:%Y-%m-%d-%H}", rolled), ("server.log.9999-12-31-23;id", hostile)):
+            Path(d, name).write_text(body)
+            os.chmod(os.path.join(d, name), 0o644)
+        later = time.time() + 5  # the hostile name is the newest file: it must be ignored for its name
+        os.utime(os.path.join(d, "server.log.9999-12-31-23;id"), (later, later))
+        cfg = ClusterConfig(**{**_config(ssh_host, tmp_path).__dict__, "server_log_path": os.path.join(d, "server.log")})
+        with StrictSSHHook(ssh_host.conn_ok) as r:
+            p = probe_host(cfg, model.Broker(2, ssh_host.host, ssh_host.broker_port), r)
+        assert p.reachable and p.fetch_errors_total == 1, (p.fetch_errors_total, p.error)
+        (e,) = p.fetch_errors
+        assert (e.fetcher_broker_id, e.leader_broker_id, e.cause) == (2, 1, "disconnected")
+        assert "Connection to 1 was disconnected before the response was read" in e.excerpt
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def test_probe_wrong_port_reports_no_process(ssh_host, tmp_path):

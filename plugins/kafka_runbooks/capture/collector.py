@@ -33,7 +33,7 @@ from kafka_runbooks import clock, model
 from kafka_runbooks.capture import commands as C
 from kafka_runbooks.capture import sockets as S
 from kafka_runbooks.capture.bundle import EvidenceBundle, atomic_write_json
-from kafka_runbooks.config import ClusterConfig
+from kafka_runbooks.config import CaptureSettings, ClusterConfig
 from kafka_runbooks.detect.endpoints import broker_endpoint
 from kafka_runbooks.detect.procfs import process_state
 from kafka_runbooks.hooks.ssh import CommandResult, SSHError, default_runner_factory
@@ -152,6 +152,17 @@ def _checks(checker: Checker, when: str) -> list[dict]:
         return [{"error": f"{type(exc).__name__}: {exc}", "during_capture": when}]
 
 
+def _line_breaks(path: Path) -> int:
+    n = 0
+    try:
+        with open(path, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                n += chunk.count(b"\n")
+    except OSError:
+        pass
+    return n
+
+
 def _read(path: Path, limit: int = 4 << 20) -> str:
     try:
         with open(path, "rb") as fh:
@@ -218,6 +229,21 @@ class _HostCapture:
     def text(self, name: str) -> str:
         res = self.outputs.get(name)
         return _read(Path(res.stdout_path)) if res is not None and res.stdout_path and res.exit_code == 0 else ""
+
+
+def _server_log(h: _HostCapture, path: str, settings: CaptureSettings, t: float) -> None:
+    """The last ``log_tail_lines`` lines of server.log; when the current file holds fewer (log4j rolled it within
+    them: every hour by default), the lines before it from its newest rolled file, so an incident that began
+    before the roll keeps its first records."""
+    res = h.do(C.server_log_command(path, settings))
+    if res is None or res.exit_code != 0 or not res.stdout_path:
+        return
+    want = settings.log_tail_lines - _line_breaks(Path(res.stdout_path))
+    if want <= 0 or h.do(C.rolled_logs_command(path, t)) is None:
+        return
+    name = C.newest_rolled(path.rpartition("/")[2], h.text("server-log-rolled-list"))
+    if name is not None:
+        h.do(C.rolled_log_command(path, name, want, t), rolled_from=name)
 
 
 def capture_host(
@@ -336,7 +362,7 @@ def _capture_reachable_host(config, broker, bid, role, bundle, runner, sleep) ->
 
     # 4. logs (and the broker's configuration: its log dirs, for the data evidence below)
     props_res = h.do(C.config_file_command("server-properties", C.KIND_KAFKA_CONFIG, config.server_properties(bid), t), optional_file=True)
-    h.do(C.server_log_command(config.server_log(bid), settings))
+    _server_log(h, config.server_log(bid), settings, t)
     log_dir = config.log_dir(bid)
     for name in settings.other_logs:
         h.do(C.log_tail_command(name, log_dir, settings, t), optional_file=True)

@@ -376,6 +376,55 @@ def server_log_command(log_path: str, settings: CaptureSettings) -> CaptureComma
     return CaptureCommand("server-log", KIND_SERVER_LOG, ("tail", "-n", str(n), "--", log_path), settings.command_timeout_s)
 
 
+_LOG_FILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+
+
+def rolled_logs_command(log_path: str, timeout: float, within_minutes: int | None = None,
+                        name: str = "server-log-rolled-list") -> CaptureCommand:
+    """The modification times and names of a log's rolled files beside it (log4j rolls Kafka's server.log every
+    hour into ``server.log.yyyy-MM-dd-HH``; a size-based appender into ``server.log.1``, ...), those written in
+    the last ``within_minutes`` only when given: ``find`` matches the name itself, no shell glob."""
+    log_path = validate_abs_path(log_path, "log path")
+    folder, _, base = log_path.rpartition("/")
+    if not _LOG_FILE_NAME.fullmatch(base):
+        raise UnsafeValueError(f"bad log file name {base!r}")
+    recent = ("-mmin", f"-{validate_int(within_minutes, 'minutes', minimum=1, maximum=10_000_000)}") if within_minutes else ()
+    return CaptureCommand(name, KIND_AUX, ("find", folder or "/", "-maxdepth", "1", "-type", "f", "-name", f"{base}.*",
+                                           *recent, "-printf", "%T@ %f\n"), timeout)
+
+
+_ROLLED_SUFFIX = re.compile(r"\.(?:[0-9]{4}-[0-9]{2}(?:-[0-9]{2}){0,3}|[0-9]{1,6})")
+
+
+def newest_rolled(log_name: str, listing: str) -> str | None:
+    """The most recently written rolled file of ``log_name`` in ``rolled_logs_command``'s output (``mtime name``
+    per line): only names that are the log's name plus a date (``.yyyy-MM-dd-HH``, ``.yyyy-MM-dd``) or an index
+    (``.1``) count; anything else in the listing is ignored."""
+    best = None
+    for line in listing.splitlines():
+        at, _, name = line.partition(" ")
+        if not name.startswith(log_name) or not _ROLLED_SUFFIX.fullmatch(name[len(log_name):]):
+            continue
+        try:
+            key = (float(at), name)
+        except ValueError:
+            continue
+        if best is None or key > best:
+            best = key
+    return best[1] if best else None
+
+
+def rolled_log_command(log_path: str, rolled_name: str, lines: int, timeout: float) -> CaptureCommand:
+    """The last ``lines`` lines of a log's newest rolled file (the lines before the current file's first)."""
+    log_path = validate_abs_path(log_path, "server log path")
+    folder, _, name = log_path.rpartition("/")
+    if not _LOG_FILE_NAME.fullmatch(rolled_name) or not rolled_name.startswith(name + "."):
+        raise UnsafeValueError(f"bad rolled log file name {rolled_name!r}")
+    n = validate_int(lines, "log_tail_lines", minimum=1, maximum=10_000_000)
+    return CaptureCommand("server-log-rolled", KIND_SERVER_LOG,
+                          ("tail", "-n", str(n), "--", validate_abs_path(f"{folder}/{rolled_name}", "rolled log path")), timeout)
+
+
 def heap_dump_command(pid: int, remote_path: str, settings: CaptureSettings, timeout: float | None = None) -> CaptureCommand:
     pid = validate_pid(pid)
     remote_path = validate_abs_path(remote_path, "heap dump path")

@@ -147,11 +147,14 @@ def probe_host(
         since = now - dt.timedelta(seconds=h.fetch_error_window_s)
         fields["fetch_errors_since"] = clock.iso(since)
         n = C.validate_int(h.log_tail_bytes, "log_tail_bytes", minimum=1, maximum=1 << 30)
-        tail = host.text(host.run("server.log tail", ("tail", "-c", str(n), "--", log_path)))
-        if tail:
-            if len(tail.encode()) >= n:  # the first line is probably cut
-                tail = tail.split("\n", 1)[1] if "\n" in tail else ""
-            errors = [e for e in fetch_errors(tail, since=since, until=now, broker_id=bid, utc_offset=offset)
+        tail = _cut(host.text(host.run("server.log tail", ("tail", "-c", str(n), "--", log_path))), n)
+        # log4j rolls server.log (Kafka's default: hourly, server.log.YYYY-MM-DD-HH): the file rolled within the
+        # windows is read too, so the errors and lines written just before the hour are not lost at the hour
+        rolled = _rolled(host, log_path, max(h.fetch_error_window_s, h.bad_request_window_s))
+        rolled_text = _cut(host.text(host.run("server.log rolled tail", ("tail", "-c", str(n), "--", rolled))), n) if rolled else ""
+        if tail or rolled_text:
+            errors = [e for text in (rolled_text, tail)
+                      for e in fetch_errors(text, since=since, until=now, broker_id=bid, utc_offset=offset)
                       if e.cause in UNREACHABLE_CAUSES and e.at is not None]
             fields["fetch_errors_total"] = len(errors)
             fields["fetch_errors"] = tuple(
@@ -166,7 +169,7 @@ def probe_host(
                 for e in errors[-MAX_FETCH_ERRORS_KEPT:]
             )
         # 6-9: memory, threads, __consumer_offsets on disk, the other log lines of interest (incidents 000, 002)
-        _more(config, host, bid, fields, now, offset, tail, text)
+        _more(config, host, bid, fields, now, offset, tail, text, (rolled, rolled_text) if rolled else None)
     except _Deadline as exc:
         host.problems.append(str(exc))
     except C.UnsafeValueError as exc:
@@ -181,8 +184,10 @@ CLEANER_THREAD = "kafka-log-clean"  # comm of kafka-log-cleaner-thread-N
 MAX_LINES_KEPT = 30
 
 
-def _more(config: ClusterConfig, host: "HostCommands", bid: int, out: dict, now, offset, tail: str, sockets_text: str) -> None:
-    """Steps 6-9 of the probe, into ``out`` as they are read (each figure stays None when it could not be read)."""
+def _more(config: ClusterConfig, host: "HostCommands", bid: int, out: dict, now, offset, tail: str, sockets_text: str,
+          server_log_rolled: tuple[str, str] | None = None) -> None:
+    """Steps 6-9 of the probe, into ``out`` as they are read (each figure stays None when it could not be read);
+    ``tail`` and ``server_log_rolled`` (path, its tail): what step 5 read of server.log."""
     from kafka_runbooks.detect import broker_log, zk_text
 
     h = config.health
@@ -215,8 +220,7 @@ def _more(config: ClusterConfig, host: "HostCommands", bid: int, out: dict, now,
         dirs += procfs.offsets_dirs(listing, d)
     out["offsets_dirs"] = tuple(sorted(dirs, key=lambda x: x.partition))
     # 9. log lines: unknown API keys, offsets loads, session expiries (server.log); the cleaner's death (log-cleaner.log).
-    # log4j rolls these files (Kafka's default: hourly, server.log.YYYY-MM-DD-HH): the file rolled within the
-    # window is read too, so a line written just before the hour is not lost at the hour
+    # The file log4j rolled within the window is read too (server.log's by step 5)
     since = now - dt.timedelta(seconds=h.bad_request_window_s)
     n = C.validate_int(h.log_tail_bytes, "log_tail_bytes", minimum=1, maximum=1 << 30)
     log_path = C.validate_abs_path(config.server_log(bid), "server log path")
@@ -224,9 +228,12 @@ def _more(config: ClusterConfig, host: "HostCommands", bid: int, out: dict, now,
     lines = []
     for path, current in ((log_path, tail), (cleaner_log, None)):
         name = path.rsplit("/", 1)[-1]
-        rolled = _rolled(host, path, h.bad_request_window_s)
+        if current is None:
+            rolled = _rolled(host, path, h.bad_request_window_s)
+            text = host.text(host.run(f"{rolled} tail", ("tail", "-c", str(n), "--", rolled))) if rolled else ""
+        else:
+            rolled, text = server_log_rolled or (None, "")
         if rolled is not None:
-            text = host.text(host.run(f"{rolled} tail", ("tail", "-c", str(n), "--", rolled)))
             lines += broker_log.lines_of_interest(_cut(text, n), since, utc_offset=offset, source=rolled.rsplit("/", 1)[-1])
         if current is None:
             res = host.run(f"{name} tail", ("tail", "-c", str(n), "--", path))
@@ -252,19 +259,10 @@ def _cut(text: str, n: int) -> str:
 def _rolled(host: "HostCommands", path: str, window_s: float) -> str | None:
     """The newest file log4j rolled ``path`` into (``path.<date>``) if it was written within ``window_s``."""
     directory, name = path.rsplit("/", 1)
-    minutes = C.validate_int(max(1, int(window_s // 60) + 1), "window minutes", minimum=1, maximum=100_000)
-    found = host.text(host.run(f"{name} rolled", ("find", directory or "/", "-maxdepth", "1", "-type", "f", "-name", f"{name}.*",
-                                                  "-mmin", f"-{minutes}", "-printf", "%T@ %p\n")))
-    newest = max((line.split(" ", 1) for line in found.splitlines() if " " in line), key=lambda x: float(x[0]) if _num(x[0]) else 0.0, default=None)
-    return newest[1] if newest else None
-
-
-def _num(v: str) -> bool:
-    try:
-        float(v)
-        return True
-    except ValueError:
-        return False
+    minutes = max(1, int(window_s // 60) + 1)
+    cmd = C.rolled_logs_command(path, host.command_timeout_s, minutes, f"{name}-rolled")
+    newest = C.newest_rolled(name, host.text(host.run(f"{name} rolled", cmd.argv)))
+    return f"{directory or ''}/{newest}" if newest else None
 
 
 def _keep(lines: list[model.LogLineSeen], sockets_text: str) -> tuple[model.LogLineSeen, ...]:
