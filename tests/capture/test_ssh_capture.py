@@ -333,7 +333,8 @@ def test_probe_reads_the_server_log_rolled_within_its_windows(ssh_host, tmp_path
     try:
         before = dt.datetime.now() - dt.timedelta(seconds=60)  # the lab host's local time (its log4j's)
         text = (Path(__file__).parents[1] / "detect" / "fixtures" / "kafka23_server_fetch_errors.log").read_text()
-        rolled = text.replace("[2026-11-22 14:21:", f"[{before:%Y-%m-%d %H:%M}:").replace("[2026-11-22 14:", "[2026-11-22 13:")
+        old = text.replace("[2026-11-22 14:0", "[2026-11-22 13:0").replace("[2026-11-22 14:1", "[2026-11-22 13:1")
+        rolled = old.replace("[2026-11-22 14:21:", f"[{before:%Y-%m-%d %H:%M}:")  # one failure a minute ago, the rest old
         hostile = rolled.replace("leaderId=1", "leaderId=3").replace("Connection to 1 ", "Connection to 3 ")
         for name, body in (("server.log", "[2026-11-23 00:00:01,000] INFO rolled (kafka.server.KafkaServer)\n"),
                            (f"server.log.{before:%Y-%m-%d-%H}", rolled), ("server.log.9999-12-31-23;id", hostile)):
