@@ -306,3 +306,15 @@ def test_stdout_without_thread_dumps_is_not_unparsable(tmp_path):
     (tmp_path / "dumps").write_bytes(fixture_bytes("real23/broker1.kafkaServer.out"))
     pfs, _ = load_entry(str(tmp_path), {"path": "dumps", "kind": "jstack", "embedded_in": "kafka_stdout", "broker_id": 1})
     assert [(p.kind, len(p.result.dumps), p.embedded) for p in pfs] == [("jstack", 2, True)]
+
+
+def test_timestamps_are_normalised_with_their_fraction_and_zone():
+    from kafka_runbooks.analyze.parsers.layouts import normalise_ts
+
+    assert normalise_ts("2020-04-22 10:43:36,369") == ("2020-04-22T10:43:36.369", None)
+    assert normalise_ts("2020-04-22T10:43:36.369") == ("2020-04-22T10:43:36.369", None)
+    assert normalise_ts("2020-04-22 10:43:36,12Z") == ("2020-04-22T10:43:36.120", "Z")  # 23 characters, not a fraction of 3
+    assert normalise_ts("2020-04-22 10:43:36,1+0800") == ("2020-04-22T10:43:36.100", "+0800")
+    assert normalise_ts("2020-04-22 10:43:36") == ("2020-04-22T10:43:36.000", None)
+    assert normalise_ts("2020-04-22 10:43:36,123456789") == ("2020-04-22T10:43:36.123", None)
+    assert normalise_ts("19/07/12 11:01:43") == ("2019-07-12T11:01:43.000", None)

@@ -230,41 +230,76 @@ def test_a_log_with_invalid_utf8_is_read_by_the_pure_parser(spark, tmp_path):
         assert row["read_by"] == "python" and row["layout"] == "kafka", row
 
 
+def _pieces_scan(N, f, pieces, out, entry):
+    work = [(0, 1)] if pieces == 1 else [(k, pieces) for k in range(pieces)] + [(None, pieces)]
+    parts = [N.survey_and_scan(entry, str(f), 4096, str(out), "rg", True, k, n) for k, n in work]
+    assert sum(1 for p in parts if p["survey"] is not None) == 1
+    assert [p["layout"] for p in parts if p["piece"] is not None] == ["kafka"] * pieces
+    return N.combine_pieces(entry, parts, str(out))[1], pq_rows(out / "parquet" / "log_events" / "source=rg")
+
+
+def _row_key(r):
+    return r["line"], r["signature"] or "", r["raw"], json.dumps(dict(r["attrs"] or {}), sort_keys=True)
+
+
 def test_native_scan_in_pieces_equals_one_piece(tmp_path):
-    """A big log scanned by several tasks (equal byte ranges; rg reads the whole file, so line numbers are the
-    file's): the same Parquet rows, counts, sample and per-minute counts as one task, whatever a range boundary
-    cuts (a record, its exception line, its frame), with more than 2 x SAMPLE rows of one signature. A survey that
-    disowns the file (sha256 mismatch) leaves no piece's rows behind."""
+    """A big log scanned by several tasks (equal byte ranges, rg started at each range's first line, its line
+    numbers offset by the line breaks before it): the same Parquet rows, counts, sample and per-minute counts as one
+    task, with range boundaries inside a record line, its exception line and its frame (checked below), and more
+    than 2 x SAMPLE rows of one signature. A survey that disowns the file (sha256 mismatch) leaves no piece's rows."""
     from kafka_runbooks.analyze import nativescan as N
     from kafka_runbooks.analyze.logsummary import SAMPLE
 
-    data = b"".join(_records_at_boundaries(4096) + fixture_bytes(s) for s in
-                    ["real23/broker1.server.log.pause", "seed001_217_server.log", "seed001_219_server.log"] * 150)
+    rec, exc, frame = fixture_bytes("seed002_processor.log").splitlines(keepends=True)[:3]
+    dense = (rec + exc + frame) * 20000  # every range boundary in this part falls inside a record's three lines
+    data = dense + b"".join(_records_at_boundaries(4096) + fixture_bytes(s) for s in
+                            ["real23/broker1.server.log.pause", "seed001_217_server.log", "seed001_219_server.log"] * 10)
+    group = len(rec + exc + frame)
+    cut = {"record": 0, "exception": 0, "frame": 0}
+    for pieces in (2, 3, 7):
+        for k in range(1, pieces):
+            at = len(data) * k // pieces
+            if at < len(dense):
+                o = at % group
+                cut["record" if o < len(rec) else "exception" if o < len(rec + exc) else "frame"] += 1
+    assert all(cut.values()), cut
     f = tmp_path / "server.log"
     f.write_bytes(data)
     e = {"path": "server.log", "kind": "server_log", "broker_id": 1}
-
-    def scan(pieces, out, entry=e):
-        work = [(0, 1)] if pieces == 1 else [(k, pieces) for k in range(pieces)] + [(None, pieces)]
-        parts = [N.survey_and_scan(entry, str(f), 4096, str(out), "rg", True, k, n) for k, n in work]
-        assert sum(1 for p in parts if p["survey"] is not None) == 1
-        assert [p["layout"] for p in parts if p["piece"] is not None] == ["kafka"] * pieces
-        return N.combine_pieces(entry, parts, str(out))[1], pq_rows(out / "parquet" / "log_events" / "source=rg")
-
-    def key(r):
-        return r["line"], r["signature"] or "", r["raw"], json.dumps(dict(r["attrs"] or {}), sort_keys=True)
-
-    (counts, sample, minutes), rows = scan(1, tmp_path / "one")
+    (counts, sample, minutes), rows = _pieces_scan(N, f, 1, tmp_path / "one", e)
     assert max(counts.values()) > 2 * SAMPLE and len(rows) > 6 * SAMPLE
-    assert len(rows) == len(event_rows(parse_log(data), "server.log", 1))
+    assert sorted(map(_row_key, rows)) == sorted(map(_row_key, event_rows(parse_log(data), "server.log", 1)))
     for pieces in (2, 3, 7):
-        (c, s, m), r = scan(pieces, tmp_path / f"p{pieces}")
+        (c, s, m), r = _pieces_scan(N, f, pieces, tmp_path / f"p{pieces}", e)
         assert c == counts, pieces
-        assert sorted(map(key, r)) == sorted(map(key, rows)), pieces
-        assert sorted(map(key, s)) == sorted(map(key, sample)), pieces
+        assert sorted(map(_row_key, r)) == sorted(map(_row_key, rows)), pieces
+        assert sorted(map(_row_key, s)) == sorted(map(_row_key, sample)), pieces
         assert sorted(m, key=lambda x: json.dumps(x, sort_keys=True)) == sorted(minutes, key=lambda x: json.dumps(x, sort_keys=True))
-    res, left = scan(3, tmp_path / "bad", dict(e, sha256="0" * 64))
+    res, left = _pieces_scan(N, f, 3, tmp_path / "bad", dict(e, sha256="0" * 64))
     assert res is None and left == []
+
+
+def test_native_scan_reads_a_utf8_bom_as_spark_does_in_one_piece_or_many(spark, tmp_path):
+    """Spark's text source (Hadoop's line reader) drops a UTF-8 BOM at the start of a file, and only there; rg would
+    strip one at the start of whatever it reads (a piece too) and count byte offsets without it (a row counted in
+    two pieces). The native scan reads the bytes as they are and drops the file's own BOM: the first line is a
+    record, as in Spark, a BOM inside the file stays, and every piece count equals one piece's."""
+    from kafka_runbooks.analyze import nativescan as N
+
+    lines = [b"[2026-11-23 00:00:%02d,000] ERROR boom %d (kafka.server.ReplicaManager)\n" % (i % 60, i) for i in range(3000)]
+    lines[1500] = b"\xef\xbb\xbf" + lines[1500]  # not at the file's start: Spark keeps it, so no record there
+    data = b"\xef\xbb\xbf" + b"".join(lines)
+    f = tmp_path / "server.log"
+    f.write_bytes(data)
+    first = spark.read.text(str(f)).head().value
+    assert first.startswith("[2026-11-23 00:00:00,000] ERROR boom 0 ")
+    e = {"path": "server.log", "kind": "server_log", "broker_id": 1}
+    (counts, _, _), rows = _pieces_scan(N, f, 1, tmp_path / "one", e)
+    assert len(rows) == 2999 and min(r["line"] for r in rows) == 1 and 1501 not in {r["line"] for r in rows}
+    assert next(r for r in rows if r["line"] == 1)["raw"] == first
+    for pieces in (2, 5, 11):
+        (c, _, _), r = _pieces_scan(N, f, pieces, tmp_path / f"p{pieces}", e)
+        assert sorted(map(_row_key, r)) == sorted(map(_row_key, rows)) and c == counts, pieces
 
 
 def test_log_tasks_are_planned_so_no_core_idles_and_no_task_is_wasted():

@@ -120,3 +120,20 @@ def test_probe_with_netstat(tmp_path):
     assert p.reachable and p.pid == 4321 and p.process_alive and p.open_files == 3
     assert dict(p.connection_states) == {"CLOSE_WAIT": 2, "ESTABLISHED": 1}
     assert p.process_state == "sleeping" and p.listening and p.ports == (9092,) and p.addresses == ("10.0.0.7",)
+
+
+def test_a_log_name_unfit_for_a_find_pattern_skips_only_the_rolled_files(tmp_path):
+    """server.log's rolled files are looked for with ``find -name '<name>.*'``: a configured name outside the plain
+    set is not put in a pattern. The capture records that one skip and goes on; the probe reads the rest."""
+    cfg = ClusterConfig(**{**_cfg(tmp_path).__dict__, "server_log_path": "/var/log/kafka/server+{broker_id}.log"})
+    runner = FakeRunner()
+    m = capture_cluster(cfg, None, [7], EvidenceBundle(tmp_path, "c", "i3"), lambda cid: runner, sleep=lambda s: None)
+    h = m["hosts"]["7"]
+    assert h["reachable"] and h["status"] == "partial" and not any("UnsafeValueError" in r for r in h["status_reasons"])
+    assert any(r.startswith("skipped server.log's rolled files: bad log file name") for r in h["status_reasons"])
+    names = [c["name"] for c in m["commands"]]
+    assert "server-log" in names and "disk-free" in names and "sockets-netstat-3" in names
+    assert not [n for n in names if n.startswith("server-log-rolled")]
+    p = probe_host(cfg, model.Broker(7, "10.0.0.7", 9092), FakeRunner())
+    assert p.reachable and "refused" not in (p.error or "") and p.fetch_errors_total == 0
+    assert p.log_lines == () and p.offsets_dirs == ()  # steps 6-9 ran (nothing to find on this host)

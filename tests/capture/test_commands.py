@@ -193,15 +193,16 @@ def test_listen_sockets_as_jvm_user():
 def test_newest_rolled_log_and_its_commands():
     from kafka_runbooks.capture.commands import newest_rolled, rolled_log_command, rolled_logs_command
 
-    listing = "\n".join(["1700000100.5 server.log.2026-11-22-22", "1700003600.0 server.log.2026-11-22-23",
+    listing = "\0".join(["1700000100.5 server.log.2026-11-22-22", "1700003600.0 server.log.2026-11-22-23",
                           "1700000000 server.log.2026-11-21", "1800000000 server.log.9999-12-31-23;id",
                           "1800000000 server.log.2026-11-23-00.gz", "1800000000 other.log.2099-01-01-00",
-                          "1800000000 server.log.1 2", "x server.log.2026-11-23-01", "1800000000", ""])
-    assert newest_rolled("server.log", listing) == "server.log.2026-11-22-23"
-    assert newest_rolled("server.log", "3 server.log.3\n9 server.log.1\n5 server.log.12\n") == "server.log.1"
-    assert newest_rolled("server.log", "1 server.log\n2 server.logx.1\n3 server.log.\n") is None
+                          "1800000000 server.log.1 2", "x server.log.2026-11-23-01", "1800000000",
+                          "1800000000 server.log.2\n1900000000 server.log.3", ""])
+    assert newest_rolled("server.log", listing) == "server.log.2026-11-22-23"  # a name with a line break fakes nothing
+    assert newest_rolled("server.log", "3 server.log.3\x009 server.log.1\x005 server.log.12\x00") == "server.log.1"
+    assert newest_rolled("server.log", "1 server.log\x002 server.logx.1\x003 server.log.\x00") is None
     assert rolled_logs_command("/var/log/kafka/server.log", 5).argv == (
-        "find", "/var/log/kafka", "-maxdepth", "1", "-type", "f", "-name", "server.log.*", "-printf", "%T@ %f\n")
+        "find", "/var/log/kafka", "-maxdepth", "1", "-type", "f", "-name", "server.log.*", "-printf", "%T@ %f\\0")
     assert rolled_logs_command("/var/log/kafka/log-cleaner.log", 5, 16, "x").argv[7:11] == (
         "log-cleaner.log.*", "-mmin", "-16", "-printf")
     cmd = rolled_log_command("/var/log/kafka/server.log", "server.log.2026-11-22-23", 20, 5)
@@ -209,5 +210,6 @@ def test_newest_rolled_log_and_its_commands():
     for bad in ("server.log.1;id", "../server.log.1", "other.log.1", "server.log.1\n", "-server.log.1"):
         with pytest.raises(C.UnsafeValueError):
             rolled_log_command("/var/log/kafka/server.log", bad, 20, 5)
-    with pytest.raises(C.UnsafeValueError):
-        rolled_logs_command("/var/log/kafka/server log", 5)
+    for bad in ("/var/log/kafka/server log", "/var/log/kafka/server+1.log", "/var/log/kafka/*.log"):
+        with pytest.raises(C.UnsafeValueError):
+            rolled_logs_command(bad, 5)

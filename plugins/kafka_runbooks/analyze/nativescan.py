@@ -133,6 +133,7 @@ def record_event(layout: str, path: str, broker_id: int | None, line: int, raw: 
 _RG_LINE = re.compile(rb"^([0-9]+)([:-])([0-9]+)[:-](.*)$", re.M)
 READ = 8 << 20
 PIPE_BYTES = 1 << 20
+BOM = b"\xef\xbb\xbf"
 
 
 class RgRun:
@@ -141,25 +142,33 @@ class RgRun:
     as rg goes; closing it stops rg). Line numbers and byte offsets are the file's own."""
 
     def __init__(self, rg: str, local_path: str, start: int = 0, line_base: int = 0) -> None:
+        # --encoding none: the bytes as they are (rg would strip a UTF-8 BOM at the start of what it reads, a piece's
+        # too, and count byte offsets without it); the file's own BOM is dropped in _parse, as Hadoop's line reader
+        # under Spark's text source drops it
         argv = [rg, "--no-config", "--no-heading", "--no-filename", "--line-number", "--byte-offset", "--text",
-                "--fixed-strings", "--color", "never", "--threads", "1", "--after-context", "2"]
+                "--encoding", "none", "--fixed-strings", "--color", "never", "--threads", "1", "--after-context", "2"]
         for lit in literals():
             argv += ["-e", lit]
         self.line_base, self.offset_base = line_base, start
         self.err = tempfile.TemporaryFile(prefix="kafka-runbooks-rg-")
-        if start:  # rg reads the rest of the file as its standard input
-            with open(local_path, "rb") as src:
-                src.seek(start)
-                self.proc = subprocess.Popen(argv + ["-"], stdout=subprocess.PIPE, stderr=self.err, stdin=src)
-        else:
-            self.proc = subprocess.Popen(argv + ["--", local_path], stdout=subprocess.PIPE, stderr=self.err,
-                                         stdin=subprocess.DEVNULL)
-        try:  # fewer, larger reads (Linux); the default 64 KiB pipe works too
-            import fcntl
+        try:
+            if start:  # rg reads the rest of the file as its standard input
+                with open(local_path, "rb") as src:
+                    src.seek(start)
+                    self.proc = subprocess.Popen(argv + ["-"], stdout=subprocess.PIPE, stderr=self.err, stdin=src)
+            else:
+                self.proc = subprocess.Popen(argv + ["--", local_path], stdout=subprocess.PIPE, stderr=self.err,
+                                             stdin=subprocess.DEVNULL)
+        except BaseException:
+            self.err.close()
+            raise
+        import fcntl
 
-            fcntl.fcntl(self.proc.stdout.fileno(), getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_BYTES)
-        except OSError:
-            pass
+        if hasattr(fcntl, "F_SETPIPE_SZ"):  # fewer, larger reads (Linux); the default 64 KiB pipe works too
+            try:
+                fcntl.fcntl(self.proc.stdout.fileno(), fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+            except OSError:
+                pass
 
     def close(self) -> None:
         if self.proc.poll() is None:
@@ -191,7 +200,10 @@ class RgRun:
         for n, sep, offset, body in _RG_LINE.findall(block):
             if body[-1:] == b"\r":  # CRLF: Spark's line reader drops both
                 body = body[:-1]
-            yield int(n) + line_base, sep == b":", int(offset) + offset_base, body
+            line = int(n) + line_base
+            if line == 1 and body[:3] == BOM:
+                body = body[3:]
+            yield line, sep == b":", int(offset) + offset_base, body
 
 
 class _Summary:
@@ -374,6 +386,8 @@ def scan_file(rg: "str | RgRun", local_path: str, path: str, broker_id: int | No
             writer.close()
             writer = None
             _remove(target, d)
+            if written is not None and target in written:
+                written.remove(target)
         return None
     finally:
         if writer is not None:
@@ -392,7 +406,10 @@ def _remove(target: str | None, d: str) -> None:
             pass
     else:
         fs, _ = U._arrow_fs(d)
-        fs.delete_file(target)
+        try:
+            fs.delete_file(target)
+        except FileNotFoundError:
+            pass
 
 
 def survey_and_scan(e: dict, file_uri: str, split_bytes: int, out_uri: str, rg: str | None, require_rg: bool = False,
@@ -448,7 +465,7 @@ def survey_and_scan(e: dict, file_uri: str, split_bytes: int, out_uri: str, rg: 
                                 written, (lo, hi))
             finally:
                 cost["classify_s"], cost["classify_cpu_s"] = time.monotonic() - t1, time.thread_time() - c1
-                s = surveyed.result() if surveyed is not None else None
+            s = surveyed.result() if surveyed is not None else None  # after the scan: its own error is not hidden
         finally:
             run.close()
             if pool is not None:

@@ -239,7 +239,14 @@ def _server_log(h: _HostCapture, path: str, settings: CaptureSettings, t: float)
     if res is None or res.exit_code != 0 or not res.stdout_path:
         return
     want = settings.log_tail_lines - _line_breaks(Path(res.stdout_path))
-    if want <= 0 or h.do(C.rolled_logs_command(path, t)) is None:
+    if want <= 0:
+        return
+    try:
+        listing = C.rolled_logs_command(path, t)
+    except C.UnsafeValueError as exc:  # a log name we do not put in a find pattern: its rolled files are not looked for
+        h.skip("server.log's rolled files", str(exc))
+        return
+    if h.do(listing) is None:
         return
     name = C.newest_rolled(path.rpartition("/")[2], h.text("server-log-rolled-list"))
     if name is not None:

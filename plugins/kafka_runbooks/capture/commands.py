@@ -390,7 +390,7 @@ def rolled_logs_command(log_path: str, timeout: float, within_minutes: int | Non
         raise UnsafeValueError(f"bad log file name {base!r}")
     recent = ("-mmin", f"-{validate_int(within_minutes, 'minutes', minimum=1, maximum=10_000_000)}") if within_minutes else ()
     return CaptureCommand(name, KIND_AUX, ("find", folder or "/", "-maxdepth", "1", "-type", "f", "-name", f"{base}.*",
-                                           *recent, "-printf", "%T@ %f\n"), timeout)
+                                           *recent, "-printf", "%T@ %f\\0"), timeout)
 
 
 _ROLLED_SUFFIX = re.compile(r"\.(?:[0-9]{4}-[0-9]{2}(?:-[0-9]{2}){0,3}|[0-9]{1,6})")
@@ -398,10 +398,10 @@ _ROLLED_SUFFIX = re.compile(r"\.(?:[0-9]{4}-[0-9]{2}(?:-[0-9]{2}){0,3}|[0-9]{1,6
 
 def newest_rolled(log_name: str, listing: str) -> str | None:
     """The most recently written rolled file of ``log_name`` in ``rolled_logs_command``'s output (``mtime name``
-    per line): only names that are the log's name plus a date (``.yyyy-MM-dd-HH``, ``.yyyy-MM-dd``) or an index
-    (``.1``) count; anything else in the listing is ignored."""
+    per entry, entries ended by NUL: a file name may hold a line break): only names that are the log's name plus a
+    date (``.yyyy-MM-dd-HH``, ``.yyyy-MM-dd``) or an index (``.1``) count; anything else is ignored."""
     best = None
-    for line in listing.splitlines():
+    for line in listing.split("\0"):
         at, _, name = line.partition(" ")
         if not name.startswith(log_name) or not _ROLLED_SUFFIX.fullmatch(name[len(log_name):]):
             continue

@@ -230,11 +230,11 @@ def _more(config: ClusterConfig, host: "HostCommands", bid: int, out: dict, now,
         name = path.rsplit("/", 1)[-1]
         if current is None:
             rolled = _rolled(host, path, h.bad_request_window_s)
-            text = host.text(host.run(f"{rolled} tail", ("tail", "-c", str(n), "--", rolled))) if rolled else ""
+            text = _cut(host.text(host.run(f"{rolled} tail", ("tail", "-c", str(n), "--", rolled))), n) if rolled else ""
         else:
             rolled, text = server_log_rolled or (None, "")
         if rolled is not None:
-            lines += broker_log.lines_of_interest(_cut(text, n), since, utc_offset=offset, source=rolled.rsplit("/", 1)[-1])
+            lines += broker_log.lines_of_interest(text, since, utc_offset=offset, source=rolled.rsplit("/", 1)[-1])
         if current is None:
             res = host.run(f"{name} tail", ("tail", "-c", str(n), "--", path))
             if res is not None and res.exit_code == 1 and b"No such file" in (res.stderr or b""):
@@ -260,7 +260,10 @@ def _rolled(host: "HostCommands", path: str, window_s: float) -> str | None:
     """The newest file log4j rolled ``path`` into (``path.<date>``) if it was written within ``window_s``."""
     directory, name = path.rsplit("/", 1)
     minutes = max(1, int(window_s // 60) + 1)
-    cmd = C.rolled_logs_command(path, host.command_timeout_s, minutes, f"{name}-rolled")
+    try:
+        cmd = C.rolled_logs_command(path, host.command_timeout_s, minutes, "rolled-list")
+    except C.UnsafeValueError:
+        return None  # a log name we do not put in a find pattern: its rolled files are not looked for
     newest = C.newest_rolled(name, host.text(host.run(f"{name} rolled", cmd.argv)))
     return f"{directory or ''}/{newest}" if newest else None
 

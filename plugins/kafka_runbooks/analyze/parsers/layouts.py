@@ -60,7 +60,7 @@ def simple_name(logger: str | None) -> str:
 
 def normalise_ts(ts: str) -> tuple[str, str | None]:
     """'2020-04-22 10:43:36,369' -> ('2020-04-22T10:43:36.369', None); '19/07/12 11:01:43' -> ('2019-07-12T11:01:43.000', None)."""
-    if len(ts) == 23 and ts[19] in ",." and ts[10] in " T":  # '2020-04-22 10:43:36,369': nearly every line
+    if len(ts) == 23 and ts[19] in ",." and ts[10] in " T" and ts[20:].isdigit():  # '2020-04-22 10:43:36,369'
         return f"{ts[:10]}T{ts[11:19]}.{ts[20:]}", None
     zone = None
     if "/" in ts[:8]:
