@@ -35,7 +35,7 @@ from kafka_runbooks.analyze.bundle import (findings_document, integrity_problems
                                            read_manifest)
 from kafka_runbooks.analyze.diagnose import ParsedFile, Window, broker_table, diagnose, file_table, timeline
 from kafka_runbooks.analyze.logsummary import SAMPLE
-from kafka_runbooks.analyze.nativescan import combine_pieces, plan_log_tasks, scanned_file, survey_and_scan
+from kafka_runbooks.analyze.nativescan import combine_pieces, literal_density, plan_log_tasks, run_log_task, scanned_file
 from kafka_runbooks.analyze.parsers import LOG_KINDS
 from kafka_runbooks.analyze.report_html import render_report
 from kafka_runbooks.analyze.survey import Survey
@@ -215,6 +215,15 @@ def _spark_log_summaries(ev, scan: list[tuple[dict, Survey]], pool: ThreadPoolEx
                          minutes.get(e["path"], [])) for e, s in scan]
 
 
+def _densities(bundle_uri: str, log_entries: list[dict]) -> list[float] | None:
+    """Each log's lines holding a signature literal per byte, from a few windows the driver reads (the task plan's
+    estimate of its classification work); None when the driver cannot read them (the plan then goes by bytes)."""
+    try:
+        return [literal_density(U.local_path(U.join(bundle_uri, e["path"])), _bytes(e)) for e in log_entries]
+    except OSError:
+        return None
+
+
 LOG_SCANS = ("auto", "rg", "jvm")
 
 
@@ -282,15 +291,15 @@ def run(spark, bundle: str, out: str | None = None, kafka_version: str | None = 
     warm = (pool.submit(fastscan.warm_up, spark, [U.join(bu, e["path"]) for e in log_entries], split)
             if log_entries and jvm_likely else None)
 
-    # 1. survey the logs (and read them natively where the executor can, a big log in several pieces): the
-    #    biggest work first, so no core idles at the end
+    # 1. survey the logs and read them natively where the executor can: one task per core, of equal work (a log
+    #    cut into pieces where a task's share ends), so no core idles while another reads the last log
     t = time.monotonic()
     surveys = []
     if log_entries:
-        tasks = plan_log_tasks([_bytes(e) for e in log_entries], par, rg_exe is not None)
+        tasks = plan_log_tasks([_bytes(e) for e in log_entries], par, rg_exe is not None,
+                               _densities(bundle_uri, log_entries) if rg_exe and U.is_local(bundle_uri) else None)
         done = (sc.parallelize([[(w, log_entries[w[0]]) for w in task] for task in tasks], len(tasks))
-                .flatMap(lambda task: [(w, survey_and_scan(e, U.join(bu, e["path"]), split, ou, rg_exe, need_rg, w[1], w[2]))
-                                       for w, e in task])
+                .flatMap(lambda task: run_log_task(task, bu, split, ou, rg_exe, need_rg))
                 .collect())
         parts: dict[int, list] = {}
         costs: dict[str, float] = {}

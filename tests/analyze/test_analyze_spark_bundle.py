@@ -231,11 +231,11 @@ def test_a_log_with_invalid_utf8_is_read_by_the_pure_parser(spark, tmp_path):
 
 
 def _pieces_scan(N, f, pieces, out, entry):
-    work = [(0, 1)] if pieces == 1 else [(k, pieces) for k in range(pieces)] + [(None, pieces)]
-    parts = [N.survey_and_scan(entry, str(f), 4096, str(out), "rg", True, k, n) for k, n in work]
-    assert sum(1 for p in parts if p["survey"] is not None) == 1
-    assert [p["layout"] for p in parts if p["piece"] is not None] == ["kafka"] * pieces
-    return N.combine_pieces(entry, parts, str(out))[1], pq_rows(out / "parquet" / "log_events" / "source=rg")
+    spans = [(N.SPAN * k // pieces, N.SPAN * (k + 1) // pieces) for k in range(pieces)]
+    parts = [N.survey_log(entry, str(f), 4096)] + [N.scan_piece(entry, str(f), str(out), "rg", True, lo, hi)
+                                                   for lo, hi in spans]
+    assert [p["layout"] for p in parts[1:]] == ["kafka"] * pieces
+    return N.combine_pieces(entry, parts[::-1], str(out))[1], pq_rows(out / "parquet" / "log_events" / "source=rg")
 
 
 def _row_key(r):
@@ -303,28 +303,75 @@ def test_native_scan_reads_a_utf8_bom_as_spark_does_in_one_piece_or_many(spark, 
 
 
 def test_log_tasks_are_planned_so_no_core_idles_and_no_task_is_wasted():
-    """plan_log_tasks: equal logs one task each; a log bigger than its share of the cores in pieces plus a survey
-    task; small logs share one task; biggest work first; every log surveyed once and every piece scanned once."""
-    from kafka_runbooks.analyze.nativescan import MIN_PIECE, plan_log_tasks
+    """plan_log_tasks: one task per core at most, of equal estimated cost (a log's survey whole, its scan cut where a
+    task's share ends, no piece under MIN_PIECE); every log surveyed once and its pieces tiling it; the literal
+    density weighs a log's scan (a dense log alone in a task); without the native scan, surveys only."""
+    from kafka_runbooks.analyze.nativescan import HIT_COST, MIN_PIECE, MIN_TASK, SPAN, SURVEY_COST, plan_log_tasks
 
     MB = 1 << 20
 
-    def check(sizes, cores, native=True):
-        tasks = plan_log_tasks(sizes, cores, native)
+    def check(sizes, cores, native=True, dens=None):
+        tasks = plan_log_tasks(sizes, cores, native, dens)
         work = [w for t in tasks for w in t]
-        assert sorted({w[0] for w in work}) == list(range(len(sizes)))
         for i in range(len(sizes)):
-            mine = [w for w in work if w[0] == i]
-            n = mine[0][2]
-            assert sum(1 for w in mine if w[1] in (None, 0) and (w[1] is None or n == 1)) == 1  # one survey
-            assert sorted(w[1] for w in mine if w[1] is not None) == list(range(n))  # each piece once
-        return tasks
+            assert [w for w in work if w[0] == i and w[1] is None] == [(i, None, None)]  # surveyed once
+            spans = sorted((w[1], w[2]) for w in work if w[0] == i and w[1] is not None)
+            if native:
+                assert [a for a, _ in spans] == [0] + [z for _, z in spans[:-1]] and spans[-1][1] == SPAN, spans
+                if len(spans) > 1:
+                    assert all((z - a) * sizes[i] / SPAN >= MIN_PIECE - 1 for a, z in spans), spans
+            else:
+                assert spans == []
+        assert len(work) == len(set(work))
+        d = dens or [0.0] * len(sizes)
+        loads = [sum(sizes[i] * SURVEY_COST if lo is None else sizes[i] * (hi - lo) / SPAN * (1 + d[i] * HIT_COST)
+                     for i, lo, hi in t) for t in tasks]
+        if native and tasks:  # as good as the cost model allows: the mean, or a survey alone when it weighs more
+            assert max(loads) <= 1.05 * max(sum(loads) / len(tasks), max(sizes) * SURVEY_COST), loads
+        return tasks, loads
 
-    assert check([333 * MB] * 3, 2) == [[(0, 0, 1)], [(1, 0, 1)], [(2, 0, 1)]]
-    t = check([1000 * MB], 2)
-    assert t[:2] == [[(0, 0, 2)], [(0, 1, 2)]] and t[2] == [(0, None, 2)]
-    t = check([900 * MB, 100 * MB, MB, 2 * MB, MB // 2], 2)
-    assert t[0][0][:2] == (0, 0) and [(1, 0, 1)] in t and [(2, 0, 1), (3, 0, 1), (4, 0, 1)] in t
-    assert check([1000 * MB], 2, native=False) == [[(0, 0, 1)]]
-    assert check([MIN_PIECE + 1], 1) == [[(0, 0, 1)]]  # one core: nothing to balance
-    assert len(check([40 * MB] * 3, 8)) == 3  # pieces under MIN_PIECE would cost more than they balance
+    t, loads = check([333 * MB] * 3, 2)  # three equal logs on two cores: one is cut in two
+    assert len(t) == 2 and max(loads) / min(loads) < 1.05, loads
+    t, loads = check([1000 * MB], 2)  # the survey alone outweighs the scan: it is not cut, the scan goes beside it
+    assert t == [[(0, None, None)], [(0, 0, SPAN)]]
+    t, loads = check([900 * MB, 100 * MB, MB, 2 * MB, MB // 2], 2)  # the big log's survey alone in a task
+    assert t[0] == [(0, None, None)] and len(t) == 2, t
+    dens = [1e-4, 4e-4, 5e-5]  # the dense log weighs most: by bytes alone the loads would be far apart
+    t, loads = check([33 * MB] * 3, 2, dens=dens)
+    assert len(t) == 2 and max(loads) / min(loads) < 1.05, loads
+    assert check([33 * MB] * 3, 2)[0] != t
+    assert check([1000 * MB], 1)[0] == [[(0, None, None), (0, 0, SPAN)]]  # one core: nothing to balance
+    assert len(check([40 * MB] * 3, 8)[0]) == 3  # no task under MIN_TASK bytes
+    assert len(check([MIN_TASK // 4] * 3, 2)[0]) == 1
+    assert check([1000 * MB, MB, 2 * MB, 40 * MB], 2, native=False)[0] == [[(0, None, None)], [(3, None, None)],
+                                                                           [(2, None, None), (1, None, None)]]
+    assert check([0, 0], 2)[0] == [[(0, None, None), (1, None, None), (0, 0, SPAN), (1, 0, SPAN)]]
+    assert plan_log_tasks([], 2, True) == []
+
+
+def test_rg_reads_a_piece_and_the_two_lines_under_it_only(tmp_path):
+    """A piece that ends before the file does is fed to rg up to the end of the second line from its end (the
+    lines under its last record), not to the file's end: a sparse log is not read to its end by every piece. A
+    feed that comes up short (the file shrank) is an error, not fewer rows."""
+    import os
+
+    from kafka_runbooks.analyze import nativescan as N
+
+    line = b"[2026-11-23 00:00:00,000] ERROR boom (kafka.server.ReplicaManager)\n"
+    data = line * 100 + b"  at a\n" + b"  at b\n" + line * 100
+    f = tmp_path / "server.log"
+    f.write_bytes(data)
+    start, stop = len(line) * 10, len(line) * 100
+    run = N.RgRun(N.find_rg("rg"), str(f), start, 10, stop)
+    try:
+        got = list(run.lines())
+    finally:
+        run.close()
+    assert [n for n, *_ in got] == list(range(11, 103))  # lines 11..100 matched, 101 and 102 under the last
+    assert got[-1][2] == stop + 7 and got[-1][3] == b"  at b"
+    r, w = os.pipe()
+    feeder = N._Feeder(str(f), 0, len(data) + 100, w)
+    with os.fdopen(r, "rb") as fh:
+        assert fh.read() == data
+    with pytest.raises(RuntimeError, match="ended 100 bytes early"):
+        feeder.join()

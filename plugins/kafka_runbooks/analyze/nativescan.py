@@ -15,6 +15,7 @@ survey alone and the file goes to the JVM scan (``fastscan.py``); both paths giv
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import shutil
@@ -138,10 +139,11 @@ BOM = b"\xef\xbb\xbf"
 
 class RgRun:
     """``rg --fixed-strings --after-context 2 --byte-offset`` over one file from the line starting at byte ``start``
-    (``line_base``: the line breaks before it) to its end, read from a pipe while it runs (the scan classifies
-    as rg goes; closing it stops rg). Line numbers and byte offsets are the file's own."""
+    (``line_base``: the line breaks before it) to its end, or, given ``stop`` (a line start), to the end of the
+    second line from ``stop`` on (the lines under the range's last record), read from a pipe while it runs (the scan
+    classifies as rg goes; closing it stops rg). Line numbers and byte offsets are the file's own."""
 
-    def __init__(self, rg: str, local_path: str, start: int = 0, line_base: int = 0) -> None:
+    def __init__(self, rg: str, local_path: str, start: int = 0, line_base: int = 0, stop: int | None = None) -> None:
         # --encoding none: the bytes as they are (rg would strip a UTF-8 BOM at the start of what it reads, a piece's
         # too, and count byte offsets without it); the file's own BOM is dropped in _parse, as Hadoop's line reader
         # under Spark's text source drops it
@@ -150,9 +152,23 @@ class RgRun:
         for lit in literals():
             argv += ["-e", lit]
         self.line_base, self.offset_base = line_base, start
+        self.feeder = None
         self.err = tempfile.TemporaryFile(prefix="kafka-runbooks-rg-")
         try:
-            if start:  # rg reads the rest of the file as its standard input
+            if stop is not None:  # rg reads [start, end of the 2nd line from stop) from a pipe a thread fills
+                from .survey import line_start_at_or_after
+
+                end = line_start_at_or_after(local_path, line_start_at_or_after(local_path, stop + 1) + 1)
+                r, w = os.pipe()
+                try:
+                    self.proc = subprocess.Popen(argv + ["-"], stdout=subprocess.PIPE, stderr=self.err, stdin=r)
+                except BaseException:
+                    os.close(w)
+                    raise
+                finally:
+                    os.close(r)
+                self.feeder = _Feeder(local_path, start, end - start, w)
+            elif start:  # rg reads the rest of the file as its standard input
                 with open(local_path, "rb") as src:
                     src.seek(start)
                     self.proc = subprocess.Popen(argv + ["-"], stdout=subprocess.PIPE, stderr=self.err, stdin=src)
@@ -175,6 +191,8 @@ class RgRun:
             self.proc.kill()
         self.proc.stdout.close()
         self.proc.wait()
+        if self.feeder is not None:
+            self.feeder.thread.join()  # rg is gone: its pipe is broken, the feeder stops
         self.err.close()
 
     def lines(self) -> Iterator[tuple[int, bool, int, bytes]]:
@@ -194,6 +212,8 @@ class RgRun:
         if self.proc.wait() not in (0, 1):  # 1: nothing matched
             self.err.seek(0)
             raise RuntimeError(f"rg failed ({self.proc.returncode}): {self.err.read()[-500:].decode(errors='replace')}")
+        if self.feeder is not None:
+            self.feeder.join()
 
     @staticmethod
     def _parse(block: bytes, line_base: int, offset_base: int) -> Iterator[tuple[int, bool, int, bytes]]:
@@ -204,6 +224,51 @@ class RgRun:
             if line == 1 and body[:3] == BOM:
                 body = body[3:]
             yield line, sep == b":", int(offset) + offset_base, body
+
+
+class _Feeder:
+    """Copies ``count`` bytes of a file from ``offset`` into a pipe's write end (the kernel copies them:
+    sendfile), in a thread, then closes it; stops when the reader has gone."""
+
+    def __init__(self, path: str, offset: int, count: int, w: int) -> None:
+        import threading
+
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, args=(path, offset, count, w), name="rg-feeder", daemon=True)
+        self.thread.start()
+
+    def _run(self, path: str, offset: int, count: int, w: int) -> None:
+        try:
+            with open(path, "rb") as src:
+                fd, kernel = src.fileno(), True
+                while count > 0:
+                    n = 0
+                    if kernel:
+                        try:
+                            n = os.sendfile(w, fd, offset, min(count, 1 << 24))
+                        except OSError as exc:
+                            if exc.errno not in (errno.EINVAL, errno.ENOSYS):  # EPIPE: rg is gone
+                                raise
+                            kernel = False  # no sendfile into a pipe on this system: copy through Python
+                    if not kernel:
+                        src.seek(offset)
+                        n = os.write(w, src.read(min(count, 1 << 20)))
+                    if n == 0:
+                        raise OSError(f"{path} ended {count} bytes early")
+                    offset += n
+                    count -= n
+        except BrokenPipeError:
+            pass
+        except BaseException as exc:  # noqa: BLE001 - raised by the scan: rg saw a short input
+            self.error = exc
+        finally:
+            os.close(w)
+
+    def join(self) -> None:
+        """Waits for the thread; raises what stopped it early (rg then read a short input)."""
+        self.thread.join()
+        if self.error is not None:
+            raise RuntimeError(f"feeding rg failed: {self.error.__class__.__name__}: {self.error}")
 
 
 class _Summary:
@@ -412,127 +477,204 @@ def _remove(target: str | None, d: str) -> None:
             pass
 
 
-def survey_and_scan(e: dict, file_uri: str, split_bytes: int, out_uri: str, rg: str | None, require_rg: bool = False,
-                    piece: int | None = 0, pieces: int = 1) -> dict[str, Any]:
-    """One log file on an executor, or one part of its work: a big log is scanned in ``pieces`` (equal byte
-    ranges, one task each) and surveyed by a task of its own (``piece`` None); a log in one piece is surveyed in
-    a thread beside its scan (the survey's sha256 and reads leave Python's lock). A piece scans natively (rg
-    found, file local) the records whose line starts in its range, rg reading from the range's first line on
-    (line numbers offset by the line breaks before it), on the layout of the file's head.
-    -> {piece, survey: dict or None, scan: (counts, sample rows, minute rows) or None (not scanned: the file goes
-    to the JVM scan), layout, written: its Parquet parts, cost: the task's seconds}. The driver puts the parts
-    together (``combine_pieces``) and makes the ParsedFile (``scanned_file``): the executor need not import the
-    diagnosis."""
-    import resource
+SPAN = 1 << 20  # a piece of a log is [lo, hi) in 1/SPAN parts of its size
+Work = tuple  # (log index, lo, hi): the piece [lo, hi) of a log; (log index, None, None): its survey
+
+
+def run_log_task(works: list[tuple[Work, dict]], bundle_uri: str, split_bytes: int, out_uri: str, rg: str | None,
+                 require_rg: bool = False) -> list[tuple[Work, dict[str, Any]]]:
+    """One Spark task of the log phase: its surveys in a thread (their sha256 and reads leave Python's lock),
+    its pieces one after the other beside them. -> (work, result) for each: ``survey_log`` or ``scan_piece``."""
     import time
     from concurrent.futures import ThreadPoolExecutor
 
-    from .survey import Survey, head_layout, line_start_at_or_after, newlines_before, survey_file
+    t0 = time.monotonic()
+    surveys = [(w, e) for w, e in works if w[1] is None]
+    pool = ThreadPoolExecutor(1, thread_name_prefix="survey") if surveys else None
+    try:
+        pending = [(w, pool.submit(survey_log, e, U.join(bundle_uri, e["path"]), split_bytes)) for w, e in surveys]
+        out = [(w, scan_piece(e, U.join(bundle_uri, e["path"]), out_uri, rg, require_rg, w[1], w[2]))
+               for w, e in works if w[1] is not None]
+        out += [(w, f.result()) for w, f in pending]  # after the scans: their own errors are not hidden
+    finally:
+        if pool is not None:
+            pool.shutdown()
+    if out:
+        out[0][1]["cost"]["task_s"] = time.monotonic() - t0
+    return out
 
-    t0, c0, k0 = time.monotonic(), time.process_time(), resource.getrusage(resource.RUSAGE_CHILDREN)
-    cost: dict[str, float] = {}
 
-    def survey() -> Survey:
-        t, c = time.monotonic(), time.thread_time()
-        try:
-            return survey_file(e["path"], file_uri, split_bytes)
-        finally:
-            cost["survey_s"], cost["survey_cpu_s"] = time.monotonic() - t, time.thread_time() - c
+def survey_log(e: dict, file_uri: str, split_bytes: int) -> dict[str, Any]:
+    """A log's survey (survey.survey_file: one pass, never raises) -> {survey: dict, cost}."""
+    import time
 
+    from .survey import survey_file
+
+    t, c = time.monotonic(), time.thread_time()
+    s = survey_file(e["path"], file_uri, split_bytes)
+    return {"survey": s.to_dict(), "cost": {"survey_s": time.monotonic() - t, "survey_cpu_s": time.thread_time() - c}}
+
+
+def scan_piece(e: dict, file_uri: str, out_uri: str, rg: str | None, require_rg: bool = False, lo: int = 0,
+               hi: int = SPAN) -> dict[str, Any]:
+    """The native scan of one piece of a log on an executor: the bytes [lo, hi) in 1/SPAN parts of its size, cut
+    at the first lines starting there (rg found, file local): the records whose line starts in the piece, rg fed
+    the piece and the two lines under it (line numbers offset by the line breaks before it), on the layout of the
+    file's head. -> {span, scan: (counts, sample rows, minute rows) or None (not scanned: the file goes to the JVM
+    scan), layout, written: its Parquet parts, cost}. The driver puts a log's pieces and survey together
+    (``combine_pieces``) and makes the ParsedFile (``scanned_file``): the executor need not import the diagnosis."""
+    import resource
+    import time
+
+    from .survey import head_layout, line_start_at_or_after, newlines_before
+
+    if not 0 <= lo < hi <= SPAN:
+        raise ValueError(f"a piece is 0 <= lo < hi <= {SPAN}, not [{lo}, {hi})")
+    t0, c0, k0 = time.monotonic(), time.thread_time(), resource.getrusage(resource.RUSAGE_CHILDREN)
     exe = find_rg(rg) if rg else None
     if rg and (exe is None or not U.is_local(file_uri)) and require_rg:
         raise RuntimeError(f"log scan 'rg' asked for, but {rg!r} was not found on this executor's PATH"
                            if exe is None else f"log scan 'rg' needs a local or shared-mount file, not {file_uri}")
     try:
-        layout = head_layout(file_uri) if piece is not None and exe and U.is_local(file_uri) else None
+        layout = head_layout(file_uri) if exe and U.is_local(file_uri) else None
         size = os.path.getsize(U.local_path(file_uri)) if layout else 0
     except OSError:
         layout = None  # the survey reports why it cannot be read
-    s, res, written = None, None, []
-    if layout is None:
-        s = survey() if pieces == 1 or piece is None else None
-    else:
+    res, written = None, []
+    if layout is not None:
         local = U.local_path(file_uri)
-        lo = line_start_at_or_after(local, size * piece // pieces)
-        hi = line_start_at_or_after(local, size * (piece + 1) // pieces) if piece < pieces - 1 else None
-        run = RgRun(exe, local, lo, newlines_before(local, lo) if lo else 0)
-        pool = ThreadPoolExecutor(1, thread_name_prefix="survey") if pieces == 1 else None
+        start = line_start_at_or_after(local, size * lo // SPAN)
+        stop = line_start_at_or_after(local, size * hi // SPAN) if hi < SPAN else None
+        run = RgRun(exe, local, start, newlines_before(local, start) if start else 0, stop)
         try:
-            surveyed = pool.submit(survey) if pool is not None else None
-            t1, c1 = time.monotonic(), time.thread_time()
-            try:
-                res = scan_file(run, local, e["path"], e.get("broker_id"), layout, out_uri, f"{e['path']}#rg#{piece}",
-                                written, (lo, hi))
-            finally:
-                cost["classify_s"], cost["classify_cpu_s"] = time.monotonic() - t1, time.thread_time() - c1
-            s = surveyed.result() if surveyed is not None else None  # after the scan: its own error is not hidden
+            res = scan_file(run, local, e["path"], e.get("broker_id"), layout, out_uri, f"{e['path']}#rg#{lo}",
+                            written, (start, stop))
         finally:
             run.close()
-            if pool is not None:
-                pool.shutdown()
     k1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cost["rg_cpu_s"] = (k1.ru_utime + k1.ru_stime) - (k0.ru_utime + k0.ru_stime)
-    cost["task_s"], cost["task_cpu_s"] = time.monotonic() - t0, time.process_time() - c0
-    return {"piece": piece, "survey": s.to_dict() if s is not None else None, "scan": res, "layout": layout,
-            "written": written, "cost": cost}
+    cost = {"classify_s": time.monotonic() - t0, "classify_cpu_s": time.thread_time() - c0,
+            "rg_cpu_s": (k1.ru_utime + k1.ru_stime) - (k0.ru_utime + k0.ru_stime)}
+    return {"span": (lo, hi), "scan": res, "layout": layout, "written": written, "cost": cost}
 
 
-MIN_PIECE = 64 << 20  # a Spark task costs ~60 ms of a core here: pieces must be worth it
-SMALL_LOG = 4 << 20
-SMALL_GROUP = 64 << 20
-MAX_PIECES = 64
+# The plan's cost model, in bytes of a scan's work (measured here on the bench's logs, scan and survey apart): a
+# survey costs 1.8 bytes per byte (sha256 most of it), a line holding a signature literal ~12 kB (rg hands it over
+# with two lines under it, then the record is parsed, classified and written).
+SURVEY_COST = 1.8
+HIT_COST = 12_000
+MIN_TASK = 32 << 20  # log bytes worth a Spark task of their own (a task costs ~30 ms of a core here)
+MIN_PIECE = 8 << 20  # no piece smaller: each restarts rg and re-reads the head of its file for its line numbers
+SAMPLE_WINDOWS, SAMPLE_WINDOW = 16, 16 << 10
 
 
-def plan_log_tasks(sizes: list[int], cores: int, native: bool) -> list[list[tuple[int, int | None, int]]]:
-    """The Spark tasks that survey and scan the logs of a bundle (``sizes``: their bytes, from the manifest) ->
-    per task, its work: (log index, piece, pieces), run in order. A log that alone would keep one core busy longer
-    than the whole bundle keeps each core (bigger than total / cores, and than MIN_PIECE) is natively scanned in
-    pieces with a survey task of its own; small logs share a task (each task has a fixed cost); the biggest work
-    comes first, so no core idles at the end."""
-    total = sum(sizes)
-    cap = max(MIN_PIECE, -(-total // max(cores, 1)))
-    tasks: list[tuple[float, list]] = []
-    small: list[tuple[int, int | None, int]] = []
-    small_bytes = 0
-    for i, size in enumerate(sizes):
-        n = max(1, min(MAX_PIECES, -(-size // cap))) if native else 1
-        if n > 1:
-            tasks += [(size / n, [(i, k, n)]) for k in range(n)] + [(size / 3, [(i, None, n)])]  # survey: ~1/3 of a scan
-        elif size < SMALL_LOG:
-            if small and small_bytes + size > SMALL_GROUP:
-                tasks.append((small_bytes, small))
-                small, small_bytes = [], 0
-            small.append((i, 0, 1))
-            small_bytes += size
-        else:
-            tasks.append((size, [(i, 0, 1)]))
-    if small:
-        tasks.append((small_bytes, small))
-    tasks.sort(key=lambda t: -t[0])
-    return [work for _, work in tasks]
+def literal_density(local_path: str, size: int) -> float:
+    """Lines holding a signature literal per byte of a log, estimated from SAMPLE_WINDOWS windows spread over it
+    (the plan's estimate of a log's classification work; a few hundred kB read)."""
+    lits = [lit.encode() for lit in literals()]
+    hits = read = 0
+    with open(local_path, "rb") as fh:
+        for k in range(SAMPLE_WINDOWS):
+            fh.seek(max(size - SAMPLE_WINDOW, 0) * k // max(SAMPLE_WINDOWS - 1, 1))
+            w = fh.read(SAMPLE_WINDOW)
+            hits += sum(w.count(lit) for lit in lits)
+            read += len(w)
+            if len(w) < SAMPLE_WINDOW:
+                break
+    return hits / read if read else 0.0
+
+
+def plan_log_tasks(sizes: list[int], cores: int, native: bool, densities: list[float] | None = None
+                   ) -> list[list[Work]]:
+    """The Spark tasks that survey and scan the logs of a bundle (``sizes``: their bytes, from the manifest;
+    ``densities``: lines holding a literal per byte, ``literal_density``) -> per task, its work: a log's survey
+    (i, None, None) or a piece of it (i, lo, hi), [lo, hi) in 1/SPAN parts of the log.
+
+    Natively scanned logs: one task per core (one round of tasks: a round costs more than the imbalance it could
+    absorb) of equal estimated cost. The surveys are never cut (sha256 runs from a file's start to its end): each
+    goes to the least loaded task. The scans, costliest first, then fill the tasks up to one level, laid end to
+    end and cut where a task's room ends (McNaughton's wrap-around rule), no piece smaller than MIN_PIECE. Without
+    the native scan a task only surveys: one per log, the small ones sharing a task."""
+    dens = densities or [0.0] * len(sizes)
+    size = [max(x, 0) for x in sizes]
+    scan = [size[i] * (1 + max(dens[i], 0.0) * HIT_COST) for i in range(len(size))]
+    order = sorted(range(len(size)), key=lambda i: -(size[i] * SURVEY_COST + scan[i]))
+    if not native:
+        tasks: list[list[Work]] = []
+        group, group_bytes = [], 0
+        for i in order:
+            if size[i] >= MIN_TASK:
+                tasks.append([(i, None, None)])
+            else:
+                if group and group_bytes + size[i] > MIN_TASK:
+                    tasks.append(group)
+                    group, group_bytes = [], 0
+                group.append((i, None, None))
+                group_bytes += size[i]
+        return tasks + ([group] if group else [])
+    n = max(1, min(max(cores, 1), sum(size) // MIN_TASK))
+    tasks: list[list[Work]] = [[] for _ in range(n)]
+    load = [0.0] * n
+    for i in order:  # the surveys, never cut: each to the least loaded task
+        t = min(range(n), key=lambda k: load[k])
+        tasks[t].append((i, None, None))
+        load[t] += size[i] * SURVEY_COST
+    # the scans fill the tasks up to one level (water-filling), laid end to end and cut where a task's room ends
+    level, low = 0.0, sorted(load)
+    for k in range(1, n + 1):
+        level = (sum(scan) + sum(low[:k])) / k
+        if k == n or level <= low[k]:
+            break
+    bound, acc = [], 0.0
+    for t in range(n):
+        acc += max(level - load[t], 0.0)
+        bound.append(acc)
+    at, t = 0.0, 0
+    for i in order:
+        per_byte = scan[i] / size[i] if size[i] else 1.0
+        begin, at = at, at + scan[i]
+        lo, done = 0, 0
+        while t < n - 1 and at > bound[t]:
+            want = (bound[t] - begin) / per_byte  # the bytes of this log task t would read
+            choices = [done, size[i]]
+            if done + MIN_PIECE <= size[i] - MIN_PIECE:
+                choices.append(min(max(want, done + MIN_PIECE), size[i] - MIN_PIECE))
+            b = min(choices, key=lambda x: abs(x - want))
+            if b == size[i]:  # the log ends in task t
+                break
+            if b > done:
+                hi = min(max(round(b * SPAN / size[i]), lo + 1), SPAN - 1)
+                tasks[t].append((i, lo, hi))
+                lo, done = hi, size[i] * hi // SPAN
+            t += 1
+        tasks[t].append((i, lo, SPAN))
+    return [w for w in tasks if w]
 
 
 def combine_pieces(e: dict, parts: list[dict[str, Any]], out_uri: str):
-    """One file's survey and native scan from its tasks' results -> (survey dict, (counts, sample rows, minute
-    rows) or None). The scan counts only when every piece was scanned and the survey owns it (sha256 as in the
-    manifest, readable by the JVM scan, the layout the pieces read): otherwise its Parquet parts are removed and
-    the file is read another way."""
+    """One log's survey and native scan from its works' results (``survey_log``, ``scan_piece``) -> (survey dict,
+    (counts, sample rows, minute rows) or None). The scan counts only when its pieces cover the file, each was
+    scanned and the survey owns it (sha256 as in the manifest, readable by the JVM scan, the layout the pieces
+    read): otherwise its Parquet parts are removed and the file is read another way."""
     from .survey import Survey
     from .tables import table_dir
 
-    sd = next(p["survey"] for p in parts if p["survey"] is not None)
-    scans = sorted((p for p in parts if p["piece"] is not None), key=lambda p: p["piece"])
+    sd = next(p["survey"] for p in parts if "survey" in p)
+    pieces = sorted((p for p in parts if "span" in p), key=lambda p: p["span"][0])
+    if not pieces:
+        return sd, None
     s = Survey.from_dict(sd)
     sha_mismatch = bool(e.get("sha256") and s.sha256 and str(e["sha256"]).lower() != s.sha256)  # reported, not read
-    owned = (all(p["scan"] is not None for p in scans) and not sha_mismatch and s.spark_readable()
-             and all(p["layout"] == s.layout for p in scans))
+    spans = [p["span"] for p in pieces]
+    tiled = [a for a, _ in spans] == [0] + [z for _, z in spans[:-1]] and spans[-1][1] == SPAN
+    owned = (tiled and all(p["scan"] is not None for p in pieces) and not sha_mismatch and s.spark_readable()
+             and all(p["layout"] == s.layout for p in pieces))
     if not owned:
         d = table_dir(out_uri, "log_events", "rg")
-        for p in scans:
+        for p in pieces:
             for target in p["written"]:
                 _remove(target, d)
         return sd, None
-    return sd, merge_scans([p["scan"] for p in scans])
+    return sd, merge_scans([p["scan"] for p in pieces])
 
 
 def merge_scans(scans: list[tuple[dict, list, list]]) -> tuple[dict, list, list]:
