@@ -283,7 +283,7 @@ def run(spark, bundle: str, out: str | None = None, kafka_version: str | None = 
         return pfs, time.monotonic() - t0
 
     py_first = [e for e in entries if e not in log_entries]
-    py_first_job = pool.submit(python_files, py_first)
+    py_first_job = pool.submit(python_files, [] if log_entries else py_first)  # else they ride with the log tasks
     ports, hosts, snap_versions, bad = _snapshot_info(bundle_uri, entries, manifest)
     pq = U.join(out_uri, "parquet")
     # planning the JVM scan beside the survey only pays when the JVM scan will likely run (it costs driver CPU)
@@ -292,21 +292,31 @@ def run(spark, bundle: str, out: str | None = None, kafka_version: str | None = 
             if log_entries and jvm_likely else None)
 
     # 1. survey the logs and read them natively where the executor can: one task per core, of equal work (a log
-    #    cut into pieces where a task's share ends), so no core idles while another reads the last log
+    #    cut into pieces where a task's share ends), so no core idles while another reads the last log; the other
+    #    files are parsed in the same tasks
     t = time.monotonic()
     surveys = []
+    riding: list[ParsedFile] = []  # the other files, parsed in the log tasks
     if log_entries:
         tasks = plan_log_tasks([_bytes(e) for e in log_entries], par, rg_exe is not None,
                                _densities(bundle_uri, log_entries) if rg_exe and U.is_local(bundle_uri) else None)
-        done = (sc.parallelize([[(w, log_entries[w[0]]) for w in task] for task in tasks], len(tasks))
-                .flatMap(lambda task: run_log_task(task, bu, split, ou, rg_exe, need_rg))
+        work = [[("log", w, log_entries[w[0]]) for w in task] for task in tasks]
+        for k, e in enumerate(py_first):  # the other files are parsed in the same tasks (a job of its own would
+            work[-1 - k % len(work)].append(("file", k, e))  # queue behind them or hold cores they need)
+        done = (sc.parallelize(work, len(work))
+                .flatMap(lambda task: run_log_task(task, bu, split, ou, rg_exe, need_rg, bb, bps))
                 .collect())
         parts: dict[int, list] = {}
         costs: dict[str, float] = {}
-        for (i, _, _), r in done:
-            parts.setdefault(i, []).append(r)
+        parsed: list[tuple[int, list[ParsedFile]]] = []
+        for kind, w, r in done:
+            if kind == "file":
+                parsed.append((w, r["files"]))
+            else:
+                parts.setdefault(w[0], []).append(r)
             for c, v in r["cost"].items():
                 costs[c] = costs.get(c, 0.0) + v
+        riding = [pf for _, pfs in sorted(parsed, key=lambda x: x[0]) for pf in pfs]
         for i, e in enumerate(log_entries):  # back in manifest order
             sd, res = combine_pieces(e, parts[i], out_uri)
             surveys.append((e, sd, res))
@@ -357,7 +367,7 @@ def run(spark, bundle: str, out: str | None = None, kafka_version: str | None = 
         events_df.write.mode("overwrite").parquet(U.join(U.join(pq, "log_events"), "source=spark"))
     timings["scan_s"] = round(time.monotonic() - t, 3)
     (files, first_s), (then_files, then_s) = py_first_job.result(), py_then_job.result()
-    files = files + then_files
+    files = riding + files + then_files
     timings["python_files_s"] = round(first_s + then_s, 3)  # task time of the Python jobs (overlapped above)
     tables.write_part(out_uri, "files", [{"path": e["path"], "kind": e["kind"], "broker_id": e.get("broker_id"),
                                           "bytes": s.size, "read_by": "spark", "layout": s.layout,

@@ -481,26 +481,37 @@ SPAN = 1 << 20  # a piece of a log is [lo, hi) in 1/SPAN parts of its size
 Work = tuple  # (log index, lo, hi): the piece [lo, hi) of a log; (log index, None, None): its survey
 
 
-def run_log_task(works: list[tuple[Work, dict]], bundle_uri: str, split_bytes: int, out_uri: str, rg: str | None,
-                 require_rg: bool = False) -> list[tuple[Work, dict[str, Any]]]:
-    """One Spark task of the log phase: its surveys in a thread (their sha256 and reads leave Python's lock),
-    its pieces one after the other beside them. -> (work, result) for each: ``survey_log`` or ``scan_piece``."""
+def run_log_task(items: list[tuple[str, Any, dict]], bundle_uri: str, split_bytes: int, out_uri: str,
+                 rg: str | None, require_rg: bool, budget_s: float, budget_per_mb_s: float
+                 ) -> list[tuple[str, Any, dict[str, Any]]]:
+    """One Spark task of the log phase (executor side). ``items``: ("log", work, entry) for a log's survey or
+    piece (``plan_log_tasks``), ("file", k, entry) for another file it carries. The surveys run in a thread
+    (their sha256 and reads leave Python's lock), the pieces one after the other beside them, then the other
+    files, each parsed under its time budget with its rows written as Parquet (bundle.load_entry).
+    -> (kind, work or k, result) for each: ``survey_log``'s, ``scan_piece``'s or {files: ParsedFiles, cost}."""
     import time
     from concurrent.futures import ThreadPoolExecutor
 
     t0 = time.monotonic()
-    surveys = [(w, e) for w, e in works if w[1] is None]
+    surveys = [(w, e) for kind, w, e in items if kind == "log" and w[1] is None]
     pool = ThreadPoolExecutor(1, thread_name_prefix="survey") if surveys else None
     try:
         pending = [(w, pool.submit(survey_log, e, U.join(bundle_uri, e["path"]), split_bytes)) for w, e in surveys]
-        out = [(w, scan_piece(e, U.join(bundle_uri, e["path"]), out_uri, rg, require_rg, w[1], w[2]))
-               for w, e in works if w[1] is not None]
-        out += [(w, f.result()) for w, f in pending]  # after the scans: their own errors are not hidden
+        out = [("log", w, scan_piece(e, U.join(bundle_uri, e["path"]), out_uri, rg, require_rg, w[1], w[2]))
+               for kind, w, e in items if kind == "log" and w[1] is not None]
+        for kind, k, e in items:
+            if kind == "file":
+                from .bundle import load_entry
+
+                t = time.monotonic()
+                pfs, _ = load_entry(bundle_uri, e, budget_s, budget_per_mb_s, out_uri)
+                out.append(("file", k, {"files": pfs, "cost": {"parse_s": time.monotonic() - t}}))
+        out += [("log", w, f.result()) for w, f in pending]  # after the scans: their own errors are not hidden
     finally:
         if pool is not None:
             pool.shutdown()
     if out:
-        out[0][1]["cost"]["task_s"] = time.monotonic() - t0
+        out[0][2]["cost"]["task_s"] = time.monotonic() - t0
     return out
 
 
@@ -564,23 +575,23 @@ SURVEY_COST = 1.8
 HIT_COST = 12_000
 MIN_TASK = 32 << 20  # log bytes worth a Spark task of their own (a task costs ~30 ms of a core here)
 MIN_PIECE = 8 << 20  # no piece smaller: each restarts rg and re-reads the head of its file for its line numbers
-SAMPLE_WINDOWS, SAMPLE_WINDOW = 16, 16 << 10
+SAMPLE_WINDOWS, SAMPLE_WINDOW = 16, 8 << 10
 
 
 def literal_density(local_path: str, size: int) -> float:
     """Lines holding a signature literal per byte of a log, estimated from SAMPLE_WINDOWS windows spread over it
-    (the plan's estimate of a log's classification work; a few hundred kB read)."""
-    lits = [lit.encode() for lit in literals()]
-    hits = read = 0
+    (the plan's estimate of a log's classification work; 128 kB read). 0 for a log under MIN_PIECE:
+    its work is too small to weigh."""
+    if size < MIN_PIECE:
+        return 0.0
+    windows = []
     with open(local_path, "rb") as fh:
         for k in range(SAMPLE_WINDOWS):
-            fh.seek(max(size - SAMPLE_WINDOW, 0) * k // max(SAMPLE_WINDOWS - 1, 1))
-            w = fh.read(SAMPLE_WINDOW)
-            hits += sum(w.count(lit) for lit in lits)
-            read += len(w)
-            if len(w) < SAMPLE_WINDOW:
-                break
-    return hits / read if read else 0.0
+            fh.seek((size - SAMPLE_WINDOW) * k // (SAMPLE_WINDOWS - 1))
+            windows.append(fh.read(SAMPLE_WINDOW))
+    sample = b"\n".join(windows)  # no literal made of two windows
+    read = sum(map(len, windows))
+    return sum(sample.count(lit.encode()) for lit in literals()) / read if read else 0.0
 
 
 def plan_log_tasks(sizes: list[int], cores: int, native: bool, densities: list[float] | None = None
