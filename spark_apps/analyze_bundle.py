@@ -300,12 +300,14 @@ def run(spark, bundle: str, out: str | None = None, kafka_version: str | None = 
     if log_entries:
         tasks = plan_log_tasks([_bytes(e) for e in log_entries], par, rg_exe is not None,
                                _densities(bundle_uri, log_entries) if rg_exe and U.is_local(bundle_uri) else None)
+        timings["plan_s"] = round(time.monotonic() - t, 3)
         work = [[("log", w, log_entries[w[0]]) for w in task] for task in tasks]
         for k, e in enumerate(py_first):  # the other files are parsed in the same tasks (a job of its own would
             work[-1 - k % len(work)].append(("file", k, e))  # queue behind them or hold cores they need)
         done = (sc.parallelize(work, len(work))
                 .flatMap(lambda task: run_log_task(task, bu, split, ou, rg_exe, need_rg, bb, bps))
                 .collect())
+        timings["log_job_s"] = round(time.monotonic() - t, 3)
         parts: dict[int, list] = {}
         costs: dict[str, float] = {}
         parsed: list[tuple[int, list[ParsedFile]]] = []

@@ -568,27 +568,28 @@ def scan_piece(e: dict, file_uri: str, out_uri: str, rg: str | None, require_rg:
     return {"span": (lo, hi), "scan": res, "layout": layout, "written": written, "cost": cost}
 
 
-# The plan's cost model, in bytes of a scan's work (measured here on the bench's logs, scan and survey apart): a
-# survey costs 1.8 bytes per byte (sha256 most of it), a line holding a signature literal ~12 kB (rg hands it over
-# with two lines under it, then the record is parsed, classified and written).
-SURVEY_COST = 1.8
-HIT_COST = 12_000
+# The plan's cost model, in bytes of a scan's work (fitted here on the bench's three 333 MB logs, scanned and surveyed
+# apart: a scan costs 0.66 ns per byte and 14.6 us per line holding a literal, a survey 1.26 ns per byte, sha256
+# most of it).
+SURVEY_COST = 1.9
+HIT_COST = 22_000
 MIN_TASK = 32 << 20  # log bytes worth a Spark task of their own (a task costs ~30 ms of a core here)
-MIN_PIECE = 8 << 20  # no piece smaller: each restarts rg and re-reads the head of its file for its line numbers
-SAMPLE_WINDOWS, SAMPLE_WINDOW = 16, 8 << 10
+MIN_PIECE = 8 << 20  # no piece smaller: each restarts rg and counts the line breaks before it (0.2 ns a byte)
+SAMPLE_WINDOWS = 16
 
 
 def literal_density(local_path: str, size: int) -> float:
-    """Lines holding a signature literal per byte of a log, estimated from SAMPLE_WINDOWS windows spread over it
-    (the plan's estimate of a log's classification work; 128 kB read). 0 for a log under MIN_PIECE:
-    its work is too small to weigh."""
+    """Lines holding a signature literal per byte of a log, estimated from SAMPLE_WINDOWS windows spread over it,
+    each 1/2048 of the log (8 to 32 kB): the plan's estimate of a log's classification work. 0 for a log under
+    MIN_PIECE: its work is too small to weigh."""
     if size < MIN_PIECE:
         return 0.0
+    window = min(max(size >> 11, 8 << 10), 32 << 10)
     windows = []
     with open(local_path, "rb") as fh:
         for k in range(SAMPLE_WINDOWS):
-            fh.seek((size - SAMPLE_WINDOW) * k // (SAMPLE_WINDOWS - 1))
-            windows.append(fh.read(SAMPLE_WINDOW))
+            fh.seek((size - window) * k // (SAMPLE_WINDOWS - 1))
+            windows.append(fh.read(window))
     sample = b"\n".join(windows)  # no literal made of two windows
     read = sum(map(len, windows))
     return sum(sample.count(lit.encode()) for lit in literals()) / read if read else 0.0
@@ -601,10 +602,11 @@ def plan_log_tasks(sizes: list[int], cores: int, native: bool, densities: list[f
     (i, None, None) or a piece of it (i, lo, hi), [lo, hi) in 1/SPAN parts of the log.
 
     Natively scanned logs: one task per core (one round of tasks: a round costs more than the imbalance it could
-    absorb) of equal estimated cost. The surveys are never cut (sha256 runs from a file's start to its end): each
-    goes to the least loaded task. The scans, costliest first, then fill the tasks up to one level, laid end to
-    end and cut where a task's room ends (McNaughton's wrap-around rule), no piece smaller than MIN_PIECE. Without
-    the native scan a task only surveys: one per log, the small ones sharing a task."""
+    absorb). In a task the surveys run in a thread beside its scans, so the plan balances the two chains: the
+    surveys are never cut (sha256 runs from a file's start to its end), each goes to the task with the fewest;
+    the scans, costliest first, are laid end to end and cut into equal shares (McNaughton's wrap-around rule), no
+    piece smaller than MIN_PIECE. Without the native scan a task only surveys: one per log, the small ones sharing
+    a task."""
     dens = densities or [0.0] * len(sizes)
     size = [max(x, 0) for x in sizes]
     scan = [size[i] * (1 + max(dens[i], 0.0) * HIT_COST) for i in range(len(size))]
@@ -625,20 +627,13 @@ def plan_log_tasks(sizes: list[int], cores: int, native: bool, densities: list[f
     n = max(1, min(max(cores, 1), sum(size) // MIN_TASK))
     tasks: list[list[Work]] = [[] for _ in range(n)]
     load = [0.0] * n
-    for i in order:  # the surveys, never cut: each to the least loaded task
+    for i in order:  # the surveys, never cut: each to the task with the fewest
         t = min(range(n), key=lambda k: load[k])
         tasks[t].append((i, None, None))
         load[t] += size[i] * SURVEY_COST
-    # the scans fill the tasks up to one level (water-filling), laid end to end and cut where a task's room ends
-    level, low = 0.0, sorted(load)
-    for k in range(1, n + 1):
-        level = (sum(scan) + sum(low[:k])) / k
-        if k == n or level <= low[k]:
-            break
-    bound, acc = [], 0.0
-    for t in range(n):
-        acc += max(level - load[t], 0.0)
-        bound.append(acc)
+    # the scans, laid end to end and cut into equal shares (the surveys run in threads of their own: each task's
+    # scan is one chain of Python work, which no core can share)
+    bound = [sum(scan) * (t + 1) / n for t in range(n)]
     at, t = 0.0, 0
     for i in order:
         per_byte = scan[i] / size[i] if size[i] else 1.0
