@@ -219,7 +219,7 @@ def _densities(bundle_uri: str, log_entries: list[dict]) -> list[float] | None:
     """Each log's lines holding a signature literal per byte, from a few windows the driver reads (the task plan's
     estimate of its classification work); None when the driver cannot read them (the plan then goes by bytes)."""
     try:
-        return [literal_density(U.local_path(U.join(bundle_uri, e["path"])), _bytes(e)) for e in log_entries]
+        return [literal_density(U.join(bundle_uri, e["path"]), _bytes(e)) for e in log_entries]
     except OSError:
         return None
 

@@ -382,3 +382,26 @@ def test_rg_reads_a_piece_and_the_two_lines_under_it_only(tmp_path):
         assert fh.read() == data
     with pytest.raises(RuntimeError, match="ended 100 bytes early"):
         feeder.join()
+
+
+@pytest.mark.timeout(300)
+def test_a_fifo_or_a_device_in_a_bundle_is_reported_not_waited_for(spark, tmp_path):
+    """A named pipe where a log should be (nobody ever writes it) and a device where a thread dump should be (it
+    never ends): the driver's sampling, the survey and the parsers refuse them as not regular files, the analysis
+    ends, each is an explicit finding naming the file, and the real log beside them is read."""
+    import os
+
+    log = fixture_bytes("real23/broker3.server.log")
+    b = make_bundle(tmp_path / "b", [("hosts/1/server.log", "server_log", 1, log * 40),
+                                     ("hosts/2/server.log", "server_log", 2, b"x" * 100),
+                                     ("hosts/2/jstack-1.out", "jstack", 2, b"x")])
+    (b / "hosts/2/server.log").unlink()
+    os.mkfifo(b / "hosts/2/server.log")
+    (b / "hosts/2/jstack-1.out").unlink()
+    os.symlink("/dev/zero", b / "hosts/2/jstack-1.out")
+    doc = run_in_session(spark, b, tmp_path / "out")
+    bad = {f["details"]["path"]: f for f in doc["findings"] if f["kind"] == "unparsable"}
+    assert set(bad) >= {"hosts/2/server.log", "hosts/2/jstack-1.out"}, doc["findings"]
+    assert all("not a regular file" in json.dumps(bad[p]) for p in ("hosts/2/server.log", "hosts/2/jstack-1.out"))
+    row = next(f for f in doc["files"] if f["path"] == "hosts/1/server.log")
+    assert row["read_by"] == "spark" and row["layout"] == "kafka", row

@@ -578,7 +578,7 @@ MIN_PIECE = 8 << 20  # no piece smaller: each restarts rg and counts the line br
 SAMPLE_WINDOWS = 16
 
 
-def literal_density(local_path: str, size: int) -> float:
+def literal_density(file_uri: str, size: int) -> float:
     """Lines holding a signature literal per byte of a log, estimated from SAMPLE_WINDOWS windows spread over it,
     each 1/2048 of the log (8 to 32 kB): the plan's estimate of a log's classification work. 0 for a log under
     MIN_PIECE: its work is too small to weigh."""
@@ -586,7 +586,7 @@ def literal_density(local_path: str, size: int) -> float:
         return 0.0
     window = min(max(size >> 11, 8 << 10), 32 << 10)
     windows = []
-    with open(local_path, "rb") as fh:
+    with U.open_binary(file_uri) as fh:
         for k in range(SAMPLE_WINDOWS):
             fh.seek((size - window) * k // (SAMPLE_WINDOWS - 1))
             windows.append(fh.read(window))

@@ -55,8 +55,21 @@ def _arrow_fs(uri: str):
 
 
 def open_binary(uri: str) -> BinaryIO:
+    """A file of evidence, for reading. Locally only a regular file: a FIFO or a device in a bundle would block the
+    reader, or never end (opened without waiting for a writer, then refused)."""
     if is_local(uri):
-        return open(local_path(uri), "rb")
+        import stat
+
+        fd = os.open(local_path(uri), os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise OSError(f"not a regular file: {local_path(uri)}")
+            if hasattr(os, "set_blocking"):
+                os.set_blocking(fd, True)
+            return os.fdopen(fd, "rb")
+        except BaseException:
+            os.close(fd)
+            raise
     fs, path = _arrow_fs(uri)
     return fs.open_input_stream(path)
 
