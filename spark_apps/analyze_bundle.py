@@ -25,8 +25,10 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import pickle
 import sys
 import time
+import zlib
 from concurrent.futures import ThreadPoolExecutor
 
 from kafka_runbooks.analyze import tables
@@ -304,9 +306,13 @@ def run(spark, bundle: str, out: str | None = None, kafka_version: str | None = 
         work = [[("log", w, log_entries[w[0]]) for w in task] for task in tasks]
         for k, e in enumerate(py_first):  # the other files are parsed in the same tasks (a job of its own would
             work[-1 - k % len(work)].append(("file", k, e))  # queue behind them or hold cores they need)
-        done = (sc.parallelize(work, len(work))
-                .flatMap(lambda task: run_log_task(task, bu, split, ou, rg_exe, need_rg, bb, bps))
-                .collect())
+        # a task's results travel pickled and compressed (their sample rows are text: ~20x smaller), under Spark's
+        # direct result size (spark.task.maxDirectResultSize, 1 MiB): a bigger one goes through the block manager
+        blobs = (sc.parallelize(work, len(work))
+                 .map(lambda task: zlib.compress(pickle.dumps(run_log_task(task, bu, split, ou, rg_exe, need_rg, bb, bps),
+                                                              pickle.HIGHEST_PROTOCOL), 1))
+                 .collect())
+        done = [r for blob in blobs for r in pickle.loads(zlib.decompress(blob))]
         timings["log_job_s"] = round(time.monotonic() - t, 3)
         parts: dict[int, list] = {}
         costs: dict[str, float] = {}
