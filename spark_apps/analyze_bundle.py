@@ -217,13 +217,10 @@ def _spark_log_summaries(ev, scan: list[tuple[dict, Survey]], pool: ThreadPoolEx
                          minutes.get(e["path"], [])) for e, s in scan]
 
 
-def _densities(bundle_uri: str, log_entries: list[dict]) -> list[float] | None:
-    """Each log's lines holding a signature literal per byte, from a few windows the driver reads (the task plan's
-    estimate of its classification work); None when the driver cannot read them (the plan then goes by bytes)."""
-    try:
-        return [literal_density(U.join(bundle_uri, e["path"]), _bytes(e)) for e in log_entries]
-    except OSError:
-        return None
+def _densities(bundle_uri: str, log_entries: list[dict]) -> list[float]:
+    """Each log's signature literals per byte, from a few windows the driver reads (the task plan's estimate of its
+    classification work; 0 for a log it cannot read: the survey reports it)."""
+    return [literal_density(U.join(bundle_uri, e["path"]), _bytes(e)) for e in log_entries]
 
 
 LOG_SCANS = ("auto", "rg", "jvm")
@@ -299,6 +296,7 @@ def run(spark, bundle: str, out: str | None = None, kafka_version: str | None = 
     t = time.monotonic()
     surveys = []
     riding: list[ParsedFile] = []  # the other files, parsed in the log tasks
+    scan_notes: dict[str, list[str]] = {}
     if log_entries:
         tasks = plan_log_tasks([_bytes(e) for e in log_entries], par, rg_exe is not None,
                                _densities(bundle_uri, log_entries) if rg_exe and U.is_local(bundle_uri) else None)
@@ -328,6 +326,9 @@ def run(spark, bundle: str, out: str | None = None, kafka_version: str | None = 
         for i, e in enumerate(log_entries):  # back in manifest order
             sd, res = combine_pieces(e, parts[i], out_uri)
             surveys.append((e, sd, res))
+            given_up = [p["problem"] for p in parts[i] if p.get("problem")]
+            if given_up:
+                scan_notes[e["path"]] = [f"native scan given up, read again: {x}" for x in given_up]
         timings["log_tasks"] = {k: round(v, 3) for k, v in sorted(costs.items())}  # summed over the logs' tasks
         timings["log_task_count"] = len(tasks)
     timings["survey_s"] = round(time.monotonic() - t, 3)
@@ -396,6 +397,8 @@ def run(spark, bundle: str, out: str | None = None, kafka_version: str | None = 
     # 5. findings and report
     files.extend(early)
     files.extend(bad)
+    for pf in files:
+        pf.notes.extend(scan_notes.get(pf.path, ()))
     for p in manifest_problems:
         files.append(ParsedFile(path="manifest.json", kind="manifest", problems=[p]))
     window = incident_window(manifest, window_minutes)

@@ -1,16 +1,18 @@
 """Big logs read inside the Spark tasks with a native prefilter (ripgrep), the JVM scan as the fallback.
 
-One Spark task per log file (executor side, pure Python + ``rg``): the survey streams the file (sha256, damaged
-ranges, encoding, layout, line count); then, when the file is one the JVM scan would read and ``rg`` is on the
-executor, ``rg --fixed-strings --after-context 2`` hands back every line holding a literal some signature needs
-(a superset of the records the JVM gate keeps) with the two lines under it, numbered by rg itself. Each such
-line goes through the same per-record code as the JVM scan's classifier (``record_event``, with the same
-adjacency rules for the exception line and the marker frame), the task writes its log_events rows as one
-Parquet part file (``source=rg``) and hands the driver only the bounded summary the JVM path builds from its
-aggregates (exact counts, first/last SAMPLE rows per signature, exact per-minute fetch-failure counts).
+The log phase runs one Spark task per core (``plan_log_tasks``, executor side, pure Python + ``rg``); a task
+surveys whole logs (``survey_log``: sha256, damaged ranges, encoding, layout, line count) in a thread beside the
+pieces of logs it scans (``scan_piece``). When the file is one the JVM scan would read and ``rg`` is on the
+executor, ``rg --fixed-strings --after-context 2`` hands back every line of the piece holding a literal some
+signature needs (a superset of the records the JVM gate keeps) with the two lines under it, numbered by rg
+itself. Each such line goes through the same per-record code as the JVM scan's classifier (``record_event``,
+with the same adjacency rules for the exception line and the marker frame), the piece's log_events rows are
+written as one Parquet part file (``source=rg``) and the driver gets only the bounded summary the JVM path
+builds from its aggregates (exact counts, first/last SAMPLE rows per signature, exact per-minute fetch-failure
+counts), merged over a log's pieces (``combine_pieces``).
 
-When ``rg`` is absent on the executor, the file is not local, or it is not valid UTF-8, the task returns the
-survey alone and the file goes to the JVM scan (``fastscan.py``); both paths give the same rows (tested).
+When ``rg`` is absent on the executor, the file is not local, not valid UTF-8, or changed while it was read, the
+log's scan is given up and the file goes to the JVM scan (``fastscan.py``); both paths give the same rows (tested).
 """
 
 from __future__ import annotations
@@ -167,7 +169,14 @@ class RgRun:
                     raise
                 finally:
                     os.close(r)
-                self.feeder = _Feeder(local_path, start, end - start, w)
+                try:
+                    self.feeder = _Feeder(local_path, start, end - start, w)
+                except BaseException:  # rg would wait for its input forever
+                    os.close(w)
+                    self.proc.kill()
+                    self.proc.wait()
+                    self.proc.stdout.close()
+                    raise
             elif start:  # rg reads the rest of the file as its standard input
                 with open(local_path, "rb") as src:
                     src.seek(start)
@@ -268,7 +277,11 @@ class _Feeder:
         """Waits for the thread; raises what stopped it early (rg then read a short input)."""
         self.thread.join()
         if self.error is not None:
-            raise RuntimeError(f"feeding rg failed: {self.error.__class__.__name__}: {self.error}")
+            raise FeedError(f"feeding rg failed: {self.error.__class__.__name__}: {self.error}")
+
+
+class FeedError(RuntimeError):
+    """rg was fed less than its piece: the file shrank or could not be read while it was scanned."""
 
 
 class _Summary:
@@ -509,7 +522,7 @@ def run_log_task(items: list[tuple[str, Any, dict]], bundle_uri: str, split_byte
         out += [("log", w, f.result()) for w, f in pending]  # after the scans: their own errors are not hidden
     finally:
         if pool is not None:
-            pool.shutdown()
+            pool.shutdown(cancel_futures=True)
     if out:
         out[0][2]["cost"]["task_s"] = time.monotonic() - t0
     return out
@@ -532,12 +545,14 @@ def scan_piece(e: dict, file_uri: str, out_uri: str, rg: str | None, require_rg:
     at the first lines starting there (rg found, file local): the records whose line starts in the piece, rg fed
     the piece and the two lines under it (line numbers offset by the line breaks before it), on the layout of the
     file's head. -> {span, scan: (counts, sample rows, minute rows) or None (not scanned: the file goes to the JVM
-    scan), layout, written: its Parquet parts, cost}. The driver puts a log's pieces and survey together
+    scan), layout, written: its Parquet parts, size: the file's bytes it was cut by, problem: why a scan was given
+    up (the file shrank or changed size while it was read) or None, cost}. The driver puts a log's pieces and survey together
     (``combine_pieces``) and makes the ParsedFile (``scanned_file``): the executor need not import the diagnosis."""
     import resource
     import time
 
     from .survey import head_layout, line_start_at_or_after, newlines_before
+    from .tables import table_dir
 
     if not 0 <= lo < hi <= SPAN:
         raise ValueError(f"a piece is 0 <= lo < hi <= {SPAN}, not [{lo}, {hi})")
@@ -546,12 +561,13 @@ def scan_piece(e: dict, file_uri: str, out_uri: str, rg: str | None, require_rg:
     if rg and (exe is None or not U.is_local(file_uri)) and require_rg:
         raise RuntimeError(f"log scan 'rg' asked for, but {rg!r} was not found on this executor's PATH"
                            if exe is None else f"log scan 'rg' needs a local or shared-mount file, not {file_uri}")
+    size = 0
     try:
         layout = head_layout(file_uri) if exe and U.is_local(file_uri) else None
         size = os.path.getsize(U.local_path(file_uri)) if layout else 0
     except OSError:
         layout = None  # the survey reports why it cannot be read
-    res, written = None, []
+    res, written, problem = None, [], None
     if layout is not None:
         local = U.local_path(file_uri)
         start = line_start_at_or_after(local, size * lo // SPAN)
@@ -560,17 +576,25 @@ def scan_piece(e: dict, file_uri: str, out_uri: str, rg: str | None, require_rg:
         try:
             res = scan_file(run, local, e["path"], e.get("broker_id"), layout, out_uri, f"{e['path']}#rg#{lo}",
                             written, (start, stop))
+        except FeedError as exc:  # the file shrank: its scan is given up, the survey reports the file
+            problem = str(exc)
+            for target in written:
+                _remove(target, table_dir(out_uri, "log_events", "rg"))
+            res, written = None, []
         finally:
             run.close()
+        if res is not None and os.path.getsize(local) != size:
+            problem = f"{e['path']} changed size while it was scanned ({size} -> {os.path.getsize(local)} bytes)"
     k1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     cost = {"classify_s": time.monotonic() - t0, "classify_cpu_s": time.thread_time() - c0,
             "rg_cpu_s": (k1.ru_utime + k1.ru_stime) - (k0.ru_utime + k0.ru_stime)}
-    return {"span": (lo, hi), "scan": res, "layout": layout, "written": written, "cost": cost}
+    return {"span": (lo, hi), "size": size, "scan": res, "layout": layout, "written": written, "problem": problem,
+            "cost": cost}
 
 
 # The plan's cost model, in bytes of a scan's work (fitted here on the bench's three 333 MB logs, scanned and surveyed
 # apart: a scan costs 0.66 ns per byte and 14.6 us per line holding a literal, a survey 1.26 ns per byte, sha256
-# most of it).
+# most of it; the plan counts literals, about one per such line).
 SURVEY_COST = 1.9
 HIT_COST = 22_000
 MIN_TASK = 32 << 20  # log bytes worth a Spark task of their own (a task costs ~30 ms of a core here)
@@ -579,17 +603,24 @@ SAMPLE_WINDOWS = 16
 
 
 def literal_density(file_uri: str, size: int) -> float:
-    """Lines holding a signature literal per byte of a log, estimated from SAMPLE_WINDOWS windows spread over it,
-    each 1/2048 of the log (8 to 32 kB): the plan's estimate of a log's classification work. 0 for a log under
-    MIN_PIECE: its work is too small to weigh."""
+    """Signature literals per byte of a log (a line holding two counts twice), estimated from SAMPLE_WINDOWS
+    windows spread over it, each 1/2048 of the log (8 to 32 kB): the plan's estimate of a log's classification
+    work. 0 for a log under MIN_PIECE (its work is too small to weigh), and for one that cannot be read (the
+    survey reports it). ``size`` (the manifest's) is checked against the file's."""
     if size < MIN_PIECE:
         return 0.0
-    window = min(max(size >> 11, 8 << 10), 32 << 10)
-    windows = []
-    with U.open_binary(file_uri) as fh:
-        for k in range(SAMPLE_WINDOWS):
-            fh.seek((size - window) * k // (SAMPLE_WINDOWS - 1))
-            windows.append(fh.read(window))
+    try:
+        with U.open_binary(file_uri) as fh:
+            size = min(size, os.fstat(fh.fileno()).st_size)
+            if size < MIN_PIECE:
+                return 0.0
+            window = min(max(size >> 11, 8 << 10), 32 << 10)
+            windows = []
+            for k in range(SAMPLE_WINDOWS):
+                fh.seek((size - window) * k // (SAMPLE_WINDOWS - 1))
+                windows.append(fh.read(window))
+    except (OSError, ValueError, OverflowError):
+        return 0.0
     sample = b"\n".join(windows)  # no literal made of two windows
     read = sum(map(len, windows))
     return sum(sample.count(lit.encode()) for lit in literals()) / read if read else 0.0
@@ -598,11 +629,11 @@ def literal_density(file_uri: str, size: int) -> float:
 def plan_log_tasks(sizes: list[int], cores: int, native: bool, densities: list[float] | None = None
                    ) -> list[list[Work]]:
     """The Spark tasks that survey and scan the logs of a bundle (``sizes``: their bytes, from the manifest;
-    ``densities``: lines holding a literal per byte, ``literal_density``) -> per task, its work: a log's survey
+    ``densities``: literals per byte, ``literal_density``) -> per task, its work: a log's survey
     (i, None, None) or a piece of it (i, lo, hi), [lo, hi) in 1/SPAN parts of the log.
 
     Natively scanned logs: one task per core (one round of tasks: a round costs more than the imbalance it could
-    absorb). In a task the surveys run in a thread beside its scans, so the plan balances the two chains: the
+    absorb), fewer for a small bundle (MIN_TASK log bytes a task). In a task the surveys run in a thread beside its scans, so the plan balances the two chains: the
     surveys are never cut (sha256 runs from a file's start to its end), each goes to the task with the fewest;
     the scans, costliest first, are laid end to end and cut into equal shares (McNaughton's wrap-around rule), no
     piece smaller than MIN_PIECE. Without the native scan a task only surveys: one per log, the small ones sharing
@@ -659,8 +690,9 @@ def plan_log_tasks(sizes: list[int], cores: int, native: bool, densities: list[f
 def combine_pieces(e: dict, parts: list[dict[str, Any]], out_uri: str):
     """One log's survey and native scan from its works' results (``survey_log``, ``scan_piece``) -> (survey dict,
     (counts, sample rows, minute rows) or None). The scan counts only when its pieces cover the file, each was
-    scanned and the survey owns it (sha256 as in the manifest, readable by the JVM scan, the layout the pieces
-    read): otherwise its Parquet parts are removed and the file is read another way."""
+    scanned, all were cut by the size the survey read, and the survey owns it (sha256 as in the manifest, readable
+    by the JVM scan, the layout the pieces read): otherwise its Parquet parts are removed and the file is read
+    another way."""
     from .survey import Survey
     from .tables import table_dir
 
@@ -672,8 +704,8 @@ def combine_pieces(e: dict, parts: list[dict[str, Any]], out_uri: str):
     sha_mismatch = bool(e.get("sha256") and s.sha256 and str(e["sha256"]).lower() != s.sha256)  # reported, not read
     spans = [p["span"] for p in pieces]
     tiled = [a for a, _ in spans] == [0] + [z for _, z in spans[:-1]] and spans[-1][1] == SPAN
-    owned = (tiled and all(p["scan"] is not None for p in pieces) and not sha_mismatch and s.spark_readable()
-             and all(p["layout"] == s.layout for p in pieces))
+    owned = (tiled and all(p["scan"] is not None and p["problem"] is None for p in pieces) and not sha_mismatch
+             and s.spark_readable() and all(p["layout"] == s.layout and p["size"] == s.size for p in pieces))
     if not owned:
         d = table_dir(out_uri, "log_events", "rg")
         for p in pieces:

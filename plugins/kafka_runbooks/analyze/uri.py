@@ -60,9 +60,11 @@ def open_binary(uri: str) -> BinaryIO:
     if is_local(uri):
         import stat
 
-        fd = os.open(local_path(uri), os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        if not stat.S_ISREG(os.stat(local_path(uri)).st_mode):  # opening some devices acts by itself
+            raise OSError(f"not a regular file: {local_path(uri)}")
+        fd = os.open(local_path(uri), os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
         try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
+            if not stat.S_ISREG(os.fstat(fd).st_mode):  # swapped since
                 raise OSError(f"not a regular file: {local_path(uri)}")
             if hasattr(os, "set_blocking"):
                 os.set_blocking(fd, True)
