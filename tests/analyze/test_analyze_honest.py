@@ -154,3 +154,32 @@ def test_kafka_server_out_repeating_server_log_counts_once():
     files[1] = _log("hosts/1/log-kafkaServer.out", None, 1, kind="kafka_stdout", text=other)
     diagnose(files, window=window)
     assert files[1].duplicate_of is None
+
+
+def test_the_stall_explaining_a_fetch_error_is_found_by_time_as_by_a_full_scan():
+    """_stall_explaining looks only at the stalls near the error's time: it picks the same stall as trying every
+    stall in order (thousands in a long log), for errors before, after and between stalls and shutdowns."""
+    import datetime as dt
+    import random
+
+    from kafka_runbooks.analyze.diagnose import SELF_STALL_AFTER_S, _by_time, _stall_explaining
+
+    def full_scan(stalls, t):
+        for st, reason, *_ in stalls:
+            d = (t - st).total_seconds()
+            if 0 <= d <= SELF_STALL_AFTER_S or ("shutdown" in reason and abs(d) <= SELF_STALL_AFTER_S):
+                return (st, reason, *_)
+        return None
+
+    rnd = random.Random(9)
+    t0 = dt.datetime(2026, 11, 23, tzinfo=dt.timezone.utc)
+    found = 0
+    for _ in range(300):
+        stalls = [(t0 + dt.timedelta(seconds=rnd.randrange(0, 3600)), rnd.choice(["its own shutdown", "a GC pause"]),
+                   None, k) for k in range(rnd.randrange(0, 30))]
+        index = _by_time(stalls) if stalls else None
+        for _ in range(20):
+            t = t0 + dt.timedelta(seconds=rnd.randrange(-300, 3900))
+            assert _stall_explaining(index, t) == full_scan(stalls, t)
+            found += full_scan(stalls, t) is not None
+    assert 1000 < found < 5000  # both outcomes were exercised

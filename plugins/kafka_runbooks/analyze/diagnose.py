@@ -16,6 +16,7 @@ Honesty rules (issue 5 §3, issue 9 §4):
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
 import ipaddress
 import re
@@ -524,9 +525,32 @@ def _self_stalls(logs: dict[int | None, list[ParsedFile]], gc: dict[int | None, 
     return out
 
 
+def _by_time(stalls: list[tuple]) -> tuple[list[dt.datetime], list[int], list[tuple]]:
+    """A broker's stalls, searchable by time: (their times sorted, their indexes in that order, the stalls)."""
+    order = sorted(range(len(stalls)), key=lambda k: stalls[k][0])
+    return [stalls[k][0] for k in order], order, stalls
+
+
+def _stall_explaining(index, t: dt.datetime) -> tuple | None:
+    """The first of a broker's stalls (in _self_stalls' order) that explains its fetch error at ``t``: the error
+    came at most SELF_STALL_AFTER_S after it, or that close to a shutdown on either side. Only the stalls within
+    that distance of ``t`` are looked at (a long log holds thousands of each)."""
+    if index is None:
+        return None
+    times, order, stalls = index
+    near = order[bisect.bisect_left(times, t - dt.timedelta(seconds=SELF_STALL_AFTER_S)):
+                 bisect.bisect_right(times, t + dt.timedelta(seconds=SELF_STALL_AFTER_S))]
+    for k in sorted(near):
+        st, reason = stalls[k][0], stalls[k][1]
+        d = (t - st).total_seconds()
+        if 0 <= d <= SELF_STALL_AFTER_S or ("shutdown" in reason and abs(d) <= SELF_STALL_AFTER_S):
+            return stalls[k]
+    return None
+
+
 def _fetch_findings(files: list[ParsedFile], window: Window, offsets, gc) -> list[Finding]:
     logs = _logs(files)
-    stalls = _self_stalls(logs, gc, offsets)
+    stall_index = {b: _by_time(xs) for b, xs in _self_stalls(logs, gc, offsets).items()}
     errors: dict[int, list[tuple[ParsedFile, LogRecord, dt.datetime | None, int | None]]] = defaultdict(list)
     excluded: list[dict] = []
     reporters_all: dict[int | None, set] = defaultdict(set)  # reporter -> leaders it reports
@@ -547,11 +571,10 @@ def _fetch_findings(files: list[ParsedFile], window: Window, offsets, gc) -> lis
                 if "client_shutdown" in r.attrs:
                     why = "the reporting broker stopped this fetcher itself (leadership moved or it was shutting down)"
                 elif t is not None:
-                    for st, reason, sf, sl in stalls.get(reporter, []):
-                        if 0 <= (t - st).total_seconds() <= SELF_STALL_AFTER_S or (
-                                "shutdown" in reason and abs((t - st).total_seconds()) <= SELF_STALL_AFTER_S):
-                            why = f"logged by broker {reporter} right after {reason} ({sf.path}:{sl})"
-                            break
+                    stall = _stall_explaining(stall_index.get(reporter), t)
+                    if stall is not None:
+                        _, reason, sf, sl = stall
+                        why = f"logged by broker {reporter} right after {reason} ({sf.path}:{sl})"
                 if why:
                     excluded.append({"leader": leader, "reporter": reporter, "source": f.path, "line": r.line, "why": why})
                     continue
