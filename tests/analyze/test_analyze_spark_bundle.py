@@ -457,3 +457,27 @@ def test_a_logs_pieces_count_only_when_they_cover_it_at_the_size_its_survey_read
         N._Feeder.__init__ = real
     assert r["scan"] is None and "ended" in r["problem"] and r["written"] == [], r
     assert not list((tmp_path / "shrunk").rglob("*.parquet"))
+
+
+@pytest.mark.timeout(60)
+def test_every_reader_of_a_piece_refuses_a_fifo(tmp_path):
+    """A log swapped for a named pipe after its layout was read: rg's own input, the line-start search, the line
+    count and the feeder each open it as evidence (a regular file only), so the piece fails with the reason instead
+    of waiting for a writer that never comes."""
+    import os
+
+    from kafka_runbooks.analyze import nativescan as N
+    from kafka_runbooks.analyze.survey import line_start_at_or_after, newlines_before
+
+    fifo = tmp_path / "server.log"
+    os.mkfifo(fifo)
+    rg = N.find_rg("rg")
+    for read in (lambda: N.RgRun(rg, str(fifo)), lambda: N.RgRun(rg, str(fifo), 10, 1),
+                 lambda: line_start_at_or_after(str(fifo), 10), lambda: newlines_before(str(fifo), 10)):
+        with pytest.raises(OSError, match="not a regular file"):
+            read()
+    r, w = os.pipe()
+    os.close(r)
+    feeder = N._Feeder(str(fifo), 0, 10, w)
+    with pytest.raises(N.FeedError, match="not a regular file"):
+        feeder.join()

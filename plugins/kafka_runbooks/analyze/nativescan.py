@@ -177,13 +177,15 @@ class RgRun:
                     self.proc.wait()
                     self.proc.stdout.close()
                     raise
-            elif start:  # rg reads the rest of the file as its standard input
-                with open(local_path, "rb") as src:
-                    src.seek(start)
-                    self.proc = subprocess.Popen(argv + ["-"], stdout=subprocess.PIPE, stderr=self.err, stdin=src)
-            else:
-                self.proc = subprocess.Popen(argv + ["--", local_path], stdout=subprocess.PIPE, stderr=self.err,
-                                             stdin=subprocess.DEVNULL)
+            else:  # rg reads the file opened here (a regular file only, whatever its name points to by then)
+                with U.open_binary(local_path) as src:
+                    fd = src.fileno()
+                    if start == 0 and os.path.exists(f"/proc/self/fd/{fd}"):  # by name: rg's faster read
+                        self.proc = subprocess.Popen(argv + ["--", f"/proc/self/fd/{fd}"], stdout=subprocess.PIPE,
+                                                     stderr=self.err, stdin=subprocess.DEVNULL, pass_fds=(fd,))
+                    else:  # from ``start`` on, as its standard input
+                        src.seek(start)
+                        self.proc = subprocess.Popen(argv + ["-"], stdout=subprocess.PIPE, stderr=self.err, stdin=src)
         except BaseException:
             self.err.close()
             raise
@@ -248,7 +250,7 @@ class _Feeder:
 
     def _run(self, path: str, offset: int, count: int, w: int) -> None:
         try:
-            with open(path, "rb") as src:
+            with U.open_binary(path) as src:
                 fd, kernel = src.fileno(), True
                 while count > 0:
                     n = 0

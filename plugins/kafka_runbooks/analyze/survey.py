@@ -169,7 +169,7 @@ def survey_file(path: str, file_uri: str, split_bytes: int, want_layout: bool = 
 def newlines_before(local_path: str, end: int) -> int:
     """The number of line breaks in a file's first ``end`` bytes."""
     n = 0
-    with open(local_path, "rb") as fh:
+    with U.open_binary(local_path) as fh:
         while end > 0:
             chunk = fh.read(min(CHUNK, end))
             if not chunk:
@@ -183,7 +183,7 @@ def line_start_at_or_after(local_path: str, pos: int) -> int:
     """The offset of the first line of a file that starts at or after byte ``pos`` (the file's size if none)."""
     if pos <= 0:
         return 0
-    with open(local_path, "rb") as fh:
+    with U.open_binary(local_path) as fh:
         fh.seek(pos - 1)
         at = pos - 1
         while True:
