@@ -24,6 +24,9 @@ def airflow_environment(home: Path, lab_env: Mapping[str, str]) -> dict[str, str
         "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
+        # DAG files are parsed in this process (dag.test()); Airflow's import timeout arms SIGALRM and
+        # disarms it after each file, which also cancels a caller's own alarm (pytest-timeout's)
+        "AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT": "0",
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home}/airflow.db",
         "AIRFLOW__LOGGING__LOGGING_LEVEL": os.environ.get("AIRFLOW__LOGGING__LOGGING_LEVEL", "INFO"),
         "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),

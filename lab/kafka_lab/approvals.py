@@ -4,6 +4,10 @@ Drills and tests use it in place of a person clicking in the UI. It writes the r
 task's HITL detail row and submits the resume event — exactly the two things
 ``PATCH /api/v2/dags/{dag}/dagRuns/{run}/taskInstances/{task}/-1/hitlDetails`` does — so the
 operator's own validation and ``execute_complete`` path run unchanged.
+
+It answers only a task that parked after it started (never a stale one from an earlier run), and if
+it cannot answer by its deadline it fails that task: ``dag.test()`` waits for input without bound,
+so a responder that gives up silently would hang its caller.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ class Responder:
         from airflow.models import import_all_models
 
         import_all_models()
+        self._stale = self._awaiting_ids()
         self._thread.start()
         return self
 
@@ -54,40 +59,77 @@ class Responder:
         self.stop()
 
     def _run(self) -> None:
+        from sqlalchemy.exc import OperationalError
+
+        deadline = time.monotonic() + self.timeout_s
         try:
-            deadline = time.monotonic() + self.timeout_s
-            while not self._stop.is_set() and time.monotonic() < deadline:
-                if self._answer_once():
-                    return
+            while not self._stop.is_set():
+                try:
+                    if self._answer_once():
+                        return
+                except OperationalError as exc:  # SQLite busy under the task's own writes: try again
+                    if time.monotonic() >= deadline:
+                        raise
+                    self._last_transient = exc
+                if time.monotonic() >= deadline:
+                    raise TimeoutError(f"{self.task_id} of {self.dag_id} not answered within {self.timeout_s:.0f} s")
                 self._stop.wait(0.3)
         except BaseException as exc:  # surfaced to the caller through .error
             self.error = exc
+            self._fail_waiting()
+
+    def _awaiting(self, session):
+        from sqlalchemy import select
+
+        from airflow.models.taskinstance import TaskInstance as TI
+        from airflow.utils.state import TaskInstanceState
+
+        return session.scalars(
+            select(TI).where(
+                TI.dag_id == self.dag_id,
+                TI.task_id == self.task_id,
+                TI.state == TaskInstanceState.AWAITING_INPUT,
+            )
+        ).all()
+
+    def _awaiting_ids(self) -> frozenset:
+        from airflow.utils.session import create_session
+
+        with create_session() as session:
+            return frozenset(ti.id for ti in self._awaiting(session))
+
+    def _fail_waiting(self) -> None:
+        """Ends the wait of the caller's dag.test() when this responder cannot answer."""
+        from airflow.utils.session import create_session
+        from airflow.utils.state import TaskInstanceState
+
+        try:
+            with create_session() as session:
+                for ti in self._awaiting(session):
+                    if ti.id not in self._stale:
+                        ti.set_state(TaskInstanceState.FAILED, session=session)
+        except Exception:  # the original error is what the caller needs to see
+            pass
 
     def _answer_once(self) -> bool:
         from sqlalchemy import select
 
         from airflow._shared.timezones import timezone
         from airflow.models.hitl import HITLDetail, HITLUser
-        from airflow.models.taskinstance import TaskInstance as TI
         from airflow.models.trigger import handle_event_submit
         from airflow.triggers.base import TriggerEvent
         from airflow.utils.session import create_session
-        from airflow.utils.state import TaskInstanceState
 
         with create_session() as session:
-            ti = session.scalar(
-                select(TI).where(
-                    TI.dag_id == self.dag_id,
-                    TI.task_id == self.task_id,
-                    TI.state == TaskInstanceState.AWAITING_INPUT,
-                )
-            )
-            if ti is None:
-                return False
-            if self.sweep_timeouts:
-                return self._sweep(ti)
-            detail = session.scalar(select(HITLDetail).where(HITLDetail.ti_id == ti.id))
-            if detail is None or detail.response_received:
+            for ti in self._awaiting(session):
+                if ti.id in self._stale:
+                    continue
+                if self.sweep_timeouts:
+                    return self._sweep(ti)
+                detail = session.scalar(select(HITLDetail).where(HITLDetail.ti_id == ti.id))
+                if detail is not None and not detail.response_received:
+                    break
+            else:
                 return False
             if self.option not in (detail.options or []):
                 raise ValueError(f"{self.option!r} is not one of {detail.options}")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .load import offsets_partition
 from .procs import LabError
-from .topics import OFFSETS, OFFSETS_PARTITIONS, admin
+from .topics import OFFSETS, OFFSETS_PARTITIONS, admin, delete_topic
 
 FILL_TOPIC = "kafka-lab-offsets-fill"
 
@@ -88,10 +88,4 @@ def grow(data_dirs: list[Path], partition: int, target_bytes: int, *, segment_by
 def undo(timeout: float = 60) -> None:
     """segment.bytes back to what Kafka created the topic with, and the fill topic deleted."""
     _set_segment_bytes(OFFSETS_SEGMENT_BYTES, timeout)
-    a = admin()
-    fs = a.delete_topics([FILL_TOPIC], operation_timeout=timeout)
-    try:
-        fs[FILL_TOPIC].result(timeout)
-    except Exception as exc:  # noqa: BLE001 - not there: nothing to delete
-        if "does not exist" not in str(exc) and "UNKNOWN_TOPIC" not in str(exc):
-            raise
+    delete_topic(FILL_TOPIC, timeout)

@@ -55,6 +55,23 @@ def create_topics(timeout: float = 60) -> None:
             raise LabError(f"creating topic {name} failed: {exc}") from exc
 
 
+def delete_topic(name: str, timeout: float = 180) -> None:
+    """Deletes a topic; a topic already gone counts as deleted. Each try uses a new client: a request sent to a
+    controller that restarted under it (a test's roll) can stay unanswered, so the try times out and is sent again."""
+    deadline = time.monotonic() + timeout
+    while True:
+        a = admin()  # referenced until its future resolves
+        try:
+            a.delete_topics([name])[name].result(max(1.0, min(30.0, deadline - time.monotonic())))
+            return
+        except Exception as exc:  # noqa: BLE001 - KafkaException (the broker's error) or the future's TimeoutError
+            if "UNKNOWN_TOPIC" in str(exc) or "does not exist" in str(exc):
+                return
+            if time.monotonic() >= deadline:
+                raise LabError(f"topic {name} not deleted within {timeout:.0f} s: {exc!r}") from exc
+        time.sleep(2)
+
+
 def force_offsets_topic(timeout: float = 60) -> None:
     """Kafka creates __consumer_offsets on the first FindCoordinator request: a consumer asks for a committed
     offset until a coordinator answers. (AdminClient.describe_consumer_groups is not used for this: while no

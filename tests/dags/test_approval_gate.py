@@ -101,3 +101,12 @@ def test_dry_run_shows_the_plan_and_changes_nothing(cluster_env):
     assert [s["broker_id"] for s in out["plan"]["steps"]] == [2, 3, 1]  # every broker, the controller (1) last
     assert _xcom(run, "close")["status"] == "dry run"
     assert not webhook.received
+
+
+def test_a_responder_that_cannot_answer_ends_the_wait_instead_of_hanging(cluster_env):
+    """The test harness itself: dag.test() waits for input without bound, so a responder that fails
+    must fail the parked task (and say why), never leave its caller waiting."""
+    with Responder(DAG_ID, "approve", "Maybe", user="oncall-bob", timeout_s=120) as responder:
+        run = load_dags().get_dag(DAG_ID).test(run_conf=_form())
+    assert isinstance(responder.error, ValueError) and "'Maybe' is not one of" in str(responder.error)
+    assert _states(run)["approve"] == "failed" and _states(run)["execute"] == "upstream_failed", _states(run)

@@ -72,3 +72,19 @@ def test_dag_files_import_nothing_slow():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert json.loads(out.stdout.strip().splitlines()[-1]) == []
+
+
+def test_parsing_the_dags_leaves_a_pending_alarm_armed():
+    """pytest-timeout's alarm must survive dag.test()'s in-process parse, or a hung test hangs the suite."""
+    import signal
+
+    armed, _ = signal.getitimer(signal.ITIMER_REAL)  # pytest-timeout's own (signal method), if any
+    if not armed:
+        signal.setitimer(signal.ITIMER_REAL, 300)
+    try:
+        load_dags()
+        remaining, _ = signal.getitimer(signal.ITIMER_REAL)
+    finally:
+        if not armed:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+    assert remaining > 0

@@ -64,7 +64,7 @@ def roll(form: dict, approve: bool = True):
         return dag.test(run_conf=form)
     with Responder(DAG_ID, "approve", "Approve", user=APPROVER, timeout_s=600) as responder:
         run = dag.test(run_conf=form)
-    assert responder.error is None
+    assert responder.error is None and responder.answered_run_ids == [run.run_id], (responder.error, responder.answered_run_ids)
     return run
 
 
@@ -94,13 +94,10 @@ def zk_client():
 
 def delete_topic(lab, name: str) -> None:
     """Tests leave no topic behind: the next test's safety checks read every partition."""
-    from confluent_kafka.admin import AdminClient
-
     from kafka_lab.procs import wait_until
-    from kafka_lab.topics import bootstrap_all
+    from kafka_lab.topics import delete_topic as delete
 
-    admin = AdminClient({"bootstrap.servers": bootstrap_all()})  # referenced until its future resolves
-    admin.delete_topics([name])[name].result(60)
+    delete(name)
     wait_until(lambda: lab.kazoo().exists(f"/brokers/topics/{name}") is None, 120, f"topic {name} deleted")
 
 
