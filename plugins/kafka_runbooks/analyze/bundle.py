@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 from . import uri as U
-from .diagnose import ParsedFile
+from .parsed_file import ParsedFile
 from .lockgraph import build_wait_for_graph, find_cycles
 from .logsummary import event_rows, summarize
 from .parsers import LOG_KINDS, NOT_PARSED, parse_content

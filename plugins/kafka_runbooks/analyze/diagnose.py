@@ -21,7 +21,7 @@ import datetime as dt
 import ipaddress
 import re
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Iterable
 
 from ..model import Evidence, Finding, Severity
@@ -35,6 +35,7 @@ from .parsers.listings import is_timeout
 from .parsers.logs import LogRecord
 from .parsers.misc import PROC_STATES, HeapInfo, OpenFiles, ProcessStat
 from .parsers.sockets import SocketTable
+from .parsed_file import ParsedFile  # noqa: F401 - part of this module's API
 
 DEFAULT_BROKER_PORT = 9092
 CLOSE_WAIT_MIN = 5
@@ -63,27 +64,6 @@ API_KEYS = {
     61: ("DescribeProducers", "2.8.0"), 65: ("DescribeTransactions", "3.0.0"), 66: ("ListTransactions", "3.0.0"),
     68: ("ConsumerGroupHeartbeat", "3.5.0"),
 }
-
-
-@dataclass
-class ParsedFile:
-    path: str  # bundle-relative
-    kind: str
-    broker_id: int | None = None
-    host: str | None = None
-    result: Any = None  # parser result (LogSummary for logs), None when not parsed
-    problems: list[str] = field(default_factory=list)  # problems before/while parsing (missing file, sha256, budget)
-    seq: str = ""  # ordering key among files of one kind (command started_at, else path)
-    bytes: int = 0
-    notes: list[str] = field(default_factory=list)  # non-fatal remarks (no sha256 in the manifest, ...)
-    server: str | None = None  # ZooKeeper server id/address for zk_* kinds
-    embedded: bool = False  # thread dumps found inside another file (kafkaServer.out)
-    parse_s: float | None = None
-    duplicate_of: str | None = None  # a log whose records repeat another log of the broker (read once)
-
-    @property
-    def reasons(self) -> list[str]:
-        return list(self.problems) + list(getattr(self.result, "unparsable", []) or [])
 
 
 @dataclass(frozen=True)

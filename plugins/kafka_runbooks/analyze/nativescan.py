@@ -326,7 +326,7 @@ class _Summary:
 def scanned_file(e: dict, s, counts: dict[str, int], sample: list[dict[str, Any]], minutes: list[dict[str, Any]]):
     """The ParsedFile of a big log read by the Spark job (either scan): its bounded summary, with the survey's
     layout, sampled share, line count, first/last times and damage notes."""
-    from .diagnose import ParsedFile
+    from .parsed_file import ParsedFile
 
     rows = sorted(sample, key=lambda r: r["line"])
     shown: dict[str, int] = {}
@@ -372,29 +372,6 @@ def _next_two(m, a, b) -> tuple[int, int, bytes, bytes | None, bytes | None]:
     return n, m[2], m[3], b1, b2
 
 
-def _arrow_table(rows: list[dict[str, Any]], schema):
-    """log_events rows of one file -> an Arrow table; the attrs map is built from flat key/value arrays (a Python
-    list of pairs per row converts several times slower)."""
-    import pyarrow as pa
-
-    cols = {}
-    for f in schema:
-        if f.name in ("path", "broker_id", "layout"):  # one value per file
-            cols[f.name] = pa.repeat(pa.scalar(rows[0][f.name], f.type), len(rows))
-        elif f.name == "attrs":
-            offsets, keys, values = [0], [], []
-            for r in rows:
-                a = r["attrs"]
-                keys.extend(a)
-                values.extend(a.values())
-                offsets.append(len(keys))
-            cols["attrs"] = pa.MapArray.from_arrays(pa.array(offsets, pa.int32()), pa.array(keys, pa.string()),
-                                                    pa.array(values, pa.string()))
-        else:
-            cols[f.name] = pa.array([r[f.name] for r in rows], f.type)
-    return pa.Table.from_pydict(cols, schema=schema)
-
-
 def scan_file(rg: "str | RgRun", local_path: str, path: str, broker_id: int | None, layout: str, out_uri: str, key: str,
               written: list[str] | None = None, byte_range: tuple[int, int | None] = (0, None)):
     """rg over one file (``rg``: the binary, or a run already started) -> (counts, sample rows, minute rows) of the
@@ -404,7 +381,7 @@ def scan_file(rg: "str | RgRun", local_path: str, path: str, broker_id: int | No
     run = rg if isinstance(rg, RgRun) else RgRun(rg, local_path)
     import pyarrow.parquet as pq
 
-    from .tables import SCHEMAS, table_dir
+    from .tables import SCHEMAS, arrow_table, table_dir
 
     schema = SCHEMAS["log_events"]
     agg = _Summary()
@@ -419,7 +396,7 @@ def scan_file(rg: "str | RgRun", local_path: str, path: str, broker_id: int | No
         nonlocal writer, target
         if not batch:
             return
-        t = _arrow_table(batch, schema)
+        t = arrow_table(batch, schema)
         if writer is None:
             if U.is_local(d):
                 os.makedirs(U.local_path(d), exist_ok=True)

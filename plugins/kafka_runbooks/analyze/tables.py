@@ -8,8 +8,11 @@ tasks, ``python`` = by the Python tasks); readers see one table.
 from __future__ import annotations
 
 import hashlib
+import operator
+from itertools import chain, compress, repeat
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from . import uri as U
@@ -55,15 +58,82 @@ def table_dir(out_uri: str, table: str, source: str = "python") -> str:
     return U.join(d, f"source={source}") if table == "log_events" else d
 
 
-def _conform(table: str, rows: list[dict[str, Any]]) -> pa.Table:
-    schema = SCHEMAS[table]
-    cols = {}
-    for f in schema:
-        vals = [r.get(f.name) for r in rows]
-        if pa.types.is_map(f.type):
-            vals = [list((v or {}).items()) for v in vals]
-        cols[f.name] = vals
-    return pa.Table.from_pydict(cols, schema=schema)
+# Arrow columns are built from their buffers, not with pa.array(): that call (and pa.scalar) imports pandas on
+# first use to ask whether its argument is a pandas object, ~0.25 s in every fresh Python worker.
+_NUMPY = {I: "int32", L: "int64", D: "float64"}
+_TYPES = {I: {int}, L: {int}, D: {float, int}, B: {bool}, S: {str}}
+
+
+def _checked(vals: list, typ: pa.DataType, name: str) -> int:
+    """-> the number of nulls; a value of another type is an error (as pa.array would raise), not a conversion."""
+    kinds = set(map(type, vals))
+    nulls = vals.count(None) if type(None) in kinds else 0
+    kinds.discard(type(None))
+    if not kinds <= _TYPES[typ]:
+        raise TypeError(f"column {name} ({typ}): values of type {sorted(k.__name__ for k in kinds - _TYPES[typ])}")
+    return nulls
+
+
+def _valid(vals: list, nulls: int) -> tuple[bytes, Any]:
+    """-> (a byte per value, 1 where not null; the validity bitmap), or (b"", None) without nulls."""
+    if not nulls:
+        return b"", None
+    flags = bytes(map(operator.is_not, vals, repeat(None)))
+    return flags, pa.py_buffer(np.packbits(np.frombuffer(flags, np.bool_), bitorder="little"))
+
+
+def _offsets(lengths) -> pa.Buffer:
+    offsets = np.zeros(len(lengths) + 1, np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    return pa.py_buffer(offsets)
+
+
+def _strings(vals: list, nulls: int, name: str) -> pa.Array:
+    flags, validity = _valid(vals, nulls)
+    present = list(compress(vals, flags)) if nulls else vals
+    try:
+        text = "".join(present)
+    except TypeError as exc:
+        raise TypeError(f"column {name} ({S}): {exc}") from None
+    data = text.encode("utf-8")
+    if len(data) >= 1 << 31:
+        raise ValueError(f"column {name}: {len(data)} bytes of text, over a string column's 2 GiB")
+    lengths = list(map(len, present)) if len(data) == len(text) else [len(v.encode("utf-8")) for v in present]
+    if nulls:
+        full = np.zeros(len(vals), np.int64)
+        full[np.frombuffer(flags, np.bool_)] = lengths
+        lengths = full
+    return pa.StringArray.from_buffers(len(vals), _offsets(lengths), pa.py_buffer(data), validity, nulls)
+
+
+def _column(vals: list, typ: pa.DataType, name: str) -> pa.Array:
+    if pa.types.is_map(typ):  # None is an empty map
+        maps = [v or {} for v in vals] if None in vals else vals
+        return pa.MapArray.from_arrays(pa.Array.from_buffers(pa.int32(), len(maps) + 1, [None, _offsets(list(map(len, maps)))]),
+                                       _column(list(chain.from_iterable(maps)), typ.key_type, f"{name}.key"),
+                                       _column(list(chain.from_iterable(map(dict.values, maps))), typ.item_type, f"{name}.value"))
+    if typ == S:  # "".join checks the values are text
+        nulls = vals.count(None)
+        return pa.nulls(len(vals), typ) if nulls == len(vals) else _strings(vals, nulls, name)
+    nulls = _checked(vals, typ, name)
+    if nulls == len(vals):
+        return pa.nulls(len(vals), typ)
+    _, validity = _valid(vals, nulls)
+    filled = [(False if typ == B else 0) if v is None else v for v in vals] if nulls else vals
+    if typ == B:
+        data = np.packbits(np.array(filled, np.bool_), bitorder="little")
+    else:
+        try:
+            data = np.array(filled, _NUMPY[typ])
+        except OverflowError as exc:  # a Python int out of the type's range
+            raise OverflowError(f"column {name} ({typ}): {exc}") from None
+    return pa.Array.from_buffers(typ, len(vals), [validity, pa.py_buffer(data)], nulls)
+
+
+def arrow_table(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
+    """Rows (dicts; a missing key is null) -> an Arrow table of ``schema``, without importing pandas."""
+    return pa.Table.from_arrays([_column(list(map(dict.get, rows, repeat(f.name))), f.type, f.name) for f in schema],
+                                schema=schema)
 
 
 def write_part(out_uri: str, table: str, rows: list[dict[str, Any]], key: str) -> str | None:
@@ -74,7 +144,7 @@ def write_part(out_uri: str, table: str, rows: list[dict[str, Any]], key: str) -
 
     name = f"part-{hashlib.sha256(key.encode()).hexdigest()[:20]}.parquet"
     d = table_dir(out_uri, table)
-    t = _conform(table, rows)
+    t = arrow_table(rows, SCHEMAS[table])
     if U.is_local(d):
         import os
 
