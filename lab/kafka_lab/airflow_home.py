@@ -25,7 +25,8 @@ def airflow_environment(home: Path, lab_env: Mapping[str, str]) -> dict[str, str
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
         # DAG files are parsed in this process (dag.test()); Airflow's import timeout arms SIGALRM and
-        # disarms it after each file, which also cancels a caller's own alarm (pytest-timeout's)
+        # disarms it after each file, which also cancels a caller's own alarm (pytest-timeout's). A task's
+        # execution_timeout would do the same under dag.test(): none of the DAGs sets one
         "AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT": "0",
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home}/airflow.db",
         "AIRFLOW__LOGGING__LOGGING_LEVEL": os.environ.get("AIRFLOW__LOGGING__LOGGING_LEVEL", "INFO"),

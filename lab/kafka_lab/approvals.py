@@ -5,9 +5,10 @@ task's HITL detail row and submits the resume event — exactly the two things
 ``PATCH /api/v2/dags/{dag}/dagRuns/{run}/taskInstances/{task}/-1/hitlDetails`` does — so the
 operator's own validation and ``execute_complete`` path run unchanged.
 
-It answers only a task that parked after it started (never a stale one from an earlier run), and if
-it cannot answer by its deadline it fails that task: ``dag.test()`` waits for input without bound,
-so a responder that gives up silently would hang its caller.
+It answers only a task that parked after it started (never a stale one from an earlier run). If it
+cannot answer (an error, or ``timeout_s`` after the task parked) it fails that task, and any that
+parks later, until stopped: ``dag.test()`` waits for input without bound, so a responder that gave up
+silently would hang its caller.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ class Responder:
 
     def __post_init__(self) -> None:
         self._stop = threading.Event()
+        self._parked_at: float | None = None  # when a task of this responder's first parked
         self._thread = threading.Thread(target=self._run, name=f"hitl-responder-{self.task_id}", daemon=True)
 
     def start(self) -> "Responder":
@@ -61,22 +63,24 @@ class Responder:
     def _run(self) -> None:
         from sqlalchemy.exc import OperationalError
 
-        deadline = time.monotonic() + self.timeout_s
         try:
             while not self._stop.is_set():
                 try:
-                    if self._answer_once():
-                        return
-                except OperationalError as exc:  # SQLite busy under the task's own writes: try again
-                    if time.monotonic() >= deadline:
-                        raise
-                    self._last_transient = exc
-                if time.monotonic() >= deadline:
-                    raise TimeoutError(f"{self.task_id} of {self.dag_id} not answered within {self.timeout_s:.0f} s")
+                    answered = self._answer_once()
+                except OperationalError:  # SQLite busy under the task's own writes: try again
+                    answered = None
+                if answered is not None:
+                    self.answered_run_ids.append(answered)
+                    return
+                if self._parked_at is not None and time.monotonic() - self._parked_at >= self.timeout_s:
+                    raise TimeoutError(f"{self.task_id} of {self.dag_id} not answered within {self.timeout_s:.0f} s "
+                                       "of parking")
                 self._stop.wait(0.3)
         except BaseException as exc:  # surfaced to the caller through .error
             self.error = exc
-            self._fail_waiting()
+            while not self._stop.is_set():  # also a task that parks later: nobody will answer it
+                self._fail_waiting()
+                self._stop.wait(0.3)
 
     def _awaiting(self, session):
         from sqlalchemy import select
@@ -103,15 +107,18 @@ class Responder:
         from airflow.utils.session import create_session
         from airflow.utils.state import TaskInstanceState
 
+        from sqlalchemy.exc import OperationalError
+
         try:
             with create_session() as session:
                 for ti in self._awaiting(session):
                     if ti.id not in self._stale:
                         ti.set_state(TaskInstanceState.FAILED, session=session)
-        except Exception:  # the original error is what the caller needs to see
+        except OperationalError:  # SQLite busy: the caller's loop tries again
             pass
 
-    def _answer_once(self) -> bool:
+    def _answer_once(self) -> str | None:
+        """-> the run id of the task answered (its session committed), else None."""
         from sqlalchemy import select
 
         from airflow._shared.timezones import timezone
@@ -124,13 +131,15 @@ class Responder:
             for ti in self._awaiting(session):
                 if ti.id in self._stale:
                     continue
+                if self._parked_at is None:
+                    self._parked_at = time.monotonic()
                 if self.sweep_timeouts:
-                    return self._sweep(ti)
+                    return ti.run_id if self._sweep(ti) else None
                 detail = session.scalar(select(HITLDetail).where(HITLDetail.ti_id == ti.id))
                 if detail is not None and not detail.response_received:
                     break
             else:
-                return False
+                return None
             if self.option not in (detail.options or []):
                 raise ValueError(f"{self.option!r} is not one of {detail.options}")
             detail.responded_by = HITLUser(id=self.user, name=self.user)
@@ -139,8 +148,8 @@ class Responder:
             detail.params_input = {}
             session.add(detail)
             handle_event_submit(TriggerEvent(detail.as_resume_event_payload()), task_instance=ti, session=session)
-            self.answered_run_ids.append(ti.run_id)
-            return True
+            run_id = ti.run_id
+        return run_id  # after the commit: a commit that fails is tried again, not counted
 
     def _sweep(self, ti) -> bool:
         """Let the scheduler's own AWAITING_INPUT timeout sweep resolve the task once it is due."""
@@ -151,5 +160,4 @@ class Responder:
         if ti.trigger_timeout is None or ti.trigger_timeout > timezone.utcnow():
             return False
         SchedulerJobRunner(job=Job()).check_awaiting_input_timeouts()
-        self.answered_run_ids.append(ti.run_id)
         return True

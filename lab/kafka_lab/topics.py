@@ -56,20 +56,26 @@ def create_topics(timeout: float = 60) -> None:
 
 
 def delete_topic(name: str, timeout: float = 180) -> None:
-    """Deletes a topic; a topic already gone counts as deleted. Each try uses a new client: a request sent to a
-    controller that restarted under it (a test's roll) can stay unanswered, so the try times out and is sent again."""
+    """Deletes a topic and waits until no broker's metadata has it; a topic already gone counts as deleted. Each try
+    uses a new client: a request sent to a controller that restarted under it (a test's roll) can stay unanswered."""
     deadline = time.monotonic() + timeout
+    asked = False
     while True:
         a = admin()  # referenced until its future resolves
         try:
-            a.delete_topics([name])[name].result(max(1.0, min(30.0, deadline - time.monotonic())))
-            return
+            if not asked:
+                a.delete_topics([name])[name].result(max(1.0, min(30.0, deadline - time.monotonic())))
+                asked = True
+            if name not in a.list_topics(timeout=5).topics:
+                return
+            last: object = "still in the cluster's metadata"
         except Exception as exc:  # noqa: BLE001 - KafkaException (the broker's error) or the future's TimeoutError
             if "UNKNOWN_TOPIC" in str(exc) or "does not exist" in str(exc):
                 return
-            if time.monotonic() >= deadline:
-                raise LabError(f"topic {name} not deleted within {timeout:.0f} s: {exc!r}") from exc
-        time.sleep(2)
+            last = repr(exc)
+        if time.monotonic() >= deadline:
+            raise LabError(f"topic {name} not deleted within {timeout:.0f} s: {last}")
+        time.sleep(1)
 
 
 def force_offsets_topic(timeout: float = 60) -> None:

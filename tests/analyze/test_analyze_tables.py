@@ -52,7 +52,8 @@ def test_edge_cases_equal_pa_array():
 
 @pytest.mark.parametrize("column, value, error", [("i", "7", TypeError), ("i", 1.5, TypeError), ("i", True, TypeError),
                                                   ("i", 2**31, OverflowError), ("s", 7, TypeError), ("d", "1.5", TypeError),
-                                                  ("b", 1, TypeError), ("m", {"k": 1}, TypeError)])
+                                                  ("b", 1, TypeError), ("m", {"k": 1}, TypeError),
+                                                  ("d", 2**53 + 1, ValueError), ("l", 2**63, OverflowError)])
 def test_a_value_of_the_wrong_type_or_range_is_an_error_not_a_conversion(column, value, error):
     with pytest.raises(error, match=f"column {column}"):
         arrow_table([{column: None}, {column: value}], SCHEMA)

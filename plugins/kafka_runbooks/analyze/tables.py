@@ -71,6 +71,8 @@ def _checked(vals: list, typ: pa.DataType, name: str) -> int:
     kinds.discard(type(None))
     if not kinds <= _TYPES[typ]:
         raise TypeError(f"column {name} ({typ}): values of type {sorted(k.__name__ for k in kinds - _TYPES[typ])}")
+    if typ == D and int in kinds and any(abs(v) > 1 << 53 for v in vals if type(v) is int):
+        raise ValueError(f"column {name} ({typ}): an integer a double cannot hold exactly")
     return nulls
 
 
