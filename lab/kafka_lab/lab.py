@@ -196,7 +196,13 @@ class Lab(FaultsMixin, LeadershipMixin):
         for z in ZK_IDS:
             wait_until(lambda z=z: port_open(zk_ip(z), SSH_PORT), 10, f"sshd on {zk_ip(z)}:{SSH_PORT}")
         self.wait_registered(BROKER_IDS, 120)
-        wait_until(self.controller, 30, "a controller in /kafka/controller")
+        ctrl = wait_until(self.controller, 30, "a controller in /kafka/controller")["brokerid"]
+        # an admin request waits for the controller its broker's metadata names; a broker learns it from the
+        # controller's first UpdateMetadata, which can come after the broker accepts clients (a CI run's
+        # create_topics, sent as the last broker started, timed out "waiting for controller" after 10 s)
+        for b in BROKER_IDS:
+            wait_until(lambda b=b: topics.list_topics_at(b).controller_id == ctrl, 30,
+                       f"broker {b}'s metadata to name controller {ctrl}", interval=0.2)
         topics.create_topics()
         topics.force_offsets_topic()
         self.wait_partitions(lambda ps: len([k for k in ps if k[0] == topics.OFFSETS]) == topics.OFFSETS_PARTITIONS, 60,
