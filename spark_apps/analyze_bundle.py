@@ -37,7 +37,8 @@ from kafka_runbooks.analyze.bundle import (findings_document, integrity_problems
                                            read_manifest)
 from kafka_runbooks.analyze.diagnose import ParsedFile, Window, broker_table, diagnose, file_table, timeline
 from kafka_runbooks.analyze.logsummary import SAMPLE
-from kafka_runbooks.analyze.nativescan import combine_pieces, literal_density, plan_log_tasks, run_log_task, scanned_file
+from kafka_runbooks.analyze.nativescan import (combine_pieces, literal_density, plan_log_tasks, plan_riders, rides, run_log_task,
+                                               scanned_file)
 from kafka_runbooks.analyze.parsers import LOG_KINDS
 from kafka_runbooks.analyze.report_html import render_report
 from kafka_runbooks.analyze.survey import Survey
@@ -273,16 +274,20 @@ def run(spark, bundle: str, out: str | None = None, kafka_version: str | None = 
     pool = ThreadPoolExecutor(max_workers=6, thread_name_prefix="analyze-job")
     tables.clear(out_uri)
 
-    def python_files(es: list[dict]) -> tuple[list[ParsedFile], float]:
+    def python_files(es: list[dict]) -> tuple[list[list[ParsedFile]], float]:
+        """-> the ParsedFiles of each entry, in order, and the job's time."""
         t0 = time.monotonic()
         if not es:
             return [], 0.0
-        pfs = [pf for pfs, _ in sc.parallelize(es, max(1, min(len(es), par * 4)))
-               .map(lambda e: load_entry(bu, e, bb, bps, ou)).collect() for pf in pfs]
-        return pfs, time.monotonic() - t0
+        per_entry = [pfs for pfs, _ in sc.parallelize(es, max(1, min(len(es), par * 4)))
+                     .map(lambda e: load_entry(bu, e, bb, bps, ou)).collect()]
+        return per_entry, time.monotonic() - t0
 
+    # the other files: the small ones ride in the log tasks, the others get tasks of their own (started now)
     py_first = [e for e in entries if e not in log_entries]
-    py_first_job = pool.submit(python_files, [] if log_entries else py_first)  # else they ride with the log tasks
+    riders = [k for k, e in enumerate(py_first) if log_entries and rides(_bytes(e))]
+    own = sorted(set(range(len(py_first))) - set(riders))
+    py_first_job = pool.submit(python_files, [py_first[k] for k in own])
     ports, hosts, snap_versions, bad = _snapshot_info(bundle_uri, entries, manifest)
     pq = U.join(out_uri, "parquet")
     # planning the JVM scan beside the survey only pays when the JVM scan will likely run (it costs driver CPU)
@@ -295,15 +300,15 @@ def run(spark, bundle: str, out: str | None = None, kafka_version: str | None = 
     #    files are parsed in the same tasks
     t = time.monotonic()
     surveys = []
-    riding: list[ParsedFile] = []  # the other files, parsed in the log tasks
+    riding: dict[int, list[ParsedFile]] = {}  # the other files parsed in the log tasks, by their py_first index
     scan_notes: dict[str, list[str]] = {}
     if log_entries:
         tasks = plan_log_tasks([_bytes(e) for e in log_entries], par, rg_exe is not None,
                                _densities(bundle_uri, log_entries) if rg_exe and U.is_local(bundle_uri) else None)
         timings["plan_s"] = round(time.monotonic() - t, 3)
         work = [[("log", w, log_entries[w[0]]) for w in task] for task in tasks]
-        for k, e in enumerate(py_first):  # the other files are parsed in the same tasks (a job of its own would
-            work[-1 - k % len(work)].append(("file", k, e))  # queue behind them or hold cores they need)
+        for t, ks in enumerate(plan_riders(len(work), [_bytes(py_first[riders[j]]) for j in range(len(riders))])):
+            work[t].extend(("file", riders[j], py_first[riders[j]]) for j in ks)
         # a task's results travel pickled and compressed (their sample rows are text: ~20x smaller), under Spark's
         # direct result size (spark.task.maxDirectResultSize, 1 MiB): a bigger one goes through the block manager
         blobs = (sc.parallelize(work, len(work))
@@ -322,7 +327,7 @@ def run(spark, bundle: str, out: str | None = None, kafka_version: str | None = 
                 parts.setdefault(w[0], []).append(r)
             for c, v in r["cost"].items():
                 costs[c] = costs.get(c, 0.0) + v
-        riding = [pf for _, pfs in sorted(parsed, key=lambda x: x[0]) for pf in pfs]
+        riding = dict(parsed)  # py_first index -> its ParsedFiles
         for i, e in enumerate(log_entries):  # back in manifest order
             sd, res = combine_pieces(e, parts[i], out_uri)
             surveys.append((e, sd, res))
@@ -375,8 +380,9 @@ def run(spark, bundle: str, out: str | None = None, kafka_version: str | None = 
         events_df = events_df.persist(StorageLevel.MEMORY_AND_DISK)  # signature rows only: small; aggregated below
         events_df.write.mode("overwrite").parquet(U.join(U.join(pq, "log_events"), "source=spark"))
     timings["scan_s"] = round(time.monotonic() - t, 3)
-    (files, first_s), (then_files, then_s) = py_first_job.result(), py_then_job.result()
-    files = riding + files + then_files
+    (own_files, first_s), (then_files, then_s) = py_first_job.result(), py_then_job.result()
+    by_entry = {**riding, **dict(zip(own, own_files))}
+    files = [pf for k in range(len(py_first)) for pf in by_entry[k]] + [pf for pfs in then_files for pf in pfs]
     timings["python_files_s"] = round(first_s + then_s, 3)  # task time of the Python jobs (overlapped above)
     tables.write_part(out_uri, "files", [{"path": e["path"], "kind": e["kind"], "broker_id": e.get("broker_id"),
                                           "bytes": s.size, "read_by": "spark", "layout": s.layout,

@@ -481,3 +481,42 @@ def test_every_reader_of_a_piece_refuses_a_fifo(tmp_path):
     feeder = N._Feeder(str(fifo), 0, 10, w)
     with pytest.raises(N.FeedError, match="not a regular file"):
         feeder.join()
+
+
+def test_small_files_ride_in_the_log_tasks_by_bytes():
+    from kafka_runbooks.analyze.nativescan import RIDE_MAX, plan_riders, rides
+
+    sizes = [5, 900, 40, 1000, 60, 0, 300]
+    tasks = plan_riders(3, sizes)
+    assert sorted(k for t in tasks for k in t) == list(range(len(sizes)))
+    assert [sum(sizes[k] for k in t) for t in tasks] == [405, 900, 1000]  # biggest first, to the fewest (last on a tie)
+    assert plan_riders(2, []) == [[], []] and plan_riders(1, [3, 4]) == [[1, 0]]
+    assert rides(RIDE_MAX) and not rides(RIDE_MAX + 1)
+
+
+def test_a_big_file_of_another_kind_gets_a_task_of_its_own_and_the_results_are_the_same(spark, tmp_path, monkeypatch):
+    """The other files either ride in the log tasks or get tasks of their own (the big ones): the findings and the
+    files table come out the same, in the manifest's order, whichever way each file went."""
+    files = [("hosts/3/server.log", "server_log", 3, fixture_bytes("real23/broker3.server.log") * 3),
+             ("hosts/1/gc.log", "gc_log", 1, fixture_bytes("real23/broker1.kafkaServer-gc.log")),
+             ("hosts/1/ss-1.out", "sockets_ss", 1, fixture_bytes("real23/ss-tanp.txt")),
+             ("hosts/1/du.out", "log_dir_listing", 1, fixture_bytes("real23/du-sb.txt")),
+             ("hosts/1/dump-log.out", "dump_log", 1, fixture_bytes("real23/segment/dump.log.txt")),
+             ("hosts/1/jstack-1.out", "jstack", 1, fixture_bytes("real23/broker1.jstack.txt"))]
+    files += [(f"zk/{z}/{w}.out", f"zk_{w}", None, fixture_bytes(f"real23/zk{z}.{w}.txt"), str(z))
+              for z in (1, 2) for w in ("srvr", "mntr")]
+    b = make_bundle(tmp_path / "b", files)
+    sizes = sorted(len(f[3]) for f in files[1:])
+    all_ride = run_in_session(spark, b, tmp_path / "ride")
+    import analyze_bundle  # on the path once run_in_session ran
+
+    monkeypatch.setattr(analyze_bundle, "rides", lambda size: size < sizes[len(sizes) // 2])  # half ride
+    mixed = run_in_session(spark, b, tmp_path / "mixed")
+    assert all_ride["timings"]["python_files_s"] == 0 and mixed["timings"]["python_files_s"] > 0
+
+    def same(doc):
+        return ([{k: v for k, v in f.items() if k != "parse_s"} for f in doc["files"]],
+                [{k: v for k, v in f.items() if k != "details"} for f in doc["findings"]])
+
+    assert [f["path"] for f in mixed["files"]] == [f["path"] for f in all_ride["files"]]
+    assert same(mixed) == same(all_ride)

@@ -666,6 +666,27 @@ def plan_log_tasks(sizes: list[int], cores: int, native: bool, densities: list[f
     return [w for w in tasks if w]
 
 
+RIDE_MAX = MIN_PIECE  # a bigger file of another kind gets a task of its own, which Spark gives the first free core
+
+
+def rides(size: int) -> bool:
+    """Whether a file of another kind (jstack, sockets, GC log, ...) of ``size`` bytes is parsed in a log task."""
+    return size <= RIDE_MAX
+
+
+def plan_riders(n: int, sizes: list[int]) -> list[list[int]]:
+    """The small files that ride in the log phase's ``n`` tasks (a job of their own would queue behind the log tasks
+    or hold a core they need) -> per task, the indexes of the files it parses after its log work: biggest first, each
+    to the task with the fewest riding bytes (the last task on a tie)."""
+    tasks: list[list[int]] = [[] for _ in range(n)]
+    load = [0] * n
+    for k in sorted(range(len(sizes)), key=lambda k: -sizes[k]):
+        t = min(range(n - 1, -1, -1), key=lambda t: load[t])
+        tasks[t].append(k)
+        load[t] += sizes[k]
+    return tasks
+
+
 def combine_pieces(e: dict, parts: list[dict[str, Any]], out_uri: str):
     """One log's survey and native scan from its works' results (``survey_log``, ``scan_piece``) -> (survey dict,
     (counts, sample rows, minute rows) or None). The scan counts only when its pieces cover the file, each was
