@@ -38,6 +38,8 @@ SERVICE_HOSTS = {
     "spark_worker": 41,
     "lab_bad_client": 50,  # the lab's bad-request fault sends from here
     "kafka_archive": 51,  # a local stand-in for the Apache archive (kafka_home download test)
+    "postgres": 60,  # servers.Postgres: the product's state database, the deployed Airflow's metadata database
+    "redis": 61,  # servers.Redis: the deployed Airflow's Celery broker
 }
 
 
