@@ -35,7 +35,7 @@ from kafka_runbooks.analyze import tables
 from kafka_runbooks.analyze import uri as U
 from kafka_runbooks.analyze.bundle import (findings_document, integrity_problems, load_entry, manifest_entries,
                                            read_manifest)
-from kafka_runbooks.analyze.diagnose import ParsedFile, Window, broker_table, diagnose, file_table, timeline
+from kafka_runbooks.analyze.diagnosis import ParsedFile, Window, broker_table, diagnose, file_table, timeline
 from kafka_runbooks.analyze.logsummary import SAMPLE
 from kafka_runbooks.analyze.nativescan import (combine_pieces, literal_density, plan_log_tasks, plan_riders, rides, run_log_task,
                                                scanned_file)
@@ -70,7 +70,7 @@ def _connection_rows(files: list[ParsedFile], ports: dict, hosts: dict) -> list[
     """Socket rows per broker, listener port and state (listener ports only when the snapshot knows them), from the
     socket tables the Python tasks parsed (their results are on the driver already; no Spark SQL job, which would
     cost a fresh JVM seconds of planning and code generation for a few thousand rows)."""
-    from kafka_runbooks.analyze.diagnose import broker_addresses_of
+    from kafka_runbooks.analyze.diagnosis import broker_addresses_of
 
     eps: dict[tuple[int, int], list[str | None]] = {}
     for b, ps in ports.items():

@@ -1,4 +1,4 @@
-from kafka_runbooks.analyze.diagnose import ParsedFile, broker_table, diagnose, timeline
+from kafka_runbooks.analyze.diagnosis import ParsedFile, broker_table, diagnose, timeline
 from kafka_runbooks.analyze.lockgraph import build_wait_for_graph, compare_dumps, find_cycles
 from kafka_runbooks.analyze.parsers import parse_content
 from kafka_runbooks.analyze.parsers.jstack import parse_jstack, strip_deadlock_section

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kafka_runbooks.analyze.diagnose import ParsedFile, diagnose, on_broker_endpoint
+from kafka_runbooks.analyze.diagnosis import ParsedFile, diagnose, on_broker_endpoint
 from kafka_runbooks.analyze.parsers import (parse_cons, parse_dump_log, parse_gc_log, parse_jmx, parse_kafka_probe,
                                             parse_listing, parse_mntr, parse_properties, parse_sockets, parse_srvr)
 from kafka_runbooks.analyze.parsers.sockets import split_hostport

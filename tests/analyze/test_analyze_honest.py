@@ -4,7 +4,7 @@ cannot tell it says (ambiguity)."""
 
 import datetime as dt
 
-from kafka_runbooks.analyze.diagnose import ParsedFile, Window, diagnose
+from kafka_runbooks.analyze.diagnosis import ParsedFile, Window, diagnose
 from kafka_runbooks.analyze.parsers import parse_log, parse_sockets
 
 from analyze_helpers import fixture_bytes, fixture_text
@@ -136,7 +136,7 @@ def test_fetch_errors_one_per_failure_every_cause_cited_by_its_first_line():
 def test_kafka_server_out_repeating_server_log_counts_once():
     """Kafka's default log4j sends the root logger to server.log AND stdout (kafkaServer.out): a real capture has
     both tails, byte for byte the same records. Counted once, and the file table says why."""
-    from kafka_runbooks.analyze.diagnose import file_table
+    from kafka_runbooks.analyze.diagnosis import file_table
 
     text = fixture_bytes("seed000_broker1_server.log")
     window = Window(dt.datetime(2018, 10, 30, 6, 50, tzinfo=UTC), dt.datetime(2018, 10, 30, 9, 0, tzinfo=UTC))
@@ -162,7 +162,7 @@ def test_the_stall_explaining_a_fetch_error_is_found_by_time_as_by_a_full_scan()
     import datetime as dt
     import random
 
-    from kafka_runbooks.analyze.diagnose import SELF_STALL_AFTER_S, _by_time, _stall_explaining
+    from kafka_runbooks.analyze.diagnosis.replication import SELF_STALL_AFTER_S, by_time as _by_time, stall_explaining as _stall_explaining
 
     def full_scan(stalls, t):
         for st, reason, *_ in stalls:

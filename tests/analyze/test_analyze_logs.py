@@ -5,7 +5,7 @@ import datetime as dt
 import hashlib
 
 from kafka_runbooks.analyze.bundle import load_entry
-from kafka_runbooks.analyze.diagnose import diagnose
+from kafka_runbooks.analyze.diagnosis import diagnose
 from kafka_runbooks.analyze.parsers.kafka_log import classify, fetch_errors, parse
 from kafka_runbooks.analyze.parsers.logs import LogRecord, parse_log
 

@@ -2,7 +2,7 @@
 ReentrantLock, found with and without jstack's own report, the request handlers stalled behind them,
 threads told apart by nid, several dumps per file (kill -3 into the broker's stdout)."""
 
-from kafka_runbooks.analyze.diagnose import ParsedFile, diagnose
+from kafka_runbooks.analyze.diagnosis import ParsedFile, diagnose
 from kafka_runbooks.analyze.lockgraph import build_wait_for_graph, find_cycles, stalled_request_handlers
 from kafka_runbooks.analyze.parsers import parse_log, parse_thread_dumps
 from kafka_runbooks.analyze.parsers.jstack import parse_json_dump, strip_deadlock_section

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 
-from kafka_runbooks.analyze.diagnose import ParsedFile, broker_table, diagnose
+from kafka_runbooks.analyze.diagnosis import ParsedFile, broker_table, diagnose
 from kafka_runbooks.analyze.parsers import parse_content
 from kafka_runbooks.capture import commands as C
 from kafka_runbooks.config import CaptureSettings

@@ -1,0 +1,189 @@
+"""Replica fetch failures, attributed to the leader each line names and counted only inside the incident window;
+failures the reporting broker caused itself (its own shutdown, its fetcher being stopped, its own stall right
+before) are said apart and never blamed on its leaders."""
+
+from __future__ import annotations
+
+import bisect
+import datetime as dt
+from collections import Counter, defaultdict
+
+from ...model import Evidence, Finding, Severity
+from ..logsummary import LogSummary
+from ..parsed_file import ParsedFile
+from ..parsers.kafka_log import fetch_cause
+from ..parsers.logs import LogRecord
+from .core import MAX_CITED_LINES, STALL_MS, Window, broker_label, cite, logs_by_broker, parse_utc, utc_of
+
+SELF_STALL_AFTER_S = 120  # its fetch errors within this long after the stall are its own doing
+EPISODE_GAP_S = 600  # fetch failures more than 10 min apart are different episodes
+
+
+def self_stalls(logs: dict[int | None, list[ParsedFile]], gc: dict[int | None, list], offsets) -> dict[int | None, list[tuple[dt.datetime, str, ParsedFile, int]]]:
+    """Moments each broker was itself stalled or stopping: (time, why, file, line)."""
+    out: dict[int | None, list] = defaultdict(list)
+    for b, fs in logs.items():
+        for f in fs:
+            s: LogSummary = f.result
+            for r in s.signatures("zk_session_timeout"):
+                ms = int(r.attrs.get("millis", "0") or 0)
+                t = utc_of(r, offsets, b)
+                if ms >= STALL_MS and t:
+                    out[b].append((t, f"its own ZooKeeper client heard nothing for {ms} ms (the process was stalled)", f, r.line))
+            for name, why in (("controlled_shutdown_start", "its own controlled shutdown"),
+                              ("broker_shutting_down", "its own shutdown")):
+                for r in s.signatures(name):
+                    t = utc_of(r, offsets, b)
+                    if t:
+                        out[b].append((t, why, f, r.line))
+    for b, pauses in gc.items():
+        for f, p in pauses:
+            if p.seconds * 1000 >= STALL_MS and p.at:
+                try:
+                    t = dt.datetime.fromisoformat(p.at.replace("Z", "+00:00"))
+                    t = t.astimezone(dt.timezone.utc) if t.tzinfo else t.replace(tzinfo=dt.timezone.utc)
+                    out[b].append((t, f"its own {p.seconds:.1f} s GC pause", f, p.line))
+                except ValueError:
+                    pass
+    return out
+
+
+def by_time(stalls: list[tuple]) -> tuple[list[dt.datetime], list[int], list[tuple]]:
+    """A broker's stalls, searchable by time: (their times sorted, their indexes in that order, the stalls)."""
+    order = sorted(range(len(stalls)), key=lambda k: stalls[k][0])
+    return [stalls[k][0] for k in order], order, stalls
+
+
+def stall_explaining(index, t: dt.datetime) -> tuple | None:
+    """The first of a broker's stalls (in self_stalls' order) that explains its fetch error at ``t``: the error
+    came at most SELF_STALL_AFTER_S after it, or that close to a shutdown on either side. Only the stalls within
+    that distance of ``t`` are looked at (a long log holds thousands of each)."""
+    if index is None:
+        return None
+    times, order, stalls = index
+    near = order[bisect.bisect_left(times, t - dt.timedelta(seconds=SELF_STALL_AFTER_S)):
+                 bisect.bisect_right(times, t + dt.timedelta(seconds=SELF_STALL_AFTER_S))]
+    for k in sorted(near):
+        st, reason = stalls[k][0], stalls[k][1]
+        d = (t - st).total_seconds()
+        if 0 <= d <= SELF_STALL_AFTER_S or ("shutdown" in reason and abs(d) <= SELF_STALL_AFTER_S):
+            return stalls[k]
+    return None
+
+
+def fetch_findings(files: list[ParsedFile], window: Window, offsets, gc) -> list[Finding]:
+    logs = logs_by_broker(files)
+    stall_index = {b: by_time(xs) for b, xs in self_stalls(logs, gc, offsets).items()}
+    errors: dict[int, list[tuple[ParsedFile, LogRecord, dt.datetime | None, int | None]]] = defaultdict(list)
+    excluded: list[dict] = []
+    reporters_all: dict[int | None, set] = defaultdict(set)  # reporter -> leaders it reports
+    log_end: dict[str, dt.datetime | None] = {}
+    for b, fs in logs.items():
+        for f in fs:
+            s: LogSummary = f.result
+            log_end[f.path] = parse_utc(s.last_ts, offsets.get(b))
+            recs = s.signatures("replica_fetch_error") or s.signatures("fetch_session_error")
+            for r in recs:
+                try:
+                    leader = int(r.attrs["leader"])
+                except (KeyError, ValueError):
+                    continue
+                reporter = int(r.attrs["fetcher"]) if r.attrs.get("fetcher", "").lstrip("-").isdigit() else b
+                t = utc_of(r, offsets, b)
+                why = None
+                if "client_shutdown" in r.attrs:
+                    why = "the reporting broker stopped this fetcher itself (leadership moved or it was shutting down)"
+                elif t is not None:
+                    stall = stall_explaining(stall_index.get(reporter), t)
+                    if stall is not None:
+                        _, reason, sf, sl = stall
+                        why = f"logged by broker {reporter} right after {reason} ({sf.path}:{sl})"
+                if why:
+                    excluded.append({"leader": leader, "reporter": reporter, "source": f.path, "line": r.line, "why": why})
+                    continue
+                errors[leader].append((f, r, t, reporter))
+                reporters_all[reporter].add(leader)
+    findings = []
+    for leader, all_evs in sorted(errors.items()):
+        # episodes; one that ended before the incident window (its reporters kept logging without the error) is an
+        # earlier, already-fixed episode and is not counted
+        timed = sorted((x for x in all_evs if x[2] is not None), key=lambda x: x[2])
+        untimed = [x for x in all_evs if x[2] is None]
+        episodes: list[list] = []
+        for x in timed:
+            if episodes and (x[2] - episodes[-1][-1][2]).total_seconds() <= EPISODE_GAP_S:
+                episodes[-1].append(x)
+            else:
+                episodes.append([x])
+        counted, earlier, notes = list(untimed), [], []
+        for ep in episodes:
+            first, last = ep[0][2], ep[-1][2]
+            in_window = window.contains(last) is not False or window.since is None
+            if in_window:
+                counted.extend(ep)
+                continue
+            ended = all((log_end.get(f.path) or last) > last + dt.timedelta(seconds=EPISODE_GAP_S) for f, _, _, _ in ep)
+            if ended:
+                earlier.append({"from": first.isoformat(), "to": last.isoformat(), "count": len(ep),
+                                "why_not_counted": "before the incident window, and the reporters kept logging without it afterwards"})
+            else:
+                counted.extend(ep)
+                ends = sorted({log_end.get(f.path).isoformat() for f, _, _, _ in ep if log_end.get(f.path)})
+                notes.append(f"{len(ep)} failure(s) between {first:%H:%M:%S} and {last:%H:%M:%S} precede the incident window, "
+                             f"but the reporters' logs end at {', '.join(ends) or 'an unknown time'}: nothing shows the episode "
+                             "ended, so they are counted")
+        if not counted:
+            findings.append(Finding(kind="earlier_fetch_failures", severity=Severity.INFO,
+                                    summary=(f"replica fetch failures from broker {leader} in {len(earlier)} earlier episode(s) "
+                                             f"({sum(e['count'] for e in earlier)} failures) ended before the incident window; not counted"),
+                                    broker_ids=(leader,), evidence=(cite(all_evs[0][0], [r for _, r, _, _ in all_evs]),),
+                                    details={"earlier_episodes": earlier, "window": window.describe()}))
+            continue
+        reporters = sorted({rep for _, _, _, rep in counted} - {None})
+        times = [t for _, _, t, _ in counted if t]
+        causes = Counter(fetch_cause(r.attrs) for _, r, _, _ in counted)
+        per_file: dict[str, list] = defaultdict(list)
+        for f, r, _, _ in counted:
+            per_file[f.path].append((f, r))
+        evidence = [cite(items[0][0], [r for _, r in items]) for items in per_file.values()]
+        ambiguity = list(notes)
+        if len(reporters) == 1:
+            ambiguity.append(f"only broker {reporters[0]} reports it")
+            if len(reporters_all.get(reporters[0], ())) > 1:
+                ambiguity.append(f"broker {reporters[0]} reports fetch failures from {len(reporters_all[reporters[0]])} "
+                                 f"leaders ({', '.join(map(str, sorted(reporters_all[reporters[0]])))}): the reporter itself "
+                                 "may be the problem")
+        sampled = any(f.result.omitted.get(r.signature or "") for f, r, _, _ in counted)
+        exact_minutes = [m for path in per_file for f in [per_file[path][0][0]] for m in f.result.minutes
+                         if str(m.get("leader")) == str(leader)]
+        span = f"between {min(times):%Y-%m-%d %H:%M:%S} and {max(times):%H:%M:%S} UTC" if times else ""
+        summary = (f"peers report replica fetch failures from broker {leader}: {len(counted)} failure(s) logged by broker(s) "
+                   f"{', '.join(map(str, reporters)) or '?'} {span} ({', '.join(f'{c} x{n}' for c, n in causes.most_common())})")
+        if earlier:
+            summary += (f"; {sum(e['count'] for e in earlier)} failure(s) of {len(earlier)} earlier, ended episode(s) "
+                        "before the incident window not counted")
+        if ambiguity:
+            summary += "; ambiguous: " + "; ".join(ambiguity)
+        findings.append(Finding(
+            kind="peer_fetch_failures", severity=Severity.WARNING, summary=summary, broker_ids=(leader,),
+            evidence=tuple(evidence),
+            details={"leader": leader, "reporters": reporters, "count": len(counted), "causes": dict(causes),
+                     "first": min(times).isoformat() if times else None, "last": max(times).isoformat() if times else None,
+                     "window": window.describe(), "earlier_episodes": earlier,
+                     "excluded": [x for x in excluded if x["leader"] == leader][:50],
+                     "sampled": sampled, "minutes": exact_minutes[:500],
+                     "ambiguity": "; ".join(ambiguity) or None}))
+    # failures the reporters caused themselves: said once, apart, so nobody reads them as the leader's fault
+    by_rep: dict[int | None, list[dict]] = defaultdict(list)
+    for x in excluded:
+        by_rep[x["reporter"]].append(x)
+    for rep, xs in by_rep.items():
+        findings.append(Finding(
+            kind="fetch_failures_own_doing", severity=Severity.INFO,
+            summary=(f"{len(xs)} fetch failure(s) logged by {broker_label(rep)} are its own doing, not its leaders' "
+                     f"(leaders named: {', '.join(map(str, sorted({x['leader'] for x in xs})))}): {xs[0]['why']}"),
+            broker_ids=(rep,) if rep is not None else (),
+            evidence=(Evidence(xs[0]["source"], tuple(sorted({x["line"] for x in xs}))[:MAX_CITED_LINES],
+                               "; ".join(sorted({x["why"] for x in xs}))[:1000]),),
+            details={"failures": xs[:100]}))
+    return findings

@@ -1,0 +1,77 @@
+"""The report's tables: one row per broker, how each file was read, and the key log events in time order."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from ..logsummary import LogSummary
+from ..parsed_file import ParsedFile
+from ..parsers.jstack import ThreadDumps
+from ..parsers.misc import HeapInfo, OpenFiles, ProcessStat
+from .core import as_summary, by_broker, dumps_by_broker, kafka_versions, logs_by_broker, mark_duplicate_logs
+from .sockets import broker_port_of, broker_ports_of, on_broker_endpoint, socket_tables
+
+
+def broker_table(files: list[ParsedFile], broker_ports: dict[int, int] | None = None,
+                 broker_hosts: dict[int, str] | None = None) -> list[dict]:
+    """One row per broker: pid, uptime, RSS, open files, heap, connection states on its listener, threads blocked."""
+    files = [as_summary(f) for f in files]
+    rows: dict[int | None, dict] = {}
+
+    def row(b):
+        return rows.setdefault(b, {"broker_id": b, "pid": None, "uptime_s": None, "rss_kb": None, "open_files": None,
+                                   "heap_used_kb": None, "heap_total_kb": None, "connection_states": {},
+                                   "threads_blocked": None, "threads_total": None, "kafka_version": None,
+                                   "listener_port": broker_port_of(b, broker_ports),
+                                   "listener_ports": list(broker_ports_of(b, broker_ports))})
+
+    for b, fs in by_broker(files, "process_stat").items():
+        p: ProcessStat = fs[-1].result
+        row(b).update(pid=p.pid, uptime_s=p.uptime_s, rss_kb=p.rss_kb)
+    for b, fs in by_broker(files, "open_files").items():
+        o: OpenFiles = fs[-1].result
+        row(b)["open_files"] = o.count
+    for b, fs in by_broker(files, "heap_info").items():
+        h: HeapInfo = fs[-1].result
+        row(b).update(heap_used_kb=h.used_kb, heap_total_kb=h.total_kb)
+    for b, fs in socket_tables(files).items():
+        row(b)["connection_states"] = dict(
+            Counter(r.state for r in fs[-1].result.rows if on_broker_endpoint(r, b, broker_ports, broker_hosts)))
+    for b, pairs in dumps_by_broker(files).items():
+        d = pairs[-1][1]
+        ts = d.all_threads()
+        row(b).update(threads_total=len(ts), threads_blocked=sum(1 for t in ts if t.state == "BLOCKED"))
+    for b, v in kafka_versions(files).items():
+        row(b)["kafka_version"] = v
+    return [rows[k] for k in sorted(rows, key=lambda x: (x is None, x or 0))]
+
+
+def file_table(files: list[ParsedFile]) -> list[dict]:
+    """How each file was read: layout, parsed share, reader, problems (the report's 'Evidence read' table)."""
+    out = []
+    for f in files:
+        r = f.result
+        row = {"path": f.path, "kind": f.kind, "broker_id": f.broker_id, "bytes": f.bytes,
+               "problems": "; ".join(f.reasons) or None, "notes": "; ".join(f.notes + list(getattr(r, "notes", []) or [])) or None}
+        if isinstance(r, LogSummary):
+            row.update(layout=r.layout, parsed_share=r.parsed_share, share_sampled=r.share_sampled, read_by=r.read_by,
+                       signatures=sum(r.counts.values()))
+        elif isinstance(r, ThreadDumps):
+            row.update(layout="thread dump" + (" (inside the log)" if f.embedded else ""), dumps=len(r.dumps),
+                       formats=sorted({d.format for d in r.dumps}))
+        out.append(row)
+    return out
+
+
+def timeline(files: list[ParsedFile], limit: int = 300) -> list[dict]:
+    """Key log events (signatures and ERROR/FATAL lines) across brokers, in time order."""
+    mark_duplicate_logs(files)
+    files = [as_summary(f) for f in files]
+    out = []
+    for b, fs in logs_by_broker(files).items():
+        for f in fs:
+            for e in f.result.events:
+                out.append({"timestamp": e.timestamp, "broker_id": b, "level": e.level, "signature": e.signature or "",
+                            "message": e.message[:400], "source": f.path, "line": e.line})
+    out.sort(key=lambda r: r["timestamp"])
+    return out[:limit]

@@ -1,0 +1,130 @@
+"""ZooKeeper, from both sides: the brokers' sessions (expired, or timed out and re-established), followers dropping
+out of the ensemble (syncLimit x tickTime, with what happened in the same minutes), a server starved of clients."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from ...model import Evidence, Finding, Severity
+from ..logsummary import LogSummary
+from ..parsed_file import ParsedFile
+from .core import MAX_CITED_LINES, STALL_MS, broker_label, cite, logs_by_broker
+
+
+def zk_session_findings(files: list[ParsedFile], offsets, gc) -> list[Finding]:
+    out = []
+    for b, fs in logs_by_broker(files).items():
+        for f in fs:
+            s: LogSummary = f.result
+            exp = s.signatures("zk_session_expired")
+            to = s.signatures("zk_session_timeout")
+            if not exp and not to:
+                continue
+            longest = max((int(r.attrs.get("millis", "0") or 0) for r in to), default=0)
+            pauses = [(gf, p) for gf, p in gc.get(b, []) if p.seconds * 1000 >= STALL_MS]
+            gc_note = ""
+            if pauses:
+                gf, p = max(pauses, key=lambda x: x[1].seconds)
+                gc_note = f"; its GC log shows a {p.seconds:.1f} s pause ({gf.path}:{p.line}) that alone exceeds a typical session timeout"
+            out.append(Finding(
+                kind="zk_session_expired", severity=Severity.WARNING,
+                summary=(f"{broker_label(b)}'s ZooKeeper session expired {len(exp)} time(s)"
+                         + (f"; before that its client heard nothing from ZooKeeper for up to {longest} ms: the broker process itself "
+                            "was stalled (GC, SIGSTOP, swap) or cut off" if longest else "") + gc_note
+                         + "; while expired it is missing from /brokers/ids and its leaderships move"),
+                broker_ids=(b,) if b is not None else (), evidence=(cite(f, sorted(exp + to, key=lambda r: r.line)),),
+                details={"expiries": len(exp), "longest_silence_ms": longest or None,
+                         "gc_pauses_s": [p.seconds for _, p in pauses][:20]}))
+    return out
+
+
+def zk_server_findings(files: list[ParsedFile], offsets, gc, zk_configs: dict[str, Any],
+                        zones: dict[str, str] | None = None) -> list[Finding]:
+    """Followers dropping out of the ensemble (seed 004), with syncLimit x tickTime and correlations."""
+    out = []
+    drops = []
+    for _, fs in logs_by_broker(files).items():
+        for f in fs:
+            s: LogSummary = f.result
+            if f.kind != "zk_log" and not any(s.count(n) for n in ("zk_follow_exception", "zk_transaction_timeout", "zk_learner_closed")):
+                continue
+            server = f.server or (str(f.broker_id) if f.broker_id is not None else f.host or f.path)
+            follows = s.signatures("zk_follow_exception")
+            for r in follows:
+                took = next((e for e in s.signatures("zk_election_took") if e.line > r.line), None)
+                disc = next((e for e in s.signatures("zk_disconnected_from_leader") if e.line >= r.line and e.line - r.line < 50), None)
+                drops.append({"server": server, "at": r.ts, "line": r.line, "file": f.path, "host": f.host,
+                              "zone": (zones or {}).get(str(server)),
+                              "cause": r.attrs.get("cause"), "rejoined_after_ms": int(took.attrs["millis"]) if took else None,
+                              "connected_for_ms": int(disc.attrs["millis"]) if disc and disc.attrs.get("millis") else None,
+                              "rec": r, "took": took})
+            for r in s.signatures("zk_transaction_timeout") + s.signatures("zk_learner_closed"):
+                drops.append({"server": server, "at": r.ts, "line": r.line, "file": f.path, "host": f.host, "leader_side": r.signature,
+                              "learner": r.attrs.get("sid"), "rec": r})
+    if not drops:
+        return out
+    cfg = next(iter(zk_configs.values()), None) if zk_configs else None
+    arithmetic = None
+    if cfg is not None:
+        tick, sync = cfg.int("tickTime"), cfg.int("syncLimit")
+        if tick and sync:
+            arithmetic = f"syncLimit {sync} x tickTime {tick} ms = {sync * tick} ms: a proposal or ping unacknowledged for longer makes the leader drop the follower"
+    follower = [d for d in drops if "leader_side" not in d]
+    leader_side = [d for d in drops if "leader_side" in d]
+    by_file: dict[str, list] = defaultdict(list)
+    for d in drops:
+        by_file[d["file"]].append(d)
+    evidence = tuple(Evidence(p, tuple(sorted({d["line"] for d in ds} | {d["took"].line for d in ds if d.get("took")}))[:MAX_CITED_LINES],
+                              "\n".join(f"{d['line']}: {d['rec'].raw}"[:400] for d in ds[:6]), ds[0]["host"]) for p, ds in by_file.items())
+    # correlations in the same minutes: brokers' session expiries, GC pauses
+    minutes = {d["at"][:16] for d in drops}
+    corr = []
+    for b, fs in logs_by_broker(files).items():
+        for f in fs:
+            for r in f.result.signatures("zk_session_expired") + f.result.signatures("zk_session_timeout"):
+                if r.ts[:16] in minutes:
+                    corr.append(f"{broker_label(b)} {r.signature} at {r.ts} ({f.path}:{r.line})")
+    for b, pauses in gc.items():
+        for gf, p in pauses:
+            if p.at and p.at[:16].replace(" ", "T") in minutes and p.seconds >= 1:
+                corr.append(f"GC pause {p.seconds:.1f} s on {broker_label(b)} at {p.at} ({gf.path}:{p.line})")
+    servers = sorted({d["server"] for d in follower}) or sorted({d["server"] for d in leader_side})
+    summary = (f"ZooKeeper follower(s) {', '.join(map(str, servers))} dropped out of the ensemble {len(follower)} time(s)"
+               + (f" and rejoined after {', '.join(str(d['rejoined_after_ms']) + ' ms' for d in follower if d.get('rejoined_after_ms') is not None)}" if any(d.get('rejoined_after_ms') is not None for d in follower) else "")
+               + (f"; the leader dropped learner(s) {', '.join(sorted({str(d.get('learner')) for d in leader_side if d.get('learner')}))}" if leader_side else "")
+               + (f"; {arithmetic}" if arithmetic else "; syncLimit x tickTime unknown (no zoo.cfg in the bundle)")
+               + (f"; same minutes: {'; '.join(corr[:5])}" if corr else "; no broker session expiry or GC pause in the same minutes"))
+    out.append(Finding(
+        kind="zk_follower_drop", severity=Severity.WARNING, summary=summary, evidence=evidence,
+        details={"drops": [{k: v for k, v in d.items() if k not in ("rec", "took")} for d in drops][:200],
+                 "sync_timeout": arithmetic, "correlated": corr[:50],
+                 "record": "each drop: time, server, rejoin time; zone/rack from the cluster settings when configured"}))
+    return out
+
+
+def zk_stats_findings(files: list[ParsedFile]) -> list[Finding]:
+    """One server with very few client connections while its peers have many, no election (same epoch)."""
+    stats = [f for f in files if f.kind in ("zk_mntr", "zk_srvr") and f.result is not None and not f.problems and f.result.ok]
+    if len(stats) < 2:
+        return []
+    latest: dict[str, ParsedFile] = {}
+    for f in sorted(stats, key=lambda f: (f.seq, f.path)):
+        latest[f.server or f.host or f.path] = f
+    conns = {k: f.result.connections for k, f in latest.items() if f.result.connections is not None}
+    if len(conns) < 2:
+        return []
+    out = []
+    epochs = {f.result.epoch for f in latest.values() if f.result.epoch is not None}
+    top = max(conns.values())
+    for k, n in conns.items():
+        if top >= 20 and n < 10 and n * 5 < top:
+            f = latest[k]
+            out.append(Finding(
+                kind="zk_server_starved", severity=Severity.WARNING,
+                summary=(f"ZooKeeper server {k} serves only {n} client connection(s) while a peer serves {top}"
+                         + ("; all servers on the same epoch: no ensemble election happened" if len(epochs) == 1 else "")
+                         + f"; packets received {f.result.packets_received}"),
+                evidence=(Evidence(f.path, (), f"connections {n}, mode {f.result.mode}, zxid {hex(f.result.zxid) if f.result.zxid is not None else '?'}", f.host),),
+                details={"server": k, "connections": conns, "epochs": sorted(epochs)}))
+    return out
