@@ -405,6 +405,9 @@ def run(spark, bundle: str, out: str | None = None, kafka_version: str | None = 
     files.extend(bad)
     for pf in files:
         pf.notes.extend(scan_notes.get(pf.path, ()))
+    optional = {e["path"] for e in entries if e.get("optional")}
+    for pf in files:
+        pf.optional = pf.path in optional
     for p in manifest_problems:
         files.append(ParsedFile(path="manifest.json", kind="manifest", problems=[p]))
     window = incident_window(manifest, window_minutes)

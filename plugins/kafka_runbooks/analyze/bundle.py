@@ -22,6 +22,10 @@ from .parsers.base import BudgetExceeded, budget
 from .parsers.logs import parse_log
 
 MANIFEST_SCHEMA = "kafka-runbooks/evidence-bundle/v1"
+# the kinds the capture takes only where the file exists (its other logs, configuration files); a manifest entry's own
+# "optional": true says the same for any file
+OPTIONAL_KINDS = frozenset({"controller_log", "state_change_log", "log_cleaner_log", "kafka_stdout", "gc_log", "log",
+                            "kafka_config", "zk_config", "zk_log"})
 FINDINGS_SCHEMA = "kafka-runbooks/findings/v1"  # extended in place (optional fields added), never broken
 from .tables import TABLES, write_part  # noqa: E402
 BUDGET_BASE_S = 10.0
@@ -56,7 +60,8 @@ def manifest_entries(manifest: dict) -> tuple[list[dict], list[str]]:
             bid = None
         out.append({"path": f["path"], "kind": str(f.get("kind") or ""), "broker_id": bid, "host": f.get("host"),
                     "stream": f.get("stream"), "sha256": f.get("sha256"), "bytes": f.get("bytes"),
-                    "seq": started.get(f["path"], f.get("captured_at") or ""), "server": f.get("server")})
+                    "seq": started.get(f["path"], f.get("captured_at") or ""), "server": f.get("server"),
+                    "optional": f.get("optional") is True or str(f.get("kind") or "") in OPTIONAL_KINDS})
     return out, problems
 
 
@@ -73,7 +78,7 @@ def integrity_problems(e: dict, size: int, digest: str | None) -> list[str]:
 
 def _pf(e: dict, kind: str | None = None) -> ParsedFile:
     return ParsedFile(path=e["path"], kind=kind or e["kind"], broker_id=e.get("broker_id"), host=e.get("host"),
-                      seq=e.get("seq", ""), server=e.get("server"))
+                      seq=e.get("seq", ""), server=e.get("server"), optional=bool(e.get("optional")))
 
 
 def empty_rows() -> dict[str, list[dict]]:
@@ -184,7 +189,8 @@ def _table_rows(pf: ParsedFile, rows: dict[str, list[dict]]) -> None:
                                         "nid": t.nid, "top_frame": t.frames[0].text if t.frames else None,
                                         "frames": len(t.frames), "awaited_address": aw.address if aw else None,
                                         "awaited_class": aw.cls if aw else None, "awaited_kind": t.awaited_kind,
-                                        "locks_held": len(t.held()), "serves_requests": t.serves_requests})
+                                        "locks_held": len(t.held()), "serves_requests": t.serves_requests,
+                                        "virtual": t.virtual, "carrying": t.carrying, "carrier": t.carrier})
             for x in g.edges:
                 rows["lock_edges"].append({**base, "dump": d.index, "waiter": x.waiter, "holder": x.holder,
                                            "waiter_key": x.waiter_key, "holder_key": x.holder_key, "address": x.address,

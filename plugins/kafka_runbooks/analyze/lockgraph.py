@@ -5,7 +5,9 @@ Edges come from lock ownership as printed in the stacks: thread W waits for lock
 monitor, or "parking to wait for" a j.u.c. synchronizer such as a ReentrantLock$NonfairSync), and L is held
 by thread H ("- locked" a monitor, or listed under "Locked ownable synchronizers"). VisualVM prints the owner
 on the waiting line ("owned by "x" t@N") and jcmd's JSON format 2 gives a park blocker's owner tid: both are
-used directly. jstack's own deadlock report only fills in holders the stacks do not show (it is never required).
+used directly. jstack's own deadlock report only fills in holders the stacks do not show (it is never required);
+when a file holds the report without the waiting threads' stacks (a pasted excerpt), each entry's named holder
+is the edge.
 
 Threads are nodes by identity (nid / tid), not by name: two threads may share a name.
 """
@@ -111,13 +113,31 @@ def build_wait_for_graph(dump: JstackDump) -> WaitForGraph:
             continue
         held_by = report_holders.get((t.name, aw.address.lower())) or report_by_addr.get(aw.address.lower())
         if held_by is not None:
-            cands = by_name.get(held_by) or []
-            hk = cands[0].key if len(cands) == 1 else f"{held_by}@report"
+            hk = _report_key(held_by, by_name)
             g.names.setdefault(hk, held_by)
             g.edges.append(LockEdge(t.name, held_by, aw.address, aw.cls, kind, aw.line, None, "deadlock_report", t.key, hk))
             continue
         g.unresolved.append((t.name, aw.address, aw.cls))
+    # report entries of threads whose stack the file does not show waiting (an excerpt of the report alone): the
+    # holder each entry names is enough for the edge
+    waiting = {e.waiter for e in g.edges} | {n for n, _, _ in g.unresolved}
+    for dl in dump.deadlocks:
+        for e in dl:
+            if e.thread in waiting or not e.held_by or not e.address:
+                continue
+            wk, hk = _report_key(e.thread, by_name), _report_key(e.held_by, by_name)
+            g.names.setdefault(wk, e.thread)
+            g.names.setdefault(hk, e.held_by)
+            kind = e.kind if e.kind in ("monitor", "synchronizer") else "monitor"
+            g.edges.append(LockEdge(e.thread, e.held_by, e.address, e.cls or "", kind, e.line, None, "deadlock_report", wk, hk))
+            waiting.add(e.thread)
     return g
+
+
+def _report_key(name: str, by_name: dict[str, list[ThreadInfo]]) -> str:
+    """A thread named in jstack's deadlock report: its dump identity when the name is unique, else name@report."""
+    cands = by_name.get(name) or []
+    return cands[0].key if len(cands) == 1 else f"{name}@report"
 
 
 def find_cycles(graph: WaitForGraph) -> list[Cycle]:

@@ -21,6 +21,7 @@ class ParsedFile:
     embedded: bool = False  # thread dumps found inside another file (kafkaServer.out)
     parse_s: float | None = None
     duplicate_of: str | None = None  # a log whose records repeat another log of the broker (read once)
+    optional: bool = False  # the capture takes it only where it exists (other logs, configuration): empty is not a problem
 
     @property
     def reasons(self) -> list[str]:

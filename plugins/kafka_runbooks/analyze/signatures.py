@@ -12,8 +12,12 @@ re.ASCII here; named groups become group numbers for Spark) and run in linear ti
 that can repeat is bounded or stops at characters the following token cannot start with (audited by
 ``regex_audit.py`` and by the long-line tests).
 
-Every example line is real: from the seed post-mortems, from a real Kafka 2.3.0 / ZooKeeper 3.8 cluster
-run on this machine (tests/analyze/fixtures/real23/), or from public logs (source named).
+Every example line is real -- from the seed post-mortems, from a real Kafka 2.3.0 / 0.10.2.1 / ZooKeeper 3.8
+cluster run on this machine (tests/analyze/fixtures/real23/, real010/), or from public logs (source named) --
+except the few whose source says "wording from Kafka's source" (no real line recorded yet).
+
+The table is append-friendly: a new version's wording is one more ``S(...)`` row under its signature's rows (the
+first matching row, in table order, classifies a record).
 """
 
 from __future__ import annotations
@@ -47,6 +51,9 @@ PUB_ZK34_EMB = "public ZooKeeper 3.4 log inside a Kafka 0.11 log4j layout (blog,
 PUB_ZK34_EXP = "public ZooKeeper 3.4 standalone log (2017-11-08, [myid:] empty)"
 PUB_ZK34_FSYNC = "public ZooKeeper 3.4 follower log (2016-05-15)"
 PUB_ZK36 = "public ZooKeeper 3.6+ log (2023-03-27)"
+REAL23_1124 = "real Kafka 2.3.0 lab (slot 1) run here on 2026-11-24, tests/analyze/fixtures/real23/ (see its README)"
+REAL010 = "real Kafka 0.10.2.1 broker run here on 2026-11-24, tests/analyze/fixtures/real010/"
+KAFKA_SRC = "wording from Kafka's source at that version (no real line recorded yet)"
 
 
 @dataclass(frozen=True)
@@ -127,9 +134,19 @@ SIGNATURES: tuple[Signature, ...] = (
       "a per-partition error in a fetch response (e.g. UnknownTopicOrPartition while leadership moves): not a connectivity failure",
       (E("2.3.0", "[2026-11-22 13:58:00,047] ERROR [ReplicaFetcher replicaId=1, leaderId=2, fetcherId=0] Error for partition t1-2 at offset 0 (kafka.server.ReplicaFetcherThread)", REAL23),)),
     S("fetcher_shutdown", "kafka", "0.9 – 4.x", ("ReplicaFetcherThread",), ("Shutting down",),
-      r"\[(?:ReplicaFetcherThread-(?P<fetcher_id>[0-9]{1,9})-(?P<leader>" + ID + r")|ReplicaFetcher replicaId=(?P<fetcher>" + ID + r"), leaderId=(?P<leader2>" + ID + r"), fetcherId=[0-9]{1,9})\]:? Shutting down",
-      "this broker stopped a fetcher (leadership moved, or its own shutdown): its fetch errors at that moment are its own doing",
-      (E("0.11.0", "[2017-07-15 16:18:07,312] INFO [ReplicaFetcherThread-0-0]: Shutting down (kafka.server.ReplicaFetcherThread)", PUB_011),)),
+      r"\[(?:ReplicaFetcherThread-(?P<fetcher_id>[0-9]{1,9})-(?P<leader>" + ID + r")|ReplicaFetcher replicaId=(?P<fetcher>" + ID + r"), leaderId=(?P<leader2>" + ID + r"), fetcherId=(?P<fetcher_id2>[0-9]{1,9}))\][:,]? Shutting down",
+      "this broker stopped a fetcher (leadership moved, or its own shutdown): its fetch errors until the fetcher's 'Stopped' are its own doing",
+      (E("0.11.0", "[2017-07-15 16:18:07,312] INFO [ReplicaFetcherThread-0-0]: Shutting down (kafka.server.ReplicaFetcherThread)", PUB_011),
+       E("2.3.0", "[2026-11-22 13:58:27,038] INFO [ReplicaFetcher replicaId=1, leaderId=3, fetcherId=0] Shutting down (kafka.server.ReplicaFetcherThread)", REAL23))),
+    S("fetcher_stopped", "kafka", "0.9 – 4.x", ("ReplicaFetcherThread",), ("Stopped",),
+      r"\[(?:ReplicaFetcherThread-(?P<fetcher_id>[0-9]{1,9})-(?P<leader>" + ID + r")|ReplicaFetcher replicaId=(?P<fetcher>" + ID + r"), leaderId=(?P<leader2>" + ID + r"), fetcherId=(?P<fetcher_id2>[0-9]{1,9}))\][:,]? Stopped",
+      "the fetcher's thread ended (ShutdownableThread): the end of the stretch its 'Shutting down' opened",
+      (E("0.10.2", "[2017-06-20 10:12:01,114] INFO [ReplicaFetcherThread-0-2], Stopped  (kafka.server.ReplicaFetcherThread)", KAFKA_SRC + " (0.10.2.1 ShutdownableThread: info(\"Stopped \"), logIdent \"[name], \")"),
+       E("2.3.0", "[2026-11-22 13:58:27,044] INFO [ReplicaFetcher replicaId=1, leaderId=3, fetcherId=0] Stopped (kafka.server.ReplicaFetcherThread)", REAL23))),
+    S("fetcher_removed", "kafka", "0.9 – 3.x", ("ReplicaFetcherManager",), ("Removed fetcher for partitions",),
+      r"\[ReplicaFetcherManager on broker (?P<broker>" + ID + r")\] Removed fetcher for partitions (?P<partitions>[A-Za-z0-9._,()\[\] -]{1,4000})",
+      "this broker stopped fetching these partitions (it became their leader, or follows another leader now): an idle fetcher is then shut down",
+      (E("2.3.0", "[2026-11-22 13:58:27,026] INFO [ReplicaFetcherManager on broker 1] Removed fetcher for partitions Set(__consumer_offsets-0, t1-0, compacted-2) (kafka.server.ReplicaFetcherManager)", REAL23),)),
     # ------------------------------------------------------------ ISR
     S("isr_shrink", "kafka", "0.8 – 0.10", ("Partition",), ("Shrinking ISR for partition",),
       r"Shrinking ISR for partition \[(?P<topic>" + T + r"),(?P<partition>[0-9]{1,9})\] from (?P<from>" + IDS + r") to (?P<to>" + IDS + r")",
@@ -214,6 +231,19 @@ SIGNATURES: tuple[Signature, ...] = (
       r"Error while creating ephemeral at (?P<path>/[A-Za-z0-9_/.-]{1,300}), node already exists and owner '(?P<owner>[0-9]{1,20})' does not match current session '(?P<session>[0-9]{1,20})'",
       "the broker was started while its previous ZooKeeper session still held /brokers/ids/N: it exits ('Exiting Kafka.')",
       (E("2.3.0", "[2026-11-22 14:03:26,452] ERROR Error while creating ephemeral at /brokers/ids/1, node already exists and owner '144115238283051009' does not match current session '144115254472081409' (kafka.zk.KafkaZkClient$CheckedEphemeral)", REAL23),)),
+    S("broker_startup_failed", "kafka", "0.9 – 4.x", ("KafkaServer", "BrokerServer", "ControllerServer", "KafkaServerStartable"),
+      ("Fatal error during",),
+      r"Fatal error during (?P<what>KafkaServer|KafkaServerStartable|broker|controller) startup\. Prepare to shutdown",
+      "the broker failed to start; the exception under it is the cause (a port in use, a log directory it cannot use, out of memory, a registration still held by its previous session)",
+      (E("0.10.2.1", "[2026-11-24 20:57:14,479] FATAL [Kafka Server 9], Fatal error during KafkaServer startup. Prepare to shutdown (kafka.server.KafkaServer)\nkafka.common.KafkaException: Socket server failed to bind to 127.101.1.1:9092: Address already in use.", REAL010),
+       E("0.10.2.1", "[2026-11-24 20:57:14,537] FATAL Fatal error during KafkaServerStartable startup. Prepare to shutdown (kafka.server.KafkaServerStartable)\nkafka.common.KafkaException: Socket server failed to bind to 127.101.1.1:9092: Address already in use.", REAL010),
+       E("2.3.0", "[2026-11-24 20:56:55,894] ERROR [KafkaServer id=9] Fatal error during KafkaServer startup. Prepare to shutdown (kafka.server.KafkaServer)\njava.lang.OutOfMemoryError: Java heap space", REAL23_1124),
+       E("2.8 – 4.x (KRaft)", "[2026-11-24 20:56:55,894] ERROR [BrokerServer id=9] Fatal error during broker startup. Prepare to shutdown (kafka.server.BrokerServer)", KAFKA_SRC + " (BrokerServer.scala)"))),
+    S("broker_exiting", "kafka", "0.9 – 4.x", ("KafkaServerStartable", "Kafka$", "Kafka"), ("Exiting Kafka",),
+      r"Exiting Kafka(?P<fatal> due to fatal exception(?: during startup)?)?\.?",
+      "the broker's process exits (status 1) after a fatal error: with a crash-looping service manager it starts again and fails the same way",
+      (E("2.3.0", "[2026-11-24 20:57:11,466] ERROR Exiting Kafka. (kafka.server.KafkaServerStartable)", REAL23_1124),
+       E("2.3 – 3.x", "[2026-11-24 20:57:11,466] ERROR Exiting Kafka due to fatal exception (kafka.Kafka$)", KAFKA_SRC + " (Kafka.scala: configuration errors before startup)"))),
     # ------------------------------------------------------------ network / requests
     S("processor_uncaught_exception", "kafka", "0.9 – 0.10", ("Processor",), ("Processor got uncaught exception",),
       r"Processor got uncaught exception",
@@ -252,8 +282,14 @@ SIGNATURES: tuple[Signature, ...] = (
       (E("2.3.0 / zk client 3.4.14", "[2026-11-22 13:59:08,128] WARN Unable to reconnect to ZooKeeper service, session 0x300000bb0b00000 has expired (org.apache.zookeeper.ClientCnxn)", REAL23),)),
     S("zk_session_timeout", "zk_client", "ZooKeeper client 3.4 – 3.8", ("ClientCnxn",), ("Client session timed out",),
       r"Client session timed out, have not heard from server in (?P<millis>" + N + r")ms for session ?id (?P<session>0x[0-9a-fA-F]{1,16})",
-      "the process heard nothing from ZooKeeper for that long: the process itself was paused (GC, SIGSTOP, swap) or the network was",
-      (E("2.3.0 / zk client 3.4.14", "[2026-11-22 13:59:07,443] WARN Client session timed out, have not heard from server in 46618ms for session id 0x300000bb0b00000 (org.apache.zookeeper.ClientCnxn)", REAL23),)),
+      "the client heard nothing from its ZooKeeper server for that long (the process was paused, or the server or the network was) and reconnects: the session survives if it reconnects within the session timeout (the same session id in 'Session establishment complete'), else it expired",
+      (E("2.3.0 / zk client 3.4.14", "[2026-11-22 13:59:07,443] WARN Client session timed out, have not heard from server in 46618ms for session id 0x300000bb0b00000 (org.apache.zookeeper.ClientCnxn)", REAL23),
+       E("2.3.0 (ZooKeeper server stalled 8 s)", "[2026-11-24 20:56:03,957] WARN Client session timed out, have not heard from server in 6670ms for session id 0x200001131670001 (org.apache.zookeeper.ClientCnxn)", REAL23_1124))),
+    S("zk_session_established", "zk_client", "ZooKeeper client 3.4 – 3.8", ("ClientCnxn",), ("Session establishment complete",),
+      r"Session establishment complete on server (?P<server>[A-Za-z0-9_./:\[\]-]{1,200}), session ?id = (?P<session>0x[0-9a-fA-F]{1,16}), negotiated timeout = (?P<timeout_ms>[0-9]{1,10})",
+      "the client (re)connected; after 'Client session timed out' the same session id means the session survived (a reconnect), a new id means the old session expired",
+      (E("0.10.2.1 / zk client 3.4.9", "[2026-11-24 20:57:13,860] INFO Session establishment complete on server 127.101.0.1/127.101.0.1:2181, sessionid = 0x10000112e740002, negotiated timeout = 6000 (org.apache.zookeeper.ClientCnxn)", REAL010 + " (its stdout)"),
+       E("2.3.0", "[2026-11-24 20:56:04,609] INFO Session establishment complete on server /127.101.0.1:2181, session id = 0x200001131670001, negotiated timeout = 10000 (org.apache.zookeeper.ClientCnxn)", REAL23_1124))),
     # ------------------------------------------------------------ controller
     S("controller_elected", "controller", "1.1 – 3.x (ZooKeeper mode)", ("KafkaController",), ("successfully elected as the controller",),
       r"(?P<broker>" + ID + r") successfully elected as the controller(?:\. Epoch incremented to (?P<epoch>[0-9]{1,10}))?",
@@ -359,6 +395,35 @@ FRAME_MARKERS: tuple[tuple[str, str, str], ...] = (
     ("processor_uncaught_exception", "ApiKeys.forId", "api_key_frame"),
 )
 
+# Shapes of real files (beyond one log line) the analysis reads, each with its fixture under tests/analyze/fixtures/
+# (the fuzz corpus of tests/analyze/test_analyze_fuzz.py): (shape, kind, what the analysis makes of it, fixture)
+EVIDENCE_SHAPES: tuple[tuple[str, str, str, str], ...] = (
+    ("deadlock report without its heading", "jstack", "entries read as jstack's report; the cycle from the holders they name",
+     "shapes/deadlock_excerpt_no_header.txt"),
+    ("deadlock report entries alone", "jstack", "each entry's named holder is an edge: the cycle without any stack",
+     "shapes/deadlock_report_entries_only.txt"),
+    ("report heading, entries, a stack without 'Java stack information'", "jstack",
+     "the trailing \"Name\": is a stack, not a third entry", "shapes/deadlock_report_trailing_stack.txt"),
+    ("blank lines / a date / a prompt around a dump", "jstack", "left out with a note; the dump is read",
+     "jdk17_rwlock_deadlock.jstack-l.txt"),
+    ("ZooKeeper client timed out, same session re-established", "server_log",
+     "zk_session_timeout (a reconnect), never zk_session_expired", "real23/broker2.server.log.zk-reconnect"),
+    ("fetch error between its fetcher's 'Shutting down' and 'Stopped' after 'Removed fetcher'", "server_log",
+     "fetch_failures_own_doing (leadership moved), not peer_fetch_failures", "shapes/fetcher_stopped_by_leadership_change.log"),
+    ("ss -a without -n: service names, %lo suffixes, wide columns", "sockets_ss", "rows; named ports mapped back, others noted",
+     "real23/ss-a-service-names.txt"),
+    ("macOS netstat -An: PCB address and flow hash columns", "sockets_netstat",
+     "rows; addresses netstat cut to 18 characters have no port", "macos_netstat_An.txt"),
+    ("jcmd Thread.dump_to_file -format=text (JDK 21)", "jstack", "threads, virtual threads (#N \"\" virtual), stacks",
+     "jdk21/virtual_threads.dump_to_file.txt"),
+    ("a carrier's 'Carrying virtual thread #N' (JDK 21 jstack)", "jstack", "linked to virtual thread #N",
+     "jdk21/virtual_threads.jstack-l.txt"),
+    ("Fatal error during KafkaServer startup / Exiting Kafka", "server_log",
+     "broker_startup_failed with the exception under it as the cause", "real23/fatal-startup-oom.server.log"),
+    ("the same, Kafka 0.10.2.1 (FATAL, KafkaServerStartable)", "server_log", "broker_startup_failed",
+     "real010/fatal-startup-bind.server.log"),
+)
+
 _BY_LOGGER: dict[str, list[Signature]] = {}
 for _s in SIGNATURES:
     for _lg in _s.loggers:
@@ -424,7 +489,8 @@ def render_markdown() -> str:
            "",
            "A record matches a row when its logger's simple class name is one of the row's loggers, every literal "
            "occurs in the message (or, for rows marked *exception*, in the exception line under it) and the "
-           "pattern matches. Every example is a real line; the source column says where it comes from.",
+           "pattern matches. Every example is a real line, except those whose source says \"wording from Kafka's source\" "
+           "(no real line recorded yet); the source column says where each comes from.",
            "",
            "## Layouts",
            "",
@@ -447,6 +513,12 @@ def render_markdown() -> str:
             out.append(f"| `{s.name}` | {_md(s.versions)} | | *no real line found yet: wording from the Kafka source; untested* | |")
         for e in s.examples:
             out.append(f"| `{s.name}` | {_md(s.versions)} | {_md(e.version)} | `{_md(e.text)}` | {_md(e.source)} |")
+    out += ["", "## Evidence shapes beyond one log line", "",
+            "Shapes of real files the analysis reads (thread dumps, socket tables, sequences of log lines), each with "
+            "its fixture under `tests/analyze/fixtures/` (also the fuzz corpus); formats in docs/CONTRACTS.md.", "",
+            "| shape | kind | read as | fixture |", "|---|---|---|---|"]
+    for shape, kind, what, fixture in EVIDENCE_SHAPES:
+        out.append(f"| {_md(shape)} | `{kind}` | {_md(what)} | `{fixture}` |")
     out += ["", "## Exception-line attributes", "",
             "| signatures | literal | pattern |", "|---|---|---|"]
     for names_, lit, pat in EXCEPTION_ATTRS:

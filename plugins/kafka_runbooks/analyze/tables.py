@@ -32,7 +32,7 @@ SCHEMAS: dict[str, pa.Schema] = {
     "threads": _schema(("path", S), ("broker_id", I), ("dump", I), ("name", S), ("key", S), ("line", I), ("source", S),
                        ("state", S), ("state_detail", S), ("tid", S), ("nid", S), ("top_frame", S), ("frames", I),
                        ("awaited_address", S), ("awaited_class", S), ("awaited_kind", S), ("locks_held", I),
-                       ("serves_requests", B)),
+                       ("serves_requests", B), ("virtual", B), ("carrying", L), ("carrier", S)),
     "lock_edges": _schema(("path", S), ("broker_id", I), ("dump", I), ("waiter", S), ("holder", S), ("waiter_key", S),
                           ("holder_key", S), ("address", S), ("class", S), ("kind", S), ("waiter_line", I),
                           ("holder_line", I), ("source", S), ("in_cycle", B)),

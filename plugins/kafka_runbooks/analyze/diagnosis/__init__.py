@@ -23,7 +23,7 @@ import datetime as dt
 
 from ...model import Finding, Severity
 from ..parsed_file import ParsedFile
-from .core import Window, as_summary, kafka_versions, mark_duplicate_logs
+from .core import Window, as_summary, kafka_versions, mark_duplicate_logs, mark_virtual_thread_carriers
 from .deadlocks import deadlock_findings, owner_unknown_findings
 from .evidence_quality import unparsable_findings
 from .group_coordinator import group_load_findings
@@ -35,6 +35,7 @@ from .report_tables import broker_table, file_table, timeline
 from .requests import request_queue_findings, unknown_api_findings
 from .segments import segment_damage_findings
 from .signature_counts import signature_count_findings
+from .startup import startup_failure_findings
 from .sockets import (broker_addresses_of, broker_port_of, broker_ports_of, close_wait_findings,
                       on_broker_endpoint)
 from .zookeeper import zk_server_findings, zk_session_findings, zk_stats_findings
@@ -59,6 +60,7 @@ def diagnose(files: list[ParsedFile], kafka_version: str | None = None,
     """
     mark_duplicate_logs(files)
     files = [as_summary(f) for f in files]
+    mark_virtual_thread_carriers(files)
     window = window or Window()
     offsets: dict[int | None, dt.timedelta] = dict(utc_offsets or {})
     versions: dict[int | None, str] = dict(broker_versions or {})
@@ -71,6 +73,6 @@ def diagnose(files: list[ParsedFile], kafka_version: str | None = None,
                 + unknown_api_findings(files, versions) + group_load_findings(files) + log_cleaner_findings(files)
                 + oversized_offsets_findings(files) + segment_damage_findings(files) + zk_session_findings(files, offsets, gc)
                 + zk_server_findings(files, offsets, gc, zk_configs, zk_zones) + zk_stats_findings(files) + gc_findings(gc)
-                + signature_count_findings(files) + request_queue_findings(files, versions) + process_findings(files)
+                + signature_count_findings(files) + startup_failure_findings(files) + request_queue_findings(files, versions) + process_findings(files)
                 + unparsable_findings(files))
     return sorted(findings, key=lambda x: _RANK[x.severity])

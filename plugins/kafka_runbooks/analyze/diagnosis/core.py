@@ -3,6 +3,7 @@ times in UTC, log results normalised to LogSummary, and the logs that repeat ano
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import re
 from collections import defaultdict
@@ -12,7 +13,7 @@ from typing import Iterable
 from ...model import Evidence
 from ..logsummary import LogSummary, summarize
 from ..parsed_file import ParsedFile
-from ..parsers.jstack import JstackDump, ThreadDumps
+from ..parsers.jstack import JstackDump, ThreadDumps, link_virtual_threads
 from ..parsers.kafka_log import KafkaLog
 from ..parsers.logs import LogParse, LogRecord
 
@@ -151,18 +152,33 @@ def dumps_by_broker(files: list[ParsedFile]) -> dict[int | None, list[tuple[Pars
 
 
 def as_summary(f: ParsedFile) -> ParsedFile:
-    """Log results given as a LogParse/KafkaLog (pure callers) become the LogSummary diagnose reads."""
-
+    """Log results given as a LogParse/KafkaLog (pure callers) become the LogSummary diagnose reads (a copy of the
+    ParsedFile; every other field kept)."""
     r = f.result
     if isinstance(r, KafkaLog):
         r = r.parse
     if isinstance(r, LogParse):
-        return ParsedFile(path=f.path, kind=f.kind, broker_id=f.broker_id, host=f.host,
-                          result=summarize(r, f.path, f.kind, f.broker_id, f.host), problems=list(f.problems), seq=f.seq,
-                          bytes=f.bytes, notes=list(f.notes), server=f.server, embedded=f.embedded, parse_s=f.parse_s,
-                          duplicate_of=f.duplicate_of)
+        return dataclasses.replace(f, result=summarize(r, f.path, f.kind, f.broker_id, f.host), problems=list(f.problems),
+                                   notes=list(f.notes))
     if f.kind == "jstack" and isinstance(r, JstackDump):
-        return ParsedFile(path=f.path, kind=f.kind, broker_id=f.broker_id, host=f.host, result=ThreadDumps(dumps=[r]),
-                          problems=list(f.problems), seq=f.seq, bytes=f.bytes, notes=list(f.notes), server=f.server,
-                          embedded=f.embedded, parse_s=f.parse_s, duplicate_of=f.duplicate_of)
+        return dataclasses.replace(f, result=ThreadDumps(dumps=[r]), problems=list(f.problems), notes=list(f.notes))
     return f
+
+
+def mark_virtual_thread_carriers(files: list[ParsedFile]) -> None:
+    """Per broker, across its thread-dump files: a carrier's 'Carrying virtual thread #N' (jstack of JDK 21+) and the
+    virtual thread #N (jcmd Thread.dump_to_file) are one thread of work; each such pair is noted on both files
+    (idempotent)."""
+    for _, pairs in dumps_by_broker(files).items():
+        where = {id(d): f for f, d in pairs}
+        dumps = [d for _, d in pairs]
+        for carrier, virtual in link_virtual_threads(dumps):
+            cf = next((where[id(d)] for d in dumps if carrier in d.threads), None)
+            vf = next((where[id(d)] for d in dumps if virtual in d.threads), None)
+            if cf is None or vf is None:
+                continue
+            note = (f"virtual thread #{virtual.number} {virtual.name!r} ({vf.path}:{virtual.line}) is mounted on carrier "
+                    f"{carrier.name!r} ({cf.path}:{carrier.carrying_line})")
+            for f in {cf.path: cf, vf.path: vf}.values():
+                if note not in f.notes:
+                    f.notes.append(note)

@@ -22,9 +22,16 @@ def _thread_at(d: JstackDump, key: str, name: str):
 def _cycle_evidence(f: ParsedFile, dump: JstackDump, edges: list[LockEdge]) -> Evidence:
     lines: set[int] = set()
     excerpt: list[tuple[int, str]] = []
+    entries = {x.thread: x for dl in dump.deadlocks for x in dl}
     for e in edges:
         t = _thread_at(dump, e.waiter_key, e.waiter)
         if t is None:
+            x = entries.get(e.waiter)
+            if x is not None:  # a thread the file shows only in jstack's report: cite its entry
+                lines.update(n for n in (x.line, x.held_line) if n)
+                excerpt.append((x.line, f'"{x.thread}": waiting for <{x.address}> ({x.cls})'))
+                if x.held_line:
+                    excerpt.append((x.held_line, f'  which is held by "{x.held_by}"'))
             continue
         lines.add(t.line)
         excerpt.append((t.line, t.header_text))

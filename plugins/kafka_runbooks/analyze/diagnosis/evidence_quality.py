@@ -1,4 +1,6 @@
-"""Evidence the analysis could not read, or read with damage: said as a finding, naming the file and why."""
+"""Evidence the analysis could not read, or read with damage: said as a finding, naming the file and why. An empty
+optional file (a log or configuration file the capture takes only where it exists) is not a finding: it is said
+in the file's notes (the report's 'Evidence read' table); an empty required file is."""
 
 from __future__ import annotations
 
@@ -6,6 +8,15 @@ from typing import Any
 
 from ...model import Evidence, Finding, Severity
 from ..parsed_file import ParsedFile
+from ..parsers.base import EMPTY_REASONS
+
+
+def empty_optional(f: ParsedFile) -> str | None:
+    """What to say of an optional file that is empty (not a problem), else None."""
+    reasons = f.reasons
+    if f.optional and reasons and all(r in EMPTY_REASONS for r in reasons):
+        return f"empty ({reasons[0]}): an optional file, nothing to analyse"
+    return None
 
 
 def _has_content(result: Any) -> bool:
@@ -20,6 +31,8 @@ def unparsable_findings(files: list[ParsedFile]) -> list[Finding]:
         notes = list(f.notes) + list(getattr(f.result, "notes", []) or [])
         damaged = [n for n in notes if "damaged" in n or "invalid UTF-8" in n or "UTF-16" in n]
         if not reasons and not damaged:
+            continue
+        if empty_optional(f):
             continue
         if not reasons:
             out.append(Finding(kind="damaged_evidence", severity=Severity.INFO,

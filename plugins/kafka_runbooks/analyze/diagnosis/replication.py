@@ -11,7 +11,7 @@ from collections import Counter, defaultdict
 from ...model import Evidence, Finding, Severity
 from ..logsummary import LogSummary
 from ..parsed_file import ParsedFile
-from ..parsers.kafka_log import fetch_cause
+from ..parsers.kafka_log import fetch_cause, stopping_fetchers
 from ..parsers.logs import LogRecord
 from .core import MAX_CITED_LINES, STALL_MS, Window, broker_label, cite, logs_by_broker, parse_utc, utc_of
 
@@ -83,6 +83,7 @@ def fetch_findings(files: list[ParsedFile], window: Window, offsets, gc) -> list
             s: LogSummary = f.result
             log_end[f.path] = parse_utc(s.last_ts, offsets.get(b))
             recs = s.signatures("replica_fetch_error") or s.signatures("fetch_session_error")
+            stopped = stopping_fetchers(s.events) if recs else {}
             for r in recs:
                 try:
                     leader = int(r.attrs["leader"])
@@ -91,7 +92,9 @@ def fetch_findings(files: list[ParsedFile], window: Window, offsets, gc) -> list
                 reporter = int(r.attrs["fetcher"]) if r.attrs.get("fetcher", "").lstrip("-").isdigit() else b
                 t = utc_of(r, offsets, b)
                 why = None
-                if "client_shutdown" in r.attrs:
+                if r.line in stopped:
+                    why = f"broker {reporter} stopped this fetcher itself: {stopped[r.line]}"
+                elif "client_shutdown" in r.attrs:
                     why = "the reporting broker stopped this fetcher itself (leadership moved or it was shutting down)"
                 elif t is not None:
                     stall = stall_explaining(stall_index.get(reporter), t)

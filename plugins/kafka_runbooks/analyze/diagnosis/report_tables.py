@@ -9,6 +9,7 @@ from ..parsed_file import ParsedFile
 from ..parsers.jstack import ThreadDumps
 from ..parsers.misc import HeapInfo, OpenFiles, ProcessStat
 from .core import as_summary, by_broker, dumps_by_broker, kafka_versions, logs_by_broker, mark_duplicate_logs
+from .evidence_quality import empty_optional
 from .sockets import broker_port_of, broker_ports_of, on_broker_endpoint, socket_tables
 
 
@@ -51,14 +52,18 @@ def file_table(files: list[ParsedFile]) -> list[dict]:
     out = []
     for f in files:
         r = f.result
+        empty = empty_optional(f)
         row = {"path": f.path, "kind": f.kind, "broker_id": f.broker_id, "bytes": f.bytes,
-               "problems": "; ".join(f.reasons) or None, "notes": "; ".join(f.notes + list(getattr(r, "notes", []) or [])) or None}
+               "problems": None if empty else "; ".join(f.reasons) or None,
+               "notes": "; ".join(f.notes + list(getattr(r, "notes", []) or []) + ([empty] if empty else [])) or None}
         if isinstance(r, LogSummary):
             row.update(layout=r.layout, parsed_share=r.parsed_share, share_sampled=r.share_sampled, read_by=r.read_by,
                        signatures=sum(r.counts.values()))
         elif isinstance(r, ThreadDumps):
             row.update(layout="thread dump" + (" (inside the log)" if f.embedded else ""), dumps=len(r.dumps),
-                       formats=sorted({d.format for d in r.dumps}))
+                       formats=sorted({d.format for d in r.dumps}),
+                       virtual_threads=sum(1 for t in r.threads if t.virtual),
+                       carriers=sum(1 for t in r.threads if t.carrying is not None))
         out.append(row)
     return out
 

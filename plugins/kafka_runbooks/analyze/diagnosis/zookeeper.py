@@ -12,30 +12,118 @@ from ..parsed_file import ParsedFile
 from .core import MAX_CITED_LINES, STALL_MS, broker_label, cite, logs_by_broker
 
 
+def session_outcomes(s: LogSummary) -> list[dict]:
+    """What followed each 'Client session timed out' of one log: the same session id re-established (a reconnect:
+    the session survived), Kafka's expiry wording or a new session id (it expired), the broker restarting, or
+    nothing the log shows."""
+    events = sorted(s.signatures("zk_session_timeout") + s.signatures("zk_session_established")
+                    + s.signatures("zk_session_expired") + s.signatures("kafka_version"), key=lambda r: r.line)
+    out = []
+    for k, r in enumerate(events):
+        if r.signature != "zk_session_timeout":
+            continue
+        outcome, by = "unknown", None
+        for x in events[k + 1:]:
+            if x.signature == "zk_session_timeout" and x.attrs.get("session") == r.attrs.get("session"):
+                continue  # the same silence logged again while reconnecting
+            if x.signature == "zk_session_expired":
+                outcome, by = "expired", x
+            elif x.signature == "kafka_version":
+                outcome, by = "restarted", x
+            elif x.signature == "zk_session_established":
+                same = x.attrs.get("session", "").lower() == r.attrs.get("session", "").lower()
+                outcome, by = ("reconnected" if same else "new_session"), x
+            break
+        out.append({"timeout": r, "outcome": outcome, "by": by, "millis": int(r.attrs.get("millis", "0") or 0),
+                    "session": r.attrs.get("session")})
+    return out
+
+
+EXPIRY_LINES_WITHIN_S = 10  # one expiry is logged by the ZooKeeper client and by Kafka's ZooKeeperClient, moments apart
+
+
+def distinct_expiries(exp: list) -> list:
+    """The expiry lines that start an expiry: Kafka 1.1+ logs one expiry twice (ClientCnxn's 'Unable to reconnect ...
+    has expired', then '[ZooKeeperClient] Session expired.'); lines within EXPIRY_LINES_WITHIN_S of the previous one
+    are the same expiry."""
+    out, last = [], None
+    for r in sorted(exp, key=lambda r: r.line):
+        t = r.at()
+        if last is not None and t is not None and (t - last).total_seconds() <= EXPIRY_LINES_WITHIN_S:
+            last = t
+            continue
+        out.append(r)
+        last = t
+    return out
+
+
 def zk_session_findings(files: list[ParsedFile], offsets, gc) -> list[Finding]:
+    """An expiry is claimed only on Kafka's / the ZooKeeper client's expiry wording, or a new session id after a
+    timeout; a timeout followed by the same session id is a reconnect (the broker stayed registered)."""
     out = []
     for b, fs in logs_by_broker(files).items():
         for f in fs:
             s: LogSummary = f.result
             exp = s.signatures("zk_session_expired")
-            to = s.signatures("zk_session_timeout")
-            if not exp and not to:
+            outcomes = session_outcomes(s)
+            if not exp and not outcomes:
                 continue
-            longest = max((int(r.attrs.get("millis", "0") or 0) for r in to), default=0)
             pauses = [(gf, p) for gf, p in gc.get(b, []) if p.seconds * 1000 >= STALL_MS]
             gc_note = ""
             if pauses:
                 gf, p = max(pauses, key=lambda x: x[1].seconds)
                 gc_note = f"; its GC log shows a {p.seconds:.1f} s pause ({gf.path}:{p.line}) that alone exceeds a typical session timeout"
+            renewed = [o for o in outcomes if o["outcome"] == "new_session"]
+            distinct = distinct_expiries(exp)
+            expired_n = len(distinct) + len(renewed)
+            if expired_n:
+                silent = [o for o in outcomes if o["outcome"] in ("expired", "new_session")]
+                longest = max((o["millis"] for o in silent), default=0)
+                how = []
+                if exp:
+                    how.append(f"{len(exp)} expiry line(s)" + (f" for {len(distinct)} expiry" if len(distinct) != len(exp) else ""))
+                if renewed:
+                    how.append(f"{len(renewed)} new session(s) after a timeout ("
+                               + ", ".join(f"{o['session']} -> {o['by'].attrs.get('session')}" for o in renewed[:3]) + ")")
+                recs = exp + [o["timeout"] for o in silent] + [o["by"] for o in renewed]
+                out.append(Finding(
+                    kind="zk_session_expired", severity=Severity.WARNING,
+                    summary=(f"{broker_label(b)}'s ZooKeeper session expired {expired_n} time(s) ({'; '.join(how)})"
+                             + (f"; before that its client heard nothing from ZooKeeper for up to {longest} ms: the broker "
+                                "process was stalled (GC, SIGSTOP, swap), or its ZooKeeper server or the network was" if longest else "")
+                             + gc_note + "; while expired it is missing from /brokers/ids and its leaderships move"),
+                    broker_ids=(b,) if b is not None else (), evidence=(cite(f, sorted(recs, key=lambda r: r.line)),),
+                    details={"expiries": expired_n, "expiry_lines": len(exp), "new_sessions": len(renewed),
+                             "longest_silence_ms": longest or None, "gc_pauses_s": [p.seconds for _, p in pauses][:20]}))
+            kept = [o for o in outcomes if o["outcome"] in ("reconnected", "unknown", "restarted")]
+            if not kept:
+                continue
+            back = [o for o in kept if o["outcome"] == "reconnected"]
+            unknown = [o for o in kept if o["outcome"] == "unknown"]
+            longest = max(o["millis"] for o in kept)
+            parts = []
+            if back:
+                parts.append(f"{len(back)} time(s) it reconnected with the same session "
+                             f"({', '.join(sorted({o['session'] for o in back}))}): the session did not expire and the broker "
+                             "stayed registered")
+            if unknown:
+                parts.append(f"{len(unknown)} time(s) the log shows no reconnection after it"
+                             + (" (events of this log were sampled)" if s.omitted.get("zk_session_established") else "")
+                             + ": whether the session survived is not shown")
+            restarted = [o for o in kept if o["outcome"] == "restarted"]
+            if restarted:
+                parts.append(f"{len(restarted)} time(s) the broker restarted before reconnecting")
+            recs = [o["timeout"] for o in kept] + [o["by"] for o in kept if o["by"] is not None]
             out.append(Finding(
-                kind="zk_session_expired", severity=Severity.WARNING,
-                summary=(f"{broker_label(b)}'s ZooKeeper session expired {len(exp)} time(s)"
-                         + (f"; before that its client heard nothing from ZooKeeper for up to {longest} ms: the broker process itself "
-                            "was stalled (GC, SIGSTOP, swap) or cut off" if longest else "") + gc_note
-                         + "; while expired it is missing from /brokers/ids and its leaderships move"),
-                broker_ids=(b,) if b is not None else (), evidence=(cite(f, sorted(exp + to, key=lambda r: r.line)),),
-                details={"expiries": len(exp), "longest_silence_ms": longest or None,
-                         "gc_pauses_s": [p.seconds for _, p in pauses][:20]}))
+                kind="zk_session_timeout", severity=Severity.INFO if not unknown else Severity.WARNING,
+                summary=(f"{broker_label(b)}'s ZooKeeper client heard nothing from its server for up to {longest} ms "
+                         f"({len(kept)} time(s)): the broker process, its ZooKeeper server or the network between them "
+                         f"stalled that long; {'; '.join(parts)}" + gc_note),
+                broker_ids=(b,) if b is not None else (), evidence=(cite(f, sorted(recs, key=lambda r: r.line)),),
+                details={"timeouts": len(kept), "reconnected": len(back), "not_shown": len(unknown),
+                         "restarted": len(restarted), "longest_silence_ms": longest,
+                         "sessions": sorted({o["session"] for o in kept if o["session"]}),
+                         "ambiguity": "whether the session survived is not shown" if unknown else None}))
     return out
 
 

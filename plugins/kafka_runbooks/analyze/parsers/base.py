@@ -90,6 +90,10 @@ def _nul_runs(data: bytes) -> list[tuple[int, int]]:
     return runs
 
 
+EMPTY_NO_DATA, EMPTY_INPUT, EMPTY_WHITESPACE = "empty input (no data)", "empty input", "input contains only whitespace"
+EMPTY_REASONS = frozenset({EMPTY_NO_DATA, EMPTY_INPUT, EMPTY_WHITESPACE})
+
+
 def decode_evidence(data: bytes | str | None) -> Decoded:
     """Decode captured output, keeping every valid part.
 
@@ -98,7 +102,7 @@ def decode_evidence(data: bytes | str | None) -> Decoded:
     is replaced with U+FFFD and counted. Only empty or binary input is a fatal problem.
     """
     if data is None:
-        return Decoded("", problems=["empty input (no data)"])
+        return Decoded("", problems=[EMPTY_NO_DATA])
     if isinstance(data, str):
         text, enc, dec = data, "str", Decoded("")
     else:
@@ -133,7 +137,7 @@ def decode_evidence(data: bytes | str | None) -> Decoded:
                                      + (f" (first at byte {at})" if at is not None else ""))
     dec.text, dec.encoding = text, enc
     if not text.strip():
-        dec.problems.append("empty input" if not text else "input contains only whitespace")
+        dec.problems.append(EMPTY_INPUT if not text else EMPTY_WHITESPACE)
         dec.text = ""
         return dec
     sample = text[:65536]

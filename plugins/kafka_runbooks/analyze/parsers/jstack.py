@@ -6,8 +6,14 @@
 - VisualVM / NetBeans dumps (``"name" - Thread t@N``, ``- waiting to lock <a> (a C) owned by "x" t@M``);
 - jcmd's JSON dump (``Thread.dump_to_file -format=json``: format 1 of JDK 19-24 has names and stacks only,
   format 2 of JDK 25+ adds state, blockedOn, parkBlocker{object,owner} and monitorsOwned);
-- partial excerpts (threads without the ``Full thread dump`` header, or only jstack's own
-  ``Found one Java-level deadlock:`` report with its "Java stack information").
+- jcmd's text dump (``Thread.dump_to_file -format=text``, JDK 21+: pid, time and version lines, then
+  ``#<tid> "<name>"`` headers, `` virtual`` for virtual threads, frames without ``at``); a carrier's
+  ``Carrying virtual thread #N`` line (jstack / Thread.print of JDK 21+) links it to that virtual thread;
+- partial excerpts (threads without the ``Full thread dump`` header, jstack's own ``Found one Java-level
+  deadlock:`` report with or without its heading, its "Java stack information" with or without its heading).
+
+Lines around a dump that are not dump output (blank lines, a timestamp, a shell prompt) never make a good dump
+unparsable: a stretch without thread dump content next to one with it is left out, with a note.
 
 A file holding several dumps (kill -3 twice, a capture appending jstack runs) gives several dumps, in order.
 Threads are identified by nid/tid (``ThreadInfo.key``), not by name: two threads may share a name. A missing
@@ -39,6 +45,11 @@ _DL_WAIT_SYNC = re.compile(
     r"^\s{1,40}waiting for ownable synchronizer (?P<addr>0x[0-9a-fA-F]{1,32}),? \(a (?P<cls>[^)\n]{1,500})\),?\s{0,10}$")
 _DL_END = re.compile(r"^Found (?P<n>[0-9]{1,6}) deadlocks?\.\s{0,10}$")
 _TIMESTAMP = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}\s{0,10}$")
+_CARRYING = re.compile(r"^\s{1,40}Carrying virtual thread #(?P<tid>[0-9]{1,19})\s{0,10}$")
+_TEXT_HEADER = re.compile(r'^#(?P<tid>[0-9]{1,19}) "(?P<name>[^\n]{0,1000})"(?P<rest>(?: [A-Za-z_]{1,20}){0,4})\s{0,10}$')
+_ISO_INSTANT = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,9})?Z\s{0,10}$")
+_REPORT_WAIT = ("waiting to lock", "waiting for ", "which is held by")
+_STACK_LINE = ("at ", "- ", "java.lang.Thread.State:")
 _VISUALVM = re.compile(r"^\"(?P<name>[^\n]{0,1000})\" - Thread t@(?P<tid>[0-9]{1,12})\s{0,10}$")
 _COMPILER = re.compile(r"^\s{1,40}(?:No compile task|Compiling:.{0,500})$")
 _SMR_BODY = re.compile(r"^\s{0,10}(?:0x[0-9a-fA-F]{1,20},?\s{0,10}){1,8}$", re.ASCII)
@@ -87,6 +98,9 @@ class ThreadInfo:
     ownable_synchronizers: list[LockRef] = field(default_factory=list)
     last_line: int = 0
     virtual: bool = False
+    carrying: int | None = None  # a carrier thread: the tid of the virtual thread mounted on it ("Carrying virtual thread #N")
+    carrying_line: int | None = None
+    carrier: str | None = None  # a virtual thread: the name of the carrier it is mounted on (when a dump shows it)
 
     @property
     def key(self) -> str:
@@ -134,6 +148,7 @@ class ThreadInfo:
             "locked": [l.to_dict() for l in self.locked],
             "ownable_synchronizers": [l.to_dict() for l in self.ownable_synchronizers],
             "awaited": aw.to_dict() if aw else None, "awaited_kind": self.awaited_kind,
+            "virtual": self.virtual, "carrying": self.carrying, "carrier": self.carrier,
         }
 
 
@@ -270,18 +285,42 @@ def _short_header(ln: str) -> str | None:
     return None
 
 
+def _above(lines: list[str], j: int, floor: int) -> int:
+    """The nearest non-blank line above ``j`` (at most 3 blank lines up, not below ``floor``), else -1."""
+    k = j - 1
+    while k >= floor and k >= j - 4 and not lines[k].strip():
+        k -= 1
+    return k if k >= floor and lines[k].strip() else -1
+
+
 def _dump_starts(lines: list[str]) -> list[int]:
-    """0-based indexes where a new dump begins (a 'Full thread dump' header, with its date line above)."""
-    starts = []
+    """0-based indexes where a new dump begins (a 'Full thread dump' header, with its date line and jcmd's 'PID:'
+    line above it, blank lines between them allowed)."""
+    starts: list[int] = []
     for i, ln in enumerate(lines):
         if ln.startswith("Full thread dump "):
+            floor = starts[-1] + 1 if starts else 0
             j = i
-            if i > 0 and _TIMESTAMP.match(lines[i - 1]):
-                j = i - 1
-            if j > 0 and lines[j - 1].rstrip().rstrip(":").isdigit():  # jcmd's "PID:" line
-                j -= 1
+            k = _above(lines, j, floor)
+            if k >= 0 and _TIMESTAMP.match(lines[k]):
+                j = k
+                k = _above(lines, j, floor)
+            if k >= 0 and lines[k].rstrip().rstrip(":").isdigit():  # jcmd's "PID:" line
+                j = k
             starts.append(j)
     return starts
+
+
+def _has_content(d: "JstackDump") -> bool:
+    return bool(d.threads or d.deadlocks or d.deadlock_stacks)
+
+
+def _next_nonblank(lines: list[str], idx: int, b: int) -> str:
+    """The next non-blank line after ``idx`` (within 5 lines and the section), stripped; '' if none."""
+    for k in range(idx + 1, min(b, idx + 6)):
+        if lines[k].strip():
+            return lines[k].strip()
+    return ""
 
 
 def parse_thread_dumps(data: bytes | str | None, *, embedded: bool | None = None) -> ThreadDumps:
@@ -301,6 +340,11 @@ def parse_thread_dumps(data: bytes | str | None, *, embedded: bool | None = None
         return out
     lines = split_lines(text)
     out.total_lines = len(lines)
+    if _is_text_dump(lines):
+        dump = parse_text_dump(lines)
+        out.dumps.append(dump)
+        out.unparsable.extend(dump.unparsable)
+        return out
     starts = _dump_starts(lines)
     if embedded is None:
         embedded = bool(starts) and any(ln.strip() and not _TIMESTAMP.match(ln) and not ln.rstrip().rstrip(":").isdigit()
@@ -314,15 +358,24 @@ def parse_thread_dumps(data: bytes | str | None, *, embedded: bool | None = None
             sections.insert(0, (0, starts[0]))  # threads pasted before the first header
     for k, (a, b) in enumerate(sections):
         dump = _parse_section(lines, a, b, embedded)
-        dump.index = len(out.dumps)
-        if dump.threads or dump.deadlocks or dump.deadlock_stacks or not embedded:
+        if _has_content(dump) or not embedded:
             out.dumps.append(dump)
-    if not out.dumps or all(not (x.threads or x.deadlocks or x.deadlock_stacks) for x in out.dumps):
+    if any(_has_content(x) for x in out.dumps):
+        # a stretch around the dumps without dump content (blank lines, a date, a prompt) is left out, said once
+        for x in out.dumps:
+            if not _has_content(x) and x.unrecognized.count:
+                out.notes.append(f"lines {x.first_line}-{x.last_line}: {x.unrecognized.count} line(s) that are not thread "
+                                 f"dump output around the dump(s), left out (first: {x.unrecognized.samples[0].text[:80]!r})")
+        out.dumps = [x for x in out.dumps if _has_content(x)]
+    for k, x in enumerate(out.dumps):
+        x.index = k
+    if not out.dumps or all(not _has_content(x) for x in out.dumps):
         reasons = [r for x in out.dumps for r in x.unparsable] or ["no thread dump content recognised"]
         out.unparsable.extend(dict.fromkeys(reasons))
     else:
         for x in out.dumps:
             out.unparsable.extend(r for r in x.unparsable if r not in out.unparsable)
+    link_virtual_threads(out.dumps)
     return out
 
 
@@ -409,8 +462,26 @@ def _parse_section(lines: list[str], a: int, b: int, embedded: bool) -> JstackDu
                               or ln.strip() == "}" or ln.rstrip().rstrip(":").isdigit() or _SMR_BODY.match(ln)):
             recognized += 1
             continue
+        if c0 == '"' and mode in ("top", "thread") and _short_header(ln) is not None \
+                and _next_nonblank(lines, idx, b).startswith(_REPORT_WAIT):
+            # jstack's deadlock report pasted without its 'Found one Java-level deadlock:' heading
+            close_thread()
+            dl_list = []
+            dump.deadlocks.append(dl_list)
+            mode = "dl_summary"
+            dump.notes.append(f"line {i}: jstack's deadlock report without its 'Found one Java-level deadlock:' heading "
+                              "(an excerpt); its entries are read as the report")
         if mode == "dl_summary":
             name = _short_header(ln)
+            if name is not None and _next_nonblank(lines, idx, b).startswith(_STACK_LINE):
+                # the report's stacks without their 'Java stack information' heading: a stack, not a third entry
+                close_thread()
+                cur = ThreadInfo(name=name, line=i, header_text=ln.strip(), source="deadlock_stacks")
+                mode = "dl_stacks"
+                dump.notes.append(f"line {i}: the deadlock report's stacks follow without their 'Java stack information' "
+                                  "heading")
+                recognized += 1
+                continue
             if name is not None:
                 dl_cur = DeadlockEntry(thread=name, line=i)
                 assert dl_list is not None
@@ -509,6 +580,12 @@ def _parse_section(lines: list[str], a: int, b: int, embedded: bool) -> JstackDu
             cur.frames.append(Frame(s[3:].strip(), i))
             recognized += 1
             continue
+        if s.startswith("Carrying virtual thread"):
+            m = _CARRYING.match(ln)
+            if m:
+                cur.carrying, cur.carrying_line = int(m.group("tid")), i
+                recognized += 1
+                continue
         if s.startswith("- "):
             m = _LOCK.match(ln)
             if m:
@@ -552,7 +629,11 @@ def _parse_section(lines: list[str], a: int, b: int, embedded: bool) -> JstackDu
         dump.complete = False
     if dl_open:
         dump.complete = False
-        dump.unparsable.append("truncated deadlock section: no 'Found N deadlock(s).' line")
+        if all(e.held_by for dl in dump.deadlocks for e in dl):
+            dump.notes.append("the deadlock report ends without its 'Found N deadlock(s).' line (an excerpt); every "
+                              "entry names its holder")
+        else:
+            dump.unparsable.append("truncated deadlock section: no 'Found N deadlock(s).' line")
     for dl in dump.deadlocks:
         for e in dl:
             if e.held_by is None:
@@ -567,6 +648,87 @@ def _parse_section(lines: list[str], a: int, b: int, embedded: bool) -> JstackDu
 
 def _addr(a: str) -> str:
     return a if a.lower().startswith("0x") else "0x" + a
+
+
+# ---------------------------------------------------------------- virtual threads
+
+
+def link_virtual_threads(dumps: list[JstackDump]) -> list[tuple[ThreadInfo, ThreadInfo]]:
+    """(carrier, virtual thread) pairs: a carrier's 'Carrying virtual thread #N' names the virtual thread whose tid is
+    N (``#N "" virtual`` in jcmd's Thread.dump_to_file). Sets ``carrier`` on each virtual thread found."""
+    virtual: dict[int, ThreadInfo] = {}
+    for d in dumps:
+        for t in d.threads:
+            if t.virtual and t.number is not None:
+                virtual.setdefault(t.number, t)
+    pairs = []
+    for d in dumps:
+        for t in d.threads:
+            v = virtual.get(t.carrying) if t.carrying is not None else None
+            if v is not None:
+                v.carrier = t.name
+                pairs.append((t, v))
+    return pairs
+
+
+# ---------------------------------------------------------------- jcmd Thread.dump_to_file -format=text
+
+
+def _is_text_dump(lines: list[str]) -> bool:
+    """JDK 21+'s plain-text dump: a pid line, an ISO-8601 instant, the runtime version, then '#<tid> "<name>"'
+    headers (no 'Full thread dump' line, no quoted-name headers)."""
+    head = [ln for ln in lines[:40] if ln.strip()][:10]
+    return (any(_ISO_INSTANT.match(ln) for ln in head) and any(_TEXT_HEADER.match(ln) for ln in head)
+            and not any(ln.startswith(('"', "Full thread dump ")) for ln in head))
+
+
+def parse_text_dump(lines: list[str]) -> JstackDump:
+    """``jcmd PID Thread.dump_to_file -format=text``: every platform and virtual thread (virtual threads that are not
+    mounted appear only here), with their stacks; JDK 21 prints neither states nor locks."""
+    dump = JstackDump(format="text", full_dump=True, first_line=1, last_line=len(lines), total_lines=len(lines))
+    cur: ThreadInfo | None = None
+    nonblank = 0
+    for idx, ln in enumerate(lines):
+        i = idx + 1
+        if not i & 0xFFF:
+            check_budget(f"line {i}")
+        if not ln.strip():
+            continue
+        nonblank += 1
+        m = _TEXT_HEADER.match(ln)
+        if m:
+            if cur is not None:
+                dump.threads.append(cur)
+            rest = m.group("rest").split()
+            cur = ThreadInfo(name=m.group("name"), line=i, header_text=ln.strip(), number=int(m.group("tid")),
+                             tid=m.group("tid"), virtual="virtual" in rest)
+            cur.state = next((w for w in rest if w.isupper() and w != "virtual"), None)
+            continue
+        if cur is None:  # the preamble: pid, time, runtime version
+            s = ln.strip()
+            if _ISO_INSTANT.match(s) and dump.timestamp is None:
+                dump.timestamp = s
+            elif s.isdigit() or (dump.timestamp and dump.jvm is None and s[:1].isdigit() and " " not in s):
+                dump.jvm = s if not s.isdigit() else dump.jvm
+            else:
+                dump.unrecognized.add(i, ln)
+            continue
+        if ln[0].isspace():
+            cur.frames.append(Frame(ln.strip(), i))
+            cur.last_line = i
+            continue
+        dump.unrecognized.add(i, ln)
+    if cur is not None:
+        dump.threads.append(cur)
+    if not dump.threads:
+        dump.unparsable.append("no threads in the text dump")
+    else:
+        dump.notes.append("jcmd Thread.dump_to_file text format (JDK 21+): thread names and stacks only, no states or lock "
+                          "information; lock cycles cannot be derived from it (take a jstack too)")
+    if dump.unrecognized.count and dump.unrecognized.count * 2 > nonblank:
+        dump.unparsable.append(f"{dump.unrecognized.count} of {nonblank} non-blank lines are not thread dump output "
+                               f"(first at line {dump.unrecognized.samples[0].line})")
+    return dump
 
 
 # ---------------------------------------------------------------- jcmd JSON

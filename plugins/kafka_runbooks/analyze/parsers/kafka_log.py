@@ -27,6 +27,7 @@ CAUSE_DISCONNECTED = "disconnected"  # "Connection to N was disconnected before 
 CAUSE_CLIENT_SHUTDOWN = "client_shutdown"  # the fetcher itself was being stopped (leadership moved / own shutdown)
 CAUSE_TIMEOUT = "timeout"  # SocketTimeoutException ("Failed to connect within N ms"), request timeouts
 CAUSE_CONNECTION_FAILED = "connection_failed"  # "Connection to host:port (id: N rack: R) failed."
+CAUSE_FETCHER_STOPPED = "fetcher_stopped"  # logged between the fetcher's own 'Shutting down' and 'Stopped'
 CAUSE_UNKNOWN = "unknown"
 # the causes that mean "the leader did not serve this fetcher" (client_shutdown: the fetcher was stopped itself)
 UNREACHABLE_CAUSES = (CAUSE_DISCONNECTED, CAUSE_TIMEOUT, CAUSE_CONNECTION_FAILED)
@@ -78,6 +79,50 @@ def fetch_cause(attrs: dict[str, str]) -> str:
     if "connection_failed" in attrs:
         return CAUSE_CONNECTION_FAILED
     return CAUSE_UNKNOWN
+
+
+def fetcher_of(attrs: dict[str, str]) -> tuple[str | None, str | None]:
+    """The fetcher a record names, as (leader, fetcher id): ReplicaFetcherThread-<id>-<leader> (0.9 - 0.11) or
+    [ReplicaFetcher replicaId=.., leaderId=<leader>, fetcherId=<id>] (1.0+)."""
+    return attrs.get("leader") or attrs.get("leader2"), attrs.get("fetcher_id") or attrs.get("fetcher_id2")
+
+
+STOP_SIGNATURES = ("fetcher_shutdown", "fetcher_stopped", "fetcher_removed", "broker_shutting_down",
+                   "controlled_shutdown_start")
+
+
+def stopping_fetchers(records: list[LogRecord]) -> dict[int, str]:
+    """Fetch failures a broker logged while that very fetcher was being stopped -- between its 'Shutting down' and
+    its 'Stopped' (the in-flight fetch fails: 'Client was shutdown', ClosedSelectorException, ...) -- by line, with
+    why it was stopped: the 'Removed fetcher for partitions' before it (leadership moved: this broker became the
+    leader, or follows another one), or the broker's own shutdown. Records of one log file."""
+    out: dict[int, str] = {}
+    stopping: dict[tuple, str] = {}
+    removed: LogRecord | None = None
+    shutdown: LogRecord | None = None
+    for r in sorted((r for r in records if r.signature in STOP_SIGNATURES or r.signature in FETCH_SIGNATURES),
+                    key=lambda r: r.line):
+        sig = r.signature
+        if sig == "fetcher_removed":
+            removed = r
+        elif sig in ("broker_shutting_down", "controlled_shutdown_start"):
+            shutdown = r
+        elif sig == "fetcher_shutdown":
+            leader, _ = fetcher_of(r.attrs)
+            if removed is not None and (shutdown is None or removed.line > shutdown.line):
+                why = (f"its fetcher from broker {leader} was being stopped (line {r.line}) after 'Removed fetcher for "
+                       f"partitions {removed.attrs.get('partitions', '')[:200]}' (line {removed.line}): leadership moved, "
+                       "not the leader's fault")
+            elif shutdown is not None:
+                why = f"its fetcher from broker {leader} was being stopped (line {r.line}) during its own shutdown (line {shutdown.line})"
+            else:
+                why = f"its fetcher from broker {leader} was being stopped ('Shutting down', line {r.line})"
+            stopping[fetcher_of(r.attrs)] = why
+        elif sig == "fetcher_stopped":
+            stopping.pop(fetcher_of(r.attrs), None)
+        elif fetcher_of(r.attrs) in stopping:
+            out[r.line] = stopping[fetcher_of(r.attrs)]
+    return out
 
 
 def _int(v: str | None) -> int | None:
@@ -162,10 +207,14 @@ def fetch_errors(text: bytes | str | None, since: dt.datetime | None = None, unt
     """
     s, u = _aware(since), _aware(until)
     out = []
-    for first, second in _pairs(parse(text, layout)):
+    records = parse(text, layout)
+    stopped = stopping_fetchers(records)
+    for first, second in _pairs(records):
         fe = fetch_error_of(first, broker_id, utc_offset)
         if fe is None:
             continue
+        if first.line in stopped and fe.cause != CAUSE_CLIENT_SHUTDOWN:  # ("Client was shutdown" says so already)
+            fe = dataclasses.replace(fe, cause=CAUSE_FETCHER_STOPPED, note="; ".join(x for x in (fe.note, stopped[first.line]) if x))
         if second is not None:
             other = fetch_error_of(second, broker_id, utc_offset)
             if other is not None:
@@ -229,5 +278,6 @@ def parse_kafka_log(data: bytes | str | None, layout: str | None = None) -> Kafk
 
 
 __all__ = ["parse", "classify", "fetch_errors", "FetchError", "parse_kafka_log", "KafkaLog", "LogRecord",
+           "stopping_fetchers", "fetcher_of",
            "select_fetch_failures", "fetch_error_of", "is_exception_line", "parse_lines", "split_lines",
            "decode_evidence", "sigs"]

@@ -1,7 +1,14 @@
-"""The one socket-table parser: Linux ``ss -tanp`` (with or without -H, with or without a Netid column),
-Linux ``netstat -an[t]p``, and macOS/BSD ``netstat -an[p tcp]`` (``tcp4``/``tcp46`` rows, ``host.port``
-addresses, ``(state)`` header). UNIX-domain rows (``unix``/``u_str`` ..., the "Active UNIX domain sockets"
-section) are not TCP connections: they are skipped and counted apart.
+"""The one socket-table parser: Linux ``ss -tanp`` (with or without -H, with or without a Netid column, ``ss -a``
+with its wide columns), Linux ``netstat -an[t]p``, and macOS/BSD ``netstat -an[p tcp]`` (``tcp4``/``tcp46`` rows,
+``host.port`` addresses, ``(state)`` header) and ``netstat -An`` (each row led by its PCB address and flow hash;
+netstat cuts addresses to 18 characters there, so a cut address's port is not trusted). UNIX-domain rows
+(``unix``/``u_str`` ..., the "Active UNIX domain sockets" section) are not TCP connections: they are skipped and
+counted apart.
+
+Without ``-n`` ss and netstat print ports by service name (``:XmlIpcRegSvc``, IANA's name of 9092) and addresses
+with an interface suffix (``127.0.0.53%lo``): the names of the ports the analysis reads are mapped back
+(``SERVICE_PORTS``), other names leave the port unknown and are said in a note. A table with lines but no rows is
+never fine: it is unparsable, naming how many lines were not understood.
 
 Every socket is counted once: a row repeated with the same protocol, state and both endpoints (ss lists a
 socket shared by several processes once per process in some versions; a pasted table may repeat lines) is
@@ -28,20 +35,26 @@ _NETSTAT_STATES = {
     "LAST_ACK", "CLOSING", "CLOSE", "UNKNOWN",
 }
 _BSD_STATES = {"FIN_WAIT_1": "FIN_WAIT1", "FIN_WAIT_2": "FIN_WAIT2", "SYN_RCVD": "SYN_RECV", "CLOSED": "CLOSE"}
+# columns are padded to the widest value of the table: ss -a pads addresses to UNIX socket paths (100+ blanks)
 _NETSTAT_ROW = re.compile(
-    r"^(?P<proto>tcp(?:4|6|46)?|udp(?:4|6|46)?)\s{1,40}(?P<rq>[0-9]{1,15})\s{1,40}(?P<sq>[0-9]{1,15})\s{1,40}(?P<local>\S{1,300})"
-    r"\s{1,40}(?P<peer>\S{1,300})(?:\s{1,40}(?P<state>[A-Z_0-9]{1,20}))?(?:\s{1,40}(?P<prog>\S.{0,300}))?$", re.ASCII
+    r"^(?P<proto>tcp(?:4|6|46)?|udp(?:4|6|46)?)\s{1,400}(?P<rq>[0-9]{1,15})\s{1,400}(?P<sq>[0-9]{1,15})\s{1,400}(?P<local>\S{1,300})"
+    r"\s{1,400}(?P<peer>\S{1,300})(?:\s{1,400}(?P<state>[A-Z_0-9]{1,20}))?(?:\s{1,400}(?P<prog>\S.{0,300}))?$", re.ASCII
 )
 _SS_ROW = re.compile(
-    r"^(?:(?P<netid>tcp|udp|raw|mptcp|sctp)\s{1,40})?(?P<state>[A-Z][A-Z0-9-]{0,20})\s{1,40}"
-    r"(?P<rq>[0-9]{1,15})\s{1,40}(?P<sq>[0-9]{1,15})\s{1,40}(?P<local>\S{1,300})\s{1,40}(?P<peer>\S{1,300})(?:\s{1,40}(?P<prog>\S.{0,2000}))?$",
+    r"^(?:(?P<netid>tcp|udp|raw|mptcp|sctp)\s{1,400})?(?P<state>[A-Z][A-Z0-9-]{0,20})\s{1,400}"
+    r"(?P<rq>[0-9]{1,15})\s{1,400}(?P<sq>[0-9]{1,15})\s{1,400}(?P<local>\S{1,300})\s{1,400}(?P<peer>\S{1,300})(?:\s{1,400}(?P<prog>\S.{0,2000}))?$",
     re.ASCII,
 )
+# macOS `netstat -A`: the PCB address (%16lx) and, since 10.7, the flow hash (%8x) lead each Internet row
+_BSD_PCB = re.compile(r"^[0-9a-f]{1,16}\s{1,20}(?:[0-9a-f]{1,8}\s{1,20})?(?=(?:tcp|udp)(?:4|6|46)?\s)", re.ASCII)
+BSD_A_ADDRESS_WIDTH = 18  # netstat -A prints each address in 18 characters (inet.c: "%-*.*s", width 18): longer ones are cut
+# service names ss/netstat print without -n for the ports the analysis reads (IANA's names, as in /etc/services)
+SERVICE_PORTS = {"XmlIpcRegSvc": 9092, "eforward": 2181, "ssh": 22}
 _SS_USERS = re.compile(r'\("(?P<prog>[^"\n]{0,200})",pid=(?P<pid>[0-9]{1,10})', re.ASCII)
 _NETSTAT_PROG = re.compile(r"^(?P<pid>[0-9]{1,10})/(?P<prog>\S.{0,300})$", re.ASCII)
 _HEADERS = re.compile(
     r"^(Active (Internet|UNIX domain|Bluetooth|LOCAL \(UNIX\)|Multipath|kernel control|kernel event) |Proto\s{1,20}Recv-Q|"
-    r"Netid\s{1,20}State|State\s{1,20}Recv-Q|Recv-Q\s{1,20}Send-Q|Address\s{1,20}Type)"
+    r"Netid\s{1,20}State|State\s{1,20}Recv-Q|Recv-Q\s{1,20}Send-Q|Address\s{1,20}Type|Socket\s{1,20}(?:Flowhash\s{1,20})?Proto)"
 )
 _UNIX_SECTION = re.compile(r"^Active (UNIX domain sockets|LOCAL \(UNIX\) domain sockets|kernel control|kernel event|Multipath)")
 _UNIX_ROW = re.compile(r"^(?:unix\s|u_str\s|u_dgr\s|u_seq\s|nl\s|p_raw\s|p_dgr\s|v_str\s|v_dgr\s|[0-9a-f]{8,16}\s{1,10}(?:stream|dgram))")
@@ -79,8 +92,14 @@ def split_hostport(addr: str, bsd: bool = False) -> tuple[str, int | None]:
     try:
         p: int | None = int(port)
     except ValueError:
-        p = None
+        p = SERVICE_PORTS.get(port)  # a service name (no -n); None when unknown or "*"
     return host or "*", p
+
+
+def _named_port(addr: str, bsd: bool) -> str | None:
+    """The service name an address gives for its port ('127.0.0.1:XmlIpcRegSvc' -> 'XmlIpcRegSvc'), else None."""
+    tail = addr.rsplit("." if bsd else ":", 1)[-1] if ("." if bsd else ":") in addr else ""
+    return tail if tail and tail != "*" and not tail.isdigit() else None
 
 
 @dataclass(frozen=True)
@@ -158,6 +177,8 @@ def parse_sockets(data: bytes | str | None) -> SocketTable:
     bsd = False
     nonblank = 0
     seen: set[tuple] = set()
+    names: dict[str, int] = {}  # service names read as ports
+    cut = 0  # netstat -A addresses cut to 18 characters
     for i, raw in iter_lines(d.text):
         ln = raw.rstrip()
         if not ln.strip():
@@ -179,10 +200,13 @@ def parse_sockets(data: bytes | str | None) -> SocketTable:
             table.unix_rows += 1
             continue
         row = None
+        pcb = _BSD_PCB.match(s) if s[0] not in "tu" else None
+        if pcb:
+            s = s[pcb.end():]
         m = _NETSTAT_ROW.match(s)
         if m:
             proto = m.group("proto")
-            row_bsd = bsd or _bsd_address(m.group("local"))
+            row_bsd = bsd or pcb is not None or _bsd_address(m.group("local"))
             state = m.group("state")
             prog = m.group("prog")
             if state is not None and state not in _NETSTAT_STATES and state not in _BSD_STATES:
@@ -210,21 +234,51 @@ def parse_sockets(data: bytes | str | None) -> SocketTable:
         if row is None:
             table.unrecognized.add(i, ln)
             continue
-        if row.key in seen and row.state != "LISTEN":
+        row_bsd = table.format == "netstat_bsd"
+        for a in (row.local, row.peer):
+            n = _named_port(a, row_bsd)
+            if n is not None:
+                names[n] = names.get(n, 0) + 1
+        if pcb is not None and (len(row.local) >= BSD_A_ADDRESS_WIDTH or len(row.peer) >= BSD_A_ADDRESS_WIDTH):
+            cut += 1
+            row = _cut(row)
+        if row.key in seen and row.state != "LISTEN" and row.local_port is not None and row.peer_port is not None:
             table.duplicates += 1
             continue
         seen.add(row.key)
         table.rows.append(row)
     if table.duplicates:
         table.notes.append(f"{table.duplicates} repeated row(s) of the same socket counted once")
-    if not table.rows and not table.ignored_lines and not table.unix_rows:
-        table.unparsable.append(f"no socket rows recognised in {nonblank} non-blank lines")
+    if names:
+        known = {n: c for n, c in names.items() if n in SERVICE_PORTS}
+        unknown = {n: c for n, c in names.items() if n not in SERVICE_PORTS}
+        table.notes.append("ports given by service name (ss/netstat without -n): "
+                           + ", ".join(f"{n}={SERVICE_PORTS[n]} x{c}" for n, c in sorted(known.items()))
+                           + ("; " if known and unknown else "")
+                           + (f"ports unknown for {', '.join(f'{n} x{c}' for n, c in sorted(unknown.items())[:10])}"
+                              if unknown else ""))
+    if cut:
+        table.notes.append(f"{cut} row(s) with an address that fills netstat -A's {BSD_A_ADDRESS_WIDTH} characters: its "
+                           "port may be cut, so it is left unknown (capture without -A, or with -W)")
+    if not table.rows and (table.unrecognized.count or not (table.ignored_lines or table.unix_rows)):
+        first = f" (first at line {table.unrecognized.samples[0].line})" if table.unrecognized.count else ""
+        table.unparsable.append(f"no socket rows recognised: {table.unrecognized.count} of {nonblank} non-blank lines not "
+                                f"understood{first}")
     elif table.unrecognized.count * 2 > nonblank:
         table.unparsable.append(
             f"{table.unrecognized.count} of {nonblank} non-blank lines are not ss/netstat rows "
             f"(first at line {table.unrecognized.samples[0].line})"
         )
     return table
+
+
+def _cut(row: SocketRow) -> SocketRow:
+    """A netstat -A row whose address filled all 18 characters: the end of it (the port) may be cut off."""
+    import dataclasses
+
+    lp = row.local_port if len(row.local) < BSD_A_ADDRESS_WIDTH else None
+    pp = row.peer_port if len(row.peer) < BSD_A_ADDRESS_WIDTH else None
+    return dataclasses.replace(row, local_port=lp, peer_port=pp)
 
 
 def _row(i: int, proto: str, state: str, m: re.Match, pid: int | None, program: str | None, bsd: bool) -> SocketRow:
