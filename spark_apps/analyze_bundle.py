@@ -17,6 +17,12 @@ URI: a path or file:// URI on storage every executor can read (a shared mount), 
    gc_pauses, zk_stats, log_dirs, files);
 5. the driver reads back aggregates and a bounded sample, diagnoses, writes findings.json and report.html.
 
+findings.json ``timings``: every ``*_s`` key is a duration in seconds measured on the driver's monotonic clock
+inside this run (so none exceeds ``total_s``); ``log_tasks`` holds seconds summed over the log tasks, each
+measured on its executor's monotonic clock (``*_cpu_s``: CPU seconds of the task's thread, ``rg_cpu_s``: of
+ripgrep), at most the job's time per core; ``split_mb``, ``log_task_count`` and ``log_scan`` say what they
+depend on.
+
 Depends only on pyspark and the ``kafka_runbooks`` package (shipped with --py-files for remote masters).
 """
 
@@ -274,14 +280,14 @@ def run(spark, bundle: str, out: str | None = None, kafka_version: str | None = 
     pool = ThreadPoolExecutor(max_workers=6, thread_name_prefix="analyze-job")
     tables.clear(out_uri)
 
-    def python_files(es: list[dict]) -> tuple[list[list[ParsedFile]], float]:
-        """-> the ParsedFiles of each entry, in order, and the job's time."""
-        t0 = time.monotonic()
+    def python_files(es: list[dict]) -> tuple[list[list[ParsedFile]], tuple[float, float] | None]:
+        """-> the ParsedFiles of each entry, in order, and when the job ran (start, end on the monotonic clock)."""
         if not es:
-            return [], 0.0
+            return [], None
+        t0 = time.monotonic()
         per_entry = [pfs for pfs, _ in sc.parallelize(es, max(1, min(len(es), par * 4)))
                      .map(lambda e: load_entry(bu, e, bb, bps, ou)).collect()]
-        return per_entry, time.monotonic() - t0
+        return per_entry, (t0, time.monotonic())
 
     # the other files: the small ones ride in the log tasks, the others get tasks of their own (started now)
     py_first = [e for e in entries if e not in log_entries]
@@ -307,8 +313,8 @@ def run(spark, bundle: str, out: str | None = None, kafka_version: str | None = 
                                _densities(bundle_uri, log_entries) if rg_exe and U.is_local(bundle_uri) else None)
         timings["plan_s"] = round(time.monotonic() - t, 3)
         work = [[("log", w, log_entries[w[0]]) for w in task] for task in tasks]
-        for t, ks in enumerate(plan_riders(len(work), [_bytes(py_first[riders[j]]) for j in range(len(riders))])):
-            work[t].extend(("file", riders[j], py_first[riders[j]]) for j in ks)
+        for k, ks in enumerate(plan_riders(len(work), [_bytes(py_first[riders[j]]) for j in range(len(riders))])):
+            work[k].extend(("file", riders[j], py_first[riders[j]]) for j in ks)
         # a task's results travel pickled and compressed (their sample rows are text: ~20x smaller), under Spark's
         # direct result size (spark.task.maxDirectResultSize, 1 MiB): a bigger one goes through the block manager
         blobs = (sc.parallelize(work, len(work))
@@ -380,10 +386,12 @@ def run(spark, bundle: str, out: str | None = None, kafka_version: str | None = 
         events_df = events_df.persist(StorageLevel.MEMORY_AND_DISK)  # signature rows only: small; aggregated below
         events_df.write.mode("overwrite").parquet(U.join(U.join(pq, "log_events"), "source=spark"))
     timings["scan_s"] = round(time.monotonic() - t, 3)
-    (own_files, first_s), (then_files, then_s) = py_first_job.result(), py_then_job.result()
+    (own_files, first_span), (then_files, then_span) = py_first_job.result(), py_then_job.result()
     by_entry = {**riding, **dict(zip(own, own_files))}
     files = [pf for k in range(len(py_first)) for pf in by_entry[k]] + [pf for pfs in then_files for pf in pfs]
-    timings["python_files_s"] = round(first_s + then_s, 3)  # task time of the Python jobs (overlapped above)
+    spans = [x for x in (first_span, then_span) if x is not None]
+    # from the first Python job's start to the last one's end (they overlap the survey and the scan above)
+    timings["python_files_s"] = round(max(b for _, b in spans) - min(a for a, _ in spans), 3) if spans else 0.0
     tables.write_part(out_uri, "files", [{"path": e["path"], "kind": e["kind"], "broker_id": e.get("broker_id"),
                                           "bytes": s.size, "read_by": "spark", "layout": s.layout,
                                           "parsed_share": s.sampled_share} for e, s, _ in read], "spark-files")

@@ -4,6 +4,7 @@ import hashlib
 import json
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -71,11 +72,28 @@ def spark_job(tmp_path_factory):
     bundle = _bundle(root)
     submit = VENV_BIN / "spark-submit"
     assert submit.exists(), f"spark-submit not found at {submit}"
+    t0 = time.monotonic()
     r = subprocess.run([str(submit), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
                         str(REPO / "spark_apps" / "analyze_bundle.py"), "--bundle", str(bundle)],
                        env=spark_env(), capture_output=True, text=True, timeout=240)
+    r.wall_s = time.monotonic() - t0
     assert r.returncode == 0, r.stderr[-4000:]
     return bundle, r
+
+
+def test_spark_job_timings_are_durations_within_the_run(spark_job):
+    """Issue 21 §8: every timing of findings.json is a duration on one monotonic clock: each phase within total_s,
+    total_s within this spark-submit's wall time, the log tasks' summed seconds within the wall time per core."""
+    bundle, r = spark_job
+    t = json.loads((bundle / "findings.json").read_text())["timings"]
+    assert 0 < t["total_s"] <= r.wall_s, (t["total_s"], r.wall_s)
+    phases = {k: v for k, v in t.items() if k.endswith("_s")}
+    assert {"plan_s", "log_job_s", "survey_s", "scan_build_s", "scan_s", "python_files_s", "aggregates_s"} <= set(phases), t
+    for k, v in phases.items():
+        assert 0 <= v <= t["total_s"], (k, v, t["total_s"])
+    assert t["log_tasks"] and t["log_task_count"] >= 1
+    for k, v in t["log_tasks"].items():
+        assert 0 <= v <= 2 * r.wall_s, (k, v, r.wall_s)  # local[2]: two cores
 
 
 def test_spark_job_findings(spark_job):
