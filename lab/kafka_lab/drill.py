@@ -65,9 +65,10 @@ def run_drill(state_dir: Path, broker: int, option: str, keep_lab: bool) -> int:
         if responder.error:
             raise responder.error
 
+        from kafka_runbooks.config import ClusterConfig
         from kafka_runbooks.incidents.store import IncidentStore
 
-        store = IncidentStore(settings["incident_base"])
+        store = IncidentStore(ClusterConfig.from_dict("lab", settings))
         incident = store.get(confs[0]["incident_id"])
         say(f"incident-response run: {run.state}")
         say(f"incident {incident['id']}: {incident['status']}" + (f" ({incident.get('resolution')})" if incident.get("resolution") else ""))

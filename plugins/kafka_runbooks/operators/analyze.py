@@ -105,7 +105,7 @@ class PublishReportOperator(BaseOperator):
         for f in findings:
             self.log.warning("finding %s [%s]: %s", f.kind, f.severity.value, f.summary)
         self.log.info("report: %s", report)
-        store = IncidentStore(load_cluster(self.incident["cluster"]).incident_base)
+        store = IncidentStore(load_cluster(self.incident["cluster"]))
         store.update(
             self.incident["incident_id"],
             bundle_dir=str(self.bundle_dir),

@@ -71,7 +71,7 @@ class CaptureEvidenceOperator(BaseOperator):
         unreachable = sorted(b for b, h in hosts.items() if not h.get("reachable"))
         failed = [c for c in manifest.get("commands", []) if c.get("error") or c.get("exit_code") not in (0, None)]
         status = manifest["status"]
-        store = IncidentStore(config.incident_base)
+        store = IncidentStore(config)
         store.audit(
             incident_id,
             actor=f"dag:{context['dag'].dag_id}/run:{context['run_id']}",
