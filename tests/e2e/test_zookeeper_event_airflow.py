@@ -132,7 +132,10 @@ def test_a_registration_change_starts_a_health_run_that_opens_the_incident(airfl
           procs=procs)
     assert _rows(db, "select state from dag_run where run_id=?", run_id) == [("success",)]
 
-    incidents = [json.loads(p.read_text()) for p in Path(settings["incident_base"]).glob("*/incident.json")]
+    from kafka_runbooks.config import ClusterConfig
+    from kafka_runbooks.incidents.store import IncidentStore
+
+    incidents = IncidentStore(ClusterConfig.from_dict("lab", settings)).records("lab")
     assert len(incidents) == 1, incidents
     (incident,) = incidents
     assert incident["opened_at"] >= time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t_fault - 1))
