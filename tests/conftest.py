@@ -85,11 +85,13 @@ def postgres_state_url(postgres):
     return postgres.create_database("krb_store_tests")
 
 
-def _empty_postgres_state(url: str):
+@pytest.fixture
+def postgres_state_db(postgres_state_url):
+    """The session's PostgreSQL state database, at head and emptied for this test."""
     from kafka_runbooks.state.db import StateDb
     from kafka_runbooks.state.schema import metadata
 
-    db = StateDb(url)
+    db = StateDb(postgres_state_url)
     db.upgrade()
     with db.engine.begin() as c:
         c.exec_driver_sql("TRUNCATE " + ", ".join(t.name for t in metadata.sorted_tables) + " RESTART IDENTITY CASCADE")
@@ -103,4 +105,4 @@ def state_db(request, tmp_path):
 
     if request.param == "sqlite":
         return StateDb.embedded(tmp_path / "state")
-    return _empty_postgres_state(request.getfixturevalue("postgres_state_url"))
+    return request.getfixturevalue("postgres_state_db")

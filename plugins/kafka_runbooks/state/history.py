@@ -17,7 +17,7 @@ import sqlalchemy as sa
 
 from kafka_runbooks import clock
 from kafka_runbooks.state import schema as S
-from kafka_runbooks.state.db import for_update, insert_ignoring_conflict
+from kafka_runbooks.state.db import for_update, insert_ignoring_conflict, upsert
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 DETECTIONS = "detections"
@@ -62,8 +62,8 @@ class HealthHistory:
         with self.db.write() as c:
             for series, sample in samples.items():
                 at = str(sample["at"])
-                c.execute(sa.delete(t).where(t.c.cluster == self.cluster, t.c.series == series, t.c.at == at))
-                c.execute(sa.insert(t).values(cluster=self.cluster, series=series, at=at, data=dict(sample.get("values") or {})))
+                upsert(c, t, {"cluster": self.cluster, "series": series, "at": at, "data": dict(sample.get("values") or {})},
+                       ["cluster", "series", "at"], ["data"])
                 keep = (sa.select(t.c.id).where(t.c.cluster == self.cluster, t.c.series == series)
                         .order_by(t.c.at.desc(), t.c.id.desc()).limit(self.max_samples))
                 c.execute(sa.delete(t).where(t.c.cluster == self.cluster, t.c.series == series, t.c.id.not_in(keep)))
