@@ -16,6 +16,7 @@ from airflow.sdk import BaseHook
 from kafka_runbooks.state.db import StateDb, StateError
 
 DEFAULT_CONN_ID = "kafka_runbooks_db"
+CONNECT_TIMEOUT_S = 10
 _POSTGRES = ("postgres", "postgresql")
 _LIBPQ_OPTIONS = ("sslmode", "sslrootcert", "sslcert", "sslkey", "connect_timeout", "application_name", "options",
                   "target_session_attrs", "keepalives", "keepalives_idle")
@@ -45,9 +46,10 @@ class KafkaRunbooksDbHook(BaseHook):
                 raise StateError(f"connection {self.db_conn_id!r}: unknown extra keys {unknown} (libpq options: {list(_LIBPQ_OPTIONS)})")
             if not conn.host or not conn.schema:
                 raise StateError(f"connection {self.db_conn_id!r}: a PostgreSQL connection needs a host and a schema (the database)")
+            query = {k: str(v) for k, v in extra.items()}
+            query.setdefault("connect_timeout", str(CONNECT_TIMEOUT_S))  # an unreachable server fails a task, never hangs it
             return URL.create("postgresql+psycopg2", username=conn.login or None, password=conn.password or None,
-                              host=conn.host, port=int(conn.port) if conn.port else None, database=conn.schema,
-                              query={k: str(v) for k, v in extra.items()})
+                              host=conn.host, port=int(conn.port) if conn.port else None, database=conn.schema, query=query)
         if kind == "sqlite":
             if not conn.host:
                 raise StateError(f"connection {self.db_conn_id!r}: a sqlite connection needs the file's path as its host")
