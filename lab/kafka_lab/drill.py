@@ -19,7 +19,7 @@ from pathlib import Path
 from kafka_lab.airflow_home import REPO, load_dags, prepare, take_triggered_confs
 from kafka_lab.approvals import Responder
 
-HEALTH = "kafka_health_check"
+HEALTH = "kafka_health_check_lab"  # the lab cluster's health-check DAG (one per cluster: operators/detect.health_dag_id)
 RESPONSE = "kafka_incident_response"
 
 

@@ -10,7 +10,13 @@ from airflow.sdk import BaseOperator
 from kafka_runbooks.detect.observe import brokers_to_probe, known_registrations, take_snapshot
 
 RESPONSE_DAG = "kafka_incident_response"
-__all__ = ["ClusterSnapshotOperator", "DetectFindingsOperator", "brokers_to_probe", "known_registrations", "take_snapshot"]
+HEALTH_DAG_PREFIX = "kafka_health_check_"  # + the cluster's name: its health-check DAG (dags/kafka_health_check.py)
+__all__ = ["ClusterSnapshotOperator", "DetectFindingsOperator", "brokers_to_probe", "health_dag_id", "known_registrations",
+           "take_snapshot"]
+
+
+def health_dag_id(cluster: str) -> str:
+    return f"{HEALTH_DAG_PREFIX}{cluster}"
 
 
 class ClusterSnapshotOperator(BaseOperator):
