@@ -79,3 +79,11 @@ def test_a_database_migrated_by_newer_code_is_refused(empty_url):
     engine.dispose()
     with pytest.raises(StateError, match="9999_from_the_future.*newer kafka-runbooks"):
         db.upgrade()
+
+
+def test_the_command_line_migrates_and_says_where(tmp_path, capsys):
+    from kafka_runbooks.state.__main__ import main
+
+    url = f"sqlite:///{tmp_path / 'cli.sqlite'}"
+    assert main(["current", "--url", url]) == 0 and "at None" in capsys.readouterr().out
+    assert main(["upgrade", "--url", url]) == 0 and f"at {head_revision()}" in capsys.readouterr().out
