@@ -4,8 +4,6 @@ changed or deleted, even with SQL."""
 
 from __future__ import annotations
 
-import multiprocessing
-
 import pytest
 import sqlalchemy as sa
 
@@ -13,6 +11,7 @@ from kafka_runbooks.incidents.store import IncidentStore
 from kafka_runbooks.remediate import approvals as A
 from kafka_runbooks.remediate.ledger import APPROVAL, APPROVAL_REQUESTED, APPROVAL_USED, ApprovalMarkerError, ApprovalUsed, Ledger
 from kafka_runbooks.state.db import StateDb
+from racing import race
 
 SECRET = b"0123456789abcdef-secret"
 DAG, RUN = "kafka_rolling_restart", "manual__2026-11-24T00:00:00+00:00"
@@ -98,10 +97,10 @@ def test_markers_and_the_trail_cannot_be_undone_with_sql(state_db):
             c.execute(sa.update(S.approval).where(S.approval.c.record_id == "lab-roll-4").values(decision={"forged": True}))
 
 
-def _race(url: str, record_id: str, barrier, by_try: int) -> str:
+def _race(barrier, url: str, record_id: str, by_try: int) -> str:
     """One worker: waits for the other, then uses the approval. 'used' or the refusal."""
     ledger = Ledger(StateDb(url), record_id)
-    barrier.wait(60)
+    barrier.wait(120)
     try:
         use(ledger, by_try=by_try)
         return "used"
@@ -109,10 +108,10 @@ def _race(url: str, record_id: str, barrier, by_try: int) -> str:
         return f"refused: {exc}"
 
 
-def _race_locked(url: str, record_id: str, barrier, by_try: int) -> str:
+def _race_locked(barrier, url: str, record_id: str, by_try: int) -> str:
     """The executor's whole sequence: read the ledger, check it (pure), use it -- in the ledger's transaction."""
     ledger = Ledger(StateDb(url), record_id)
-    barrier.wait(60)
+    barrier.wait(120)
     with ledger.locked():
         refusals, _ = A.usable_refusals(ledger.entries(), secret=SECRET, dag_id=DAG, run_id=RUN, plan_digest="d" * 64,
                                         approvers=["carol"])
@@ -128,13 +127,9 @@ def test_two_workers_racing_for_one_approval_never_both_use_it(state_db, worker)
     for n in range(rounds):
         approved(state_db, f"lab-race-{n}")
     url = state_db.url.render_as_string(hide_password=False)
-    ctx = multiprocessing.get_context("fork")
-    with ctx.Manager() as manager, ctx.Pool(2) as pool:
-        for n in range(rounds):
-            barrier = manager.Barrier(2)
-            outcomes = [pool.apply_async(worker, (url, f"lab-race-{n}", barrier, t)) for t in (1, 2)]
-            got = sorted(o.get(120) for o in outcomes)
-            assert got[1] == "used" and got[0].startswith("refused:") and "already used" in got[0], (n, got)
-            (marker,) = Ledger(state_db, f"lab-race-{n}").approvals()
-            assert marker["used_by"]["by_try"] in (1, 2)
-            assert [e["event"] for e in Ledger(state_db, f"lab-race-{n}").entries()].count(APPROVAL_USED) == 1
+    for n in range(rounds):
+        got = sorted(race(worker, [(url, f"lab-race-{n}", t) for t in (1, 2)]))
+        assert got[1] == "used" and got[0].startswith("refused:") and "already used" in got[0], (n, got)
+        (marker,) = Ledger(state_db, f"lab-race-{n}").approvals()
+        assert marker["used_by"]["by_try"] in (1, 2)
+        assert [e["event"] for e in Ledger(state_db, f"lab-race-{n}").entries()].count(APPROVAL_USED) == 1

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import multiprocessing
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -15,6 +14,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "detect"))
 from detect_builders import at, check, fetch_error, probe, snapshot  # noqa: E402
+from racing import race  # noqa: E402
 
 
 class TI:
@@ -42,7 +42,7 @@ def _racer(barrier, n: int, run_id: str) -> list:
     real_open = IncidentStore.open
 
     def open_after_the_other_decided(self, **kw):
-        barrier.wait(60)
+        barrier.wait(120)
         return real_open(self, **kw)
 
     IncidentStore.open = open_after_the_other_decided
@@ -74,11 +74,7 @@ def test_two_racing_health_checks_open_one_incident(cluster):
     from kafka_runbooks.incidents.store import IncidentStore
 
     assert run_check(0, "scheduled__0") == []  # held once: not yet
-    ctx = multiprocessing.get_context("fork")
-    with ctx.Manager() as manager, ctx.Pool(2) as pool:
-        barrier = manager.Barrier(2)
-        results = [pool.apply_async(_racer, (barrier, 1, run_id)) for run_id in ("scheduled__1", "asset_triggered__1")]
-        starts = [r.get(120) for r in results]
+    starts = race(_racer, [(1, "scheduled__1"), (1, "asset_triggered__1")])
     records = IncidentStore(cluster).records("lab")
     assert len(records) == 1, records
     (record,) = records

@@ -3,13 +3,12 @@ models equal the migrations (autogenerate finds nothing), a newer schema is refu
 
 from __future__ import annotations
 
-import multiprocessing
-
 import pytest
 import sqlalchemy as sa
 
 from kafka_runbooks.state.db import VERSION_TABLE, StateDb, StateError, head_revision
 from kafka_runbooks.state.schema import include_name, metadata
+from racing import race
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -53,17 +52,13 @@ def test_the_models_match_the_migrations(empty_url):
         assert compare_metadata(ctx, metadata) == []
 
 
-def _upgrade(url: str, barrier) -> str:
-    barrier.wait(30)
+def _upgrade(barrier, url: str) -> str:
+    barrier.wait(120)
     return StateDb(url, migrate=False).upgrade()
 
 
 def test_two_workers_starting_together_migrate_once(empty_url):
-    ctx = multiprocessing.get_context("fork")
-    with ctx.Manager() as manager, ctx.Pool(2) as pool:
-        barrier = manager.Barrier(2)
-        results = [pool.apply_async(_upgrade, (empty_url, barrier)) for _ in range(2)]
-        assert [r.get(120) for r in results] == [head_revision()] * 2
+    assert race(_upgrade, [(empty_url,), (empty_url,)]) == [head_revision()] * 2
     engine = sa.create_engine(empty_url)
     with engine.connect() as c:
         assert c.execute(sa.text(f"SELECT count(*) FROM {VERSION_TABLE}")).scalar_one() == 1

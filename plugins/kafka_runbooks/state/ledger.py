@@ -54,7 +54,8 @@ class LedgerStore:
     def locked(self) -> Iterator[None]:
         """One transaction for a read-check-append sequence (e.g. using an approval once): :meth:`entries` and
         :meth:`append` inside it read and write in it, and a second such sequence on the same ledger waits (an
-        advisory lock of the record on PostgreSQL; SQLite's write lock)."""
+        advisory lock of the record on PostgreSQL; SQLite's write lock). Write nothing through another store inside
+        it: on SQLite that second writer would wait for this transaction."""
         if self._conn is not None:
             yield
             return
