@@ -94,3 +94,20 @@ def test_transitions_are_audited_and_needs_person_no_longer_counts_as_running(st
     with pytest.raises(IncidentError):
         store.transition(rec["id"], "bogus", actor="x", reason="y")
     assert [x["id"] for x in store.records("lab")] == [rec["id"]] and store.records("other") == []
+
+
+def test_an_incident_is_opened_once_per_id_and_per_problem_key(state_db):
+    from kafka_runbooks.incidents.store import IncidentExists
+
+    store = IncidentStore(state_db)
+    first = store.open(cluster="lab", broker_ids=[3], reason="r", opened_by="t", key="lab/broker_not_serving:3@T0")
+    with pytest.raises(IncidentExists, match="already open for this problem") as again:
+        store.open(cluster="lab", broker_ids=[3], reason="r", opened_by="t2", key="lab/broker_not_serving:3@T0")
+    assert again.value.record["id"] == first["id"]
+    with pytest.raises(IncidentExists, match="already exists"):
+        store.open(cluster="lab", broker_ids=[1], reason="r", opened_by="t", incident_id=first["id"])
+    # the refused opens left nothing behind: one record, one audit entry
+    assert [r["id"] for r in store.records()] == [first["id"]]
+    assert [e["actor"] for e in store.audit_trail(first["id"])] == ["t"]
+    # another episode of the same problem is another incident
+    assert store.open(cluster="lab", broker_ids=[3], reason="r", opened_by="t", key="lab/broker_not_serving:3@T9")["id"] != first["id"]

@@ -104,9 +104,8 @@ class IncidentStore:
                 "opened_at": now, "closed_at": None, "updated_at": now, "record": _without_notes(record),
             }, index_elements=None)
             if not inserted:
-                same_id = c.execute(sa.select(S.incident.c.record).where(S.incident.c.id == incident_id)).first()
-                if same_id is not None:
-                    raise IncidentExists(f"incident {incident_id} already exists", {**same_id.record, "notes": []})
+                if c.execute(sa.select(S.incident.c.id).where(S.incident.c.id == incident_id)).first() is not None:
+                    raise IncidentExists(f"incident {incident_id} already exists", self._get(c, incident_id))
                 other = c.execute(sa.select(S.incident.c.id).where(S.incident.c.open_key == record["open_key"])).scalar_one()
                 raise IncidentExists(f"incident {other} is already open for this problem ({record['open_key']})",
                                      self._get(c, other))
