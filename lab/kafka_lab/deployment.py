@@ -533,7 +533,8 @@ class Deployment:
         import requests
 
         kw.setdefault("timeout", 60)
-        return requests.request(method, f"{self.url}{path}", headers={"Authorization": f"Bearer {self.token(user)}"}, **kw)
+        headers = {**(kw.pop("headers", None) or {}), "Authorization": f"Bearer {self.token(user)}"}
+        return requests.request(method, f"{self.url}{path}", headers=headers, **kw)
 
     def trigger(self, user: str, dag_id: str, conf: Mapping[str, Any]) -> str:
         """Starts a run as ``user`` through REST; returns its run id."""
@@ -544,6 +545,73 @@ class Deployment:
         if r.status_code != 200:
             raise LabError(f"trigger {dag_id} as {user}: HTTP {r.status_code} {r.text[:500]}")
         return r.json()["dag_run_id"]
+
+    def set_paused(self, dag_id: str, paused: bool, user: str = "alice") -> None:
+        r = self.call(user, "PATCH", f"/api/v2/dags/{dag_id}", json={"is_paused": bool(paused)})
+        if r.status_code != 200:
+            raise LabError(f"{'pause' if paused else 'unpause'} {dag_id}: HTTP {r.status_code} {r.text[:300]}")
+
+    def runs(self, dag_id: str, user: str = "alice", limit: int = 50) -> list[dict]:
+        """The DAG's latest runs, newest first."""
+        r = self.call(user, "GET", f"/api/v2/dags/{dag_id}/dagRuns", params={"limit": limit, "order_by": "-run_after"})
+        r.raise_for_status()
+        return r.json()["dag_runs"]
+
+    def run(self, dag_id: str, run_id: str, user: str = "alice") -> dict:
+        r = self.call(user, "GET", f"/api/v2/dags/{dag_id}/dagRuns/{quote(run_id)}")
+        r.raise_for_status()
+        return r.json()
+
+    def task_instances(self, dag_id: str, run_id: str, user: str = "alice") -> dict[str, dict]:
+        """{task_id: task instance} of a run (a mapped task's instances under ``task_id[i]``)."""
+        r = self.call(user, "GET", f"/api/v2/dags/{dag_id}/dagRuns/{quote(run_id)}/taskInstances", params={"limit": 200})
+        r.raise_for_status()
+        out = {}
+        for ti in r.json()["task_instances"]:
+            key = ti["task_id"] if ti.get("map_index", -1) in (-1, None) else f"{ti['task_id']}[{ti['map_index']}]"
+            out[key] = ti
+        return out
+
+    def wait_run(self, dag_id: str, run_id: str, timeout: float, user: str = "alice") -> dict:
+        """Until the run is finished (success or failed); returns it."""
+        return wait_until(lambda: (r := self.run(dag_id, run_id, user))["state"] in ("success", "failed") and r, timeout,
+                          f"{dag_id} run {run_id} to finish", interval=2.0)
+
+    def wait_task(self, dag_id: str, run_id: str, task_id: str, states: tuple[str, ...], timeout: float,
+                  user: str = "alice") -> dict:
+        """Until ``task_id`` of the run is in one of ``states``; fails early when the run finished without it."""
+        def check():
+            ti = self.task_instances(dag_id, run_id, user).get(task_id) or {}
+            if ti.get("state") in states:
+                return ti
+            if ti.get("state") in ("failed", "upstream_failed", "skipped", "success"):
+                raise LabError(f"{dag_id} {run_id}: {task_id} is {ti['state']}, not {states}")
+            return None
+
+        def guarded():
+            try:
+                return check()
+            except LabError as exc:
+                return exc
+
+        got = wait_until(guarded, timeout, f"{dag_id} {run_id}: {task_id} in {states}", interval=2.0)
+        if isinstance(got, LabError):
+            raise got
+        return got
+
+    def hitl(self, dag_id: str, run_id: str, task_id: str, user: str) -> dict:
+        r = self.call(user, "GET", f"/api/v2/dags/{dag_id}/dagRuns/{quote(run_id)}/taskInstances/{task_id}/-1/hitlDetails")
+        r.raise_for_status()
+        return r.json()
+
+    def answer(self, user: str, dag_id: str, run_id: str, task_id: str, option: str = "Approve"):
+        """``user`` answers a waiting approval through REST, as in the UI. Returns the HTTP response."""
+        return self.call(user, "PATCH", f"/api/v2/dags/{dag_id}/dagRuns/{quote(run_id)}/taskInstances/{task_id}/-1/hitlDetails",
+                         json={"chosen_options": [option], "params_input": {}})
+
+    def worker_of(self, ti: Mapping[str, Any]) -> str | None:
+        """Which node ran a task instance (its hostname is the node's address)."""
+        return next((n for n, a in self.address.items() if a == ti.get("hostname")), None)
 
     # ------------------------------------------------------------------ configuration of the product
     def configure(self, lab, *, product_db_url: str | None = None) -> dict[str, Any]:
@@ -573,6 +641,9 @@ class Deployment:
         lab_cluster["incident_base"] = str(self.node_path / "incidents")  # each machine's own
         lab_cluster["bundle_base"] = str(self.bundles)  # the shared store
         lab_cluster["approvals"] = {**lab_cluster.get("approvals", {}), "approvers": list(APPROVERS), "oncall_conn_id": ONCALL_CONN_ID}
+        # lab-sized like the lab's gates: a returning broker's session is stable after 20 s, the wait re-checks every 2 s
+        lab_cluster["election"] = {"batch_size": 8, "offsets_batch_size": 10, "stable_s": 20.0, "poll_s": 2.0,
+                                   "convergence_s": 60.0, "deadline_s": 900.0}
         return settings
 
     def connections(self, lab, *, product_db_url: str | None = None) -> dict[str, dict[str, Any]]:
@@ -608,6 +679,12 @@ class Deployment:
         """Rows of a read-only query on Airflow's metadata database (PostgreSQL), as an operator's psql would."""
         out = self.postgres.psql(sql, database="airflow")
         return [tuple(line.split("|")) for line in out.splitlines() if line]
+
+
+def quote(value: str) -> str:
+    from urllib.parse import quote as _quote
+
+    return _quote(value, safe="")
 
 
 def _connection_from_url(url: str) -> dict[str, Any]:
