@@ -344,11 +344,17 @@ class Deployment:
         return self._kill_session(worker) + self._kill_session(f"{worker}-log-server")
 
     # ------------------------------------------------------------------ lifecycle
-    def up(self, lab=None, timeout: float = START_TIMEOUT_S) -> dict[str, Any]:
+    def up(self, lab=None, timeout: float = START_TIMEOUT_S, *, fresh: bool = False) -> dict[str, Any]:
         """Starts (or completes) the deployment and, given a running Lab, configures the product for it. Bounded by
-        ``timeout``; on failure what was started is stopped and the error names the process and its log's tail."""
+        ``timeout``; on failure what was started is stopped and the error names the process and its log's tail.
+        ``fresh``: stops what runs and starts from empty databases (the previous state kept as ``<state>.prev``)."""
         if os.geteuid() != 0:
             raise LabError("the deployment needs root: PostgreSQL runs as its own user, workers get mount namespaces")
+        if fresh and self.state.exists():
+            self.down()
+            prev = self.state.with_name(self.state.name + ".prev")
+            shutil.rmtree(prev, ignore_errors=True)
+            self.state.rename(prev)
         t0 = time.monotonic()
         deadline = t0 + timeout
         for parent in self.state.parents:

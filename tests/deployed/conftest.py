@@ -39,7 +39,7 @@ def deployment(deployed_lab):
     d = Deployment(DEPLOYED_VAR / "airflow")
     t0 = time.monotonic()
     try:
-        d.up(deployed_lab)
+        d.up(deployed_lab, fresh=True)
         print(f"\n[deployment up in {time.monotonic() - t0:.1f} s: {d.url}]")
         yield d
     finally:

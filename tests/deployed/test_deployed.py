@@ -61,11 +61,15 @@ def test_incident_loop_detected_on_one_worker_answered_on_the_other(healthy, dep
         response = wait_until(lambda: _newer_runs(d, RESPONSE, since), 480, "the health check to start an incident response",
                               interval=3.0)[-1]
         detected_s = time.monotonic() - t_fault
-        checks = [r for r in _newer_runs(d, HEALTH, since)
-                  if any(k.startswith("start_incident_response[") and t["state"] == "success"
-                         for k, t in d.task_instances(HEALTH, r["dag_run_id"]).items())]
-        assert checks, "no health-check run started the response"
-        found_by = d.task_instances(HEALTH, checks[-1]["dag_run_id"])
+
+        def started_it():  # the health-check run whose mapped start_incident_response created it, once that task ended
+            for r in _newer_runs(d, HEALTH, since):
+                tis = d.task_instances(HEALTH, r["dag_run_id"])
+                if any(k.startswith("start_incident_response[") and t["state"] == "success" for k, t in tis.items()):
+                    return tis
+            return None
+
+        found_by = wait_until(started_it, 120, "the health check that started the response to finish", interval=2.0)
         assert {d.worker_of(t) for t in found_by.values() if t["state"] in RAN} == {"worker1"}, found_by
         conf = response["conf"]
         assert conf["cluster"] == "lab" and conf["broker_ids"] == [3] and conf["incident_id"], conf
@@ -187,8 +191,10 @@ def test_election_waits_in_the_real_triggerer(healthy, deployed_lab):
         tis = d.task_instances(ELECTION, run_id)
         assert done["state"] == "success", {k: t["state"] for k, t in tis.items()}
         assert lab.leads_preferred(3)
-        log = d.log("triggerer").read_text(errors="replace")
-        assert "ElectionReadyTrigger" in log, "the triggerer never ran the election's trigger"
+        waited = d.call("alice", "GET", f"/api/v2/dags/{ELECTION}/dagRuns/{_q(run_id)}/taskInstances/wait/xcomEntries/return_value").json()["value"]
+        assert waited["status"] == "ready" and waited["checks"] >= 1, waited  # the trigger's own event, from the triggerer
+        print(f"\n[election: ready after {waited['checks']} checks in the triggerer; tasks ran on "
+              f"{ {k: d.worker_of(t) for k, t in tis.items() if t['state'] in RAN} }]")
     finally:
         d.set_paused(HEALTH, False)
 
