@@ -15,8 +15,10 @@ import json
 import time
 from typing import Iterator
 
-TXN_OPS = 400  # creates per transaction (each ~150 bytes: well under jute.maxbuffer)
-PIPELINE = 4  # transactions in flight
+TXN_OPS = 250  # creates per transaction (each ~150 bytes: well under jute.maxbuffer)
+# One transaction in flight: ZooKeeper answers a session's requests in order, pings included, so a deep pipeline of
+# big writes on a loaded ensemble delays the client's ping past its read timeout (seen: ConnectionLoss)
+TRIES = 5
 
 
 def registration(b: int, host: str, port: int = 9092, jmx_port: int = 9999) -> bytes:
@@ -67,28 +69,36 @@ def write_cluster(zk, root: str, *, brokers: int, partitions: int, replication: 
     if zk.exists(root):
         raise ValueError(f"{root} exists: delete it first (delete_cluster)")
     t0 = time.monotonic()
-    pending = []
+    batch: list[tuple[str, bytes, bool]] = []
     written = 0
-    txn = zk.transaction()
-    ops = 0
-
-    def flush(txn):
-        pending.append(txn.commit_async())
-        while len(pending) >= PIPELINE:
-            _check(pending.pop(0).get())
-
-    for path, data, ephemeral in _nodes(root, brokers, partitions, replication, topics, host_of):
-        txn.create(path, data, ephemeral=ephemeral)
-        ops += 1
-        written += 1
-        if ops >= TXN_OPS:
-            flush(txn)
-            txn, ops = zk.transaction(), 0
-    if ops:
-        flush(txn)
-    for result in pending:
-        _check(result.get())
+    for node in _nodes(root, brokers, partitions, replication, topics, host_of):
+        batch.append(node)
+        if len(batch) >= TXN_OPS:
+            _commit(zk, batch)
+            written += len(batch)
+            batch = []
+    if batch:
+        _commit(zk, batch)
+        written += len(batch)
     return {"znodes": written, "brokers": brokers, "partitions": partitions, "topics": topics, "seconds": time.monotonic() - t0}
+
+
+def _commit(zk, batch: list[tuple[str, bytes, bool]]) -> None:
+    """One transaction; after a lost connection, done if its last znode exists (a transaction is all or nothing)."""
+    from kazoo.exceptions import ConnectionLoss
+
+    for attempt in range(TRIES):
+        try:
+            txn = zk.transaction()
+            for path, data, ephemeral in batch:
+                txn.create(path, data, ephemeral=ephemeral)
+            _check(txn.commit())
+            return
+        except ConnectionLoss:
+            if zk.retry(zk.exists, batch[-1][0]):
+                return
+            time.sleep(0.5 * (attempt + 1))
+    raise RuntimeError(f"could not write {batch[0][0]} .. {batch[-1][0]} in {TRIES} tries")
 
 
 def _check(results) -> None:
