@@ -66,6 +66,7 @@ USERS = {"alice": "admin", "bob": "user", "carol": "user"}
 APPROVERS = ("alice", "bob", "carol")  # the person who started a run is never asked (remediate/approvals.py)
 ONCALL_CONN_ID = "kafka_runbooks_oncall"
 POOL = "kafka_runbooks_remediation"
+PRODUCT_DB = "kafka_runbooks"  # the product's state database, beside Airflow's own in the deployment's PostgreSQL
 # the product's DAGs this deployment runs; kafka_fleet_analytics (a daily Spark job over every bundle) stays paused
 ACTIVE_DAGS = ("kafka_health_check", "kafka_incident_response", "kafka_rolling_restart", "kafka_preferred_election",
                "kafka_preferred_election_schedule")
@@ -175,6 +176,10 @@ class Deployment:
     # ------------------------------------------------------------------ environment
     def metadata_url(self) -> str:
         return self.postgres.url("airflow")
+
+    def product_db_url(self) -> str:
+        """The product's state database (the Airflow connection kafka_runbooks_db points at it)."""
+        return self.postgres.url(PRODUCT_DB)
 
     def environment(self, node: str) -> dict[str, str]:
         """The whole environment of a component on ``node`` (nothing inherited but the basics)."""
@@ -367,13 +372,14 @@ class Deployment:
         try:
             self.postgres.up()
             self.postgres.create_database("airflow")
+            self.postgres.create_database(PRODUCT_DB)
             self.redis.up()
             self._migrate(deadline)
             for name in self.process_names:
                 self.start(name)
             self.wait_ready(deadline)
             if lab is not None:
-                self.configure(lab)
+                self.configure(lab, product_db_url=self.product_db_url())
             self._unpause(deadline)
         except BaseException:
             self.down()
@@ -685,6 +691,42 @@ class Deployment:
         """Rows of a read-only query on Airflow's metadata database (PostgreSQL), as an operator's psql would."""
         out = self.postgres.psql(sql, database="airflow")
         return [tuple(line.split("|")) for line in out.splitlines() if line]
+
+
+class ProductState:
+    """The product's state as the deployment keeps it (``state/``: incidents, audit trail, ledgers), read through its
+    database the way the workers write it -- for tests and drills that check what two workers left there."""
+
+    def __init__(self, url: str) -> None:
+        from kafka_runbooks.state import StateDb
+
+        self.db = StateDb(url)
+
+    def incident(self, record_id: str) -> dict:
+        from kafka_runbooks.incidents.store import IncidentStore
+
+        return IncidentStore(self.db).get(record_id)
+
+    record = incident  # a roll's or an election's own record is kept the same way
+
+    def audit_trail(self, record_id: str) -> list[dict]:
+        from kafka_runbooks.incidents.store import IncidentStore
+
+        return IncidentStore(self.db).audit_trail(record_id)
+
+    def ledger(self, record_id: str) -> list[dict]:
+        from kafka_runbooks.remediate.ledger import Ledger
+
+        return Ledger(self.db, record_id).entries()
+
+    def progress(self, record_id: str):
+        from kafka_runbooks.remediate.ledger import Ledger
+
+        return Ledger(self.db, record_id).progress()
+
+
+def product_state(d: "Deployment") -> ProductState:
+    return ProductState(d.product_db_url())
 
 
 def quote(value: str) -> str:

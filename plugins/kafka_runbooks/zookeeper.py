@@ -200,19 +200,23 @@ class PipelinedReader:
         return self._pipeline(GetData, list(paths))
 
     def _pipeline(self, request_cls, paths: list[str]) -> dict:
-        """Sends one ``request_cls`` per path, ``WINDOW`` in flight; returns {path: reply or missing value}."""
+        """Sends one ``request_cls`` (GetData or GetChildren) per path, ``WINDOW`` in flight; returns {path: reply}."""
         import select
+        import struct
         import time
 
         from kazoo.exceptions import EXCEPTIONS, ConnectionLoss, NoNodeError
-        from kazoo.protocol.serialization import int_int_struct, int_struct, reply_header_struct
+        from kazoo.protocol.states import ZnodeStat
+        from kazoo.protocol.serialization import int_struct, reply_header_struct, stat_struct
 
         if self._sock is None:
             raise ConnectionLoss("the reader is not open")
-        missing = (None, None) if request_cls.type == 4 else None
+        get_data = request_cls.type == 4
+        missing = (None, None) if get_data else None
+        request_head = struct.Struct("!iiii")  # frame length, xid, op type, path length; then the path and watch=0
         out: dict = {}
         by_xid: dict[int, str] = {}
-        head_size = reply_header_struct.size
+        head_size, stat_size = reply_header_struct.size, stat_struct.size
         sent = 0
         pending = bytearray()
         inbuf = bytearray()
@@ -224,10 +228,10 @@ class PipelinedReader:
                 while sent < len(paths) and len(by_xid) < self.WINDOW and len(pending) < (1 << 20):
                     self._xid = self._xid % 2147483647 + 1
                     path = paths[sent]
-                    full = self.chroot + path if path != "/" else (self.chroot or "/")
-                    body = int_int_struct.pack(self._xid, request_cls.type) + request_cls(full, False).serialize()
-                    pending += int_struct.pack(len(body))
-                    pending += body
+                    encoded = (self.chroot + path if path != "/" else (self.chroot or "/")).encode("utf-8")
+                    pending += request_head.pack(len(encoded) + 13, self._xid, request_cls.type, len(encoded))
+                    pending += encoded
+                    pending += b"\x00"
                     by_xid[self._xid] = path
                     sent += 1
                 readable, writable, _ = select.select([sock], [sock] if pending else [], [], 1.0)
@@ -242,26 +246,38 @@ class PipelinedReader:
                     inbuf += chunk
                     last_progress = time.monotonic()
                     pos = 0
-                    while len(inbuf) - pos >= 4:
-                        length = int_struct.unpack_from(inbuf, pos)[0]
-                        if not head_size <= length <= self.MAX_FRAME:
-                            raise OSError(f"bad frame length {length}")
-                        if len(inbuf) - pos - 4 < length:
-                            break
-                        start = pos + 4
-                        xid, zxid, err = reply_header_struct.unpack_from(inbuf, start)
-                        pos = start + length
-                        if xid < 0:  # a ping or a watch event: none asked for
-                            continue
-                        path = by_xid.pop(xid, None)
-                        if path is None:
-                            raise OSError(f"a reply to xid {xid}, which was not asked")
-                        if err == NoNodeError.code:
-                            out[path] = missing
-                        elif err:
-                            raise EXCEPTIONS[err](f"{path}: ZooKeeper error {err}")
-                        else:
-                            out[path] = request_cls.deserialize(bytes(inbuf[start + head_size:pos]), 0)
+                    view = memoryview(inbuf)
+                    try:
+                        while len(inbuf) - pos >= 4:
+                            length = int_struct.unpack_from(inbuf, pos)[0]
+                            if not head_size <= length <= self.MAX_FRAME:
+                                raise OSError(f"bad frame length {length}")
+                            if len(inbuf) - pos - 4 < length:
+                                break
+                            start = pos + 4
+                            xid, _zxid, err = reply_header_struct.unpack_from(inbuf, start)
+                            pos = start + length
+                            if xid < 0:  # a ping or a watch event: none asked for
+                                continue
+                            path = by_xid.pop(xid, None)
+                            if path is None:
+                                raise OSError(f"a reply to xid {xid}, which was not asked")
+                            if err == NoNodeError.code:
+                                out[path] = missing
+                            elif err:
+                                raise EXCEPTIONS[err](f"{path}: ZooKeeper error {err}")
+                            elif get_data:  # GetData.deserialize, without copying the frame first
+                                body = start + head_size
+                                n = int_struct.unpack_from(inbuf, body)[0]
+                                data_end = body + 4 + (n if n > 0 else 0)
+                                if data_end + stat_size > pos:
+                                    raise OSError(f"a GetData reply of {length} bytes is too short")
+                                out[path] = (bytes(view[body + 4:data_end]) if n >= 0 else None,
+                                             ZnodeStat._make(stat_struct.unpack_from(inbuf, data_end)))
+                            else:
+                                out[path] = request_cls.deserialize(bytes(view[start + head_size:pos]), 0)
+                    finally:
+                        view.release()
                     del inbuf[:pos]
                 if time.monotonic() - last_progress > self.timeout_s:
                     raise OSError(f"no progress for {self.timeout_s:g} s")

@@ -41,9 +41,9 @@ def _starts(lab, b: int) -> int:
 
 def _product(d):
     """The product's state as stored by the deployment (incidents, audit, ledgers), read through its database."""
-    from kafka_runbooks_state_probe import ProductState  # noqa: F401 - see the report: the database store is not merged yet
+    from kafka_lab.deployment import product_state
 
-    raise NotImplementedError
+    return product_state(d)
 
 
 # ---------------------------------------------------------------------------------------------------------------- (a)
