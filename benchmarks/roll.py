@@ -60,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         prepare(state / "airflow", lab.airflow_env())
         from kafka_lab.topics import bootstrap_all
+        from kafka_runbooks.config import ClusterConfig
         from kafka_runbooks.incidents.store import IncidentStore
 
         topic = CanaryLoad.create_topic(bootstrap_all(), f"bench-canary-{uuid.uuid4().hex[:6]}")
@@ -77,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         result = tis["execute"].xcom_pull(task_ids="execute")
         settings = lab.cluster_settings()["lab"]
-        audit = IncidentStore(settings["incident_base"]).audit_trail(result["record_id"])
+        audit = IncidentStore(ClusterConfig.from_dict("lab", settings)).audit_trail(result["record_id"])
         gate_failures = sum(len(e["details"].get("failed_rounds") or []) for e in audit if e["action"] == "gate_canary")
         out = figures(result, stats, committed_now, gate_failures)
     finally:

@@ -1,57 +1,71 @@
-"""Health check: snapshot (ZooKeeper, direct Kafka checks, canary, SSH host probes) → detectors with
-the history → incidents → one incident-response run per new incident.
+"""Health check of one cluster: snapshot (ZooKeeper, direct Kafka checks, canary, SSH host probes) → detectors with
+the history → incidents → one incident-response run per new incident. Detection rules: runbooks/detection.md.
 
-Scheduled on a cron (``KAFKA_RUNBOOKS_HEALTH_SCHEDULE``, default every 5 minutes) OR by an asset
-that a ZooKeeper watch updates within seconds of a change of ``/brokers/ids`` or ``/controller``
-(an AssetWatcher running ZooKeeperChangeTrigger in Airflow's triggerer; off with
-``KAFKA_RUNBOOKS_WATCH_ZOOKEEPER=false``). The watched cluster is ``KAFKA_RUNBOOKS_DEFAULT_CLUSTER``.
-Detection rules: runbooks/detection.md.
+**One DAG per cluster** (``kafka_health_check_<cluster>``), generated from the Airflow Variable
+``kafka_runbooks_clusters``: a cluster added there gets its DAG at the next parse, with no code change. Each runs
+
+* on its own cron (``health.schedule`` of the cluster, else ``KAFKA_RUNBOOKS_HEALTH_SCHEDULE``, else every 5 minutes), OR
+* within seconds of a change of that cluster's ``/brokers/ids`` or ``/controller``: an asset updated by its own
+  AssetWatcher, a ``ZooKeeperChangeTrigger`` in Airflow's triggerer (``health.watch_zookeeper`` /
+  ``KAFKA_RUNBOOKS_WATCH_ZOOKEEPER``, default on).
+
+Why one DAG per cluster rather than one DAG mapping over the clusters: a cluster's check is a unit of its own. Each
+cluster gets its own schedule, its own ``max_active_runs=1`` (two checks of one cluster never overlap, while a
+cluster whose ZooKeeper or brokers hang holds only its own run: the next check of every other cluster starts on
+time), its own run history, pause switch and failure alerts in the UI, and an asset event starts exactly the
+cluster that changed. A single DAG with mapped tasks shares one run across the fleet: its next run waits for the
+slowest cluster, and a watcher's event would have to be routed to one map index.
+
+The file reads only the Variable's cluster names and ``health`` sections at parse time (no ZooKeeper, no
+connection); a cluster whose settings are wrong gets no DAG and is named in the log; the others are unaffected.
 """
 
 from __future__ import annotations
 
-import os
+import logging
 
 import pendulum
 from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
 from airflow.sdk import DAG, Asset, AssetOrTimeSchedule, AssetWatcher, CronTriggerTimetable
 
-from kafka_runbooks.operators.detect import ClusterSnapshotOperator, DetectFindingsOperator
-from kafka_runbooks.operators.params import cluster_param
+from kafka_runbooks.config import health_schedules, raw_clusters
+from kafka_runbooks.operators.detect import RESPONSE_DAG, ClusterSnapshotOperator, DetectFindingsOperator, health_dag_id
 from kafka_runbooks.triggers.zookeeper import ZooKeeperChangeTrigger
 
-CLUSTER = os.environ.get("KAFKA_RUNBOOKS_DEFAULT_CLUSTER", "lab")
-CRON = os.environ.get("KAFKA_RUNBOOKS_HEALTH_SCHEDULE", "*/5 * * * *")
-WATCH = os.environ.get("KAFKA_RUNBOOKS_WATCH_ZOOKEEPER", "true").strip().lower() not in ("0", "false", "no", "off")
+log = logging.getLogger(__name__)
 
-timetable = CronTriggerTimetable(CRON, timezone="UTC")
-if WATCH:
-    zookeeper_changed = Asset(
-        name=f"kafka_runbooks_zookeeper_{CLUSTER}",
-        uri=f"kafka-runbooks://zookeeper/{CLUSTER}",
-        watchers=[AssetWatcher(name=f"zookeeper_{CLUSTER}", trigger=ZooKeeperChangeTrigger(cluster=CLUSTER))],
+
+def zookeeper_asset(cluster: str) -> Asset:
+    """The asset the cluster's ZooKeeper watch updates."""
+    return Asset(
+        name=f"kafka_runbooks_zookeeper_{cluster}",
+        uri=f"kafka-runbooks://zookeeper/{cluster}",
+        watchers=[AssetWatcher(name=f"zookeeper_{cluster}", trigger=ZooKeeperChangeTrigger(cluster=cluster))],
     )
-    schedule = AssetOrTimeSchedule(timetable=timetable, assets=zookeeper_changed)
-else:
-    schedule = timetable
 
-with DAG(
-    dag_id="kafka_health_check",
-    description="Check every broker directly and probe its host; open an incident when a finding holds.",
-    doc_md=__doc__,
-    schedule=schedule,
-    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
-    catchup=False,
-    max_active_runs=1,
-    tags=["kafka", "detect"],
-    params={
-        "cluster": cluster_param(),
-    },
-) as dag:
-    snapshot = ClusterSnapshotOperator(task_id="snapshot", cluster="{{ params.cluster }}")
-    detect = DetectFindingsOperator(task_id="detect", cluster="{{ params.cluster }}", snapshot=snapshot.output)
-    # one response run per newly opened incident; its run id is recorded on the incident
-    TriggerDagRunOperator.partial(
-        task_id="start_incident_response",
-        trigger_dag_id="kafka_incident_response",
-    ).expand_kwargs(detect.output)
+
+def health_check_dag(cluster: str, cron: str, watch_zookeeper: bool) -> DAG:
+    timetable = CronTriggerTimetable(cron, timezone="UTC")
+    with DAG(
+        dag_id=health_dag_id(cluster),
+        description=f"Health check of cluster {cluster}: check every broker directly and probe its host; open an "
+                    "incident when a finding holds.",
+        doc_md=__doc__,
+        schedule=AssetOrTimeSchedule(timetable=timetable, assets=zookeeper_asset(cluster)) if watch_zookeeper else timetable,
+        start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+        catchup=False,
+        max_active_runs=1,
+        tags=["kafka", "detect", f"cluster:{cluster}"],
+    ) as dag:
+        snapshot = ClusterSnapshotOperator(task_id="snapshot", cluster=cluster)
+        detect = DetectFindingsOperator(task_id="detect", cluster=cluster, snapshot=snapshot.output)
+        # one response run per newly opened incident; its run id is recorded on the incident
+        TriggerDagRunOperator.partial(task_id="start_incident_response", trigger_dag_id=RESPONSE_DAG).expand_kwargs(detect.output)
+    return dag
+
+
+_schedules, _errors = health_schedules(raw_clusters(missing_ok=True))
+for _name, _why in _errors.items():
+    log.error("cluster %r gets no health-check DAG: %s", _name, _why)
+for _s in _schedules:
+    globals()[health_dag_id(_s.cluster)] = health_check_dag(_s.cluster, _s.cron, _s.watch_zookeeper)

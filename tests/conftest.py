@@ -67,3 +67,49 @@ def healthy_lab(lab):
     """The session's lab, reset to the healthy baseline (every fault healed, full ISRs, preferred leaders, load)."""
     lab.reset()
     return lab
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """A private PostgreSQL server (Debian ``postgresql``, ``kafka_lab.servers.Postgres``) on this slot's postgres
+    address and a free port, for the session; stopped at its end. Missing PostgreSQL fails the tests that use it."""
+    from airflow_runs import free_port
+    from kafka_lab.net import service_ip
+    from kafka_lab.servers import Postgres
+
+    pg = Postgres(TEST_VAR / "postgres", port=free_port(service_ip("postgres")))
+    pg.down()  # a server an interrupted session left on this data directory
+    pg.up()
+    try:
+        yield pg
+    finally:
+        pg.down()
+
+
+@pytest.fixture(scope="session")
+def postgres_state_url(postgres):
+    """The URL of a PostgreSQL database for the state tests (created once; emptied by ``state_db`` before each)."""
+    return postgres.create_database("krb_store_tests")
+
+
+@pytest.fixture
+def postgres_state_db(postgres_state_url):
+    """The session's PostgreSQL state database, at head and emptied for this test."""
+    from kafka_runbooks.state.db import StateDb
+    from kafka_runbooks.state.schema import metadata
+
+    db = StateDb(postgres_state_url)
+    db.upgrade()
+    with db.engine.begin() as c:
+        c.exec_driver_sql("TRUNCATE " + ", ".join(t.name for t in metadata.sorted_tables) + " RESTART IDENTITY CASCADE")
+    return db
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def state_db(request, tmp_path):
+    """The product's state database, empty and at head: the embedded SQLite, then the session's PostgreSQL."""
+    from kafka_runbooks.state.db import StateDb
+
+    if request.param == "sqlite":
+        return StateDb.embedded(tmp_path / "state")
+    return request.getfixturevalue("postgres_state_db")

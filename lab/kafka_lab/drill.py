@@ -19,7 +19,7 @@ from pathlib import Path
 from kafka_lab.airflow_home import REPO, load_dags, prepare, take_triggered_confs
 from kafka_lab.approvals import Responder
 
-HEALTH = "kafka_health_check"
+HEALTH = "kafka_health_check_lab"  # the lab cluster's health-check DAG (one per cluster: operators/detect.health_dag_id)
 RESPONSE = "kafka_incident_response"
 
 
@@ -65,9 +65,10 @@ def run_drill(state_dir: Path, broker: int, option: str, keep_lab: bool) -> int:
         if responder.error:
             raise responder.error
 
+        from kafka_runbooks.config import ClusterConfig
         from kafka_runbooks.incidents.store import IncidentStore
 
-        store = IncidentStore(settings["incident_base"])
+        store = IncidentStore(ClusterConfig.from_dict("lab", settings))
         incident = store.get(confs[0]["incident_id"])
         say(f"incident-response run: {run.state}")
         say(f"incident {incident['id']}: {incident['status']}" + (f" ({incident.get('resolution')})" if incident.get("resolution") else ""))

@@ -250,10 +250,11 @@ def deferred_phase(lab, settings: dict, flaps: int = 2, stable_s: float = 20.0) 
     out["restored"] = lab.leads_preferred(RETURNING)
     record = (tis["plan"].xcom_pull(task_ids="plan") or {}).get("plan", {}).get("roll_id")
     if record:
+        from kafka_runbooks.config import ClusterConfig
         from kafka_runbooks.incidents.store import IncidentStore
 
         out["audit"] = [f"{e['at']} {e['actor']}: {e['action']} -> {e['outcome']}"
-                        for e in IncidentStore(settings["incident_base"]).audit_trail(record)]
+                        for e in IncidentStore(ClusterConfig.from_dict("lab", settings)).audit_trail(record)]
     return out
 
 

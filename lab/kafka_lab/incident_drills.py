@@ -107,7 +107,7 @@ def run_incident(lab, dags, incident: str, option: str = "Approve", finding_time
     response_s = time.monotonic() - t0
     capture_s = next((ti.duration for ti in run.get_task_instances() if ti.task_id == "capture"), None)
 
-    store = IncidentStore(load_cluster("lab").incident_base)
+    store = IncidentStore(load_cluster("lab"))
     inc = store.get(conf["incident_id"])
     say(f"incident-response run: {run.state} in {response_s:.1f}s (capture {capture_s or 0:.1f}s)")
     say(f"incident {inc['id']}: {inc['status']}")

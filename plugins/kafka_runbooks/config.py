@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 VARIABLE_NAME = "kafka_runbooks_clusters"
+_CLUSTER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 FILE_ENV = "KAFKA_RUNBOOKS_CLUSTERS_FILE"
 
 
@@ -143,10 +144,23 @@ class HealthSettings:
     offsets_segments_max: int = 200  # a __consumer_offsets partition with more segments than this is oversized
     offsets_bytes_max: int = 1 << 30  # ... or more bytes than this
     offsets_load_expected_s: float = 60.0  # loading one __consumer_offsets partition longer than this is slow
+    # this cluster's health-check DAG (dags/kafka_health_check.py): its cron (UTC; None: $KAFKA_RUNBOOKS_HEALTH_SCHEDULE,
+    # else every 5 minutes) and whether a ZooKeeper watch in the triggerer also starts it (None:
+    # $KAFKA_RUNBOOKS_WATCH_ZOOKEEPER, else true)
+    schedule: str | None = None
+    watch_zookeeper: bool | None = None
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "HealthSettings":
         s = _section(cls, d, "health")
+        if s.schedule is not None:
+            from kafka_runbooks.remediate.election_schedule import schedule_error
+
+            why = schedule_error(s.schedule, "UTC")
+            if why:
+                raise ConfigError(f"health.schedule: {why}")
+        if s.watch_zookeeper is not None and not isinstance(s.watch_zookeeper, bool):
+            raise ConfigError("health.watch_zookeeper must be true or false")
         if s.consecutive_checks < 1 or s.clear_checks < 1 or s.history_samples < 2 or s.kafka_probe_timeout_s <= 0:
             raise ConfigError("health: consecutive_checks >= 1, clear_checks >= 1, history_samples >= 2, kafka_probe_timeout_s > 0")
         if s.trend_samples < 2 or s.trend_samples > s.history_samples:
@@ -486,15 +500,52 @@ class ClusterConfig:
             raise ConfigError(f"cluster {name!r}: bad settings: {exc!r}") from exc
 
 
-def raw_clusters() -> Mapping[str, Any]:
-    """Every cluster's settings as configured (the file at $KAFKA_RUNBOOKS_CLUSTERS_FILE, else the Airflow Variable)."""
+def raw_clusters(*, missing_ok: bool = False) -> Mapping[str, Any]:
+    """Every cluster's settings as configured (the file at $KAFKA_RUNBOOKS_CLUSTERS_FILE, else the Airflow Variable).
+    ``missing_ok``: no Variable is no cluster (``{}``) instead of an error."""
     path = os.environ.get(FILE_ENV)
     if path:
         with open(path, encoding="utf-8") as fh:
             return json.load(fh)
     from airflow.sdk import Variable  # imported late: nothing slow at DAG parse time
 
+    if missing_ok:
+        return Variable.get(VARIABLE_NAME, default=None, deserialize_json=True) or {}
     return Variable.get(VARIABLE_NAME, deserialize_json=True)
+
+
+HEALTH_SCHEDULE_ENV = "KAFKA_RUNBOOKS_HEALTH_SCHEDULE"
+WATCH_ZOOKEEPER_ENV = "KAFKA_RUNBOOKS_WATCH_ZOOKEEPER"
+DEFAULT_HEALTH_SCHEDULE = "*/5 * * * *"
+
+
+@dataclass(frozen=True)
+class HealthSchedule:
+    """When one cluster's health-check DAG runs: what its DAG needs at parse time, nothing more."""
+
+    cluster: str
+    cron: str
+    watch_zookeeper: bool
+
+
+def health_schedules(raw: Mapping[str, Any]) -> tuple[list[HealthSchedule], dict[str, str]]:
+    """Every configured cluster's health schedule, and the clusters that cannot get one (name -> why): a cluster with
+    bad settings does not hide the others. Reads only the cluster's name and its ``health`` section (parse time)."""
+    default_cron = os.environ.get(HEALTH_SCHEDULE_ENV) or DEFAULT_HEALTH_SCHEDULE
+    default_watch = os.environ.get(WATCH_ZOOKEEPER_ENV, "true").strip().lower() not in ("0", "false", "no", "off")
+    out: list[HealthSchedule] = []
+    errors: dict[str, str] = {}
+    for name in sorted(raw):
+        try:
+            if not isinstance(name, str) or not _CLUSTER_NAME.fullmatch(name):
+                raise ConfigError(f"invalid cluster name {name!r}: letters, digits, '_', '.', '-'")
+            health = HealthSettings.from_dict((raw[name] or {}).get("health") or {})
+        except (ConfigError, AttributeError, TypeError) as exc:
+            errors[str(name)] = str(exc)
+            continue
+        out.append(HealthSchedule(name, health.schedule or default_cron,
+                                  default_watch if health.watch_zookeeper is None else health.watch_zookeeper))
+    return out, errors
 
 
 def load_cluster(name: str, raw: Mapping[str, Any] | None = None) -> ClusterConfig:

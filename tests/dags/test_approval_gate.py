@@ -30,10 +30,11 @@ def _xcom(run, task_id, key="return_value"):
 
 
 def _audit(settings, run):
+    from kafka_runbooks.config import ClusterConfig
     from kafka_runbooks.incidents.store import IncidentStore
 
     record_id = _xcom(run, "plan")["plan"]["roll_id"]
-    return record_id, IncidentStore(settings["incident_base"]).audit_trail(record_id)
+    return record_id, IncidentStore(ClusterConfig.from_dict("resttest", settings)).audit_trail(record_id)
 
 
 def test_no_answer_before_the_timeout_is_a_reject(cluster_env, monkeypatch):

@@ -76,13 +76,15 @@ class People(threading.Thread):
 
 
 def _ledger(settings, record_id):
+    from kafka_runbooks.config import ClusterConfig
     from kafka_runbooks.remediate.ledger import Ledger
 
-    return Ledger(settings["incident_base"], record_id)
+    return Ledger(ClusterConfig.from_dict("resttest", settings), record_id)
 
 
 def test_four_eyes_through_rest_then_one_use_of_the_approval(api_server, cluster_env):
     settings, webhook = cluster_env
+    from kafka_runbooks.config import ClusterConfig
     from kafka_runbooks.incidents.store import IncidentStore
 
     dag = load_dags().get_dag(DAG_ID)
@@ -110,7 +112,7 @@ def test_four_eyes_through_rest_then_one_use_of_the_approval(api_server, cluster
     assert [(a["decision"]["user_id"], a["decision"]["chosen"], a["decision"]["starter"]) for a in approval] == [("carol", "Approve", "dag_test")]
     assert [e["by_try"] for e in entries if e["event"] == "approval_used"] == [1]
     assert [e["event"] for e in entries][-1] == "halted"
-    audit = IncidentStore(settings["incident_base"]).audit_trail(record_id)
+    audit = IncidentStore(ClusterConfig.from_dict("resttest", settings)).audit_trail(record_id)
     assert [(e["actor"], e["outcome"]) for e in audit if e["action"] == "approval"] == [("carol", "approve")]
     assert [(e["actor"], e["outcome"]) for e in audit if e["action"] == "approval_verified"] == [("carol", "ok")]
     assert [e["outcome"] for e in audit if e["action"] == "maintenance_lock"] == ["acquired", "released"]
@@ -128,7 +130,7 @@ def test_four_eyes_through_rest_then_one_use_of_the_approval(api_server, cluster
     rerun = continue_run(dag, run.run_id)
     states = {ti.task_id: ti.state for ti in rerun.get_task_instances()}
     assert states["execute"] == "failed", states
-    audit = IncidentStore(settings["incident_base"]).audit_trail(record_id)
+    audit = IncidentStore(ClusterConfig.from_dict("resttest", settings)).audit_trail(record_id)
     refused = [e for e in audit if e["action"] == "execute_plan" and e["outcome"] == "refused"]
     assert len(refused) == 1 and any("was already used" in r for r in refused[0]["details"]["refusals"])
     # nothing was attempted the second time: one lock, one halt

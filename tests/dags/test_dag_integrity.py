@@ -12,9 +12,10 @@ from kafka_runbooks.operators.approval import RemediationApprovalOperator
 pytestmark = pytest.mark.usefixtures("airflow_db")
 
 
-def test_dags_import_without_errors_and_have_the_stages():
+def test_dags_import_without_errors_and_have_the_stages(monkeypatch):
+    monkeypatch.setenv("AIRFLOW_VAR_KAFKA_RUNBOOKS_CLUSTERS", json.dumps({"lab": {"zk_conn_id": "zk", "hosts": {"1": "h1"}}}))
     bag = load_dags()
-    assert set(bag.dag_ids) >= {"kafka_health_check", "kafka_incident_response", "kafka_rolling_restart"}
+    assert set(bag.dag_ids) >= {"kafka_health_check_lab", "kafka_incident_response", "kafka_rolling_restart"}
     response = bag.get_dag("kafka_incident_response")
     order = ["open_incident", "capture", "analyze", "report", "choose_remediation", "plan", "approve", "restart", "verify_recovery",
              "follow_up_peers", "close_incident"]

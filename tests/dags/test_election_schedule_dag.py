@@ -14,6 +14,7 @@ pytestmark = pytest.mark.usefixtures("airflow_db")
 def test_unreadable_due_cluster_is_audited_and_fails_the_run_naming_it(tmp_path, monkeypatch):
     from kafka_runbooks import clock
     from kafka_runbooks.incidents.store import IncidentStore
+    from kafka_runbooks.state import StateDb
 
     base = str(tmp_path / "incidents")
     clusters = {
@@ -27,7 +28,7 @@ def test_unreadable_due_cluster_is_audited_and_fails_the_run_naming_it(tmp_path,
     states = {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
     assert states["due_clusters"] == "success" and states["report"] == "failed", states
     assert states["start_election"] in ("skipped", "removed", "None"), states  # nothing to start
-    trail = IncidentStore(base).audit_trail("nozk-election-schedule")
+    trail = IncidentStore(StateDb.embedded(base)).audit_trail("nozk-election-schedule")
     failed = [e for e in trail if e["action"] == "scheduled_election"]
     assert [e["outcome"] for e in failed] == ["failed"] and "kafka_runbooks_test_no_such_connection" in failed[0]["details"]["error"]
-    assert IncidentStore(base).records("unscheduled") == []
+    assert IncidentStore(StateDb.embedded(base)).records("unscheduled") == []

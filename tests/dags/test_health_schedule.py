@@ -1,4 +1,6 @@
-"""The health DAG runs on its cron OR when the ZooKeeper watch updates its asset."""
+"""The lab cluster's health DAG runs on its cron OR when the ZooKeeper watch updates its asset."""
+
+import json
 
 import pytest
 
@@ -7,12 +9,13 @@ from kafka_lab.airflow_home import load_dags
 pytestmark = pytest.mark.usefixtures("airflow_db")
 
 
-def test_health_check_is_scheduled_on_cron_or_the_zookeeper_asset():
+def test_health_check_is_scheduled_on_cron_or_the_zookeeper_asset(monkeypatch):
     from airflow.sdk import Asset, AssetOrTimeSchedule, CronTriggerTimetable
 
     from kafka_runbooks.triggers.zookeeper import ZooKeeperChangeTrigger
 
-    dag = load_dags().get_dag("kafka_health_check")
+    monkeypatch.setenv("AIRFLOW_VAR_KAFKA_RUNBOOKS_CLUSTERS", json.dumps({"lab": {"zk_conn_id": "zk", "hosts": {"1": "h1"}}}))
+    dag = load_dags().get_dag("kafka_health_check_lab")
     schedule = dag.timetable
     assert isinstance(schedule, AssetOrTimeSchedule) and isinstance(schedule.timetable, CronTriggerTimetable)
     asset = schedule.asset_condition

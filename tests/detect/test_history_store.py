@@ -1,4 +1,4 @@
-"""The history store: bounded series under incident_base, flock'd, shared by concurrent writers."""
+"""The history store in the state database (SQLite and PostgreSQL): bounded series, shared by concurrent writers."""
 
 from __future__ import annotations
 
@@ -19,20 +19,25 @@ def test_samples_from_a_snapshot_carry_the_probe_figures():
     assert v["close_wait"] == 0 and v["established"] == 20 and v["endpoints"].startswith("CLIENT://")
 
 
-def test_series_are_bounded_and_ordered(tmp_path):
-    store = HistoryStore(tmp_path, "lab", max_samples=5)
+def test_series_are_bounded_and_ordered(state_db):
+    import sqlalchemy as sa
+
+    from kafka_runbooks.state.schema import health_sample
+
+    store = HistoryStore(state_db, "lab", max_samples=5)
     for i in range(12):
         got = store.append({"broker-3": Sample(at(i), {"close_wait": i})})
     assert [s.get("close_wait") for s in got["broker-3"]] == [7, 8, 9, 10, 11]
-    assert (tmp_path / "_health" / "lab" / "series" / "broker-3.jsonl").read_text().count("\n") == 5
+    with state_db.read() as c:  # trimmed in the database, not only when read
+        assert c.execute(sa.select(sa.func.count()).select_from(health_sample)).scalar_one() == 5
     # the same instant appended twice is one sample
     got = store.append({"broker-3": Sample(at(11), {"close_wait": 99})})
     assert [s.get("close_wait") for s in got["broker-3"]] == [7, 8, 9, 10, 99]
     assert zookeeper_series("127.104.0.1", 2181) == "zookeeper-127.104.0.1-2181"
 
 
-def test_concurrent_writers_lose_nothing(tmp_path):
-    store = HistoryStore(tmp_path, "lab", max_samples=1000)
+def test_concurrent_writers_lose_nothing(state_db):
+    store = HistoryStore(state_db, "lab", max_samples=1000)
 
     def write(n):
         for i in range(40):
@@ -46,8 +51,24 @@ def test_concurrent_writers_lose_nothing(tmp_path):
     assert store.state()["n"] == 160
 
 
-def test_hostile_names_are_refused(tmp_path):
+def test_hostile_names_are_refused(state_db):
     with pytest.raises(ValueError):
-        HistoryStore(tmp_path, "../x", 5)
+        HistoryStore(state_db, "../x", 5)
     with pytest.raises(ValueError):
-        HistoryStore(tmp_path, "lab", 5).append({"../../etc/passwd": Sample(at(0))})
+        HistoryStore(state_db, "lab", 5).append({"../../etc/passwd": Sample(at(0))})
+    with pytest.raises(ValueError):
+        HistoryStore(state_db, "lab", 5).update_state(dict, "../detections")
+
+
+def test_clusters_keep_their_own_series_and_state(state_db):
+    a, b = HistoryStore(state_db, "a", 5), HistoryStore(state_db, "b", 5)
+    a.append({"broker-1": Sample(at(0), {"x": 1})})
+    a.update_state(lambda st: {"checks": 1})
+    assert b.read_all() == {} and b.state() == {}
+    assert a.state() == {"checks": 1} and list(a.read_all()) == ["broker-1"]
+
+
+def test_a_directory_is_refused_as_a_store(tmp_path):
+    """State is never split by a caller that still passes a directory: the store refuses it, naming the fix."""
+    with pytest.raises(TypeError, match="ClusterConfig"):
+        HistoryStore(tmp_path, "lab", 5)

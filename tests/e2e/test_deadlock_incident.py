@@ -28,9 +28,10 @@ def drill(lab_settings):
 
 
 def _store(settings):
+    from kafka_runbooks.config import ClusterConfig
     from kafka_runbooks.incidents.store import IncidentStore
 
-    return IncidentStore(settings["incident_base"])
+    return IncidentStore(ClusterConfig.from_dict("lab", settings))
 
 
 def test_deadlock_is_detected_captured_analysed_and_a_reject_leaves_it_to_a_person(drill):

@@ -52,9 +52,10 @@ def _tis(run):
 
 
 def _schedule_trail(settings):
+    from kafka_runbooks.config import ClusterConfig
     from kafka_runbooks.incidents.store import IncidentStore
 
-    return [e for e in IncidentStore(settings["incident_base"]).audit_trail("lab-election-schedule")
+    return [e for e in IncidentStore(ClusterConfig.from_dict("lab", settings)).audit_trail("lab-election-schedule")
             if e["action"] == "scheduled_election"]
 
 
@@ -88,6 +89,7 @@ def test_schedule_skips_a_balanced_cluster_then_starts_the_approved_election_the
     from kafka_runbooks.config import load_cluster
     from kafka_runbooks.detect.snapshot import read_snapshot
     from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
+    from kafka_runbooks.config import ClusterConfig
     from kafka_runbooks.incidents.store import IncidentStore
     from kafka_runbooks.remediate import election as E
     from kafka_runbooks.remediate import election_run as R
@@ -124,13 +126,13 @@ def test_schedule_skips_a_balanced_cluster_then_starts_the_approved_election_the
     # are held (its own metadata goes stale, incident 003): the next batch that moves leadership to it cannot converge
     settings = _settings(monkeypatch, batch_size=1, offsets_batch_size=4, convergence_s=10.0)
     config = load_cluster("lab")
-    store = IncidentStore(settings["incident_base"])
+    store = IncidentStore(ClusterConfig.from_dict("lab", settings))
     record = store.open(cluster="lab", broker_ids=[3], reason=f"resume test {uuid.uuid4().hex[:6]}",
                         trigger={"kind": E.KIND, "requested": [3]}, opened_by="test")
     with ZooKeeperHook(config.zk_conn_id).session() as zk:
         plan = E.plan_election(read_snapshot(zk, "lab"), config, brokers=[3], roll_id=record["id"])
     assert len(plan.steps) >= 6 and plan.steps[0].partitions == (f"{CANARY}-2",)
-    ledger = L.Ledger(settings["incident_base"], record["id"])
+    ledger = L.Ledger(ClusterConfig.from_dict("lab", settings), record["id"])
     ledger.append(L.PLANNED, "first-run", plan=plan.to_dict())
     ex = R.Execution(config=config, plan=plan, record_id=record["id"], dag_id="test", run_id="first-run", task_id="elect",
                      try_number=1, approver=APPROVER, starter="test", canary=True)

@@ -18,9 +18,10 @@ pytestmark = [pytest.mark.lab, pytest.mark.spark, pytest.mark.airflow, pytest.ma
 
 def test_an_approved_restart_of_a_deadlocked_broker_goes_through_the_engine(lab_settings):
     lab, settings = lab_settings
+    from kafka_runbooks.config import ClusterConfig
     from kafka_runbooks.incidents.store import IncidentStore
 
-    store = IncidentStore(settings["incident_base"])
+    store = IncidentStore(ClusterConfig.from_dict("lab", settings))
     old_registration = lab.registration(3)[1]
     pid_before = lab.broker_pid(3)
     lab.deadlock(3)

@@ -28,12 +28,13 @@ pytestmark = [pytest.mark.lab, pytest.mark.spark, pytest.mark.airflow, pytest.ma
 @pytest.fixture
 def drill(lab_settings):
     lab, settings = lab_settings
+    from kafka_runbooks.config import ClusterConfig
     from kafka_runbooks.incidents.store import IncidentStore
 
     dags = load_dags()
     dags.get_dag(HEALTH).test(run_conf={"cluster": "lab"})  # a baseline in the history before the fault
     assert take_triggered_confs(RESPONSE) == [], "the healthy lab started a response"
-    return lab, dags, IncidentStore(settings["incident_base"])
+    return lab, dags, IncidentStore(ClusterConfig.from_dict("lab", settings))
 
 
 def _respond(dags, conf, option=None, user="oncall-alice"):

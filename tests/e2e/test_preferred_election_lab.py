@@ -61,10 +61,11 @@ def _xcom(run, task_id):
 
 
 def _audit(settings, run):
+    from kafka_runbooks.config import ClusterConfig
     from kafka_runbooks.incidents.store import IncidentStore
 
     record_id = _xcom(run, "plan")["plan"]["roll_id"]
-    store = IncidentStore(settings["incident_base"])
+    store = IncidentStore(ClusterConfig.from_dict("lab", settings))
     return store.get(record_id), store.audit_trail(record_id)
 
 
@@ -166,6 +167,7 @@ def test_divergence_that_persists_halts_the_election(election_env, monkeypatch):
     from kafka_runbooks.config import load_cluster
     from kafka_runbooks.detect.snapshot import read_snapshot
     from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
+    from kafka_runbooks.config import ClusterConfig
     from kafka_runbooks.incidents.store import IncidentStore
     from kafka_runbooks.remediate import election as E
     from kafka_runbooks.remediate import election_run as R
@@ -176,7 +178,7 @@ def test_divergence_that_persists_halts_the_election(election_env, monkeypatch):
     lab.bounce(3)
     settings = _settings(monkeypatch, convergence_s=10.0, batch_size=4)
     config = load_cluster("lab")
-    store = IncidentStore(settings["incident_base"])
+    store = IncidentStore(ClusterConfig.from_dict("lab", settings))
     record = store.open(cluster="lab", broker_ids=[3], reason="halt test", trigger={"kind": E.KIND}, opened_by="test")
     with ZooKeeperHook(config.zk_conn_id).session() as zk:
         plan = E.plan_election(read_snapshot(zk, "lab"), config, brokers=[3], roll_id=record["id"])
@@ -191,7 +193,7 @@ def test_divergence_that_persists_halts_the_election(election_env, monkeypatch):
     assert "broker 3's own metadata disagrees with ZooKeeper" in text
     trail = store.audit_trail(record["id"])
     assert [e["action"] for e in trail if e["action"] in ("elect_batch", "halt")] == ["elect_batch", "halt"]
-    assert Ledger(settings["incident_base"], record["id"]).progress().halted is not None
+    assert Ledger(ClusterConfig.from_dict("lab", settings), record["id"]).progress().halted is not None
     with ZooKeeperHook(config.zk_conn_id).session() as zk:
         assert holders(zk, "lab") == []
         after = read_snapshot(zk, "lab")

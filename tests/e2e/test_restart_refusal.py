@@ -19,9 +19,10 @@ def test_last_in_sync_holder_of_consumer_offsets_is_not_restarted(healthy_lab, a
     lab = healthy_lab
     os.environ.update(lab.airflow_env())
     take_triggered_confs(RESPONSE)
+    from kafka_runbooks.config import ClusterConfig
     from kafka_runbooks.incidents.store import IncidentStore
 
-    store = IncidentStore(lab.cluster_settings()["lab"]["incident_base"])
+    store = IncidentStore(ClusterConfig.from_dict("lab", lab.cluster_settings()["lab"]))
     for b in (2, 3):
         lab.stop(b)
     for b in (2, 3):

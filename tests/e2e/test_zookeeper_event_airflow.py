@@ -111,28 +111,31 @@ def airflow_stack(healthy_lab, tmp_path):
 def test_a_registration_change_starts_a_health_run_that_opens_the_incident(airflow_stack, healthy_lab):
     home, env, airflow, procs, settings = airflow_stack
     db = home / "airflow.db"
-    _wait("both DAGs parsed", lambda: {"kafka_health_check", "kafka_incident_response"}
+    _wait("both DAGs parsed", lambda: {"kafka_health_check_lab", "kafka_incident_response"}
           <= {r[0] for r in _rows(db, "select dag_id from dag where dag_id like 'kafka_%'")}, procs=procs)
-    subprocess.run([airflow, "dags", "unpause", "kafka_health_check"], env=env, check=True, capture_output=True, timeout=120)
+    subprocess.run([airflow, "dags", "unpause", "kafka_health_check_lab"], env=env, check=True, capture_output=True, timeout=120)
     trig_log = home / "triggerer.log"
     _wait("the ZooKeeper watch running in the triggerer", lambda: trig_log.exists() and b"watching /brokers/ids" in trig_log.read_bytes(),
           procs=procs)
     # the cron's latest tick (January 1st) runs once on unpause: let it finish first
-    _wait("the catch-up run to end", lambda: not _rows(db, "select 1 from dag_run where dag_id='kafka_health_check' and state in ('queued','running')"),
+    _wait("the catch-up run to end", lambda: not _rows(db, "select 1 from dag_run where dag_id='kafka_health_check_lab' and state in ('queued','running')"),
           procs=procs)
     assert not _rows(db, "select 1 from dag_run where run_type='asset_triggered'")  # nothing changed yet: no event
 
     t_fault = time.time()
     healthy_lab.pause(3)
     runs = _wait("an asset-triggered health run", lambda: _rows(
-        db, "select run_id, queued_at from dag_run where dag_id='kafka_health_check' and run_type='asset_triggered'"), procs=procs)
+        db, "select run_id, queued_at from dag_run where dag_id='kafka_health_check_lab' and run_type='asset_triggered'"), procs=procs)
     assert b"ZooKeeper change on lab" in trig_log.read_bytes()
     (run_id, _), = runs
     _wait("the health run to end", lambda: _rows(db, "select state from dag_run where run_id=? and state in ('success','failed')", run_id),
           procs=procs)
     assert _rows(db, "select state from dag_run where run_id=?", run_id) == [("success",)]
 
-    incidents = [json.loads(p.read_text()) for p in Path(settings["incident_base"]).glob("*/incident.json")]
+    from kafka_runbooks.config import ClusterConfig
+    from kafka_runbooks.incidents.store import IncidentStore
+
+    incidents = IncidentStore(ClusterConfig.from_dict("lab", settings)).records("lab")
     assert len(incidents) == 1, incidents
     (incident,) = incidents
     assert incident["opened_at"] >= time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t_fault - 1))

@@ -1,5 +1,5 @@
 """DetectFindingsOperator over several checks: history kept, consecutive checks, one response per
-episode, needs_person and self-resolution -- against the real file stores."""
+episode, needs_person and self-resolution -- against the real stores (the embedded state database)."""
 
 from __future__ import annotations
 
@@ -28,6 +28,12 @@ def incident_base(tmp_path, monkeypatch):
     return tmp_path / "incidents"
 
 
+def lab_config():
+    from kafka_runbooks.config import load_cluster
+
+    return load_cluster("lab")
+
+
 class TI:
     """The task instance's Task-SDK call the operator makes: the state of a response run."""
 
@@ -52,7 +58,7 @@ def hung(n=0):
 
 
 def test_one_response_per_episode_and_its_end(incident_base):
-    store = IncidentStore(incident_base)
+    store = IncidentStore(lab_config())
     assert check_at(hung(0), 0) == []  # first check: held once, not yet
     (start,) = check_at(hung(1), 1)
     iid = start["conf"]["incident_id"]
@@ -78,8 +84,10 @@ def test_one_response_per_episode_and_its_end(incident_base):
     (again,) = check_at(hung(8), 8)
     assert again["conf"]["incident_id"] != iid
     # the history holds every check's samples
-    series = (incident_base / "_health" / "lab" / "series" / "broker-3.jsonl").read_text().splitlines()
-    assert len(series) == 9 and json.loads(series[-1])["values"]["check_ok"] is False
+    from kafka_runbooks.detect.history import HistoryStore
+
+    series = HistoryStore(lab_config()).read("broker-3")
+    assert len(series) == 9 and series[-1].get("check_ok") is False
 
 
 def test_leaderless_partitions_open_an_incident_for_a_person_and_start_nothing(incident_base):
@@ -87,7 +95,7 @@ def test_leaderless_partitions_open_an_incident_for_a_person_and_start_nothing(i
     parts[0] = dataclasses.replace(parts[0], leader=-1, isr=())
     check_at(snapshot(parts=parts), 0)
     assert check_at(snapshot(parts=parts), 1) == []
-    (record,) = [json.loads(p.read_text()) for p in incident_base.glob("*/incident.json")]
+    (record,) = IncidentStore(lab_config()).records("lab")
     assert record["trigger"]["kind"] == "offline_partitions" and record["status"] == "needs_person"
     assert "nothing to capture or restart" in record["status_reason"]
 
@@ -95,7 +103,7 @@ def test_leaderless_partitions_open_an_incident_for_a_person_and_start_nothing(i
 def test_healthy_cluster_opens_nothing(incident_base):
     for n in range(3):
         assert check_at(snapshot(), n) == []
-    assert not list(incident_base.glob("*/incident.json"))
+    assert IncidentStore(lab_config()).records() == []
 
 
 def test_metadata_divergence_opens_an_incident_for_a_person_and_restarts_nothing(incident_base):
@@ -109,6 +117,6 @@ def test_metadata_divergence_opens_an_incident_for_a_person_and_restarts_nothing
     s = dataclasses.replace(snapshot(), metadata_views=views)
     check_at(s, 0)
     assert check_at(s, 1) == []
-    (record,) = [json.loads(p.read_text()) for p in incident_base.glob("*/incident.json")]
+    (record,) = IncidentStore(lab_config()).records("lab")
     assert record["trigger"]["kind"] == "metadata_divergence" and record["status"] == "needs_person"
     assert "no automatic restart" in record["status_reason"] and "runbooks/preferred-election.md" in record["status_reason"]

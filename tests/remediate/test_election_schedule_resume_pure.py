@@ -78,12 +78,14 @@ def test_ledger_converged_batches_are_partitions_done_and_resumable(tmp_path):
     assert L.progress([{"event": L.STEP_DONE, "run_id": "r", "broker_id": 2}]).completed == (2,)
     assert not L.progress(entries + [{"event": L.COMPLETED, "run_id": "r2"}]).resumable
 
-    store = IncidentStore(tmp_path)
+    from kafka_runbooks.state import StateDb
+
+    store = IncidentStore(StateDb.embedded(tmp_path))
     halted = store.open(cluster="c1", broker_ids=[3], reason="x", trigger={"kind": E.KIND}, opened_by="t")
     roll = store.open(cluster="c1", broker_ids=[1], reason="y", trigger={"kind": "rolling_restart"}, opened_by="t")
     for rid in (halted["id"], roll["id"]):
         for e in entries:
-            L.Ledger(tmp_path, rid).append(e["event"], e["run_id"], **{k: v for k, v in e.items() if k not in ("event", "run_id")})
+            L.Ledger(store.db, rid).append(e["event"], e["run_id"], **{k: v for k, v in e.items() if k not in ("event", "run_id")})
     found = L.find_resumable(store, "c1", E.KIND)
     assert found is not None and found[0]["id"] == halted["id"] and found[1].partitions_done == ("orders-2", "orders-5")
     assert L.find_resumable(store, "other", E.KIND) is None

@@ -197,7 +197,9 @@ def test_assigned_users_exclude_the_starter_and_secret_length():
 
 
 def test_ledger_progress_resume_and_completion(tmp_path):
-    ledger = Ledger(tmp_path, "lab-roll-1")
+    from kafka_runbooks.state import StateDb
+
+    ledger = Ledger(StateDb.embedded(tmp_path), "lab-roll-1")
     ledger.append("planned", "run-1", plan={"requested": [1, 2, 3]})
     ledger.append("step_done", "run-1", broker_id=3)
     ledger.append("step_failed", "run-1", broker_id=1, reason="not back")
@@ -209,8 +211,5 @@ def test_ledger_progress_resume_and_completion(tmp_path):
     ledger.append("completed", "run-2")
     p = ledger.progress()
     assert p.completed == (3, 1, 2) and p.done and not p.resumable and p.runs == ("run-1", "run-2")
-    with open(ledger.path, "a") as fh:
-        fh.write("{not json\n")
-    assert ledger.entries()[-1]["event"] == "unparsable"
     assert progress([]).completed == ()
-    assert json.loads(ledger.path.read_text().splitlines()[0])["event"] == "planned"
+    assert ledger.entries()[0]["event"] == "planned"

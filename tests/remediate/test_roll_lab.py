@@ -77,10 +77,11 @@ def xcom(run, task_id, key="return_value"):
 
 
 def audit_of(settings, run):
+    from kafka_runbooks.config import ClusterConfig
     from kafka_runbooks.incidents.store import IncidentStore
 
     record_id = xcom(run, "plan")["plan"]["roll_id"]
-    return record_id, IncidentStore(settings["incident_base"]).audit_trail(record_id)
+    return record_id, IncidentStore(ClusterConfig.from_dict("lab", settings)).audit_trail(record_id)
 
 
 def zk_client():
@@ -261,9 +262,10 @@ def test_a_broker_that_does_not_come_back_halts_pages_and_resume_completes(roll_
     assert lab.broker_pid(controller) != controller_pid
     _, audit = audit_of(settings, resumed)
     assert [e["details"]["broker_id"] for e in audit if e["action"] == "restart_broker" and e["outcome"] == "ok"] == [first, second, controller]
+    from kafka_runbooks.config import ClusterConfig
     from kafka_runbooks.incidents.store import IncidentStore
 
-    assert IncidentStore(settings["incident_base"]).get(record_id)["status"] == "closed"
+    assert IncidentStore(ClusterConfig.from_dict("lab", settings)).get(record_id)["status"] == "closed"
 
 
 # ------------------------------------------------------------------ one lock per cluster

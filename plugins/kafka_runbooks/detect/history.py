@@ -1,41 +1,28 @@
 """The health check's memory: a bounded time series per broker (and per ZooKeeper server), and the
 state of the findings between checks.
 
-Where it lives, and why: Airflow 3 tasks run through the Task SDK and may not open the metadata
-database, and a custom ORM model would need a migration of Airflow's schema. The incident store
-already keeps its records as files under ``incident_base`` (shared by the workers that run these
-DAGs), with flock'd writers; the history sits beside it::
-
-    <incident_base>/_health/<cluster>/series/<series>.jsonl   one sample a line, newest last,
-                                                              at most health.history_samples lines
-    <incident_base>/_health/<cluster>/detections.json         the findings' streaks (detect/streaks.py)
-
-``_health`` cannot collide with an incident id (those start with a letter or digit). Every write
-takes an exclusive flock on the cluster's lock file, rewrites the file atomically and keeps the
-newest N samples, so two health runs never lose or interleave samples.
+Where it lives: the product's state database (``state/history.py``: tables ``krb_health_sample`` and
+``krb_health_state``), reached through the Airflow connection ``kafka_runbooks_db`` or, without it, the embedded
+SQLite under the cluster's ``incident_base`` -- never Airflow's metadata database, which Airflow 3 tasks may not
+open. Every series keeps the newest ``health.history_samples`` samples; an append and its trim are one transaction,
+and the findings' streaks (``detections``, incidents/lifecycle.py) and the leadership map are updated under their
+row's lock, so two health runs never lose or interleave samples or state. Build the store from the cluster's
+settings: ``HistoryStore(config)``.
 
 Series names: ``broker-<id>`` and ``zookeeper-<host>-<port>`` (the ZooKeeper-server probe --
 mntr/srvr/cons -- adds its samples there with :meth:`HistoryStore.append`), and ``leadership``: per check,
 the partitions whose leader or leader epoch changed since the previous check and the brokers whose own
 metadata disagreed with ZooKeeper (``detect/leadership.py``; the last full leader/epoch map is the state
-file ``leadership.json``, so a sample holds only what changed).
+``leadership``, so a sample holds only what changed).
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import json
-import os
-import re
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from kafka_runbooks.model import ClusterSnapshot
-
-_SERIES_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
-HEALTH_DIR = "_health"
+from kafka_runbooks.state.history import HealthHistory, validate_name
 
 Value = float | int | str | bool | None
 
@@ -76,9 +63,7 @@ def zookeeper_series_of(address: str) -> str:
 
 
 def validate_series(name: str) -> str:
-    if not isinstance(name, str) or not _SERIES_RE.fullmatch(name) or ".." in name:
-        raise ValueError(f"invalid series name {name!r}")
-    return name
+    return validate_name(name)
 
 
 # --------------------------------------------------------------------------- samples (pure)
@@ -184,85 +169,35 @@ def health_samples(snapshot: ClusterSnapshot) -> dict[str, Sample]:
 # --------------------------------------------------------------------------- the store (I/O)
 
 
-class HistoryStore:
-    def __init__(self, incident_base: str | os.PathLike, cluster: str, max_samples: int) -> None:
-        if not _SERIES_RE.fullmatch(cluster):
-            raise ValueError(f"invalid cluster name {cluster!r}")
-        if max_samples < 2:
-            raise ValueError("max_samples must be >= 2")
-        self.root = Path(incident_base) / HEALTH_DIR / cluster
-        self.max_samples = int(max_samples)
+class HistoryStore(HealthHistory):
+    """``HistoryStore(config)`` (the cluster's state database, name and ``health.history_samples``), or
+    ``HistoryStore(state_db, cluster, max_samples)``. Series come back as :class:`Sample` lists, oldest first."""
 
-    @contextlib.contextmanager
-    def locked(self) -> Iterator[Path]:
-        (self.root / "series").mkdir(parents=True, exist_ok=True)
-        with open(self.root / ".lock", "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                yield self.root
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
-
-    def _path(self, series: str) -> Path:
-        return self.root / "series" / f"{validate_series(series)}.jsonl"
-
-    def _read(self, series: str) -> list[Sample]:
-        path = self._path(series)
-        if not path.exists():
-            return []
-        out = []
-        for line in path.read_text(encoding="utf-8").splitlines():
-            try:
-                out.append(Sample.from_dict(json.loads(line)))
-            except (ValueError, KeyError, TypeError):
-                continue  # a torn or hand-edited line is skipped, never fatal
-        return out[-self.max_samples:]
-
-    def _write(self, series: str, samples: Sequence[Sample]) -> None:
-        path = self._path(series)
-        tmp = path.with_suffix(".jsonl.tmp")
-        tmp.write_text("".join(json.dumps(s.to_dict(), sort_keys=True, default=str) + "\n" for s in samples), encoding="utf-8")
-        os.replace(tmp, path)
+    def __init__(self, source: Any, cluster: str | None = None, max_samples: int | None = None) -> None:
+        if cluster is None:
+            cluster = source.name
+        if max_samples is None:
+            max_samples = source.health.history_samples
+        super().__init__(source, cluster, max_samples)
 
     def read(self, series: str) -> list[Sample]:
-        with self.locked():
-            return self._read(series)
+        return [Sample.from_dict(d) for d in self.read_raw(series)]
 
     def read_all(self) -> dict[str, list[Sample]]:
-        with self.locked():
-            return {p.stem: self._read(p.stem) for p in sorted((self.root / "series").glob("*.jsonl"))}
+        return _samples(self.read_all_raw())
 
     def append(self, samples: Mapping[str, Sample]) -> dict[str, list[Sample]]:
         """Add one sample to each named series; returns every series (bounded, oldest first) as
         stored after the append -- what the detectors get."""
-        with self.locked():
-            for series, sample in samples.items():
-                kept = [s for s in self._read(series) if s.at != sample.at] + [sample]
-                self._write(series, kept[-self.max_samples:])
-            return {p.stem: self._read(p.stem) for p in sorted((self.root / "series").glob("*.jsonl"))}
+        return _samples(self.append_raw({name: s.to_dict() for name, s in samples.items()}))
 
-    # the detections' state (a JSON object), read-modify-write under the same lock; ``name`` picks another state
-    # file (e.g. "leadership": the last leader and epoch of every partition, to record only what changed)
-    def update_state(self, fn: Callable[[dict[str, Any]], dict[str, Any]], name: str = "detections") -> dict[str, Any]:
-        with self.locked():
-            path = self.root / f"{validate_series(name)}.json"
-            try:
-                state = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
-            except ValueError:
-                state = {}
-            new = fn(state)
-            tmp = path.with_suffix(".json.tmp")
-            tmp.write_text(json.dumps(new, indent=1, sort_keys=True, default=str), encoding="utf-8")
-            os.replace(tmp, path)
-            return new
+    # update_state(fn, name="detections") and state(name="detections"): the detections' state (a JSON object),
+    # read-modify-write under its row's lock; ``name`` picks another state (e.g. "leadership": the last leader and
+    # epoch of every partition, to record only what changed) -- inherited from state.history.HealthHistory
 
-    def state(self) -> dict[str, Any]:
-        with self.locked():
-            path = self.root / "detections.json"
-            try:
-                return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
-            except ValueError:
-                return {}
+
+def _samples(raw: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, list[Sample]]:
+    return {name: [Sample.from_dict(d) for d in rows] for name, rows in raw.items()}
 
 
 def record_check(store: "HistoryStore", snapshot: ClusterSnapshot) -> dict[str, list[Sample]]:

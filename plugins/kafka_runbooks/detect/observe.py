@@ -14,7 +14,7 @@ def known_registrations(config) -> dict[int, Any]:
 
     out = {}
     try:
-        store = HistoryStore(config.incident_base, config.name, config.health.history_samples)
+        store = HistoryStore(config)
         for bid in config.hosts:
             for sample in reversed(store.read(broker_series(bid))):
                 endpoints = sample.get("endpoints")
@@ -101,6 +101,6 @@ def check_once(config, *, probe_hosts: bool = True):
     from kafka_runbooks.detect.history import HistoryStore, record_check
 
     snapshot = take_snapshot(config, probe_hosts=probe_hosts, known=known_registrations(config))
-    history = record_check(HistoryStore(config.incident_base, config.name, config.health.history_samples), snapshot)
+    history = record_check(HistoryStore(config), snapshot)
     return snapshot, detect(snapshot, config.health, history, config.zookeeper_health, leadership=config.leadership,
                             kafka_version=config.kafka_version)

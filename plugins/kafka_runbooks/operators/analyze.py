@@ -94,6 +94,7 @@ class PublishReportOperator(BaseOperator):
         from kafka_runbooks.config import load_cluster
         from kafka_runbooks.incidents.store import IncidentStore
         from kafka_runbooks.model import Finding
+        from kafka_runbooks.state.bundles import BundleIndex
 
         path = Path(self.bundle_dir) / "findings.json"
         report = Path(self.bundle_dir) / "report.html"
@@ -105,11 +106,13 @@ class PublishReportOperator(BaseOperator):
         for f in findings:
             self.log.warning("finding %s [%s]: %s", f.kind, f.severity.value, f.summary)
         self.log.info("report: %s", report)
-        store = IncidentStore(load_cluster(self.incident["cluster"]).incident_base)
+        config = load_cluster(self.incident["cluster"])
+        store = IncidentStore(config)
         store.update(
             self.incident["incident_id"],
             bundle_dir=str(self.bundle_dir),
             report=str(report),
             findings=[f.to_dict() for f in findings],
         )
+        BundleIndex(config).record_analysis(str(self.bundle_dir), report=str(report), findings=len(findings))
         return {"bundle_dir": str(self.bundle_dir), "report": str(report), "findings": [f.to_dict() for f in findings]}

@@ -78,7 +78,7 @@ class RemediationApprovalOperator(ApprovalOperator):
         record_id = plan.roll_id
         if not record_id:
             raise AirflowFailException("the plan has no record to bind the approval to")
-        return config, plan, plan_digest(plan), Ledger(config.incident_base, record_id)
+        return config, plan, plan_digest(plan), Ledger(config, record_id)
 
     # -- ask ----------------------------------------------------------------------------------
 
@@ -179,7 +179,7 @@ class RemediationApprovalOperator(ApprovalOperator):
         from kafka_runbooks.incidents.store import IncidentStore
 
         outcome = "timeout" if decision.timed_out else ("refused" if decision.refusals else str(decision.chosen or "none").lower())
-        IncidentStore(config.incident_base).audit(
+        IncidentStore(config).audit(
             plan.roll_id, actor=decision.user_name or "nobody", action="approval", outcome=outcome,
             details={"decision": decision.payload()},
         )

@@ -32,6 +32,7 @@ class CaptureEvidenceOperator(BaseOperator):
         from kafka_runbooks.hooks.kafka import KafkaHook
         from kafka_runbooks.incidents.store import IncidentStore
         from kafka_runbooks.model import ClusterSnapshot, Finding
+        from kafka_runbooks.state.bundles import BundleIndex
         from kafka_runbooks.detect.observe import brokers_to_probe, known_registrations
 
         config = load_cluster(self.incident["cluster"])
@@ -71,7 +72,7 @@ class CaptureEvidenceOperator(BaseOperator):
         unreachable = sorted(b for b, h in hosts.items() if not h.get("reachable"))
         failed = [c for c in manifest.get("commands", []) if c.get("error") or c.get("exit_code") not in (0, None)]
         status = manifest["status"]
-        store = IncidentStore(config.incident_base)
+        store = IncidentStore(config)
         store.audit(
             incident_id,
             actor=f"dag:{context['dag'].dag_id}/run:{context['run_id']}",
@@ -89,6 +90,7 @@ class CaptureEvidenceOperator(BaseOperator):
             },
         )
         store.update(incident_id, bundle_dir=str(bundle.path), capture_status=status)
+        BundleIndex(config).record_capture(str(bundle.path), manifest)
         if status == FAILED:
             raise AirflowFailException(f"capture failed on every host; nothing captured (see {bundle.path}): "
                                        + "; ".join(manifest.get("status_reasons", [])[:5]))

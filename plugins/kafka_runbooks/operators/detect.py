@@ -10,7 +10,13 @@ from airflow.sdk import BaseOperator
 from kafka_runbooks.detect.observe import brokers_to_probe, known_registrations, take_snapshot
 
 RESPONSE_DAG = "kafka_incident_response"
-__all__ = ["ClusterSnapshotOperator", "DetectFindingsOperator", "brokers_to_probe", "known_registrations", "take_snapshot"]
+HEALTH_DAG_PREFIX = "kafka_health_check_"  # + the cluster's name: its health-check DAG (dags/kafka_health_check.py)
+__all__ = ["ClusterSnapshotOperator", "DetectFindingsOperator", "brokers_to_probe", "health_dag_id", "known_registrations",
+           "take_snapshot"]
+
+
+def health_dag_id(cluster: str) -> str:
+    return f"{HEALTH_DAG_PREFIX}{cluster}"
 
 
 class ClusterSnapshotOperator(BaseOperator):
@@ -82,8 +88,8 @@ class DetectFindingsOperator(BaseOperator):
 
         config = load_cluster(self.cluster)
         snapshot = ClusterSnapshot.from_dict(self.snapshot)
-        history_store = HistoryStore(config.incident_base, config.name, config.health.history_samples)
-        store = IncidentStore(config.incident_base)
+        history_store = HistoryStore(config)
+        store = IncidentStore(config)
         starts: list[dict[str, Any]] = []
         for observation in range(1, config.health.consecutive_checks + 1):
             state = self._check(snapshot, config, history_store, store, context, starts)
@@ -128,7 +134,10 @@ class DetectFindingsOperator(BaseOperator):
         for a in actions:
             self.log.info("lifecycle: %s %s %s: %s", a.kind, a.key, a.incident_id or "", a.reason)
             if a.kind == "open" and a.finding is not None:
-                start = self._open(store, config, a, actor, context)
+                # the problem's episode (its streak since first seen): unique among incidents, so a health check racing
+                # this one opens nothing more
+                episode = ((state.get("streaks") or {}).get(a.key) or {}).get("first_seen")
+                start = self._open(store, config, a, actor, context, key=f"{config.name}/{a.key}@{episode}")
                 links[a.key] = start["incident_id"]
                 if start.get("conf"):
                     starts.append({"trigger_run_id": start["run_id"], "conf": start["conf"]})
@@ -142,9 +151,17 @@ class DetectFindingsOperator(BaseOperator):
             state = history_store.update_state(lambda st: _link_all(lifecycle, st, links))
         return state
 
-    def _open(self, store, config, a, actor: str, context) -> dict[str, Any]:
+    def _open(self, store, config, a, actor: str, context, key: str | None = None) -> dict[str, Any]:
+        from kafka_runbooks.incidents.store import IncidentExists
+
         f = a.finding
-        record = store.open(cluster=config.name, broker_ids=f.broker_ids, reason=f.summary, trigger=f.to_dict(), opened_by=actor)
+        try:
+            record = store.open(cluster=config.name, broker_ids=f.broker_ids, reason=f.summary, trigger=f.to_dict(), opened_by=actor,
+                                key=key)
+        except IncidentExists as exc:
+            self.log.warning("incident %s is already open for this problem (%s), opened by a concurrent health check: "
+                             "not opened again", exc.record["id"], key)
+            return {"incident_id": exc.record["id"]}
         store.audit(record["id"], actor=actor, action="detected", outcome=f.kind, details={"why": a.reason})
         self.log.warning("opened incident %s: %s", record["id"], a.reason)
         zk_servers = [str(f.details["subject"])] if f.details.get("problem") == "zookeeper_member" and f.details.get("server") else []

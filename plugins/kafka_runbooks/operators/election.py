@@ -50,7 +50,7 @@ class PlanElectionOperator(BaseOperator):
         dry_run = str(self.mode).strip().lower() in ("dry-run", "dry_run", "dryrun", "plan")
         starter = getattr(context.get("dag_run"), "triggering_user_name", None)
         brokers = [int(b) for b in (self.broker_ids or [])]
-        store = IncidentStore(config.incident_base)
+        store = IncidentStore(config)
         record_id, elected = None, []
         if _truthy(self.resume):
             found = L.find_resumable(store, config.name, E.KIND)
@@ -79,7 +79,7 @@ class PlanElectionOperator(BaseOperator):
                       "\n".join([f"  {s.reason}: {', '.join(s.partitions)}" for s in plan.steps]
                                 + [f"  refused: {r}" for r in plan.refusals] + [f"  conditions: {dict(plan.conditions)}"]))
         if not dry_run:
-            L.Ledger(config.incident_base, record_id).append(L.PLANNED, context["ti"].run_id, plan=plan.to_dict(), digest=digest,
+            L.Ledger(config, record_id).append(L.PLANNED, context["ti"].run_id, plan=plan.to_dict(), digest=digest,
                                                              starter=starter, resumed=bool(elected) or _truthy(self.resume))
             store.update(record_id, plan=plan.to_dict())
             store.audit(record_id, actor=starter or _actor(context), action="plan_election",
@@ -127,7 +127,7 @@ class WaitForElectionWindowOperator(BaseOperator):
 
         plan = self._plan()
         config = _config(plan.cluster)
-        store = IncidentStore(config.incident_base)
+        store = IncidentStore(config)
         status = (event or {}).get("status")
         store.audit(plan.roll_id, actor=_actor(context), action="election_wait", outcome="ok" if status == "ready" else "gave_up",
                     details=dict(event or {}))
@@ -135,7 +135,7 @@ class WaitForElectionWindowOperator(BaseOperator):
             reason = (event or {}).get("reason") or f"unexpected event {event!r}"
             from kafka_runbooks.remediate.ledger import Ledger
 
-            Ledger(config.incident_base, plan.roll_id).append("gave_up", context["ti"].run_id, reason=reason)
+            Ledger(config, plan.roll_id).append("gave_up", context["ti"].run_id, reason=reason)
             raise AirflowFailException(reason)
         self.log.info("ready after %s check(s); first waited for: %s", event.get("checks"), event.get("waited_for"))
         return dict(event)
@@ -183,7 +183,7 @@ class CloseElectionOperator(BaseOperator):
         if not record_id:
             raise AirflowFailException("the plan was never computed (see the plan task)")
         config = _config(plan["cluster"])
-        store = IncidentStore(config.incident_base)
+        store = IncidentStore(config)
         actor = _actor(context)
         if isinstance(self.result, dict) and self.result.get("elected") is not None:
             store.close(record_id, actor=actor, resolution=f"preferred leadership restored for {len(self.result['elected'])} partition(s) "
@@ -194,13 +194,13 @@ class CloseElectionOperator(BaseOperator):
         if choice and choice[0] != "Approve":
             store.close(record_id, actor=actor, resolution=f"{choice[0]}: nothing was changed")
             return {"status": choice[0].lower(), "record_id": record_id}
-        entries = Ledger(config.incident_base, record_id).entries()
+        entries = Ledger(config, record_id).entries()
         last = next((e for e in reversed(entries) if e.get("event") in ("gave_up", "halted", "refused")), None)
         why = (last or {}).get("reason") or "the run stopped before electing (see the task logs)"
         if last is not None and last.get("event") == "gave_up":
             store.close(record_id, actor=actor, resolution=f"gave up: {why}")
         else:
-            resumable = Ledger(config.incident_base, record_id).progress().resumable
+            resumable = Ledger(config, record_id).progress().resumable
             store.update(record_id, note=f"halted: {why}; resumable with resume=true" if resumable else f"stopped: {why}")
         raise AirflowFailException(f"election {record_id} did not complete: {why}")
 
@@ -273,16 +273,17 @@ class ScheduledElectionsOperator(BaseOperator):
         return {"trigger_run_id": run_id, "conf": conf}
 
     def _audit(self, config, context, outcome: str, details: dict[str, Any]) -> None:
-        from kafka_runbooks.incidents.store import IncidentError, IncidentStore
+        from kafka_runbooks.incidents.store import IncidentExists, IncidentStore
         from kafka_runbooks.remediate.election_schedule import AUDIT_SUFFIX
 
-        store = IncidentStore(config.incident_base)
+        store = IncidentStore(config)
         record_id = f"{config.name}-{AUDIT_SUFFIX}"
-        try:
-            store.get(record_id)
-        except (IncidentError, FileNotFoundError, OSError):
+        try:  # created once, by whichever dispatcher run comes first
             store.open(cluster=config.name, broker_ids=[], reason="decisions of election.schedule (not an incident)",
                        trigger={"kind": "election_schedule"}, opened_by=_actor(context), incident_id=record_id)
+        except IncidentExists:
+            pass
+        else:
             store.close(record_id, actor=_actor(context), resolution="the audit trail of the scheduled elections' decisions")
         store.audit(record_id, actor=_actor(context), action="scheduled_election", outcome=outcome,
                     details={**details, "run_id": context["ti"].run_id})

@@ -43,7 +43,7 @@ class OpenIncidentOperator(BaseOperator):
         except (IncidentError, ValueError) as exc:
             raise AirflowFailException(f"bad incident request: {exc}") from exc
 
-        store = IncidentStore(config.incident_base)
+        store = IncidentStore(config)
         actor = f"dag:{context['dag'].dag_id}/run:{context['run_id']}"
         if request.incident_id:
             try:
@@ -113,7 +113,7 @@ class CloseIncidentOperator(BaseOperator):
 
         if not isinstance(self.incident, dict):
             raise AirflowFailException("the incident was never opened (see open_incident)")
-        store = IncidentStore(load_cluster(self.incident["cluster"]).incident_base)
+        store = IncidentStore(load_cluster(self.incident["cluster"]))
         incident_id = self.incident["incident_id"]
         actor = f"dag:{context['dag'].dag_id}/run:{context['run_id']}"
         report = self.report if isinstance(self.report, dict) else {}

@@ -60,8 +60,8 @@ def use_approval(context, plan, config, nothing: str):
     from kafka_runbooks.remediate.ledger import Ledger
 
     ti = context["ti"]
-    store = IncidentStore(config.incident_base)
-    ledger = Ledger(config.incident_base, plan.roll_id)
+    store = IncidentStore(config)
+    ledger = Ledger(config, plan.roll_id)
     digest = plan_digest(plan)
     try:
         secret = approval_secret(config.approvals.secret_conn_id)
@@ -136,7 +136,7 @@ class PlanRemediationOperator(BaseOperator):
         incident = self.incident if isinstance(self.incident, dict) else None
         cluster = incident["cluster"] if incident else self.cluster
         config = _config(cluster)
-        store = IncidentStore(config.incident_base)
+        store = IncidentStore(config)
         dry_run = str(self.mode).strip().lower() in ("dry-run", "dry_run", "dryrun", "plan")
         canary = config.canary.enabled if self.canary is None or self.kind == INCIDENT_RESTART else _truthy(self.canary)
         starter = getattr(context.get("dag_run"), "triggering_user_name", None)
@@ -154,7 +154,7 @@ class PlanRemediationOperator(BaseOperator):
         if incident:
             record_id = incident["incident_id"]
             requested = [int(b) for b in incident["broker_ids"]]
-            progress = L.Ledger(config.incident_base, record_id).progress()
+            progress = L.Ledger(config, record_id).progress()
             if progress.resumable:
                 completed = list(progress.completed)
         elif _truthy(self.resume):
@@ -188,7 +188,7 @@ class PlanRemediationOperator(BaseOperator):
         digest = plan_digest(plan)
         self.log.info("plan (%s):\n%s", "dry run" if dry_run else "to be approved", render_plan(plan, digest))
         if not dry_run:
-            L.Ledger(config.incident_base, record_id).append(L.PLANNED, context["ti"].run_id, plan=plan.to_dict(), digest=digest,
+            L.Ledger(config, record_id).append(L.PLANNED, context["ti"].run_id, plan=plan.to_dict(), digest=digest,
                                                              starter=starter, notes=notes)
             store.update(record_id, plan=plan.to_dict())
             store.audit(record_id, actor=starter or _actor(context), action="plan_restart",
@@ -264,7 +264,7 @@ class ExecutePlanOperator(ClusterChangingOperator):
 
         plan, config, decision, approver = self.approved_plan(context, "nothing restarted")
         ti = context["ti"]
-        store = IncidentStore(config.incident_base)
+        store = IncidentStore(config)
 
         with ZooKeeperHook(config.zk_conn_id, timeout_s=config.capture.connect_timeout_s).session() as zk:
             snapshot = read_snapshot(zk, config.name)
@@ -310,8 +310,8 @@ class CloseRollOperator(BaseOperator):
         if not record_id:
             raise AirflowFailException("the plan was never computed (see the plan task)")
         config = _config(plan["cluster"])
-        store = IncidentStore(config.incident_base)
-        progress = Ledger(config.incident_base, record_id).progress()
+        store = IncidentStore(config)
+        progress = Ledger(config, record_id).progress()
         actor = _actor(context)
         if progress.done and isinstance(self.result, dict):
             store.close(record_id, actor=actor, resolution=f"restarted {self.result.get('restarted')} (in order), approved by "

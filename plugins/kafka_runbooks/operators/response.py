@@ -65,7 +65,7 @@ class ExplainIncidentOperator(BaseOperator):
             "analysis": [{"kind": f["kind"], "summary": f["summary"]} for f in rem.get("findings") or []],
             "report": (self.report or {}).get("report") if isinstance(self.report, dict) else None,
         }
-        store = IncidentStore(load_cluster(self.incident["cluster"]).incident_base)
+        store = IncidentStore(load_cluster(self.incident["cluster"]))
         store.update(self.incident["incident_id"], explanation=explanation)
         store.audit(self.incident["incident_id"], actor=f"dag:{context['dag'].dag_id}/run:{context['run_id']}", action="explain",
                     outcome="no_restart", details=explanation)
@@ -113,7 +113,7 @@ class FollowUpPeersOperator(TriggerDagRunOperator):
             peers = set(snapshot.live_broker_ids) | set(config.hosts)
             observations.append(findings)
         ids, why = peers_needing_restart(observations, restarted, peers)
-        store = IncidentStore(config.incident_base)
+        store = IncidentStore(config)
         actor = f"dag:{context['dag'].dag_id}/run:{context['run_id']}"
         result = {"restarted": restarted, "checks": len(observations), "peers": ids, "why": {str(k): v for k, v in why.items()}}
         context["ti"].xcom_push(key=FOLLOW_UP_KEY, value=result)  # also when the trigger below ends this task

@@ -160,8 +160,8 @@ def run(ex: Execution) -> dict[str, Any]:
     from kafka_runbooks.remediate.lock import LockBusy, LockLost, MaintenanceLock
 
     cfg = ex.config
-    store = IncidentStore(cfg.incident_base)
-    ledger = L.Ledger(cfg.incident_base, ex.record_id)
+    store = IncidentStore(cfg)
+    ledger = L.Ledger(cfg, ex.record_id)
     where = {"run_id": ex.run_id, "dag_id": ex.dag_id, "task_id": ex.task_id, "try": ex.try_number}
     method = E.election_method(cfg)
 

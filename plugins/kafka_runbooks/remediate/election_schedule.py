@@ -6,7 +6,9 @@ checked on its state now (:func:`skip_reason`): nothing to move, or every broker
 Kafka's own rule (``leader.imbalance.per.broker.percentage``, default 10 %: what the controller itself tolerates),
 is skipped with that reason; otherwise the dispatcher starts ``kafka_preferred_election`` for it -- the same plan,
 approval, deferred wait, maintenance lock and checked batches as a run started from the form. The schedule never
-approves anything.
+approves anything. Each decision (started, skipped with its reason, failed) is audited in the cluster's
+``<cluster>-election-schedule`` record of the incident store -- the state database (``state/``), created once by
+whichever dispatcher run comes first.
 """
 
 from __future__ import annotations

@@ -157,8 +157,8 @@ def run(ex: Execution) -> dict[str, Any]:
     from kafka_runbooks.remediate.steps import StepFailed, restart_broker
 
     cfg = ex.config
-    store = IncidentStore(cfg.incident_base)
-    ledger = L.Ledger(cfg.incident_base, ex.record_id)
+    store = IncidentStore(cfg)
+    ledger = L.Ledger(cfg, ex.record_id)
     where = {"run_id": ex.run_id, "dag_id": ex.dag_id, "task_id": ex.task_id, "try": ex.try_number}
 
     def audit(action: str, outcome: str, *, host: str | None = None, command=None, details: Mapping[str, Any] | None = None) -> None:

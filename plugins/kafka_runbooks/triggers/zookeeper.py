@@ -15,9 +15,13 @@ The state read when the trigger starts is the baseline (no event). Changes withi
 of each other make one event. Every ``verify_s`` (and after a reconnect) it re-reads without a
 wake-up, so a change made while a watch was not armed (a lost session) is still seen.
 
-Kazoo calls block, so they run in worker threads (``asyncio.to_thread``); the connection id and
-the cluster settings are resolved in the triggerer with ``sync_to_async``, the way Airflow's own
-triggers use hooks.
+Kazoo calls block, so they run in a thread of the trigger's own (one per watched cluster, not the
+triggerer's shared default executor): a cluster whose ZooKeeper hangs holds only its own thread,
+and every other cluster's watch goes on. The connection id and the cluster settings are resolved
+in the triggerer with ``sync_to_async``, the way Airflow's own triggers use hooks. A ZooKeeper
+that cannot be reached (or a cluster whose settings cannot be read) is logged and tried again,
+backing off up to ``RETRY_MAX_S``: the watch never ends by itself, and the cron schedule still
+checks the cluster meanwhile.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 from kafka_runbooks import clock
 
 CLASSPATH = "kafka_runbooks.triggers.zookeeper.ZooKeeperChangeTrigger"
+RETRY_MAX_S = 60.0
 
 
 def read_state(zk, watch=None) -> dict[str, Any]:
@@ -95,10 +100,17 @@ class ZooKeeperChangeTrigger(BaseEventTrigger):
         return hook.get_conn()
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
+        from concurrent.futures import ThreadPoolExecutor
+
         from kazoo.protocol.states import KazooState
 
         loop = asyncio.get_running_loop()
         wake = asyncio.Event()
+        # this cluster's own thread: its blocking kazoo calls never wait behind another cluster's
+        executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"zk-watch-{self.cluster}")
+
+        def blocking(fn, *args):
+            return loop.run_in_executor(executor, fn, *args)
 
         def poke(*_args: Any) -> None:
             loop.call_soon_threadsafe(wake.set)
@@ -107,11 +119,24 @@ class ZooKeeperChangeTrigger(BaseEventTrigger):
             if state == KazooState.CONNECTED:
                 poke()
 
-        zk = await self._client()
-        zk.add_listener(on_state)
-        await asyncio.to_thread(zk.start)
+        zk = None
         try:
-            last = await asyncio.to_thread(read_state, zk, poke)
+            retry_s = 1.0
+            while True:
+                try:
+                    zk = await self._client()
+                    zk.add_listener(on_state)
+                    await blocking(zk.start)
+                    last = await blocking(read_state, zk, poke)
+                    break
+                except Exception as exc:  # noqa: BLE001 - unreachable or misconfigured: said, and tried again
+                    self.log.error("cluster %s: cannot watch ZooKeeper (%s: %s); trying again in %g s",
+                                   self.cluster, type(exc).__name__, exc, retry_s)
+                    if zk is not None:
+                        await blocking(_close, zk)
+                        zk = None
+                    await asyncio.sleep(retry_s)
+                    retry_s = min(retry_s * 2, RETRY_MAX_S)
             self.log.info("watching %s for cluster %s: %s", "/brokers/ids and /controller", self.cluster, last)
             while True:
                 try:
@@ -119,20 +144,27 @@ class ZooKeeperChangeTrigger(BaseEventTrigger):
                 except asyncio.TimeoutError:
                     pass
                 wake.clear()
-                now = await asyncio.to_thread(read_state, zk, poke)
-                what = changes(last, now)
-                if not what:
+                try:
+                    now = await blocking(read_state, zk, poke)
+                    what = changes(last, now)
+                    if not what:
+                        continue
+                    await asyncio.sleep(self.debounce_s)  # a deregistration often comes with a controller move
+                    wake.clear()
+                    now = await blocking(read_state, zk, poke)
+                except Exception as exc:  # noqa: BLE001 - connection lost: kazoo reconnects; read again next round
+                    self.log.warning("cluster %s: reading ZooKeeper failed (%s: %s); reading again within %g s",
+                                     self.cluster, type(exc).__name__, exc, self.verify_s)
                     continue
-                await asyncio.sleep(self.debounce_s)  # a deregistration often comes with a controller move
-                wake.clear()
-                now = await asyncio.to_thread(read_state, zk, poke)
                 what = changes(last, now) or what
                 payload = {"cluster": self.cluster, "changed": what, "at": clock.now_iso(), "before": last, "after": now}
                 self.log.info("ZooKeeper change on %s: %s", self.cluster, payload)
                 last = now
                 yield TriggerEvent(payload)
         finally:
-            await asyncio.to_thread(_close, zk)
+            if zk is not None:  # closed in the cluster's thread, after whatever call still blocks there; nobody waits
+                executor.submit(_close, zk)
+            executor.shutdown(wait=False)
 
 
 def _close(zk) -> None:

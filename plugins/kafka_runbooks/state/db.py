@@ -1,0 +1,238 @@
+"""The product's state database: one SQLAlchemy engine per URL and process, transactions, schema at head.
+
+PostgreSQL in production (the Airflow connection ``kafka_runbooks_db``, resolved by ``hooks/db.py``); SQLite for the
+demo and a single machine (``StateDb.embedded(directory)``: ``<directory>/kafka_runbooks.sqlite``). Same tables,
+same migrations, same code. This is the product's own database, never Airflow's metadata database (Airflow 3
+tasks may not open that one); it may live on the same server: every table is prefixed ``krb_`` and the migration
+version is kept in ``krb_alembic_version``.
+
+Concurrency is the database's: every change runs in one transaction (:meth:`StateDb.write`). On PostgreSQL a
+read-modify-write locks its row (``SELECT ... FOR UPDATE``, :func:`for_update`); on SQLite a writing transaction
+takes the database's write lock when it begins (``BEGIN IMMEDIATE``), so two writers never interleave and a
+reader never blocks (WAL). Uniqueness and one-time use are constraints and conditional updates, not checks in
+Python.
+
+The schema is created and migrated by the product (Alembic, ``state/migrations``) the first time a process
+opens the database (under a PostgreSQL advisory lock, or SQLite's write lock, so two workers starting together
+migrate once); a database whose schema is newer than this code is refused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from pathlib import Path
+from typing import Any, Iterator
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine, URL
+
+EMBEDDED_FILE = "kafka_runbooks.sqlite"
+VERSION_TABLE = "krb_alembic_version"
+MIGRATIONS = Path(__file__).with_name("migrations")
+_ADVISORY_KEY = 0x6B72625F6D6967  # "krb_mig": serializes migrations of one PostgreSQL database
+SQLITE_BUSY_TIMEOUT_S = 60.0
+
+_engines: dict[str, Engine] = {}
+_at_head: set[str] = set()
+_lock = threading.Lock()
+
+
+class StateError(RuntimeError):
+    """The state database cannot be used; the message says which and why."""
+
+
+def _forget_engines_after_fork() -> None:
+    # a forked task process must not share its parent's pooled connections
+    for engine in list(_engines.values()):
+        engine.dispose(close=False)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_engines_after_fork)
+
+
+def _sqlite_engine(url: URL) -> Engine:
+    engine = sa.create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S, "check_same_thread": False})
+
+    @sa.event.listens_for(engine, "connect")
+    def _connect(dbapi_conn, _record) -> None:
+        dbapi_conn.isolation_level = None  # pysqlite must not BEGIN by itself: "begin" below does, IMMEDIATE when writing
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.close()
+
+    @sa.event.listens_for(engine, "begin")
+    def _begin(conn: Connection) -> None:
+        conn.exec_driver_sql("BEGIN" if conn.get_execution_options().get("krb_read_only") else "BEGIN IMMEDIATE")
+
+    return engine
+
+
+def engine_for(url: str | URL) -> Engine:
+    """The process's engine for ``url`` (created once)."""
+    url = sa.make_url(url)
+    key = url.render_as_string(hide_password=False)
+    with _lock:
+        engine = _engines.get(key)
+        if engine is None:
+            if url.get_backend_name() == "sqlite":
+                engine = _sqlite_engine(url)
+            else:
+                engine = sa.create_engine(url, pool_pre_ping=True, pool_size=2, max_overflow=4, pool_recycle=1800)
+            _engines[key] = engine
+        return engine
+
+
+class StateDb:
+    """One state database. ``migrate``: bring the schema to head on first use (the default)."""
+
+    def __init__(self, url: str | URL, *, migrate: bool = True) -> None:
+        self.url = sa.make_url(url)
+        self.migrate = migrate
+        if self.url.get_backend_name() not in ("sqlite", "postgresql"):
+            raise StateError(f"state database {self.safe_url}: only PostgreSQL and SQLite are supported")
+
+    @classmethod
+    def embedded(cls, directory: str | os.PathLike[str], **kw: Any) -> "StateDb":
+        """The embedded default: SQLite in ``directory`` (created if missing)."""
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        return cls(URL.create("sqlite", database=str((d / EMBEDDED_FILE).resolve())), **kw)
+
+    @property
+    def safe_url(self) -> str:
+        return self.url.render_as_string(hide_password=True)
+
+    @property
+    def dialect(self) -> str:
+        return self.url.get_backend_name()
+
+    @property
+    def engine(self) -> Engine:
+        engine = engine_for(self.url)
+        if self.migrate:
+            self._ensure_head(engine)
+        return engine
+
+    def __repr__(self) -> str:
+        return f"StateDb({self.safe_url!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, StateDb) and self.url == other.url
+
+    def __hash__(self) -> int:
+        return hash(self.url.render_as_string(hide_password=False))
+
+    # ------------------------------------------------------------------ transactions
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[Connection]:
+        """One writing transaction (committed at the end, rolled back on an exception)."""
+        with self.engine.connect() as conn:
+            with conn.begin():
+                yield conn
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[Connection]:
+        """One reading transaction: a consistent view, no write lock."""
+        with self.engine.connect() as conn:
+            conn = conn.execution_options(krb_read_only=True)
+            with conn.begin():
+                yield conn
+
+    # ------------------------------------------------------------------ schema
+
+    def _ensure_head(self, engine: Engine) -> None:
+        key = engine.url.render_as_string(hide_password=False)
+        if key in _at_head:
+            return
+        self.upgrade(engine)
+        _at_head.add(key)
+
+    def upgrade(self, engine: Engine | None = None) -> str:
+        """Migrate the schema to head (idempotent; serialized across processes). Returns the revision."""
+        from alembic import command
+
+        engine = engine or engine_for(self.url)
+        with engine.connect() as conn:
+            with conn.begin():
+                if self.dialect == "postgresql":
+                    conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _ADVISORY_KEY})
+                current = _current(conn)
+                head = head_revision()
+                if current == head:
+                    return head
+                if current is not None and current not in _known_revisions():
+                    raise StateError(f"state database {self.safe_url} is at revision {current!r}, which this code does not "
+                                     f"know (head {head!r}): it was migrated by a newer kafka-runbooks; refusing to use it")
+                cfg = alembic_config()
+                cfg.attributes["connection"] = conn
+                command.upgrade(cfg, "head")
+        return head_revision()
+
+    def current(self) -> str | None:
+        with engine_for(self.url).connect() as conn:
+            return _current(conn)
+
+
+def _current(conn: Connection) -> str | None:
+    from alembic.runtime.migration import MigrationContext
+
+    return MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE}).get_current_revision()
+
+
+def alembic_config():
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    cfg.set_main_option("version_table", VERSION_TABLE)
+    return cfg
+
+
+def _script():
+    from alembic.script import ScriptDirectory
+
+    return ScriptDirectory.from_config(alembic_config())
+
+
+def head_revision() -> str:
+    return _script().get_current_head()
+
+
+def _known_revisions() -> set[str]:
+    return {r.revision for r in _script().walk_revisions()}
+
+
+# ---------------------------------------------------------------------- dialect helpers
+
+
+def for_update(db_or_conn: Any, stmt):
+    """``SELECT ... FOR UPDATE`` where it means something (PostgreSQL); SQLite's writer already holds the lock."""
+    dialect = db_or_conn.dialect if isinstance(db_or_conn, StateDb) else db_or_conn.dialect.name
+    return stmt.with_for_update() if dialect == "postgresql" else stmt
+
+
+def _insert(conn: Connection):
+    if conn.dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+    else:
+        from sqlalchemy.dialects.sqlite import insert
+    return insert
+
+
+def upsert(conn: Connection, table: sa.Table, values: dict[str, Any], index_elements: list[str], update: list[str]) -> None:
+    """INSERT ... ON CONFLICT (index_elements) DO UPDATE SET the ``update`` columns: one statement, no race between a
+    delete and an insert of two writers."""
+    stmt = _insert(conn)(table).values(**values)
+    conn.execute(stmt.on_conflict_do_update(index_elements=index_elements, set_={k: stmt.excluded[k] for k in update}))
+
+
+def insert_ignoring_conflict(conn: Connection, table: sa.Table, values: dict[str, Any], index_elements: list[str]) -> bool:
+    """INSERT ... ON CONFLICT (index_elements) DO NOTHING; True when the row was inserted."""
+    result = conn.execute(_insert(conn)(table).values(**values).on_conflict_do_nothing(index_elements=index_elements))
+    return bool(result.rowcount)

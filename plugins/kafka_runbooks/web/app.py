@@ -1,0 +1,72 @@
+"""The FastAPI app the api-server mounts (``plugin.py``). Every route needs an authenticated Airflow user who may
+read DAGs (the api-server's auth manager decides: its JWT as a bearer token or the UI's cookie); nothing here
+writes anything.
+
+    GET /api/fleet              per cluster: last check, open incidents and remediations, approvals waiting
+    GET /api/fleet/{cluster}    the same for one cluster (404: not configured)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import Depends, FastAPI, HTTPException
+
+PREFIX = "/kafka-runbooks"
+
+
+def _reader():
+    """The api-server's authentication (JWT bearer or the UI's cookie), then: may this user read DAGs?"""
+    from airflow.api_fastapi.app import get_auth_manager
+    from airflow.api_fastapi.core_api.security import get_user
+
+    def reader(user: Any = Depends(get_user)) -> Any:
+        if not get_auth_manager().is_authorized_dag(method="GET", user=user):
+            raise HTTPException(status_code=403, detail="reading the fleet needs read access to DAGs")
+        return user
+
+    return reader
+
+
+def _configs() -> tuple[list[Any], dict[str, str]]:
+    """Every configured cluster's settings; clusters whose settings cannot be read, with why."""
+    from kafka_runbooks.config import ConfigError, load_cluster, raw_clusters
+
+    raw = raw_clusters(missing_ok=True)
+    configs, errors = [], {}
+    for name in sorted(raw):
+        try:
+            configs.append(load_cluster(name, raw))
+        except ConfigError as exc:
+            errors[name] = str(exc)
+    return configs, errors
+
+
+def fleet_document(only: str | None = None) -> dict[str, Any]:
+    from kafka_runbooks.state.fleet import fleet_overview
+
+    configs, errors = _configs()
+    if only is not None:
+        configs = [c for c in configs if c.name == only]
+        errors = {k: v for k, v in errors.items() if k == only}
+        if not configs and not errors:
+            raise HTTPException(status_code=404, detail=f"no cluster {only!r} in the Variable kafka_runbooks_clusters")
+    doc = fleet_overview(configs)
+    doc["clusters"] = sorted(doc["clusters"] + [{"cluster": n, "error": f"settings: {why}"} for n, why in errors.items()],
+                             key=lambda e: e["cluster"])
+    return doc
+
+
+def create_app() -> FastAPI:
+    app = FastAPI(title="kafka-runbooks", description="Read-only views of the kafka-runbooks state database.")
+    reader = Depends(_reader())
+
+    @app.get("/api/fleet", dependencies=[reader])
+    def fleet() -> dict[str, Any]:
+        return fleet_document()
+
+    @app.get("/api/fleet/{cluster}", dependencies=[reader])
+    def cluster(cluster: str) -> dict[str, Any]:
+        return fleet_document(cluster)
+
+    return app
