@@ -177,7 +177,9 @@ def big_cluster(hosts: str, brokers: int, partitions: int, compare_kazoo: bool) 
         config = ClusterConfig.from_dict("scale", {"zk_conn_id": "scale_zk", "hosts": {str(b): f"scale_host_{b}" for b in range(1, brokers + 1)},
                                                    "kafka_version": "2.3.0"})
         with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
-            history = record_check(HistoryStore(tmp, "scale", config.health.history_samples), snapshot)
+            from kafka_runbooks.state import StateDb
+
+            history = record_check(HistoryStore(StateDb.embedded(tmp), "scale", config.health.history_samples), snapshot)
             t = time.monotonic()
             findings = detect(snapshot, config.health, history, config.zookeeper_health, leadership=config.leadership,
                               kafka_version=config.kafka_version)

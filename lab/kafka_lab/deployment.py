@@ -67,8 +67,10 @@ APPROVERS = ("alice", "bob", "carol")  # the person who started a run is never a
 ONCALL_CONN_ID = "kafka_runbooks_oncall"
 POOL = "kafka_runbooks_remediation"
 PRODUCT_DB = "kafka_runbooks"  # the product's state database, beside Airflow's own in the deployment's PostgreSQL
-# the product's DAGs this deployment runs; kafka_fleet_analytics (a daily Spark job over every bundle) stays paused
-ACTIVE_DAGS = ("kafka_health_check", "kafka_incident_response", "kafka_rolling_restart", "kafka_preferred_election",
+# the product's DAGs this deployment runs (the health check is one DAG per cluster of the Variable: the lab's here);
+# kafka_fleet_analytics (a daily Spark job over every bundle) stays paused
+HEALTH_DAG = "kafka_health_check_lab"
+ACTIVE_DAGS = (HEALTH_DAG, "kafka_incident_response", "kafka_rolling_restart", "kafka_preferred_election",
                "kafka_preferred_election_schedule")
 ALL_DAGS = ACTIVE_DAGS + ("kafka_fleet_analytics",)
 
@@ -217,8 +219,6 @@ class Deployment:
             "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": str(HEARTBEAT_TIMEOUT_S),
             # the product's deployment settings (README "Pointing the DAGs at a real cluster"), the same on every node
             "KAFKA_RUNBOOKS_DEFAULT_CLUSTER": "lab",
-            "KAFKA_RUNBOOKS_HEALTH_SCHEDULE": self.health_schedule,
-            "KAFKA_RUNBOOKS_WATCH_ZOOKEEPER": "true",
             # Spark in local mode on the worker that runs the analysis, bound to that worker's address
             "SPARK_LOCAL_IP": address,
             "PYSPARK_PYTHON": sys.executable,
@@ -378,9 +378,10 @@ class Deployment:
             for name in self.process_names:
                 self.start(name)
             self.wait_ready(deadline)
-            if lab is not None:
+            if lab is not None:  # the Variable names the clusters: their health-check DAGs appear once it is set
                 self.configure(lab, product_db_url=self.product_db_url())
-            self._unpause(deadline)
+                self.wait_dags(ALL_DAGS, deadline)
+                self._unpause(deadline)
         except BaseException:
             self.down()
             raise
@@ -428,7 +429,11 @@ class Deployment:
         step("the scheduler, triggerer and dag-processor to report healthy", self._components_healthy)
         step("both Celery workers to answer a ping and consume the queue", lambda: set(self.consuming()) == set(WORKERS), 2.0)
         step("each worker's log server", lambda: all(port_open(self.address[w], LOG_SERVER_PORT) for w in WORKERS))
-        step(f"the DAGs {list(ALL_DAGS)} to be parsed", self._dags_parsed, 2.0)
+        step("the DAG files to be parsed", lambda: self._dags_parsed(set(ALL_DAGS) - {HEALTH_DAG}), 2.0)
+
+    def wait_dags(self, dag_ids, deadline: float) -> None:
+        wait_until(lambda: self._dags_parsed(set(dag_ids)), max(1.0, deadline - time.monotonic()),
+                   f"the DAGs {sorted(dag_ids)} to be parsed", interval=2.0)
 
     def health(self) -> dict | None:
         import requests
@@ -443,12 +448,12 @@ class Deployment:
         h = self.health() or {}
         return all((h.get(c) or {}).get("status") == "healthy" for c in ("metadatabase", "scheduler", "triggerer", "dag_processor"))
 
-    def _dags_parsed(self) -> bool:
+    def _dags_parsed(self, dag_ids: set[str]) -> bool:
         errors = self.call("alice", "GET", "/api/v2/importErrors").json()
         if errors.get("total_entries"):
             raise LabError(f"DAG import errors: {errors['import_errors']}")
         dags = {d["dag_id"] for d in self.call("alice", "GET", "/api/v2/dags", params={"limit": 100}).json()["dags"]}
-        return set(ALL_DAGS) <= dags
+        return dag_ids <= dags
 
     def _unpause(self, deadline: float) -> None:
         for dag_id in ACTIVE_DAGS:
@@ -653,6 +658,8 @@ class Deployment:
         lab_cluster["incident_base"] = str(self.node_path / "incidents")  # each machine's own
         lab_cluster["bundle_base"] = str(self.bundles)  # the shared store
         lab_cluster["approvals"] = {**lab_cluster.get("approvals", {}), "approvers": list(APPROVERS), "oncall_conn_id": ONCALL_CONN_ID}
+        # the health check's cron: a lab-sized cycle (the product's default is every 5 minutes)
+        lab_cluster["health"] = {**lab_cluster.get("health", {}), "schedule": self.health_schedule}
         # lab-sized like the lab's gates: a returning broker's session is stable after 20 s, the wait re-checks every 2 s
         lab_cluster["election"] = {"batch_size": 8, "offsets_batch_size": 10, "stable_s": 20.0, "poll_s": 2.0,
                                    "convergence_s": 60.0, "deadline_s": 900.0}

@@ -21,7 +21,6 @@ from pathlib import Path
 from kafka_lab.airflow_home import REPO
 
 RESPONSE = "kafka_incident_response"
-HEALTH = "kafka_health_check"
 
 
 def say(msg: str) -> None:

@@ -14,12 +14,12 @@ import uuid
 
 import pytest
 
-from kafka_lab.deployment import CONTROL, WORKERS
+from kafka_lab.deployment import CONTROL, HEALTH_DAG, WORKERS
 from kafka_lab.procs import wait_until
 
 pytestmark = [pytest.mark.deployed, pytest.mark.timeout(1800)]
 
-HEALTH, RESPONSE, ROLL, ELECTION = "kafka_health_check", "kafka_incident_response", "kafka_rolling_restart", "kafka_preferred_election"
+HEALTH, RESPONSE, ROLL, ELECTION = HEALTH_DAG, "kafka_incident_response", "kafka_rolling_restart", "kafka_preferred_election"
 XCOM_LIMIT = 1024 * 1024
 RAN = ("success", "failed")
 
