@@ -217,6 +217,8 @@ class Deployment:
             "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(LOG_SERVER_PORT),
             "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
             "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": str(HEARTBEAT_TIMEOUT_S),
+            # a worker's calls to the api-server's execution API: Airflow's 5 s timed out here under load (>20)
+            "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "30",
             # the product's deployment settings (README "Pointing the DAGs at a real cluster"), the same on every node
             "KAFKA_RUNBOOKS_DEFAULT_CLUSTER": "lab",
             # Spark in local mode on the worker that runs the analysis, bound to that worker's address
@@ -521,9 +523,19 @@ class Deployment:
             app.close()
         return sorted(w for w in WORKERS if any(q.get("name") == queue for q in answers.get(self.celery_name(w)) or []))
 
+    def start_worker(self, worker: str, timeout: float = 180.0) -> None:
+        """Starts a worker (and its log server) that is not running -- a machine back after a crash -- and waits until
+        it consumes the queue."""
+        for name in (f"{worker}-log-server", worker):
+            self.start(name)
+        wait_until(lambda: self.pid(worker) is not None and worker in self.consuming(), timeout,
+                   f"{worker} to answer and consume {QUEUE}", interval=2.0)
+
     def consume(self, worker: str, on: bool, queue: str = QUEUE) -> None:
         """Drains a worker (``on=False``: it finishes what it runs and takes no new task from ``queue``) or puts it back,
         with Celery's remote control, as an operator draining a machine would."""
+        if (worker in self.consuming(queue)) == on:
+            return
         app = self._celery()
         try:
             dest = [self.celery_name(worker)]

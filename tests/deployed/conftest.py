@@ -53,9 +53,8 @@ def healthy(deployment, deployed_lab):
 
     deployed_lab.reset()
     for w in WORKERS:
-        if deployment.pid(w) is None:
-            deployment.start(w)
-            deployment.start(f"{w}-log-server")
+        if deployment.pid(w) is None:  # killed by a previous flow: the machine comes back
+            deployment.start_worker(w)
     for w in WORKERS:
         deployment.consume(w, True)
     for dag_id in ACTIVE_DAGS:

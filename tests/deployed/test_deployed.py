@@ -78,7 +78,7 @@ def test_incident_loop_detected_on_one_worker_answered_on_the_other(healthy, dep
         d.consume("worker2", True)
         d.set_paused(RESPONSE, False)
         run_id = response["dag_run_id"]
-        d.wait_task(RESPONSE, run_id, "approve", ("awaiting_input",), 900)
+        d.wait_task(RESPONSE, run_id, "approve", ("awaiting_input",), 1500)  # capture and Spark first
         hitl = d.hitl(RESPONSE, run_id, "approve", "bob")
         assert "plan digest" in hitl["body"] and "broker 3" in hitl["body"]
         r = d.answer("bob", RESPONSE, run_id, "approve")
@@ -103,7 +103,8 @@ def test_incident_loop_detected_on_one_worker_answered_on_the_other(healthy, dep
     assert incident["status"] == "closed", incident
     audit = [(e["actor"], e["action"], e["outcome"]) for e in state.audit_trail(conf["incident_id"])]
     assert ("bob", "approval", "approve") in audit and ("bob", "approval_verified", "ok") in audit, audit
-    assert any(a == "capture" for _, a, _ in audit) and any(a == "restart" for _, a, _ in audit), audit
+    assert any(a == "capture" for _, a, _ in audit) and ("bob", "restart_broker", "ok") in audit, audit
+    assert [o for _, a, o in audit if a == "maintenance_lock"] == ["acquired", "released"], audit
 
 
 # ---------------------------------------------------------------------------------------------------------------- (b)
