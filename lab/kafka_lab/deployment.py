@@ -74,7 +74,7 @@ ACTIVE_DAGS = (HEALTH_DAG, "kafka_incident_response", "kafka_rolling_restart", "
                "kafka_preferred_election_schedule")
 ALL_DAGS = ACTIVE_DAGS + ("kafka_fleet_analytics",)
 
-START_TIMEOUT_S = 420.0
+START_TIMEOUT_S = 600.0
 STOP_TIMEOUT_S = 30.0
 # a task whose worker died is failed by the scheduler after this long without a heartbeat (Airflow's default: 300 s)
 HEARTBEAT_TIMEOUT_S = 60
