@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-ORDER = ("dags", "lab", "detect", "roll", "election", "incidents", "analysis")
+ORDER = ("dags", "lab", "detect", "roll", "election", "incidents", "analysis", "scale")
 
 
 def main(argv: list[str]) -> int:

@@ -34,6 +34,9 @@ if [ ! -f "$stamp" ] || [ "$repo/pyproject.toml" -nt "$stamp" ]; then
   touch "$stamp"
 fi
 
+# docker-compose 1.29.2 in a virtualenv of its own (var/compose-venv): the tests validate docker-compose.yml with it
+"$repo/scripts/compose-venv.sh" >/dev/null
+
 # Apache Kafka 2.3.0 for the lab: KAFKA_HOME, else ../shared/kafka/kafka_2.12-2.3.0, else var/kafka/, else the
 # Apache archive (SHA-512 checked). One implementation, shared with the lab: lab/kafka_lab/kafka_home.py.
 if ! kafka_home=$("$venv/bin/python" "$repo/lab/kafka_lab/kafka_home.py" --repo "$repo"); then

@@ -18,14 +18,21 @@ import sys
 import pytest
 
 
-PART = os.environ.get("KAFKA_RUNBOOKS_TEST_PART")  # ./run test: "lab" and "rest" run side by side; unset: every test
+PART = os.environ.get("KAFKA_RUNBOOKS_TEST_PART")  # ./run test: "lab" and "rest" side by side, then "deployed"; unset: every test
+
+
+def _part(item) -> str:
+    if "deployment" in item.fixturenames:  # tests/deployed: a deployment and a lab of their own
+        return "deployed"
+    return "lab" if "lab" in item.fixturenames else "rest"
 
 
 def pytest_collection_modifyitems(config, items):
-    """With KAFKA_RUNBOOKS_TEST_PART, only the tests that use the lab ("lab") or only the others ("rest")."""
-    if PART not in ("lab", "rest"):
+    """With KAFKA_RUNBOOKS_TEST_PART, only the tests that use the lab ("lab"), the deployed suite ("deployed"), or
+    the others ("rest")."""
+    if PART not in ("lab", "rest", "deployed"):
         return
-    keep = [i for i in items if ("lab" in i.fixturenames) == (PART == "lab")]
+    keep = [i for i in items if _part(i) == PART]
     config.hook.pytest_deselected(items=[i for i in items if i not in keep])
     items[:] = keep
 

@@ -7,6 +7,9 @@
     zk-stall Z [--seconds S] | bad-request B [--api-key K]
     profile default|rebalance          roll the brokers with that profile (issue 7)
     hold-fetchers B | release-fetchers B | hold-controller-requests B | release-controller-requests
+    deploy up|status|down [--deploy-state DIR]   a real Airflow deployment (deployment.py) on this lab: PostgreSQL,
+                                       Redis, api-server, scheduler, dag-processor, triggerer, two Celery workers;
+                                       "up" starts the lab first when it is not running; "down" leaves the lab up
 """
 
 from __future__ import annotations
@@ -41,6 +44,9 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("zk-stall")
     p.add_argument("zk_id", type=int)
     p.add_argument("--seconds", type=float, default=None)
+    p = sub.add_parser("deploy")
+    p.add_argument("action", choices=("up", "status", "down"))
+    p.add_argument("--deploy-state", default=None, help="deployment state dir (default $KAFKA_RUNBOOKS_DEPLOY_HOME or <repo>/var/deploy)")
     p = sub.add_parser("bad-request")
     p.add_argument("broker_id", type=int)
     p.add_argument("--api-key", type=int, default=60)
@@ -63,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(lab: Lab, a: argparse.Namespace):
+    if a.cmd == "deploy":
+        return deploy(lab, a.action, a.deploy_state)
     if a.cmd == "up":
         lab.up(a.profile)
         return f"lab up in {lab.up_seconds:.1f}s (profile {lab.profile}); state in {lab.state}; env: {lab.state / 'airflow.env'}"
@@ -92,6 +100,21 @@ def run(lab: Lab, a: argparse.Namespace):
     if a.cmd == "start":
         return lab.start(a.broker_id)
     return getattr(lab, a.cmd.replace("-", "_"))(a.broker_id)
+
+
+def deploy(lab: Lab, action: str, state: str | None):
+    from .deployment import Deployment
+
+    d = Deployment(state)
+    if action == "status":
+        return d.status()
+    if action == "down":
+        return {"stopped": d.down(), "lab": f"still up; stop it with: python -m kafka_lab --state {lab.state} down"}
+    if not all(lab.status()["processes"].values()):  # not every lab process runs: (re)start the lab
+        lab.up()
+    out = d.up(lab)
+    out["sign_in"] = {u: f"password in {d.passwords_file}" for u in d.users}
+    return out
 
 
 if __name__ == "__main__":

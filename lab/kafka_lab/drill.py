@@ -98,7 +98,7 @@ def run_drill(state_dir: Path, broker: int, option: str, keep_lab: bool) -> int:
 
 # ``./run demo <name>``: the other incidents' drills, each in its own module (its ``main(argv)`` gets the name first)
 DRILLS = {"000": "kafka_lab.incident_drills", "002a": "kafka_lab.incident_drills", "002b": "kafka_lab.incident_drills",
-          "004": "kafka_lab.incident_drills", "003": "kafka_lab.drill_003"}
+          "004": "kafka_lab.incident_drills", "003": "kafka_lab.drill_003", "deployed": "kafka_lab.drill_deployed"}
 
 
 def main(argv: list[str] | None = None) -> int:

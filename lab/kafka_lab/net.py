@@ -40,6 +40,11 @@ SERVICE_HOSTS = {
     "kafka_archive": 51,  # a local stand-in for the Apache archive (kafka_home download test)
     "postgres": 60,  # servers.Postgres: the product's state database, the deployed Airflow's metadata database
     "redis": 61,  # servers.Redis: the deployed Airflow's Celery broker
+    # deployment.py: a real Airflow deployment, one address per "machine" (each serves its own logs on it)
+    "deploy_control": 70,  # api-server, scheduler, dag-processor, triggerer
+    "deploy_worker_1": 71,  # Celery worker 1
+    "deploy_worker_2": 72,  # Celery worker 2
+    "deploy_oncall": 73,  # the on-call webhook the deployment's pages go to
 }
 
 

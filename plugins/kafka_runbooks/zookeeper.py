@@ -82,3 +82,206 @@ def four_letter(host: str, port: int, word: str, timeout_s: float = 2.0) -> str:
             chunks.append(b)
             size += len(b)
     return b"".join(chunks).decode("utf-8", "replace")
+
+
+# --------------------------------------------------------------------------- many reads at once
+
+class PipelinedReader:
+    """Reads many znodes over a ZooKeeper session of its own, pipelined on one socket by the calling thread.
+
+    kazoo sends one request per turn of its connection thread's loop, woken through a socket pair for every call, and
+    reads each reply with a select and two receives: ~100k partition states took 8 s at 50,050 partitions and 262 s at
+    100,000 on this loaded 2-core machine, most of it threads handing the GIL to each other. Here requests are
+    serialized in batches (kazoo's own packet classes), kept ``window`` in flight and replies are parsed from large
+    receives, all in one thread. Only reads, no watches, no auth (the product's ZooKeeper connections have none).
+
+        with PipelinedReader.beside(zk) as r:           # the server of a started KazooClient, its chroot
+            r.children("/brokers/topics") -> [..] or None
+            r.get_many(paths) -> {path: (bytes, ZnodeStat) or (None, None) when missing}
+
+    A lost connection, a refused session or a reply that is not ZooKeeper's raises ``kazoo.exceptions.ConnectionLoss``.
+    """
+
+    MAX_FRAME = 64 << 20
+    WINDOW = 2000  # requests in flight (ZooKeeper throttles a connection at 1,000 outstanding by default: it stops
+    # reading it, which only slows the sender)
+
+    def __init__(self, server: tuple[str, int], chroot: str = "", *, timeout_s: float = 10.0, last_zxid: int = 0) -> None:
+        self.server = server
+        self.chroot = validate_chroot(chroot)
+        self.timeout_s = float(timeout_s)
+        self.last_zxid = int(last_zxid)
+        self._sock: socket.socket | None = None
+        self._xid = 0
+
+    @classmethod
+    def beside(cls, zk, timeout_s: float = 10.0) -> "PipelinedReader":
+        """A reader on the server a started KazooClient is connected to (so it sees at least what that session saw)."""
+        server = None
+        try:
+            server = zk._connection._socket.getpeername()[:2]  # kazoo 2.11: the live connection's socket
+        except (AttributeError, OSError):
+            pass
+        if server is None:
+            server = zk.hosts[0]
+        return cls((server[0], int(server[1])), zk.chroot or "", timeout_s=timeout_s, last_zxid=getattr(zk, "last_zxid", 0) or 0)
+
+    # ---------------------------------------------------------------- session
+    def __enter__(self) -> "PipelinedReader":
+        self.open()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def open(self) -> None:
+        from kazoo.exceptions import ConnectionLoss
+        from kazoo.protocol.serialization import Connect, int_struct
+
+        try:
+            self._sock = socket.create_connection(self.server, timeout=self.timeout_s)
+            self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            body = Connect(0, self.last_zxid, int(self.timeout_s * 1000), 0, b"\x00" * 16, False).serialize()
+            self._sock.sendall(int_struct.pack(len(body)) + body)
+            frame = self._read_frame_blocking()
+        except OSError as exc:
+            self.close()
+            raise ConnectionLoss(f"ZooKeeper {self.server[0]}:{self.server[1]}: {exc}") from exc
+        reply, _ = Connect.deserialize(frame, 0)
+        if reply.time_out <= 0:
+            self.close()
+            raise ConnectionLoss(f"ZooKeeper {self.server[0]}:{self.server[1]} refused the session")
+
+    def _read_frame_blocking(self) -> bytes:
+        from kazoo.protocol.serialization import int_struct
+
+        head = self._recv_exactly(4)
+        length = int_struct.unpack(head)[0]
+        if not 0 <= length <= self.MAX_FRAME:
+            raise OSError(f"bad frame length {length}")
+        return self._recv_exactly(length)
+
+    def _recv_exactly(self, n: int) -> bytes:
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = self._sock.recv(n - len(buf))
+            if not chunk:
+                raise OSError("connection closed by the server")
+            buf += chunk
+        return bytes(buf)
+
+    def close(self) -> None:
+        if self._sock is None:
+            return
+        from kazoo.protocol.serialization import Close, int_int_struct, int_struct
+
+        try:
+            self._sock.setblocking(True)
+            self._sock.settimeout(1.0)
+            self._xid += 1
+            body = int_int_struct.pack(self._xid, Close.type)
+            self._sock.sendall(int_struct.pack(len(body)) + body)
+        except OSError:
+            pass
+        finally:
+            self._sock.close()
+            self._sock = None
+
+    # ---------------------------------------------------------------- reads
+    def children(self, path: str) -> list[str] | None:
+        from kazoo.protocol.serialization import GetChildren
+
+        (result,) = self._pipeline(GetChildren, [path]).values()
+        return result
+
+    def get_many(self, paths) -> dict:
+        from kazoo.protocol.serialization import GetData
+
+        return self._pipeline(GetData, list(paths))
+
+    def _pipeline(self, request_cls, paths: list[str]) -> dict:
+        """Sends one ``request_cls`` (GetData or GetChildren) per path, ``WINDOW`` in flight; returns {path: reply}."""
+        import select
+        import struct
+        import time
+
+        from kazoo.exceptions import EXCEPTIONS, ConnectionLoss, NoNodeError
+        from kazoo.protocol.states import ZnodeStat
+        from kazoo.protocol.serialization import int_struct, reply_header_struct, stat_struct
+
+        if self._sock is None:
+            raise ConnectionLoss("the reader is not open")
+        get_data = request_cls.type == 4
+        missing = (None, None) if get_data else None
+        request_head = struct.Struct("!iiii")  # frame length, xid, op type, path length; then the path and watch=0
+        out: dict = {}
+        by_xid: dict[int, str] = {}
+        head_size, stat_size = reply_header_struct.size, stat_struct.size
+        sent = 0
+        pending = bytearray()
+        inbuf = bytearray()
+        sock = self._sock
+        sock.setblocking(False)
+        last_progress = time.monotonic()
+        try:
+            while len(out) < len(paths):
+                while sent < len(paths) and len(by_xid) < self.WINDOW and len(pending) < (1 << 20):
+                    self._xid = self._xid % 2147483647 + 1
+                    path = paths[sent]
+                    encoded = (self.chroot + path if path != "/" else (self.chroot or "/")).encode("utf-8")
+                    pending += request_head.pack(len(encoded) + 13, self._xid, request_cls.type, len(encoded))
+                    pending += encoded
+                    pending += b"\x00"
+                    by_xid[self._xid] = path
+                    sent += 1
+                readable, writable, _ = select.select([sock], [sock] if pending else [], [], 1.0)
+                if writable:
+                    n = sock.send(pending)
+                    del pending[:n]
+                    last_progress = time.monotonic()
+                if readable:
+                    chunk = sock.recv(1 << 20)
+                    if not chunk:
+                        raise OSError("connection closed by the server")
+                    inbuf += chunk
+                    last_progress = time.monotonic()
+                    pos = 0
+                    view = memoryview(inbuf)
+                    try:
+                        while len(inbuf) - pos >= 4:
+                            length = int_struct.unpack_from(inbuf, pos)[0]
+                            if not head_size <= length <= self.MAX_FRAME:
+                                raise OSError(f"bad frame length {length}")
+                            if len(inbuf) - pos - 4 < length:
+                                break
+                            start = pos + 4
+                            xid, _zxid, err = reply_header_struct.unpack_from(inbuf, start)
+                            pos = start + length
+                            if xid < 0:  # a ping or a watch event: none asked for
+                                continue
+                            path = by_xid.pop(xid, None)
+                            if path is None:
+                                raise OSError(f"a reply to xid {xid}, which was not asked")
+                            if err == NoNodeError.code:
+                                out[path] = missing
+                            elif err:
+                                raise EXCEPTIONS[err](f"{path}: ZooKeeper error {err}")
+                            elif get_data:  # GetData.deserialize, without copying the frame first
+                                body = start + head_size
+                                n = int_struct.unpack_from(inbuf, body)[0]
+                                data_end = body + 4 + (n if n > 0 else 0)
+                                if data_end + stat_size > pos:
+                                    raise OSError(f"a GetData reply of {length} bytes is too short")
+                                out[path] = (bytes(view[body + 4:data_end]) if n >= 0 else None,
+                                             ZnodeStat._make(stat_struct.unpack_from(inbuf, data_end)))
+                            else:
+                                out[path] = request_cls.deserialize(bytes(view[start + head_size:pos]), 0)
+                    finally:
+                        view.release()
+                    del inbuf[:pos]
+                if time.monotonic() - last_progress > self.timeout_s:
+                    raise OSError(f"no progress for {self.timeout_s:g} s")
+        except OSError as exc:
+            self.close()
+            raise ConnectionLoss(f"ZooKeeper {self.server[0]}:{self.server[1]}: {exc}") from exc
+        return out

@@ -232,3 +232,71 @@ def test_unreadable_maintenance_znode_counts_as_in_progress(zk):
     assert s.reassigning == ("<unreadable>",)
     assert any(u.startswith("/admin/reassign_partitions: invalid JSON") for u in s.unparsable)
     assert any(u.startswith("/config/brokers/<default>: config values must be strings") for u in s.unparsable)
+
+
+# --- the pipelined reader (issue 18 §4): the same snapshot as kazoo's own reads, on the same trees
+def _same(a, b) -> bool:
+    import dataclasses
+
+    return dataclasses.replace(a, taken_at="") == dataclasses.replace(b, taken_at="")
+
+
+def test_pipelined_and_kazoo_readers_agree_on_a_hostile_tree(zk):
+    test_hostile_znodes_are_recorded_never_crash(zk)  # builds the tree (and checks the pipelined reader on it)
+    zk.create("/admin/reassign_partitions", j({"version": 1, "partitions": [{"topic": "orders", "partition": 1}]}), makepath=True)
+    zk.create("/config/brokers/<default>", j({"version": 1, "config": {"unclean.leader.election.enable": "false"}}), makepath=True)
+    pipelined, plain = read_snapshot(zk, "lab"), read_snapshot(zk, "lab", pipelined=False)
+    assert pipelined.unparsable and pipelined.reassigning == ("orders-1",)
+    assert _same(pipelined, plain)
+
+
+def test_pipelined_and_kazoo_readers_agree_on_a_big_cluster(zk, zookeeper):
+    from kafka_lab.bigcluster import write_cluster
+
+    write_cluster(zk, "/big", brokers=30, partitions=6000, topics=12)
+    zk.set("/big/brokers/topics/scale-0003/partitions/7/state", j({"leader": 2, "isr": "2", "leader_epoch": 0}))
+    zk.delete("/big/brokers/topics/scale-0005/partitions/9", recursive=True)
+    big = zookeeper.client(zk.chroot_path + "/big")
+    try:
+        pipelined, plain = read_snapshot(big, "big"), read_snapshot(big, "big", pipelined=False)
+    finally:
+        big.stop()
+        big.close()
+    assert len(pipelined.partitions) == 6000 - 2 and len(pipelined.brokers) == 30
+    assert len(pipelined.unparsable) == 2, pipelined.unparsable
+    assert _same(pipelined, plain)
+
+
+def test_a_lost_pipelined_session_falls_back_to_kazoo(zk, monkeypatch):
+    from kazoo.exceptions import ConnectionLoss
+
+    from kafka_runbooks.zookeeper import PipelinedReader
+
+    kafka_cluster(zk)
+    expected = read_snapshot(zk, "lab", pipelined=False)
+    calls = []
+
+    def lost(self, paths):
+        calls.append(len(paths))
+        self.close()
+        raise ConnectionLoss("dropped")
+
+    monkeypatch.setattr(PipelinedReader, "get_many", lost)
+    assert _same(read_snapshot(zk, "lab"), expected) and calls == [3]  # lost at the registrations, kazoo read the rest
+    monkeypatch.setattr(PipelinedReader, "beside", classmethod(lambda cls, zk, timeout_s=10.0: cls(("127.0.0.1", 1), zk.chroot)))
+    assert _same(read_snapshot(zk, "lab"), expected)  # no session at all: every read through kazoo
+
+
+def test_pipelined_reader_reads_many_and_missing_znodes(zk):
+    from kafka_runbooks.zookeeper import PipelinedReader
+
+    for i in range(300):
+        zk.create(f"/n/{i}", str(i).encode(), makepath=True)
+    paths = [f"/n/{i}" for i in range(300)] + ["/n/missing", "/nothing/here"]
+    with PipelinedReader.beside(zk) as r:
+        r.WINDOW = 7  # many windows' worth
+        got = r.get_many(paths)
+        assert sorted(r.children("/n"), key=int) == [str(i) for i in range(300)] and r.children("/absent") is None
+    assert [got[f"/n/{i}"][0] for i in range(300)] == [str(i).encode() for i in range(300)]
+    assert got[f"/n/5"][1] == zk.get("/n/5")[1]
+    assert got["/n/missing"] == (None, None) and got["/nothing/here"] == (None, None)

@@ -321,9 +321,34 @@ class CloseRollOperator(BaseOperator):
         if choice and choice[0] != "Approve":
             store.close(record_id, actor=actor, resolution=f"{choice[0]} by {(self.decision.get('responded_by_user') or {}).get('name') or 'nobody (timed out)'}: nothing was changed")
             return {"status": choice[0].lower(), "record_id": record_id}
+        lost = interrupted_execution(Ledger(config, record_id).entries(), context["ti"].run_id)
+        if lost and not progress.resumable:  # the executor died with its worker: nothing recorded how it ended
+            from kafka_runbooks.remediate.ledger import HALTED
+
+            Ledger(config, record_id).append(HALTED, context["ti"].run_id, reason=lost, at_step=None)
+            store.audit(record_id, actor=actor, action="halt", outcome="recorded", details={"reason": lost, "run_id": context["ti"].run_id})
+            progress = Ledger(config, record_id).progress()
         why = (progress.halted or {}).get("reason") or "the run stopped before executing (see the task logs)"
         store.update(record_id, note=f"halted: {why}; resumable with resume=true" if progress.resumable else f"stopped: {why}")
         raise AirflowFailException(f"roll {record_id} is not complete: {why}")
+
+
+def interrupted_execution(entries: Sequence[dict[str, Any]], run_id: str) -> str | None:
+    """Why the roll must count as halted when ``run_id``'s execution used its approval and then recorded no end (no
+    step failure, halt or completion): its task died with its worker (SIGKILL, a lost machine) and Airflow failed it.
+    None when the execution ended by itself or never started."""
+    from kafka_runbooks.remediate import ledger as L
+
+    mine = [e for e in entries if e.get("run_id") == run_id]
+    if not any(e.get("event") == L.APPROVAL_USED for e in mine):
+        return None
+    if any(e.get("event") in (L.STEP_FAILED, L.HALTED, L.COMPLETED) for e in mine):
+        return None
+    done = {e.get("broker_id") for e in mine if e.get("event") == L.STEP_DONE}
+    open_steps = [e.get("broker_id") for e in mine if e.get("event") == L.STEP_STARTED and e.get("broker_id") not in done]
+    where = f"broker {open_steps[-1]}'s restart had started and not finished" if open_steps else "between steps"
+    return (f"the execution of run {run_id} ended without recording an outcome ({where}): its task was failed by Airflow, "
+            "its worker lost or killed; resume re-plans what is left on fresh state")
 
 
 class ClusterRecoveredSensor(BaseSensorOperator):
