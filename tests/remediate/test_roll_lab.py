@@ -83,6 +83,18 @@ def audit_of(settings, run):
     return record_id, IncidentStore(settings["incident_base"]).audit_trail(record_id)
 
 
+def audit_of_record(settings, run):
+    """The audit of the record a run's plan task opened (also when the plan task failed: found by its run id)."""
+    from kafka_runbooks.incidents.store import IncidentStore
+
+    store = IncidentStore(settings["incident_base"])
+    for record in reversed(store.records("lab")):
+        audit = store.audit_trail(record["id"])
+        if any((e.get("details") or {}).get("run_id") == run.run_id for e in audit):
+            return record["id"], audit
+    raise AssertionError(f"no record of run {run.run_id}")
+
+
 def zk_client():
     from kafka_lab.lab import CHROOT, zk_connect
     from kafka_runbooks.zookeeper import kazoo_client
@@ -311,3 +323,73 @@ def test_a_hung_broker_is_killed_after_stop_s_and_its_registration_waited_out(ro
     report = next(e for e in audit if e["action"] == "restart_broker" and e["outcome"] == "ok")["details"]["report"]
     assert report["killed"] and report["new_registration"]["session_id"] != report["old_registration"]["session_id"]
     assert old_registration is not None and lab.registration(b) is not None
+
+
+# ------------------------------------------------------------------ issue 17 §1: a holder must be serving
+
+def _plan_now(settings, brokers, record_reason):
+    """A plan computed on the lab as it is now, with its own record (as the plan task makes it)."""
+    from kafka_runbooks.config import load_cluster
+    from kafka_runbooks.detect.snapshot import read_snapshot
+    from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
+    from kafka_runbooks.incidents.store import IncidentStore
+    from kafka_runbooks.remediate.plan import plan_restart
+
+    config = load_cluster("lab")
+    record = IncidentStore(config.incident_base).open(cluster="lab", broker_ids=brokers, reason=record_reason,
+                                                      trigger={"kind": "rolling_restart"}, opened_by="test")
+    with ZooKeeperHook(config.zk_conn_id).session() as zk:
+        snapshot = read_snapshot(zk, "lab")
+    return config, plan_restart(snapshot, brokers, config, roll_id=record["id"])
+
+
+def test_a_hung_holder_refuses_the_roll_then_unhang_lets_it_proceed(roll_env):
+    """hang broker 1 (registered, in every ISR, serving nothing), roll broker 2: refused at the plan, naming broker 1
+    and its evidence, nothing stopped; unhang: the same roll proceeds."""
+    lab, settings, _ = roll_env
+    target = 2
+    pid = lab.broker_pid(target)
+    lab.hang(1)
+    run = roll({"brokers": [target], "canary": False}, approve=False)
+    assert states(run)["plan"] == "failed" and states(run)["execute"] != "success", states(run)
+    record_id, audit = audit_of_record(settings, run)
+    (planned,) = [e for e in audit if e["action"] == "plan_restart"]
+    assert planned["outcome"] == "refused", planned
+    refusals = "\n".join(planned["details"]["refusals"])
+    assert "broker 1: did not answer a direct Kafka-protocol check" in refusals, refusals
+    assert "a holder that does not answer is not a holder" in refusals or "are not serving" in refusals, refusals
+    assert lab.broker_pid(target) == pid, "a broker was stopped although a holder of its partitions did not serve"
+
+    lab.unhang(1)
+    lab.wait_full_isr(120)
+    run = roll({"brokers": [target], "canary": False})
+    assert states(run)["execute"] == "success", states(run)
+    assert lab.broker_pid(target) != pid
+
+
+def test_the_executor_refuses_a_stop_when_a_holder_stops_answering_after_the_plan(roll_env):
+    """The plan was fine; broker 1 hangs before the step: the executor's check on fresh state (every holder checked
+    directly, right before the stop) refuses, names broker 1, and stops nothing."""
+    lab, settings, _ = roll_env
+    from kafka_runbooks.remediate import executor as E
+
+    target = 2
+    pid = lab.broker_pid(target)
+    config, plan = _plan_now(settings, [target], "issue 17 executor check")
+    assert not plan.refused, plan.refusals
+    lab.hang(1)
+    ex = E.Execution(config=config, plan=plan, record_id=plan.roll_id, dag_id="test", run_id=f"t-{uuid.uuid4().hex[:6]}",
+                     task_id="execute", try_number=1, approver="oncall-carol", starter="someone", canary=False)
+    with pytest.raises(E.Halted) as halted:
+        E.run(ex)
+    text = str(halted.value)
+    assert f"HALTED at broker {target}" in text and "safety check on fresh state" in text, text
+    assert "broker 1: did not answer a direct Kafka-protocol check" in text, text
+    assert lab.broker_pid(target) == pid
+    from kafka_runbooks.incidents.store import IncidentStore
+
+    audit = IncidentStore(config.incident_base).audit_trail(plan.roll_id)
+    check = next(e for e in audit if e["action"] == "safety_check")
+    assert check["outcome"] == "refused" and "1" in check["details"]["unresponsive"], check
+    assert check["details"]["checked"]["1"].startswith("NO ANSWER") and check["details"]["checked"]["3"].startswith("ok")
+    assert not [e for e in audit if e["action"] == "stop_broker"]

@@ -96,6 +96,29 @@ def render_plan(plan, digest: str) -> str:
     return "\n".join(lines)
 
 
+def fresh_plan(config, approved):
+    """The approved plan computed again on the cluster as it is now -- the same evidence gathered the same way
+    (static configs, the open incidents, direct checks of every holder and of every waived broker) -- for
+    ``executor.plan_changed``."""
+    from kafka_runbooks.detect.snapshot import read_snapshot
+    from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
+    from kafka_runbooks.incidents.store import IncidentStore
+    from kafka_runbooks.remediate.executor import serving_evidence, unconfigured_replicas
+    from kafka_runbooks.remediate.host import static_config_state
+    from kafka_runbooks.remediate.plan import plan_restart, safety_settings
+
+    static, unread = static_config_state(config)
+    with ZooKeeperHook(config.zk_conn_id, timeout_s=config.capture.connect_timeout_s).session() as zk:
+        snapshot = read_snapshot(zk, config.name)
+    unread.update(unconfigured_replicas(config, snapshot))
+    todo = [b for b in approved.requested if b not in approved.completed]
+    not_serving, unresponsive, _, _ = serving_evidence(config, snapshot, todo, approved.not_serving,
+                                                       IncidentStore(config.incident_base).records(config.name))
+    return plan_restart(snapshot, approved.requested, config, kind=approved.kind, not_serving=not_serving,
+                        settings=safety_settings(config, static, unread), completed=approved.completed,
+                        roll_id=approved.roll_id, unresponsive=unresponsive)
+
+
 class PlanRemediationOperator(BaseOperator):
     """Computes the plan on fresh state, records it, and shows it (task log, XCom, the record).
 
@@ -130,7 +153,8 @@ class PlanRemediationOperator(BaseOperator):
         from kafka_runbooks.model import Finding
         from kafka_runbooks.remediate import ledger as L
         from kafka_runbooks.remediate.digest import plan_digest
-        from kafka_runbooks.remediate.host import read_static_configs
+        from kafka_runbooks.remediate.executor import serving_evidence, unconfigured_replicas
+        from kafka_runbooks.remediate.host import static_config_state
         from kafka_runbooks.remediate.plan import plan_restart, safety_settings
 
         incident = self.incident if isinstance(self.incident, dict) else None
@@ -143,9 +167,12 @@ class PlanRemediationOperator(BaseOperator):
         report = self.report if isinstance(self.report, dict) else {}
         findings = [Finding.from_dict(f) for f in report.get("findings") or []]
 
+        static, unread = static_config_state(config)
         with ZooKeeperHook(config.zk_conn_id, timeout_s=config.capture.connect_timeout_s).session() as zk:
             snapshot = read_snapshot(zk, config.name)
-        static, notes = read_static_configs(config)
+        unread.update(unconfigured_replicas(config, snapshot))
+        notes = [f"broker {b}: {why} (its min.insync.replicas is unknown: stops that depend on it are refused)"
+                 for b, why in sorted(unread.items())]
         for note in notes:
             self.log.warning("%s", note)
 
@@ -173,7 +200,13 @@ class PlanRemediationOperator(BaseOperator):
         else:
             requested = [int(b) for b in (self.broker_ids or [])] or sorted(config.hosts)
 
-        not_serving = self._not_serving(config, snapshot, findings) if self.kind == INCIDENT_RESTART else {}
+        waived, checked = self._not_serving(config, snapshot, findings) if self.kind == INCIDENT_RESTART else ({}, {})
+        todo = [b for b in requested if b not in completed]
+        not_serving, unresponsive, checked, more = serving_evidence(config, snapshot, todo, waived,
+                                                                    store.records(config.name), checked)
+        notes += more
+        for b, c in sorted(checked.items()):
+            self.log.info("direct check of broker %s: %s", b, "ok" if c.ok else c.error)
         if record_id is None and not dry_run:
             record = store.open(
                 cluster=config.name, broker_ids=requested, reason=str(self.reason or "rolling restart"),
@@ -182,8 +215,8 @@ class PlanRemediationOperator(BaseOperator):
             )
             record_id = record["id"]
         plan = plan_restart(
-            snapshot, requested, config, kind=self.kind, not_serving=not_serving, settings=safety_settings(config, static),
-            completed=completed, roll_id=record_id, canary_topic=config.canary.topic if canary else None,
+            snapshot, requested, config, kind=self.kind, not_serving=not_serving, settings=safety_settings(config, static, unread),
+            completed=completed, roll_id=record_id, canary_topic=config.canary.topic if canary else None, unresponsive=unresponsive,
         )
         digest = plan_digest(plan)
         self.log.info("plan (%s):\n%s", "dry run" if dry_run else "to be approved", render_plan(plan, digest))
@@ -211,17 +244,15 @@ class PlanRemediationOperator(BaseOperator):
             "notes": notes,
         }
 
-    def _not_serving(self, config, snapshot, findings) -> dict[int, str]:
-        """The waiver's evidence: this run's stuck-thread / stalled-request findings AND a direct check failing now."""
-        from kafka_runbooks.hooks.kafka import KafkaHook
+    def _not_serving(self, config, snapshot, findings):
+        """The waiver's evidence: this run's stuck-thread / stalled-request findings AND a direct check failing now.
+        Returns (evidence, the checks taken)."""
+        from kafka_runbooks.remediate.executor import check_brokers
         from kafka_runbooks.remediate.safety import NOT_SERVING_FINDING_KINDS, not_serving_evidence
 
         suspects = sorted({b for f in findings if f.kind in NOT_SERVING_FINDING_KINDS for b in f.broker_ids})
-        hook = KafkaHook(config.kafka_conn_id, listener=config.listener)
-        checks = [hook.check_broker(snapshot.broker(b), config.health.kafka_probe_timeout_s) for b in suspects if snapshot.broker(b)]
-        for c in checks:
-            self.log.info("direct check of broker %s: %s", c.broker_id, "ok" if c.ok else c.error)
-        return not_serving_evidence(checks, findings)
+        checks = check_brokers(config, snapshot, suspects)
+        return not_serving_evidence(checks.values(), findings), checks
 
 
 class ClusterChangingOperator(BaseOperator):
@@ -256,23 +287,18 @@ class ExecutePlanOperator(ClusterChangingOperator):
     """Runs the approved restart plan through the engine, after checking it against fresh state."""
 
     def execute(self, context) -> dict[str, Any]:
-        from kafka_runbooks.detect.snapshot import read_snapshot
-        from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
         from kafka_runbooks.incidents.store import IncidentStore
         from kafka_runbooks.remediate import executor as E
-        from kafka_runbooks.remediate.plan import plan_restart
 
         plan, config, decision, approver = self.approved_plan(context, "nothing restarted")
         ti = context["ti"]
         store = IncidentStore(config.incident_base)
 
-        with ZooKeeperHook(config.zk_conn_id, timeout_s=config.capture.connect_timeout_s).session() as zk:
-            snapshot = read_snapshot(zk, config.name)
-        fresh = plan_restart(snapshot, plan.requested, config, kind=plan.kind, not_serving=plan.not_serving,
-                             completed=plan.completed, roll_id=plan.roll_id)
+        fresh = fresh_plan(config, plan)
         changed = E.plan_changed(plan, fresh)
         if changed:
-            store.audit(plan.roll_id, actor=approver, action="execute_plan", outcome="refused", details={"refusals": changed})
+            store.audit(plan.roll_id, actor=approver, action="execute_plan", outcome="refused",
+                        details={"refusals": changed, "run_id": ti.run_id})
             raise AirflowFailException("\n".join(changed) + "; nothing restarted")
         execution = E.Execution(
             config=config, plan=plan, record_id=plan.roll_id, dag_id=ti.dag_id, run_id=ti.run_id, task_id=ti.task_id,
