@@ -55,6 +55,11 @@ class CaptureSettings:
     jhsdb_timeout_s: float = 20.0
     sigquit_wait_s: float = 3.0
     heap_dump: bool = False  # heap dumps only where configured, and only of the suspect broker
+    # the intrusive tools (jhsdb, jmap -histo:live, a heap dump) on a suspect proven not serving just before, one host at
+    # a time under the cluster's maintenance lock; off: never
+    intrusive: bool = True
+    intrusive_deadline_s: float = 120.0  # one host's intrusive tools, all of them (a heap dump's own bound is inside it)
+    max_suspects: int = 3  # suspects per capture (heavier treatment); the others asked for are captured as peers
     heap_dump_fetch_limit_bytes: int = 1 << 30  # larger dumps stay on the host; the manifest says where
     remote_work_dir: str = "/tmp"  # a 0700 directory is made in it, as the JVM's user, for a heap dump
     # argv prefix for JVM tools, e.g. ["sudo", "-n", "-u", "kafka"] when SSH logs in as another user
@@ -69,8 +74,10 @@ class CaptureSettings:
         s = _section(cls, d, "capture", tuples=("jvm_tool_prefix", "other_logs"))
         if s.jstack_count < 1 or s.jstack_interval_s < 0 or s.command_timeout_s <= 0:
             raise ConfigError("capture: jstack_count >= 1, jstack_interval_s >= 0, command_timeout_s > 0")
-        if s.host_deadline_s <= 0 or s.jhsdb_timeout_s <= 0 or s.log_tail_bytes <= 0:
-            raise ConfigError("capture: host_deadline_s, jhsdb_timeout_s and log_tail_bytes must be > 0")
+        if s.host_deadline_s <= 0 or s.jhsdb_timeout_s <= 0 or s.log_tail_bytes <= 0 or s.intrusive_deadline_s <= 0:
+            raise ConfigError("capture: host_deadline_s, jhsdb_timeout_s, intrusive_deadline_s and log_tail_bytes must be > 0")
+        if s.max_suspects < 1:
+            raise ConfigError("capture: max_suspects >= 1")
         return s
 
 
