@@ -272,7 +272,12 @@ class ApprovalSettings:
     numeric id as a string); they become the HITL request's assigned users."""
 
     approvers: tuple[str, ...] = ()
+    # user id -> user name, where the auth manager's ids are not the names (FAB: numeric ids; a run's starter is
+    # recorded by name): four eyes compares the starter with both
+    approver_names: Mapping[str, str] = field(default_factory=dict)
     timeout_s: float = 3600.0  # no answer in time is a Reject
+    # an Approve is good for this long after it was given (a deferred election: until the deadline it approved)
+    max_age_s: float = 3600.0
     # Airflow connection whose password keys the HMAC that seals each recorded decision
     secret_conn_id: str = "kafka_runbooks_approvals"
     # Airflow connection (type http) of the on-call webhook; None: no webhook notification
@@ -281,9 +286,12 @@ class ApprovalSettings:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "ApprovalSettings":
         s = _section(cls, d, "approvals", tuples=("approvers",))
-        if s.timeout_s <= 0 or any(not isinstance(a, str) or not a for a in s.approvers):
-            raise ConfigError("approvals: approvers must be non-empty user ids, timeout_s > 0")
-        return s
+        if s.timeout_s <= 0 or s.max_age_s <= 0 or any(not isinstance(a, str) or not a for a in s.approvers):
+            raise ConfigError("approvals: approvers must be non-empty user ids, timeout_s > 0, max_age_s > 0")
+        names = dict(s.approver_names or {})
+        if any(not isinstance(k, str) or not isinstance(v, str) or not v or k not in s.approvers for k, v in names.items()):
+            raise ConfigError("approvals.approver_names: {approver id: user name}, for configured approvers only")
+        return dataclasses.replace(s, approver_names=names)
 
 
 @dataclass(frozen=True)

@@ -160,7 +160,7 @@ def test_a_sealed_approve_of_this_plan_in_this_run_is_usable():
 
 
 @pytest.mark.parametrize("decision, kw, why", [
-    (_decision(), {"plan_digest": "e" * 64}, "the plan changed"),
+    (_decision(), {"plan_digest": "e" * 64}, "not what would run now"),
     (_decision(), {"run_id": "run-2"}, "no approval was recorded for run 'run-2'"),
     (_decision(chosen="Reject"), {}, "the answer was 'Reject'"),
     (_decision(chosen="Reject", timed_out=True, user_id=None, user_name=None), {}, "timed out"),

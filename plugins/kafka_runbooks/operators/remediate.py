@@ -14,9 +14,10 @@ from typing import Any, Sequence
 from airflow.sdk import BaseOperator, BaseSensorOperator, PokeReturnValue, TriggerRule
 from airflow.sdk.exceptions import AirflowFailException
 
+from kafka_runbooks.policies import POOL  # per cluster at run time: kafka_runbooks/policies.py
+
 ROLLING_RESTART = "rolling_restart"
 INCIDENT_RESTART = "incident_restart"
-POOL = "kafka_runbooks_remediation"
 GATES = (
     "registered again with a new ZooKeeper session",
     "back in every ISR it belongs in",
@@ -49,27 +50,34 @@ def find_resumable_roll(store, cluster: str) -> tuple[dict[str, Any], Any] | Non
     return find_resumable(store, cluster, ROLLING_RESTART)
 
 
-def use_approval(context, plan, config, nothing: str):
-    """Verifies that a sealed Approve of THIS plan in THIS run exists and has not been used, and uses it (recorded
-    in the ledger and the audit). Returns (decision, approver); AirflowFailException saying ``nothing`` otherwise.
+def use_approval(context, plan, config, nothing: str, canary: bool = False):
+    """Verifies that a sealed Approve of THIS plan -- and of everything that will run for it, built from the
+    configuration now (``digest.execution_binding``, with this run's ``canary`` switch) -- in THIS run exists, is
+    not older than ``approvals.max_age_s`` and has not been used, and uses it (recorded in the ledger and the
+    audit). Returns (decision, approver); AirflowFailException saying ``nothing`` and what changed otherwise.
     Every remediation's execute task calls this before it changes anything."""
+    from kafka_runbooks import clock
     from kafka_runbooks.incidents.store import IncidentStore
     from kafka_runbooks.operators.approval import approval_secret
     from kafka_runbooks.remediate.approvals import ApprovalError, Decision, usable_refusals
-    from kafka_runbooks.remediate.digest import plan_digest
+    from kafka_runbooks.remediate.digest import approval_digest, execution_binding
     from kafka_runbooks.remediate.ledger import Ledger
 
     ti = context["ti"]
     store = IncidentStore(config.incident_base)
     ledger = Ledger(config.incident_base, plan.roll_id)
-    digest = plan_digest(plan)
+    binding = execution_binding(config, plan, canary)
+    digest = approval_digest(plan, binding)
     try:
         secret = approval_secret(config.approvals.secret_conn_id)
     except ApprovalError as exc:
         raise AirflowFailException(f"{exc}; {nothing}") from exc
     with ledger.locked():
         refusals, entry = usable_refusals(ledger.entries(), secret=secret, dag_id=ti.dag_id, run_id=ti.run_id,
-                                          plan_digest=digest, approvers=config.approvals.approvers)
+                                          plan_digest=digest, approvers=config.approvals.approvers,
+                                          names=config.approvals.approver_names, plan=plan.to_dict(), binding=binding,
+                                          max_age_s=config.approvals.max_age_s, now=clock.now_iso(),
+                                          valid_until=(plan.conditions or {}).get("deadline_at"))
         if not refusals:
             decision = Decision.from_payload(entry["decision"])
             ledger.append("approval_used", ti.run_id, _locked=True, dag_id=ti.dag_id, approval_try=decision.try_number,
@@ -80,7 +88,8 @@ def use_approval(context, plan, config, nothing: str):
         raise AirflowFailException(f"no usable approval; {nothing}:\n" + "\n".join(f"- {r}" for r in refusals))
     approver = decision.user_name or decision.user_id or "unknown"
     store.audit(plan.roll_id, actor=approver, action="approval_verified", outcome="ok",
-                details={"digest": digest, "approval_try": decision.try_number, "run_id": ti.run_id, "by_try": int(ti.try_number)})
+                details={"digest": digest, "approval_try": decision.try_number, "run_id": ti.run_id, "by_try": int(ti.try_number),
+                         "started_by": decision.started_by, "automatic_run": decision.automatic is not None})
     return decision, approver
 
 
@@ -96,7 +105,7 @@ def render_plan(plan, digest: str) -> str:
     return "\n".join(lines)
 
 
-def fresh_plan(config, approved):
+def fresh_plan(config, approved, canary: bool = False):
     """The approved plan computed again on the cluster as it is now -- the same evidence gathered the same way
     (static configs, the open incidents, direct checks of every holder and of every waived broker) -- for
     ``executor.plan_changed``."""
@@ -116,7 +125,7 @@ def fresh_plan(config, approved):
                                                        IncidentStore(config.incident_base).records(config.name))
     return plan_restart(snapshot, approved.requested, config, kind=approved.kind, not_serving=not_serving,
                         settings=safety_settings(config, static, unread), completed=approved.completed,
-                        roll_id=approved.roll_id, unresponsive=unresponsive)
+                        roll_id=approved.roll_id, unresponsive=unresponsive, canary_topic=config.canary.topic if canary else None)
 
 
 class PlanRemediationOperator(BaseOperator):
@@ -279,7 +288,7 @@ class ClusterChangingOperator(BaseOperator):
         config = _config(plan.cluster)
         if not plan.roll_id:
             raise AirflowFailException(f"the plan has no record; {nothing}")
-        decision, approver = use_approval(context, plan, config, nothing)
+        decision, approver = use_approval(context, plan, config, nothing, canary=_truthy(self.plan_output.get("canary")))
         return plan, config, decision, approver
 
 
@@ -294,7 +303,7 @@ class ExecutePlanOperator(ClusterChangingOperator):
         ti = context["ti"]
         store = IncidentStore(config.incident_base)
 
-        fresh = fresh_plan(config, plan)
+        fresh = fresh_plan(config, plan, canary=_truthy(self.plan_output.get("canary")))
         changed = E.plan_changed(plan, fresh)
         if changed:
             store.audit(plan.roll_id, actor=approver, action="execute_plan", outcome="refused",
@@ -303,7 +312,7 @@ class ExecutePlanOperator(ClusterChangingOperator):
         execution = E.Execution(
             config=config, plan=plan, record_id=plan.roll_id, dag_id=ti.dag_id, run_id=ti.run_id, task_id=ti.task_id,
             try_number=int(ti.try_number), approver=approver, starter=decision.starter,
-            canary=bool(self.plan_output.get("canary")),
+            canary=bool((decision.binding or {}).get("canary", {}).get("enabled")),
         )
         try:
             return E.run(execution)
@@ -344,6 +353,12 @@ class CloseRollOperator(BaseOperator):
                                                            f"{self.result.get('approved_by')}; every gate passed")
             return {"status": "closed", "record_id": record_id, "restarted": self.result.get("restarted")}
         choice = (self.decision or {}).get("chosen_options") if isinstance(self.decision, dict) else None
+        refused = list((self.decision or {}).get("refusals") or []) if isinstance(self.decision, dict) else []
+        if refused and not progress.completed and not progress.resumable:
+            # an answer that did not count (four eyes, a changed plan): nothing ran; the record ends saying why
+            who = ((self.decision or {}).get("responded_by_user") or {}).get("name") or "nobody"
+            store.close(record_id, actor=actor, resolution=f"approval by {who} refused: {'; '.join(refused)}; nothing was changed")
+            return {"status": "refused", "record_id": record_id, "refusals": refused}
         if choice and choice[0] != "Approve":
             store.close(record_id, actor=actor, resolution=f"{choice[0]} by {(self.decision.get('responded_by_user') or {}).get('name') or 'nobody (timed out)'}: nothing was changed")
             return {"status": choice[0].lower(), "record_id": record_id}
