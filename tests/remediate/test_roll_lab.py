@@ -393,3 +393,123 @@ def test_the_executor_refuses_a_stop_when_a_holder_stops_answering_after_the_pla
     assert check["outcome"] == "refused" and "1" in check["details"]["unresponsive"], check
     assert check["details"]["checked"]["1"].startswith("NO ANSWER") and check["details"]["checked"]["3"].startswith("ok")
     assert not [e for e in audit if e["action"] == "stop_broker"]
+
+
+# ------------------------------------------------------------------ issue 17 §4: faults in the middle
+
+def test_a_host_that_runs_another_broker_is_refused_before_anything_is_stopped(roll_env):
+    """The configuration maps broker 1 to a server.properties whose broker.id is 3 (on these loopback hosts the
+    process pattern would even find broker 3's JVM): the executor refuses at the host-identity check, stops nothing."""
+    import dataclasses
+
+    lab, settings, _ = roll_env
+    from kafka_runbooks.remediate import executor as E
+
+    config, plan = _plan_now(settings, [1], "issue 17 host identity")
+    assert not plan.refused, plan.refusals
+    wrong = dataclasses.replace(config, server_properties_path=str(lab.host_dir(3) / "config" / "server.properties"))
+    pids = {b: lab.broker_pid(b) for b in (1, 2, 3)}
+    ex = E.Execution(config=wrong, plan=plan, record_id=plan.roll_id, dag_id="test", run_id=f"t-{uuid.uuid4().hex[:6]}",
+                     task_id="execute", try_number=1, approver="oncall-carol", starter="someone", canary=False)
+    with pytest.raises(E.Halted) as halted:
+        E.run(ex)
+    text = str(halted.value)
+    assert "host identity" in text and "runs broker 3 (broker.id in" in text and "not broker 1" in text, text
+    assert {b: lab.broker_pid(b) for b in (1, 2, 3)} == pids
+
+
+KILLED_ROLL = r"""
+import json, sys
+from kafka_lab.airflow_home import load_dags
+from kafka_lab.approvals import Responder
+form = json.loads(sys.argv[1])
+dag = load_dags().get_dag("kafka_rolling_restart")
+with Responder("kafka_rolling_restart", "approve", "Approve", user="oncall-carol", timeout_s=600):
+    dag.test(run_conf=form)
+"""
+
+
+def test_a_worker_killed_mid_stop_leaves_a_resumable_roll_and_says_what_it_left(roll_env, tmp_path):
+    """The process running the execute task is SIGKILLed while broker b's stop command runs (after step_started, its
+    registration gone). The close-out says which step was cut short and the cluster's state (b down); resume sees
+    b down and continues from that step: b is started again and the record closes."""
+    import signal
+    import subprocess
+    import sys
+
+    lab, settings, _ = roll_env
+    from kafka_lab.airflow_home import load_dags
+    from kafka_runbooks.incidents.store import IncidentStore
+    from kafka_runbooks.remediate.ledger import Ledger
+
+    from airflow_runs import continue_run
+
+    controller = lab.controller()["brokerid"]
+    b = next(x for x in (1, 2, 3) if x != controller)
+    pid = lab.broker_pid(b)
+    store = IncidentStore(settings["incident_base"])
+    before = {r["id"] for r in store.records("lab")}
+    form = {"cluster": "lab", "brokers": [b], "reason": f"killed worker {uuid.uuid4().hex[:6]}", "mode": "execute", "canary": False}
+    with open(tmp_path / "worker.log", "wb") as out:
+        worker = subprocess.Popen([sys.executable, "-c", KILLED_ROLL, json.dumps(form)], stdout=out, stderr=subprocess.STDOUT,
+                                  start_new_session=True)
+    try:
+        deadline = time.monotonic() + 600
+        record_id = None
+        while time.monotonic() < deadline and worker.poll() is None:
+            fresh = [r["id"] for r in store.records("lab") if r["id"] not in before and r.get("reason") == form["reason"]]
+            if fresh:
+                record_id = fresh[0]
+                if any(e["event"] == "step_started" for e in Ledger(settings["incident_base"], record_id).entries()) \
+                        and lab.registration(b) is None:
+                    break  # the stop command runs: the broker deregistered in its controlled shutdown
+            time.sleep(0.1)
+        else:
+            raise AssertionError(f"the roll never reached broker {b}'s stop:\n" + (tmp_path / "worker.log").read_text()[-3000:])
+        os.killpg(worker.pid, signal.SIGKILL)  # the worker dies mid-step
+        worker.wait(30)
+    finally:
+        if worker.poll() is None:
+            os.killpg(worker.pid, signal.SIGKILL)
+    lab.wait_unregistered(b, 60)
+    from kafka_lab.procs import wait_until
+
+    wait_until(lambda: lab.broker_pid(b) is None, 60, f"broker {b}'s JVM to finish its shutdown")
+    entries = Ledger(settings["incident_base"], record_id).entries()
+    assert [e["event"] for e in entries if e["event"].startswith("step_")] == ["step_started"]
+    run_id = next(e["run_id"] for e in entries if e["event"] == "planned")
+
+    # the scheduler finds the task's worker gone and fails it; the close task then runs (trigger rule ALL_DONE)
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+    from airflow.utils.state import TaskInstanceState
+    from sqlalchemy import select
+
+    with create_session() as session:
+        ti = session.scalar(select(TaskInstance).where(TaskInstance.dag_id == DAG_ID, TaskInstance.run_id == run_id,
+                                                       TaskInstance.task_id == "execute"))
+        ti.state = TaskInstanceState.FAILED
+    dag = load_dags().get_dag(DAG_ID)
+    run = continue_run(dag, run_id, timeout_s=300)
+    assert states(run)["close"] == "failed", states(run)
+    record = store.get(record_id)
+    assert record["status"] == "open"
+    note = record["notes"][-1]["text"] if isinstance(record["notes"][-1], dict) else str(record["notes"][-1])
+    assert f"the execute task stopped during the step of broker {b}" in note, note
+    assert f"down (configured, not registered): [{b}]" in note and f"broker {b} is NOT registered" in note, note
+
+    from kafka_runbooks.remediate.lock import holders
+
+    zk = zk_client()
+    try:  # the dead worker's maintenance lock goes with its ZooKeeper session
+        wait_until(lambda: holders(zk, "lab") == [], 60, "the killed worker's lock to expire with its session")
+    finally:
+        zk.stop()
+        zk.close()
+    resumed = roll({"resume": True, "canary": False})
+    assert states(resumed)["execute"] == "success", states(resumed)
+    plan = xcom(resumed, "plan")["plan"]
+    assert plan["roll_id"] == record_id and [s["broker_id"] for s in plan["steps"]] == [b]
+    assert "not registered in ZooKeeper: started first" in plan["steps"][0]["reason"]
+    assert lab.broker_pid(b) not in (None, pid) and lab.registration(b) is not None
+    assert store.get(record_id)["status"] == "closed"

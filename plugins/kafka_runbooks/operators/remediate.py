@@ -44,10 +44,21 @@ def _truthy(value: Any) -> bool:
 
 
 def find_resumable_roll(store, cluster: str) -> tuple[dict[str, Any], Any] | None:
-    """The latest open rolling-restart record of ``cluster`` whose ledger says it halted."""
-    from kafka_runbooks.remediate.ledger import find_resumable
+    """The latest open rolling-restart record of ``cluster`` whose ledger says it halted -- or whose worker died in
+    the middle of a step (a ``step_started`` that never ended: ``executor.interrupted_step``)."""
+    from kafka_runbooks.remediate.executor import interrupted_step
+    from kafka_runbooks.remediate.ledger import Ledger, find_resumable
 
-    return find_resumable(store, cluster, ROLLING_RESTART)
+    found = find_resumable(store, cluster, ROLLING_RESTART)
+    for record in reversed(store.records(cluster)):
+        if found is not None and str(record.get("opened_at") or "") <= str(found[0].get("opened_at") or ""):
+            break
+        if record.get("status") == "open" and (record.get("trigger") or {}).get("kind") == ROLLING_RESTART:
+            ledger = Ledger(store.base, record["id"])
+            entries = ledger.entries()
+            if interrupted_step(entries) is not None:
+                return record, ledger.progress()
+    return found
 
 
 def use_approval(context, plan, config, nothing: str, canary: bool = False):
@@ -162,7 +173,7 @@ class PlanRemediationOperator(BaseOperator):
         from kafka_runbooks.model import Finding
         from kafka_runbooks.remediate import ledger as L
         from kafka_runbooks.remediate.digest import plan_digest
-        from kafka_runbooks.remediate.executor import serving_evidence, unconfigured_replicas
+        from kafka_runbooks.remediate.executor import interrupted_step, serving_evidence, unconfigured_replicas
         from kafka_runbooks.remediate.host import static_config_state
         from kafka_runbooks.remediate.plan import plan_restart, safety_settings
 
@@ -190,8 +201,9 @@ class PlanRemediationOperator(BaseOperator):
         if incident:
             record_id = incident["incident_id"]
             requested = [int(b) for b in incident["broker_ids"]]
-            progress = L.Ledger(config.incident_base, record_id).progress()
-            if progress.resumable:
+            ledger = L.Ledger(config.incident_base, record_id)
+            progress = ledger.progress()
+            if progress.resumable or interrupted_step(ledger.entries()) is not None:
                 completed = list(progress.completed)
         elif _truthy(self.resume):
             found = find_resumable_roll(store, config.name)
@@ -335,6 +347,8 @@ class CloseRollOperator(BaseOperator):
 
     def execute(self, context) -> dict[str, Any]:
         from kafka_runbooks.incidents.store import IncidentStore
+        from kafka_runbooks.remediate import ledger as L
+        from kafka_runbooks.remediate.executor import interrupted_step, interruption_report
         from kafka_runbooks.remediate.ledger import Ledger
 
         out = self.plan_output if isinstance(self.plan_output, dict) else {}
@@ -362,9 +376,35 @@ class CloseRollOperator(BaseOperator):
         if choice and choice[0] != "Approve":
             store.close(record_id, actor=actor, resolution=f"{choice[0]} by {(self.decision.get('responded_by_user') or {}).get('name') or 'nobody (timed out)'}: nothing was changed")
             return {"status": choice[0].lower(), "record_id": record_id}
-        why = (progress.halted or {}).get("reason") or "the run stopped before executing (see the task logs)"
+        ledger = Ledger(config.incident_base, record_id)
+        step = interrupted_step(ledger.entries())
+        if step is not None:
+            # the worker died in the middle of a step: say exactly what state the cluster was left in, and make it resumable
+            state = cluster_now(config)
+            lines = interruption_report(step, state, config.hosts)
+            ledger.append(L.HALTED, context["ti"].run_id, broker_id=step.get("broker_id"), phase="interrupted",
+                          reason=lines[0], state=lines[1:-1], at_step=step.get("broker_id"))
+            store.audit(record_id, actor=actor, action="halt", outcome="failed",
+                        details={"broker_id": step.get("broker_id"), "phase": "interrupted", "reason": lines[0], "state": lines[1:-1]})
+            store.update(record_id, note="halted: " + "; ".join(lines))
+            raise AirflowFailException(f"roll {record_id} is not complete:\n" + "\n".join(lines))
+        why = (progress.halted or {}).get("reason") or (
+            "the run stopped before executing: nothing was changed (see the plan and approve tasks)" if not progress.completed
+            else "the run stopped between steps (see the task logs)")
         store.update(record_id, note=f"halted: {why}; resumable with resume=true" if progress.resumable else f"stopped: {why}")
         raise AirflowFailException(f"roll {record_id} is not complete: {why}")
+
+
+def cluster_now(config):
+    """The cluster's state now (None when ZooKeeper cannot be read: the close-out says so)."""
+    from kafka_runbooks.detect.snapshot import read_snapshot
+    from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
+
+    try:
+        with ZooKeeperHook(config.zk_conn_id, timeout_s=config.capture.connect_timeout_s).session() as zk:
+            return read_snapshot(zk, config.name)
+    except Exception:  # noqa: BLE001 - describe_state says "unknown"
+        return None
 
 
 class ClusterRecoveredSensor(BaseSensorOperator):

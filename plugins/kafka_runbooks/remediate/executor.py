@@ -120,6 +120,32 @@ def plan_changed(approved: Plan, fresh: Plan) -> list[str]:
     return out
 
 
+def interrupted_step(entries: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """The ``step_started`` entry of a step that never ended -- no ``step_done``/``step_failed`` of that broker, no
+    ``halted``/``completed`` after it: the worker running it died (killed, lost its machine) with the stop command
+    sent. None otherwise. The roll is resumable from that step (``operators/remediate.find_resumable_roll``)."""
+    open_step: Mapping[str, Any] | None = None
+    for e in entries:
+        kind = e.get("event")
+        if kind == L.STEP_STARTED and "partitions" not in e:
+            open_step = e
+        elif kind in (L.STEP_DONE, L.STEP_FAILED) and open_step is not None and e.get("broker_id") == open_step.get("broker_id"):
+            open_step = None
+        elif kind in (L.HALTED, L.COMPLETED):
+            open_step = None
+    return open_step
+
+
+def interruption_report(step: Mapping[str, Any], snapshot: ClusterSnapshot | None, configured: Iterable[int]) -> list[str]:
+    """What on-call reads when a worker died mid-step: which step, since when, and the cluster as it is now."""
+    b = step.get("broker_id")
+    return [f"the execute task stopped during the step of broker {b} (stop command sent at {step.get('at')} by run "
+            f"{step.get('run_id')}) and never finished it: the worker died or was killed",
+            *describe_state(snapshot, configured, b),
+            f"resume with resume=true: the roll continues from broker {b}'s step (a broker that is down is started, one that is "
+            "up is restarted), every stop checked again on fresh state"]
+
+
 # --------------------------------------------------------------------------- I/O
 
 @dataclass
