@@ -81,7 +81,9 @@ class RemediationApprovalOperator(ApprovalOperator):
         record_id = plan.roll_id
         if not record_id:
             raise AirflowFailException("the plan has no record to bind the approval to")
-        binding = execution_binding(config, plan, bool(self.plan_output.get("canary")))
+        from kafka_runbooks.operators.remediate import _truthy  # the execute task reads the switch the same way
+
+        binding = execution_binding(config, plan, _truthy(self.plan_output.get("canary")))
         return config, plan, approval_digest(plan, binding), Ledger(config.incident_base, record_id), binding
 
     # -- ask ----------------------------------------------------------------------------------
