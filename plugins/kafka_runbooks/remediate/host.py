@@ -8,12 +8,14 @@ from numbers this module parsed itself (pids, byte offsets).
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass
 from typing import Any
 
 from kafka_runbooks.config import ClusterConfig
 
 MAX_LOG_READ = 4 << 20  # bytes of new log read at once
+READ_RETRY_PAUSE_S = 1.0
 TAIL_LINES = 40
 CMD_TIMEOUT_S = 20.0
 
@@ -158,17 +160,25 @@ def static_config_state(config: ClusterConfig) -> tuple[dict[int, dict[str, str]
 
     from kafka_runbooks.hooks.ssh import StrictSSHHook
 
-    def one(b: int):
+    def read(b: int):
         try:
             with StrictSSHHook(config.ssh_conn_id(b), connect_timeout=config.capture.connect_timeout_s) as ssh:
                 host = BrokerHost(config, b, ssh)
                 props = host.server_properties()
                 if props is None:
-                    return b, None, f"{config.server_properties(b)} not readable on {config.ssh_conn_id(b)}"
+                    return b, None, f"{config.server_properties(b)} not readable on {config.ssh_conn_id(b)}", True
                 wrong = host.identity_refusal(props)
-            return (b, None, wrong) if wrong else (b, props, None)
+            return (b, None, wrong, False) if wrong else (b, props, None, False)
         except Exception as exc:  # noqa: BLE001 - a host we cannot read: its values are unknown
-            return b, None, f"server.properties not read ({type(exc).__name__}: {exc})"
+            return b, None, f"server.properties not read ({type(exc).__name__}: {exc})", True
+
+    def one(b: int):
+        # a read, not a change: tried once more after a short pause (an SSH handshake lost under load), then unknown
+        b, props, why, again = read(b)
+        if again:
+            time.sleep(READ_RETRY_PAUSE_S)
+            b, props, why, _ = read(b)
+        return b, props, why
 
     ids = sorted(config.hosts)
     if not ids:
