@@ -1,15 +1,19 @@
 """Runs an approved plan: the one executor every restart in the product goes through.
 
 Holding the cluster's maintenance lock from the first safety check to the last gate, for each step
-not already done (the ledger says): read fresh state (ZooKeeper, direct Kafka checks of brokers
-under the not-serving waiver, the brokers' static configs over SSH), check the stop on it, restart
-the broker (``steps.restart_broker``), pass the gates (in sync, coordinators loaded, canary), record
-it done. On any failure: halt -- the cluster is left as it is, described (which broker is down,
-which partitions are affected), the ledger and the audit say where and why, and :class:`Halted`
-carries all of it to the failure callback that pages on-call. A later run with "resume" continues
-from the failed step.
+not already done (the ledger says): prove the host runs the broker it is mapped to (its ``broker.id``),
+read fresh state -- the brokers' static configs over SSH, the open incidents, ZooKeeper, and a direct
+Kafka-protocol check of every holder the stop depends on (``safety.holders_to_check``) and of every broker
+under the not-serving waiver -- check the stop on it, then, right before the stop command, read the state
+again and check once more (``before_stop``); restart the broker (``steps.restart_broker``), pass the gates
+(in sync, coordinators loaded, canary), record it done. Every wait of the step and of the gates polls the
+lock (``guard``): a lost lock halts at once. On any failure: halt -- the cluster is left as it is,
+described (which broker is down, which partitions are affected), the ledger and the audit say where and
+why, and :class:`Halted` carries all of it to the failure callback that pages on-call. A later run with
+"resume" continues from the failed step; a step whose worker died (``interrupted_step``) too.
 
-Pure helpers (:func:`describe_state`, :func:`order_refusals`) are apart from the I/O.
+Pure helpers (:func:`describe_state`, :func:`order_refusals`, :func:`plan_changed`, :func:`interrupted_step`)
+are apart from the I/O.
 """
 
 from __future__ import annotations
