@@ -11,8 +11,10 @@ from kafka_lab.net import service_ip
 
 
 class WebhookReceiver:
-    def __init__(self, path: str = "/hooks/oncall") -> None:
+    def __init__(self, path: str = "/hooks/oncall", fail_first: int = 0) -> None:
         self.path = path
+        self.fail_first = fail_first  # answer 503 to this many requests first (a webhook that is down for a while)
+        self.refused = 0
         self.received: list[dict] = []
         self.headers: list[dict] = []
         self._cond = threading.Condition()
@@ -21,6 +23,11 @@ class WebhookReceiver:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self):  # noqa: N802 - http.server's naming
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if receiver.refused < receiver.fail_first:
+                    receiver.refused += 1
+                    self.send_response(503)
+                    self.end_headers()
+                    return
                 ok = self.path == receiver.path
                 if ok:
                     with receiver._cond:

@@ -56,6 +56,11 @@ class CaptureSettings:
     jhsdb_timeout_s: float = 20.0
     sigquit_wait_s: float = 3.0
     heap_dump: bool = False  # heap dumps only where configured, and only of the suspect broker
+    # the intrusive tools (jhsdb, jmap -histo:live, a heap dump) on a suspect proven not serving just before, one host at
+    # a time under the cluster's maintenance lock; off: never
+    intrusive: bool = True
+    intrusive_deadline_s: float = 120.0  # one host's intrusive tools, all of them (a heap dump's own bound is inside it)
+    max_suspects: int = 3  # suspects per capture (heavier treatment); the others asked for are captured as peers
     heap_dump_fetch_limit_bytes: int = 1 << 30  # larger dumps stay on the host; the manifest says where
     remote_work_dir: str = "/tmp"  # a 0700 directory is made in it, as the JVM's user, for a heap dump
     # argv prefix for JVM tools, e.g. ["sudo", "-n", "-u", "kafka"] when SSH logs in as another user
@@ -70,8 +75,10 @@ class CaptureSettings:
         s = _section(cls, d, "capture", tuples=("jvm_tool_prefix", "other_logs"))
         if s.jstack_count < 1 or s.jstack_interval_s < 0 or s.command_timeout_s <= 0:
             raise ConfigError("capture: jstack_count >= 1, jstack_interval_s >= 0, command_timeout_s > 0")
-        if s.host_deadline_s <= 0 or s.jhsdb_timeout_s <= 0 or s.log_tail_bytes <= 0:
-            raise ConfigError("capture: host_deadline_s, jhsdb_timeout_s and log_tail_bytes must be > 0")
+        if s.host_deadline_s <= 0 or s.jhsdb_timeout_s <= 0 or s.log_tail_bytes <= 0 or s.intrusive_deadline_s <= 0:
+            raise ConfigError("capture: host_deadline_s, jhsdb_timeout_s, intrusive_deadline_s and log_tail_bytes must be > 0")
+        if s.max_suspects < 1:
+            raise ConfigError("capture: max_suspects >= 1")
         return s
 
 
@@ -279,7 +286,12 @@ class ApprovalSettings:
     numeric id as a string); they become the HITL request's assigned users."""
 
     approvers: tuple[str, ...] = ()
+    # user id -> user name, where the auth manager's ids are not the names (FAB: numeric ids; a run's starter is
+    # recorded by name): four eyes compares the starter with both
+    approver_names: Mapping[str, str] = field(default_factory=dict)
     timeout_s: float = 3600.0  # no answer in time is a Reject
+    # an Approve is good for this long after it was given (a deferred election: until the deadline it approved)
+    max_age_s: float = 3600.0
     # Airflow connection whose password keys the HMAC that seals each recorded decision
     secret_conn_id: str = "kafka_runbooks_approvals"
     # Airflow connection (type http) of the on-call webhook; None: no webhook notification
@@ -288,9 +300,12 @@ class ApprovalSettings:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "ApprovalSettings":
         s = _section(cls, d, "approvals", tuples=("approvers",))
-        if s.timeout_s <= 0 or any(not isinstance(a, str) or not a for a in s.approvers):
-            raise ConfigError("approvals: approvers must be non-empty user ids, timeout_s > 0")
-        return s
+        if s.timeout_s <= 0 or s.max_age_s <= 0 or any(not isinstance(a, str) or not a for a in s.approvers):
+            raise ConfigError("approvals: approvers must be non-empty user ids, timeout_s > 0, max_age_s > 0")
+        names = dict(s.approver_names or {})
+        if any(not isinstance(k, str) or not isinstance(v, str) or not v or k not in s.approvers for k, v in names.items()):
+            raise ConfigError("approvals.approver_names: {approver id: user name}, for configured approvers only")
+        return dataclasses.replace(s, approver_names=names)
 
 
 @dataclass(frozen=True)

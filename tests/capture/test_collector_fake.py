@@ -79,11 +79,35 @@ def _cfg(tmp_path, **cap):
                          bundle_base=str(tmp_path), capture=CaptureSettings(jstack_count=2, jstack_interval_s=3, heap_dump=True, **cap))
 
 
+class FakeGate:
+    """The maintenance lock and the direct check, scripted: ``serving`` brokers answer; ``busy`` = the lock is held."""
+
+    def __init__(self, serving=(), busy=False):
+        self.serving, self.busy = set(serving), busy
+        self.events: list[str] = []
+
+    import contextlib
+
+    @contextlib.contextmanager
+    def session(self):
+        if self.busy:
+            raise RuntimeError("cluster 'c' is under maintenance by run 'roll-1'; refusing to act")
+        self.events.append("lock")
+        try:
+            yield {"run": "capture-run"}
+        finally:
+            self.events.append("unlock")
+
+    def not_serving(self, b):
+        self.events.append(f"check {b}")
+        return None if b in self.serving else f"broker {b}: no answer within 5s"
+
+
 def test_netstat_fallback_and_failing_command(tmp_path):
     runner = FakeRunner()
     slept = []
     bundle = EvidenceBundle(tmp_path, "c", "i1")
-    m = capture_cluster(_cfg(tmp_path), None, [7], bundle, lambda cid: runner, sleep=slept.append)
+    m = capture_cluster(_cfg(tmp_path), None, [7], bundle, lambda cid: runner, sleep=slept.append, intrusive=FakeGate())
     names = [c["name"] for c in m["commands"]]
     assert "listen-sockets-netstat" in names and "sockets-netstat-1" in names and "sockets-netstat-3" in names
     kinds = {c["name"]: c["kind"] for c in m["commands"]}
@@ -93,7 +117,7 @@ def test_netstat_fallback_and_failing_command(tmp_path):
     assert ("tail", "-n", "2000", "--", "/var/log/kafka/7.log") in runner.calls
     jmap = next(c for c in m["commands"] if c["name"] == "jmap-histo")
     assert jmap["exit_code"] == 1 and jmap["stderr"] == "hosts/7/jmap-histo.err"
-    assert names.index("sockets-netstat-3") > names.index("jmap-histo")  # the failure did not stop the host
+    assert names.index("jmap-histo") > names.index("sockets-netstat-3")  # the intrusive phase comes after the gentle one
     assert len(m["hosts"]["7"]["absent_files"]) == 5  # controller.log & co. do not exist here: noted, not failures
     assert len(slept) == 1 and 0 < slept[0] <= 3  # interval between the two jstacks
     # heap size unknown (jcmd answered 'ok'), RSS 2 MiB known, lots of disk? df output unparsable -> no dump
@@ -101,6 +125,7 @@ def test_netstat_fallback_and_failing_command(tmp_path):
     h = m["hosts"]["7"]
     assert h["status"] == "partial" and m["status"] == "partial"
     assert any(r.startswith("jmap-histo: exit 1") for r in h["status_reasons"])
+    assert h["intrusive"]["not_serving"] == "broker 7: no answer within 5s" and h["intrusive"]["ran"] == ["jmap -histo:live"]
     assert not any("ss" == r.split(":")[0] for r in h["status_reasons"])  # the missing `ss` is a fallback, not a failure
     assert verify(bundle.path) == []
 
@@ -137,3 +162,51 @@ def test_a_log_name_unfit_for_a_find_pattern_skips_only_the_rolled_files(tmp_pat
     p = probe_host(cfg, model.Broker(7, "10.0.0.7", 9092), FakeRunner())
     assert p.reachable and "refused" not in (p.error or "") and p.fetch_errors_total == 0
     assert p.log_lines == () and p.offsets_dirs == ()  # steps 6-9 ran (nothing to find on this host)
+
+
+def _two_suspects(tmp_path, gate, name, **cap):
+    runners = {}
+
+    def factory(cid):
+        runners.setdefault(cid, FakeRunner())
+        return runners[cid]
+
+    cfg = ClusterConfig(name="c", zk_conn_id="zk", hosts={7: "ssh7", 8: "ssh8", 9: "ssh9"},
+                        server_log_path="/var/log/kafka/{broker_id}.log", bundle_base=str(tmp_path),
+                        capture=CaptureSettings(jstack_count=1, heap_dump=False, **cap))
+    m = capture_cluster(cfg, None, [7, 8, 9], EvidenceBundle(tmp_path, "c", name), factory, suspects=[7, 8, 9],
+                        sleep=lambda s: None, intrusive=gate)
+    return m, runners
+
+
+def _intrusive_calls(runner):
+    return [c for c in runner.calls if any(t in c for t in ("jmap", "jhsdb"))]
+
+
+def test_intrusive_tools_only_on_a_suspect_proven_not_serving_one_at_a_time_under_the_lock(tmp_path):
+    """Issue 17 §2: broker 7 answers its direct check (serving), 8 does not; the cap keeps 9 a peer."""
+    gate = FakeGate(serving={7})
+    m, runners = _two_suspects(tmp_path, gate, "i3", max_suspects=2)
+    assert m["suspects"] == [7, 8] and m["suspects_capped"]["as_peers"] == [9]
+    assert _intrusive_calls(runners["ssh7"]) == [] and _intrusive_calls(runners["ssh9"]) == []
+    assert [c[0] for c in _intrusive_calls(runners["ssh8"])] == ["jmap"]
+    assert gate.events == ["lock", "check 7", "check 8", "unlock"]  # one lock for the phase, hosts in turn
+    seven = m["hosts"]["7"]
+    assert any(t["tool"] == "jmap -histo:live" and "answered a direct Kafka-protocol check" in t["reason"] for t in seven["left_out"])
+    assert m["hosts"]["8"]["intrusive"]["ran"] == ["jmap -histo:live"]
+    # phase 1 never paused anything, on any host
+    for r in runners.values():
+        first = r.calls[: next((i for i, c in enumerate(r.calls) if "jmap" in c), len(r.calls))]
+        assert not [c for c in first if any(t in c for t in ("jmap", "jhsdb"))]
+
+
+def test_no_intrusive_tool_without_the_lock_or_without_a_gate(tmp_path):
+    m, runners = _two_suspects(tmp_path, FakeGate(busy=True), "i4")
+    assert all(_intrusive_calls(r) == [] for r in runners.values())
+    assert m["intrusive"]["outcome"].startswith("not run: RuntimeError: cluster 'c' is under maintenance")
+    assert m["hosts"]["7"]["status"] == "partial" and any("under maintenance" in r for r in m["hosts"]["7"]["status_reasons"])
+    m, runners = _two_suspects(tmp_path, None, "i5")
+    assert all(_intrusive_calls(r) == [] for r in runners.values())
+    assert m["intrusive"]["outcome"].startswith("not run: no maintenance lock")
+    m, runners = _two_suspects(tmp_path, FakeGate(), "i6", intrusive=False)
+    assert all(_intrusive_calls(r) == [] for r in runners.values()) and m["intrusive"]["suspects"] == []

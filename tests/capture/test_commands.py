@@ -30,7 +30,8 @@ def test_command_argv_and_kinds():
     assert C.sigquit_command(4242, s, 5, 2).argv == ("sudo", "-n", "-u", "kafka", "kill", "-QUIT", "4242")
     assert C.sigquit_command(4242, s, 5, 2).name == "sigquit-2"
     pt = C.proc_threads_command(4242, 5)
-    assert pt.argv == ("find", "/proc/4242/task", "-mindepth", "2", "-maxdepth", "2", "-name", "stat", "-exec", "cat", "{}", "+")
+    # a constant script, the pid its only argument; a thread that ends while the list is read is skipped
+    assert pt.argv == ("sh", "-c", 'for f in /proc/"$0"/task/*/stat; do cat "$f" 2>/dev/null; done; [ -d /proc/"$0" ]', "4242")
     assert pt.kind == "proc_threads"
     assert C.tail_from_command("x", "jstack", "/l/kafkaServer.out", 100, 10, 5).argv == ("tail", "-c", "+101", "--", "/l/kafkaServer.out")
     logs = {n: C.log_tail_command(n, "/var/log/kafka", s, 5) for n in s.other_logs}
@@ -46,27 +47,39 @@ def test_command_argv_and_kinds():
 def test_tool_plan_reads_the_process_state_first():
     s = CaptureSettings(jstack_count=3, heap_dump=True)
     running = C.tool_plan(C.SUSPECT, 42, "sleeping", s)
-    assert (running.thread_dumps, running.dump_methods, running.histogram, running.heap_dump, running.skipped) == (
-        3, ("jstack", "sigquit", "jhsdb"), True, True, ())
-    # a stopped JVM: no attach-based tool, no SIGQUIT, each skip says why; one bounded jhsdb dump instead
+    assert (running.thread_dumps, running.dump_methods, running.heap_info, running.intrusive, running.skipped) == (
+        3, ("jstack", "jcmd", "sigquit"), True, ("jhsdb", "jmap -histo:live", "heap dump"), ())
+    # a stopped JVM: no attach-based tool, no SIGQUIT, each skip says why; jhsdb only as an intrusive tool (later,
+    # under the lock, if the broker is proven not serving)
     stopped = C.tool_plan(C.SUSPECT, 42, "stopped", s)
-    assert (stopped.thread_dumps, stopped.dump_methods, stopped.histogram, stopped.heap_dump) == (1, ("jhsdb",), False, False)
-    assert {t for t, _ in stopped.skipped} == {"jstack", "SIGQUIT thread dump", "jmap -histo:live", "jcmd GC.heap_info", "heap dump"}
+    assert (stopped.thread_dumps, stopped.dump_methods, stopped.heap_info, stopped.intrusive) == (0, (), False, ("jhsdb",))
+    assert {t for t, _ in stopped.skipped} == {"jstack", "SIGQUIT thread dump"}
     assert all("stopped" in why for _, why in stopped.skipped)
     assert C.tool_plan(C.PEER, 42, "stopped", s).skipped[:2] == stopped.skipped[:2]
+    assert C.tool_plan(C.PEER, 42, "stopped", s).intrusive == ()
     assert C.tool_plan(C.SUSPECT, 42, "zombie", s).thread_dumps == 0
     assert C.tool_plan(C.SUSPECT, None, None, s).skipped == (("JVM tools", "no broker process found"),)
 
 
-def test_peers_never_get_stop_the_world_tools_and_heap_dumps_only_where_configured():
+def test_no_tool_that_pauses_a_jvm_runs_in_the_first_phase_and_peers_never_get_one():
+    """Issue 17 §2: the first phase is non-intrusive on every broker; jmap -histo:live, heap dumps and jhsdb are
+    only ever planned as intrusive tools of a suspect (never of a peer), or left out when capture.intrusive is off."""
     s = CaptureSettings(jstack_count=3, heap_dump=True)
+    for role in (C.SUSPECT, C.PEER):
+        for state in ("running", "sleeping", "stopped", "disk_sleep"):
+            plan = C.tool_plan(role, 42, state, s)
+            assert set(plan.dump_methods) <= set(C.GENTLE_DUMPS) and not set(plan.dump_methods) & set(C.INTRUSIVE_TOOLS)
+            assert set(plan.intrusive) <= set(C.INTRUSIVE_TOOLS) and (role == C.SUSPECT or plan.intrusive == ())
     peer = C.tool_plan(C.PEER, 42, "running", s)
-    assert (peer.thread_dumps, peer.dump_methods, peer.histogram, peer.heap_dump) == (1, ("jstack", "sigquit"), False, False)
+    assert (peer.thread_dumps, peer.dump_methods, peer.heap_info, peer.intrusive) == (1, ("jstack", "jcmd", "sigquit"), False, ())
     assert peer.skipped == () and peer.left_out[0][0] == "jmap -histo:live" and "never a healthy peer" in peer.left_out[0][1]
     assert ("jhsdb", "stops the process while it reads it: suspect broker only") in peer.left_out
     unconfigured = C.tool_plan(C.SUSPECT, 42, "running", CaptureSettings())
-    assert unconfigured.heap_dump is False and unconfigured.histogram is True and unconfigured.skipped == ()
+    assert unconfigured.intrusive == ("jhsdb", "jmap -histo:live") and unconfigured.skipped == ()
     assert ("heap dump", "heap dumps not configured for this cluster (capture.heap_dump)") in unconfigured.left_out
+    off = C.tool_plan(C.SUSPECT, 42, "running", CaptureSettings(intrusive=False, heap_dump=True))
+    assert off.intrusive == () and {t for t, why in off.left_out if "capture.intrusive is off" in why} == set(C.INTRUSIVE_TOOLS)
+    assert C.jcmd_thread_print_command(42, 2, s).argv == ("jcmd", "42", "Thread.print", "-l")
 
 
 def test_heap_dump_commands_run_as_the_jvm_user_in_a_private_directory():

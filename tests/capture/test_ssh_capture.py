@@ -101,11 +101,24 @@ def test_unreachable_host_raises_connect_error_fast(ssh_host):
     assert time.monotonic() - t0 < 5
 
 
+class NotServing:
+    """The intrusive phase's gate, scripted: the lock is free and every broker fails its direct check."""
+
+    import contextlib
+
+    @contextlib.contextmanager
+    def session(self):
+        yield {"run": "test"}
+
+    def not_serving(self, b):
+        return f"broker {b}: no answer within 5s"
+
+
 def test_capture_cluster(ssh_host, tmp_path):
     cfg = _config(ssh_host, tmp_path)
     bundle = EvidenceBundle(cfg.bundle_base, cfg.name, "inc-capture-1")
     trigger = model.Finding("broker_unresponsive", model.Severity.CRITICAL, "broker 1 silent", broker_ids=(1,))
-    m = capture_cluster(cfg, _snapshot(ssh_host), [1, 2], bundle, trigger=trigger)
+    m = capture_cluster(cfg, _snapshot(ssh_host), [1, 2], bundle, trigger=trigger, intrusive=NotServing())
     root = bundle.path
     assert m["trigger"]["kind"] == "broker_unresponsive" and m["suspects"] == [1]
 
@@ -230,7 +243,7 @@ def test_a_stopped_jvm_is_captured_within_the_deadline_without_attach_tools(ssh_
     bundle = EvidenceBundle(cfg.bundle_base, cfg.name, "inc-stopped")
     os.kill(ssh_host.jvm_pid, signal.SIGSTOP)
     try:
-        m = capture_cluster(cfg, _snapshot(ssh_host), [1], bundle, suspects=[1])
+        m = capture_cluster(cfg, _snapshot(ssh_host), [1], bundle, suspects=[1], intrusive=NotServing())
         with open(f"/proc/{ssh_host.jvm_pid}/stat") as fh:
             still = fh.read().rsplit(")", 1)[1].split()[0]
     finally:

@@ -1,5 +1,5 @@
 """Fixtures of the DAG tests: the real ZooKeeper of tests/detect, and a ZooKeeper-only stand-in
-cluster ("resttest": registrations and one healthy topic written by the test; broker hosts that
+cluster ("resttest": registrations written by the test, no topic; broker hosts that
 cannot be reached) with its Airflow Variable and connections, for tests about approvals -- no
 Kafka behaviour is claimed with it."""
 
@@ -36,16 +36,16 @@ def _reg(b: int) -> bytes:
 
 @pytest.fixture
 def zk_cluster(zk, zookeeper):
-    """Three registered 'brokers' (each its own ZooKeeper session), a controller, one healthy topic."""
+    """Three registered 'brokers' (each its own ZooKeeper session), a controller, no topic: nothing listens at
+    the brokers' endpoints, so a partition would make every stop wait for holders that cannot be proven serving
+    (issue 17) -- these tests are about approvals, not about Kafka."""
     sessions = [zookeeper.client(zk.chroot_path) for _ in range(3)]
     zk.ensure_path("/brokers/ids")
     for b, s in enumerate(sessions, 1):
         s.create(f"/brokers/ids/{b}", _reg(b), ephemeral=True)
     zk.create("/controller", json.dumps({"version": 1, "brokerid": 1, "timestamp": "1"}).encode())
     zk.create("/controller_epoch", b"3")
-    zk.create("/brokers/topics/orders", json.dumps({"version": 1, "partitions": {"0": [1, 2, 3]}}).encode(), makepath=True)
-    zk.create("/brokers/topics/orders/partitions/0/state",
-              json.dumps({"controller_epoch": 3, "leader": 1, "version": 1, "leader_epoch": 0, "isr": [1, 2, 3]}).encode(), makepath=True)
+    zk.ensure_path("/brokers/topics")
     try:
         yield zookeeper.hosts, zk.chroot_path
     finally:

@@ -67,9 +67,15 @@ def test_an_answer_from_outside_the_approvers_does_not_count(cluster_env):
     assert states["approve"] == "failed" and states["execute"] == "upstream_failed", states
     decision = _xcom(run, "approve", "decision")
     assert any("'mallory' is not one of the cluster's approvers" in r for r in decision["refusals"])
-    _, audit = _audit(settings, run)
+    record_id, audit = _audit(settings, run)
     assert [(e["actor"], e["outcome"]) for e in audit if e["action"] == "approval"] == [("mallory", "refused")]
     assert webhook.wait_for(lambda m: m["event"] == "halted" and m["task_id"] == "approve")
+    # issue 16 §3: the record of a run refused by four eyes is closed with the reason, not left open
+    from kafka_runbooks.incidents.store import IncidentStore
+
+    record = IncidentStore(settings["incident_base"]).get(record_id)
+    assert record["status"] == "closed" and "approval by mallory refused" in record["resolution"], record
+    assert "is not one of the cluster's approvers" in record["resolution"] and _states(run)["close"] == "success"
 
 
 def test_the_starter_answering_directly_does_not_count(cluster_env):
@@ -78,6 +84,10 @@ def test_the_starter_answering_directly_does_not_count(cluster_env):
         run = load_dags().get_dag(DAG_ID).test(run_conf=_form())
     assert _states(run)["execute"] == "upstream_failed"
     assert any("started this run and cannot approve it" in r for r in _xcom(run, "approve", "decision")["refusals"])
+    from kafka_runbooks.incidents.store import IncidentStore
+
+    record = IncidentStore(settings["incident_base"]).get(_audit(settings, run)[0])
+    assert record["status"] == "closed" and "started this run and cannot approve it" in record["resolution"], record
 
 
 def test_an_approval_marked_success_by_hand_approves_nothing(cluster_env):

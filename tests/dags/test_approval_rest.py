@@ -28,7 +28,7 @@ from kafka_lab.airflow_home import load_dags
 pytestmark = [pytest.mark.airflow, pytest.mark.timeout(900)]
 
 DAG_ID = "kafka_rolling_restart"
-USERS = {"dag_test": "user", "carol": "user", "mallory": "admin"}
+USERS = {"dag_test": "user", "carol": "user", "mallory": "admin", "alice": "user"}
 
 
 @pytest.fixture(scope="module")
@@ -43,9 +43,9 @@ def api_server(airflow_db, tmp_path_factory):
 class People(threading.Thread):
     """The humans: once the approval waits, the starter, an outsider and an approver answer through REST."""
 
-    def __init__(self, api: ApiServer, reason: str):
+    def __init__(self, api: ApiServer, reason: str, answering=("dag_test", "mallory", "carol")):
         super().__init__(daemon=True)
-        self.api, self.reason = api, reason
+        self.api, self.reason, self.answering = api, reason, answering
         self.status: dict[str, int] = {}
         self.bodies: dict[str, str] = {}
         self.run_id: str | None = None
@@ -68,7 +68,7 @@ class People(threading.Thread):
                 raise TimeoutError("the approval never waited")
             path = f"/api/v2/dags/{DAG_ID}/dagRuns/{q(self.run_id)}/taskInstances/approve/-1/hitlDetails"
             self.hitl = self.api.call("carol", "GET", path).json()
-            for user in ("dag_test", "mallory", "carol"):
+            for user in self.answering:
                 r = self.api.call(user, "PATCH", path, json={"chosen_options": ["Approve"], "params_input": {}})
                 self.status[user], self.bodies[user] = r.status_code, r.text
         except BaseException as exc:  # surfaced by the test
@@ -136,3 +136,57 @@ def test_four_eyes_through_rest_then_one_use_of_the_approval(api_server, cluster
     # nothing was attempted the second time: one lock, one halt
     assert [e["outcome"] for e in audit if e["action"] == "maintenance_lock"] == ["acquired", "released"]
     assert len([e for e in audit if e["action"] == "halt"]) == 1
+
+
+def _sync_dags() -> None:
+    """The DAG files into the metadata DB, as the DAG processor would (the REST API triggers serialized DAGs)."""
+    from airflow.dag_processing.bundles.manager import DagBundlesManager
+    from airflow.dag_processing.dagbag import BundleDagBag, sync_bag_to_db
+    from airflow.utils.session import create_session
+
+    manager = DagBundlesManager()
+    with create_session() as session:
+        manager.sync_bundles_to_db(session=session)
+    for bundle in manager.get_all_dag_bundles():
+        if not bundle.is_initialized:
+            bundle.initialize()
+        sync_bag_to_db(BundleDagBag(dag_folder=bundle.path, bundle_path=bundle.path, bundle_name=bundle.name), bundle.name, bundle.version)
+
+
+def test_a_run_triggered_through_rest_by_a_cannot_be_approved_by_a_but_by_b(api_server, cluster_env, monkeypatch):
+    """Issue 17 §3: user A triggers the run with ``POST /api/v2/dags/{id}/dagRuns`` (A is one of the approvers);
+    A's Approve through REST is refused, B's accepted; the decision records A as the starter."""
+    import json
+    import os
+
+    settings, _ = cluster_env
+    from kafka_runbooks.incidents.store import IncidentStore
+
+    clusters = json.loads(os.environ["AIRFLOW_VAR_KAFKA_RUNBOOKS_CLUSTERS"])
+    clusters["resttest"]["approvals"]["approvers"] = ["alice", "carol"]
+    monkeypatch.setenv("AIRFLOW_VAR_KAFKA_RUNBOOKS_CLUSTERS", json.dumps(clusters))
+    dag = load_dags().get_dag(DAG_ID)
+    _sync_dags()
+    reason = f"rest trigger test {uuid.uuid4().hex[:8]}"
+    conf = {"cluster": "resttest", "brokers": [2], "reason": reason, "mode": "execute", "canary": False}
+    r = api_server.call("alice", "POST", f"/api/v2/dags/{DAG_ID}/dagRuns", json={"logical_date": None, "conf": conf})
+    assert r.status_code == 200, r.text
+    run_id = r.json()["dag_run_id"]
+    assert r.json().get("triggering_user_name") in ("alice", None)
+    people = People(api_server, reason, answering=("alice", "carol"))
+    people.start()
+    run = continue_run(dag, run_id, timeout_s=600)
+    people.join(30)
+    assert people.error is None, people.error
+    assert people.run_id == run_id
+    assert people.status == {"alice": 403, "carol": 200}, people.bodies
+    assert [u["id"] for u in people.hitl["assigned_users"]] == ["carol"]  # the starter is never asked
+    states = {ti.task_id: ti.state for ti in run.get_task_instances()}
+    assert states["approve"] == "success" and states["execute"] == "failed", states  # used; halted at the unreachable host
+    plan = next(ti for ti in run.get_task_instances() if ti.task_id == "plan").xcom_pull(task_ids="plan")["plan"]
+    entries = _ledger(settings, plan["roll_id"]).entries()
+    (approval,) = [e for e in entries if e["event"] == "approval"]
+    assert (approval["decision"]["user_id"], approval["decision"]["starter"], approval["decision"]["refusals"]) == ("carol", "alice", [])
+    audit = IncidentStore(settings["incident_base"]).audit_trail(plan["roll_id"])
+    verified = [e for e in audit if e["action"] == "approval_verified"]
+    assert [(e["actor"], e["details"]["started_by"]) for e in verified] == [("carol", "alice")]

@@ -50,3 +50,47 @@ def test_webhook_url_from_a_connection():
         webhook_url(SimpleNamespace(conn_id="c", schema="file", host="x", port=None, extra_dejson={}))
     with pytest.raises(ValueError):
         OnCallWebhookNotifier(event="nope")
+
+
+def _record(tmp_path, monkeypatch):
+    """A cluster whose settings come from a file, and a roll record the page is audited in."""
+    import json
+
+    from kafka_runbooks.incidents.store import IncidentStore
+
+    base = tmp_path / "incidents"
+    (tmp_path / "clusters.json").write_text(json.dumps({"lab": {"zk_conn_id": "zk", "hosts": {"1": "h1"}, "incident_base": str(base)}}))
+    monkeypatch.setenv("KAFKA_RUNBOOKS_CLUSTERS_FILE", str(tmp_path / "clusters.json"))
+    store = IncidentStore(base)
+    record = store.open(cluster="lab", broker_ids=[1], reason="roll", trigger={"kind": "rolling_restart"}, opened_by="test")
+    ti = SimpleNamespace(dag_id="kafka_rolling_restart", run_id="manual__1", task_id="execute",
+                         xcom_pull=lambda task_ids: {"plan": {"roll_id": record["id"]}} if task_ids == "plan" else None)
+    return store, record["id"], {"ti": ti, "params": {"cluster": "lab"}, "exception": RuntimeError("halted at broker 1")}
+
+
+def test_a_failed_page_is_retried_and_its_outcome_audited(tmp_path, monkeypatch):
+    """Issue 17 §4: the webhook answers 503 twice, then takes the page: delivered on the third try, audited with
+    the two errors; a webhook that never answers: three tries, audited as failed with every error."""
+    import kafka_runbooks.notify.webhook as W
+
+    monkeypatch.setattr(W.time, "sleep", lambda s: None)
+    store, record_id, context = _record(tmp_path, monkeypatch)
+    with WebhookReceiver(fail_first=2) as hook:
+        monkeypatch.setenv("AIRFLOW_CONN_ONCALL_FLAKY", hook.connection())
+        OnCallWebhookNotifier(event=HALTED, cluster="lab", conn_id="oncall_flaky")(context)
+        assert hook.wait_for(lambda m: m["event"] == HALTED) and hook.refused == 2
+    with WebhookReceiver(fail_first=100) as hook:
+        monkeypatch.setenv("AIRFLOW_CONN_ONCALL_DOWN", hook.connection())
+        OnCallWebhookNotifier(event=HALTED, cluster="lab", conn_id="oncall_down")(context)
+        assert hook.refused == 3 and not hook.received
+    pages = [e for e in store.audit_trail(record_id) if e["action"] == "page_halted"]
+    assert [(e["outcome"], e["details"]["attempts"], len(e["details"]["errors"])) for e in pages] == [("ok", 3, 2), ("failed", 3, 3)]
+    assert "503" in pages[1]["details"]["errors"][0] and pages[1]["actor"] == "on-call notifier"
+    assert pages[0]["details"]["task_id"] == "execute" and pages[0]["details"]["run_id"] == "manual__1"
+
+
+def test_a_page_with_no_webhook_configured_is_audited_as_not_sent(tmp_path, monkeypatch):
+    store, record_id, context = _record(tmp_path, monkeypatch)
+    OnCallWebhookNotifier(event=APPROVAL_WAITING, cluster="lab")(context)
+    (page,) = [e for e in store.audit_trail(record_id) if e["action"] == "page_approval_waiting"]
+    assert page["outcome"] == "not_sent" and "no on-call webhook configured" in page["details"]["errors"][0]

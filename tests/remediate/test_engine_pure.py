@@ -160,7 +160,7 @@ def test_a_sealed_approve_of_this_plan_in_this_run_is_usable():
 
 
 @pytest.mark.parametrize("decision, kw, why", [
-    (_decision(), {"plan_digest": "e" * 64}, "the plan changed"),
+    (_decision(), {"plan_digest": "e" * 64}, "not what would run now"),
     (_decision(), {"run_id": "run-2"}, "no approval was recorded for run 'run-2'"),
     (_decision(chosen="Reject"), {}, "the answer was 'Reject'"),
     (_decision(chosen="Reject", timed_out=True, user_id=None, user_name=None), {}, "timed out"),
@@ -213,3 +213,52 @@ def test_ledger_progress_resume_and_completion(tmp_path):
     assert p.completed == (3, 1, 2) and p.done and not p.resumable and p.runs == ("run-1", "run-2")
     assert progress([]).completed == ()
     assert ledger.entries()[0]["event"] == "planned"
+
+
+# ------------------------------------------------------------------ issue 17 §4: faults in the middle
+
+def test_a_step_started_and_never_ended_is_an_interrupted_step():
+    from kafka_runbooks.remediate.executor import interrupted_step, interruption_report
+
+    started = {"event": "step_started", "run_id": "r1", "broker_id": 2, "at": "2026-11-22T14:00:00Z"}
+    assert interrupted_step([{"event": "planned"}, {"event": "step_started", "broker_id": 1}, {"event": "step_done", "broker_id": 1},
+                             started]) == started
+    assert interrupted_step([started, {"event": "step_done", "broker_id": 2}]) is None
+    assert interrupted_step([started, {"event": "step_failed", "broker_id": 2}]) is None
+    assert interrupted_step([started, {"event": "halted", "broker_id": 2}]) is None  # the close-out recorded it
+    assert interrupted_step([{"event": "step_started", "broker_id": 3, "partitions": ["orders-0"]}]) is None  # an election batch
+    lines = interruption_report(started, snap([P("orders", 0, [1, 2, 3], 1, [1, 3])], brokers=(1, 3)), [1, 2, 3])
+    assert lines[0].startswith("the execute task stopped during the step of broker 2 (stop command sent at 2026-11-22T14:00:00Z")
+    assert "registered brokers: [1, 3]; down (configured, not registered): [2]" in lines[1]
+    assert any("broker 2 is NOT registered; partitions without it in their ISR: 1 (orders-0)" in l for l in lines)
+
+
+class _Host:
+    """A broker host over 'SSH': server.properties as given, meta.properties in its log dir."""
+
+    def __init__(self, props: str | None, meta: str | None = None):
+        self.props, self.meta, self.calls = props, meta, []
+
+    def run(self, argv, timeout):
+        from kafka_runbooks.hooks.ssh import CommandResult
+
+        self.calls.append(tuple(argv))
+        text = self.props if argv[-1].endswith("server.properties") else self.meta
+        return CommandResult(tuple(argv), "", (text or "").encode(), b"" if text is not None else b"No such file", 0 if text is not None else 1, "t", 0.0)
+
+
+def test_the_host_must_really_run_the_broker_it_is_mapped_to():
+    from kafka_runbooks.config import ClusterConfig
+    from kafka_runbooks.remediate.host import BrokerHost
+
+    cfg = ClusterConfig(name="c1", zk_conn_id="zk", hosts={1: "ssh_b1", 2: "ssh_b2"})
+    assert BrokerHost(cfg, 2, _Host("broker.id=2\nlog.dirs=/d\n")).identity_refusal() is None
+    wrong = BrokerHost(cfg, 2, _Host("broker.id=1\nlog.dirs=/d\n")).identity_refusal()
+    assert wrong == ("host ssh_b2 runs broker 1 (broker.id in /etc/kafka/server.properties), not broker 2: the cluster's host map "
+                     "or server_properties_path is wrong; refusing to act on it")
+    # generated ids: the meta.properties Kafka wrote in its first log dir
+    assert BrokerHost(cfg, 2, _Host("log.dirs=/d1,/d2\n", "version=0\nbroker.id=2\n")).identity_refusal() is None
+    host = _Host("log.dirs=/d1,/d2\n", "version=0\nbroker.id=1002\n")
+    assert "runs broker 1002 (broker.id in /d1/meta.properties)" in BrokerHost(cfg, 2, host).identity_refusal()
+    assert host.calls[-1] == ("cat", "--", "/d1/meta.properties")
+    assert "cannot prove host ssh_b2 runs broker 2" in BrokerHost(cfg, 2, _Host(None)).identity_refusal()

@@ -211,3 +211,34 @@ def test_a_dead_workers_lock_goes_with_its_session(zk, zookeeper):
         if worker.poll() is None:
             worker.kill()
             worker.wait(10)
+
+
+def test_a_lock_lost_during_a_long_gate_halts_it_at_the_next_poll(zk, zookeeper):
+    """Issue 17 §4: the in-sync gate may wait 15 minutes; a lost maintenance lock is noticed at its next poll, not
+    at its end (the gate reads with its own session; the lock's session is the one that goes)."""
+    cluster_with_3_down(zk)
+    holder = zookeeper.client(zk.chroot_path)
+    lock = MaintenanceLock(holder, "c1", run="roll-1", dag="kafka_rolling_restart", user="carol", purpose="rolling_restart")
+    lock.acquire(0)
+    threading.Timer(1.0, holder.stop).start()  # the worker's ZooKeeper session ends mid-gate
+    t0 = time.monotonic()
+    with pytest.raises(LockLost, match="suspended or lost"):
+        in_sync_gate(zk, "c1", 3, ["orders-0"], timeout_s=60, poll_s=0.2, progress=lambda *a: None,
+                     recovery_log=lambda: "", guard=lock.check)
+    assert 0.9 < time.monotonic() - t0 < 10
+    holder.close()
+
+
+def test_a_lock_lost_during_a_steps_wait_halts_it(zk, zookeeper):
+    """The restart step's waits (old process gone, registration gone, new registration) poll the same guard."""
+    from kafka_runbooks.remediate.waits import wait_for
+
+    holder = zookeeper.client(zk.chroot_path)
+    lock = MaintenanceLock(holder, "c1", run="roll-2", dag="kafka_rolling_restart", user="carol", purpose="rolling_restart")
+    lock.acquire(0)
+    threading.Timer(0.5, holder.stop).start()
+    t0 = time.monotonic()
+    with pytest.raises(LockLost):
+        wait_for(lambda: None, timeout_s=60, poll_s=0.2, guard=lock.check)
+    assert time.monotonic() - t0 < 10
+    holder.close()

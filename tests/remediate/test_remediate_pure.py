@@ -182,7 +182,8 @@ def test_waiver_refused_where_unclean_election_would_lose_data():
 def test_another_stuck_in_sync_replica_does_not_count_as_serving():
     parts = [P("orders", 0, [1, 2, 3], 1, [1, 2, 3])]
     assert stop_refusals(snap(parts), 1, V23, {2: "stuck", 3: "stuck"}) == [
-        "orders-0: the other in-sync replicas [2,3] are not serving; broker 1 is the last one that serves"
+        "orders-0: the other in-sync replicas [2,3] are not serving; broker 1 is the last one that serves "
+        "(broker 2: stuck; broker 3: stuck)"
     ]
 
 
@@ -247,3 +248,76 @@ def test_recovery_status():
     assert not done and len(waiting) == 1 and waiting[0].startswith("orders-1: broker 3 to rejoin the ISR")
     assert recovery_status(snap(HEALTHY), 3, before) == (True, [])
 
+
+
+# ------------------------------------------------------------------ issue 17 §1: a holder must be serving
+
+def _silent(*brokers):
+    from kafka_runbooks.remediate.safety import unanswered
+
+    return unanswered(KafkaCheck(b, f"kafka{b}:9092", ok=False, error="no answer within 5s: _TIMED_OUT", at="2024-01-01T00:00:01Z")
+                      for b in brokers)
+
+
+def test_issue_17_registered_in_isr_not_answering_is_no_holder():
+    """Brokers {1,2}, __consumer_offsets-0 ISR [2,1], broker 1 hung: stopping 2 leaves no serving holder (incident 002)."""
+    from kafka_runbooks.remediate.safety import holders_to_check
+
+    s = snap([P("__consumer_offsets", 0, [2, 1], 2, [2, 1])], brokers=(1, 2), controller=1)
+    assert holders_to_check(s, 2) == [1] and holders_to_check(s, 1) == [2]
+    (why,) = stop_refusals(s, 2, V23, {}, _silent(1))
+    assert why.startswith("__consumer_offsets-0: the other in-sync replicas [1] are not serving; broker 2 is the last one that serves")
+    assert "broker 1: did not answer a direct Kafka-protocol check at 2024-01-01T00:00:01Z on kafka1:9092" in why
+    assert stop_refusals(s, 1, V23, {}, _silent(1)) == []  # the hung one itself may go: 2 serves
+    # min ISR counts only holders that serve
+    s3 = snap([P("orders", 0, [1, 2, 3], 1, [1, 2, 3], min_isr=2)])
+    (why,) = stop_refusals(s3, 2, V23, {}, _silent(1))
+    assert why.startswith("orders-0: isr [1,2,3] would keep 1 serving replica(s) [3] < min.insync.replicas 2 (topic override)")
+    assert stop_refusals(s3, 2, V23, {}, _silent(3)) != [] and stop_refusals(s3, 2, V23) == []
+
+
+def test_issue_17_plan_restarts_a_silent_broker_first_and_says_so():
+    s = snap([P("orders", 0, [1, 2, 3], 1, [1, 2, 3], min_isr=2)], controller=3)
+    refused = plan_restart(s, [2], CONFIG, unresponsive=_silent(1))
+    assert refused.refused and "a holder that does not answer is not a holder" in refused.refusals[0]
+    assert refused.warnings[0].startswith("broker 1 is not a holder now: did not answer a direct Kafka-protocol check")
+    plan = plan_restart(s, [2, 1, 3], CONFIG, unresponsive=_silent(1))
+    assert plan.broker_order == (1, 2, 3) and not plan.refused, plan.refusals  # 1 first; then it is expected to serve
+    assert "is not a holder now" in plan.steps[0].reason
+
+
+def test_issue_17_min_isr_unknown_refuses_and_per_broker_overrides_count():
+    from kafka_runbooks.remediate.plan import safety_settings
+
+    parts = [P("orders", 0, [1, 2, 3], 1, [1, 2, 3])]
+    unread = safety_settings(CONFIG, {1: {}, 2: {}}, {3: "ssh: connection refused"})
+    (why,) = stop_refusals(snap(parts), 2, unread)
+    assert why == ("orders-0: min.insync.replicas is unknown (unknown for broker 3: ssh: connection refused): cannot prove "
+                   "the stop keeps the partition writable")
+    assert min_isr(parts[0], snap(parts), unread) == (None, "unknown for broker 3: ssh: connection refused")
+    # a dynamic config decides without the file: the broker's own override beats the cluster-wide default
+    s = snap(parts, broker_configs={"<default>": {"min.insync.replicas": "1"}, "3": {"min.insync.replicas": "3"}})
+    assert min_isr(parts[0], s, unread) == (3, "dynamic config of broker 3")
+    assert stop_refusals(s, 2, unread) == ["orders-0: isr [1,2,3] would fall to 2 < min.insync.replicas 3 (dynamic config of broker 3)"]
+    assert stop_refusals(snap(parts, broker_configs={"3": {"min.insync.replicas": "2"}}), 2, unread) == []
+    # an unread file counts as unclean election on (cannot be proven off)
+    assert unclean_enabled(parts[0], snap(parts), unread) == (True, "unknown for broker 3: ssh: connection refused: assumed on")
+
+
+def test_issue_17_open_incidents_count_until_the_broker_registers_again():
+    import dataclasses
+
+    from kafka_runbooks.model import Broker
+    from kafka_runbooks.remediate.safety import incident_evidence
+
+    s = snap(HEALTHY)
+    s = dataclasses.replace(s, brokers=tuple(dataclasses.replace(b, registered_at="2024-01-01T00:00:00Z") for b in s.brokers))
+    record = {"id": "c1-1", "status": "needs_person", "opened_at": "2024-01-01T01:00:00Z",
+              "trigger": {"kind": "broker_unresponsive", "broker_ids": [1], "summary": "broker 1 does not answer",
+                          "details": {"problem": "broker_not_serving"}}}
+    ev = incident_evidence([record], s)
+    assert list(ev) == [1] and ev[1].startswith("open incident c1-1 (needs_person, opened 2024-01-01T01:00:00Z) says it is not serving")
+    assert incident_evidence([{**record, "status": "resolved"}], s) == {}
+    assert incident_evidence([{**record, "trigger": {"kind": "rolling_restart"}}], s) == {}
+    later = dataclasses.replace(s, brokers=tuple(Broker(b.id, b.host, b.port, registered_at="2024-01-01T02:00:00Z") for b in s.brokers))
+    assert incident_evidence([record], later) == {}  # restarted since: the finding is about its previous life

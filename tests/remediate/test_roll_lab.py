@@ -84,6 +84,18 @@ def audit_of(settings, run):
     return record_id, IncidentStore(ClusterConfig.from_dict("lab", settings)).audit_trail(record_id)
 
 
+def audit_of_record(settings, run):
+    """The audit of the record a run's plan task opened (also when the plan task failed: found by its run id)."""
+    from kafka_runbooks.incidents.store import IncidentStore
+
+    store = IncidentStore(settings["incident_base"])
+    for record in reversed(store.records("lab")):
+        audit = store.audit_trail(record["id"])
+        if any((e.get("details") or {}).get("run_id") == run.run_id for e in audit):
+            return record["id"], audit
+    raise AssertionError(f"no record of run {run.run_id}")
+
+
 def zk_client():
     from kafka_lab.lab import CHROOT, zk_connect
     from kafka_runbooks.zookeeper import kazoo_client
@@ -293,12 +305,36 @@ def test_a_roll_refuses_while_another_holds_the_clusters_lock(roll_env):
 
 # ------------------------------------------------------------------ a broker that ignores SIGTERM
 
+def _wait_load_groups_empty(timeout_s: float = 90.0) -> None:
+    """The lab load's consumer groups have no member left (they left, or their sessions expired on a healthy coordinator)."""
+    from confluent_kafka.admin import AdminClient
+
+    from kafka_lab.procs import wait_until
+    from kafka_lab.topics import bootstrap_all
+
+    admin = AdminClient({"bootstrap.servers": bootstrap_all()})
+    groups = [g.group_id for g in admin.list_consumer_groups().result(30).valid if g.group_id.startswith("kafka-lab-load-")]
+
+    def empty() -> bool:
+        described = admin.describe_consumer_groups(groups)
+        return all(not f.result(30).members for f in described.values())
+
+    if groups:
+        wait_until(empty, timeout_s, f"the load's groups {groups} to have no member")
+
 def test_a_hung_broker_is_killed_after_stop_s_and_its_registration_waited_out(roll_env, monkeypatch):
     lab, settings, _ = roll_env
     controller = lab.controller()["brokerid"]
     b = next(x for x in (1, 2, 3) if x != controller)
     _set_settings(monkeypatch, {**settings, "gates": {**settings["gates"], "stop_s": 20.0}})
     old_registration = lab.registration(b)
+    # no produce in flight when the lock is taken: a request a handler had already dequeued is appended, the followers
+    # can no longer fetch it, and Kafka shrinks that partition's ISR to [b] (seen under load: "Shrinking ISR from
+    # 2,3,1 to 1 ... endOffset: 2306", HW 2305) -- then b is its last in-sync replica and the roll is rightly refused
+    # Nor a group member for b's coordinator to expire once b hangs: it would append to its __consumer_offsets
+    # partition itself and Kafka would shrink that ISR to [b] too (seen: "__consumer_offsets-16 ... isr [1]").
+    lab.stop_load()
+    _wait_load_groups_empty()
     lab.hang(b)  # registered, alive, request handling stopped: its controlled shutdown cannot finish
     run = roll({"brokers": [b], "canary": False})
     assert states(run)["execute"] == "success", states(run)
@@ -313,3 +349,193 @@ def test_a_hung_broker_is_killed_after_stop_s_and_its_registration_waited_out(ro
     report = next(e for e in audit if e["action"] == "restart_broker" and e["outcome"] == "ok")["details"]["report"]
     assert report["killed"] and report["new_registration"]["session_id"] != report["old_registration"]["session_id"]
     assert old_registration is not None and lab.registration(b) is not None
+
+
+# ------------------------------------------------------------------ issue 17 §1: a holder must be serving
+
+def _plan_now(settings, brokers, record_reason):
+    """A plan computed on the lab as it is now, with its own record (as the plan task makes it)."""
+    from kafka_runbooks.config import load_cluster
+    from kafka_runbooks.detect.snapshot import read_snapshot
+    from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
+    from kafka_runbooks.incidents.store import IncidentStore
+    from kafka_runbooks.remediate.plan import plan_restart
+
+    config = load_cluster("lab")
+    record = IncidentStore(config.incident_base).open(cluster="lab", broker_ids=brokers, reason=record_reason,
+                                                      trigger={"kind": "rolling_restart"}, opened_by="test")
+    with ZooKeeperHook(config.zk_conn_id).session() as zk:
+        snapshot = read_snapshot(zk, "lab")
+    return config, plan_restart(snapshot, brokers, config, roll_id=record["id"])
+
+
+def test_a_hung_holder_refuses_the_roll_then_unhang_lets_it_proceed(roll_env):
+    """hang broker 1 (registered, in every ISR, serving nothing), roll broker 2: refused at the plan, naming broker 1
+    and its evidence, nothing stopped; unhang: the same roll proceeds."""
+    lab, settings, _ = roll_env
+    target = 2
+    pid = lab.broker_pid(target)
+    lab.hang(1)
+    run = roll({"brokers": [target], "canary": False}, approve=False)
+    assert states(run)["plan"] == "failed" and states(run)["execute"] != "success", states(run)
+    record_id, audit = audit_of_record(settings, run)
+    (planned,) = [e for e in audit if e["action"] == "plan_restart"]
+    assert planned["outcome"] == "refused", planned
+    refusals = "\n".join(planned["details"]["refusals"])
+    assert "broker 1: did not answer a direct Kafka-protocol check" in refusals, refusals
+    assert "a holder that does not answer is not a holder" in refusals or "are not serving" in refusals, refusals
+    assert lab.broker_pid(target) == pid, "a broker was stopped although a holder of its partitions did not serve"
+
+    lab.unhang(1)
+    lab.wait_full_isr(120)
+    run = roll({"brokers": [target], "canary": False})
+    assert states(run)["execute"] == "success", states(run)
+    assert lab.broker_pid(target) != pid
+
+
+def test_the_executor_refuses_a_stop_when_a_holder_stops_answering_after_the_plan(roll_env):
+    """The plan was fine; broker 1 hangs before the step: the executor's check on fresh state (every holder checked
+    directly, right before the stop) refuses, names broker 1, and stops nothing."""
+    lab, settings, _ = roll_env
+    from kafka_runbooks.remediate import executor as E
+
+    target = 2
+    pid = lab.broker_pid(target)
+    config, plan = _plan_now(settings, [target], "issue 17 executor check")
+    assert not plan.refused, plan.refusals
+    lab.hang(1)
+    ex = E.Execution(config=config, plan=plan, record_id=plan.roll_id, dag_id="test", run_id=f"t-{uuid.uuid4().hex[:6]}",
+                     task_id="execute", try_number=1, approver="oncall-carol", starter="someone", canary=False)
+    with pytest.raises(E.Halted) as halted:
+        E.run(ex)
+    text = str(halted.value)
+    assert f"HALTED at broker {target}" in text and "safety check on fresh state" in text, text
+    assert "broker 1: did not answer a direct Kafka-protocol check" in text, text
+    assert lab.broker_pid(target) == pid
+    from kafka_runbooks.incidents.store import IncidentStore
+
+    audit = IncidentStore(config.incident_base).audit_trail(plan.roll_id)
+    check = next(e for e in audit if e["action"] == "safety_check")
+    assert check["outcome"] == "refused" and "1" in check["details"]["unresponsive"], check
+    assert check["details"]["checked"]["1"].startswith("NO ANSWER") and check["details"]["checked"]["3"].startswith("ok")
+    assert not [e for e in audit if e["action"] == "stop_broker"]
+
+
+# ------------------------------------------------------------------ issue 17 §4: faults in the middle
+
+def test_a_host_that_runs_another_broker_is_refused_before_anything_is_stopped(roll_env):
+    """The configuration maps broker 1 to a server.properties whose broker.id is 3 (on these loopback hosts the
+    process pattern would even find broker 3's JVM): the executor refuses at the host-identity check, stops nothing."""
+    import dataclasses
+
+    lab, settings, _ = roll_env
+    from kafka_runbooks.remediate import executor as E
+
+    config, plan = _plan_now(settings, [1], "issue 17 host identity")
+    assert not plan.refused, plan.refusals
+    wrong = dataclasses.replace(config, server_properties_path=str(lab.host_dir(3) / "config" / "server.properties"))
+    pids = {b: lab.broker_pid(b) for b in (1, 2, 3)}
+    ex = E.Execution(config=wrong, plan=plan, record_id=plan.roll_id, dag_id="test", run_id=f"t-{uuid.uuid4().hex[:6]}",
+                     task_id="execute", try_number=1, approver="oncall-carol", starter="someone", canary=False)
+    with pytest.raises(E.Halted) as halted:
+        E.run(ex)
+    text = str(halted.value)
+    assert "host identity" in text and "runs broker 3 (broker.id in" in text and "not broker 1" in text, text
+    assert {b: lab.broker_pid(b) for b in (1, 2, 3)} == pids
+
+
+KILLED_ROLL = r"""
+import json, sys
+from kafka_lab.airflow_home import load_dags
+from kafka_lab.approvals import Responder
+form = json.loads(sys.argv[1])
+dag = load_dags().get_dag("kafka_rolling_restart")
+with Responder("kafka_rolling_restart", "approve", "Approve", user="oncall-carol", timeout_s=600):
+    dag.test(run_conf=form)
+"""
+
+
+def test_a_worker_killed_mid_stop_leaves_a_resumable_roll_and_says_what_it_left(roll_env, tmp_path):
+    """The process running the execute task is SIGKILLed while broker b's stop command runs (after step_started, its
+    registration gone). The close-out says which step was cut short and the cluster's state (b down); resume sees
+    b down and continues from that step: b is started again and the record closes."""
+    import signal
+    import subprocess
+    import sys
+
+    lab, settings, _ = roll_env
+    from kafka_lab.airflow_home import load_dags
+    from kafka_runbooks.incidents.store import IncidentStore
+    from kafka_runbooks.remediate.ledger import Ledger
+
+    from airflow_runs import continue_run
+
+    controller = lab.controller()["brokerid"]
+    b = next(x for x in (1, 2, 3) if x != controller)
+    pid = lab.broker_pid(b)
+    store = IncidentStore(settings["incident_base"])
+    before = {r["id"] for r in store.records("lab")}
+    form = {"cluster": "lab", "brokers": [b], "reason": f"killed worker {uuid.uuid4().hex[:6]}", "mode": "execute", "canary": False}
+    with open(tmp_path / "worker.log", "wb") as out:
+        worker = subprocess.Popen([sys.executable, "-c", KILLED_ROLL, json.dumps(form)], stdout=out, stderr=subprocess.STDOUT,
+                                  start_new_session=True)
+    try:
+        deadline = time.monotonic() + 600
+        record_id = None
+        while time.monotonic() < deadline and worker.poll() is None:
+            fresh = [r["id"] for r in store.records("lab") if r["id"] not in before and r.get("reason") == form["reason"]]
+            if fresh:
+                record_id = fresh[0]
+                if any(e["event"] == "step_started" for e in Ledger(settings["incident_base"], record_id).entries()) \
+                        and lab.registration(b) is None:
+                    break  # the stop command runs: the broker deregistered in its controlled shutdown
+            time.sleep(0.1)
+        else:
+            raise AssertionError(f"the roll never reached broker {b}'s stop:\n" + (tmp_path / "worker.log").read_text()[-3000:])
+        os.killpg(worker.pid, signal.SIGKILL)  # the worker dies mid-step
+        worker.wait(30)
+    finally:
+        if worker.poll() is None:
+            os.killpg(worker.pid, signal.SIGKILL)
+    lab.wait_unregistered(b, 60)
+    from kafka_lab.procs import alive, wait_until
+
+    wait_until(lambda: not alive(lab.broker_pid(b)), 120, f"broker {b}'s JVM to finish its shutdown")
+    entries = Ledger(settings["incident_base"], record_id).entries()
+    assert [e["event"] for e in entries if e["event"].startswith("step_")] == ["step_started"]
+    run_id = next(e["run_id"] for e in entries if e["event"] == "planned")
+
+    # the scheduler finds the task's worker gone and fails it; the close task then runs (trigger rule ALL_DONE)
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+    from airflow.utils.state import TaskInstanceState
+    from sqlalchemy import select
+
+    with create_session() as session:
+        ti = session.scalar(select(TaskInstance).where(TaskInstance.dag_id == DAG_ID, TaskInstance.run_id == run_id,
+                                                       TaskInstance.task_id == "execute"))
+        ti.state = TaskInstanceState.FAILED
+    dag = load_dags().get_dag(DAG_ID)
+    run = continue_run(dag, run_id, timeout_s=300)
+    assert states(run)["close"] == "failed", states(run)
+    record = store.get(record_id)
+    assert record["status"] == "open"
+    note = record["notes"][-1]["text"] if isinstance(record["notes"][-1], dict) else str(record["notes"][-1])
+    assert f"the execute task stopped during the step of broker {b}" in note, note
+    assert f"down (configured, not registered): [{b}]" in note and f"broker {b} is NOT registered" in note, note
+
+    from kafka_runbooks.remediate.lock import holders
+
+    zk = zk_client()
+    try:  # the dead worker's maintenance lock goes with its ZooKeeper session
+        wait_until(lambda: holders(zk, "lab") == [], 60, "the killed worker's lock to expire with its session")
+    finally:
+        zk.stop()
+        zk.close()
+    resumed = roll({"resume": True, "canary": False})
+    assert states(resumed)["execute"] == "success", states(resumed)
+    plan = xcom(resumed, "plan")["plan"]
+    assert plan["roll_id"] == record_id and [s["broker_id"] for s in plan["steps"]] == [b]
+    assert "not registered in ZooKeeper: started first" in plan["steps"][0]["reason"]
+    assert lab.broker_pid(b) not in (None, pid) and lab.registration(b) is not None
+    assert store.get(record_id)["status"] == "closed"

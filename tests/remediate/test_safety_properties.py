@@ -7,6 +7,9 @@ unclean election on and off -- no allowed stop ever
 * takes a partition below min.insync.replicas,
 * leaves an internal-topic partition (__consumer_offsets, __transaction_state) that had a serving
   in-sync holder without one,
+* counts as a holder a broker that is registered and in the ISR but does not serve (incidents 000/001:
+  the engine must find it by checking every holder directly; a holder that does not answer is no holder),
+* decides with min.insync.replicas unknown (a replica's server.properties unread),
 
 and a simulated roll that checks each stop on the state as it is then -- with brokers dying and
 ISRs shrinking between steps -- never reaches such a state. The oracles below are written from
@@ -23,7 +26,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from kafka_runbooks.config import ClusterConfig
 from kafka_runbooks.model import INTERNAL_TOPICS, Broker, ClusterSnapshot, Partition
 from kafka_runbooks.remediate.plan import plan_restart
-from kafka_runbooks.remediate.safety import SafetySettings, stop_refusals
+from kafka_runbooks.remediate.safety import SafetySettings, holders_to_check, stop_refusals
 
 TOPICS = ("__consumer_offsets", "__transaction_state", "orders", "events")
 VERSIONS = (None, "0.10.1.0", "0.11.0.0", "2.3.0")
@@ -57,60 +60,74 @@ def cluster_states(draw):
         dynamic["min.insync.replicas"] = str(draw(st.integers(1, 4)))
     if draw(st.booleans()):
         dynamic["unclean.leader.election.enable"] = draw(st.sampled_from(["true", "false"]))
+    configs = {"<default>": dynamic} if dynamic else {}
+    for b in draw(st.sets(st.sampled_from(ids), max_size=2)):  # per-broker dynamic overrides (/config/brokers/<id>)
+        configs[str(b)] = {"min.insync.replicas": str(draw(st.integers(1, 4)))}
     static = {
         b: {"min.insync.replicas": str(draw(st.integers(1, 4)))} for b in draw(st.sets(st.sampled_from(ids)))
     }
+    unread = {b: "ssh failed" for b in draw(st.sets(st.sampled_from(ids), max_size=2)) if b not in static}
     snapshot = ClusterSnapshot(
         cluster="c1",
         taken_at="2024-01-01T00:00:00Z",
         brokers=tuple(Broker(b, f"kafka{b}", 9092) for b in sorted(live)),
         controller_id=controller,
         partitions=tuple(partitions),
-        broker_configs={"<default>": dynamic} if dynamic else {},
+        broker_configs=configs,
     )
     safety = SafetySettings(
         min_isr=draw(st.one_of(st.none(), st.integers(1, 3))),
         unclean=draw(st.one_of(st.none(), st.booleans())),
         kafka_version=draw(st.sampled_from(VERSIONS)),
         static_configs=static,
+        unread=unread,
     )
     not_serving = {b: "direct check failed and jvm_deadlock" for b in draw(st.sets(st.sampled_from(sorted(live) or ids)))}
-    return snapshot, safety, not_serving
+    # registered, in every ISR, serving nothing -- and nobody told the engine: it must find them itself
+    hung = draw(st.sets(st.sampled_from(sorted(live) or ids)))
+    return snapshot, safety, not_serving, hung
 
 
 # ---------------------------------------------------------------- oracles, from the rules' text
 
-def oracle_min_isr(p: Partition, s: ClusterSnapshot, safety: SafetySettings) -> int:
+def _replica(key: str, r: int, s: ClusterSnapshot, safety: SafetySettings):
+    """A replica's broker-level value: its own dynamic override, the dynamic default, its server.properties;
+    "unknown" when that file could not be read; None when nothing sets it."""
+    for value in (s.broker_configs.get(str(r), {}).get(key), s.broker_configs.get("<default>", {}).get(key),
+                  safety.static_configs.get(r, {}).get(key)):
+        if value is not None:
+            return value
+    return "unknown" if r in safety.unread else None
+
+
+def oracle_min_isr(p: Partition, s: ClusterSnapshot, safety: SafetySettings) -> int | None:
+    """None: unknown (some replica's configuration could not be read)."""
     if p.min_insync_replicas is not None:
         return p.min_insync_replicas
-    dynamic = s.broker_configs.get("<default>", {}).get("min.insync.replicas")
-    if dynamic is not None:
-        return int(dynamic)
-    static = [int(safety.static_configs[r]["min.insync.replicas"]) for r in p.replicas if r in safety.static_configs]
-    if static:
-        return max(static)
-    return safety.min_isr if safety.min_isr is not None else 1
+    default = safety.min_isr if safety.min_isr is not None else 1
+    values = [_replica("min.insync.replicas", r, s, safety) for r in p.replicas]
+    if "unknown" in values:
+        return None
+    return max(int(v) if v is not None else default for v in values)
 
 
 def oracle_unclean(p: Partition, s: ClusterSnapshot, safety: SafetySettings) -> bool:
     if p.unclean_leader_election is not None:
         return p.unclean_leader_election
-    dynamic = s.broker_configs.get("<default>", {}).get("unclean.leader.election.enable")
-    if dynamic is not None:
-        return dynamic == "true"
-    if safety.unclean is not None:
-        return safety.unclean
-    return safety.kafka_version in (None, "0.10.1.0")
+    default = safety.unclean if safety.unclean is not None else safety.kafka_version in (None, "0.10.1.0")
+    values = [_replica("unclean.leader.election.enable", r, s, safety) for r in p.replicas]
+    return any(v in ("true", "unknown") or (v is None and default) for v in values)
 
 
-def violations(s: ClusterSnapshot, b: int, safety: SafetySettings, not_serving: dict[int, str]) -> list[str]:
-    """What is wrong with stopping ``b`` in state ``s`` (empty: the stop keeps every promise)."""
+def violations(s: ClusterSnapshot, b: int, safety: SafetySettings, not_serving: dict[int, str], hung=frozenset()) -> list[str]:
+    """What is wrong with stopping ``b`` in state ``s`` (empty: the stop keeps every promise). ``hung``: brokers
+    registered and in ISRs that serve nothing (whatever the engine was told)."""
     live = s.live_broker_ids
     out = []
     for p in s.partitions:
         live_isr = [r for r in p.isr if r in live]
         after = [r for r in live_isr if r != b]
-        serving_before = [r for r in live_isr if r not in not_serving]
+        serving_before = [r for r in live_isr if r not in not_serving and r not in hung]
         serving_after = [r for r in serving_before if r != b]
         if b in live_isr:
             if not after:
@@ -118,8 +135,14 @@ def violations(s: ClusterSnapshot, b: int, safety: SafetySettings, not_serving: 
                 unclean_risk = oracle_unclean(p, s, safety) and any(r in live and r not in p.isr for r in p.replicas if r != b)
                 if not waived or unclean_risk:
                     out.append(f"{p.name}: stopped its last live in-sync replica {b}")
-            elif len(after) < oracle_min_isr(p, s, safety):
-                out.append(f"{p.name}: below min ISR")
+            else:
+                needed = oracle_min_isr(p, s, safety)
+                if not serving_after:
+                    out.append(f"{p.name}: left only in-sync replicas that do not serve {after}")
+                elif needed is None:
+                    out.append(f"{p.name}: stopped with min.insync.replicas unknown")
+                elif len(serving_after) < needed:
+                    out.append(f"{p.name}: below min ISR counting only replicas that serve ({serving_after} < {needed})")
         if p.topic in INTERNAL_TOPICS and serving_before and not serving_after:
             out.append(f"{p.name}: every serving in-sync holder down")
         missing = set(p.replicas) - set(p.isr) - {b}
@@ -128,20 +151,27 @@ def violations(s: ClusterSnapshot, b: int, safety: SafetySettings, not_serving: 
     return out
 
 
+def engine_refusals(s: ClusterSnapshot, b: int, safety: SafetySettings, not_serving: dict[int, str], hung) -> list[str]:
+    """The executor's decision: it checks every holder ``holders_to_check`` names directly (a hung broker does not
+    answer), then applies the rules. The oracle above, not this, decides what is right."""
+    unresponsive = {r: "did not answer a direct check" for r in holders_to_check(s, b) if r in hung}
+    return stop_refusals(s, b, safety, not_serving, unresponsive)
+
+
 # issue 6: at least 10,000 random topologies and cluster states (HYPOTHESIS_MAX_EXAMPLES for a longer hunt)
 @settings(max_examples=int(os.environ.get("HYPOTHESIS_MAX_EXAMPLES", 10_000)), deadline=None,
           suppress_health_check=list(HealthCheck))
 @given(cluster_states())
 def test_no_allowed_stop_breaks_a_promise(state):
-    snapshot, safety, not_serving = state
+    snapshot, safety, not_serving, hung = state
     for b in sorted({r for p in snapshot.partitions for r in p.replicas} | snapshot.live_broker_ids):
-        refusals = stop_refusals(snapshot, b, safety, not_serving)
+        refusals = engine_refusals(snapshot, b, safety, not_serving, hung)
         assert all(isinstance(r, str) and r for r in refusals)
         if not refusals:
-            assert violations(snapshot, b, safety, not_serving) == [], (b, snapshot, not_serving)
+            assert violations(snapshot, b, safety, not_serving, hung) == [], (b, snapshot, not_serving, hung)
         # without direct evidence nobody is ever the waived last replica
-        if not stop_refusals(snapshot, b, safety, {}):
-            assert violations(snapshot, b, safety, {}) == []
+        if not engine_refusals(snapshot, b, safety, {}, hung):
+            assert violations(snapshot, b, safety, {}, hung) == []
 
 
 # ---------------------------------------------------------------- a simulated roll
@@ -174,14 +204,15 @@ def _start(s: ClusterSnapshot, b: int) -> ClusterSnapshot:
 @settings(max_examples=2_000, deadline=None, suppress_health_check=list(HealthCheck))
 @given(cluster_states(), st.data())
 def test_simulated_roll_checked_on_fresh_state_never_breaks_a_promise(state, data):
-    snapshot, safety, not_serving = state
+    snapshot, safety, not_serving, hung = state
     ids = sorted({r for p in snapshot.partitions for r in p.replicas} | snapshot.live_broker_ids)
     config = ClusterConfig(name="c1", zk_conn_id="zk", hosts={b: f"h{b}" for b in ids})
     requested = data.draw(st.lists(st.sampled_from(ids), min_size=1, unique=True))
-    plan = plan_restart(snapshot, requested, config, not_serving=not_serving, settings=safety)
+    silent = {r: "did not answer a direct check" for b in requested for r in holders_to_check(snapshot, b) if r in hung}
+    plan = plan_restart(snapshot, requested, config, not_serving=not_serving, settings=safety, unresponsive=silent)
     assert sorted(plan.broker_order) == sorted(requested)
     assert list(plan.refusals) == [f"broker {s.broker_id}: {r}" for s in plan.steps for r in s.refusals]
-    world, stuck = snapshot, dict(not_serving)
+    world, stuck, hung = snapshot, dict(not_serving), set(hung)
     for step in plan.steps:
         # between steps the world moves on: a broker may die, an ISR may shrink
         if data.draw(st.booleans()):
@@ -192,9 +223,12 @@ def test_simulated_roll_checked_on_fresh_state_never_breaks_a_promise(state, dat
             if len(p.isr) > 1:
                 shrunk = dataclasses.replace(p, isr=p.isr[:-1], leader=p.isr[0])
                 world = dataclasses.replace(world, partitions=world.partitions[:i] + (shrunk,) + world.partitions[i + 1:])
-        if stop_refusals(world, step.broker_id, safety, stuck):
+        if data.draw(st.booleans()) and world.brokers:  # a broker hangs between steps, nobody says so
+            hung.add(data.draw(st.sampled_from([x.id for x in world.brokers])))
+        if engine_refusals(world, step.broker_id, safety, stuck, hung):
             break  # the executor halts here
-        assert violations(world, step.broker_id, safety, stuck) == []
+        assert violations(world, step.broker_id, safety, stuck, hung) == []
         world = _start(_stop(world, step.broker_id), step.broker_id)
         stuck.pop(step.broker_id, None)
+        hung.discard(step.broker_id)  # restarted: it serves again
 

@@ -27,6 +27,24 @@ class BundleError(ValueError):
     pass
 
 
+DIR_MODE = 0o700  # a bundle holds hosts' logs and configs: its owner only
+FILE_MODE = 0o600
+
+
+def private_dir(path: Path, stop_at: Path | None = None) -> None:
+    """Make ``path`` (and its missing parents below ``stop_at``) owner-only directories."""
+    missing = []
+    p = path
+    while not p.exists() and p != stop_at and p != p.parent:
+        missing.append(p)
+        p = p.parent
+    for d in reversed(missing):
+        d.mkdir(mode=DIR_MODE, exist_ok=True)
+        os.chmod(d, DIR_MODE)
+    if path.exists():
+        os.chmod(path, DIR_MODE)
+
+
 def validate_component(value: object, what: str) -> str:
     """One path component (cluster name, incident id): no separators, no traversal, no NUL."""
     if not isinstance(value, str) or not _COMPONENT_RE.fullmatch(value) or value in (".", ".."):
@@ -96,7 +114,8 @@ class EvidenceBundle:
             raise BundleError(f"bundle path escapes {base}: {self.path}")
         if (self.path / MANIFEST).exists():
             raise BundleError(f"evidence bundle already exists: {self.path}")
-        self.path.mkdir(parents=True, exist_ok=True)
+        base.mkdir(parents=True, exist_ok=True)
+        private_dir(self.path, stop_at=base)
         self._lock = threading.RLock()
         self.manifest: dict[str, Any] = {
             "schema": SCHEMA,
@@ -115,7 +134,8 @@ class EvidenceBundle:
 
     def host_dir(self, broker_id: int) -> Path:
         d = self.path / "hosts" / str(validate_broker_id(broker_id))
-        d.mkdir(parents=True, exist_ok=True)
+        if not d.is_dir():
+            private_dir(d, stop_at=self.path)
         return d
 
     def file_path(self, broker_id: int, filename: str) -> Path:
@@ -128,7 +148,8 @@ class EvidenceBundle:
         if not _FILE_NAME_RE.fullmatch(filename):
             raise BundleError(f"invalid bundle file name {filename!r}")
         d = self.path / "zookeeper" / validate_component(str(server), "ZooKeeper server id")
-        d.mkdir(parents=True, exist_ok=True)
+        if not d.is_dir():
+            private_dir(d, stop_at=self.path)
         return d / filename
 
     def set_zookeeper(self, server: str, **fields: Any) -> None:
@@ -185,6 +206,7 @@ class EvidenceBundle:
         **extra: Any,
     ) -> dict:
         rel = self.rel(path)
+        os.chmod(self.path / rel, FILE_MODE)
         digest, size = sha256_file(self.path / rel)
         entry = {
             "path": rel,

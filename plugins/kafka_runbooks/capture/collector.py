@@ -9,12 +9,18 @@ timeout is cut to what is left, and what could not run in time is recorded as sk
    ``/proc/<pid>/stat`` -- read FIRST, because it decides which tools may run (commands.tool_plan);
 2. socket tables (``ss -tanpi``: states, Recv-Q, byte counters), taken again between thread dumps
    and at the end, so the analysis can see queues grow while nothing is read;
-3. thread dumps: ``jstack -l``; when it cannot attach, ``jhsdb jstack --pid``, then SIGQUIT into
-   the broker's stdout file (the dump is cut out of ``kafkaServer.out``); a stopped process gets
-   jhsdb only;
+3. thread dumps: ``jstack -l``; when it cannot attach, ``jcmd Thread.print -l``, then SIGQUIT into
+   the broker's stdout file (the dump is cut out of ``kafkaServer.out``); a stopped process gets none here;
 4. logs: server.log, controller.log, state-change.log, log-cleaner.log, kafkaServer.out, the GC log;
-5. suspect only: ``jmap -histo:live``, ``jcmd GC.heap_info``, and a heap dump where configured --
-   written, fetched and removed as the JVM's user, in a 0700 directory.
+   server.properties and the JVM's command line redacted by an allow-list (``capture/redact.py``);
+5. suspect only: ``jcmd GC.heap_info`` (sizes, no GC).
+
+Nothing in that first phase stops or pauses a JVM. Then, for the suspects (at most ``capture.max_suspects``),
+ONE HOST AT A TIME and only under the cluster's maintenance lock (``IntrusiveGate``): a suspect proven not
+serving by a direct Kafka-protocol check taken just before gets the intrusive tools -- ``jhsdb jstack`` where no
+gentle dump worked, ``jmap -histo:live``, a heap dump where configured (written, fetched and removed as the
+JVM's user, in a 0700 directory) -- within ``capture.intrusive_deadline_s``. A suspect that answers gets none:
+pausing a serving broker beyond its ZooKeeper session would cause the very outage being documented.
 
 Every host ends ``complete`` (everything planned was captured), ``partial`` (something skipped or
 failed: the reasons say what) or ``failed`` (unreachable, or nothing captured); the capture's
@@ -59,6 +65,15 @@ RunnerFactory = Callable[[str], Runner]
 Checker = Callable[[], Sequence[model.KafkaCheck]]
 
 
+class IntrusiveGate(Protocol):
+    """What allows the intrusive tools: ``session()`` holds the cluster's maintenance lock for the phase (raises,
+    saying who holds it, when it cannot be had); ``not_serving(broker)`` is a direct check taken now: the evidence
+    that the broker does not serve, or None when it answers."""
+
+    def session(self) -> Any: ...
+    def not_serving(self, broker_id: int) -> str | None: ...
+
+
 def overall_status(hosts: Mapping[str, Mapping[str, Any]]) -> str:
     statuses = [h.get("status") or FAILED for h in hosts.values()]
     if not statuses or all(s == FAILED for s in statuses):
@@ -80,12 +95,14 @@ def capture_cluster(
     sleep: Callable[[float], None] = time.sleep,
     zookeeper_members: Iterable[Any] = (),
     zookeeper_affected: Iterable[str] = (),
+    intrusive: IntrusiveGate | None = None,
 ) -> dict:
     """Capture every broker in ``broker_ids`` into ``bundle``; write manifest.json (with
     ``status`` and ``status_reasons``), snapshot.json and kafka-checks.json. ``suspects`` (default:
     the trigger's brokers, else all) get the heavy tools; the others are peers. ``checker`` runs
     the direct Kafka checks, at the start and at the end of the capture. ``zookeeper_members``
-    (``detect.zk_probe.Member``) are captured too (capture/zookeeper.py), ``zookeeper_affected`` with jstack."""
+    (``detect.zk_probe.Member``) are captured too (capture/zookeeper.py), ``zookeeper_affected`` with jstack.
+    ``intrusive``: the gate of the second phase (None: no intrusive tool runs; the manifest says so)."""
     factory = runner_factory or default_runner_factory(config.capture.connect_timeout_s)
     started = time.monotonic()
     trig = None
@@ -97,8 +114,13 @@ def capture_cluster(
     ids = list(dict.fromkeys(C.validate_broker_id(b) for b in broker_ids))
     if suspects is None:
         suspects = (trig or {}).get("broker_ids") or ids
-    suspect_ids = {int(b) for b in suspects}
-    bundle.manifest["suspects"] = sorted(suspect_ids & set(ids))
+    wanted = [int(b) for b in dict.fromkeys(suspects) if int(b) in ids]
+    cap = config.capture.max_suspects
+    suspect_ids = set(wanted[:cap])
+    if len(wanted) > cap:
+        bundle.manifest["suspects_capped"] = {"asked": wanted, "cap": cap, "as_peers": wanted[cap:],
+                                              "why": f"capture.max_suspects is {cap}: the others are captured as peers"}
+    bundle.manifest["suspects"] = sorted(suspect_ids)
     bundle.manifest["deadline_s"] = config.capture.host_deadline_s
     for bid in ids:
         bundle.set_host(bid, role=C.SUSPECT if bid in suspect_ids else C.PEER, status=FAILED, status_reasons=[])
@@ -131,6 +153,7 @@ def capture_cluster(
             except Exception as exc:  # noqa: BLE001 - recorded, the brokers' capture stands
                 log.exception("ZooKeeper capture failed")
                 bundle.manifest.setdefault("zookeeper", {})["_error"] = {"status": FAILED, "status_reasons": [f"capture failed: {exc!r}"]}
+    _intrusive_phase(config, bundle, factory, sorted(suspect_ids), intrusive, sleep)
     if checker is not None:
         checks += _checks(checker, "end")
         path = bundle.path / KAFKA_CHECKS_FILE
@@ -150,6 +173,19 @@ def _checks(checker: Checker, when: str) -> list[dict]:
         return [{**c.to_dict(), "during_capture": when} for c in checker()]
     except Exception as exc:  # noqa: BLE001 - the checks are evidence, not a precondition
         return [{"error": f"{type(exc).__name__}: {exc}", "during_capture": when}]
+
+
+def _redacted(how: str, path: Path, res: CommandResult) -> CommandResult:
+    """The file rewritten with its secrets redacted (capture/redact.py) before it is hashed and recorded (stderr holds
+    the tool's own messages -- ``cat: ...: No such file or directory`` -- never the file's content)."""
+    from kafka_runbooks.capture.redact import redact_command_line, redact_properties
+
+    fn = redact_command_line if how == "command_line" else (lambda t: redact_properties(t, zookeeper=how == "zookeeper_properties"))
+    data = Path(path).read_bytes() if Path(path).exists() else b""
+    clean = fn(data.decode("utf-8", "replace")).encode("utf-8")
+    Path(path).write_bytes(clean)
+    res.stdout_bytes = len(clean)
+    return res
 
 
 def _line_breaks(path: Path) -> int:
@@ -209,6 +245,8 @@ class _HostCapture:
         except SSHError as exc:  # connection lost mid-capture: record, go on (the next command reconnects)
             path.write_bytes(b"")
             res = CommandResult(cmd.argv, "", b"", b"", None, clock.now_iso(), 0.0, f"{type(exc).__name__}: {exc}", str(path))
+        if cmd.redact:
+            res = _redacted(cmd.redact, path, res)
         entry = self.bundle.record_command(self.bid, self.address, cmd.name, cmd.kind, res)
         if extra:
             entry.update(extra)
@@ -328,7 +366,7 @@ def _capture_reachable_host(config, broker, bid, role, bundle, runner, sleep) ->
         h.skip(tool, why)
     bundle.set_host(bid, left_out=[{"tool": tool, "reason": why} for tool, why in plan.left_out])
     bundle.set_host(bid, pid=pid, process_state=state, plan={"thread_dumps": plan.thread_dumps, "dump_methods": list(plan.dump_methods),
-                                                            "histogram": plan.histogram, "heap_dump": plan.heap_dump})
+                                                            "heap_info": plan.heap_info, "intrusive": list(plan.intrusive)})
     if pid is not None:
         h.do(C.proc_threads_command(pid, t))
 
@@ -385,23 +423,13 @@ def _capture_reachable_host(config, broker, bid, role, bundle, runner, sleep) ->
         facts["process"] = C.parse_ps(h.text("process-stat"))
     if "open-files" in h.outputs and h.outputs["open-files"].exit_code == 0:
         facts["open_files"] = C.count_lines(h.text("open-files").encode())
-    if plan.histogram:
-        h.do(C.jmap_histo_command(pid, settings))
+    if plan.heap_info:
         h.do(C.heap_info_command(pid, settings))
     sockets()  # the last table: how the queues moved during the capture
     h.do(C.meminfo_command(t, 2), seq=2, taken_at=clock.now_iso())
     if pid is not None:
         h.do(C.process_status_command(pid, t, 2), seq=2, taken_at=clock.now_iso())
-    if plan.heap_dump:
-        heap = C.parse_heap_info(h.text("heap-info"))
-        free = C.parse_df_available(h.text("disk-free"))
-        decision = C.heap_dump_decision(heap, free, enabled=True, rss_bytes=(facts.get("process") or {}).get("rss_bytes"))
-        facts["heap_dump"] = decision.to_dict()
-        if decision.take:
-            facts["heap_dump"].update(_heap_dump(h, settings, bid, pid))
-        else:
-            h.skip("heap dump", decision.reason)
-    else:
+    if not plan.intrusive or "heap dump" not in plan.intrusive:
         facts["heap_dump"] = {"take": False, "reason": next((why for tool, why in plan.skipped + plan.left_out if tool == "heap dump"),
                                                             "no broker process")}
 
@@ -414,6 +442,103 @@ def _capture_reachable_host(config, broker, bid, role, bundle, runner, sleep) ->
         status = COMPLETE
     bundle.set_host(bid, status=status, status_reasons=reasons, skipped=h.skipped, absent_files=h.absent,
                     error="; ".join(notes + h.failed) or None, duration_s=round(settings.host_deadline_s - h.left(), 1), **facts)
+
+
+def _intrusive_phase(config: ClusterConfig, bundle: EvidenceBundle, factory: RunnerFactory, suspects: Sequence[int],
+                     gate: IntrusiveGate | None, sleep: Callable[[float], None]) -> None:
+    """The second phase: the intrusive tools each suspect's plan allows, one host at a time, under the cluster's
+    maintenance lock, each host only if a direct check taken just before proves it is not serving."""
+    hosts = bundle.manifest["hosts"]
+    todo = [b for b in suspects if ((hosts.get(str(b)) or {}).get("plan") or {}).get("intrusive") and hosts[str(b)].get("pid")]
+    phase: dict[str, Any] = {"suspects": todo, "one_host_at_a_time": True, "deadline_s": config.capture.intrusive_deadline_s}
+    bundle.manifest["intrusive"] = phase
+    if not todo:
+        return
+
+    def leave(b: int, why: str, *, partial: bool) -> None:
+        tools = hosts[str(b)]["plan"]["intrusive"]
+        entry = hosts[str(b)]
+        if partial:
+            reasons = list(entry.get("status_reasons") or []) + [f"skipped {', '.join(tools)}: {why}"]
+            bundle.set_host(b, status=PARTIAL if entry.get("status") == COMPLETE else entry.get("status"), status_reasons=reasons,
+                            skipped=list(entry.get("skipped") or []) + [{"tool": t, "reason": why} for t in tools])
+        else:
+            bundle.set_host(b, left_out=list(entry.get("left_out") or []) + [{"tool": t, "reason": why} for t in tools])
+        if "heap dump" in tools:
+            bundle.set_host(b, heap_dump={"take": False, "reason": why})
+
+    if gate is None:
+        phase["outcome"] = "not run: no maintenance lock and direct check available to this capture"
+        for b in todo:
+            leave(b, phase["outcome"], partial=False)
+        return
+    try:
+        with gate.session() as holder:
+            phase["lock"] = holder
+            for b in todo:
+                evidence = gate.not_serving(b)
+                if evidence is None:
+                    leave(b, f"broker {b} answered a direct Kafka-protocol check just now: it serves, and these tools "
+                             "would pause it", partial=False)
+                    continue
+                bundle.set_host(b, intrusive={"not_serving": evidence, "at": clock.now_iso()})
+                _intrusive_host(config, bundle, factory, b, sleep)
+        phase["outcome"] = "done"
+    except Exception as exc:  # noqa: BLE001 - lock busy or lost, ZooKeeper unreachable: no intrusive tool, said why
+        phase["outcome"] = f"not run: {type(exc).__name__}: {exc}"
+        for b in todo:
+            if not (hosts[str(b)].get("intrusive") or {}).get("ran"):
+                leave(b, phase["outcome"], partial=True)
+
+
+def _intrusive_host(config: ClusterConfig, bundle: EvidenceBundle, factory: RunnerFactory, bid: int,
+                    sleep: Callable[[float], None]) -> None:
+    settings = config.capture
+    entry = bundle.manifest["hosts"][str(bid)]
+    tools = list(entry["plan"]["intrusive"])
+    pid = int(entry["pid"])
+    runner = factory(config.ssh_conn_id(bid))
+    ran: list[str] = []
+    try:
+        h = _HostCapture(config, bundle, runner, bid, runner.address, sleep)
+        h.deadline = time.monotonic() + settings.intrusive_deadline_s
+        if "jhsdb" in tools and entry.get("thread_dump_method") is None:
+            timeout = min(settings.jhsdb_timeout_s, max(MIN_COMMAND_S, h.left() - 1.0))
+            h.do(C.jhsdb_jstack_command(pid, 1, settings, timeout))
+            ran.append("jhsdb")
+            if '"' in h.text("jstack-jhsdb-1"):
+                bundle.set_host(bid, thread_dump_method="jhsdb")
+        elif "jhsdb" in tools:
+            h.skip("jhsdb", f"not needed: the thread dumps came from {entry.get('thread_dump_method')}")
+        if "jmap -histo:live" in tools and entry.get("process_state") not in ("stopped", "tracing_stop"):
+            h.do(C.jmap_histo_command(pid, settings))
+            ran.append("jmap -histo:live")
+        if "heap dump" in tools:
+            files = bundle.path / "hosts" / str(bid)
+            heap = C.parse_heap_info(_read(files / "heap-info.out"))
+            free = C.parse_df_available(_read(files / "disk-free.out"))
+            decision = C.heap_dump_decision(heap, free, enabled=True, rss_bytes=((entry.get("process") or {}).get("rss_bytes")))
+            facts = decision.to_dict()
+            if decision.take:
+                facts.update(_heap_dump(h, settings, bid, pid))
+                ran.append("heap dump")
+            else:
+                h.skip("heap dump", decision.reason)
+            bundle.set_host(bid, heap_dump=facts)
+        reasons = list(entry.get("status_reasons") or []) + h.failed + [f"skipped {s['tool']}: {s['reason']}" for s in h.skipped
+                                                                         if s["tool"] != "jhsdb"]
+        status = entry.get("status")
+        if status == COMPLETE and (h.failed or [s for s in h.skipped if s["tool"] != "jhsdb"]):
+            status = PARTIAL
+        bundle.set_host(bid, status=status, status_reasons=reasons,
+                        skipped=list(entry.get("skipped") or []) + h.skipped,
+                        intrusive={**(entry.get("intrusive") or {}), "ran": ran,
+                                   "duration_s": round(settings.intrusive_deadline_s - h.left(), 1)})
+    finally:
+        try:
+            runner.close()
+        except Exception:  # noqa: BLE001
+            pass
 
 
 # incidents about the log cleaner / __consumer_offsets: their suspects' data is evidence too
@@ -463,6 +588,12 @@ def _thread_dump(h: _HostCapture, config: ClusterConfig, pid: int, i: int, metho
                 return None
             if res.exit_code == 0 and res.error is None and _looks_like_dump(h.text(f"jstack-{i}")):
                 return "jstack"
+        elif method == "jcmd":
+            res = h.do(C.jcmd_thread_print_command(pid, i, h.settings))
+            if res is None:
+                return None
+            if res.exit_code == 0 and res.error is None and _looks_like_dump(h.text(f"jstack-jcmd-{i}")):
+                return "jcmd"
         elif method == "sigquit":
             if _sigquit_dump(h, config, pid, i):
                 return "sigquit"

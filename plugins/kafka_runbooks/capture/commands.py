@@ -72,6 +72,8 @@ class CaptureCommand:
     argv: tuple[str, ...]
     timeout: float
     to_file: bool = True  # stream stdout to the bundle file rather than memory
+    # redacted before it is recorded (capture/redact.py): "properties", "zookeeper_properties", "command_line"
+    redact: str | None = None
 
     def __post_init__(self) -> None:
         if not _NAME_RE.fullmatch(self.name):
@@ -195,10 +197,12 @@ def process_state_command(pid: int, timeout: float) -> CaptureCommand:
 def proc_threads_command(pid: int, timeout: float) -> CaptureCommand:
     """Every thread of the process as the kernel sees it (``tid (name) state ...``, one line each):
     needs nothing from the JVM, so it works on a stopped one too. HotSpot names native threads after
-    the Java thread (first 15 characters: ``data-plane-kafk``, ``kafka-log-clean``)."""
+    the Java thread (first 15 characters: ``data-plane-kafk``, ``kafka-log-clean``). A constant script, the pid its
+    argument: a thread that ends while the list is read is skipped (``find -exec cat`` failed the whole command)."""
     pid = validate_pid(pid)
     return CaptureCommand("proc-threads", KIND_PROC_THREADS,
-                          ("find", f"/proc/{pid}/task", "-mindepth", "2", "-maxdepth", "2", "-name", "stat", "-exec", "cat", "{}", "+"), timeout)
+                          ("sh", "-c", 'for f in /proc/"$0"/task/*/stat; do cat "$f" 2>/dev/null; done; [ -d /proc/"$0" ]', str(pid)),
+                          timeout)
 
 
 def jhsdb_jstack_command(pid: int, index: int, settings: CaptureSettings, timeout: float) -> CaptureCommand:
@@ -285,8 +289,9 @@ def loadavg_command(timeout: float) -> CaptureCommand:
     return CaptureCommand("loadavg", KIND_LOADAVG, ("cat", "/proc/loadavg"), timeout)
 
 
-def config_file_command(name: str, kind: str, path: str, timeout: float) -> CaptureCommand:
-    return CaptureCommand(name, kind, ("cat", "--", validate_abs_path(path, "config file path")), timeout)
+def config_file_command(name: str, kind: str, path: str, timeout: float, redact: str = "properties") -> CaptureCommand:
+    """A configuration file, its values off the allow-list redacted before it is recorded (capture/redact.py)."""
+    return CaptureCommand(name, kind, ("cat", "--", validate_abs_path(path, "config file path")), timeout, redact=redact)
 
 
 def offsets_segments_command(log_dir: str, timeout: float, index: int = 1) -> CaptureCommand:
@@ -335,13 +340,22 @@ def dump_log_command(kafka_home: str, files: Sequence[str], name: str, timeout: 
 
 def process_stat_command(pid: int, timeout: float) -> CaptureCommand:
     pid = validate_pid(pid)
-    return CaptureCommand("process-stat", KIND_PROCESS_STAT, ("ps", "-o", "pid=,etimes=,rss=,args=", "-p", str(pid)), timeout)
+    return CaptureCommand("process-stat", KIND_PROCESS_STAT, ("ps", "-o", "pid=,etimes=,rss=,args=", "-p", str(pid)), timeout,
+                          redact="command_line")
 
 
 def jstack_command(pid: int, index: int, settings: CaptureSettings) -> CaptureCommand:
     pid = validate_pid(pid)
     index = validate_int(index, "jstack index", minimum=1, maximum=1000)
     return CaptureCommand(f"jstack-{index}", KIND_JSTACK, (*_prefix(settings), "jstack", "-l", str(pid)), settings.command_timeout_s)
+
+
+def jcmd_thread_print_command(pid: int, index: int, settings: CaptureSettings) -> CaptureCommand:
+    """``jcmd PID Thread.print -l``: the same dump as jstack through the attach mechanism (jstack's format)."""
+    pid = validate_pid(pid)
+    index = validate_int(index, "jstack index", minimum=1, maximum=1000)
+    return CaptureCommand(f"jstack-jcmd-{index}", KIND_JSTACK, (*_prefix(settings), "jcmd", str(pid), "Thread.print", "-l"),
+                          settings.command_timeout_s)
 
 
 def jmap_histo_command(pid: int, settings: CaptureSettings) -> CaptureCommand:
@@ -445,6 +459,10 @@ def heap_dump_command(pid: int, remote_path: str, settings: CaptureSettings, tim
 SUSPECT = "suspect"
 PEER = "peer"
 RUNNABLE_STATES = ("running", "sleeping", "disk_sleep", "idle", "parked", "paging")
+# tools that stop or pause the JVM: a full GC (jmap -histo:live, a heap dump) or ptrace (jhsdb). A pause beyond the
+# ZooKeeper session timeout (6 s by default in Kafka 2.3) moves leaders and coordinators: the outage the capture documents
+INTRUSIVE_TOOLS = ("jhsdb", "jmap -histo:live", "heap dump")
+GENTLE_DUMPS = ("jstack", "jcmd", "sigquit")
 
 
 @dataclass(frozen=True)
@@ -452,15 +470,15 @@ class ToolPlan:
     """Which JVM tools a host gets, decided from its role and its process state. ``skipped``: tools
     the circumstances ruled out (a stopped process: the capture is partial); ``left_out``: tools
     this host never gets by design (a peer, heap dumps not configured: the capture stays complete).
-    The manifest carries both, with the reasons."""
+    ``intrusive``: tools that may run later, one host at a time under the cluster's maintenance lock, only if
+    the broker is proven not serving just before (``collector``'s second phase). The manifest carries all of it."""
 
     thread_dumps: int  # how many
-    # thread-dump methods, tried in order until one works: "jstack" (attach), "sigquit" (into the
-    # stdout file: needs a running JVM, not the attach mechanism), "jhsdb" (ptrace: stops the process
-    # while it reads it -- suspect only, or a process that is stopped anyway)
+    # thread-dump methods, tried in order until one works: "jstack" and "jcmd" (attach: a safepoint, no GC), "sigquit"
+    # (into the stdout file: needs a running JVM, not the attach mechanism)
     dump_methods: tuple[str, ...]
-    histogram: bool  # jmap -histo:live + jcmd GC.heap_info (stop-the-world: suspect only)
-    heap_dump: bool
+    heap_info: bool  # jcmd GC.heap_info (reads the heap's sizes: no GC) -- suspect only
+    intrusive: tuple[str, ...] = ()
     skipped: tuple[tuple[str, str], ...] = ()
     left_out: tuple[tuple[str, str], ...] = ()
 
@@ -468,34 +486,45 @@ class ToolPlan:
 def tool_plan(role: str, pid: int | None, process_state: str | None, settings: CaptureSettings) -> ToolPlan:
     """Pure: the JVM tools for one host (every host with a process also gets its /proc thread list).
 
+    Nothing here stops or pauses a JVM: thread dumps by jstack, jcmd Thread.print or SIGQUIT, heap sizes by
+    jcmd GC.heap_info. The intrusive tools (jhsdb, jmap -histo:live, a heap dump) are only planned, for a suspect,
+    and run only if it is proven not serving right before (see ``ToolPlan.intrusive``).
+
     * no process: logs and sockets only;
-    * stopped (SIGSTOP) or traced: no attach-based tool (jstack, jcmd, jmap wait for a JVM that
-      cannot answer) and no SIGQUIT (delivered only when it resumes); one bounded `jhsdb jstack`;
+    * stopped (SIGSTOP) or traced: no attach-based tool (they wait for a JVM that cannot answer) and no SIGQUIT
+      (delivered only when it resumes); a suspect's thread dump may come from jhsdb (intrusive);
     * zombie / dead: nothing can be asked;
-    * a running suspect: ``jstack_count`` dumps (jstack, else SIGQUIT, else jhsdb), the class
-      histogram and heap info, and a heap dump only where configured; a running peer: one plain
-      thread dump (jstack, else SIGQUIT), never a stop-the-world tool.
+    * a running suspect: ``jstack_count`` dumps, heap sizes; jmap -histo:live and (where configured) a heap dump
+      intrusive, jhsdb too if no gentle dump works; a running peer: one thread dump, never an intrusive tool.
     """
+    intrusive_ok = settings.intrusive
+    off = "capture.intrusive is off for this cluster"
     if pid is None:
-        return ToolPlan(0, (), False, False, (("JVM tools", "no broker process found"),))
+        return ToolPlan(0, (), False, skipped=(("JVM tools", "no broker process found"),))
     if process_state in ("zombie", "dead"):
-        return ToolPlan(0, (), False, False, (("JVM tools", f"the process is a {process_state}: no JVM to ask"),))
+        return ToolPlan(0, (), False, skipped=(("JVM tools", f"the process is a {process_state}: no JVM to ask"),))
     if process_state in ("stopped", "tracing_stop"):
         why = f"the process is {process_state} (SIGSTOP?): attach-based tools would wait for a JVM that cannot answer"
         skipped = [("jstack", why), ("SIGQUIT thread dump", "a stopped JVM handles the signal only when it resumes")]
-        if role == SUSPECT:
-            skipped += [("jmap -histo:live", why), ("jcmd GC.heap_info", why)] + ([("heap dump", why)] if settings.heap_dump else [])
-        return ToolPlan(1, ("jhsdb",), False, False, tuple(skipped))
+        left = [("jmap -histo:live", why)] + ([("heap dump", why)] if settings.heap_dump else [])
+        if role == SUSPECT and intrusive_ok:
+            return ToolPlan(0, (), False, ("jhsdb",), tuple(skipped), tuple(left))
+        left.append(("jhsdb", off if role == SUSPECT else "stops the process while it reads it: suspect broker only"))
+        return ToolPlan(0, (), False, (), tuple(skipped), tuple(left))
     skipped: list[tuple[str, str]] = []
     if process_state is not None and process_state not in RUNNABLE_STATES:
         skipped.append(("process state", f"unexpected state {process_state!r}: tools tried anyway, within the deadline"))
     if role == SUSPECT:
-        left_out = () if settings.heap_dump else (("heap dump", "heap dumps not configured for this cluster (capture.heap_dump)"),)
-        return ToolPlan(settings.jstack_count, ("jstack", "sigquit", "jhsdb"), True, settings.heap_dump, tuple(skipped), left_out)
+        left_out = [] if settings.heap_dump else [("heap dump", "heap dumps not configured for this cluster (capture.heap_dump)")]
+        if not intrusive_ok:
+            left_out += [(tool, off) for tool in INTRUSIVE_TOOLS if tool != "heap dump" or settings.heap_dump]
+            return ToolPlan(settings.jstack_count, GENTLE_DUMPS, True, (), tuple(skipped), tuple(left_out))
+        intrusive = ("jhsdb", "jmap -histo:live") + (("heap dump",) if settings.heap_dump else ())
+        return ToolPlan(settings.jstack_count, GENTLE_DUMPS, True, intrusive, tuple(skipped), tuple(left_out))
     left_out = (("jmap -histo:live", "stop-the-world tool: suspect broker only, never a healthy peer"),
                 ("jhsdb", "stops the process while it reads it: suspect broker only"),
                 ("heap dump", "suspect broker only"))
-    return ToolPlan(1, ("jstack", "sigquit"), False, False, tuple(skipped), left_out)
+    return ToolPlan(1, GENTLE_DUMPS, False, (), tuple(skipped), left_out)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -79,6 +79,10 @@ def capture_member(config: ClusterConfig, bundle: EvidenceBundle, m: Member, aff
                 except SSHError as exc:
                     path.write_bytes(b"")
                     res = CommandResult(cmd.argv, "", b"", b"", None, clock.now_iso(), 0.0, f"{type(exc).__name__}: {exc}", str(path))
+                if cmd.redact:
+                    from kafka_runbooks.capture.collector import _redacted
+
+                    res = _redacted(cmd.redact, path, res)
                 bundle.record_zk_command(m.server, runner.address, cmd.name, cmd.kind, res)
                 if optional and res.exit_code == 1 and b"No such file" in (res.stderr or b""):
                     skipped.append(f"{cmd.argv[-1]}: no such file on the host")
@@ -100,7 +104,7 @@ def capture_member(config: ClusterConfig, bundle: EvidenceBundle, m: Member, aff
             do(C.loadavg_command(t))
             cfg = zs.path("config_path", m.server)
             if cfg:
-                do(C.config_file_command("zoo-cfg", C.KIND_ZK_CONFIG, cfg, t), optional=True)
+                do(C.config_file_command("zoo-cfg", C.KIND_ZK_CONFIG, cfg, t, redact="zookeeper_properties"), optional=True)
             for name, which, kind in (("zookeeper-log", "log_path", C.KIND_ZK_LOG), ("zookeeper-gc-log", "gc_log_path", C.KIND_GC_LOG)):
                 path = zs.path(which, m.server)
                 if path:
@@ -109,7 +113,7 @@ def capture_member(config: ClusterConfig, bundle: EvidenceBundle, m: Member, aff
             pid = None
             pid_file = zs.path("pid_file", m.server)
             if pid_file:
-                raw = text(do(C.config_file_command("pid-file", C.KIND_AUX, pid_file, t)))
+                raw = text(do(C.config_file_command("pid-file", C.KIND_AUX, pid_file, t, redact=None)))
                 pid = int(raw.strip()) if raw.strip().isdigit() else None
             else:
                 listeners = S.parse_ss_listeners(text(do(C.CaptureCommand("listen-sockets", C.KIND_SOCKETS_SS, ("ss", "-Hltnp"), t))))

@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import os
 import selectors
 import shlex
 import threading
@@ -221,7 +222,8 @@ class StrictSSHHook(SSHHook):
 
     def run_to_file(self, argv: Sequence[str], timeout: float, path: str) -> CommandResult:
         """Run argv, streaming stdout to the local file ``path`` (heap-sized output stays off the heap)."""
-        with open(path, "wb") as fh:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # evidence: its owner only
+        with os.fdopen(fd, "wb") as fh:
             res = self._exec(argv, timeout, fh)
         res.stdout_path = str(path)
         return res

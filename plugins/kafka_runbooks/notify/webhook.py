@@ -8,14 +8,17 @@ Airflow connection (conn_type ``http``: schema, host, port; ``extra.path``, opti
 parameter. No webhook configured: the notification is logged and nothing is sent.
 
 The payload: ``{"text": ..., "event": ..., "cluster": ..., "dag_id", "run_id", "task_id", "details"}``;
-``text`` is what a chat room shows. A notification that cannot be delivered is logged, never raised:
-telling on-call must not change what the run does.
+``text`` is what a chat room shows. A page is tried ``ATTEMPTS`` times (bounded, with a pause between tries),
+and its outcome -- delivered, or failed with every error -- is recorded in the audit trail of the run's record
+(the roll's, the election's or the incident's), never only logged. It is never raised: telling on-call must not
+change what the run does.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import time
 import urllib.error
 import urllib.request
 from typing import Any, Mapping
@@ -28,6 +31,8 @@ APPROVAL_WAITING = "approval_waiting"
 HALTED = "halted"
 MAX_TEXT = 3500
 TIMEOUT_S = 10.0
+ATTEMPTS = 3
+PAUSES_S = (1.0, 3.0)  # between tries
 
 
 def webhook_url(conn) -> str:
@@ -97,20 +102,74 @@ class OnCallWebhookNotifier(BaseNotifier):
         }
 
     def notify(self, context) -> None:
+        outcome = self.send(context)
+        self.record(context, outcome)
+
+    def send(self, context, sleep=time.sleep) -> dict[str, Any]:
+        """Deliver the page, retried: {"outcome": "ok"|"failed"|"not_sent", "attempts": n, "errors": [...], ...}."""
         from airflow.sdk import BaseHook
 
+        errors: list[str] = []
+        conn_id = None
         try:
             conn_id = self._conn_id()
             payload = self.payload(context)
             if not conn_id:
                 log.warning("no on-call webhook configured for cluster %s; not sent: %s", self.cluster, payload["text"])
-                return
+                return {"outcome": "not_sent", "attempts": 0, "errors": ["no on-call webhook configured (approvals.oncall_conn_id)"],
+                        "conn_id": None}
             conn = BaseHook.get_connection(conn_id)
             extra = dict(conn.extra_dejson or {})
             headers = {str(k): str(v) for k, v in (extra.get("headers") or {}).items()}
             if conn.password:
                 headers["Authorization"] = f"Bearer {conn.password}"
-            status = post(webhook_url(conn), payload, headers)
-            log.info("on-call notified (%s, HTTP %s) through %s", self.event, status, conn_id)
-        except (OSError, ValueError, urllib.error.URLError, Exception) as exc:  # noqa: BLE001 - never fail the run for a page
+            url = webhook_url(conn)
+        except Exception as exc:  # noqa: BLE001 - never fail the run for a page
             log.error("could not notify on-call (%s): %r", self.event, exc)
+            return {"outcome": "failed", "attempts": 0, "errors": [f"{type(exc).__name__}: {exc}"], "conn_id": conn_id}
+        for attempt in range(1, ATTEMPTS + 1):
+            try:
+                status = post(url, payload, headers)
+                log.info("on-call notified (%s, HTTP %s) through %s, attempt %d", self.event, status, conn_id, attempt)
+                return {"outcome": "ok", "attempts": attempt, "errors": errors, "conn_id": conn_id, "http_status": status}
+            except Exception as exc:  # noqa: BLE001 - HTTP errors, refused connections, timeouts: tried again
+                errors.append(f"attempt {attempt}: {type(exc).__name__}: {exc}")
+                log.error("could not notify on-call (%s), attempt %d of %d: %r", self.event, attempt, ATTEMPTS, exc)
+                if attempt < ATTEMPTS:
+                    sleep(PAUSES_S[min(attempt - 1, len(PAUSES_S) - 1)])
+        return {"outcome": "failed", "attempts": ATTEMPTS, "errors": errors, "conn_id": conn_id}
+
+    def record(self, context, outcome: Mapping[str, Any]) -> None:
+        """The page's outcome in the audit trail of the run's record (found through the run's XComs and conf)."""
+        ti = context.get("ti") or context.get("task_instance")
+        try:
+            from kafka_runbooks.config import load_cluster
+            from kafka_runbooks.incidents.store import IncidentStore
+
+            record_id = record_of(context)
+            if record_id is None:
+                log.error("on-call page %s (%s): no record of this run to audit it in", outcome.get("outcome"), self.event)
+                return
+            IncidentStore(load_cluster(str(self.cluster)).incident_base).audit(
+                record_id, actor="on-call notifier", action=f"page_{self.event}", outcome=str(outcome.get("outcome")),
+                details={**dict(outcome), "dag_id": getattr(ti, "dag_id", None), "run_id": getattr(ti, "run_id", None),
+                         "task_id": getattr(ti, "task_id", None)})
+        except Exception as exc:  # noqa: BLE001 - never fail the run for a page
+            log.error("could not record the on-call page (%s) in the audit trail: %r", self.event, exc)
+
+
+def record_of(context) -> str | None:
+    """The record a run works on: its plan's (roll, election, incident restart), else the incident it opened, else
+    the incident its conf names."""
+    ti = context.get("ti") or context.get("task_instance")
+    for task_id, key in (("plan", "plan"), ("open_incident", None)):
+        try:
+            value = ti.xcom_pull(task_ids=task_id) if hasattr(ti, "xcom_pull") else None
+        except Exception:  # noqa: BLE001 - no such task in this DAG, no XCom yet
+            value = None
+        if isinstance(value, dict):
+            found = (value.get("plan") or {}).get("roll_id") if key == "plan" else value.get("incident_id")
+            if found:
+                return str(found)
+    conf = getattr(context.get("dag_run"), "conf", None) or {}
+    return str(conf["incident_id"]) if isinstance(conf, dict) and conf.get("incident_id") else None

@@ -1,10 +1,13 @@
 """The approval gate of every remediation: Airflow's HITL ApprovalOperator, made to mean something.
 
 * One approval per plan, showing the whole plan and its blast radius (``remediate/briefing.py``),
-  bound to the plan's digest, this run and this try (see ``remediate/approvals.py`` for the design).
+  bound to the digest of the plan AND of everything that will run for it (``digest.execution_binding``:
+  argv per broker, the host map, the gates, the canary switch, the approvers, the seal key's connection),
+  this run and this try (see ``remediate/approvals.py`` for the design).
 * Four eyes: the HITL request is assigned to the cluster's configured approvers minus whoever
-  started the run (``dag_run.triggering_user_name``), so Airflow's REST API refuses anybody else;
-  the answer is checked again here against the same rule before it counts.
+  started the run (``dag_run.triggering_user_name``, compared by id and by name: ``approvals.approver_names``),
+  so Airflow's REST API refuses anybody else; the answer is checked again here against the same rule before it
+  counts. A run nobody started (another DAG, a schedule) is recorded as automatic; only an approver counts.
 * The decision is the resume event Airflow built from the task's own HITL detail row (written by
   the REST endpoint or the scheduler's timeout sweep), recorded by ``execute_complete`` in the
   remediation ledger sealed with an HMAC whose key is the password of the Airflow connection
@@ -66,7 +69,7 @@ class RemediationApprovalOperator(ApprovalOperator):
     def _setup(self):
         from kafka_runbooks.config import load_cluster
         from kafka_runbooks.model import Plan
-        from kafka_runbooks.remediate.digest import plan_digest
+        from kafka_runbooks.remediate.digest import approval_digest, execution_binding
         from kafka_runbooks.remediate.ledger import Ledger
 
         if not isinstance(self.plan_output, dict) or "plan" not in self.plan_output:
@@ -78,7 +81,10 @@ class RemediationApprovalOperator(ApprovalOperator):
         record_id = plan.roll_id
         if not record_id:
             raise AirflowFailException("the plan has no record to bind the approval to")
-        return config, plan, plan_digest(plan), Ledger(config, record_id)
+        from kafka_runbooks.operators.remediate import _truthy  # the execute task reads the switch the same way
+
+        binding = execution_binding(config, plan, _truthy(self.plan_output.get("canary")))
+        return config, plan, approval_digest(plan, binding), Ledger(config, record_id), binding
 
     # -- ask ----------------------------------------------------------------------------------
 
@@ -89,12 +95,15 @@ class RemediationApprovalOperator(ApprovalOperator):
 
         if isinstance(self.plan_output, dict) and self.plan_output.get("dry_run"):
             raise AirflowSkipException("dry run: the plan was shown; nothing is asked and nothing is changed")
-        config, plan, digest, ledger = self._setup()
+        config, plan, digest, ledger, binding = self._setup()
         if plan.refused:
             raise AirflowFailException("the plan is refused; nothing to approve:\n" + "\n".join(plan.refusals))
         ti = context["ti"]
-        starter = getattr(context.get("dag_run"), "triggering_user_name", None)
-        assigned = A.assigned_users(config.approvals.approvers, starter)
+        dag_run = context.get("dag_run")
+        starter = getattr(dag_run, "triggering_user_name", None) or None
+        automatic = None if starter else (f"run type {getattr(getattr(dag_run, 'run_type', None), 'value', getattr(dag_run, 'run_type', '?'))}: "
+                                          "started by another DAG or a schedule, no person recorded as its starter")
+        assigned = A.assigned_users(config.approvals.approvers, starter, config.approvals.approver_names)
         if not assigned:
             raise AirflowFailException(
                 f"cluster {config.name!r} has no approver other than the person who started this run ({starter!r}); "
@@ -104,6 +113,7 @@ class RemediationApprovalOperator(ApprovalOperator):
         request = A.Decision(
             dag_id=ti.dag_id, run_id=ti.run_id, task_id=ti.task_id, try_number=int(ti.try_number), plan_digest=digest,
             chosen=None, user_id=None, user_name=None, responded_at=None, timed_out=False, starter=starter,
+            automatic=automatic, binding=binding, plan=plan.to_dict(),
         )
         ledger.append(REQUESTED, ti.run_id, **A.entry_for(request, secret), assigned=[u["id"] for u in assigned])
         self.assigned_users = assigned
@@ -116,7 +126,7 @@ class RemediationApprovalOperator(ApprovalOperator):
         self.body = approval_body(
             findings, plan, report_path=self.plan_output.get("report"), approval_timeout=str(self.response_timeout),
             commands=commands, digest=digest,
-            gates=self.plan_output.get("gates") or (),
+            gates=self.plan_output.get("gates") or (), binding=binding, started_by=request.started_by,
         )
         self.log.info("asking %s to approve plan %s of run %s (started by %s)", [u["id"] for u in assigned], digest[:12], ti.run_id, starter)
         return super().execute(context)
@@ -126,7 +136,9 @@ class RemediationApprovalOperator(ApprovalOperator):
     def execute_complete(self, context, event: dict[str, Any]) -> Any:
         from kafka_runbooks.remediate import approvals as A
 
-        config, plan, digest, ledger = self._setup()
+        from kafka_runbooks.remediate.digest import binding_changes
+
+        config, plan, digest, ledger, binding = self._setup()
         ti = context["ti"]
         secret = approval_secret(config.approvals.secret_conn_id)
         requested = self._requested(ledger, ti, secret)
@@ -137,16 +149,19 @@ class RemediationApprovalOperator(ApprovalOperator):
         if requested is None:
             refusals.append("no sealed approval request of this try was found in the ledger")
         elif requested.plan_digest != digest:
-            refusals.append("the plan changed after the approval was requested")
+            changes = binding_changes(requested.plan or {}, plan.to_dict(), "plan.") + binding_changes(requested.binding or {}, binding)
+            refusals.append("what would run changed after the approval was requested: " + ("; ".join(changes[:20]) or "the plan"))
         if not timed_out:
             refusals += A.four_eyes_refusals((user or {}).get("id"), (user or {}).get("name"), config.approvals.approvers,
-                                             requested.starter if requested else None)
+                                             requested.starter if requested else None, config.approvals.approver_names)
         decision = A.Decision(
             dag_id=ti.dag_id, run_id=ti.run_id, task_id=ti.task_id, try_number=int(ti.try_number),
             plan_digest=requested.plan_digest if requested else digest, chosen=chosen,
             user_id=(user or {}).get("id"), user_name=(user or {}).get("name"),
             responded_at=None if timed_out else _responded_at(event.get("responded_at")), timed_out=timed_out,
             starter=requested.starter if requested else None, refusals=tuple(refusals),
+            automatic=requested.automatic if requested else None,
+            binding=requested.binding if requested else binding, plan=requested.plan if requested else plan.to_dict(),
         )
         ledger.append("approval", ti.run_id, **A.entry_for(decision, secret))
         self._audit(config, plan, decision)
@@ -179,7 +194,10 @@ class RemediationApprovalOperator(ApprovalOperator):
         from kafka_runbooks.incidents.store import IncidentStore
 
         outcome = "timeout" if decision.timed_out else ("refused" if decision.refusals else str(decision.chosen or "none").lower())
+        payload = decision.payload()
+        payload.pop("binding", None)
+        payload.pop("plan", None)
         IncidentStore(config).audit(
             plan.roll_id, actor=decision.user_name or "nobody", action="approval", outcome=outcome,
-            details={"decision": decision.payload()},
+            details={"decision": payload, "started_by": decision.started_by, "automatic_run": decision.automatic is not None},
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 
 from pathlib import Path
 from typing import Any, Sequence
@@ -12,8 +13,57 @@ from airflow.sdk.exceptions import AirflowFailException
 from kafka_runbooks import clock
 
 
+class MaintenanceLockGate:
+    """``collector.IntrusiveGate`` for a real cluster: the cluster's maintenance lock (the one every restart and
+    election takes, so no intrusive tool runs while the cluster is being changed, and no change starts meanwhile)
+    and a direct Kafka-protocol check of the broker taken just before its tools run."""
+
+    def __init__(self, config, brokers, *, run_id: str, dag_id: str) -> None:
+        self.config, self.brokers, self.run_id, self.dag_id = config, dict(brokers), run_id, dag_id
+
+    @contextlib.contextmanager
+    def session(self):
+        from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
+        from kafka_runbooks.remediate.lock import MaintenanceLock
+
+        with ZooKeeperHook(self.config.zk_conn_id, timeout_s=self.config.capture.connect_timeout_s).session() as zk:
+            lock = MaintenanceLock(zk, self.config.name, run=self.run_id, dag=self.dag_id, user=None,
+                                   purpose="capture: intrusive JVM tools on a broker proven not serving")
+            identity = lock.acquire(self.config.gates.lock_wait_s)
+            try:
+                yield identity
+                lock.check()
+            finally:
+                lock.release()
+
+    def not_serving(self, broker_id: int) -> str | None:
+        from kafka_runbooks.hooks.kafka import KafkaHook
+
+        broker = self.brokers.get(int(broker_id))
+        if broker is None:
+            return f"broker {broker_id} has no known endpoint: it cannot be reached, registered or not"
+        check = KafkaHook(self.config.kafka_conn_id, listener=self.config.listener).check_broker(
+            broker, self.config.health.kafka_probe_timeout_s)
+        return None if check.ok else f"direct check at {check.at} on {check.endpoint}: {check.error}"
+
+
+def capture_plan(config, suspects, peers) -> str:
+    """What the capture will do, said before it starts (task log and audit)."""
+    c = config.capture
+    intrusive = ("jmap -histo:live" + (", a heap dump" if c.heap_dump else "") + ", jhsdb where no gentle dump works"
+                 if c.intrusive else "none (capture.intrusive is off)")
+    return (f"capture plan: brokers {sorted(set(suspects) | set(peers))} in parallel, non-intrusive only (thread dumps by "
+            f"jstack/jcmd/SIGQUIT, socket tables, logs, /proc, GC log; server.properties and command lines redacted), each "
+            f"host within {c.host_deadline_s:g}s; suspects {sorted(suspects)} (at most {c.max_suspects}) get "
+            f"{c.jstack_count} thread dumps and heap sizes; intrusive tools: {intrusive} -- only on a suspect proven "
+            f"not serving by a direct check just before, one host at a time, under the cluster's maintenance lock, "
+            f"within {c.intrusive_deadline_s:g}s per host")
+
+
 class CaptureEvidenceOperator(BaseOperator):
-    """Captures the suspect broker(s) and their peers in parallel, each host within its deadline.
+    """Captures the suspect broker(s) and their peers in parallel, each host within its deadline, without
+    stopping or pausing any JVM; then the intrusive tools one suspect at a time, under the maintenance lock, only
+    where a direct check proves it is not serving (``capture/collector.py``).
 
     The audit records the capture's real status -- ``complete``, ``partial`` (with every reason:
     a stopped JVM, a failed command, a deadline) or ``failed`` -- and the task fails only when
@@ -56,6 +106,10 @@ class CaptureEvidenceOperator(BaseOperator):
         def checker():
             return hook.check_all(checkable, config.health.kafka_probe_timeout_s, unregistered=missing)
 
+        suspects = [int(b) for b in self.incident["broker_ids"]][: config.capture.max_suspects]
+        plan_text = capture_plan(config, suspects, self.incident["capture_broker_ids"])
+        self.log.info("%s", plan_text)
+        gate = MaintenanceLockGate(config, {b.id: b for b in targets}, run_id=context["run_id"], dag_id=context["dag"].dag_id)
         zk_servers = list(self.incident.get("zookeeper_servers") or [])
         members = []
         if zk_servers:  # a ZooKeeper incident: every member of the ensemble, jstack of the affected one(s)
@@ -66,7 +120,7 @@ class CaptureEvidenceOperator(BaseOperator):
         manifest = capture_cluster(
             config, snapshot, self.incident["capture_broker_ids"], bundle,
             suspects=self.incident["broker_ids"], checker=checker, known={b.id: b for b in targets},
-            zookeeper_members=members, zookeeper_affected=zk_servers,
+            zookeeper_members=members, zookeeper_affected=zk_servers, intrusive=gate,
         )
         hosts = manifest.get("hosts", {})
         unreachable = sorted(b for b, h in hosts.items() if not h.get("reachable"))
@@ -85,6 +139,10 @@ class CaptureEvidenceOperator(BaseOperator):
                               "thread_dump_method": h.get("thread_dump_method")} for b, h in sorted(hosts.items())},
                 "zookeeper": {z: {"role": h.get("role"), "status": h.get("status")} for z, h in sorted((manifest.get("zookeeper") or {}).items())},
                 "reasons": manifest.get("status_reasons", []),
+                "plan": plan_text,
+                "intrusive": {b: h.get("intrusive") for b, h in sorted(hosts.items()) if h.get("intrusive")},
+                "intrusive_phase": manifest.get("intrusive"),
+                "suspects_capped": manifest.get("suspects_capped"),
                 "unreachable": unreachable,
                 "failed_commands": [f"{c['broker_id']}:{c['name']}" for c in failed],
             },

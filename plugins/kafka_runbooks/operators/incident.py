@@ -136,6 +136,13 @@ class CloseIncidentOperator(BaseOperator):
                                  resolution=f"restarted {self.restart.get('restarted')} after approval by {who}; recovery verified{peers}")
             return {"status": record["status"], "incident_id": incident_id, "report": report.get("report"), "follow_up": fu or None}
 
+        refused = list(self.approval.get("refusals") or []) if isinstance(self.approval, dict) else []
+        if choice == APPROVE and refused and not self.restart:
+            # the answer did not count (four eyes, a changed plan): nothing was restarted; a person owns it, told why
+            note = f"approval by {who} refused: {'; '.join(refused)}; no change was made; evidence kept in {report.get('bundle_dir')}"
+            record = store.needs_person(incident_id, actor=actor, reason=note[:2000], decision="refused")
+            raise AirflowFailException(f"incident {incident_id} needs a person: {note}")
+
         if choice is not None and choice != APPROVE:
             # the approval task audited the decision itself (remediate: operators/approval.py)
             note = f"{choice} by {who}: no change was made; evidence kept in {report.get('bundle_dir')}"

@@ -14,9 +14,10 @@ from typing import Any, Sequence
 from airflow.sdk import BaseOperator, BaseSensorOperator, PokeReturnValue, TriggerRule
 from airflow.sdk.exceptions import AirflowFailException
 
+from kafka_runbooks.policies import POOL  # per cluster at run time: kafka_runbooks/policies.py
+
 ROLLING_RESTART = "rolling_restart"
 INCIDENT_RESTART = "incident_restart"
-POOL = "kafka_runbooks_remediation"
 GATES = (
     "registered again with a new ZooKeeper session",
     "back in every ISR it belongs in",
@@ -43,33 +44,51 @@ def _truthy(value: Any) -> bool:
 
 
 def find_resumable_roll(store, cluster: str) -> tuple[dict[str, Any], Any] | None:
-    """The latest open rolling-restart record of ``cluster`` whose ledger says it halted."""
-    from kafka_runbooks.remediate.ledger import find_resumable
+    """The latest open rolling-restart record of ``cluster`` whose ledger says it halted -- or whose worker died in
+    the middle of a step (a ``step_started`` that never ended: ``executor.interrupted_step``)."""
+    from kafka_runbooks.remediate.executor import interrupted_step
+    from kafka_runbooks.remediate.ledger import Ledger, find_resumable
 
-    return find_resumable(store, cluster, ROLLING_RESTART)
+    found = find_resumable(store, cluster, ROLLING_RESTART)
+    for record in reversed(store.records(cluster)):
+        if found is not None and str(record.get("opened_at") or "") <= str(found[0].get("opened_at") or ""):
+            break
+        if record.get("status") == "open" and (record.get("trigger") or {}).get("kind") == ROLLING_RESTART:
+            ledger = Ledger(store.base, record["id"])
+            entries = ledger.entries()
+            if interrupted_step(entries) is not None:
+                return record, ledger.progress()
+    return found
 
 
-def use_approval(context, plan, config, nothing: str):
-    """Verifies that a sealed Approve of THIS plan in THIS run exists and has not been used, and uses it (recorded
-    in the ledger and the audit). Returns (decision, approver); AirflowFailException saying ``nothing`` otherwise.
+def use_approval(context, plan, config, nothing: str, canary: bool = False):
+    """Verifies that a sealed Approve of THIS plan -- and of everything that will run for it, built from the
+    configuration now (``digest.execution_binding``, with this run's ``canary`` switch) -- in THIS run exists, is
+    not older than ``approvals.max_age_s`` and has not been used, and uses it (recorded in the ledger and the
+    audit). Returns (decision, approver); AirflowFailException saying ``nothing`` and what changed otherwise.
     Every remediation's execute task calls this before it changes anything."""
+    from kafka_runbooks import clock
     from kafka_runbooks.incidents.store import IncidentStore
     from kafka_runbooks.operators.approval import approval_secret
     from kafka_runbooks.remediate.approvals import ApprovalError, Decision, usable_refusals
-    from kafka_runbooks.remediate.digest import plan_digest
+    from kafka_runbooks.remediate.digest import approval_digest, execution_binding
     from kafka_runbooks.remediate.ledger import Ledger
 
     ti = context["ti"]
     store = IncidentStore(config)
     ledger = Ledger(config, plan.roll_id)
-    digest = plan_digest(plan)
+    binding = execution_binding(config, plan, canary)
+    digest = approval_digest(plan, binding)
     try:
         secret = approval_secret(config.approvals.secret_conn_id)
     except ApprovalError as exc:
         raise AirflowFailException(f"{exc}; {nothing}") from exc
     with ledger.locked():
         refusals, entry = usable_refusals(ledger.entries(), secret=secret, dag_id=ti.dag_id, run_id=ti.run_id,
-                                          plan_digest=digest, approvers=config.approvals.approvers)
+                                          plan_digest=digest, approvers=config.approvals.approvers,
+                                          names=config.approvals.approver_names, plan=plan.to_dict(), binding=binding,
+                                          max_age_s=config.approvals.max_age_s, now=clock.now_iso(),
+                                          valid_until=(plan.conditions or {}).get("deadline_at"))
         if not refusals:
             decision = Decision.from_payload(entry["decision"])
             ledger.append("approval_used", ti.run_id, _locked=True, dag_id=ti.dag_id, approval_try=decision.try_number,
@@ -80,7 +99,8 @@ def use_approval(context, plan, config, nothing: str):
         raise AirflowFailException(f"no usable approval; {nothing}:\n" + "\n".join(f"- {r}" for r in refusals))
     approver = decision.user_name or decision.user_id or "unknown"
     store.audit(plan.roll_id, actor=approver, action="approval_verified", outcome="ok",
-                details={"digest": digest, "approval_try": decision.try_number, "run_id": ti.run_id, "by_try": int(ti.try_number)})
+                details={"digest": digest, "approval_try": decision.try_number, "run_id": ti.run_id, "by_try": int(ti.try_number),
+                         "started_by": decision.started_by, "automatic_run": decision.automatic is not None})
     return decision, approver
 
 
@@ -94,6 +114,29 @@ def render_plan(plan, digest: str) -> str:
     lines += [f"  refused: {r}" for r in plan.refusals if not r.startswith("broker ")]
     lines += [f"  warning: {w}" for w in plan.warnings]
     return "\n".join(lines)
+
+
+def fresh_plan(config, approved, canary: bool = False):
+    """The approved plan computed again on the cluster as it is now -- the same evidence gathered the same way
+    (static configs, the open incidents, direct checks of every holder and of every waived broker) -- for
+    ``executor.plan_changed``."""
+    from kafka_runbooks.detect.snapshot import read_snapshot
+    from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
+    from kafka_runbooks.incidents.store import IncidentStore
+    from kafka_runbooks.remediate.executor import serving_evidence, unconfigured_replicas
+    from kafka_runbooks.remediate.host import static_config_state
+    from kafka_runbooks.remediate.plan import plan_restart, safety_settings
+
+    static, unread = static_config_state(config)
+    with ZooKeeperHook(config.zk_conn_id, timeout_s=config.capture.connect_timeout_s).session() as zk:
+        snapshot = read_snapshot(zk, config.name)
+    unread.update(unconfigured_replicas(config, snapshot))
+    todo = [b for b in approved.requested if b not in approved.completed]
+    not_serving, unresponsive, _, _ = serving_evidence(config, snapshot, todo, approved.not_serving,
+                                                       IncidentStore(config.incident_base).records(config.name))
+    return plan_restart(snapshot, approved.requested, config, kind=approved.kind, not_serving=not_serving,
+                        settings=safety_settings(config, static, unread), completed=approved.completed,
+                        roll_id=approved.roll_id, unresponsive=unresponsive, canary_topic=config.canary.topic if canary else None)
 
 
 class PlanRemediationOperator(BaseOperator):
@@ -130,7 +173,8 @@ class PlanRemediationOperator(BaseOperator):
         from kafka_runbooks.model import Finding
         from kafka_runbooks.remediate import ledger as L
         from kafka_runbooks.remediate.digest import plan_digest
-        from kafka_runbooks.remediate.host import read_static_configs
+        from kafka_runbooks.remediate.executor import interrupted_step, serving_evidence, unconfigured_replicas
+        from kafka_runbooks.remediate.host import static_config_state
         from kafka_runbooks.remediate.plan import plan_restart, safety_settings
 
         incident = self.incident if isinstance(self.incident, dict) else None
@@ -143,9 +187,12 @@ class PlanRemediationOperator(BaseOperator):
         report = self.report if isinstance(self.report, dict) else {}
         findings = [Finding.from_dict(f) for f in report.get("findings") or []]
 
+        static, unread = static_config_state(config)
         with ZooKeeperHook(config.zk_conn_id, timeout_s=config.capture.connect_timeout_s).session() as zk:
             snapshot = read_snapshot(zk, config.name)
-        static, notes = read_static_configs(config)
+        unread.update(unconfigured_replicas(config, snapshot))
+        notes = [f"broker {b}: {why} (its min.insync.replicas is unknown: stops that depend on it are refused)"
+                 for b, why in sorted(unread.items())]
         for note in notes:
             self.log.warning("%s", note)
 
@@ -154,8 +201,9 @@ class PlanRemediationOperator(BaseOperator):
         if incident:
             record_id = incident["incident_id"]
             requested = [int(b) for b in incident["broker_ids"]]
-            progress = L.Ledger(config, record_id).progress()
-            if progress.resumable:
+            ledger = L.Ledger(config, record_id)
+            progress = ledger.progress()
+            if progress.resumable or interrupted_step(ledger.entries()) is not None:
                 completed = list(progress.completed)
         elif _truthy(self.resume):
             found = find_resumable_roll(store, config.name)
@@ -173,7 +221,13 @@ class PlanRemediationOperator(BaseOperator):
         else:
             requested = [int(b) for b in (self.broker_ids or [])] or sorted(config.hosts)
 
-        not_serving = self._not_serving(config, snapshot, findings) if self.kind == INCIDENT_RESTART else {}
+        waived, checked = self._not_serving(config, snapshot, findings) if self.kind == INCIDENT_RESTART else ({}, {})
+        todo = [b for b in requested if b not in completed]
+        not_serving, unresponsive, checked, more = serving_evidence(config, snapshot, todo, waived,
+                                                                    store.records(config.name), checked)
+        notes += more
+        for b, c in sorted(checked.items()):
+            self.log.info("direct check of broker %s: %s", b, "ok" if c.ok else c.error)
         if record_id is None and not dry_run:
             record = store.open(
                 cluster=config.name, broker_ids=requested, reason=str(self.reason or "rolling restart"),
@@ -182,8 +236,8 @@ class PlanRemediationOperator(BaseOperator):
             )
             record_id = record["id"]
         plan = plan_restart(
-            snapshot, requested, config, kind=self.kind, not_serving=not_serving, settings=safety_settings(config, static),
-            completed=completed, roll_id=record_id, canary_topic=config.canary.topic if canary else None,
+            snapshot, requested, config, kind=self.kind, not_serving=not_serving, settings=safety_settings(config, static, unread),
+            completed=completed, roll_id=record_id, canary_topic=config.canary.topic if canary else None, unresponsive=unresponsive,
         )
         digest = plan_digest(plan)
         self.log.info("plan (%s):\n%s", "dry run" if dry_run else "to be approved", render_plan(plan, digest))
@@ -211,17 +265,15 @@ class PlanRemediationOperator(BaseOperator):
             "notes": notes,
         }
 
-    def _not_serving(self, config, snapshot, findings) -> dict[int, str]:
-        """The waiver's evidence: this run's stuck-thread / stalled-request findings AND a direct check failing now."""
-        from kafka_runbooks.hooks.kafka import KafkaHook
+    def _not_serving(self, config, snapshot, findings):
+        """The waiver's evidence: this run's stuck-thread / stalled-request findings AND a direct check failing now.
+        Returns (evidence, the checks taken)."""
+        from kafka_runbooks.remediate.executor import check_brokers
         from kafka_runbooks.remediate.safety import NOT_SERVING_FINDING_KINDS, not_serving_evidence
 
         suspects = sorted({b for f in findings if f.kind in NOT_SERVING_FINDING_KINDS for b in f.broker_ids})
-        hook = KafkaHook(config.kafka_conn_id, listener=config.listener)
-        checks = [hook.check_broker(snapshot.broker(b), config.health.kafka_probe_timeout_s) for b in suspects if snapshot.broker(b)]
-        for c in checks:
-            self.log.info("direct check of broker %s: %s", c.broker_id, "ok" if c.ok else c.error)
-        return not_serving_evidence(checks, findings)
+        checks = check_brokers(config, snapshot, suspects)
+        return not_serving_evidence(checks.values(), findings), checks
 
 
 class ClusterChangingOperator(BaseOperator):
@@ -248,7 +300,7 @@ class ClusterChangingOperator(BaseOperator):
         config = _config(plan.cluster)
         if not plan.roll_id:
             raise AirflowFailException(f"the plan has no record; {nothing}")
-        decision, approver = use_approval(context, plan, config, nothing)
+        decision, approver = use_approval(context, plan, config, nothing, canary=_truthy(self.plan_output.get("canary")))
         return plan, config, decision, approver
 
 
@@ -256,28 +308,23 @@ class ExecutePlanOperator(ClusterChangingOperator):
     """Runs the approved restart plan through the engine, after checking it against fresh state."""
 
     def execute(self, context) -> dict[str, Any]:
-        from kafka_runbooks.detect.snapshot import read_snapshot
-        from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
         from kafka_runbooks.incidents.store import IncidentStore
         from kafka_runbooks.remediate import executor as E
-        from kafka_runbooks.remediate.plan import plan_restart
 
         plan, config, decision, approver = self.approved_plan(context, "nothing restarted")
         ti = context["ti"]
         store = IncidentStore(config)
 
-        with ZooKeeperHook(config.zk_conn_id, timeout_s=config.capture.connect_timeout_s).session() as zk:
-            snapshot = read_snapshot(zk, config.name)
-        fresh = plan_restart(snapshot, plan.requested, config, kind=plan.kind, not_serving=plan.not_serving,
-                             completed=plan.completed, roll_id=plan.roll_id)
+        fresh = fresh_plan(config, plan, canary=_truthy(self.plan_output.get("canary")))
         changed = E.plan_changed(plan, fresh)
         if changed:
-            store.audit(plan.roll_id, actor=approver, action="execute_plan", outcome="refused", details={"refusals": changed})
+            store.audit(plan.roll_id, actor=approver, action="execute_plan", outcome="refused",
+                        details={"refusals": changed, "run_id": ti.run_id})
             raise AirflowFailException("\n".join(changed) + "; nothing restarted")
         execution = E.Execution(
             config=config, plan=plan, record_id=plan.roll_id, dag_id=ti.dag_id, run_id=ti.run_id, task_id=ti.task_id,
             try_number=int(ti.try_number), approver=approver, starter=decision.starter,
-            canary=bool(self.plan_output.get("canary")),
+            canary=bool((decision.binding or {}).get("canary", {}).get("enabled")),
         )
         try:
             return E.run(execution)
@@ -300,6 +347,8 @@ class CloseRollOperator(BaseOperator):
 
     def execute(self, context) -> dict[str, Any]:
         from kafka_runbooks.incidents.store import IncidentStore
+        from kafka_runbooks.remediate import ledger as L
+        from kafka_runbooks.remediate.executor import interrupted_step, interruption_report
         from kafka_runbooks.remediate.ledger import Ledger
 
         out = self.plan_output if isinstance(self.plan_output, dict) else {}
@@ -318,17 +367,35 @@ class CloseRollOperator(BaseOperator):
                                                            f"{self.result.get('approved_by')}; every gate passed")
             return {"status": "closed", "record_id": record_id, "restarted": self.result.get("restarted")}
         choice = (self.decision or {}).get("chosen_options") if isinstance(self.decision, dict) else None
+        refused = list((self.decision or {}).get("refusals") or []) if isinstance(self.decision, dict) else []
+        if refused and not progress.completed and not progress.resumable:
+            # an answer that did not count (four eyes, a changed plan): nothing ran; the record ends saying why
+            who = ((self.decision or {}).get("responded_by_user") or {}).get("name") or "nobody"
+            store.close(record_id, actor=actor, resolution=f"approval by {who} refused: {'; '.join(refused)}; nothing was changed")
+            return {"status": "refused", "record_id": record_id, "refusals": refused}
         if choice and choice[0] != "Approve":
             store.close(record_id, actor=actor, resolution=f"{choice[0]} by {(self.decision.get('responded_by_user') or {}).get('name') or 'nobody (timed out)'}: nothing was changed")
             return {"status": choice[0].lower(), "record_id": record_id}
-        lost = interrupted_execution(Ledger(config, record_id).entries(), context["ti"].run_id)
-        if lost and not progress.resumable:  # the executor died with its worker: nothing recorded how it ended
-            from kafka_runbooks.remediate.ledger import HALTED
-
-            Ledger(config, record_id).append(HALTED, context["ti"].run_id, reason=lost, at_step=None)
+        ledger = Ledger(config, record_id)
+        step = interrupted_step(ledger.entries())
+        if step is not None:
+            # the worker died in the middle of a step: say exactly what state the cluster was left in, and make it resumable
+            state = cluster_now(config)
+            lines = interruption_report(step, state, config.hosts)
+            ledger.append(L.HALTED, context["ti"].run_id, broker_id=step.get("broker_id"), phase="interrupted",
+                          reason=lines[0], state=lines[1:-1], at_step=step.get("broker_id"))
+            store.audit(record_id, actor=actor, action="halt", outcome="failed",
+                        details={"broker_id": step.get("broker_id"), "phase": "interrupted", "reason": lines[0], "state": lines[1:-1]})
+            store.update(record_id, note="halted: " + "; ".join(lines))
+            raise AirflowFailException(f"roll {record_id} is not complete:\n" + "\n".join(lines))
+        lost = interrupted_execution(ledger.entries(), context["ti"].run_id)
+        if lost and not progress.resumable:  # the executor died with its worker between steps: nothing recorded how it ended
+            ledger.append(L.HALTED, context["ti"].run_id, reason=lost, at_step=None)
             store.audit(record_id, actor=actor, action="halt", outcome="recorded", details={"reason": lost, "run_id": context["ti"].run_id})
-            progress = Ledger(config, record_id).progress()
-        why = (progress.halted or {}).get("reason") or "the run stopped before executing (see the task logs)"
+            progress = ledger.progress()
+        why = (progress.halted or {}).get("reason") or (
+            "the run stopped before executing: nothing was changed (see the plan and approve tasks)" if not progress.completed
+            else "the run stopped between steps (see the task logs)")
         store.update(record_id, note=f"halted: {why}; resumable with resume=true" if progress.resumable else f"stopped: {why}")
         raise AirflowFailException(f"roll {record_id} is not complete: {why}")
 
@@ -349,6 +416,18 @@ def interrupted_execution(entries: Sequence[dict[str, Any]], run_id: str) -> str
     where = f"broker {open_steps[-1]}'s restart had started and not finished" if open_steps else "between steps"
     return (f"the execution of run {run_id} ended without recording an outcome ({where}): its task was failed by Airflow, "
             "its worker lost or killed; resume re-plans what is left on fresh state")
+
+
+def cluster_now(config):
+    """The cluster's state now (None when ZooKeeper cannot be read: the close-out says so)."""
+    from kafka_runbooks.detect.snapshot import read_snapshot
+    from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
+
+    try:
+        with ZooKeeperHook(config.zk_conn_id, timeout_s=config.capture.connect_timeout_s).session() as zk:
+            return read_snapshot(zk, config.name)
+    except Exception:  # noqa: BLE001 - describe_state says "unknown"
+        return None
 
 
 class ClusterRecoveredSensor(BaseSensorOperator):

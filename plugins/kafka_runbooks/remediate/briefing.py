@@ -66,13 +66,16 @@ def approval_body(
     commands: Mapping[int, Mapping[str, Sequence[str]]] | None = None,
     digest: str | None = None,
     gates: Sequence[str] = (),
+    binding: Mapping | None = None,
+    started_by: str | None = None,
 ) -> str:
     """``commands``: broker -> {"stop": argv, "start": argv, "kill": argv} as the configuration gives them
-    now (shown; the executor builds them again from the configuration when it runs)."""
+    now (shown; the executor builds them again from the configuration when it runs and refuses if they differ).
+    ``binding``: ``digest.execution_binding`` -- what the approval binds besides the plan (shown, sealed)."""
     parts = _findings_section(findings, report_path)
     commands = commands or {}
     if plan.kind == "preferred_election":
-        return "\n".join(parts + _election_section(plan, approval_timeout, digest, gates))
+        return "\n".join(parts + _election_section(plan, approval_timeout, digest, gates) + _binding_section(binding, started_by))
     parts.append(f"\n### Plan: {_code(plan.kind)} of cluster {_code(plan.cluster)} (runs only after **Approve**, one broker at a time)")
     if plan.completed:
         parts.append(f"Already restarted by this roll (never restarted again): {_code(list(plan.completed))}")
@@ -106,8 +109,25 @@ def approval_body(
         f"{_code((plan.state_digest or '?')[:16])} (controller {_code(plan.controller_id)}, epoch {_code(plan.controller_epoch)}). "
         "This approval is good for this run and this plan only; every stop is checked again on fresh state."
     )
+    parts += _binding_section(binding, started_by)
     parts.append(f"\n**Reject**, or no answer within {approval_timeout}, makes no change.")
     return "\n".join(parts)
+
+
+def _binding_section(binding: Mapping | None, started_by: str | None) -> list[str]:
+    """What else the approval binds: a change to any of it after Approve refuses the run, naming it."""
+    if not binding:
+        return []
+    hosts = binding.get("hosts") or {}
+    gates = binding.get("gates") or {}
+    canary = binding.get("canary") or {}
+    return [
+        "Also bound (a change to any of it after **Approve** refuses the run, naming what changed): "
+        f"hosts {_code(', '.join(f'{b}={h}' for b, h in hosts.items()))}; gates {_code(', '.join(f'{k}={v}' for k, v in gates.items()))}; "
+        f"canary {_code('on' if canary.get('enabled') else 'off')}; approvers {_code(binding.get('approvers'))}; "
+        f"seal key connection {_code(binding.get('seal_key_conn_id'))}."
+        + (f" Started by: {_code(started_by)}." if started_by else ""),
+    ]
 
 
 def _election_section(plan: Plan, approval_timeout: str, digest: str | None, gates: Sequence[str]) -> list[str]:

@@ -1,20 +1,25 @@
 """Runs an approved plan: the one executor every restart in the product goes through.
 
 Holding the cluster's maintenance lock from the first safety check to the last gate, for each step
-not already done (the ledger says): read fresh state (ZooKeeper, direct Kafka checks of brokers
-under the not-serving waiver, the brokers' static configs over SSH), check the stop on it, restart
-the broker (``steps.restart_broker``), pass the gates (in sync, coordinators loaded, canary), record
-it done. On any failure: halt -- the cluster is left as it is, described (which broker is down,
-which partitions are affected), the ledger and the audit say where and why, and :class:`Halted`
-carries all of it to the failure callback that pages on-call. A later run with "resume" continues
-from the failed step.
+not already done (the ledger says): prove the host runs the broker it is mapped to (its ``broker.id``),
+read fresh state -- the brokers' static configs over SSH, the open incidents, ZooKeeper, and a direct
+Kafka-protocol check of every holder the stop depends on (``safety.holders_to_check``) and of every broker
+under the not-serving waiver -- check the stop on it, then, right before the stop command, read the state
+again and check once more (``before_stop``); restart the broker (``steps.restart_broker``), pass the gates
+(in sync, coordinators loaded, canary), record it done. Every wait of the step and of the gates polls the
+lock (``guard``): a lost lock halts at once. On any failure: halt -- the cluster is left as it is,
+described (which broker is down, which partitions are affected), the ledger and the audit say where and
+why, and :class:`Halted` carries all of it to the failure callback that pages on-call. A later run with
+"resume" continues from the failed step; a step whose worker died (``interrupted_step``) too.
 
-Pure helpers (:func:`describe_state`, :func:`order_refusals`) are apart from the I/O.
+Pure helpers (:func:`describe_state`, :func:`order_refusals`, :func:`plan_changed`, :func:`interrupted_step`)
+are apart from the I/O.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
@@ -73,11 +78,76 @@ def order_refusals(plan: Plan, snapshot: ClusterSnapshot, remaining: list[int]) 
             "puts the controller last; run again (resume) for a new plan and approval"]
 
 
+_NOT_HOLDER = re.compile(r"^broker (\d+) is not a holder now")
+_ID_LIST = re.compile(r"\[([0-9,]*)\]")
+
+
+def _not_holders(plan: Plan) -> list[int]:
+    return sorted(int(m.group(1)) for w in plan.warnings if (m := _NOT_HOLDER.match(w)))
+
+
+def _seen_effects(plan: Plan) -> dict[int, set[str]]:
+    """Each step's blast radius as the approver read it, id lists sorted (an ISR listed in another order is the same)."""
+    norm = lambda line: _ID_LIST.sub(lambda m: "[" + ",".join(sorted(m.group(1).split(","), key=lambda x: (len(x), x))) + "]", line)
+    return {s.broker_id: {norm(e) for e in s.blast_radius} for s in plan.steps}
+
+
 def plan_changed(approved: Plan, fresh: Plan) -> list[str]:
+    """What differs between the plan the approver saw and the same plan computed on fresh state, in anything the
+    approver saw: the order, the waiver, who is no holder, each step's blast radius, the warnings, refusals."""
+    out: list[str] = []
+    if fresh.refused:
+        out.append("on fresh state the plan is refused: " + "; ".join(fresh.refusals[:10]))
     if approved.broker_order != fresh.broker_order:
-        return [f"the plan changed since it was approved: approved order {list(approved.broker_order)}, on fresh state "
-                f"{list(fresh.broker_order)}; run again for a new approval"]
-    return []
+        out.append(f"the order changed: approved {list(approved.broker_order)}, on fresh state {list(fresh.broker_order)}")
+    if list(approved.completed) != list(fresh.completed):
+        out.append(f"brokers already done changed: approved {list(approved.completed)}, now {list(fresh.completed)}")
+    for b in sorted(set(approved.not_serving) - set(fresh.not_serving)):
+        out.append(f"broker {b} was approved for restart under the not-serving waiver, but its direct check does not fail now "
+                   "(it answers again, or is no longer registered): the waiver no longer applies")
+    for b in sorted(set(fresh.not_serving) - set(approved.not_serving)):
+        out.append(f"broker {b} is now not serving ({fresh.not_serving[b]}); the approved plan did not say so")
+    before, now = _not_holders(approved), _not_holders(fresh)
+    if before != now:
+        out.append(f"brokers that are no holder (no answer to a direct check, or an open incident): approved {before}, now {now}")
+    seen, fresh_effects = _seen_effects(approved), _seen_effects(fresh)
+    for b in sorted(set(seen) & set(fresh_effects)):
+        gone, new = sorted(seen[b] - fresh_effects[b]), sorted(fresh_effects[b] - seen[b])
+        if gone or new:
+            out.append(f"the blast radius of broker {b}'s step changed: " + "; ".join(
+                [f"no longer: {x}" for x in gone[:5]] + [f"now: {x}" for x in new[:5]]))
+    unclean = lambda p: sorted(w for w in p.warnings if not _NOT_HOLDER.match(w))
+    if unclean(approved) != unclean(fresh):
+        out.append(f"the warnings changed: approved {unclean(approved)}, now {unclean(fresh)}")
+    if out:
+        out.append("the plan the approver saw no longer fits the cluster; run again for a new plan and approval")
+    return out
+
+
+def interrupted_step(entries: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """The ``step_started`` entry of a step that never ended -- no ``step_done``/``step_failed`` of that broker, no
+    ``halted``/``completed`` after it: the worker running it died (killed, lost its machine) with the stop command
+    sent. None otherwise. The roll is resumable from that step (``operators/remediate.find_resumable_roll``)."""
+    open_step: Mapping[str, Any] | None = None
+    for e in entries:
+        kind = e.get("event")
+        if kind == L.STEP_STARTED and "partitions" not in e:
+            open_step = e
+        elif kind in (L.STEP_DONE, L.STEP_FAILED) and open_step is not None and e.get("broker_id") == open_step.get("broker_id"):
+            open_step = None
+        elif kind in (L.HALTED, L.COMPLETED):
+            open_step = None
+    return open_step
+
+
+def interruption_report(step: Mapping[str, Any], snapshot: ClusterSnapshot | None, configured: Iterable[int]) -> list[str]:
+    """What on-call reads when a worker died mid-step: which step, since when, and the cluster as it is now."""
+    b = step.get("broker_id")
+    return [f"the execute task stopped during the step of broker {b} (stop command sent at {step.get('at')} by run "
+            f"{step.get('run_id')}) and never finished it: the worker died or was killed",
+            *describe_state(snapshot, configured, b),
+            f"resume with resume=true: the roll continues from broker {b}'s step (a broker that is down is started, one that is "
+            "up is restarted), every stop checked again on fresh state"]
 
 
 # --------------------------------------------------------------------------- I/O
@@ -101,33 +171,86 @@ class Execution:
 class FreshState:
     snapshot: ClusterSnapshot
     settings: SafetySettings
-    not_serving: dict[int, str]
+    not_serving: dict[int, str]  # the waiver: still failing its direct check now
+    unresponsive: dict[int, str]  # holders that are no holders: no answer to a direct check now, or an open incident
     notes: list[str]
+    checked: dict[int, Any] = field(default_factory=dict)  # broker -> KafkaCheck taken for this decision
+    records: list[dict[str, Any]] = field(default_factory=list)  # the cluster's incident records, read with it
 
 
-def read_fresh_state(zk, ex: Execution) -> FreshState:
-    """Everything the safety rules read, now."""
-    from kafka_runbooks.detect.snapshot import read_snapshot
+def check_brokers(config: ClusterConfig, snapshot: ClusterSnapshot, broker_ids: Iterable[int]) -> dict[int, Any]:
+    """Direct Kafka-protocol checks of the registered brokers among ``broker_ids``, in parallel, each bounded by
+    ``health.kafka_probe_timeout_s`` (``KafkaHook.check_all``): {broker: KafkaCheck}."""
     from kafka_runbooks.hooks.kafka import KafkaHook
-    from kafka_runbooks.remediate.host import read_static_configs
+
+    brokers = [snapshot.broker(b) for b in sorted(set(broker_ids))]
+    brokers = [b for b in brokers if b is not None]
+    if not brokers:
+        return {}
+    hook = KafkaHook(config.kafka_conn_id, listener=config.listener)
+    return {c.broker_id: c for c in hook.check_all(brokers, config.health.kafka_probe_timeout_s)}
+
+
+def serving_evidence(config: ClusterConfig, snapshot: ClusterSnapshot, stopping: Iterable[int], waived: Mapping[int, str],
+                     records: Iterable[Mapping[str, Any]], checked: Mapping[int, Any] | None = None):
+    """Who serves, proven now, for stopping each of ``stopping``: every other registered in-sync replica of every
+    partition a stop takes a replica from is checked directly (``safety.holders_to_check``), and so is every
+    broker under the not-serving waiver (``waived``). Returns (not_serving, unresponsive, checks, notes):
+    the waiver where its broker still fails its check; every broker that did not answer, or that an open
+    incident says is not serving (``records``), as no holder. ``checked``: checks already taken for this decision."""
+    from kafka_runbooks.remediate.safety import holders_to_check, incident_evidence, unanswered
+
+    stopping = list(stopping)
+    wanted = set(waived) | {h for b in stopping for h in holders_to_check(snapshot, b)}
+    checks = dict(checked or {})
+    taken = check_brokers(config, snapshot, wanted - set(checks))
+    checks.update(taken)
+    not_serving: dict[int, str] = {}
+    notes: list[str] = []
+    for b, evidence in waived.items():
+        check = checks.get(b)
+        if check is None:
+            continue  # not registered: nothing of it is in any live ISR
+        if check.ok:
+            notes.append(f"broker {b} answers again ({check.latency_ms} ms): the not-serving waiver no longer applies")
+        else:
+            not_serving[b] = f"{evidence}; checked again now: {check.error}" if b in taken else evidence
+    silent = unanswered(c for c in checks.values() if c.broker_id not in not_serving)
+    unresponsive = {**{b: why for b, why in incident_evidence(records, snapshot).items() if b not in not_serving}, **silent}
+    return not_serving, unresponsive, checks, notes
+
+
+def read_fresh_state(zk, ex: Execution, broker_id: int) -> FreshState:
+    """Everything the safety rules read for stopping ``broker_id``, now: the brokers' static configs over SSH, the
+    open incidents, ZooKeeper, direct checks of every holder -- then ZooKeeper again (the state the stop is
+    checked on is the newest; holders that appeared meanwhile are checked too)."""
+    from kafka_runbooks.detect.snapshot import read_snapshot
+    from kafka_runbooks.incidents.store import IncidentStore
+    from kafka_runbooks.remediate.host import static_config_state
     from kafka_runbooks.remediate.plan import safety_settings
+    from kafka_runbooks.remediate.safety import holders_to_check
 
     cfg = ex.config
-    static, notes = read_static_configs(cfg)
-    snapshot = read_snapshot(zk, cfg.name)  # read last: the state the stop is checked on is the newest
-    not_serving: dict[int, str] = {}
-    if ex.plan.not_serving:
-        hook = KafkaHook(cfg.kafka_conn_id, listener=cfg.listener)
-        for b, evidence in ex.plan.not_serving.items():
-            broker = snapshot.broker(b)
-            if broker is None:
-                continue  # not registered: nothing of it is in any live ISR
-            check = hook.check_broker(broker, cfg.health.kafka_probe_timeout_s)
-            if check.ok:
-                notes.append(f"broker {b} answers again ({check.latency_ms} ms): the not-serving waiver no longer applies")
-            else:
-                not_serving[b] = f"{evidence}; checked again now: {check.error}"
-    return FreshState(snapshot, safety_settings(cfg, static), not_serving, notes)
+    static, unread = static_config_state(cfg)
+    records = IncidentStore(cfg.incident_base).records(cfg.name)
+    snapshot = read_snapshot(zk, cfg.name)
+    not_serving, unresponsive, checks, notes = serving_evidence(cfg, snapshot, [broker_id], ex.plan.not_serving, records)
+    snapshot = read_snapshot(zk, cfg.name)
+    if set(holders_to_check(snapshot, broker_id)) - set(checks):
+        not_serving, unresponsive, checks, more = serving_evidence(cfg, snapshot, [broker_id], ex.plan.not_serving, records, checks)
+        notes += more
+    unread = {**unread, **unconfigured_replicas(cfg, snapshot)}
+    return FreshState(snapshot, safety_settings(cfg, static, unread), not_serving, unresponsive, notes, checks, records)
+
+
+def _checked(checks: Mapping[int, Any]) -> dict[str, str]:
+    return {str(b): ("ok" if c.ok else f"NO ANSWER: {c.error}") + f" at {c.at}" for b, c in sorted(checks.items())}
+
+
+def unconfigured_replicas(config: ClusterConfig, snapshot: ClusterSnapshot) -> dict[int, str]:
+    """Replicas on brokers with no host in the configuration: their server.properties cannot be read."""
+    return {r: f"no SSH connection configured for broker {r}" for p in snapshot.partitions for r in p.replicas
+            if r not in config.hosts}
 
 
 def probe_consumer_config(ex: Execution, snapshot: ClusterSnapshot):
@@ -148,10 +271,12 @@ def probe_consumer_config(ex: Execution, snapshot: ClusterSnapshot):
 
 def run(ex: Execution) -> dict[str, Any]:
     """Execute ``ex.plan``; returns what was done. Raises Refused (nothing changed) or Halted."""
+    from kafka_runbooks.detect.snapshot import read_snapshot
     from kafka_runbooks.hooks.ssh import StrictSSHHook
     from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
     from kafka_runbooks.incidents.store import IncidentStore
     from kafka_runbooks.remediate import gates as G
+    from kafka_runbooks.remediate.safety import holders_to_check
     from kafka_runbooks.remediate.host import BrokerHost
     from kafka_runbooks.remediate.lock import LockBusy, LockLost, MaintenanceLock
     from kafka_runbooks.remediate.steps import StepFailed, restart_broker
@@ -185,20 +310,7 @@ def run(ex: Execution) -> dict[str, Any]:
                     audit("restart_broker", "skipped", details={"broker_id": b, "why": "already completed by this roll"})
                     continue
                 lock.check()
-                fresh = read_fresh_state(zk, ex)
-                remaining = [s.broker_id for s in ex.plan.steps if s.broker_id not in ledger.progress().completed]
-                refusals = stop_refusals(fresh.snapshot, b, fresh.settings, fresh.not_serving)
-                refusals += order_refusals(ex.plan, fresh.snapshot, remaining)
-                audit("safety_check", "refused" if refusals else "ok",
-                      details={"broker_id": b, "refusals": refusals, "notes": fresh.notes, "not_serving": fresh.not_serving,
-                               "state": describe_state(fresh.snapshot, cfg.hosts, b)})
-                if refusals:
-                    _halt(ex, ledger, audit, zk, b, "safety check on fresh state", "; ".join(refusals[:10]), {})
-                current = b
-                ledger.append(L.STEP_STARTED, ex.run_id, broker_id=b)
-                t0 = time.monotonic()
-                offsets_before = G.offsets_partitions(fresh.snapshot)
-                expected = [p.name for p in fresh.snapshot.partitions_of(b)]
+                current = b  # a failure from here on halts at this step (nothing is stopped before the stop command)
                 conn_id = cfg.ssh_conn_id(b)
                 with StrictSSHHook(conn_id, connect_timeout=cfg.capture.connect_timeout_s) as ssh:
                     host = BrokerHost(cfg, b, ssh)
@@ -206,7 +318,42 @@ def run(ex: Execution) -> dict[str, Any]:
                     def step_audit(action, outcome, *, command=None, details=None, _b=b, _h=conn_id):
                         audit(action, outcome, host=_h, command=command, details={"broker_id": _b, **(details or {})})
 
-                    report = restart_broker(zk, host, cfg.gates, step_audit, log, serving=b not in fresh.not_serving)
+                    wrong = host.identity_refusal()
+                    step_audit("host_identity", "refused" if wrong else "ok",
+                               details={"reason": wrong} if wrong else {"server_properties": cfg.server_properties(b)})
+                    if wrong:
+                        _halt(ex, ledger, audit, zk, b, "host identity", wrong, {})
+                    fresh = read_fresh_state(zk, ex, b)
+                    remaining = [s.broker_id for s in ex.plan.steps if s.broker_id not in ledger.progress().completed]
+                    refusals = stop_refusals(fresh.snapshot, b, fresh.settings, fresh.not_serving, fresh.unresponsive)
+                    refusals += order_refusals(ex.plan, fresh.snapshot, remaining)
+                    audit("safety_check", "refused" if refusals else "ok",
+                          details={"broker_id": b, "refusals": refusals, "notes": fresh.notes, "not_serving": fresh.not_serving,
+                                   "unresponsive": fresh.unresponsive, "checked": _checked(fresh.checked),
+                                   "state": describe_state(fresh.snapshot, cfg.hosts, b)})
+                    if refusals:
+                        _halt(ex, ledger, audit, zk, b, "safety check on fresh state", "; ".join(refusals[:10]), {})
+                    t0 = time.monotonic()
+                    offsets_before = G.offsets_partitions(fresh.snapshot)
+                    expected = [p.name for p in fresh.snapshot.partitions_of(b)]
+
+                    def before_stop(_b=b, _fresh=fresh, _remaining=remaining) -> None:
+                        """The state re-read right before the stop command, the same rules on it (new holders checked)."""
+                        lock.check()
+                        now = read_snapshot(zk, cfg.name)
+                        not_serving, unresponsive = _fresh.not_serving, _fresh.unresponsive
+                        if set(holders_to_check(now, _b)) - set(_fresh.checked):
+                            not_serving, unresponsive, _fresh.checked, _ = serving_evidence(
+                                cfg, now, [_b], ex.plan.not_serving, _fresh.records, _fresh.checked)
+                        why = stop_refusals(now, _b, _fresh.settings, not_serving, unresponsive) + order_refusals(ex.plan, now, _remaining)
+                        step_audit("safety_check_before_stop", "refused" if why else "ok",
+                                   details={"refusals": why, "unresponsive": unresponsive, "controller": now.controller_id})
+                        if why:
+                            raise StepFailed(_b, "safety check right before the stop", "; ".join(why[:10]) + "; nothing was stopped")
+                        ledger.append(L.STEP_STARTED, ex.run_id, broker_id=_b)
+
+                    report = restart_broker(zk, host, cfg.gates, step_audit, log, serving=b not in fresh.not_serving,
+                                            before_stop=before_stop, guard=lock.check)
                     timing = {"broker_id": b, **{f"{k}_s": round(v, 2) for k, v in report.seconds.items()}}
                     lock.check()
                     res = G.in_sync_gate(
@@ -214,13 +361,11 @@ def run(ex: Execution) -> dict[str, Any]:
                         progress=lambda waiting, rec, _b=b: step_audit("in_sync_progress", "waiting",
                                                                        details={"waiting_for": waiting[:MAX_LISTED],
                                                                                 "still_missing": len(waiting), "log_recovery": rec}),
-                        recovery_log=lambda _h=host, _p=cfg.server_log(b): _h.tail(_p, 2000),
+                        recovery_log=lambda _h=host, _p=cfg.server_log(b): _h.tail(_p, 2000), guard=lock.check,
                     )
                     step_audit("gate_in_sync", "ok", details=res.to_dict())
                     timing["in_sync_s"] = round(res.seconds, 2)
                     lock.check()
-                    from kafka_runbooks.detect.snapshot import read_snapshot
-
                     now = read_snapshot(zk, cfg.name)
                     offsets_now = G.offsets_partitions(now)
                     if offsets_now:
@@ -228,7 +373,7 @@ def run(ex: Execution) -> dict[str, Any]:
                             probe_consumer_config(ex, now), G.partitions_to_probe(offsets_before, offsets_now, b), len(offsets_now),
                             timeout_s=cfg.gates.coordinator_s, poll_s=cfg.gates.poll_s, request_timeout_s=cfg.gates.probe_timeout_s,
                             broker_log=lambda _h=host, _p=cfg.server_log(b): _h.tail(_p, 5000),
-                            led_by_broker=[p for p, leader in offsets_now.items() if leader == b],
+                            led_by_broker=[p for p, leader in offsets_now.items() if leader == b], guard=lock.check,
                         )
                         step_audit("gate_coordinator", "ok", details=res.to_dict())
                         timing["coordinator_s"] = round(res.seconds, 2)
@@ -243,6 +388,7 @@ def run(ex: Execution) -> dict[str, Any]:
                             KafkaHook(cfg.kafka_conn_id, listener=cfg.listener), lambda: read_snapshot(zk, cfg.name),
                             cfg.canary.topic, latency_bound_ms=cfg.canary.latency_bound_ms,
                             round_timeout_s=cfg.canary.timeout_s, timeout_s=cfg.gates.canary_s, poll_s=cfg.gates.poll_s,
+                            guard=lock.check,
                         )
                         step_audit("gate_canary", "ok", details=res.to_dict())
                         timing["canary_s"] = round(res.seconds, 2)

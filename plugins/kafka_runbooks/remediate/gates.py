@@ -119,7 +119,8 @@ def canary_coverage(snapshot: ClusterSnapshot, topic: str) -> list[str]:
 # --------------------------------------------------------------------------- I/O gates
 
 def in_sync_gate(zk, cluster: str, broker_id: int, expected: Iterable[str], *, timeout_s: float, poll_s: float,
-                 progress: Callable[[list[str], dict[str, int]], None], recovery_log: Callable[[], str]) -> GateResult:
+                 progress: Callable[[list[str], dict[str, int]], None], recovery_log: Callable[[], str],
+                 guard: Callable[[], None] | None = None) -> GateResult:
     """Back in every ISR it belongs in; ``progress(waiting_for, log_recovery)`` is called when the
     picture changed (at most every 5 s) and at least every 30 s while it waits."""
     from kafka_runbooks.detect.snapshot import read_snapshot
@@ -159,7 +160,7 @@ def in_sync_gate(zk, cluster: str, broker_id: int, expected: Iterable[str], *, t
         return None
 
     try:
-        result = wait_for(check, timeout_s=timeout_s, poll_s=poll_s, waker=waker)
+        result = wait_for(check, timeout_s=timeout_s, poll_s=poll_s, waker=waker, guard=guard)
     finally:
         if last.get("timer") is not None:
             last["timer"].cancel()
@@ -171,7 +172,8 @@ def in_sync_gate(zk, cluster: str, broker_id: int, expected: Iterable[str], *, t
 
 def coordinator_gate(consumer_config: Callable[[str], dict], partitions: Iterable[int], num_partitions: int, *,
                      timeout_s: float, poll_s: float, request_timeout_s: float,
-                     broker_log: Callable[[], str], led_by_broker: Iterable[int]) -> GateResult:
+                     broker_log: Callable[[], str], led_by_broker: Iterable[int],
+                     guard: Callable[[], None] | None = None) -> GateResult:
     """Every partition in ``partitions`` answers an OffsetFetch for its probe group.
     ``consumer_config(group_id)`` gives the librdkafka config of a consumer in that group."""
     from confluent_kafka import Consumer, KafkaException, TopicPartition
@@ -188,6 +190,8 @@ def coordinator_gate(consumer_config: Callable[[str], dict], partitions: Iterabl
         deadline = t0 + timeout_s
         while pending:
             for p, group in list(pending.items()):
+                if guard is not None:
+                    guard()
                 if p not in consumers:
                     # librdkafka retries COORDINATOR_LOAD_IN_PROGRESS by itself until the call's timeout; its
                     # debug lines ("OffsetFetch ... returned Broker: Coordinator load in progress") say what the
@@ -290,13 +294,15 @@ def canary_leaders(snapshot: ClusterSnapshot, topic: str) -> dict[int, int]:
 
 
 def canary_gate(hook, read_snapshot: Callable[[], ClusterSnapshot], topic: str, *, latency_bound_ms: float,
-                round_timeout_s: float, timeout_s: float, poll_s: float) -> GateResult:
+                round_timeout_s: float, timeout_s: float, poll_s: float, guard: Callable[[], None] | None = None) -> GateResult:
     """Rounds of ``KafkaHook.canary`` (one acks=all record to a partition led by each leader of the
     canary topic, consumed back) on the state as it is at each round; the gate passes at the first
     round where every record made it and each round trip stayed within ``latency_bound_ms``."""
     t0 = time.monotonic()
     failures: list[str] = []
     while True:
+        if guard is not None:
+            guard()
         snapshot = read_snapshot()
         led = canary_leaders(snapshot, topic)
         brokers = [b for b in (snapshot.broker(x) for x in sorted(led)) if b is not None]

@@ -8,12 +8,14 @@ from numbers this module parsed itself (pids, byte offsets).
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass
 from typing import Any
 
 from kafka_runbooks.config import ClusterConfig
 
 MAX_LOG_READ = 4 << 20  # bytes of new log read at once
+READ_RETRY_PAUSE_S = 1.0
 TAIL_LINES = 40
 CMD_TIMEOUT_S = 20.0
 
@@ -119,25 +121,74 @@ class BrokerHost:
         res = self.ssh.run(("cat", self.config.server_properties(self.broker_id)), CMD_TIMEOUT_S)
         return parse_properties(res.stdout.decode("utf-8", "replace")) if res.ok else None
 
+    def broker_id_on_host(self, props: dict[str, str] | None = None) -> tuple[int | None, str]:
+        """The broker id this host's configuration gives the broker (``broker.id`` of its server.properties, else
+        the ``meta.properties`` Kafka wrote into its first log dir when ids are generated): (id, where read)."""
+        props = self.server_properties() if props is None else props
+        path = self.config.server_properties(self.broker_id)
+        if props is None:
+            return None, f"{path} could not be read on {self.conn_id}"
+        value = props.get("broker.id", "").strip()
+        if value.lstrip("-").isdigit() and int(value) >= 0:
+            return int(value), f"broker.id in {path}"
+        dirs = [d for d in (props.get("log.dirs") or props.get("log.dir") or "").split(",") if d.strip()]
+        if not dirs:
+            return None, f"{path} sets neither broker.id nor log.dirs"
+        meta = f"{dirs[0].strip().rstrip('/')}/meta.properties"
+        res = self.ssh.run(("cat", "--", meta), CMD_TIMEOUT_S)
+        value = parse_properties(res.stdout.decode("utf-8", "replace")).get("broker.id", "").strip() if res.ok else ""
+        if value.isdigit():
+            return int(value), f"broker.id in {meta}"
+        return None, f"{path} sets no broker.id and {meta} could not be read"
 
-def read_static_configs(config: ClusterConfig) -> tuple[dict[int, dict[str, str]], list[str]]:
-    """server.properties of every configured broker host, read in parallel (for min ISR and unclean
-    election), and a note for each host that could not be read (the ZooKeeper-side rules still apply)."""
+    def identity_refusal(self, props: dict[str, str] | None = None) -> str | None:
+        """None when this host really runs broker ``broker_id``; else why acting on it would hit another broker."""
+        found, where = self.broker_id_on_host(props)
+        if found == self.broker_id:
+            return None
+        if found is None:
+            return f"cannot prove host {self.conn_id} runs broker {self.broker_id}: {where}"
+        return (f"host {self.conn_id} runs broker {found} ({where}), not broker {self.broker_id}: the cluster's host map or "
+                "server_properties_path is wrong; refusing to act on it")
+
+
+def static_config_state(config: ClusterConfig) -> tuple[dict[int, dict[str, str]], dict[int, str]]:
+    """server.properties of every configured broker host, read in parallel (for min ISR and unclean election):
+    (configs, unread) -- ``unread`` says, per broker, why its file could not be read or is not that broker's
+    (another ``broker.id``): its static values are unknown, never assumed."""
     from concurrent.futures import ThreadPoolExecutor
 
     from kafka_runbooks.hooks.ssh import StrictSSHHook
 
-    def one(b: int):
+    def read(b: int):
         try:
             with StrictSSHHook(config.ssh_conn_id(b), connect_timeout=config.capture.connect_timeout_s) as ssh:
-                props = BrokerHost(config, b, ssh).server_properties()
-            return b, props, None if props is not None else f"broker {b}: {config.server_properties(b)} not readable"
-        except Exception as exc:  # noqa: BLE001 - a host we cannot read adds a note
-            return b, None, f"broker {b}: server.properties not read ({type(exc).__name__}: {exc})"
+                host = BrokerHost(config, b, ssh)
+                props = host.server_properties()
+                if props is None:
+                    return b, None, f"{config.server_properties(b)} not readable on {config.ssh_conn_id(b)}", True
+                wrong = host.identity_refusal(props)
+            return (b, None, wrong, False) if wrong else (b, props, None, False)
+        except Exception as exc:  # noqa: BLE001 - a host we cannot read: its values are unknown
+            return b, None, f"server.properties not read ({type(exc).__name__}: {exc})", True
+
+    def one(b: int):
+        # a read, not a change: tried once more after a short pause (an SSH handshake lost under load), then unknown
+        b, props, why, again = read(b)
+        if again:
+            time.sleep(READ_RETRY_PAUSE_S)
+            b, props, why, _ = read(b)
+        return b, props, why
 
     ids = sorted(config.hosts)
     if not ids:
-        return {}, []
+        return {}, {}
     with ThreadPoolExecutor(max_workers=min(8, len(ids)), thread_name_prefix="props") as pool:
         results = list(pool.map(one, ids))
-    return {b: p for b, p, _ in results if p is not None}, [n for _, _, n in results if n]
+    return {b: p for b, p, _ in results if p is not None}, {b: why for b, _, why in results if why}
+
+
+def read_static_configs(config: ClusterConfig) -> tuple[dict[int, dict[str, str]], list[str]]:
+    """As :func:`static_config_state`, the unread ones as notes (``broker N: why``)."""
+    configs, unread = static_config_state(config)
+    return configs, [f"broker {b}: {why}" for b, why in sorted(unread.items())]

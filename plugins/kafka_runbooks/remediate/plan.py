@@ -25,13 +25,22 @@ from kafka_runbooks.remediate.safety import SafetySettings, blast_radius, stop_r
 ACTION = "restart_broker"
 
 
-def safety_settings(config: ClusterConfig, static_configs: Mapping[int, Mapping[str, str]] | None = None) -> SafetySettings:
+def safety_settings(config: ClusterConfig, static_configs: Mapping[int, Mapping[str, str]] | None = None,
+                    unread: Mapping[int, str] | None = None) -> SafetySettings:
+    """``unread``: brokers whose server.properties could not be read (their static values are unknown)."""
     return SafetySettings(
         min_isr=config.min_insync_replicas,
         unclean=config.unclean_leader_election,
         kafka_version=config.kafka_version,
         static_configs=dict(static_configs or {}),
+        unread=dict(unread or {}),
     )
+
+
+def not_holder_warnings(unresponsive: Mapping[int, str]) -> list[str]:
+    """What the approver must know: brokers that count as no holder of anything (checked again before every stop)."""
+    return [f"broker {b} is not a holder now: {why}; it is restarted first where the plan includes it, and checked again "
+            "before every stop" for b, why in sorted(unresponsive.items())]
 
 
 def restart_order(snapshot: ClusterSnapshot, broker_ids: Iterable[int], not_serving: Mapping[int, str] | None = None) -> list[int]:
@@ -70,9 +79,14 @@ def restored(snapshot: ClusterSnapshot, broker_id: int) -> ClusterSnapshot:
     return dataclasses.replace(snapshot, brokers=brokers, partitions=tuple(back(p) for p in snapshot.partitions))
 
 
-def _reason(n: int, total: int, broker_id: int, snapshot: ClusterSnapshot, not_serving: Mapping[int, str]) -> str:
+def _reason(n: int, total: int, broker_id: int, snapshot: ClusterSnapshot, not_serving: Mapping[int, str],
+            unresponsive: Mapping[int, str] | None = None) -> str:
+    unresponsive = unresponsive or {}
     if broker_id in not_serving:
         why = f"broker {broker_id} is not serving ({not_serving[broker_id]}): restarted first"
+    elif broker_id in unresponsive:
+        why = (f"broker {broker_id} is not a holder now ({unresponsive[broker_id]}): restarted first (no waiver: it must "
+               "not be the last in-sync replica of anything)")
     elif broker_id not in snapshot.live_broker_ids:
         why = f"broker {broker_id} is not registered in ZooKeeper: started first"
     elif broker_id == snapshot.controller_id:
@@ -98,10 +112,14 @@ def plan_restart(
     completed: Iterable[int] = (),
     roll_id: str | None = None,
     canary_topic: str | None = None,
+    unresponsive: Mapping[int, str] | None = None,
 ) -> Plan:
-    """``not_serving``: broker -> direct evidence it is not serving (``safety.not_serving_evidence``).
+    """``not_serving``: broker -> direct evidence it is not serving (``safety.not_serving_evidence``: the waiver).
+    ``unresponsive``: broker -> why it is not a holder now (a direct check it did not answer, an open incident):
+    such brokers are restarted first, never count as holders, and are named in the plan's warnings.
     ``completed``: brokers an earlier run of this roll restarted; they get no step."""
     not_serving = {int(k): v for k, v in (not_serving or {}).items()}
+    unresponsive = {int(k): v for k, v in (unresponsive or {}).items() if int(k) not in not_serving}
     settings = settings or safety_settings(config)
     requested = []
     for b in broker_ids:
@@ -118,21 +136,22 @@ def plan_restart(
         refusals.append(f"nothing left to do: brokers {done} were already restarted by this roll")
     if canary_topic:
         refusals += canary_coverage(snapshot, canary_topic)
-    order = restart_order(snapshot, todo, not_serving)
+    order = restart_order(snapshot, todo, {**unresponsive, **not_serving})
     steps: list[Step] = []
     radius: list[str] = []
-    state, stuck = snapshot, dict(not_serving)
+    state, stuck, silent = snapshot, dict(not_serving), dict(unresponsive)
     for n, bid in enumerate(order, 1):
         why: list[str] = []
         if bid not in config.hosts:
             why.append(f"cluster {config.name!r} has no SSH connection for broker {bid}; refusing to act on an unknown broker")
-        why += stop_refusals(state, bid, settings, stuck)
+        why += stop_refusals(state, bid, settings, stuck, silent)
         effects = blast_radius(state, bid, stuck)
-        steps.append(Step(ACTION, bid, _reason(n, len(order), bid, snapshot, not_serving), tuple(effects), tuple(why)))
+        steps.append(Step(ACTION, bid, _reason(n, len(order), bid, snapshot, not_serving, unresponsive), tuple(effects), tuple(why)))
         refusals += [f"broker {bid}: {w}" for w in why]
         radius += [f"broker {bid} down: {e}" for e in effects]
         state = restored(state, bid)
         stuck.pop(bid, None)
+        silent.pop(bid, None)
     return Plan(
         cluster=config.name,
         steps=tuple(steps),
@@ -144,7 +163,7 @@ def plan_restart(
         state_digest=state_digest(snapshot, not_serving),
         controller_id=snapshot.controller_id,
         controller_epoch=snapshot.controller_epoch,
-        warnings=tuple(unclean_warnings(snapshot, order, settings)),
+        warnings=tuple(not_holder_warnings(unresponsive) + unclean_warnings(snapshot, order, settings)),
         not_serving=not_serving,
         completed=tuple(done),
         roll_id=roll_id,

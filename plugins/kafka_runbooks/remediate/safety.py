@@ -4,7 +4,9 @@ Modelled on Strimzi's KafkaRoller / KafkaAvailability, stricter where incident 0
 (all holders of ``__consumer_offsets`` were restarted together and no group coordinator was left).
 Every refusal is one line naming the partition or znode and the reason. The rules, for a stop of
 broker B on the state just read (``live`` = registered brokers, ``not_serving`` = brokers with
-direct evidence that they are not serving, see :func:`not_serving_evidence`):
+direct evidence that they are not serving, see :func:`not_serving_evidence`; ``unresponsive`` = other
+brokers that did not answer a direct Kafka-protocol check just now, or that an open incident says are not serving,
+see :func:`holders_to_check`):
 
 1. ZooKeeper metadata B's safety depends on could not be read -> refuse (cannot prove it safe).
 2. A reassignment (``/admin/reassign_partitions``) or a preferred election
@@ -19,19 +21,23 @@ direct evidence that they are not serving, see :func:`not_serving_evidence`):
      waiver: B not serving on direct evidence and replication factor > 1 (the partition is
      unavailable already; restarting B is its way back without an unclean election);
    * ``after`` not empty but none of it serving -> refuse (the other in-sync replicas are stuck);
-   * ``len(after)`` < min.insync.replicas -> refuse; never waived.
+   * the serving members of ``after`` fewer than min.insync.replicas -> refuse; never waived. A holder that
+     does not answer is not a holder (incidents 000/001: registered, in every ISR, serving nothing);
+   * min.insync.replicas unknown (a replica's server.properties could not be read and neither the topic nor a
+     dynamic config decides) -> refuse; never assumed to be 1.
    This is also the offsets rule: every in-sync holder of a ``__consumer_offsets`` /
    ``__transaction_state`` partition is never down at once (they are listed first).
 5. unclean.leader.election.enable on for a partition whose ISR would be left empty while an
    out-of-sync replica is registered -> refuse: the controller would elect it and lose the records
    it lacks.  Where it is on, the plan says so (:func:`unclean_warnings`).
 
-min.insync.replicas comes from the topic override, else the cluster-wide dynamic default
-(``/config/brokers/<default>``), else the brokers' static config (server.properties, highest value
-among the partition's replicas), else the cluster setting, else Kafka's default 1.
-unclean.leader.election.enable: topic override, dynamic default, static config (any replica's
-``true`` counts), cluster setting, else Kafka's default for the version (true before 0.11; true
-when the version is unknown, to be safe).
+min.insync.replicas comes from the topic override; else, for each replica (leadership can move to any
+of them), that broker's dynamic override (``/config/brokers/<id>``), else the cluster-wide dynamic
+default (``/config/brokers/<default>``), else its static config (server.properties; unknown when it
+could not be read), else the cluster setting, else Kafka's default 1 -- the highest over the replicas.
+unclean.leader.election.enable: topic override, else per replica the same chain (any replica's
+``true`` counts; an unread server.properties counts as on), else Kafka's default for the version
+(true before 0.11; true when the version is unknown, to be safe).
 """
 
 from __future__ import annotations
@@ -60,6 +66,8 @@ class SafetySettings:
     kafka_version: str | None = None
     # static broker configs read from each host's server.properties: {broker id: {key: value}}
     static_configs: Mapping[int, Mapping[str, str]] = field(default_factory=dict)
+    # brokers whose server.properties could NOT be read: {broker id: why} (their static values are unknown)
+    unread: Mapping[int, str] = field(default_factory=dict)
 
 
 def partition_order(p: Partition) -> tuple[int, str, int]:
@@ -85,45 +93,71 @@ def _version_tuple(version: str | None) -> tuple[int, ...] | None:
     return tuple(parts) or None
 
 
-def min_isr(p: Partition, snapshot: ClusterSnapshot, settings: SafetySettings) -> tuple[int, str]:
-    """(min.insync.replicas for ``p``, where the value came from)."""
+def _replica_value(key: str, r: int, snapshot: ClusterSnapshot, settings: SafetySettings, valid) -> tuple[str | None, str]:
+    """One replica's broker-level ``key`` from ZooKeeper and its server.properties: (value, source);
+    (None, "unknown ...") when its server.properties could not be read and nothing dynamic decides;
+    (None, "") when none of them sets it."""
+    own = snapshot.broker_configs.get(str(r), {}).get(key)
+    if own is not None and valid(own):
+        return own.strip(), f"dynamic config of broker {r}"
+    dynamic = snapshot.broker_config(key)
+    if dynamic is not None and valid(dynamic):
+        return dynamic.strip(), "dynamic broker default"
+    static = settings.static_configs.get(r, {}).get(key)
+    if static is not None and valid(static):
+        return static.strip(), "broker config"
+    if r in settings.unread:
+        return None, f"unknown for broker {r}: {settings.unread[r]}"
+    return None, ""
+
+
+def min_isr(p: Partition, snapshot: ClusterSnapshot, settings: SafetySettings) -> tuple[int | None, str]:
+    """(min.insync.replicas for ``p``, where the value came from); (None, why) when it cannot be known:
+    never assumed to be 1 for a replica whose configuration could not be read."""
     if p.min_insync_replicas is not None:
         return p.min_insync_replicas, "topic override"
-    dynamic = snapshot.broker_config(MIN_ISR)
-    if dynamic is not None and dynamic.strip().isdigit():
-        return int(dynamic.strip()), "dynamic broker default"
-    static = [
-        int(v.strip())
-        for r in p.replicas
-        if (v := settings.static_configs.get(r, {}).get(MIN_ISR)) is not None and v.strip().isdigit()
-    ]
-    if static:
-        return max(static), "broker config"
-    if settings.min_isr is not None:
-        return settings.min_isr, "cluster setting"
-    return 1, "Kafka default"
+    default = (settings.min_isr, "cluster setting") if settings.min_isr is not None else (1, "Kafka default")
+    values: list[tuple[int, str]] = []
+    unknown: list[str] = []
+    for r in p.replicas:
+        value, source = _replica_value(MIN_ISR, r, snapshot, settings, lambda v: v.strip().isdigit())
+        if value is not None:
+            values.append((int(value), source))
+        elif source:
+            unknown.append(source)
+        else:
+            values.append(default)
+    if unknown:
+        return None, "; ".join(unknown)
+    if not values:
+        return default
+    best = max(v for v, _ in values)
+    return best, next(src for v, src in values if v == best)
 
 
 def unclean_enabled(p: Partition, snapshot: ClusterSnapshot, settings: SafetySettings) -> tuple[bool, str]:
-    """(unclean.leader.election.enable for ``p``, where the value came from)."""
+    """(unclean.leader.election.enable for ``p``, where the value came from): on when any replica has it on."""
     if p.unclean_leader_election is not None:
         return p.unclean_leader_election, "topic override"
-    dynamic = snapshot.broker_config(UNCLEAN)
-    if dynamic is not None and dynamic.strip().lower() in ("true", "false"):
-        return dynamic.strip().lower() == "true", "dynamic broker default"
-    static = [
-        v.strip().lower()
-        for r in p.replicas
-        if (v := settings.static_configs.get(r, {}).get(UNCLEAN)) is not None and v.strip().lower() in ("true", "false")
-    ]
-    if static:
-        return "true" in static, "broker config"
     if settings.unclean is not None:
-        return settings.unclean, "cluster setting"
-    version = _version_tuple(settings.kafka_version)
-    if version is None:
-        return True, "Kafka default (version unknown: assumed on, as before 0.11)"
-    return version < (0, 11), f"Kafka {settings.kafka_version} default"
+        default = (settings.unclean, "cluster setting")
+    else:
+        version = _version_tuple(settings.kafka_version)
+        default = ((True, "Kafka default (version unknown: assumed on, as before 0.11)") if version is None
+                   else (version < (0, 11), f"Kafka {settings.kafka_version} default"))
+    values: list[tuple[bool, str]] = []
+    for r in p.replicas:
+        value, source = _replica_value(UNCLEAN, r, snapshot, settings, lambda v: v.strip().lower() in ("true", "false"))
+        if value is not None:
+            values.append((value.lower() == "true", source))
+        elif source:
+            values.append((True, f"{source}: assumed on"))
+        else:
+            values.append(default)
+    if not values:
+        return default
+    on = [src for v, src in values if v]
+    return (True, on[0]) if on else (False, values[0][1])
 
 
 # --------------------------------------------------------------------------- the waiver
@@ -145,6 +179,60 @@ def not_serving_evidence(checks: Iterable[KafkaCheck], findings: Iterable[Findin
         b: f"direct check failed ({failed[b].error or 'no answer'}) and " + "; ".join(sorted(set(why)))
         for b, why in evidence.items()
     }
+
+
+def holders_to_check(snapshot: ClusterSnapshot, broker_id: int) -> list[int]:
+    """Who must be proven serving, by a direct check taken now, before ``broker_id`` stops: every other
+    registered in-sync replica of every partition the stop takes an in-sync replica from. ZooKeeper's
+    view is not proof: a broker stays registered and in every ISR while it serves nothing (incidents
+    000, 001), and a holder that does not answer is no holder (incident 002)."""
+    live = snapshot.live_broker_ids
+    out: set[int] = set()
+    for p in snapshot.partitions:
+        if broker_id in p.isr and broker_id in live:
+            out.update(r for r in p.isr if r != broker_id and r in live)
+    return sorted(out)
+
+
+def unanswered(checks: Iterable[KafkaCheck]) -> dict[int, str]:
+    """Brokers whose direct check failed: {broker: evidence}. A holder that does not answer is not a holder."""
+    return {
+        c.broker_id: f"did not answer a direct Kafka-protocol check at {c.at or 'now'} on {c.endpoint or 'no endpoint'} "
+                     f"({c.error or c.error_code or 'no answer'})"
+        for c in checks if not c.ok
+    }
+
+
+# detection's findings that say a registered broker is not serving (detect/serving.py) and the analysis's
+INCIDENT_NOT_SERVING_KINDS = ("broker_unresponsive", "broker_check_failed", *NOT_SERVING_FINDING_KINDS)
+ENDED_STATUSES = ("closed", "resolved")
+
+
+def incident_evidence(records: Iterable[Mapping], snapshot: ClusterSnapshot) -> dict[int, str]:
+    """Brokers an incident that has not ended says are not serving -- only while the broker has not registered
+    again since the incident opened (a restart is its way back): {broker: evidence}."""
+    from kafka_runbooks import clock
+
+    out: dict[int, str] = {}
+    for r in records:
+        trigger = r.get("trigger") or {}
+        if r.get("status") in ENDED_STATUSES or not (
+            trigger.get("kind") in INCIDENT_NOT_SERVING_KINDS or (trigger.get("details") or {}).get("problem") == "broker_not_serving"
+        ):
+            continue
+        for b in trigger.get("broker_ids") or r.get("broker_ids") or ():
+            broker = snapshot.broker(int(b))
+            if broker is None:
+                continue  # not registered: no holder of anything anyway
+            try:
+                since = clock.parse(str(r.get("opened_at")))
+                again = broker.registered_at is not None and clock.parse(broker.registered_at) > since
+            except (TypeError, ValueError):
+                again = False
+            if not again:
+                out.setdefault(int(b), f"open incident {r.get('id')} ({r.get('status')}, opened {r.get('opened_at')}) says it is "
+                                       f"not serving: {trigger.get('kind')}: {str(trigger.get('summary') or '')[:200]}")
+    return out
 
 
 # --------------------------------------------------------------------------- the rules
@@ -194,8 +282,10 @@ def partition_refusals(
     snapshot: ClusterSnapshot,
     settings: SafetySettings,
     not_serving: Mapping[int, str],
+    unresponsive: Mapping[int, str] | None = None,
 ) -> list[str]:
     """Rules 4 and 5 for one partition: why stopping ``broker_id`` would hurt ``p``."""
+    unresponsive = unresponsive or {}
     live = snapshot.live_broker_ids
     if broker_id not in p.isr or broker_id not in live:
         return []  # B removes nothing from this ISR
@@ -218,11 +308,22 @@ def partition_refusals(
                 f"would elect out-of-sync replica {_ids(behind)} and lose every record written since it left the ISR"
             )
         return out
-    serving = [r for r in after if r not in not_serving]
-    if not serving:
-        out.append(f"{p.name}: the other in-sync replicas {_ids(after)} are not serving; broker {broker_id} is the last one that serves")
+    holders = [r for r in after if r not in not_serving and r not in unresponsive]
+    silent = [r for r in after if r not in holders]
+    why = "; ".join(f"broker {r}: {not_serving.get(r) or unresponsive.get(r)}" for r in silent)
+    if not holders:
+        out.append(f"{p.name}: the other in-sync replicas {_ids(after)} are not serving; broker {broker_id} is the last one "
+                   f"that serves ({why})")
     needed, source = min_isr(p, snapshot, settings)
-    if len(after) < needed:
+    if needed is None:
+        out.append(f"{p.name}: min.insync.replicas is unknown ({source}): cannot prove the stop keeps the partition writable")
+    elif len(holders) < needed and holders:
+        if len(after) < needed:
+            out.append(f"{p.name}: isr {_ids(p.isr)} would fall to {len(after)} < min.insync.replicas {needed} ({source}){gone}")
+        else:
+            out.append(f"{p.name}: isr {_ids(p.isr)} would keep {len(holders)} serving replica(s) {_ids(holders)} < "
+                       f"min.insync.replicas {needed} ({source}): a holder that does not answer is not a holder ({why})")
+    elif len(after) < needed:
         out.append(f"{p.name}: isr {_ids(p.isr)} would fall to {len(after)} < min.insync.replicas {needed} ({source}){gone}")
     return out
 
@@ -232,14 +333,18 @@ def stop_refusals(
     broker_id: int,
     settings: SafetySettings = SafetySettings(),
     not_serving: Mapping[int, str] | None = None,
+    unresponsive: Mapping[int, str] | None = None,
 ) -> list[str]:
     """Every reason not to stop ``broker_id`` now ([] = safe), cluster-wide reasons first, then
-    partitions with the internal topics first."""
+    partitions with the internal topics first. ``not_serving``: the waiver's evidence (a direct check
+    failing now AND a stuck-thread finding); ``unresponsive``: brokers that did not answer a direct check
+    now (or an open incident says are not serving) -- never holders, never waived."""
     not_serving = dict(not_serving or {})
+    unresponsive = {b: why for b, why in (unresponsive or {}).items() if b != broker_id}
     out = cluster_refusals(snapshot)
     out += under_replicated_refusals(snapshot, broker_id, not_serving)
     for p in sorted(snapshot.partitions_of(broker_id), key=partition_order):
-        out += partition_refusals(p, broker_id, snapshot, settings, not_serving)
+        out += partition_refusals(p, broker_id, snapshot, settings, not_serving, unresponsive)
     return out
 
 

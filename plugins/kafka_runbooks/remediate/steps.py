@@ -110,8 +110,11 @@ def fatal_start_lines(log_text: str) -> list[str]:
     return [line for line in log_text.splitlines() if any(f in line for f in FATAL_START)][:10]
 
 
-def restart_broker(zk, host: BrokerHost, gates: GateSettings, audit: Audit, log, *, serving: bool = True) -> RestartReport:
-    """``serving=False``: the broker was checked not serving just before; its stop gets ``gates.stop_unserving_s``."""
+def restart_broker(zk, host: BrokerHost, gates: GateSettings, audit: Audit, log, *, serving: bool = True,
+                   before_stop: Callable[[], None] | None = None, guard: Callable[[], None] | None = None) -> RestartReport:
+    """``serving=False``: the broker was checked not serving just before; its stop gets ``gates.stop_unserving_s``.
+    ``before_stop`` runs right before the stop command (the last safety check on state read then; it raises to
+    refuse); ``guard`` (the maintenance lock's check) runs at every poll of every wait and raises to halt."""
     b = host.broker_id
     stop_s = gates.stop_s if serving else min(gates.stop_s, gates.stop_unserving_s)
     cfg = host.config
@@ -124,6 +127,8 @@ def restart_broker(zk, host: BrokerHost, gates: GateSettings, audit: Audit, log,
     log.warning("broker %s: stopping (registration %s, processes %s)", b, report.old_registration, report.old_processes)
 
     # -- stop (controlled shutdown)
+    if before_stop is not None:
+        before_stop()
     t0 = time.monotonic()
     res = host.run("stop_command", stop_s)
     audit("stop_broker", "ok" if res.ok else "failed", command=res.argv, details={**_result_details(res), "processes": [p.to_dict() for p in report.old_processes]})
@@ -132,7 +137,7 @@ def restart_broker(zk, host: BrokerHost, gates: GateSettings, audit: Audit, log,
         return True if not any((p.pid, p.started) in old for p in host.processes()) else None
 
     remaining = max(0.0, stop_s - (time.monotonic() - t0))
-    if wait_for(process_gone, timeout_s=remaining, poll_s=gates.poll_s) is None:
+    if wait_for(process_gone, timeout_s=remaining, poll_s=gates.poll_s, guard=guard) is None:
         alive = [p.to_dict() for p in host.processes() if (p.pid, p.started) in old]
         if not cfg.kill_command:
             raise StepFailed(b, "stop", f"the broker process {alive} is still alive {stop_s:g}s after the stop command "
@@ -143,7 +148,7 @@ def restart_broker(zk, host: BrokerHost, gates: GateSettings, audit: Audit, log,
               details={**_result_details(res), "grace_s": stop_s,
                        "why": f"process {alive} outlived the stop command by {stop_s:g}s"
                               + ("" if serving else " (the broker was not serving: gates.stop_unserving_s)")})
-        if wait_for(process_gone, timeout_s=stop_s, poll_s=gates.poll_s) is None:
+        if wait_for(process_gone, timeout_s=stop_s, poll_s=gates.poll_s, guard=guard) is None:
             raise StepFailed(b, "kill", f"the broker process {alive} is still alive after kill_command", host.last_log_lines())
     report.seconds["stop"] = time.monotonic() - t0
 
@@ -157,7 +162,7 @@ def restart_broker(zk, host: BrokerHost, gates: GateSettings, audit: Audit, log,
             return True
         return None
 
-    if wait_for(deregistered, timeout_s=gates.deregister_s, poll_s=gates.poll_s, waker=waker) is None:
+    if wait_for(deregistered, timeout_s=gates.deregister_s, poll_s=gates.poll_s, waker=waker, guard=guard) is None:
         raise StepFailed(
             b, "deregister",
             f"/brokers/ids/{b} is still held by the old ZooKeeper session {hex(report.old_registration.session_id)} "
@@ -195,7 +200,7 @@ def restart_broker(zk, host: BrokerHost, gates: GateSettings, audit: Audit, log,
             return reg
         return None
 
-    report.new_registration = wait_for(registered_anew, timeout_s=gates.register_s, poll_s=gates.poll_s, waker=waker)
+    report.new_registration = wait_for(registered_anew, timeout_s=gates.register_s, poll_s=gates.poll_s, waker=waker, guard=guard)
     if report.new_registration is None:
         raise StepFailed(b, "register", f"not registered with a new ZooKeeper session within {gates.register_s:g}s of the start",
                          host.last_log_lines())

@@ -19,11 +19,16 @@ class Waker:
         self.event.set()
 
 
-def wait_for(check: Callable[[], T | None], *, timeout_s: float, poll_s: float, waker: Waker | None = None) -> T | None:
+def wait_for(check: Callable[[], T | None], *, timeout_s: float, poll_s: float, waker: Waker | None = None,
+             guard: Callable[[], None] | None = None) -> T | None:
     """Call ``check`` until it returns something other than None (returned) or ``timeout_s`` passes
-    (None). ``check`` may raise to fail at once. Between checks it waits for ``waker`` or ``poll_s``."""
+    (None). ``check`` may raise to fail at once. Between checks it waits for ``waker`` or ``poll_s``.
+    ``guard`` (e.g. the maintenance lock's ``check``) is called before every check and raises to stop
+    the wait at once: a long wait notices a lost lock within ``poll_s``, not at its end."""
     deadline = time.monotonic() + timeout_s
     while True:
+        if guard is not None:
+            guard()
         if waker is not None:
             waker.event.clear()
         result = check()
