@@ -143,6 +143,9 @@ class HealthSettings:
     offsets_segments_max: int = 200  # a __consumer_offsets partition with more segments than this is oversized
     offsets_bytes_max: int = 1 << 30  # ... or more bytes than this
     offsets_load_expected_s: float = 60.0  # loading one __consumer_offsets partition longer than this is slow
+    # issue 16: a follower out of an ISR whose log end offset has not moved for this long, with no fetcher for the
+    # partition, is stuck (detect/replicas.py); the preferred election gives up on it instead of waiting
+    follower_stuck_s: float = 120.0
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "HealthSettings":
@@ -155,8 +158,8 @@ class HealthSettings:
             raise ConfigError("health: recheck_s >= 0")
         if min(s.probe_command_timeout_s, s.probe_host_deadline_s, s.fetch_error_window_s, s.log_tail_bytes) <= 0:
             raise ConfigError("health: probe timeouts, fetch_error_window_s and log_tail_bytes must be > 0")
-        if min(s.log_silent_s, s.bad_request_window_s, s.offsets_load_expected_s) <= 0 or min(s.offsets_segments_max, s.offsets_bytes_max) < 1:
-            raise ConfigError("health: log_silent_s, bad_request_window_s, offsets_load_expected_s > 0; offsets_* >= 1")
+        if min(s.log_silent_s, s.bad_request_window_s, s.offsets_load_expected_s, s.follower_stuck_s) <= 0 or min(s.offsets_segments_max, s.offsets_bytes_max) < 1:
+            raise ConfigError("health: log_silent_s, bad_request_window_s, offsets_load_expected_s, follower_stuck_s > 0; offsets_* >= 1")
         return s
 
 

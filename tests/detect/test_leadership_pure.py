@@ -10,8 +10,9 @@ from kafka_runbooks.config import LeadershipSettings
 from kafka_runbooks.detect.controller_log import controller_events
 from kafka_runbooks.detect.detectors import OPENS_INCIDENT, detect
 from kafka_runbooks.detect.history import Sample, broker_series
-from kafka_runbooks.detect.jmx import (FAILED_PRODUCE, REQUEST_QUEUE, parse_jmxtool_csv, request_metric)
-from kafka_runbooks.detect.leadership import LEADERSHIP, RUNBOOK, imbalance, leadership_sample
+from kafka_runbooks.detect.jmxtool import FAILED_PRODUCE, REQUEST_QUEUE, request_metric
+from kafka_runbooks.detect.leadership import RUNBOOK, imbalance
+from kafka_runbooks.detect.leadership_state import LEADERSHIP, leadership_sample
 from kafka_runbooks.model import Broker, CanaryResult, MetadataView, RequestMetrics
 from snapshot_builders import P, snap
 
@@ -233,18 +234,6 @@ def test_connection_storm_against_the_brokers_own_median():
     assert not of(detect(s, history=hist([100, 110, 105, 120, 150])), "connection_storm")  # not 2x
     assert not of(detect(s, history=hist([10, 12, 11, 60])), "connection_storm")  # below connection_min
     assert not of(detect(s, history=hist([100, 400])), "connection_storm")  # too little history
-
-
-def test_jmxtool_csv_both_forms_and_garbage():
-    one_time = ('kafka.network:type=RequestChannel,name=RequestQueueSize:Value,"7.0"\n'
-                'kafka.server:type=BrokerTopicMetrics,name=FailedProduceRequestsPerSec:OneMinuteRate,"0.5"\n')
-    values, problems = parse_jmxtool_csv(one_time)
-    assert values == {f"{REQUEST_QUEUE}:Value": 7.0, f"{FAILED_PRODUCE}:OneMinuteRate": 0.5} and problems == []
-    tabular = f'"time","{REQUEST_QUEUE}:Value","b:Count"\n1,"3","4"\n2,"9","10"\n'  # with a reporting interval: the last row
-    assert parse_jmxtool_csv(tabular)[0] == {f"{REQUEST_QUEUE}:Value": 9.0, "b:Count": 10.0}
-    values, problems = parse_jmxtool_csv("Exception in thread main java.io.IOException: Failed to retrieve RMIServer stub\n")
-    assert values == {} and "no JmxTool values" in problems[0]
-    assert parse_jmxtool_csv("")[1] == ["JmxTool printed nothing"]
 
 
 def test_leadership_settings_reach_the_detectors():

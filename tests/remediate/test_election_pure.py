@@ -91,7 +91,7 @@ def test_ready_only_when_every_condition_holds():
 
 
 def test_traffic_thresholds_from_jmx():
-    from kafka_runbooks.detect.jmx import BYTES_IN
+    from kafka_runbooks.detect.jmxtool import BYTES_IN
 
     ready = with_brokers(snap(moved_away()))
 
@@ -115,7 +115,7 @@ def test_deadline_and_give_up_reason():
 
 
 def test_convergence_needs_zookeeper_every_view_and_no_saturated_queue():
-    from kafka_runbooks.detect.jmx import REQUEST_QUEUE
+    from kafka_runbooks.detect.jmxtool import REQUEST_QUEUE
 
     s = snap([P("orders", 0, (3, 1, 2), 3, (3, 1, 2)), P("orders", 1, (3, 1, 2), 1, (3, 1, 2))])
     agree = [MetadataView(b, f"kafka{b}:9092", True, leaders={"orders-0": (3, 1), "orders-1": (1, 0)}) for b in (1, 2, 3)]
@@ -124,8 +124,28 @@ def test_convergence_needs_zookeeper_every_view_and_no_saturated_queue():
     stale = agree[:2] + [MetadataView(3, "kafka3:9092", True, leaders={"orders-0": (1, 0)})]
     assert E.convergence(s, ["orders-0"], views=stale) == ["broker 3's own metadata disagrees with ZooKeeper: orders-0 says 1"]
     assert E.convergence(s, ["orders-0"], views=agree[:2]) == ["brokers [3] did not answer for their own metadata"]
-    full = [RequestMetrics(2, True, values={f"{REQUEST_QUEUE}:Value": 450.0})]
-    assert "broker 2's request queue is saturated: 450 of queued.max.requests 500" in E.convergence(s, ["orders-0"], views=agree, metrics=full)[0]
+    quiet = {b: RequestMetrics(b, True, values={f"{REQUEST_QUEUE}:Value": 0.0}) for b in (1, 2, 3)}
+    assert E.convergence(s, ["orders-0"], views=agree, metrics=list(quiet.values())) == []
+    full = [quiet[1], RequestMetrics(2, True, values={f"{REQUEST_QUEUE}:Value": 450.0}), quiet[3]]
+    assert E.convergence(s, ["orders-0"], views=agree, metrics=full) == ["broker 2's request queue is saturated: 450 of queued.max.requests 500"]
+
+
+def test_convergence_never_passes_on_unknown_request_queues():
+    """Issue 16 §3: JmxTool's answer was never read and the check passed batch after batch on no data. A broker whose
+    queue was not read (JmxTool failed, answered without RequestQueueSize, or was not run) is unknown: not converged."""
+    from kafka_runbooks.detect.jmxtool import REQUEST_QUEUE
+
+    s = snap([P("orders", 0, (3, 1, 2), 3, (3, 1, 2))])
+    agree = [MetadataView(b, f"kafka{b}:9092", True, leaders={"orders-0": (3, 1)}) for b in (1, 2, 3)]
+    read = [RequestMetrics(b, True, values={f"{REQUEST_QUEUE}:Value": 1.0}) for b in (1, 2)]
+    failed = RequestMetrics(3, False, error="JmxTool printed nothing")
+    assert E.convergence(s, ["orders-0"], views=agree, metrics=read + [failed]) == [
+        "broker 3's request queue is unknown (JmxTool printed nothing): the queue check cannot pass on no data"]
+    assert E.convergence(s, ["orders-0"], views=agree, metrics=read) == [
+        "broker 3's request queue is unknown (not read): the queue check cannot pass on no data"]
+    no_queue = RequestMetrics(3, True, values={"kafka.server:type=BrokerTopicMetrics,name=BytesInPerSec:OneMinuteRate": 3.0})
+    assert "broker 3's request queue is unknown" in E.convergence(s, ["orders-0"], views=agree, metrics=read + [no_queue])[0]
+    assert E.convergence(s, ["orders-0"], views=agree) == []  # metrics None: the queue check is off (leadership.jmx false)
 
 
 def test_approval_text_shows_batches_and_conditions_not_restarts():

@@ -22,9 +22,10 @@ from kafka_runbooks.detect.serving import PROBLEM as NOT_SERVING
 from kafka_runbooks.detect.serving import detect_not_serving, detect_unregistered
 from kafka_runbooks.detect.clients import OPENS_INCIDENT as CLIENT_INCIDENTS
 from kafka_runbooks.detect.clients import detect_unknown_api_requests
-from kafka_runbooks.detect.jmx import detect_connection_storm, detect_request_saturation
+from kafka_runbooks.detect.jmx import detect_connection_storm, detect_request_metrics_unknown, detect_request_saturation
 from kafka_runbooks.detect.leadership import DETECTORS as LEADERSHIP_DETECTORS
 from kafka_runbooks.detect.leadership import OPENS_INCIDENT as LEADERSHIP_INCIDENTS
+from kafka_runbooks.detect import replicas
 from kafka_runbooks.detect.offsets import OPENS_INCIDENT as CLEANER_INCIDENTS
 from kafka_runbooks.detect.offsets import detect_cleaner, detect_slow_loads
 from kafka_runbooks.detect.zookeeper import OPENS_INCIDENT as ZOOKEEPER_INCIDENTS
@@ -34,7 +35,7 @@ from kafka_runbooks.model import ClusterSnapshot, Evidence, Finding, Severity
 # finding kinds that open an incident; of those, the ones naming brokers or ZooKeeper servers start a response
 # (leadership incidents never do: operators/detect.py leaves them to a person)
 OPENS_INCIDENT = (*SERVING_INCIDENTS, "offline_partitions", *ZOOKEEPER_INCIDENTS, *CLIENT_INCIDENTS, *CLEANER_INCIDENTS,
-                  *LEADERSHIP_INCIDENTS)
+                  *LEADERSHIP_INCIDENTS, *replicas.OPENS_INCIDENT)
 
 
 def problem_of(f: Finding) -> str:
@@ -78,6 +79,13 @@ def detect_under_replicated(ctx: Context) -> list[Finding]:
             },
         )
     ]
+
+
+def detect_followers(ctx: Context) -> list[Finding]:
+    """Followers out of their ISR: stuck (no progress, no fetcher: ``follower_stuck``) or catching up, with the estimate
+    (``detect/replicas.py``)."""
+    return replicas.findings(ctx.snapshot, list(ctx.history.get(replicas.REPLICAS, ())), ctx.settings.follower_stuck_s,
+                             ctx.settings.max_evidence)
 
 
 def detect_offline(ctx: Context) -> list[Finding]:
@@ -207,6 +215,7 @@ DETECTORS: tuple[Callable[[Context], list[Finding]], ...] = (
     detect_unregistered,
     detect_offline,
     detect_under_replicated,
+    detect_followers,
     detect_socket_pileup,
     detect_isr_suspects,
     detect_unreachable,
@@ -217,6 +226,7 @@ DETECTORS: tuple[Callable[[Context], list[Finding]], ...] = (
     detect_slow_loads,
     *LEADERSHIP_DETECTORS,
     detect_request_saturation,
+    detect_request_metrics_unknown,
     detect_connection_storm,
 )
 

@@ -133,7 +133,7 @@ def broker_samples(snapshot: ClusterSnapshot) -> dict[str, Sample]:
 
 def _leadership_values(snapshot: ClusterSnapshot, bid: int) -> dict[str, Value]:
     """Issue 7's per-broker figures: its own metadata view answered, its canary's error, its request-path JMX."""
-    from kafka_runbooks.detect.jmx import metrics_summary
+    from kafka_runbooks.detect.jmxtool import metrics_summary
 
     out: dict[str, Value] = {}
     view = snapshot.view_of(bid)
@@ -263,19 +263,3 @@ class HistoryStore:
                 return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
             except ValueError:
                 return {}
-
-
-def record_check(store: "HistoryStore", snapshot: ClusterSnapshot) -> dict[str, list[Sample]]:
-    """Everything one health check adds to the history -- a sample per broker and ZooKeeper server, and the ``leadership`` sample
-    (only what changed since the last check, against the full map kept in the store's ``leadership`` state) --
-    appended; returns the history as the detectors get it."""
-    from kafka_runbooks.detect.leadership import LEADERSHIP, leadership_sample
-
-    box: dict[str, Sample] = {}
-
-    def advance(previous: dict[str, Any]) -> dict[str, Any]:
-        box["sample"], new = leadership_sample(previous, snapshot)
-        return new
-
-    store.update_state(advance, LEADERSHIP)
-    return store.append({**health_samples(snapshot), LEADERSHIP: box["sample"]})

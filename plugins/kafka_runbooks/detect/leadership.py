@@ -21,16 +21,16 @@ counts is each broker's server.properties (Kafka's default: true).
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable
 
 from kafka_runbooks import clock
 from kafka_runbooks.detect.context import Context
 from kafka_runbooks.detect.evidence import canary_evidence, partition_order, state_evidence
 from kafka_runbooks.detect.history import Sample
+from kafka_runbooks.detect.leadership_state import LEADERSHIP, NOT_LEADER, divergence
 from kafka_runbooks.model import CONSUMER_OFFSETS, ClusterSnapshot, Evidence, Finding, Partition, Severity
 
 PROBLEM = "leadership"
-LEADERSHIP = "leadership"  # the history series
 OPENS_INCIDENT = ("metadata_divergence", "election_storm")
 RUNBOOK = "runbooks/preferred-election.md"
 ELECTION_DAG = "kafka_preferred_election"
@@ -43,8 +43,7 @@ DEFAULT_CHECK_INTERVAL_S = 300
 # server.properties keys the health check keeps (an allow-list: the file may hold passwords)
 STATIC_KEYS = (REBALANCE, IMBALANCE_PCT, CHECK_INTERVAL, "queued.max.requests", "control.plane.listener.name",
                "num.io.threads", "num.network.threads", "zookeeper.session.timeout.ms", "replica.lag.time.max.ms",
-               "inter.broker.protocol.version")
-NOT_LEADER = ("NOT_LEADER_FOR_PARTITION", "NOT_LEADER_OR_FOLLOWER")
+               "inter.broker.protocol.version", "num.replica.fetchers")
 MAX_TABLE_ROWS = 12
 MAX_LISTED = 40
 
@@ -235,36 +234,6 @@ def detect_rebalance_hazard(ctx: Context) -> list[Finding]:
 
 
 # --------------------------------------------------------------------------- the history of leadership
-
-def leadership_sample(previous: Mapping[str, Any], s: ClusterSnapshot) -> tuple[Sample, dict[str, Any]]:
-    """(this check's ``leadership`` sample, the new full state). The sample holds the partitions whose leader or
-    epoch changed since ``previous`` ({p: [old leader, old epoch, new leader, new epoch]}), the partitions some
-    broker's own metadata disagreed on ({p: {"zk": [leader, epoch], "views": {broker: [leader, epoch] | None}}}),
-    and the brokers whose canary got NOT_LEADER_FOR_PARTITION."""
-    before = previous.get("partitions") or {}
-    now = {p.name: [p.leader, p.leader_epoch] for p in s.partitions}
-    changes = {name: [*before[name], *cur] for name, cur in now.items() if name in before and list(before[name]) != cur}
-    values: dict[str, Any] = {"changes": changes, "partitions": len(now), "controller": s.controller_id,
-                              "controller_epoch": s.controller_epoch, "diverged": divergence(s),
-                              "canary_not_leader": sorted(c.broker_id for c in s.canary if (c.error_code or "") in NOT_LEADER)}
-    return Sample(at=s.taken_at, values=values), {"at": s.taken_at, "partitions": now}
-
-
-def divergence(s: ClusterSnapshot) -> dict[str, dict[str, Any]]:
-    """Partitions on which at least one broker's own metadata disagrees with ZooKeeper's state znode about the
-    leader: {p: {"zk": [leader, epoch], "views": {broker: [leader, epoch] or None (partition unknown to it)}}}."""
-    views = [v for v in s.metadata_views if v.ok]
-    out: dict[str, dict[str, Any]] = {}
-    if not views:
-        return out
-    for p in sorted(s.partitions, key=partition_order):
-        if p.leader < 0:
-            continue
-        seen = {str(v.broker_id): (list(v.leaders[p.name]) if p.name in v.leaders else None) for v in views}
-        if any(x is None or x[0] != p.leader for x in seen.values()):
-            out[p.name] = {"zk": [p.leader, p.leader_epoch], "views": seen}
-    return out
-
 
 def _leadership_samples(ctx: Context, window_s: float) -> list[Sample]:
     since = ctx.now - dt.timedelta(seconds=window_s)

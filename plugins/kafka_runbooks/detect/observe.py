@@ -98,7 +98,8 @@ def check_once(config, *, probe_hosts: bool = True):
     """One health check as the health DAG does it, outside Airflow: observe, append to the history,
     run the detectors on the history. Returns (snapshot, findings); opens no incident."""
     from kafka_runbooks.detect.detectors import detect
-    from kafka_runbooks.detect.history import HistoryStore, record_check
+    from kafka_runbooks.detect.history import HistoryStore
+    from kafka_runbooks.detect.record import record_check
 
     snapshot = take_snapshot(config, probe_hosts=probe_hosts, known=known_registrations(config))
     history = record_check(HistoryStore(config.incident_base, config.name, config.health.history_samples), snapshot)

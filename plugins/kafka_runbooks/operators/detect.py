@@ -99,7 +99,7 @@ class DetectFindingsOperator(BaseOperator):
     def _check(self, snapshot, config, history_store, store, context, starts: list) -> dict:
         """One observation: history, detectors, lifecycle, incident moves. Returns the new state."""
         from kafka_runbooks.detect.detectors import detect
-        from kafka_runbooks.detect.history import record_check
+        from kafka_runbooks.detect.record import record_check
         from kafka_runbooks.incidents import lifecycle
 
         history = record_check(history_store, snapshot)

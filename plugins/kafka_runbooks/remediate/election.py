@@ -151,7 +151,7 @@ def deadline(approved_at: dt.datetime, settings: ElectionSettings) -> dt.datetim
 # --------------------------------------------------------------------------- readiness (the deferred wait)
 
 def rate(m: RequestMetrics | None, key: str) -> float | None:
-    from kafka_runbooks.detect.jmx import metrics_summary
+    from kafka_runbooks.detect.jmxtool import metrics_summary
 
     return None if m is None or not m.ok else metrics_summary(m).get(key)
 
@@ -219,9 +219,13 @@ def give_up_reason(conditions: Mapping[str, Any], last: list[str], checks: int) 
 # --------------------------------------------------------------------------- convergence after a batch
 
 def convergence(snapshot: ClusterSnapshot, batch: Iterable[str], *, views: Iterable[Any] = (),
-                metrics: Iterable[RequestMetrics] = (), queue_ratio: float = 0.8, queued_max: Mapping[int, int] | None = None) -> list[str]:
-    """Why the batch has not converged; [] when it has. ``views``: MetadataView of every live broker."""
-    from kafka_runbooks.detect.jmx import DEFAULT_QUEUED_MAX_REQUESTS, REQUEST_QUEUE
+                metrics: Iterable[RequestMetrics] | None = None, queue_ratio: float = 0.8,
+                queued_max: Mapping[int, int] | None = None) -> list[str]:
+    """Why the batch has not converged; [] when it has. ``views``: MetadataView of every live broker. ``metrics``: None
+    when the request queues are not checked (``leadership.jmx`` off); otherwise every registered broker's queue must be
+    read and below ``queue_ratio`` of its ``queued.max.requests`` -- a queue that could not be read is unknown, and an
+    unknown queue is not a converged one."""
+    from kafka_runbooks.detect.jmxtool import DEFAULT_QUEUED_MAX_REQUESTS, REQUEST_QUEUE
 
     why: list[str] = []
     names = list(batch)
@@ -246,11 +250,17 @@ def convergence(snapshot: ClusterSnapshot, batch: Iterable[str], *, views: Itera
         wrong = [f"{n} says {v.leader_of(n)}" for n in names if n in by_name and v.leader_of(n) != by_name[n].leader]
         if wrong:
             why.append(f"broker {v.broker_id}'s own metadata disagrees with ZooKeeper: {', '.join(wrong[:6])}")
-    for m in metrics:
-        if not m.ok:
+    if metrics is None:
+        return why
+    by_broker = {m.broker_id: m for m in metrics}
+    for b in sorted(snapshot.live_broker_ids):
+        m = by_broker.get(b)
+        q = m.get(REQUEST_QUEUE, "Value") if m is not None and m.ok else None
+        if q is None:
+            why.append(f"broker {b}'s request queue is unknown ({(m.error if m is not None else None) or 'not read'}): "
+                       "the queue check cannot pass on no data")
             continue
-        bound = (queued_max or {}).get(m.broker_id, DEFAULT_QUEUED_MAX_REQUESTS)
-        q = m.get(REQUEST_QUEUE, "Value")
-        if q is not None and q >= queue_ratio * bound:
-            why.append(f"broker {m.broker_id}'s request queue is saturated: {q:g} of queued.max.requests {bound}")
+        bound = (queued_max or {}).get(b, DEFAULT_QUEUED_MAX_REQUESTS)
+        if q >= queue_ratio * bound:
+            why.append(f"broker {b}'s request queue is saturated: {q:g} of queued.max.requests {bound}")
     return why

@@ -102,7 +102,9 @@ def _elect_admin(config: ClusterConfig, snapshot, partitions: list[str], timeout
 
 
 def _converge(zk, ex: Execution, batch: list[str]) -> dict[str, Any]:
-    """Waits until the batch converged and a canary round succeeded; Halted with the last reasons otherwise."""
+    """Waits until the batch converged: ZooKeeper and every broker's own metadata agree, a canary round succeeded (when
+    the run uses the canary) and every broker's request queue was read and is not saturated (when ``leadership.jmx``).
+    Halted with the last reasons otherwise; a failed canary round halts even if a later one passed."""
     from kafka_runbooks.detect.snapshot import read_snapshot
     from kafka_runbooks.hooks.kafka import KafkaHook
     from kafka_runbooks.remediate.gates import canary_leaders
@@ -122,25 +124,22 @@ def _converge(zk, ex: Execution, batch: list[str]) -> dict[str, Any]:
         last = E.convergence(snapshot, batch, views=views)
         if not last:
             diverged_s = diverged_s if diverged_s is not None else time.monotonic() - t0
-            if not ex.canary:
-                break
-            led = canary_leaders(snapshot, cfg.canary.topic)
-            brokers = [b for b in (snapshot.broker(x) for x in sorted(led)) if b is not None]
-            results = hook.canary(brokers, {b.id: led[b.id] for b in brokers}, cfg.canary.topic, cfg.canary.timeout_s) if brokers else []
-            rounds += 1
-            bad = [r for r in results if not r.ok]
-            if results and not bad:
-                if not cfg.leadership.jmx:
-                    break
+            if ex.canary:
+                led = canary_leaders(snapshot, cfg.canary.topic)
+                brokers = [b for b in (snapshot.broker(x) for x in sorted(led)) if b is not None]
+                results = hook.canary(brokers, {b.id: led[b.id] for b in brokers}, cfg.canary.topic, cfg.canary.timeout_s) if brokers else []
+                rounds += 1
+                bad = [f"leader {r.broker_id} partition {r.partition}: {r.error_code} {r.error}" for r in results if not r.ok]
+                if bad or not results:
+                    canary_failed += bad or [f"no registered leader of {cfg.canary.topic} to write to"]
+                    last = ["canary failed: " + "; ".join(canary_failed[-3:])]
+            if not last and cfg.leadership.jmx:
                 metrics, queued, _ = read_metrics(cfg, snapshot)  # request queues: JmxTool on each broker host
                 last = E.convergence(snapshot, batch, views=views, metrics=metrics, queue_ratio=cfg.leadership.queue_ratio,
                                      queued_max=queued)
                 jmx_rounds += 1
-                if not last:
-                    break
-            canary_failed += [f"leader {r.broker_id} partition {r.partition}: {r.error_code} {r.error}" for r in bad] or \
-                [f"no leader of {cfg.canary.topic} to write to"]
-            last = ["canary failed: " + "; ".join(canary_failed[-3:])]
+            if not last:
+                break
         if time.monotonic() >= deadline:
             raise Halted(f"batch did not converge within {cfg.election.convergence_s:g} s: " + "; ".join(last[:6]))
         time.sleep(min(cfg.election.poll_s, 1.0))
@@ -148,8 +147,7 @@ def _converge(zk, ex: Execution, batch: list[str]) -> dict[str, Any]:
         # a failed canary produce is what incident 003's clients saw: never continued past, even if a later round passed
         raise Halted("canary produce/consume failed after the batch: " + "; ".join(canary_failed[:5]))
     return {"converged_s": round(diverged_s or 0.0, 2), "canary_rounds": rounds, "canary_failures": len(canary_failed),
-            "queue_checks": jmx_rounds,
-            "total_s": round(time.monotonic() - t0, 2)}
+            "queue_checks": jmx_rounds, "total_s": round(time.monotonic() - t0, 2)}
 
 
 def run(ex: Execution) -> dict[str, Any]:
