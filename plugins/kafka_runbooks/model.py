@@ -348,6 +348,7 @@ class ZooKeeperProbe:
     elections: int | None = None
     learners: int | None = None
     synced_followers: int | None = None
+    pending_syncs: int | None = None  # leader only (mntr zk_pending_syncs): learners still syncing
     version: str | None = None
     error: str | None = None
     zone: str | None = None
@@ -356,6 +357,7 @@ class ZooKeeperProbe:
     host_error: str | None = None
     pid: int | None = None
     process_state: str | None = None
+    process_uptime_s: float | None = None  # how long its process has run (a drop restarts its server, not its process)
     load_1m: float | None = None
     cpus: int | None = None
     tick_time_ms: int | None = None

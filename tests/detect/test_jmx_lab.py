@@ -43,7 +43,7 @@ def views_of(config, snapshot):
 def test_the_request_queues_are_read_from_the_real_jmxtool(healthy_lab, tmp_path):
     config = lab_config(healthy_lab, tmp_path)
     snapshot = snapshot_of(config)
-    metrics, _, notes = read_metrics(config, snapshot)
+    metrics, _, notes, _ = read_metrics(config, snapshot)
     assert sorted(m.broker_id for m in metrics) == [1, 2, 3], notes
     for m in metrics:
         assert m.ok, m.error
@@ -60,7 +60,7 @@ def test_a_jmx_port_that_does_not_answer_is_unknown_never_a_pass(healthy_lab, tm
     # JMX asked where nothing listens: JmxTool retries its connection for 10 s and exits 1
     config = lab_config(healthy_lab, tmp_path, jmx_host="127.0.0.9", jmx_timeout_s=40.0)
     snapshot = snapshot_of(config)
-    metrics, _, _ = read_metrics(config, snapshot)
+    metrics, _, _, _ = read_metrics(config, snapshot)
     assert metrics and all(not m.ok for m in metrics)
     assert all("JmxTool exit 1" in m.error and "Could not connect" in m.error for m in metrics), [m.error for m in metrics]
     why = E.convergence(snapshot, [], views=views_of(config, snapshot), metrics=metrics)

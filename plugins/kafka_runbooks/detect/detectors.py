@@ -9,10 +9,11 @@ its ISRs when no data flows.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Iterable
 
 from kafka_runbooks.config import HealthSettings, LeadershipSettings, ZooKeeperHealthSettings
 from kafka_runbooks.detect import trends
+from kafka_runbooks.detect.activity import Activity, annotate
 from kafka_runbooks.detect.context import Context
 from kafka_runbooks.detect.evidence import partition_order, probe_evidence, state_evidence, trend_evidence
 from kafka_runbooks.detect.history import History, broker_series
@@ -233,11 +234,13 @@ DETECTORS: tuple[Callable[[Context], list[Finding]], ...] = (
 
 def detect(snapshot: ClusterSnapshot, settings: HealthSettings | None = None, history: History | None = None,
            zk_settings: ZooKeeperHealthSettings | None = None, *, leadership: LeadershipSettings | None = None,
-           kafka_version: str | None = None) -> list[Finding]:
-    """All findings for one snapshot (and the history ending with it), most severe first."""
+           kafka_version: str | None = None, activity: Iterable[Activity] = ()) -> list[Finding]:
+    """All findings for one snapshot (and the history ending with it), most severe first. ``activity``: the product's
+    own remediations (``detect/activity.py``): what they cause is theirs, and findings about a running one's brokers are
+    annotated ``details.during_plan``."""
     ctx = Context(snapshot, settings or HealthSettings(), history or {}, zk_settings or ZooKeeperHealthSettings(),
-                  leadership or LeadershipSettings(), kafka_version)
-    findings = [f for d in DETECTORS for f in d(ctx)]
+                  leadership or LeadershipSettings(), kafka_version, tuple(activity))
+    findings = annotate([f for d in DETECTORS for f in d(ctx)], ctx.activity)
     rank = {Severity.CRITICAL: 0, Severity.WARNING: 1, Severity.INFO: 2}
     return sorted(findings, key=lambda f: rank[f.severity])
 

@@ -28,7 +28,7 @@ from kafka_runbooks.detect.context import Context
 from kafka_runbooks.detect.evidence import canary_evidence, partition_order, state_evidence
 from kafka_runbooks.detect.history import Sample
 from kafka_runbooks.detect.leadership_state import LEADERSHIP, NOT_LEADER, divergence
-from kafka_runbooks.model import CONSUMER_OFFSETS, ClusterSnapshot, Evidence, Finding, Partition, Severity
+from kafka_runbooks.model import CONSUMER_OFFSETS, ClusterSnapshot, Evidence, Finding, LogLineSeen, Partition, Severity
 
 PROBLEM = "leadership"
 OPENS_INCIDENT = ("metadata_divergence", "election_storm")
@@ -252,18 +252,74 @@ def epoch_churn(samples: Iterable[Sample]) -> dict[str, list[tuple[str, int, int
     return out
 
 
+# why a partition's leader moved (issue 16 §3): only AUTOMATIC and UNEXPLAINED moves make a storm
+AUTOMATIC = "automatic"  # the controller's automatic preferred election (auto.leader.rebalance.enable: incident 003)
+UNEXPLAINED = "unexplained"
+COUNTED = (AUTOMATIC, UNEXPLAINED)
+
+
+def _session_changed(ctx: Context, broker: int, t0: str | None, t1: str) -> bool:
+    """Broker ``broker`` deregistered or registered with a new session between the check before ``t1`` and the check
+    after it (a controlled shutdown moves leaderships away a moment before the broker deregisters)."""
+    series = ctx.series(broker)
+    before = [x for x in series if t0 is not None and x.at <= t0]
+    after = [x for x in series if x.at >= t1][:2]
+    if not before or not after:
+        return False
+    was = before[-1].get("session_id")
+    return any(x.get("registered") is False or (x.get("session_id") is not None and x.get("session_id") != was) for x in after)
+
+
+def _elections_within(ctx: Context, partition: str, t0: str | None, t1: str) -> list[LogLineSeen]:
+    lo = clock.iso((clock.parse(t0) if t0 else clock.parse(t1) - dt.timedelta(seconds=ctx.leadership.window_s)) - dt.timedelta(seconds=5))
+    return [x for x in ctx.snapshot.controller_log if x.what == "preferred_election" and lo <= (x.at or "") <= t1
+            and partition in (x.attrs.get("partitions") or "").split(",")]
+
+
+def why_moved(ctx: Context, partition: str, move: tuple, before: str | None) -> str:
+    """Why ``partition``'s leader moved at ``move`` (seen at move[0], the previous check at ``before``): "epoch" (no
+    leader change: an ISR change), "plan <record>" (the product's own remediation ran then), "failover" (the old leader
+    deregistered or re-registered: a controlled shutdown, a crash, a session loss -- the controller moves its
+    leaderships once), "automatic" (the controller's automatic preferred election), "election" (a preferred election
+    somebody asked for), or "unexplained"."""
+    from kafka_runbooks.detect.activity import covering
+
+    at, old, _, new, _ = move
+    if old == new:
+        return "epoch"
+    plans = covering(ctx.activity, before, at)
+    if plans:
+        return f"plan {plans[0].kind} {plans[0].record}"
+    if old >= 0 and _session_changed(ctx, old, before, at):
+        return "failover"
+    lines = _elections_within(ctx, partition, before, at)
+    if any(x.attrs.get("automatic") == "true" for x in lines):
+        return AUTOMATIC
+    if lines:
+        return "election"
+    return UNEXPLAINED
+
+
 def detect_election_storm(ctx: Context) -> list[Finding]:
-    """Leadership of the same partitions moving again and again within the window: leader-epoch churn in the
-    history, the controllers' automatic preferred elections in their logs, canary NOT_LEADER_FOR_PARTITION."""
+    """Leadership of the same partitions moving back and forth within the window without an operator's or the
+    product's action: leader changes in the history, each explained when it can be (``why_moved``); the controllers'
+    automatic preferred elections and unexplained moves count, the product's own plans, controlled shutdowns and
+    failovers (each moves a broker's leaderships once) and asked-for elections do not."""
     s, h = ctx.snapshot, ctx.leadership
     samples = _leadership_samples(ctx, h.window_s)
+    previous = {smp.at: prev.at for prev, smp in zip(samples, samples[1:])}
     churn = epoch_churn(samples)
     stormy = {}
+    explained_total: dict[str, int] = {}
     for name, moves in churn.items():
-        first, last = moves[0], moves[-1]
-        changes = (last[4] - first[2]) if last[4] >= first[2] else len(moves)
-        if changes >= h.storm_epoch_changes:
-            stormy[name] = {"changes": changes, "moves": moves}
+        whys = [(m, why_moved(ctx, name, m, previous.get(m[0]))) for m in moves]
+        for _, w in whys:
+            key = w.split(" ")[0]
+            explained_total[key] = explained_total.get(key, 0) + 1
+        counted = [m for m, w in whys if w in COUNTED]
+        if len(counted) >= h.storm_epoch_changes:
+            stormy[name] = {"changes": len(counted), "moves": [m for m, w in whys if w != "epoch"],
+                            "why": [w for m, w in whys if w != "epoch"]}
     if not stormy:
         return []
     since = clock.iso(ctx.now - dt.timedelta(seconds=h.window_s))
@@ -278,16 +334,17 @@ def detect_election_storm(ctx: Context) -> list[Finding]:
     involved = sorted({m[1] for n in names for m in stormy[n]["moves"]} | set(moved_to))
     worst = names[0]
     w = stormy[worst]
-    trail = " -> ".join(f"{m[3]}@{m[4]}" for m in w["moves"][-8:])
-    parts = [f"{len(names)} partition(s) changed leader {h.storm_epoch_changes}+ times in the last {h.window_s / 60:g} min; "
-             f"{worst}: leader epoch {w['moves'][0][2]} -> {w['moves'][-1][4]} ({w['changes']} changes; leader@epoch {trail})"]
+    trail = " -> ".join(f"{m[3]}@{m[4]} ({why})" for m, why in list(zip(w["moves"], w["why"]))[-8:])
+    parts = [f"{len(names)} partition(s) changed leader {h.storm_epoch_changes}+ times in the last {h.window_s / 60:g} min without "
+             f"an operator's or the product's action; {worst}: {w['changes']} such moves (leader@epoch {trail})"]
     if auto_hits:
         parts.append(f"the controller started {len(auto_hits)} automatic preferred election(s) of them "
                      f"({len(failed)} failed: preferred replica not in the ISR)")
     if not_leader or seen_not_leader:
         parts.append(f"the canary got NOT_LEADER_FOR_PARTITION on partitions led by brokers {sorted({c.broker_id for c in not_leader} | set(seen_not_leader))}")
     evidence: list[Evidence] = [Evidence(source=f"history:{LEADERSHIP}/{n}",
-                                         excerpt=f"{n}: " + "; ".join(f"{m[0]} leader {m[1]}@{m[2]} -> {m[3]}@{m[4]}" for m in stormy[n]["moves"][-6:]))
+                                         excerpt=f"{n}: " + "; ".join(f"{m[0]} leader {m[1]}@{m[2]} -> {m[3]}@{m[4]} ({why})"
+                                                                     for m, why in list(zip(stormy[n]["moves"], stormy[n]["why"]))[-6:]))
                                 for n in names[:5]]
     evidence += [Evidence(source=f"probe:broker/{x.attrs.get('host_broker', '?')}/{x.source or 'controller.log'}", lines=(x.line_no,),
                           excerpt=x.excerpt[:300]) for x in auto_hits[-5:]]
@@ -297,8 +354,9 @@ def detect_election_storm(ctx: Context) -> list[Finding]:
         kind="election_storm", severity=Severity.CRITICAL if severe else Severity.WARNING,
         summary="Election storm: " + "; ".join(parts) + f". Clients see leadership move each time. See {RUNBOOK}.",
         broker_ids=tuple(moved_to), partitions=tuple(names[:MAX_LISTED]), evidence=tuple(evidence[: ctx.settings.max_evidence]),
-        details={"problem": PROBLEM, "partitions": {n: {"changes": stormy[n]["changes"], "moves": [list(m) for m in stormy[n]["moves"]]}
-                                                     for n in names[:MAX_LISTED]},
+        details={"problem": PROBLEM, "partitions": {n: {"changes": stormy[n]["changes"], "moves": [list(m) for m in stormy[n]["moves"]],
+                                                         "why": stormy[n]["why"]} for n in names[:MAX_LISTED]},
+                 "moves_by_cause": explained_total,
                  "brokers_involved": involved, "automatic_elections": [x.to_dict() for x in auto_hits[-10:]],
                  "automatic_elections_count": len(auto_hits), "failed_elections": len(failed),
                  "canary_not_leader": sorted({c.broker_id for c in not_leader} | set(seen_not_leader)),

@@ -94,9 +94,10 @@ def take_snapshot(config, *, probe_hosts: bool = True, check_kafka: bool = True,
     return snapshot
 
 
-def check_once(config, *, probe_hosts: bool = True):
-    """One health check as the health DAG does it, outside Airflow: observe, append to the history,
-    run the detectors on the history. Returns (snapshot, findings); opens no incident."""
+def check_once(config, *, probe_hosts: bool = True, activity=()):
+    """One health check as the health DAG does it, outside Airflow: observe, append to the history, run the detectors on
+    the history (``activity``: the product's own remediations, ``remediate/activity.product_activity``). Returns
+    (snapshot, findings); opens no incident."""
     from kafka_runbooks.detect.detectors import detect
     from kafka_runbooks.detect.history import HistoryStore
     from kafka_runbooks.detect.record import record_check
@@ -104,4 +105,4 @@ def check_once(config, *, probe_hosts: bool = True):
     snapshot = take_snapshot(config, probe_hosts=probe_hosts, known=known_registrations(config))
     history = record_check(HistoryStore(config.incident_base, config.name, config.health.history_samples), snapshot)
     return snapshot, detect(snapshot, config.health, history, config.zookeeper_health, leadership=config.leadership,
-                            kafka_version=config.kafka_version)
+                            kafka_version=config.kafka_version, activity=activity)

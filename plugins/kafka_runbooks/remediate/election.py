@@ -94,6 +94,7 @@ def plan_election(snapshot: ClusterSnapshot, config: ClusterConfig, *, brokers: 
         "method": election_method(config),
         "batch_size": s.batch_size,
         "offsets_batch_size": s.offsets_batch_size,
+        "stuck_s": config.health.follower_stuck_s,
     }
     if done:
         conditions["already_elected"] = done
@@ -157,10 +158,14 @@ def rate(m: RequestMetrics | None, key: str) -> float | None:
 
 
 def readiness(snapshot: ClusterSnapshot, conditions: Mapping[str, Any], now: dt.datetime, *,
-              lock_holders: Iterable[Mapping[str, Any]] = (), metrics: Iterable[RequestMetrics] = ()) -> list[str]:
-    """Why the election may not run now; [] when it may. Every reason names what it waits for."""
+              lock_holders: Iterable[Mapping[str, Any]] = (), metrics: Iterable[RequestMetrics] = (),
+              followers: Mapping[tuple[int, str], Any] | None = None) -> list[str]:
+    """Why the election may not run now; [] when it may. Every reason names what it waits for. ``followers``: the
+    verdicts of the target brokers' replicas out of their ISR (``detect/replicas.verdicts``): catching up (with when it
+    will be in sync), stuck, or unknown -- never "catching up" for a follower nobody saw progress."""
     why: list[str] = []
     stable_s = float(conditions.get("stable_s") or 0)
+    followers = followers or {}
     for b in conditions.get("brokers") or ():
         broker = snapshot.broker(int(b))
         if broker is None:
@@ -169,7 +174,7 @@ def readiness(snapshot: ClusterSnapshot, conditions: Mapping[str, Any], now: dt.
         missing = sorted((p.name for p in snapshot.partitions_of(int(b)) if int(b) not in p.isr))
         if missing:
             why.append(f"broker {b} is not yet in the ISR of {len(missing)} partition(s) it hosts "
-                       f"({', '.join(missing[:8])}{', ...' if len(missing) > 8 else ''}): still catching up")
+                       f"({', '.join(missing[:8])}{', ...' if len(missing) > 8 else ''}): " + _follower_state(int(b), missing, followers))
         if broker.registered_at is None:
             why.append(f"broker {b}'s registration time is unknown: its session cannot be judged stable")
         else:
@@ -203,6 +208,42 @@ def readiness(snapshot: ClusterSnapshot, conditions: Mapping[str, Any], now: dt.
     if snapshot.reassigning:
         why.append(f"a partition reassignment is in progress ({', '.join(snapshot.reassigning[:5])})")
     return why
+
+
+def _follower_state(broker: int, missing: list[str], followers: Mapping[tuple[int, str], Any]) -> str:
+    """"catching up (...)", "STUCK (...)" or "not yet known whether it catches up (...)" for the partitions ``missing``."""
+    from kafka_runbooks.detect.replicas import CATCHING_UP, STUCK
+
+    verdicts = {n: followers[(broker, n)] for n in missing if (broker, n) in followers}
+    stuck = [n for n, v in verdicts.items() if v.kind == STUCK]
+    if stuck:
+        return f"STUCK on {', '.join(stuck[:6])}: {verdicts[stuck[0]].reason}"
+    catching = {n: v for n, v in verdicts.items() if v.kind == CATCHING_UP}
+    if catching and len(catching) == len(missing):
+        etas = [v.eta_s for v in catching.values() if v.eta_s is not None]
+        return "catching up" + (f", in sync in about {max(etas):.0f} s at the current pace" if len(etas) == len(catching) else
+                                f" ({next(iter(catching.values())).reason})")
+    other = next((v for v in verdicts.values() if v.kind not in (CATCHING_UP,)), None)
+    return ("not yet known whether it catches up: " + other.reason) if other else \
+        "not yet known whether it catches up (its log end offsets were not read)"
+
+
+def stuck_diagnosis(conditions: Mapping[str, Any], followers: Mapping[tuple[int, str], Any]) -> str | None:
+    """When a target broker is stuck out of an ISR the election would wait for it forever: the give-up reason, with the
+    diagnosis and the fix. None while nothing is stuck."""
+    from kafka_runbooks.detect.replicas import STUCK
+
+    targets = {int(b) for b in conditions.get("brokers") or ()}
+    stuck = {(b, n): v for (b, n), v in followers.items() if v.kind == STUCK and b in targets}
+    if not stuck:
+        return None
+    brokers = sorted({b for b, _ in stuck})
+    (b0, n0), v0 = next(iter(sorted(stuck.items())))
+    return (f"gave up early: broker(s) {brokers} are stuck out of the ISR of {len(stuck)} partition(s) "
+            f"({', '.join(n for _, n in sorted(stuck)[:8])}) and will not catch up by themselves -- {n0} on broker {b0}: {v0.reason}. "
+            f"Waiting for them until the deadline would change nothing. Fix: restart broker(s) {brokers} through the engine "
+            f"(the health check's follower_stuck incident offers it, approved), then run this election again. Nothing was changed. "
+            f"See {RUNBOOK}.")
 
 
 def past_deadline(conditions: Mapping[str, Any], now: dt.datetime) -> bool:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from kafka_runbooks import clock
 from kafka_runbooks.config import ClusterConfig
@@ -30,26 +30,61 @@ from kafka_runbooks.remediate.executor import Execution, Halted, Refused, descri
 log = logging.getLogger(__name__)
 
 
-def read_metrics(config: ClusterConfig, snapshot) -> tuple[list, dict[int, int], list[str]]:
-    """Request-path JMX of every registered, configured broker (JmxTool over SSH, ``detect/leadership_observe``),
-    each broker's queued.max.requests from its server.properties (when set), and notes."""
+def read_metrics(config: ClusterConfig, snapshot, replicas: Mapping[int, Any] | None = None,
+                 brokers: Iterable[int] | None = None) -> tuple[list, dict[int, int], list[str], list]:
+    """Request-path JMX of the registered, configured brokers (all, or ``brokers``; JmxTool over SSH,
+    ``detect/leadership_observe``), each broker's queued.max.requests from its server.properties (when set), notes, and
+    the followers' state-change lines about ``replicas`` ({broker: [(topic, partition, leader, follower?)]}, whose log end
+    offsets and fetcher lags are read in the same JmxTool run)."""
     import dataclasses
 
     from kafka_runbooks.detect.leadership_observe import read_hosts
 
     cfg = dataclasses.replace(config, leadership=dataclasses.replace(config.leadership, controller_log=False, jmx=True))
-    parts = read_hosts(cfg, [b for b in snapshot.brokers if b.id in config.hosts], set(snapshot.live_broker_ids))
+    wanted = None if brokers is None else set(brokers)
+    parts = read_hosts(cfg, [b for b in snapshot.brokers if b.id in config.hosts and (wanted is None or b.id in wanted)],
+                       set(snapshot.live_broker_ids), None, replicas)
     queued = {}
     for x in parts:
         try:
             queued[x.broker_id] = int((x.static or {})["queued.max.requests"])
         except (KeyError, ValueError):
             pass
-    return [x.metrics for x in parts if x.metrics is not None], queued, [n for x in parts for n in x.notes]
+    return ([x.metrics for x in parts if x.metrics is not None], queued, [n for x in parts for n in x.notes],
+            [line for x in parts for line in x.lines])
 
 
-def check_ready(config: ClusterConfig, conditions: Mapping[str, Any]) -> tuple[list[str], dict[str, Any]]:
-    """(why it may not run now, what was seen). One ZooKeeper session; JMX only when traffic thresholds are set."""
+def observe_followers(config: ClusterConfig, snapshot, targets: Iterable[int], series: list) -> tuple[dict, list[str]]:
+    """The election's targets' replicas out of their ISR: their log end offsets, their leaders', their fetcher lags
+    (one JmxTool run on each broker involved) and the followers' own lines about them; the sample is appended to
+    ``series`` (kept by the caller across checks). Returns ({(broker, partition): Verdict}, notes)."""
+    import dataclasses
+
+    from kafka_runbooks.detect import replicas as RP
+    from kafka_runbooks.detect.history import Sample
+
+    targets = {int(b) for b in targets}
+    mine = dataclasses.replace(snapshot, partitions=tuple(p for p in snapshot.partitions
+                                                          if any(b in targets and b not in p.isr for b in p.replicas)))
+    roles: dict[int, list[tuple[str, int, int, bool]]] = {}
+    for b, p in RP.out_of_isr(mine):
+        if b in targets:
+            roles.setdefault(b, []).append((p.topic, p.index, p.leader, True))
+            roles.setdefault(p.leader, []).append((p.topic, p.index, p.leader, False))
+    if not roles:
+        return {}, []
+    metrics, _, notes, lines = read_metrics(config, snapshot, roles, brokers=list(roles))
+    seen = dataclasses.replace(mine, request_metrics=tuple(metrics), controller_log=tuple(lines))
+    series.append(Sample(at=snapshot.taken_at, values=RP.replica_sample(seen)))
+    del series[:-200]
+    verdicts = RP.verdicts(seen, series, float(config.health.follower_stuck_s), RP.follower_lines(seen))
+    return {k: v for k, v in verdicts.items() if k[0] in targets}, notes
+
+
+def check_ready(config: ClusterConfig, conditions: Mapping[str, Any], series: list | None = None) -> tuple[list[str], dict[str, Any]]:
+    """(why it may not run now, what was seen). One ZooKeeper session; JMX when traffic thresholds are set, and on the
+    brokers of a target's replicas that are out of their ISR (catching up or stuck: ``seen["stuck"]`` is the give-up
+    diagnosis when one is stuck). ``series``: the followers' samples of the earlier checks of this wait."""
     from kafka_runbooks.detect.snapshot import read_snapshot
     from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
     from kafka_runbooks.remediate.lock import holders
@@ -59,9 +94,20 @@ def check_ready(config: ClusterConfig, conditions: Mapping[str, Any]) -> tuple[l
         held = holders(zk, config.name)
     metrics, notes = [], []
     if conditions.get("max_bytes_in_per_s") is not None or conditions.get("max_requests_per_s") is not None:
-        metrics, _, notes = read_metrics(config, snapshot)
-    why = E.readiness(snapshot, conditions, clock.now(), lock_holders=held, metrics=metrics)
-    return why, {"at": snapshot.taken_at, "notes": notes, "controller": snapshot.controller_id}
+        metrics, _, notes, _ = read_metrics(config, snapshot)
+    stuck_s = float(conditions.get("stuck_s") or config.health.follower_stuck_s)
+    followers, more = observe_followers(_with_stuck_s(config, stuck_s), snapshot, conditions.get("brokers") or (),
+                                        series if series is not None else [])
+    why = E.readiness(snapshot, conditions, clock.now(), lock_holders=held, metrics=metrics, followers=followers)
+    return why, {"at": snapshot.taken_at, "notes": notes + more, "controller": snapshot.controller_id,
+                 "followers": {f"{b}:{n}": v.to_dict() for (b, n), v in followers.items()},
+                 "stuck": E.stuck_diagnosis(conditions, followers)}
+
+
+def _with_stuck_s(config: ClusterConfig, stuck_s: float) -> ClusterConfig:
+    import dataclasses
+
+    return dataclasses.replace(config, health=dataclasses.replace(config.health, follower_stuck_s=stuck_s))
 
 
 def _elect_znode(zk, partitions: list[str], timeout_s: float) -> float:
@@ -134,7 +180,7 @@ def _converge(zk, ex: Execution, batch: list[str]) -> dict[str, Any]:
                     canary_failed += bad or [f"no registered leader of {cfg.canary.topic} to write to"]
                     last = ["canary failed: " + "; ".join(canary_failed[-3:])]
             if not last and cfg.leadership.jmx:
-                metrics, queued, _ = read_metrics(cfg, snapshot)  # request queues: JmxTool on each broker host
+                metrics, queued, _, _ = read_metrics(cfg, snapshot)  # request queues: JmxTool on each broker host
                 last = E.convergence(snapshot, batch, views=views, metrics=metrics, queue_ratio=cfg.leadership.queue_ratio,
                                      queued_max=queued)
                 jmx_rounds += 1
