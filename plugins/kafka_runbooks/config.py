@@ -49,7 +49,9 @@ class CaptureSettings:
     # next to server.log unless log_dir says otherwise ("{broker_id}" allowed)
     log_dir: str | None = None
     other_logs: tuple[str, ...] = ("controller.log", "state-change.log", "log-cleaner.log", "kafkaServer.out", "kafkaServer-gc.log")
-    stdout_log: str = "kafkaServer.out"  # where the JVM's stdout goes: a SIGQUIT thread dump lands there
+    # the JVM's stdout/stderr, a file name in the broker's log directory: a SIGQUIT thread dump lands there, and a broker
+    # that fails to start says why there (the one setting for that file; the retired stdout_log_path is refused)
+    stdout_log: str = "kafkaServer.out"
     # `jhsdb jstack --pid` (ptrace; needs no cooperation from the JVM). Measured here on JDK 17: fine on a small
     # JVM (< 1 s), but on a Kafka 2.3 broker it fails ("VM.initialize() was not yet called") and spins until killed
     jhsdb_timeout_s: float = 20.0
@@ -71,6 +73,8 @@ class CaptureSettings:
             raise ConfigError("capture: jstack_count >= 1, jstack_interval_s >= 0, command_timeout_s > 0")
         if s.host_deadline_s <= 0 or s.jhsdb_timeout_s <= 0 or s.log_tail_bytes <= 0:
             raise ConfigError("capture: host_deadline_s, jhsdb_timeout_s and log_tail_bytes must be > 0")
+        if not s.stdout_log or "/" in s.stdout_log or s.stdout_log in (".", ".."):
+            raise ConfigError(f"capture.stdout_log must be a file name in the broker's log directory, not {s.stdout_log!r}")
         return s
 
 
@@ -384,6 +388,8 @@ _RETIRED = {
     "restart_command": "split into stop_command and start_command (plus kill_command for escalation)",
     "recovery_timeout_s": "replaced by the gates section (register_s, in_sync_s, coordinator_s, canary_s)",
     "approval_timeout_s": "moved to approvals.timeout_s",
+    "stdout_log_path": "replaced by capture.stdout_log (the file name of the broker's stdout in its log directory, "
+                       "capture.log_dir or server.log's; default kafkaServer.out): one setting for one file",
 }
 
 
@@ -401,8 +407,6 @@ class ClusterConfig:
     start_command: tuple[str, ...] = ("sudo", "-n", "systemctl", "start", "kafka")
     kill_command: tuple[str, ...] = ()  # escalation when the process outlives gates.stop_s; empty: never kill
     server_log_path: str = "/var/log/kafka/server.log"  # "{broker_id}" allowed
-    # the broker's stdout/stderr (kafka-server-start.sh writes kafkaServer.out next to server.log); "{broker_id}" allowed
-    stdout_log_path: str | None = None
     # regex (pgrep -f) for the broker's process; "{server_properties}" becomes the escaped properties path
     process_pattern: str = r"kafka\.Kafka .*{server_properties}"
     server_properties_path: str = "/etc/kafka/server.properties"  # "{broker_id}" allowed
@@ -450,9 +454,9 @@ class ClusterConfig:
         return self.server_properties_path.replace("{broker_id}", str(int(broker_id)))
 
     def stdout_log(self, broker_id: int) -> str:
-        if self.stdout_log_path:
-            return self.stdout_log_path.replace("{broker_id}", str(int(broker_id)))
-        return os.path.join(os.path.dirname(self.server_log(broker_id)), "kafkaServer.out")
+        """The broker's stdout/stderr (kafka-server-start.sh writes kafkaServer.out into its log directory): the one
+        setting ``capture.stdout_log``, in ``log_dir``."""
+        return f"{self.log_dir(broker_id).rstrip('/')}/{self.capture.stdout_log}"
 
     def process_regex(self, broker_id: int) -> str:
         """The pgrep -f pattern that finds this broker's JVM on its host."""

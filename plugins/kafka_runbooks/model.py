@@ -519,6 +519,8 @@ class ClusterSnapshot:
     static_configs: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     # the ZooKeeper ensemble's members, one probe each (empty when not probed)
     zookeeper: tuple[ZooKeeperProbe, ...] = ()
+    # why the cluster's state could not be read from ZooKeeper (then brokers/partitions are unknown, not empty)
+    zookeeper_error: str | None = None
 
     @property
     def live_broker_ids(self) -> frozenset[int]:
@@ -584,6 +586,7 @@ class ClusterSnapshot:
             "controller_log": [x.to_dict() for x in self.controller_log],
             "static_configs": {k: dict(v) for k, v in self.static_configs.items()},
             "zookeeper": [z.to_dict() for z in self.zookeeper],
+            "zookeeper_error": self.zookeeper_error,
         }
 
     @classmethod
@@ -608,6 +611,7 @@ class ClusterSnapshot:
             controller_log=tuple(LogLineSeen.from_dict(x) for x in d.get("controller_log") or ()),
             static_configs={str(k): {str(a): str(b) for a, b in dict(v).items()} for k, v in (d.get("static_configs") or {}).items()},
             zookeeper=tuple(ZooKeeperProbe.from_dict(z) for z in d.get("zookeeper") or ()),
+            zookeeper_error=d.get("zookeeper_error"),
         )
 
 

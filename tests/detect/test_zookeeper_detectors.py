@@ -274,3 +274,25 @@ def test_the_first_check_after_a_stall_finds_it_with_no_check_during_it():
     fresh = tuple(dataclasses.replace(z, uptime_ms=500) if z.mode == "leader" else z for z in snap.zookeeper)
     assert not [f for f in detect(dataclasses.replace(snap, zookeeper=fresh), HealthSettings(), history, ZK)
                 if f.kind == "zookeeper_follower_dropped"]
+
+
+def test_zookeeper_unreachable_is_one_critical_finding_naming_the_ensemble_and_since_when():
+    from kafka_runbooks.detect.leadership_state import LEADERSHIP
+    from kafka_runbooks.model import ZooKeeperProbe
+
+    members = (ZooKeeperProbe("1", "zk1:2181", reachable=False, error="srvr: TimeoutError: timed out"),
+               ZooKeeperProbe("2", "zk2:2181", reachable=True, serving=False, error="not currently serving requests"),
+               ZooKeeperProbe("3", "zk3:2181", reachable=False, error="srvr: ConnectionRefusedError"))
+    s = ClusterSnapshot("lab", "2026-11-24T22:10:00Z", (), None, (), configured_broker_ids=(1, 2, 3), zookeeper=members,
+                        zookeeper_error="KazooTimeoutError: Connection time-out (ZooKeeper zk1:2181,zk2:2181,zk3:2181/kafka, connection 'prod_zk')")
+    history = {LEADERSHIP: [Sample("2026-11-24T22:00:00Z", {"changes": {}}), Sample("2026-11-24T22:05:00Z", {"zookeeper_error": "x"}),
+                            Sample("2026-11-24T22:10:00Z", {"zookeeper_error": "x"})]}
+    findings = detect(s, HealthSettings(), history, ZK)
+    assert [f.kind for f in findings] == ["zookeeper_unreachable", "zookeeper_quorum_lost"]  # nothing about brokers: unknown
+    f = findings[0]
+    assert f.severity is Severity.CRITICAL and f.details["page"] is True and f.details["since"] == "2026-11-24T22:05:00Z"
+    assert f.details["last_read_at"] == "2026-11-24T22:00:00Z"
+    assert "zk1:2181,zk2:2181,zk3:2181/kafka" in f.summary and "1 of 3 members answer their four-letter words, 0 serve" in f.summary
+    from kafka_runbooks.detect.detectors import OPENS_INCIDENT
+
+    assert "zookeeper_unreachable" in OPENS_INCIDENT

@@ -30,7 +30,7 @@ from kafka_runbooks.detect import replicas
 from kafka_runbooks.detect.offsets import OPENS_INCIDENT as CLEANER_INCIDENTS
 from kafka_runbooks.detect.offsets import detect_cleaner, detect_slow_loads
 from kafka_runbooks.detect.zookeeper import OPENS_INCIDENT as ZOOKEEPER_INCIDENTS
-from kafka_runbooks.detect.zookeeper import detect_zookeeper
+from kafka_runbooks.detect.zookeeper import detect_zookeeper, detect_zookeeper_unreachable
 from kafka_runbooks.model import ClusterSnapshot, Evidence, Finding, Severity
 
 # finding kinds that open an incident; of those, the ones naming brokers or ZooKeeper servers start a response
@@ -240,7 +240,11 @@ def detect(snapshot: ClusterSnapshot, settings: HealthSettings | None = None, hi
     annotated ``details.during_plan``."""
     ctx = Context(snapshot, settings or HealthSettings(), history or {}, zk_settings or ZooKeeperHealthSettings(),
                   leadership or LeadershipSettings(), kafka_version, tuple(activity))
-    findings = annotate([f for d in DETECTORS for f in d(ctx)], ctx.activity)
+    if snapshot.zookeeper_error:
+        # brokers and partitions are unknown: only what the ensemble's members say themselves
+        findings = detect_zookeeper_unreachable(ctx) + [f for f in detect_zookeeper(ctx) if f.kind == "zookeeper_quorum_lost"]
+    else:
+        findings = annotate([f for d in DETECTORS for f in d(ctx)], ctx.activity)
     rank = {Severity.CRITICAL: 0, Severity.WARNING: 1, Severity.INFO: 2}
     return sorted(findings, key=lambda f: rank[f.severity])
 

@@ -16,6 +16,11 @@ def record_check(store: HistoryStore, snapshot: ClusterSnapshot) -> dict[str, li
     sample (only what changed since the last check, against the full map kept in the store's ``leadership`` state) and
     the ``replicas`` sample (the replicas out of their ISR, ``detect/replicas.py``) -- appended; returns the history as
     the detectors get it."""
+    if snapshot.zookeeper_error:
+        # nothing is known of the brokers and partitions (not "unregistered"): only the ensemble's members are
+        # recorded, and that ZooKeeper could not be read (the "since when" of zookeeper_unreachable)
+        samples = {k: v for k, v in health_samples(snapshot).items() if k.startswith("zookeeper-")}
+        return store.append({**samples, LEADERSHIP: Sample(at=snapshot.taken_at, values={"zookeeper_error": snapshot.zookeeper_error})})
     box: dict[str, Sample] = {}
 
     def advance(previous: dict[str, Any]) -> dict[str, Any]:

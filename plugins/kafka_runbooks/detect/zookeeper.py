@@ -40,7 +40,7 @@ from kafka_runbooks.detect.history import Sample, zookeeper_series_of
 from kafka_runbooks.model import Evidence, Finding, LogLineSeen, Severity, ZooKeeperProbe
 
 PROBLEM = "zookeeper_member"
-OPENS_INCIDENT = ("zookeeper_follower_dropped", "zookeeper_quorum_lost")
+OPENS_INCIDENT = ("zookeeper_follower_dropped", "zookeeper_quorum_lost", "zookeeper_unreachable")
 RUNBOOK = "runbooks/zookeeper-follower-drop.md"
 
 
@@ -185,6 +185,45 @@ def _near(at: str | None, times: list[str], seconds: float) -> bool:
         return False
     t = clock.parse(at)
     return any(abs((clock.parse(x) - t).total_seconds()) <= seconds for x in times)
+
+
+def detect_zookeeper_unreachable(ctx: Context) -> list[Finding]:
+    """The health check could not read the cluster's state from ZooKeeper (kazoo's connection timed out or was lost):
+    which ensemble, which members answer their four-letter words and what they say, and since when no check could read
+    it (the history's ``leadership`` series). Critical; it pages on-call (``operators/detect.py``)."""
+    from kafka_runbooks.detect.leadership_state import LEADERSHIP
+
+    s = ctx.snapshot
+    if not s.zookeeper_error:
+        return []
+    since = s.taken_at
+    last_ok = None
+    for smp in reversed(list(ctx.history.get(LEADERSHIP, ()))):
+        if smp.get("zookeeper_error"):
+            since = min(since, smp.at)
+        else:
+            last_ok = smp.at
+            break
+    answering = [z for z in s.zookeeper if z.reachable]
+    serving = [z for z in s.zookeeper if z.serving]
+    members = "; ".join(f"{z.server} ({z.address}): " + (f"{z.mode}, zxid {hex(z.zxid) if z.zxid is not None else '?'}" if z.serving else
+                                                         (z.error or "answers but does not serve") if z.reachable else f"no answer ({z.error})")
+                        for z in s.zookeeper) or "no member probed"
+    summary = (f"ZooKeeper could not be read by the health check: {s.zookeeper_error}. Since {since}"
+               + (f" (last read at {last_ok})" if last_ok else " (no earlier check read it in this history)")
+               + f"; {len(answering)} of {len(s.zookeeper)} members answer their four-letter words, {len(serving)} serve: {members}. "
+               "Nothing about the brokers can be judged (registrations, leaders, ISRs are in ZooKeeper); Kafka itself cannot change "
+               f"leaders or ISRs while it lasts. See {RUNBOOK}.")
+    return [Finding(
+        kind="zookeeper_unreachable", severity=Severity.CRITICAL, summary=summary,
+        evidence=(Evidence(source="zookeeper:session", excerpt=f"{s.taken_at} {s.zookeeper_error}"),)
+                 + tuple(Evidence(source=f"zookeeper:4lw/{z.server}", excerpt=f"{z.probed_at} {z.address}: "
+                                  + (f"{z.mode} (serving)" if z.serving else z.error or "not serving")) for z in s.zookeeper),
+        details={"problem": "zookeeper_unreachable", "subject": "ensemble", "error": s.zookeeper_error, "since": since,
+                 "last_read_at": last_ok, "members": [{"server": z.server, "address": z.address, "answers": z.reachable,
+                                                       "serving": z.serving, "mode": z.mode, "error": z.error} for z in s.zookeeper],
+                 "runbook": RUNBOOK, "page": True},
+    )]
 
 
 def detect_zookeeper(ctx: Context) -> list[Finding]:

@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 
 APPROVAL_WAITING = "approval_waiting"
 HALTED = "halted"
+FINDING = "finding"  # a detection that pages on-call by itself (e.g. ZooKeeper unreachable): ``page()``
 MAX_TEXT = 3500
 TIMEOUT_S = 10.0
 
@@ -114,3 +115,24 @@ class OnCallWebhookNotifier(BaseNotifier):
             log.info("on-call notified (%s, HTTP %s) through %s", self.event, status, conn_id)
         except (OSError, ValueError, urllib.error.URLError, Exception) as exc:  # noqa: BLE001 - never fail the run for a page
             log.error("could not notify on-call (%s): %r", self.event, exc)
+
+
+def page(conn_id: str | None, cluster: str, text: str, details: Mapping[str, Any] | None = None) -> tuple[bool, str]:
+    """Pages on-call outside a task callback (a finding that needs a person now): (sent, what happened). Never raises."""
+    from airflow.sdk import BaseHook
+
+    payload = {"event": FINDING, "cluster": cluster, "text": text[:MAX_TEXT], "details": dict(details or {})}
+    if not conn_id:
+        log.warning("no on-call webhook configured for cluster %s; not sent: %s", cluster, payload["text"])
+        return False, "no on-call webhook configured (approvals.oncall_conn_id)"
+    try:
+        conn = BaseHook.get_connection(conn_id)
+        extra = dict(conn.extra_dejson or {})
+        headers = {str(k): str(v) for k, v in (extra.get("headers") or {}).items()}
+        if conn.password:
+            headers["Authorization"] = f"Bearer {conn.password}"
+        status = post(webhook_url(conn), payload, headers)
+        return True, f"HTTP {status} through {conn_id}"
+    except Exception as exc:  # noqa: BLE001 - never fail the health check for a page
+        log.error("could not page on-call (%s): %r", FINDING, exc)
+        return False, f"{type(exc).__name__}: {exc}"

@@ -166,6 +166,12 @@ class DetectFindingsOperator(BaseOperator):
         record = store.open(cluster=config.name, broker_ids=f.broker_ids, reason=f.summary, trigger=f.to_dict(), opened_by=actor)
         store.audit(record["id"], actor=actor, action="detected", outcome=f.kind, details={"why": a.reason})
         self.log.warning("opened incident %s: %s", record["id"], a.reason)
+        if f.details.get("page"):
+            from kafka_runbooks.notify.webhook import page
+
+            sent, what = page(config.approvals.oncall_conn_id, config.name, f":rotating_light: {f.summary}",
+                              {"incident": record["id"], "kind": f.kind})
+            store.audit(record["id"], actor=actor, action="page_oncall", outcome="sent" if sent else "not sent", details={"result": what})
         zk_servers = [str(f.details["subject"])] if f.details.get("problem") == "zookeeper_member" and f.details.get("server") else []
         if not f.broker_ids and not zk_servers:
             store.needs_person(record["id"], actor=actor, reason="no broker or ZooKeeper server named by the finding: nothing to capture or restart automatically")

@@ -48,7 +48,7 @@ def chunks(items: list, size: int) -> list[list]:
 
 
 def plan_election(snapshot: ClusterSnapshot, config: ClusterConfig, *, brokers: Iterable[int] = (), roll_id: str | None = None,
-                  deadline_at: str | None = None, elected: Iterable[str] = ()) -> Plan:
+                  deadline_at: str | None = None, elected: Iterable[str] = (), views: Iterable[Any] | None = None) -> Plan:
     """``brokers``: only leadership moving to these (empty: every broker). ``elected``: partitions an earlier run of
     the same election already elected and saw converge (resume, from its ledger): never elected again by it. Refused
     when nothing is to move, the method cannot work on this Kafka, or a target broker has no configured host (the
@@ -57,6 +57,8 @@ def plan_election(snapshot: ClusterSnapshot, config: ClusterConfig, *, brokers: 
     wanted = sorted({int(b) for b in brokers})
     done = sorted(set(elected))
     refusals: list[str] = list(method_refusals(config))
+    if views is not None:
+        refusals += view_refusals(snapshot, views)
     if snapshot.cluster != config.name:
         refusals.append(f"snapshot is of cluster {snapshot.cluster!r} but the config is for {config.name!r}")
     todo = [p for p in snapshot.partitions if p.replicas and p.leader != preferred(p) and (not wanted or preferred(p) in wanted)
@@ -105,6 +107,18 @@ def plan_election(snapshot: ClusterSnapshot, config: ClusterConfig, *, brokers: 
         controller_id=snapshot.controller_id, controller_epoch=snapshot.controller_epoch, warnings=tuple(warnings),
         roll_id=roll_id, conditions=conditions,
     )
+
+
+def view_refusals(snapshot: ClusterSnapshot, views: Iterable[Any]) -> list[str]:
+    """Every batch converges only when every broker's own metadata agrees with ZooKeeper: brokers whose view cannot be
+    read now (a SASL listener the direct metadata probe does not speak, a wrong listener, a broker that does not answer)
+    would halt the election after its first batch -- refused at plan time instead."""
+    views = {v.broker_id: v for v in views}
+    bad = {b: (views[b].error if b in views else "not asked") for b in sorted(snapshot.live_broker_ids) if b not in views or not views[b].ok}
+    if not bad:
+        return []
+    return [f"the own metadata of brokers {sorted(bad)} cannot be read ({'; '.join(f'broker {b}: {e}' for b, e in bad.items())[:600]}): "
+            "every batch must be checked against each broker's own view, so the election would halt after its first batch"]
 
 
 def election_method(config: ClusterConfig) -> str:
@@ -244,6 +258,39 @@ def stuck_diagnosis(conditions: Mapping[str, Any], followers: Mapping[tuple[int,
             f"Waiting for them until the deadline would change nothing. Fix: restart broker(s) {brokers} through the engine "
             f"(the health check's follower_stuck incident offers it, approved), then run this election again. Nothing was changed. "
             f"See {RUNBOOK}.")
+
+
+def batch_refusals(snapshot: ClusterSnapshot, conditions: Mapping[str, Any], now: dt.datetime, target: int, batch: Iterable[str],
+                   *, check: Any = None) -> list[str]:
+    """Re-checked on fresh state right before each batch is written (the wait said ready once, maybe long ago): the quiet
+    window, the target's registration and session age, its presence in the ISR of the batch, the controller, ZooKeeper
+    metadata that could not be read, and a direct check that the target serves (``check``: its KafkaCheck). Every
+    reason refuses the batch; nothing of it is written."""
+    why: list[str] = []
+    windows = list(conditions.get("window") or ())
+    if windows and not in_window(now, windows):
+        why.append(f"the quiet window {windows} (UTC) closed")
+    broker = snapshot.broker(int(target))
+    if broker is None:
+        why.append(f"broker {target} is not registered")
+    elif broker.registered_at is None or (now - clock.parse(broker.registered_at)).total_seconds() < float(conditions.get("stable_s") or 0):
+        why.append(f"broker {target}'s ZooKeeper session {hex(broker.session_id or 0)} is newer than {float(conditions.get('stable_s') or 0):g} s: "
+                   "it re-registered since the wait")
+    by_name = {p.name: p for p in snapshot.partitions}
+    out = [n for n in batch if n in by_name and int(target) not in by_name[n].isr]
+    if out:
+        why.append(f"broker {target} is not in the ISR of {', '.join(out[:8])} any more: it is not ready")
+    if snapshot.controller_id is None:
+        why.append("no active controller (/controller is absent): nobody would run the election")
+    elif snapshot.controller_id not in snapshot.live_broker_ids:
+        why.append(f"controller {snapshot.controller_id} is not registered: the controller is moving")
+    unreadable = [u for u in snapshot.unparsable if u.startswith(("/brokers", "/controller", "/admin"))]
+    if unreadable:
+        why.append(f"ZooKeeper metadata could not be read: {'; '.join(unreadable[:3])}")
+    if check is not None and not check.ok:
+        why.append(f"broker {target} does not answer a direct check now ({check.error or check.error_code}): it would lead "
+                   "partitions it does not serve")
+    return why
 
 
 def past_deadline(conditions: Mapping[str, Any], now: dt.datetime) -> bool:

@@ -23,6 +23,7 @@ from typing import Any, Iterable, Mapping
 
 from kafka_runbooks import clock
 from kafka_runbooks.config import ClusterConfig
+from kafka_runbooks.model import CONSUMER_OFFSETS
 from kafka_runbooks.remediate import election as E
 from kafka_runbooks.remediate import ledger as L
 from kafka_runbooks.remediate.executor import Execution, Halted, Refused, describe_state
@@ -111,22 +112,45 @@ def _with_stuck_s(config: ClusterConfig, stuck_s: float) -> ClusterConfig:
 
 
 def _elect_znode(zk, partitions: list[str], timeout_s: float) -> float:
-    """Writes the znode and waits until the controller deletes it; the seconds that took."""
+    """Writes the znode and waits until the controller deletes it; the seconds that took. A znode the controller did not
+    take within ``timeout_s`` is removed again (when it is still ours) before halting: a halted election leaves nothing
+    behind for a controller to run later."""
     from kazoo.exceptions import NodeExistsError
 
     from kafka_runbooks.remediate.waits import Waker, wait_for
 
     t0 = time.monotonic()
+    payload = E.znode_payload(partitions)
     try:
-        zk.create(E.ZNODE, E.znode_payload(partitions))
+        zk.create(E.ZNODE, payload)
     except NodeExistsError:
         raise Halted(f"{E.ZNODE} already exists: another preferred election is pending; nothing was written") from None
     waker = Waker()
     gone = wait_for(lambda: True if zk.exists(E.ZNODE, watch=waker) is None else None, timeout_s=timeout_s, poll_s=1.0, waker=waker)
     if gone is None:
-        raise Halted(f"the controller did not delete {E.ZNODE} within {timeout_s:g} s (no active controller, or it is stuck); "
-                     "the znode was left for it")
+        removed = remove_our_znode(zk, partitions)
+        raise Halted(f"the controller did not take {E.ZNODE} within {timeout_s:g} s (no active controller, or it is stuck); "
+                     + ("the znode was removed again: no controller will run this election later" if removed else
+                        "the znode is no longer ours or already gone"))
     return time.monotonic() - t0
+
+
+def remove_our_znode(zk, partitions: list[str]) -> bool:
+    """Deletes /admin/preferred_replica_election when it holds exactly what this election wrote (at its version); True
+    when it was deleted. Somebody else's pending election is never touched."""
+    from kazoo.exceptions import BadVersionError, NoNodeError
+
+    try:
+        data, stat = zk.get(E.ZNODE)
+    except NoNodeError:
+        return False
+    if data != E.znode_payload(partitions):
+        return False
+    try:
+        zk.delete(E.ZNODE, version=stat.version)
+        return True
+    except (NoNodeError, BadVersionError):
+        return False
 
 
 def _elect_admin(config: ClusterConfig, snapshot, partitions: list[str], timeout_s: float) -> float:
@@ -196,9 +220,37 @@ def _converge(zk, ex: Execution, batch: list[str]) -> dict[str, Any]:
             "queue_checks": jmx_rounds, "total_s": round(time.monotonic() - t0, 2)}
 
 
+def _coordinators_loaded(zk, ex: Execution, broker_id: int, partitions: list[int]) -> dict[str, Any]:
+    """After moving ``__consumer_offsets`` leadership: the engine's coordinator gate -- each moved partition's new
+    coordinator (broker ``broker_id``) answers an OffsetFetch for a probe group of that partition, i.e. it loaded the
+    groups' offsets -- within ``gates.coordinator_s``; Halted otherwise (the groups of those partitions have no
+    coordinator)."""
+    from kafka_runbooks.detect.snapshot import read_snapshot
+    from kafka_runbooks.hooks.ssh import StrictSSHHook
+    from kafka_runbooks.remediate import gates as G
+    from kafka_runbooks.remediate.executor import probe_consumer_config
+    from kafka_runbooks.remediate.host import BrokerHost
+
+    cfg = ex.config
+    now = read_snapshot(zk, cfg.name)
+    offsets_now = G.offsets_partitions(now)
+    with StrictSSHHook(cfg.ssh_conn_id(broker_id), connect_timeout=cfg.capture.connect_timeout_s) as ssh:
+        host = BrokerHost(cfg, broker_id, ssh)
+        try:
+            res = G.coordinator_gate(probe_consumer_config(ex, now), partitions, len(offsets_now), timeout_s=cfg.gates.coordinator_s,
+                                     poll_s=cfg.gates.poll_s, request_timeout_s=cfg.gates.probe_timeout_s,
+                                     broker_log=lambda: host.tail(cfg.server_log(broker_id), 5000),
+                                     led_by_broker=[p for p, leader in offsets_now.items() if leader == broker_id])
+        except G.GateFailed as exc:
+            raise Halted(f"the coordinators of __consumer_offsets {partitions} (now broker {broker_id}) did not load their groups "
+                         f"within {cfg.gates.coordinator_s:g} s: {exc.reason}") from None
+    return res.to_dict()
+
+
 def run(ex: Execution) -> dict[str, Any]:
     """Runs the approved batches. Raises Refused (nothing changed) or Halted (stopped after an action)."""
     from kafka_runbooks.detect.snapshot import read_snapshot
+    from kafka_runbooks.hooks.kafka import KafkaHook
     from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
     from kafka_runbooks.incidents.store import IncidentStore
     from kafka_runbooks.remediate.lock import LockBusy, LockLost, MaintenanceLock
@@ -214,6 +266,8 @@ def run(ex: Execution) -> dict[str, Any]:
 
     elected: list[str] = []
     batch_no = 0
+    hook = KafkaHook(cfg.kafka_conn_id, listener=cfg.listener)
+    pending: list[str] = []  # a batch written to the znode and not yet taken by the controller
     already = set(ledger.progress().partitions_done)  # converged in an earlier run of this election: never again
     with ZooKeeperHook(cfg.zk_conn_id, timeout_s=cfg.capture.connect_timeout_s).session() as zk:
         lock = MaintenanceLock(zk, cfg.name, run=ex.run_id, dag=ex.dag_id, user=ex.starter, purpose=E.KIND)
@@ -232,10 +286,14 @@ def run(ex: Execution) -> dict[str, Any]:
                 by_name = {p.name: p for p in snapshot.partitions}
                 todo = [n for n in step.partitions
                         if n in by_name and n not in already and by_name[n].leader != E.preferred(by_name[n])]
-                not_in_isr = [n for n in todo if E.preferred(by_name[n]) not in by_name[n].isr]
-                if not_in_isr:
-                    raise Halted(f"batch {batch_no}: broker {step.broker_id} is not in the ISR of {', '.join(not_in_isr[:8])} "
-                                 "any more: it is not ready; nothing of this batch was elected")
+                target = snapshot.broker(step.broker_id)
+                check = hook.check_broker(target, cfg.health.kafka_probe_timeout_s) if target is not None and todo else None
+                refusals = E.batch_refusals(snapshot, ex.plan.conditions, clock.now(), step.broker_id, todo, check=check) if todo else []
+                audit("batch_check", "refused" if refusals else "ok",
+                      {"batch": batch_no, "broker_id": step.broker_id, "refusals": refusals,
+                       "direct_check": check.to_dict() if check is not None else None})
+                if refusals:
+                    raise Halted(f"batch {batch_no}: refused on fresh state: " + "; ".join(refusals) + "; nothing of this batch was elected")
                 if not todo:
                     audit("elect_batch", "skipped", {"batch": batch_no, "why": "already led by the preferred replica, or elected by this election before"})
                     ledger.append(L.STEP_DONE, ex.run_id, batch=batch_no, broker_id=step.broker_id, partitions=[], skipped=True)
@@ -243,13 +301,19 @@ def run(ex: Execution) -> dict[str, Any]:
                 ledger.append(L.STEP_STARTED, ex.run_id, batch=batch_no, broker_id=step.broker_id, partitions=todo)
                 t0 = time.monotonic()
                 if method == "zookeeper":
+                    pending[:] = todo
                     took = _elect_znode(zk, todo, cfg.election.znode_timeout_s)
+                    pending[:] = []
                 else:
                     took = _elect_admin(cfg, snapshot, todo, cfg.election.znode_timeout_s)
                 audit("elect_batch", "ok", {"batch": batch_no, "broker_id": step.broker_id, "partitions": todo, "method": method,
                                             "znode": E.ZNODE if method == "zookeeper" else None, "controller_s": round(took, 2)})
                 lock.check()
                 conv = _converge(zk, ex, todo)
+                offsets = sorted(int(n.rpartition("-")[2]) for n in todo if n.rpartition("-")[0] == CONSUMER_OFFSETS)
+                if offsets:
+                    lock.check()
+                    conv["coordinator"] = _coordinators_loaded(zk, ex, step.broker_id, offsets)
                 timing = {"batch": batch_no, "broker_id": step.broker_id, "partitions": len(todo),
                           "elect_s": round(took, 2), **conv, "batch_s": round(time.monotonic() - t0, 2)}
                 ex.timings.append(timing)
@@ -257,11 +321,11 @@ def run(ex: Execution) -> dict[str, Any]:
                 ledger.append(L.STEP_DONE, ex.run_id, batch=batch_no, broker_id=step.broker_id, partitions=todo, timing=timing)
                 elected += todo
         except Halted as exc:
-            _halt(ex, ledger, audit, zk, batch_no, str(exc))
+            _halt(ex, ledger, audit, zk, batch_no, str(exc), pending)
         except LockLost as exc:
-            _halt(ex, ledger, audit, zk, batch_no, str(exc))
+            _halt(ex, ledger, audit, zk, batch_no, str(exc), pending)
         except Exception as exc:  # noqa: BLE001 - ZooKeeper, Kafka client: anything else halts the same way
-            _halt(ex, ledger, audit, zk, batch_no, f"unexpected error: {type(exc).__name__}: {exc}")
+            _halt(ex, ledger, audit, zk, batch_no, f"unexpected error: {type(exc).__name__}: {exc}", pending)
         finally:
             lock.release()
             audit("maintenance_lock", "released")
@@ -271,8 +335,15 @@ def run(ex: Execution) -> dict[str, Any]:
             "canary_failures": sum(t.get("canary_failures", 0) for t in ex.timings), "record_id": ex.record_id, "wall_s": wall_s}
 
 
-def _halt(ex: Execution, ledger, audit, zk, batch_no: int, reason: str) -> None:
+def _halt(ex: Execution, ledger, audit, zk, batch_no: int, reason: str, pending: list[str] | None = None) -> None:
     from kafka_runbooks.detect.snapshot import read_snapshot
+
+    if pending:
+        try:
+            if remove_our_znode(zk, pending):
+                reason += f"; {E.ZNODE} (this batch) removed again: no controller will run it later"
+        except Exception as exc:  # noqa: BLE001 - said, never hidden
+            reason += f"; {E.ZNODE} could not be checked for removal ({type(exc).__name__}: {exc}): look at it by hand"
 
     try:
         snapshot = read_snapshot(zk, ex.config.name)

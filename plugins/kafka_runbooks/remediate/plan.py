@@ -98,6 +98,7 @@ def plan_restart(
     completed: Iterable[int] = (),
     roll_id: str | None = None,
     canary_topic: str | None = None,
+    unreachable: Mapping[int, str] | None = None,
 ) -> Plan:
     """``not_serving``: broker -> direct evidence it is not serving (``safety.not_serving_evidence``).
     ``completed``: brokers an earlier run of this roll restarted; they get no step."""
@@ -126,6 +127,8 @@ def plan_restart(
         why: list[str] = []
         if bid not in config.hosts:
             why.append(f"cluster {config.name!r} has no SSH connection for broker {bid}; refusing to act on an unknown broker")
+        elif bid in (unreachable or {}):
+            why.append(f"its host cannot be reached over SSH now ({unreachable[bid]}): its stop and start could not be run")
         why += stop_refusals(state, bid, settings, stuck)
         effects = blast_radius(state, bid, stuck)
         steps.append(Step(ACTION, bid, _reason(n, len(order), bid, snapshot, not_serving), tuple(effects), tuple(why)))
