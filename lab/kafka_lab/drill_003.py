@@ -341,6 +341,40 @@ def deferred_phase(lab, settings: dict, flaps: int = 2, stable_s: float = 20.0, 
     return out
 
 
+def run_003(lab, detect: bool = True) -> tuple[bool, dict[str, Any]]:
+    """Both phases on a running, healthy lab (Airflow prepared); (passed, figures)."""
+    from kafka_runbooks.config import load_cluster
+
+    config = load_cluster("lab")
+    settings = {"incident_base": config.incident_base}
+    try:
+        on = rebalance_phase(lab, config, detect=detect)
+        for kind, f in (on.get("findings") or {}).items():
+            say(f"finding {kind} [{f['severity']}]")
+            for ev in f.get("evidence", [])[:4]:
+                say(f"    evidence {ev['source']}: {ev['excerpt'][:600]}")
+        off = deferred_phase(lab, settings)
+        for line in off.get("audit", []):
+            say(f"audit {line}")
+    finally:
+        try:
+            lab.release_controller_requests()
+        except Exception:  # noqa: BLE001
+            pass
+    figures = {"rebalance_on": {k: v for k, v in on.items() if k != "findings"}, "deferred": {k: v for k, v in off.items() if k != "audit"}}
+    wanted = {"rebalance_hazard", "election_storm", "metadata_divergence"} if detect else set()
+    missing = sorted(wanted - set(on.get("findings") or {}))
+    first = off.get("first_election") or {}
+    # by design: the first election either completed, or gave up early on the stuck follower, which was then fixed
+    stuck_path = first.get("gave_up") is None or ("stuck" in first["gave_up"] and (off.get("fix") or {}).get("status") == "closed")
+    ok = bool(off.get("run_state") == "success" and off.get("restored") and off.get("canary_failures") == 0 and not missing
+              and stuck_path)
+    if not ok:
+        say(f"DRILL FAILED: run {off.get('run_state')}, restored {off.get('restored')}, canary failures "
+            f"{off.get('canary_failures')}, findings not raised: {missing}, first election {first}, fix {off.get('fix')}")
+    return ok, figures
+
+
 def run_drill(state_dir: Path, keep_lab: bool, detect: bool = True, report: Callable[[dict], None] | None = None) -> int:
     from kafka_lab import Lab
     from kafka_lab.airflow_home import prepare
@@ -352,38 +386,13 @@ def run_drill(state_dir: Path, keep_lab: bool, detect: bool = True, report: Call
     try:
         say(f"lab up in {time.monotonic() - t0:.1f}s")
         prepare(state_dir / "airflow", lab.airflow_env())
-        from kafka_runbooks.config import load_cluster
-
-        settings = lab.cluster_settings()["lab"]
-        on = rebalance_phase(lab, load_cluster("lab"), detect=detect)
-        for kind, f in (on.get("findings") or {}).items():
-            say(f"finding {kind} [{f['severity']}]")
-            for ev in f.get("evidence", [])[:4]:
-                say(f"    evidence {ev['source']}: {ev['excerpt'][:600]}")
-        off = deferred_phase(lab, settings)
-        for line in off.get("audit", []):
-            say(f"audit {line}")
-        figures = {"rebalance_on": {k: v for k, v in on.items() if k != "findings"}, "deferred": {k: v for k, v in off.items() if k != "audit"}}
+        ok, figures = run_003(lab, detect=detect)
         if report:
             report(figures)
         else:
             say("figures: " + json.dumps(figures, indent=1, default=str))
-        wanted = {"rebalance_hazard", "election_storm", "metadata_divergence"} if detect else set()
-        missing = sorted(wanted - set(on.get("findings") or {}))
-        first = off.get("first_election") or {}
-        # by design: the first election either completed, or gave up early on the stuck follower, which was then fixed
-        stuck_path = first.get("gave_up") is None or ("stuck" in first["gave_up"] and (off.get("fix") or {}).get("status") == "closed")
-        ok = (off.get("run_state") == "success" and off.get("restored") and off.get("canary_failures") == 0 and not missing
-              and stuck_path)
-        if not ok:
-            say(f"DRILL FAILED: run {off.get('run_state')}, restored {off.get('restored')}, canary failures "
-                f"{off.get('canary_failures')}, findings not raised: {missing}, first election {first}, fix {off.get('fix')}")
         return 0 if ok else 1
     finally:
-        try:
-            lab.release_controller_requests()
-        except Exception:  # noqa: BLE001
-            pass
         if keep_lab:
             say("lab left running (--keep-lab); stop it with: python -m kafka_lab down")
         else:

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from kafka_lab.airflow_home import REPO, load_dags, prepare, take_triggered_confs
 from kafka_lab.approvals import Responder
-from kafka_lab.drill import HEALTH, RESPONSE, detect_until_finding, say
+from kafka_lab.drill import HEALTH, RESPONSE, DrillFailed, detect_until_finding, say
 
 INCIDENTS = ("000", "002a", "002b", "004")
 NEEDS_APPROVAL = ("000", "002b")  # a restart is proposed; the others are explained
@@ -140,6 +140,9 @@ def main(argv: list[str] | None = None) -> int:
         prepare(state / "airflow", lab.airflow_env())
         result = run_incident(lab, load_dags(), args.incident, "Reject" if args.reject else "Approve")
         return 0 if result.ok else 1
+    except DrillFailed as exc:
+        say(f"DRILL FAILED: {exc}")
+        return 1
     finally:
         if args.keep_lab:
             say("lab left running (--keep-lab); stop it with: python -m kafka_lab down")
