@@ -127,8 +127,8 @@ def test_offsets_batches_wait_for_the_new_coordinators(election_env, monkeypatch
     settings = _settings(monkeypatch, batch_size=40, offsets_batch_size=40)
     config = load_cluster("lab")
     record_id, plan = _plan(config, settings)
-    assert any(p.startswith("__consumer_offsets-") for st in plan.steps for p in st.partitions)
+    assert any(p.startswith("__consumer_offsets-") for st in plan.batches for p in st.partitions)
     result = R.run(_execution(config, record_id, plan))
-    offsets = [t for t, st in zip(result["timings"], plan.steps) if any(p.startswith("__consumer_offsets-") for p in st.partitions)]
+    offsets = [t for t, st in zip(result["timings"], plan.batches) if any(p.startswith("__consumer_offsets-") for p in st.partitions)]
     assert offsets and all(t["coordinator"]["seconds"] >= 0 and t["coordinator"]["gate"] == "coordinator" for t in offsets), offsets
     assert lab.leads_preferred(3)

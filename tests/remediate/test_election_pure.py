@@ -39,10 +39,11 @@ def with_brokers(s, registered_3_s=3600, session=0x33):
 def test_batches_per_target_broker_offsets_last_in_smaller_batches():
     plan = E.plan_election(snap(moved_away()), config(batch_size=10, offsets_batch_size=3), deadline_at="2024-01-02T12:00:00Z")
     assert not plan.refused and plan.kind == E.KIND
-    sizes = [(s.broker_id, len(s.partitions), s.partitions[0].startswith("__consumer_offsets")) for s in plan.steps]
+    assert plan.steps == ()  # an election restarts nothing: its batches are not Steps
+    sizes = [(s.target, len(s.partitions), s.partitions[0].startswith("__consumer_offsets")) for s in plan.batches]
     assert sizes == [(3, 10, False), (3, 10, False), (3, 3, False), (3, 3, True), (3, 3, True), (3, 1, True)]
-    assert "group coordinators" in plan.steps[3].reason and plan.steps[0].reason.startswith("batch 1 of 6")
-    assert "payments-0" not in [n for s in plan.steps for n in s.partitions]  # already preferred
+    assert "group coordinators" in plan.batches[3].reason and plan.batches[0].reason.startswith("batch 1 of 6")
+    assert "payments-0" not in [n for s in plan.batches for n in s.partitions]  # already preferred
     assert plan.conditions["brokers"] == [3] and plan.conditions["deadline_at"] == "2024-01-02T12:00:00Z"
     assert plan.conditions["method"] == "zookeeper"
     assert Plan.from_dict(json.loads(json.dumps(plan.to_dict()))) == plan  # through XCom unchanged (the digest holds)

@@ -84,7 +84,7 @@ class PlanElectionOperator(BaseOperator):
                                views=views)
         digest = plan_digest(plan)
         self.log.info("plan (%s), digest %s:\n%s", "dry run" if dry_run else "to be approved", digest[:16],
-                      "\n".join([f"  {s.reason}: {', '.join(s.partitions)}" for s in plan.steps]
+                      "\n".join([f"  {b.reason}: {', '.join(b.partitions)}" for b in plan.batches]
                                 + [f"  refused: {r}" for r in plan.refusals] + [f"  conditions: {dict(plan.conditions)}"]))
         if not dry_run:
             L.Ledger(config.incident_base, record_id).append(L.PLANNED, context["ti"].run_id, plan=plan.to_dict(), digest=digest,
@@ -186,7 +186,7 @@ class CloseElectionOperator(BaseOperator):
         out = self.plan_output if isinstance(self.plan_output, dict) else {}
         plan = out.get("plan") or {}
         if out.get("dry_run"):
-            return {"status": "dry run", "batches": [s.get("partitions") for s in plan.get("steps", [])], "refusals": plan.get("refusals", [])}
+            return {"status": "dry run", "batches": [b.get("partitions") for b in plan.get("batches", [])], "refusals": plan.get("refusals", [])}
         record_id = plan.get("roll_id")
         if not record_id:
             raise AirflowFailException("the plan was never computed (see the plan task)")

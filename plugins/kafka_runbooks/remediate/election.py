@@ -25,12 +25,11 @@ from typing import Any, Iterable, Mapping
 
 from kafka_runbooks import clock
 from kafka_runbooks.config import ClusterConfig, ElectionSettings
-from kafka_runbooks.model import CONSUMER_OFFSETS, ClusterSnapshot, Partition, Plan, RequestMetrics, Step
+from kafka_runbooks.model import CONSUMER_OFFSETS, ClusterSnapshot, ElectionBatch, Partition, Plan, RequestMetrics
 from kafka_runbooks.remediate.digest import state_digest
 from kafka_runbooks.remediate.window import in_window, next_open
 
 KIND = "preferred_election"
-ACTION = "elect_preferred"
 ZNODE = "/admin/preferred_replica_election"
 RUNBOOK = "runbooks/preferred-election.md"
 
@@ -64,25 +63,24 @@ def plan_election(snapshot: ClusterSnapshot, config: ClusterConfig, *, brokers: 
     todo = [p for p in snapshot.partitions if p.replicas and p.leader != preferred(p) and (not wanted or preferred(p) in wanted)
             and p.name not in done]
     targets = sorted({preferred(p) for p in todo})
-    steps: list[Step] = []
+    batches: list[ElectionBatch] = []
     for b in targets:
         mine = sorted((p for p in todo if preferred(p) == b), key=_order)
         plain = [p.name for p in mine if p.topic != CONSUMER_OFFSETS]
         offsets = [p.name for p in mine if p.topic == CONSUMER_OFFSETS]
-        batches = [(x, False) for x in chunks(plain, s.batch_size)] + [(x, True) for x in chunks(offsets, s.offsets_batch_size)]
-        for names, is_offsets in batches:
+        chunked = [(x, False) for x in chunks(plain, s.batch_size)] + [(x, True) for x in chunks(offsets, s.offsets_batch_size)]
+        for names, is_offsets in chunked:
             why = (f"move leadership of {len(names)} partition(s) to their preferred replica, broker {b}"
                    + (" (__consumer_offsets: the group coordinators of these partitions move to broker "
                       f"{b}; their groups reload offsets and rebalance)" if is_offsets else ""))
-            step_refusals = () if b in config.hosts else (
+            refused = () if b in config.hosts else (
                 f"cluster {config.name!r} has no SSH connection for broker {b}; refusing to act on an unknown broker",)
-            steps.append(Step(ACTION, b, why, blast_radius=tuple(names), refusals=step_refusals, partitions=tuple(names)))
-    for i, st in enumerate(steps, 1):
-        steps[i - 1] = dataclasses.replace(st, reason=f"batch {i} of {len(steps)}: {st.reason}")
-    if not steps:
+            batches.append(ElectionBatch(b, tuple(names), why, refused))
+    batches = [dataclasses.replace(x, reason=f"batch {i} of {len(batches)}: {x.reason}") for i, x in enumerate(batches, 1)]
+    if not batches:
         refusals.append("nothing to elect: every partition" + (f" preferring brokers {wanted}" if wanted else "")
                         + " is led by its preferred replica" + (f" or was elected by this election already ({len(done)})" if done else ""))
-    refusals += [f"broker {st.broker_id}: {r}" for st in steps for r in st.refusals]
+    refusals += [f"broker {x.target}: {r}" for x in batches for r in x.refusals]
     offline = [p.name for p in todo if p.offline]
     warnings = [f"{len(offline)} partition(s) are offline ({', '.join(offline[:10])}): the election cannot help them"] if offline else []
     conditions = {
@@ -101,8 +99,8 @@ def plan_election(snapshot: ClusterSnapshot, config: ClusterConfig, *, brokers: 
     if done:
         conditions["already_elected"] = done
     return Plan(
-        cluster=config.name, steps=tuple(steps), refusals=tuple(refusals),
-        blast_radius=tuple(f"leader of {n} moves to broker {st.broker_id}" for st in steps for n in st.partitions),
+        cluster=config.name, steps=(), batches=tuple(batches), refusals=tuple(refusals),
+        blast_radius=tuple(f"leader of {n} moves to broker {x.target}" for x in batches for n in x.partitions),
         kind=KIND, requested=tuple(wanted), computed_at=clock.now_iso(), state_digest=state_digest(snapshot, {}),
         controller_id=snapshot.controller_id, controller_epoch=snapshot.controller_epoch, warnings=tuple(warnings),
         roll_id=roll_id, conditions=conditions,

@@ -280,25 +280,25 @@ def run(ex: Execution) -> dict[str, Any]:
         audit("maintenance_lock", "acquired", identity)
         t_all = time.monotonic()
         try:
-            for batch_no, step in enumerate(ex.plan.steps, 1):
+            for batch_no, batch in enumerate(ex.plan.batches, 1):
                 lock.check()
                 snapshot = read_snapshot(zk, cfg.name)
                 by_name = {p.name: p for p in snapshot.partitions}
-                todo = [n for n in step.partitions
+                todo = [n for n in batch.partitions
                         if n in by_name and n not in already and by_name[n].leader != E.preferred(by_name[n])]
-                target = snapshot.broker(step.broker_id)
+                target = snapshot.broker(batch.target)
                 check = hook.check_broker(target, cfg.health.kafka_probe_timeout_s) if target is not None and todo else None
-                refusals = E.batch_refusals(snapshot, ex.plan.conditions, clock.now(), step.broker_id, todo, check=check) if todo else []
+                refusals = E.batch_refusals(snapshot, ex.plan.conditions, clock.now(), batch.target, todo, check=check) if todo else []
                 audit("batch_check", "refused" if refusals else "ok",
-                      {"batch": batch_no, "broker_id": step.broker_id, "refusals": refusals,
+                      {"batch": batch_no, "broker_id": batch.target, "refusals": refusals,
                        "direct_check": check.to_dict() if check is not None else None})
                 if refusals:
                     raise Halted(f"batch {batch_no}: refused on fresh state: " + "; ".join(refusals) + "; nothing of this batch was elected")
                 if not todo:
                     audit("elect_batch", "skipped", {"batch": batch_no, "why": "already led by the preferred replica, or elected by this election before"})
-                    ledger.append(L.STEP_DONE, ex.run_id, batch=batch_no, broker_id=step.broker_id, partitions=[], skipped=True)
+                    ledger.append(L.STEP_DONE, ex.run_id, batch=batch_no, broker_id=batch.target, partitions=[], skipped=True)
                     continue
-                ledger.append(L.STEP_STARTED, ex.run_id, batch=batch_no, broker_id=step.broker_id, partitions=todo)
+                ledger.append(L.STEP_STARTED, ex.run_id, batch=batch_no, broker_id=batch.target, partitions=todo)
                 t0 = time.monotonic()
                 if method == "zookeeper":
                     pending[:] = todo
@@ -306,19 +306,19 @@ def run(ex: Execution) -> dict[str, Any]:
                     pending[:] = []
                 else:
                     took = _elect_admin(cfg, snapshot, todo, cfg.election.znode_timeout_s)
-                audit("elect_batch", "ok", {"batch": batch_no, "broker_id": step.broker_id, "partitions": todo, "method": method,
+                audit("elect_batch", "ok", {"batch": batch_no, "broker_id": batch.target, "partitions": todo, "method": method,
                                             "znode": E.ZNODE if method == "zookeeper" else None, "controller_s": round(took, 2)})
                 lock.check()
                 conv = _converge(zk, ex, todo)
                 offsets = sorted(int(n.rpartition("-")[2]) for n in todo if n.rpartition("-")[0] == CONSUMER_OFFSETS)
                 if offsets:
                     lock.check()
-                    conv["coordinator"] = _coordinators_loaded(zk, ex, step.broker_id, offsets)
-                timing = {"batch": batch_no, "broker_id": step.broker_id, "partitions": len(todo),
+                    conv["coordinator"] = _coordinators_loaded(zk, ex, batch.target, offsets)
+                timing = {"batch": batch_no, "broker_id": batch.target, "partitions": len(todo),
                           "elect_s": round(took, 2), **conv, "batch_s": round(time.monotonic() - t0, 2)}
                 ex.timings.append(timing)
                 audit("convergence", "ok", timing)
-                ledger.append(L.STEP_DONE, ex.run_id, batch=batch_no, broker_id=step.broker_id, partitions=todo, timing=timing)
+                ledger.append(L.STEP_DONE, ex.run_id, batch=batch_no, broker_id=batch.target, partitions=todo, timing=timing)
                 elected += todo
         except Halted as exc:
             _halt(ex, ledger, audit, zk, batch_no, str(exc), pending)
@@ -331,7 +331,7 @@ def run(ex: Execution) -> dict[str, Any]:
             audit("maintenance_lock", "released")
     wall_s = round(time.monotonic() - t_all, 2)
     ledger.append(L.COMPLETED, ex.run_id, elected=elected, wall_s=wall_s)
-    return {"elected": elected, "batches": len(ex.plan.steps), "approved_by": ex.approver, "timings": ex.timings,
+    return {"elected": elected, "batches": len(ex.plan.batches), "approved_by": ex.approver, "timings": ex.timings,
             "canary_failures": sum(t.get("canary_failures", 0) for t in ex.timings), "record_id": ex.record_id, "wall_s": wall_s}
 
 
@@ -352,7 +352,7 @@ def _halt(ex: Execution, ledger, audit, zk, batch_no: int, reason: str, pending:
     state = describe_state(snapshot, ex.config.hosts)
     ledger.append(L.HALTED, ex.run_id, batch=batch_no, reason=reason, state=state)
     audit("halt", "failed", {"batch": batch_no, "reason": reason, "state": state})
-    text = [f"preferred election of cluster {ex.config.name} HALTED at batch {batch_no} of {len(ex.plan.steps)}", reason,
+    text = [f"preferred election of cluster {ex.config.name} HALTED at batch {batch_no} of {len(ex.plan.batches)}", reason,
             "cluster now:", *[f"  {line}" for line in state],
             f"nothing further was elected (record {ex.record_id}, {clock.now_iso()}); resume with the same form and "
             f"resume=true (the converged batches are not elected again; the rest is re-planned and approved again); see {E.RUNBOOK}"]
