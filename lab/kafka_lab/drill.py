@@ -52,7 +52,7 @@ def run_001(lab, dags, broker: int = 3, option: str = "Approve") -> bool:
     say(f"injecting fault: a Java-level deadlock in broker {broker}'s JVM that its request handlers wait behind (seed incident 001)")
     t_fault = time.monotonic()
     lab.deadlock(broker)
-    confs = detect_until_finding(dags.get_dag(HEALTH), "lab", timeout_s=300)
+    confs = detect_until_finding(dags.get_dag(HEALTH), "lab", timeout_s=600)  # a bound, not a speed: the machine may be loaded
     say(f"fault → incident in {time.monotonic() - t_fault:.1f}s ({confs[0]['finding']['kind']}, held for the consecutive checks): "
         f"incident {confs[0]['incident_id']}, brokers {confs[0]['broker_ids']}: {confs[0]['reason']}")
 

@@ -69,7 +69,7 @@ def inject(lab, incident: str) -> None:
         raise ValueError(f"unknown incident {incident!r}; one of {INCIDENTS}")
 
 
-def run_incident(lab, dags, incident: str, option: str = "Approve", finding_timeout_s: float = 300) -> DrillResult:
+def run_incident(lab, dags, incident: str, option: str = "Approve", finding_timeout_s: float = 600) -> DrillResult:
     """One incident on a running, healthy lab (Airflow prepared): fault → finding → response. Timings in seconds."""
     from kafka_runbooks.config import load_cluster
     from kafka_runbooks.incidents.store import IncidentStore
