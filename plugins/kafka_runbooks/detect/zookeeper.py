@@ -341,6 +341,15 @@ def _drop_finding(ctx: Context, z: ZooKeeperProbe, leader: ZooKeeperProbe | None
     evidence += _line_evidence(z.server, own[-6:], z.address)
     if leader is not None and leader is not z:
         evidence += _line_evidence(leader.server, lead_lines[-3:], leader.address)
+    if leader is not None and leader is not z:
+        # the leader's own count of synced followers (mntr zk_synced_followers) in the checks around the drop
+        lead = [x for x in ctx.zk_series(leader.address) if x.get("synced_followers") is not None]
+        near = [x for x in lead if x.at >= (first["previous_sample_at"] or lo)][:6]
+        fewer = [x for x in near if isinstance(x.get("synced_followers"), int) and x.get("synced_followers") < max(
+            (y.get("synced_followers") for y in lead if isinstance(y.get("synced_followers"), int)), default=0)]
+        if fewer:
+            parts.append(f"the leader counted {fewer[0].get('synced_followers')} synced follower(s) at {fewer[0].at}")
+            evidence.append(_cite(zookeeper_series_of(leader.address), near, "synced_followers"))
     sync = _sync_arithmetic(z, leader)
     if sync:
         parts.append(f"a proposal or ping unanswered for longer than {sync['arithmetic']} (read from {sync['read_from']}) makes the "
