@@ -304,3 +304,22 @@ def test_a_broker_that_just_registered_gets_one_check_to_learn_the_leaders():
     assert of(detect(s, history=earlier), "metadata_divergence")  # still diverging at the next check: reported
     old = s.__class__(**{**s.__dict__, "brokers": brokers(registered_3=at(3600))})
     assert of(detect(old), "metadata_divergence")  # a broker up for an hour: reported at once
+
+
+def test_automatic_elections_between_two_checks_count_even_when_the_leader_looks_unchanged():
+    """With a check every few minutes, a flap (away) and the controller's automatic election (back) fall between two
+    checks: the leader is the same at both, the epoch two higher. The controller's lines say what happened."""
+    line = ("[{t}] INFO [Controller id=1] Processing automatic preferred replica leader election (kafka.controller.KafkaController)\n"
+            "[{t2}] INFO [Controller id=1] Starting preferred replica leader election for partitions orders-0 (kafka.controller.KafkaController)\n")
+    times = ["23:51:00", "23:54:00", "23:57:00"]
+    log = "".join(line.format(t=f"2024-01-01 {x},000", t2=f"2024-01-01 {x},500") for x in times)
+    s = dataclasses.replace(snap(parts(3), controller_log=tuple(controller_events(log, broker_id=1))), taken_at="2024-01-02T00:00:00Z")
+    h = {LEADERSHIP: [Sample(t, {"changes": ch}) for t, ch in (("2024-01-01T23:50:00Z", {}),
+                                                               ("2024-01-01T23:55:00Z", {"orders-0": [3, 4, 3, 6]}),
+                                                               ("2024-01-01T23:58:00Z", {"orders-0": [3, 6, 3, 8]}))]}
+    (f,) = of(detect(s, history=h), "election_storm")
+    assert f.details["partitions"]["orders-0"]["changes"] == 3
+    assert f.details["partitions"]["orders-0"]["why"] == ["epoch (2 automatic election(s) between the checks)",
+                                                          "epoch (1 automatic election(s) between the checks)"]
+    quiet = dataclasses.replace(s, controller_log=())  # the same epochs without automatic elections: ISR changes
+    assert not of(detect(quiet, history=h), "election_storm")

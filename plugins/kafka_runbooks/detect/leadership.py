@@ -255,7 +255,6 @@ def epoch_churn(samples: Iterable[Sample]) -> dict[str, list[tuple[str, int, int
 # why a partition's leader moved (issue 16 §3): only AUTOMATIC and UNEXPLAINED moves make a storm
 AUTOMATIC = "automatic"  # the controller's automatic preferred election (auto.leader.rebalance.enable: incident 003)
 UNEXPLAINED = "unexplained"
-COUNTED = (AUTOMATIC, UNEXPLAINED)
 
 
 def _session_changed(ctx: Context, broker: int, t0: str | None, t1: str) -> bool:
@@ -272,32 +271,36 @@ def _session_changed(ctx: Context, broker: int, t0: str | None, t1: str) -> bool
 
 def _elections_within(ctx: Context, partition: str, t0: str | None, t1: str) -> list[LogLineSeen]:
     lo = clock.iso((clock.parse(t0) if t0 else clock.parse(t1) - dt.timedelta(seconds=ctx.leadership.window_s)) - dt.timedelta(seconds=5))
-    return [x for x in ctx.snapshot.controller_log if x.what == "preferred_election" and lo <= (x.at or "") <= t1
-            and partition in (x.attrs.get("partitions") or "").split(",")]
+    return [x for x in ctx.snapshot.controller_log if x.what in ("preferred_election", "preferred_election_failed") and lo <= (x.at or "") <= t1
+            and partition in ((x.attrs.get("partitions") or "").split(",") + [x.attrs.get("partition") or ""])]
 
 
-def why_moved(ctx: Context, partition: str, move: tuple, before: str | None) -> str:
-    """Why ``partition``'s leader moved at ``move`` (seen at move[0], the previous check at ``before``): "epoch" (no
-    leader change: an ISR change), "plan <record>" (the product's own remediation ran then), "failover" (the old leader
-    deregistered or re-registered: a controlled shutdown, a crash, a session loss -- the controller moves its
-    leaderships once), "automatic" (the controller's automatic preferred election), "election" (a preferred election
-    somebody asked for), or "unexplained"."""
+def why_moved(ctx: Context, partition: str, move: tuple, before: str | None) -> tuple[str, int]:
+    """Why ``partition``'s leader changed between the check at ``before`` and the one at move[0], and how many moves of
+    a storm that is: "plan <kind> <record>" (the product's own remediation ran then: 0), "failover" (the old leader
+    deregistered or re-registered -- a controlled shutdown, a crash, a session loss: the controller moves its leaderships
+    once -- plus any automatic election back within the same interval), "automatic" (the controller's automatic
+    preferred elections, each counted; incident 003), "epoch" (the leader is the same at both checks: an ISR change, or
+    moves away and back between them -- the automatic elections within count), "election" (one somebody asked for: 0),
+    or "unexplained" (1)."""
     from kafka_runbooks.detect.activity import covering
 
     at, old, _, new, _ = move
-    if old == new:
-        return "epoch"
     plans = covering(ctx.activity, before, at)
     if plans:
-        return f"plan {plans[0].kind} {plans[0].record}"
-    if old >= 0 and _session_changed(ctx, old, before, at):
-        return "failover"
+        return f"plan {plans[0].kind} {plans[0].record}", 0
     lines = _elections_within(ctx, partition, before, at)
-    if any(x.attrs.get("automatic") == "true" for x in lines):
-        return AUTOMATIC
-    if lines:
-        return "election"
-    return UNEXPLAINED
+    started = [x for x in lines if x.what == "preferred_election"]
+    autos = max(0, sum(1 for x in started if x.attrs.get("automatic") == "true") - sum(1 for x in lines if x.what == "preferred_election_failed"))
+    if old == new:
+        return ("epoch" + (f" ({autos} automatic election(s) between the checks)" if autos else "")), autos
+    if old >= 0 and _session_changed(ctx, old, before, at):
+        return "failover", autos
+    if autos:
+        return AUTOMATIC, autos
+    if started:
+        return "election", 0
+    return UNEXPLAINED, 1
 
 
 def detect_election_storm(ctx: Context) -> list[Finding]:
@@ -312,14 +315,14 @@ def detect_election_storm(ctx: Context) -> list[Finding]:
     stormy = {}
     explained_total: dict[str, int] = {}
     for name, moves in churn.items():
-        whys = [(m, why_moved(ctx, name, m, previous.get(m[0]))) for m in moves]
-        for _, w in whys:
+        whys = [(m, *why_moved(ctx, name, m, previous.get(m[0]))) for m in moves]
+        for _, w, _ in whys:
             key = w.split(" ")[0]
             explained_total[key] = explained_total.get(key, 0) + 1
-        counted = [m for m, w in whys if w in COUNTED]
-        if len(counted) >= h.storm_epoch_changes:
-            stormy[name] = {"changes": len(counted), "moves": [m for m, w in whys if w != "epoch"],
-                            "why": [w for m, w in whys if w != "epoch"]}
+        counted = sum(n for _, _, n in whys)
+        if counted >= h.storm_epoch_changes:
+            shown = [(m, w) for m, w, n in whys if n or m[1] != m[3]]
+            stormy[name] = {"changes": counted, "moves": [m for m, _ in shown], "why": [w for _, w in shown]}
     if not stormy:
         return []
     since = clock.iso(ctx.now - dt.timedelta(seconds=h.window_s))
