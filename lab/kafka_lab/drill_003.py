@@ -235,7 +235,10 @@ def stuck_follower(lab) -> str:
     ``fence-fetcher``: Kafka's own handling of FENCED_LEADER_EPOCH) and it never fetches it again."""
     from kafka_lab.procs import wait_until
 
-    topic, partition = next(k for k in lab.followed_by(RETURNING) if k[0] == "orders")
+    # it has just returned (and flapped): once it follows an `orders` partition again (back in its ISR), that one
+    followed = wait_until(lambda: [k for k in lab.followed_by(RETURNING) if k[0] == "orders"], 300,
+                          f"broker {RETURNING} back in the ISR of an orders partition it follows", interval=1.0)
+    topic, partition = followed[0]
     lab.fence_fetcher(RETURNING, topic, partition)
     wait_until(lambda: RETURNING not in lab.partitions()[(topic, partition)]["isr"], 120,
                f"broker {RETURNING} out of the ISR of {topic}-{partition}", interval=0.5)
