@@ -4,9 +4,9 @@ preferred election instead.
     ./run demo 003 [--keep-lab]        (python -m kafka_lab.drill 003)
 
 1. Rebalance on (the lab's ``rebalance`` profile: ``auto.leader.rebalance.enable=true``, checked every 10 s):
-   broker 3 is stopped (its leaderships move away) and started under the client load while its ZooKeeper session
-   is made to flap (paused longer than the session timeout, twice). The controller moves leadership back each time
-   broker 3 rejoins an ISR. Then the controller's requests to broker 3 are held while the rebalance moves
+   broker 3 is stopped (its leaderships move away) and started under the client load; the controller moves its
+   leaderships back as soon as it rejoins their ISRs, then its ZooKeeper session is lost (paused longer than the
+   session timeout) and they move away again -- twice (incident 003: 4 session losses, 3 elections). Then the controller's requests to broker 3 are held while the rebalance moves
    leadership back to it: broker 3's own metadata stays stale, as in the incident. The health check, running the
    whole time, raises ``rebalance_hazard``, ``election_storm`` and ``metadata_divergence`` with their evidence.
 2. Rebalance off (the default profile): the same return and flaps, and then what Kafka 2.3 did in the failed run of
@@ -181,11 +181,22 @@ def rebalance_phase(lab, config, flaps: int = 2, detect: bool = True) -> dict[st
     try:
         t0 = time.monotonic()
         with DivergenceSampler(lab) as sampler:
-            say(f"broker {RETURNING} stopped and started under load, its ZooKeeper session flapped {flaps} times")
-            return_and_flap(lab, flaps)
+            # incident 003's pattern: the broker returns, the controller moves its leaderships back as soon as it is in
+            # their ISRs (an automatic election), its session is lost (they move away), it returns, and so on -- each
+            # flap only after the controller moved them back (a session lost before that moves nothing back and forth)
+            say(f"broker {RETURNING} stopped and started under load; {flaps} times its ZooKeeper session is lost once the "
+                "controller has moved its leaderships back")
+            lab.stop(RETURNING)
+            lab.start(RETURNING)
+            lab.wait_started(RETURNING)
+            for n in range(flaps):
+                lab.wait_leads_preferred(RETURNING, 180)
+                say(f"the controller moved leadership back to broker {RETURNING} by itself ({time.monotonic() - t0:.0f} s after the "
+                    f"stop); its session is lost now ({n + 1} of {flaps})")
+                lab.flap(RETURNING, times=1)
             lab.wait_full_isr(180)
-            lab.wait_leads_preferred(RETURNING, 120)
-            say(f"the controller moved leadership back to broker {RETURNING} by itself ({time.monotonic() - t0:.0f} s after the stop)")
+            lab.wait_leads_preferred(RETURNING, 180)
+            say(f"the controller moved leadership back to broker {RETURNING} by itself again ({time.monotonic() - t0:.0f} s after the stop)")
             time.sleep(5)
         out["divergence"] = sampler.figures()
         out["load_produce_failures"] = _load_failures(lab) - failed0
@@ -193,7 +204,7 @@ def rebalance_phase(lab, config, flaps: int = 2, detect: bool = True) -> dict[st
             f"({out['divergence']['diverged_samples']} of {out['divergence']['samples']} samples)")
         if checker:
             checker.wait_for("rebalance_hazard", 30)
-            checker.wait_for("election_storm", 60)
+            checker.wait_for("election_storm", 180)
             say(f"holding the controller's requests to broker {RETURNING} while the rebalance moves leadership back to it "
                 "(incident 003: broker 3's cache stayed at epoch 426 while ZooKeeper went to 435)")
             held = lab.flap_then_hold(RETURNING)
