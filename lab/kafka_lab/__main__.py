@@ -10,6 +10,7 @@
     deploy up|status|down [--deploy-state DIR]   a real Airflow deployment (deployment.py) on this lab: PostgreSQL,
                                        Redis, api-server, scheduler, dag-processor, triggerer, two Celery workers;
                                        "up" starts the lab first when it is not running; "down" leaves the lab up
+    fence-fetcher B TOPIC P            broker B's fetcher drops TOPIC-P as on FENCED_LEADER_EPOCH (a stuck follower)
 """
 
 from __future__ import annotations
@@ -41,6 +42,10 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("zk-flap")
     p.add_argument("broker_id", type=int)
     p.add_argument("--times", type=int, default=3)
+    p = sub.add_parser("fence-fetcher")
+    p.add_argument("broker_id", type=int)
+    p.add_argument("topic")
+    p.add_argument("partition", type=int)
     p = sub.add_parser("zk-stall")
     p.add_argument("zk_id", type=int)
     p.add_argument("--seconds", type=float, default=None)
@@ -88,6 +93,8 @@ def run(lab: Lab, a: argparse.Namespace):
         return {"released_on": lab.release_controller_requests()}
     if a.cmd == "zk-flap":
         return {"sessions": lab.zk_flap(a.broker_id, a.times)}
+    if a.cmd == "fence-fetcher":
+        return lab.fence_fetcher(a.broker_id, a.topic, a.partition)
     if a.cmd == "zk-stall":
         return lab.zk_stall(a.zk_id, a.seconds)
     if a.cmd == "bad-request":

@@ -21,14 +21,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from kafka_lab.airflow_home import REPO, load_dags, prepare, take_triggered_confs
 from kafka_lab.approvals import Responder
-from kafka_lab.drill import HEALTH, RESPONSE, detect_until_finding, say
+from kafka_lab.drill import HEALTH, RESPONSE, DrillFailed, detect_until_finding, say
 
 INCIDENTS = ("000", "002a", "002b", "004")
 NEEDS_APPROVAL = ("000", "002b")  # a restart is proposed; the others are explained
@@ -46,8 +45,8 @@ class DrillResult:
     ok: bool
 
 
-def inject(lab, incident: str) -> list[dict]:
-    """The incident's fault; returns the responses the health check started while it was injected (004's stall)."""
+def inject(lab, incident: str) -> None:
+    """The incident's fault (004's stall is over when this returns)."""
     if incident == "000":
         say("fault: broker 3 isolated -- its request handling held and its log appenders blocked; it stays registered, its process lives")
         lab.isolate(3)
@@ -63,32 +62,23 @@ def inject(lab, incident: str) -> list[dict]:
         follower = min(z for z, m in quorum_modes().items() if m == "follower")
         seconds = 2 * SYNC_LIMIT * TICK_TIME_MS / 1000
         say(f"fault: ZooKeeper follower zk{follower} stopped (SIGSTOP) for {seconds:.0f} s = 2 x syncLimit {SYNC_LIMIT} x "
-            f"tickTime {TICK_TIME_MS} ms, then resumed")
-        stall = threading.Thread(target=lab.zk_stall, args=(follower, seconds))
-        stall.start()
-        return [stall]  # type: ignore[list-item]
+            f"tickTime {TICK_TIME_MS} ms, then resumed; no health check runs during the stall: the next scheduled one "
+            "finds it after the fact")
+        lab.zk_stall(follower, seconds)
     else:
         raise ValueError(f"unknown incident {incident!r}; one of {INCIDENTS}")
-    return []
 
 
-def run_incident(lab, dags, incident: str, option: str = "Approve", finding_timeout_s: float = 300) -> DrillResult:
+def run_incident(lab, dags, incident: str, option: str = "Approve", finding_timeout_s: float = 600) -> DrillResult:
     """One incident on a running, healthy lab (Airflow prepared): fault → finding → response. Timings in seconds."""
     from kafka_runbooks.config import load_cluster
     from kafka_runbooks.incidents.store import IncidentStore
 
     take_triggered_confs(RESPONSE)
     t_fault = time.monotonic()
-    pending = inject(lab, incident)
+    inject(lab, incident)
     health = dags.get_dag(HEALTH)
-    confs: list[dict] = []
-    for stall in pending:  # 004: the health check runs during the stall too, as its schedule would
-        while stall.is_alive():
-            health.test(run_conf={"cluster": "lab"})
-            confs += take_triggered_confs(RESPONSE)
-        stall.join()
-    if not confs:
-        confs = detect_until_finding(health, "lab", timeout_s=finding_timeout_s)
+    confs = detect_until_finding(health, "lab", timeout_s=finding_timeout_s)
     t_found = time.monotonic() - t_fault
     conf = confs[0]
     say(f"fault → incident in {t_found:.1f}s: {conf['finding']['kind']} on brokers {conf['broker_ids']}"
@@ -150,6 +140,9 @@ def main(argv: list[str] | None = None) -> int:
         prepare(state / "airflow", lab.airflow_env())
         result = run_incident(lab, load_dags(), args.incident, "Reject" if args.reject else "Approve")
         return 0 if result.ok else 1
+    except DrillFailed as exc:
+        say(f"DRILL FAILED: {exc}")
+        return 1
     finally:
         if args.keep_lab:
             say("lab left running (--keep-lab); stop it with: python -m kafka_lab down")

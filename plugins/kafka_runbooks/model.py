@@ -348,6 +348,7 @@ class ZooKeeperProbe:
     elections: int | None = None
     learners: int | None = None
     synced_followers: int | None = None
+    pending_syncs: int | None = None  # leader only (mntr zk_pending_syncs): learners still syncing
     version: str | None = None
     error: str | None = None
     zone: str | None = None
@@ -356,6 +357,7 @@ class ZooKeeperProbe:
     host_error: str | None = None
     pid: int | None = None
     process_state: str | None = None
+    process_uptime_s: float | None = None  # how long its process has run (a drop restarts its server, not its process)
     load_1m: float | None = None
     cpus: int | None = None
     tick_time_ms: int | None = None
@@ -517,6 +519,8 @@ class ClusterSnapshot:
     static_configs: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     # the ZooKeeper ensemble's members, one probe each (empty when not probed)
     zookeeper: tuple[ZooKeeperProbe, ...] = ()
+    # why the cluster's state could not be read from ZooKeeper (then brokers/partitions are unknown, not empty)
+    zookeeper_error: str | None = None
 
     @property
     def live_broker_ids(self) -> frozenset[int]:
@@ -582,6 +586,7 @@ class ClusterSnapshot:
             "controller_log": [x.to_dict() for x in self.controller_log],
             "static_configs": {k: dict(v) for k, v in self.static_configs.items()},
             "zookeeper": [z.to_dict() for z in self.zookeeper],
+            "zookeeper_error": self.zookeeper_error,
         }
 
     @classmethod
@@ -606,6 +611,7 @@ class ClusterSnapshot:
             controller_log=tuple(LogLineSeen.from_dict(x) for x in d.get("controller_log") or ()),
             static_configs={str(k): {str(a): str(b) for a, b in dict(v).items()} for k, v in (d.get("static_configs") or {}).items()},
             zookeeper=tuple(ZooKeeperProbe.from_dict(z) for z in d.get("zookeeper") or ()),
+            zookeeper_error=d.get("zookeeper_error"),
         )
 
 
@@ -679,24 +685,20 @@ class Step:
     No command lives here: the argv run on a host is built from the cluster's configuration when
     the step executes (``ClusterConfig.argv``), never carried through XCom."""
 
-    action: str  # "restart_broker", "elect_preferred"
-    broker_id: int  # the broker restarted; for an election, the broker leadership moves to
+    action: str  # "restart_broker"
+    broker_id: int  # the broker restarted
     reason: str
     blast_radius: tuple[str, ...] = ()
     refusals: tuple[str, ...] = ()
-    partitions: tuple[str, ...] = ()  # an election batch: the partitions ("topic-N") whose leadership moves
 
     def to_dict(self) -> dict[str, Any]:
-        d = {
+        return {
             "action": self.action,
             "broker_id": self.broker_id,
             "reason": self.reason,
             "blast_radius": list(self.blast_radius),
             "refusals": list(self.refusals),
         }
-        if self.partitions:
-            d["partitions"] = list(self.partitions)
-        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Step":
@@ -706,8 +708,27 @@ class Step:
             reason=str(d["reason"]),
             blast_radius=tuple(str(x) for x in d.get("blast_radius") or ()),
             refusals=tuple(str(x) for x in d.get("refusals") or ()),
-            partitions=tuple(str(x) for x in d.get("partitions") or ()),
         )
+
+
+@dataclass(frozen=True)
+class ElectionBatch:
+    """One batch of a preferred-replica election: the partitions ("topic-N") whose leadership moves to their preferred
+    replica ``target`` together, written to ``/admin/preferred_replica_election`` at once and checked before the next.
+    Nothing is stopped or started: not a Step."""
+
+    target: int  # the broker leadership moves to (the partitions' preferred replica)
+    partitions: tuple[str, ...]
+    reason: str
+    refusals: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"target": self.target, "partitions": list(self.partitions), "reason": self.reason, "refusals": list(self.refusals)}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "ElectionBatch":
+        return cls(target=int(d["target"]), partitions=tuple(str(x) for x in d.get("partitions") or ()), reason=str(d["reason"]),
+                   refusals=tuple(str(x) for x in d.get("refusals") or ()))
 
 
 @dataclass(frozen=True)
@@ -736,6 +757,7 @@ class Plan:
     roll_id: str | None = None  # the incident-store record whose ledger tracks this plan's progress
     # what must hold before it runs (a deferred election: the returning brokers, the quiet window, the deadline)
     conditions: Mapping[str, Any] = field(default_factory=dict)
+    batches: tuple[ElectionBatch, ...] = ()  # a preferred election's (its ``steps`` are empty: nothing restarts)
 
     @property
     def refused(self) -> bool:
@@ -762,6 +784,7 @@ class Plan:
             "completed": list(self.completed),
             "roll_id": self.roll_id,
             **({"conditions": dict(self.conditions)} if self.conditions else {}),
+            **({"batches": [b.to_dict() for b in self.batches]} if self.batches else {}),
         }
 
     @classmethod
@@ -782,4 +805,5 @@ class Plan:
             completed=tuple(int(b) for b in d.get("completed") or ()),
             roll_id=d.get("roll_id"),
             conditions=dict(d.get("conditions") or {}),
+            batches=tuple(ElectionBatch.from_dict(b) for b in d.get("batches") or ()),
         )

@@ -147,6 +147,20 @@ SIGNATURES: tuple[Signature, ...] = (
       r"\[ReplicaFetcherManager on broker (?P<broker>" + ID + r")\] Removed fetcher for partitions (?P<partitions>[A-Za-z0-9._,()\[\] -]{1,4000})",
       "this broker stopped fetching these partitions (it became their leader, or follows another leader now): an idle fetcher is then shut down",
       (E("2.3.0", "[2026-11-22 13:58:27,026] INFO [ReplicaFetcherManager on broker 1] Removed fetcher for partitions Set(__consumer_offsets-0, t1-0, compacted-2) (kafka.server.ReplicaFetcherManager)", REAL23),)),
+    S("fetcher_fenced", "kafka", "2.1 – 2.4", ("ReplicaFetcherThread",), ("has an older epoch", "Will await the new LeaderAndIsr state"),
+      r"\[ReplicaFetcher replicaId=(?P<fetcher>" + ID + r"), leaderId=(?P<leader>" + ID + r"), fetcherId=[0-9]{1,9}\] Partition (?P<topic>" + T + r")-(?P<partition>[0-9]{1,9}) has an older epoch \((?P<epoch>" + ID + r")\)",
+      "the leader answered FENCED_LEADER_EPOCH: the partition left this follower's fetcher until a LeaderAndIsr with a higher leader epoch; "
+      "if that never comes (the same epoch is ignored) the follower never fetches it again",
+      (E("2.3.0", "[2026-11-24 20:57:59,500] INFO [ReplicaFetcher replicaId=3, leaderId=1, fetcherId=0] Partition orders-0 has an older epoch (0) than the current leader. Will await the new LeaderAndIsr state before resuming fetching. (kafka.server.ReplicaFetcherThread)", REAL23),)),
+    S("fetch_partition_failed", "kafka", "2.1 – 4.x", ("ReplicaFetcherThread",), ("marked as failed",),
+      r"\[ReplicaFetcher replicaId=(?P<fetcher>" + ID + r"), leaderId=(?P<leader>" + ID + r"), fetcherId=[0-9]{1,9}\] Partition (?P<topic>" + T + r")-(?P<partition>[0-9]{1,9}) marked as failed",
+      "the follower's fetcher stopped fetching the partition until the next LeaderAndIsr that resets it",
+      (E("2.3.0", "[2026-11-24 20:57:59,501] WARN [ReplicaFetcher replicaId=3, leaderId=1, fetcherId=0] Partition orders-0 marked as failed (kafka.server.ReplicaFetcherThread)", REAL23),)),
+    S("leader_and_isr_ignored", "kafka", "1.1 – 2.x", ("logger",), ("Ignoring LeaderAndIsr request from controller", "matches the current leader epoch"),
+      r"\[Broker id=(?P<broker>" + ID + r")\] Ignoring LeaderAndIsr request from controller (?P<controller>" + ID + r") with correlation id (?P<correlation>" + N + r") epoch (?P<controller_epoch>" + N + r") for partition (?P<topic>" + T + r")-(?P<partition>[0-9]{1,9}) since its associated leader epoch (?P<epoch>" + ID + r") matches the current leader epoch",
+      "(state-change.log, DEBUG) the broker already has this leader epoch: nothing changes, its fetcher is not reset -- harmless while it "
+      "fetches the partition, the reason a follower that stopped fetching stays stopped",
+      (E("2.3.0", "[2026-11-24 20:50:39,156] DEBUG [Broker id=3] Ignoring LeaderAndIsr request from controller 1 with correlation id 3 epoch 3 for partition __consumer_offsets-35 since its associated leader epoch 9 matches the current leader epoch (state.change.logger)", REAL23),)),
     # ------------------------------------------------------------ ISR
     S("isr_shrink", "kafka", "0.8 – 0.10", ("Partition",), ("Shrinking ISR for partition",),
       r"Shrinking ISR for partition \[(?P<topic>" + T + r"),(?P<partition>[0-9]{1,9})\] from (?P<from>" + IDS + r") to (?P<to>" + IDS + r")",

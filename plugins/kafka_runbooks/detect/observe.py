@@ -42,6 +42,29 @@ def brokers_to_probe(config, snapshot, known: Mapping[int, Any] | None = None) -
     return sorted(brokers, key=lambda b: b.id), missing
 
 
+def zookeeper_unreachable(exc: BaseException) -> bool:
+    """Kazoo's connection time-out or loss, or a socket error: the ensemble (or our way to it) is down."""
+    from kazoo.exceptions import ConnectionLoss, KazooException, SessionExpiredError
+    from kazoo.handlers.threading import KazooTimeoutError
+
+    return isinstance(exc, (KazooTimeoutError, ConnectionLoss, SessionExpiredError, OSError)) or (
+        isinstance(exc, KazooException) and "connect" in str(exc).lower())
+
+
+def unreachable_snapshot(config, zk_hook, exc: BaseException, *, probe_zookeeper: bool = True, ssh: bool = True):
+    """The snapshot of a check that could not read ZooKeeper: no brokers or partitions (unknown, not empty), the error
+    naming the ensemble, and every member's own four-letter words (which of them answer, and what they say)."""
+    from kafka_runbooks import clock
+    from kafka_runbooks.detect.zk_probe import probe_ensemble
+    from kafka_runbooks.model import ClusterSnapshot
+
+    servers = ",".join(f"{h}:{p}" for h, p in zk_hook.servers)
+    error = f"{type(exc).__name__}: {exc} (ZooKeeper {servers}{zk_hook.chroot or ''}, connection {config.zk_conn_id!r})"
+    members = probe_ensemble(config, zk_hook.servers, ssh=ssh) if probe_zookeeper else []
+    return ClusterSnapshot(cluster=config.name, taken_at=clock.now_iso(), brokers=(), controller_id=None, partitions=(),
+                           configured_broker_ids=tuple(sorted(config.hosts)), zookeeper=tuple(members), zookeeper_error=error)
+
+
 def take_snapshot(config, *, probe_hosts: bool = True, check_kafka: bool = True, known: Mapping[int, Any] | None = None,
                   leadership: bool = True, probe_zookeeper: bool = True):
     """ClusterSnapshot from ZooKeeper; then, in parallel: host probes over SSH of every registered
@@ -61,8 +84,13 @@ def take_snapshot(config, *, probe_hosts: bool = True, check_kafka: bool = True,
     from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
 
     zk_hook = ZooKeeperHook(config.zk_conn_id, timeout_s=config.capture.connect_timeout_s)
-    with ZooKeeperHook(config.zk_conn_id, timeout_s=config.capture.connect_timeout_s).session() as zk:
-        snapshot = read_snapshot(zk, config.name)
+    try:
+        with zk_hook.session() as zk:
+            snapshot = read_snapshot(zk, config.name)
+    except Exception as exc:  # noqa: BLE001 - ZooKeeper unreachable is a finding (detect/zookeeper.py), not a failed check
+        if not zookeeper_unreachable(exc):
+            raise
+        return unreachable_snapshot(config, zk_hook, exc, probe_zookeeper=probe_zookeeper, ssh=probe_hosts)
     snapshot = dataclasses.replace(snapshot, configured_broker_ids=tuple(sorted(config.hosts)))
     brokers, missing = brokers_to_probe(config, snapshot, known)
     hook = KafkaHook(config.kafka_conn_id, listener=config.listener)
@@ -94,13 +122,15 @@ def take_snapshot(config, *, probe_hosts: bool = True, check_kafka: bool = True,
     return snapshot
 
 
-def check_once(config, *, probe_hosts: bool = True):
-    """One health check as the health DAG does it, outside Airflow: observe, append to the history,
-    run the detectors on the history. Returns (snapshot, findings); opens no incident."""
+def check_once(config, *, probe_hosts: bool = True, activity=()):
+    """One health check as the health DAG does it, outside Airflow: observe, append to the history, run the detectors on
+    the history (``activity``: the product's own remediations, ``remediate/activity.product_activity``). Returns
+    (snapshot, findings); opens no incident."""
     from kafka_runbooks.detect.detectors import detect
-    from kafka_runbooks.detect.history import HistoryStore, record_check
+    from kafka_runbooks.detect.history import HistoryStore
+    from kafka_runbooks.detect.record import record_check
 
     snapshot = take_snapshot(config, probe_hosts=probe_hosts, known=known_registrations(config))
     history = record_check(HistoryStore(config), snapshot)
     return snapshot, detect(snapshot, config.health, history, config.zookeeper_health, leadership=config.leadership,
-                            kafka_version=config.kafka_version)
+                            kafka_version=config.kafka_version, activity=activity)

@@ -174,7 +174,7 @@ class PlanRemediationOperator(BaseOperator):
         from kafka_runbooks.remediate import ledger as L
         from kafka_runbooks.remediate.digest import plan_digest
         from kafka_runbooks.remediate.executor import interrupted_step, serving_evidence, unconfigured_replicas
-        from kafka_runbooks.remediate.host import static_config_state
+        from kafka_runbooks.remediate.host import static_config_state, unreachable_hosts
         from kafka_runbooks.remediate.plan import plan_restart, safety_settings
 
         incident = self.incident if isinstance(self.incident, dict) else None
@@ -238,6 +238,7 @@ class PlanRemediationOperator(BaseOperator):
         plan = plan_restart(
             snapshot, requested, config, kind=self.kind, not_serving=not_serving, settings=safety_settings(config, static, unread),
             completed=completed, roll_id=record_id, canary_topic=config.canary.topic if canary else None, unresponsive=unresponsive,
+            unreachable=unreachable_hosts(config, [b for b in requested if b not in completed and b in config.hosts]),
         )
         digest = plan_digest(plan)
         self.log.info("plan (%s):\n%s", "dry run" if dry_run else "to be approved", render_plan(plan, digest))
