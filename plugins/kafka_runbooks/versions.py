@@ -240,12 +240,14 @@ class KafkaVersion:
             return "unknown (nothing observed)"
         if self.exact:
             return self.exact
-        parts = []
-        for b in self.brokers:
-            rng = "unknown" if b.low is None else (text(b.exact) if b.exact else
-                                                   f">= {text(b.low)}" + (f", < {text(b.high)}" if b.high else ""))
-            parts.append(f"broker {b.broker_id}: {rng}")
-        return "; ".join(parts)
+        def rng(b: BrokerVersion) -> str:
+            return "unknown" if b.low is None else (text(b.exact) if b.exact else
+                                                    f">= {text(b.low)}" + (f", < {text(b.high)}" if b.high else ""))
+        ranges = {rng(b) for b in self.brokers}
+        if len(ranges) == 1:
+            only = ranges.pop()
+            return only if len(self.brokers) == 1 else f"{only} (every broker)"
+        return "; ".join(f"broker {b.broker_id}: {rng(b)}" for b in self.brokers)
 
     def branch(self, feature: str) -> str:
         """One line for plans, findings and audit entries: which branch runs and why."""
@@ -261,22 +263,80 @@ class KafkaVersion:
         want = parse(self.configured)
         if want is None or not self.brokers:
             return None
-        bad = []
+        bad: dict[str, list] = {}
         for b in self.brokers:
             if b.exact is not None:
                 if _cmp_prefix(b.exact, want) != 0 and not _within(want, b.exact):
-                    bad.append(f"broker {b.broker_id} runs {text(b.exact)}")
+                    bad.setdefault(f"run{{s}} {text(b.exact)}", []).append(b.broker_id)
             elif b.low is not None and (_cmp_prefix(want, b.low) < 0 and not _within(want, b.low)
                                         or b.high is not None and _cmp_prefix(want, b.high) >= 0):
-                bad.append(f"broker {b.broker_id} is " + f">= {text(b.low)}" + (f", < {text(b.high)}" if b.high else ""))
+                rng = f">= {text(b.low)}" + (f", < {text(b.high)}" if b.high else "")
+                bad.setdefault(f"{{is}} {rng} (ApiVersions)", []).append(b.broker_id)
         if not bad:
             return None
-        return f"kafka_version is {self.configured!r} but " + "; ".join(bad)
+        parts = []
+        for what, ids in bad.items():
+            many = len(ids) > 1
+            who = f"brokers {', '.join(str(i) for i in ids)}" if many else f"broker {ids[0]}"
+            parts.append(f"{who} " + what.format(s="" if many else "s", **{"is": "are" if many else "is"}))
+        return f"kafka_version is {self.configured!r} but " + "; ".join(parts)
 
 
 def _within(prefix: Version, v: Version) -> bool:
     """(0, 10) is a prefix of (0, 10, 2, 1): a setting of "0.10" fits a 0.10.2.1 broker."""
     return len(prefix) < len(v) and tuple(v[:len(prefix)]) == tuple(prefix)
+
+
+def _v(x) -> Version | None:
+    return None if x is None else tuple(int(i) for i in x)
+
+
+def _obs_to_dict(o: Observation) -> dict:
+    return {"broker_id": o.broker_id, "source": o.source, "low": list(o.low) if o.low else None,
+            "high": list(o.high) if o.high else None, "detail": o.detail}
+
+
+def to_dict(kv: KafkaVersion) -> dict:
+    """JSON for snapshots, incidents and audit entries (``from_dict`` reads it back)."""
+    return {"describe": kv.describe(), "configured": kv.configured, "notes": list(kv.notes),
+            "brokers": [{"broker_id": b.broker_id, "observations": [_obs_to_dict(o) for o in b.observations]}
+                        for b in kv.brokers]}
+
+
+def from_dict(d: Mapping | None) -> KafkaVersion:
+    if not d:
+        return UNKNOWN
+    per = {}
+    for b in d.get("brokers") or ():
+        per[b.get("broker_id")] = [Observation(o.get("broker_id"), str(o.get("source")), _v(o.get("low")), _v(o.get("high")),
+                                               str(o.get("detail") or "")) for o in b.get("observations") or ()]
+    kv = cluster_version(per, d.get("configured"))
+    return KafkaVersion(kv.brokers, kv.configured, tuple(d.get("notes") or ()) or kv.notes)
+
+
+def assumed(configured: str | None) -> KafkaVersion:
+    """What the ``kafka_version`` setting says, for callers that have nothing observed (pure uses, tests): as if every
+    broker had logged it. The product's paths observe the cluster instead (``KafkaHook.kafka_version``)."""
+    o = from_log_line(None, configured or "", f"kafka_version setting {configured!r}") if configured else None
+    return cluster_version({None: [o]} if o else {}, configured)
+
+
+def mismatch_findings(kv: KafkaVersion, configured: str | None):
+    """A finding when the configured ``kafka_version`` disagrees with what the brokers report (else [])."""
+    from kafka_runbooks.model import Evidence, Finding, Severity
+
+    why = KafkaVersion(kv.brokers, configured, kv.notes).mismatch()
+    if not why:
+        return []
+    seen = "; ".join(o.describe() for b in kv.brokers for o in b.observations)
+    return [Finding(
+        kind="kafka_version_mismatch", severity=Severity.WARNING,
+        summary=f"{why}. The runbooks follow what the brokers report ({kv.describe()}), not the setting: correct "
+                f"kafka_version in the cluster's settings",
+        broker_ids=tuple(sorted(b.broker_id for b in kv.brokers if b.broker_id is not None)),
+        evidence=(Evidence(source="kafka:ApiVersions", excerpt=seen[:2000]),),
+        details={"problem": "configuration", "configured": configured, "observed": to_dict(kv)},
+    )]
 
 
 def cluster_version(per_broker: Mapping[int, Iterable[Observation]], configured: str | None = None) -> KafkaVersion:

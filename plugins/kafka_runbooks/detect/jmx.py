@@ -44,7 +44,6 @@ OBJECT_NAMES: tuple[str, ...] = (
 )
 ATTRIBUTES = ("Value", "Count", "OneMinuteRate", "Mean", "99thPercentile", "Max")
 DEFAULT_QUEUED_MAX_REQUESTS = 500
-KIP_291 = (2, 2)
 RUNBOOK = "runbooks/preferred-election.md"
 
 
@@ -52,14 +51,30 @@ def jmx_url(host: str, port: int) -> str:
     return f"service:jmx:rmi:///jndi/rmi://{host}:{int(port)}/jmxrmi"
 
 
-def jmxtool_argv(kafka_home: str, url: str, heap: str = "-Xmx64m") -> tuple[str, ...]:
-    """Kafka's JmxTool, once, CSV. ``JMX_PORT`` unset: kafka-run-class.sh would make the tool's own JVM bind it."""
+# JmxTool before 2.0 (KAFKA-6611) has no --one-time and exits on it; it prints a header and a row every
+# --reporting-interval, forever, and only when every object named has every attribute asked (so no --attributes).
+# This constant script runs the tool (its arguments, never part of the script), passes its first two lines on and
+# stops it: the JVM ignores SIGPIPE, so a pipe into head would leave it running.
+FIRST_ROW_SCRIPT = ('coproc JMX { exec "$@"; }; IFS= read -r head <&"${JMX[0]}" && IFS= read -r row <&"${JMX[0]}"; rc=$?; '
+                    'kill "$JMX_PID" 2>/dev/null; wait "$JMX_PID" 2>/dev/null; printf "%s\\n%s\\n" "$head" "$row"; exit $rc')
+REPORTING_INTERVAL_MS = 3_600_000  # the tool is stopped after its first row
+
+
+def jmxtool_argv(kafka_home: str, url: str, heap: str = "-Xmx64m", version=None) -> tuple[str, ...]:
+    """Kafka's JmxTool, once, CSV. ``JMX_PORT`` unset: kafka-run-class.sh would make the tool's own JVM bind it.
+    ``version`` (``kafka_runbooks.versions.KafkaVersion``): with ``--one-time`` where every broker has it (2.0+),
+    else (0.10, or unknown) run until its first row by ``FIRST_ROW_SCRIPT``; every object name is the same in 0.10.2.1
+    (tests/analyze/fixtures/real0102/jmxtool.csv, recorded from the lab's broker)."""
+    one_time = version is not None and version.has("jmxtool_one_time")
     argv = ["env", "-u", "JMX_PORT", f"KAFKA_HEAP_OPTS={heap}", "KAFKA_OPTS=", "KAFKA_JMX_OPTS=",
-            f"{kafka_home.rstrip('/')}/bin/kafka-run-class.sh", "kafka.tools.JmxTool", "--jmx-url", url,
-            "--one-time", "true", "--report-format", "csv", "--attributes", ",".join(ATTRIBUTES)]
+            f"{kafka_home.rstrip('/')}/bin/kafka-run-class.sh", "kafka.tools.JmxTool", "--jmx-url", url]
+    if one_time:
+        argv += ["--one-time", "true", "--report-format", "csv", "--attributes", ",".join(ATTRIBUTES)]
+    else:
+        argv += ["--reporting-interval", str(REPORTING_INTERVAL_MS)]
     for name in OBJECT_NAMES:
         argv += ["--object-name", name]
-    return tuple(argv)
+    return tuple(argv) if one_time else ("bash", "-c", FIRST_ROW_SCRIPT, "jmxtool", *argv)
 
 
 def parse_jmxtool_csv(text: str) -> tuple[dict[str, float], list[str]]:
@@ -93,22 +108,16 @@ def parse_jmxtool_csv(text: str) -> tuple[dict[str, float], list[str]]:
     return out, []
 
 
-def _version(v: str | None) -> tuple[int, ...] | None:
-    if not v:
-        return None
-    try:
-        return tuple(int(x) for x in v.split(".")[:2])
-    except ValueError:
-        return None
+def kip291_note(version, control_plane_listener: str | None, queued_max: int, explicit: bool) -> str:
+    """What on-call must know about the request queue on this version (``version``: a
+    ``kafka_runbooks.versions.KafkaVersion``, or a version string for pure callers)."""
+    from kafka_runbooks import versions
 
-
-def kip291_note(version: str | None, control_plane_listener: str | None, queued_max: int, explicit: bool) -> str:
-    """What on-call must know about the request queue on this version."""
     bound = f"queued.max.requests is {queued_max}" + ("" if explicit else " (Kafka's default)") + \
         ": when that many requests wait, the network threads stop reading every socket"
-    v = _version(version)
-    if v is not None and v < KIP_291:
-        return (f"Kafka {version} < 2.2 puts the controller's requests (LeaderAndIsr, UpdateMetadata) in the same queue, "
+    kv = version if isinstance(version, versions.KafkaVersion) else versions.assumed(version)
+    if kv.lacks("control_plane"):
+        return (f"Kafka {kv.describe()} < 2.2 puts the controller's requests (LeaderAndIsr, UpdateMetadata) in the same queue, "
                 f"behind client requests (fixed by KIP-291 in 2.2): a full queue delays who-leads updates; {bound}")
     if not control_plane_listener:
         return (f"no control.plane.listener.name: the controller's requests share this queue with client requests "
@@ -160,7 +169,8 @@ def detect_request_saturation(ctx: Context) -> list[Finding]:
             reasons.append("failed " + ", ".join(f"{n} requests {v:.2f}/s" for n, v in failing.items()))
             cited += [(FAILED_PRODUCE, "OneMinuteRate"), (FAILED_FETCH, "OneMinuteRate")]
         b = s.broker(m.broker_id)
-        note = kip291_note(b.version if b and b.version else ctx.kafka_version,
+        # what the brokers report; the setting only where nothing was observed (pure callers)
+        note = kip291_note(s.version if s.kafka_version else (b.version if b and b.version else ctx.kafka_version),
                            s.static_config("control.plane.listener.name", m.broker_id), bound, explicit)
         findings.append(Finding(
             kind="request_queue_saturated" if saturated else "requests_failing",

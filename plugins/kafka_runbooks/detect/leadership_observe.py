@@ -42,8 +42,9 @@ def _text(res) -> str:
     return res.stdout.decode("utf-8", "replace") if res is not None and res.ok else ""
 
 
-def read_host(config, broker: Broker, registered: bool, ssh) -> HostLeadership:
-    """One broker host's part (``ssh``: a StrictSSHHook or anything with ``run(argv, timeout)``)."""
+def read_host(config, broker: Broker, registered: bool, ssh, version=None) -> HostLeadership:
+    """One broker host's part (``ssh``: a StrictSSHHook or anything with ``run(argv, timeout)``; ``version``: the
+    brokers' version as observed, which decides how JmxTool is run)."""
     from kafka_runbooks.capture.commands import UnsafeValueError, validate_abs_path, validate_port
     from kafka_runbooks.detect.controller_log import controller_events
     from kafka_runbooks.detect.jmx import jmx_url, jmxtool_argv, parse_jmxtool_csv
@@ -81,7 +82,8 @@ def read_host(config, broker: Broker, registered: bool, ssh) -> HostLeadership:
                 out.notes.append(f"broker {broker.id}: no usable JMX host ({host!r}): request queues not read")
             else:
                 url = jmx_url(host, validate_port(broker.jmx_port))
-                res = ssh.run(jmxtool_argv(validate_abs_path(config.kafka_home, "kafka_home"), url, h.jmx_heap), h.jmx_timeout_s)
+                res = ssh.run(jmxtool_argv(validate_abs_path(config.kafka_home, "kafka_home"), url, h.jmx_heap, version),
+                              h.jmx_timeout_s)
                 values, problems = parse_jmxtool_csv(_text(res)) if res.ok else ({}, [])
                 err = None if res.ok and not problems else (
                     "; ".join(problems) if res.ok else
@@ -92,7 +94,8 @@ def read_host(config, broker: Broker, registered: bool, ssh) -> HostLeadership:
     return out
 
 
-def read_hosts(config, brokers: Iterable[Broker], registered: set[int], runner_factory: Callable | None = None) -> list[HostLeadership]:
+def read_hosts(config, brokers: Iterable[Broker], registered: set[int], runner_factory: Callable | None = None,
+               version=None) -> list[HostLeadership]:
     from kafka_runbooks.hooks.ssh import default_runner_factory, opened_runner
 
     factory = runner_factory or default_runner_factory(config.capture.connect_timeout_s)
@@ -100,7 +103,7 @@ def read_hosts(config, brokers: Iterable[Broker], registered: set[int], runner_f
     def one(b: Broker) -> HostLeadership:
         try:
             with opened_runner(factory, config.ssh_conn_id(b.id)) as ssh:
-                return read_host(config, b, b.id in registered, ssh)
+                return read_host(config, b, b.id in registered, ssh, version)
         except Exception as exc:  # noqa: BLE001 - an unusable host is a note, never a failed health check
             return HostLeadership(b.id, notes=[f"broker {b.id}: host not read ({type(exc).__name__}: {exc})"])
 
@@ -124,8 +127,8 @@ def observe(config, snapshot: ClusterSnapshot, brokers: Iterable[Broker], *, hos
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="leadership-obs") as pool:
         views = pool.submit(KafkaHook(config.kafka_conn_id, listener=config.listener).metadata_views, live, h.view_timeout_s) \
             if h.metadata_views else None
-        host = pool.submit(read_hosts, config, [b for b in brokers if b.id in config.hosts], set(snapshot.live_broker_ids)) \
-            if hosts else None
+        host = pool.submit(read_hosts, config, [b for b in brokers if b.id in config.hosts], set(snapshot.live_broker_ids),
+                           version=snapshot.version if snapshot.kafka_version else None) if hosts else None
         if views is not None:
             fields["metadata_views"] = tuple(views.result())
         if host is not None:

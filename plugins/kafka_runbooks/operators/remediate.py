@@ -181,8 +181,13 @@ class PlanRemediationOperator(BaseOperator):
                 opened_by=starter or _actor(context),
             )
             record_id = record["id"]
+        from kafka_runbooks.hooks.kafka import KafkaHook
+
+        version = KafkaHook(config.kafka_conn_id, listener=config.listener).kafka_version(
+            snapshot.brokers, config.health.kafka_probe_timeout_s, config.kafka_version)  # read from the brokers
+        notes = notes + [f"Kafka version as the brokers report it: {version.describe()}"] + list(version.notes)
         plan = plan_restart(
-            snapshot, requested, config, kind=self.kind, not_serving=not_serving, settings=safety_settings(config, static),
+            snapshot, requested, config, kind=self.kind, not_serving=not_serving, settings=safety_settings(config, static, version),
             completed=completed, roll_id=record_id, canary_topic=config.canary.topic if canary else None,
         )
         digest = plan_digest(plan)

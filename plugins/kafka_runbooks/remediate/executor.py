@@ -116,8 +116,9 @@ def read_fresh_state(zk, ex: Execution) -> FreshState:
     static, notes = read_static_configs(cfg)
     snapshot = read_snapshot(zk, cfg.name)  # read last: the state the stop is checked on is the newest
     not_serving: dict[int, str] = {}
+    hook = KafkaHook(cfg.kafka_conn_id, listener=cfg.listener)
+    version = hook.kafka_version(snapshot.brokers, cfg.health.kafka_probe_timeout_s, cfg.kafka_version)
     if ex.plan.not_serving:
-        hook = KafkaHook(cfg.kafka_conn_id, listener=cfg.listener)
         for b, evidence in ex.plan.not_serving.items():
             broker = snapshot.broker(b)
             if broker is None:
@@ -127,7 +128,7 @@ def read_fresh_state(zk, ex: Execution) -> FreshState:
                 notes.append(f"broker {b} answers again ({check.latency_ms} ms): the not-serving waiver no longer applies")
             else:
                 not_serving[b] = f"{evidence}; checked again now: {check.error}"
-    return FreshState(snapshot, safety_settings(cfg, static), not_serving, notes)
+    return FreshState(snapshot, safety_settings(cfg, static, version), not_serving, notes)
 
 
 def probe_consumer_config(ex: Execution, snapshot: ClusterSnapshot):

@@ -25,12 +25,15 @@ from kafka_runbooks.remediate.safety import SafetySettings, blast_radius, stop_r
 ACTION = "restart_broker"
 
 
-def safety_settings(config: ClusterConfig, static_configs: Mapping[int, Mapping[str, str]] | None = None) -> SafetySettings:
+def safety_settings(config: ClusterConfig, static_configs: Mapping[int, Mapping[str, str]] | None = None,
+                    version=None) -> SafetySettings:
+    """``version``: what the brokers report (``KafkaHook.kafka_version``); the product's callers always pass it."""
     return SafetySettings(
         min_isr=config.min_insync_replicas,
         unclean=config.unclean_leader_election,
         kafka_version=config.kafka_version,
         static_configs=dict(static_configs or {}),
+        version=version,
     )
 
 

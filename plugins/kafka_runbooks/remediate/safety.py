@@ -57,7 +57,10 @@ class SafetySettings:
 
     min_isr: int | None = None  # cluster setting
     unclean: bool | None = None  # cluster setting
-    kafka_version: str | None = None
+    kafka_version: str | None = None  # the setting: used only where nothing was observed (pure callers)
+    # the version the brokers report (kafka_runbooks.versions.KafkaVersion); the product's plans always set it, to
+    # versions.UNKNOWN when the brokers could not be asked (the conservative branch)
+    version: object | None = None
     # static broker configs read from each host's server.properties: {broker id: {key: value}}
     static_configs: Mapping[int, Mapping[str, str]] = field(default_factory=dict)
 
@@ -120,6 +123,13 @@ def unclean_enabled(p: Partition, snapshot: ClusterSnapshot, settings: SafetySet
         return "true" in static, "broker config"
     if settings.unclean is not None:
         return settings.unclean, "cluster setting"
+    if settings.version is not None:  # what the brokers report (kafka_runbooks.versions, KIP-106)
+        kv = settings.version
+        if kv.has("unclean_off_by_default"):
+            return False, f"Kafka {kv.describe()} default, as the brokers report their version (off since 0.11, KIP-106)"
+        if kv.lacks("unclean_off_by_default"):
+            return True, f"Kafka {kv.describe()} default, as the brokers report their version (on before 0.11, KIP-106)"
+        return True, f"Kafka default (version {kv.describe()}: assumed on, as before 0.11)"
     version = _version_tuple(settings.kafka_version)
     if version is None:
         return True, "Kafka default (version unknown: assumed on, as before 0.11)"
