@@ -62,10 +62,6 @@ FEATURES: dict[str, Feature] = {f.name: f for f in (
     Feature("unclean_off_by_default", (0, 11, 0), "unclean.leader.election.enable=false by default", "KIP-106",
             "an unset unclean.leader.election.enable is on: plans say what an unclean election would lose and refuse "
             "the stops that could cause one"),
-    Feature("offsets_wording_011", (0, 11, 0), "'Scheduling loading of offsets and group metadata from' wording",
-            "commit 1266d4f9ec8 (MINOR: logging improvements in group coordinator)",
-            "0.10 logs '[Group Metadata Manager on Broker N]: Loading offsets and group metadata from __consumer_offsets-P' "
-            "and 'Finished loading offsets from __consumer_offsets-P in N milliseconds.' (analyze/signatures.py has both)"),
     Feature("dump_log_script", (2, 0, 0), "bin/kafka-dump-log.sh", "KAFKA-6615",
             "kafka-run-class.sh kafka.tools.DumpLogSegments (the class the script runs, present in every version)"),
     Feature("jmxtool_one_time", (2, 0, 0), "JmxTool --one-time and --report-format", "KAFKA-6611",
