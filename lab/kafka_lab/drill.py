@@ -49,50 +49,54 @@ def run_drill(state_dir: Path, broker: int, option: str, keep_lab: bool, kafka: 
     try:
         say(f"lab up in {time.monotonic() - t0:.1f}s")
         prepare(state_dir / "airflow", lab.airflow_env())
-        dags = load_dags()
-        settings = lab.cluster_settings()["lab"]
-
-        say(f"injecting fault: a Java-level deadlock in broker {broker}'s JVM that its request handlers wait behind (seed incident 001)")
-        t_fault = time.monotonic()
-        lab.deadlock(broker)
-        confs = detect_until_finding(dags.get_dag(HEALTH), "lab", timeout_s=120)
-        say(f"fault → incident in {time.monotonic() - t_fault:.1f}s ({confs[0]['finding']['kind']}, held for the consecutive checks): "
-            f"incident {confs[0]['incident_id']}, brokers {confs[0]['broker_ids']}: {confs[0]['reason']}")
-
-        say(f"the approval will be answered by this drill as user 'drill-bot': {option}")
-        with Responder(RESPONSE, "approve", option, user="drill-bot", timeout_s=900) as responder:
-            run = dags.get_dag(RESPONSE).test(run_conf=confs[0])
-        if responder.error:
-            raise responder.error
-
-        from kafka_runbooks.incidents.store import IncidentStore
-
-        store = IncidentStore(settings["incident_base"])
-        incident = store.get(confs[0]["incident_id"])
-        say(f"incident-response run: {run.state}")
-        say(f"incident {incident['id']}: {incident['status']}" + (f" ({incident.get('resolution')})" if incident.get("resolution") else ""))
-        for f in incident.get("findings", []):
-            if f["severity"] == "critical":
-                say(f"finding: {f['summary']}")
-        for entry in store.audit_trail(incident["id"]):
-            say(f"audit {entry['at']} {entry['actor']}: {entry['action']} → {entry['outcome']}" + (f" on {entry['host']}" if entry.get("host") else ""))
-            if entry["action"] == "capture":
-                for reason in entry["details"].get("reasons", []):
-                    say(f"      capture: {reason}")
-        say(f"evidence bundle: {incident.get('bundle_dir')}")
-        say(f"report: {incident.get('report')}")
-        # Approve: restarted and verified -> closed; Reject: nothing changed, a person owns it -> needs_person
-        expected = "closed" if option == "Approve" else "needs_person"
-        ok = run.state == "success" and incident["status"] == expected
-        if not ok:
-            say(f"DRILL FAILED: expected run success and incident {expected}")
-        return 0 if ok else 1
+        return 0 if deadlock_drill(lab, load_dags(), broker, option) else 1
     finally:
         if keep_lab:
             say(f"lab left running (--keep-lab); stop it with: python -m kafka_lab down")
         else:
             lab.down()
             say("lab torn down")
+
+
+def deadlock_drill(lab, dags, broker: int, option: str, finding_timeout_s: float = 300) -> bool:
+    """Incident 001 on a running, healthy lab (Airflow prepared): deadlock → incident → response → approval → restart."""
+    settings = lab.cluster_settings()["lab"]
+    say(f"injecting fault: a Java-level deadlock in broker {broker}'s JVM that its request handlers wait behind (seed incident 001)")
+    t_fault = time.monotonic()
+    lab.deadlock(broker)
+    confs = detect_until_finding(dags.get_dag(HEALTH), "lab", timeout_s=finding_timeout_s)
+    say(f"fault → incident in {time.monotonic() - t_fault:.1f}s ({confs[0]['finding']['kind']}, held for the consecutive checks): "
+        f"incident {confs[0]['incident_id']}, brokers {confs[0]['broker_ids']}: {confs[0]['reason']}")
+
+    say(f"the approval will be answered by this drill as user 'drill-bot': {option}")
+    t0 = time.monotonic()
+    with Responder(RESPONSE, "approve", option, user="drill-bot", timeout_s=900) as responder:
+        run = dags.get_dag(RESPONSE).test(run_conf=confs[0])
+    if responder.error:
+        raise responder.error
+
+    from kafka_runbooks.incidents.store import IncidentStore
+
+    store = IncidentStore(settings["incident_base"])
+    incident = store.get(confs[0]["incident_id"])
+    say(f"incident-response run: {run.state} in {time.monotonic() - t0:.1f}s")
+    say(f"incident {incident['id']}: {incident['status']}" + (f" ({incident.get('resolution')})" if incident.get("resolution") else ""))
+    for f in incident.get("findings", []):
+        if f["severity"] == "critical":
+            say(f"finding: {f['summary']}")
+    for entry in store.audit_trail(incident["id"]):
+        say(f"audit {entry['at']} {entry['actor']}: {entry['action']} → {entry['outcome']}" + (f" on {entry['host']}" if entry.get("host") else ""))
+        if entry["action"] == "capture":
+            for reason in entry["details"].get("reasons", []):
+                say(f"      capture: {reason}")
+    say(f"evidence bundle: {incident.get('bundle_dir')}")
+    say(f"report: {incident.get('report')}")
+    # Approve: restarted and verified -> closed; Reject: nothing changed, a person owns it -> needs_person
+    expected = "closed" if option == "Approve" else "needs_person"
+    ok = run.state == "success" and incident["status"] == expected
+    if not ok:
+        say(f"DRILL FAILED: expected run success and incident {expected}")
+    return ok
 
 
 def add_kafka_option(p) -> None:
