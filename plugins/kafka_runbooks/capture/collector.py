@@ -285,7 +285,9 @@ def capture_host(
             bundle.set_host(bid, reachable=False, error=why, status=FAILED, status_reasons=[f"host unreachable: {why}"])
             return
         bundle.set_host(bid, reachable=True)
-        _capture_reachable_host(config, broker, bid, role, bundle, runner, sleep)
+        # the brokers' version as the health check observed it (snapshot.kafka_version): which dump-log tool exists
+        version = snapshot.version if snapshot is not None and snapshot.kafka_version else None
+        _capture_reachable_host(config, broker, bid, role, bundle, runner, sleep, version)
     finally:
         try:
             runner.close()
@@ -293,7 +295,7 @@ def capture_host(
             pass
 
 
-def _capture_reachable_host(config, broker, bid, role, bundle, runner, sleep) -> None:
+def _capture_reachable_host(config, broker, bid, role, bundle, runner, sleep, version=None) -> None:
     settings = config.capture
     h = _HostCapture(config, bundle, runner, bid, runner.address, sleep)
     t = settings.command_timeout_s
@@ -377,8 +379,7 @@ def _capture_reachable_host(config, broker, bid, role, bundle, runner, sleep) ->
         h.do(C.open_files_command(pid, settings))
     h.do(C.disk_free_command(settings))
     if role == C.SUSPECT and ((bundle.manifest.get("trigger") or {}).get("kind") in OFFSETS_KINDS):
-        _offsets_evidence(h, config, bid, h.text("server-properties") if props_res is not None else "",
-                          snapshot.version if snapshot is not None and snapshot.kafka_version else None)
+        _offsets_evidence(h, config, bid, h.text("server-properties") if props_res is not None else "", version)
 
     # 5. suspect only: histogram, heap info, heap dump
     facts: dict[str, Any] = {}
