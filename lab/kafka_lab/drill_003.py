@@ -30,6 +30,7 @@ import time
 import uuid
 from pathlib import Path
 from typing import Any, Callable
+from kafka_runbooks.config import ClusterConfig
 
 RETURNING = 3
 DAG_ID = "kafka_preferred_election"
@@ -283,7 +284,7 @@ def fix_stuck_follower(lab, settings: dict, timeout_s: float = 900) -> dict[str,
         run = dags.get_dag(RESPONSE).test(run_conf=conf)
     if responder.error:
         raise responder.error
-    incident = IncidentStore(settings["incident_base"]).get(conf["incident_id"])
+    incident = IncidentStore(ClusterConfig.from_dict("lab", settings)).get(conf["incident_id"])
     say(f"incident {incident['id']}: {incident['status']} (response {run.state} in {time.monotonic() - t1:.0f} s)")
     lab.wait_full_isr(180)
     return {"incident": incident["id"], "status": incident["status"], "run_state": str(run.state), "found_s": round(found_s, 1),
@@ -319,7 +320,7 @@ def deferred_phase(lab, settings: dict, flaps: int = 2, stable_s: float = 20.0, 
         say(f"kafka_preferred_election (execute) started; approval answered by this program as 'drill-bot'; it waits for broker "
             f"{RETURNING} in every ISR and a session stable for {stable_s:g} s")
         first = _election(DAG_ID, "drill 003")
-        entries = Ledger(settings["incident_base"], _record_of(first)).entries() if _record_of(first) else []
+        entries = Ledger(ClusterConfig.from_dict("lab", settings), _record_of(first)).entries() if _record_of(first) else []
         gave_up = next((e for e in entries if e.get("event") == "gave_up"), None)
         out["first_election"] = {"run_state": str(first.state), "gave_up": (gave_up or {}).get("reason"),
                                  "waited_s": round((clock.now() - t_back).total_seconds(), 1)}
@@ -390,14 +391,15 @@ def run_003(lab, detect: bool = True) -> tuple[bool, dict[str, Any]]:
     return ok, figures
 
 
-def run_drill(state_dir: Path, keep_lab: bool, detect: bool = True, report: Callable[[dict], None] | None = None) -> int:
+def run_drill(state_dir: Path, keep_lab: bool, detect: bool = True, report: Callable[[dict], None] | None = None,
+              kafka: str | None = None) -> int:
     from kafka_lab import Lab
     from kafka_lab.airflow_home import prepare
 
-    lab = Lab(state_dir)
+    lab = Lab(state_dir, kafka=kafka)
     t0 = time.monotonic()
-    say(f"starting the lab in {state_dir} (3-node ZooKeeper, 3 sshd hosts, 3 Apache Kafka 2.3.0 brokers, client load)")
-    lab.up()
+    say(f"starting the lab in {state_dir} (3-node ZooKeeper, 3 sshd hosts, 3 Apache Kafka {lab.kafka} brokers, client load)")
+    lab.up(kafka=lab.kafka)
     try:
         say(f"lab up in {time.monotonic() - t0:.1f}s")
         prepare(state_dir / "airflow", lab.airflow_env())
@@ -424,7 +426,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--state-dir", type=Path, default=REPO / "var" / "drill-003")
     p.add_argument("--keep-lab", action="store_true")
     p.add_argument("--verbose", action="store_true", help="show Airflow's INFO logs of every task")
+    from kafka_lab.drill import add_kafka_option
+
+    add_kafka_option(p)
     argv = list(argv or [])
     args = p.parse_args(argv[1:] if argv[:1] == ["003"] else argv)  # kafka_lab.drill passes the name first
     os.environ.setdefault("AIRFLOW__LOGGING__LOGGING_LEVEL", "INFO" if args.verbose else "WARNING")
-    return run_drill(args.state_dir.resolve(), args.keep_lab)
+    return run_drill(args.state_dir.resolve(), args.keep_lab, kafka=args.kafka)

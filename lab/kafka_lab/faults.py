@@ -35,7 +35,7 @@ class FaultsMixin:
         return pid
 
     def session_timeout_s(self) -> float:
-        return int(broker_settings(self.profile)["zookeeper.session.timeout.ms"]) / 1000
+        return int(broker_settings(self.profile, self.kafka)["zookeeper.session.timeout.ms"]) / 1000
 
     def start(self, b: int, wait: bool = True, timeout: float = 90) -> str:
         """kafka-start as the host's user. The script itself returns at once and never waits; with ``wait`` this

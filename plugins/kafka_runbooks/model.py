@@ -39,6 +39,7 @@ class Broker:
     registered_at: str | None = None  # ISO-8601 UTC
     session_id: int | None = None
     registration_zxid: int | None = None
+    schema_version: int | None = None  # the registration JSON's "version" (4 since 0.10.2): a floor of Kafka's
 
     def listeners(self) -> dict[str, tuple[str, int]]:
         """{listener name: (host, port)} of the registered endpoints that parse."""
@@ -80,6 +81,7 @@ class Broker:
             registered_at=d.get("registered_at"),
             session_id=d.get("session_id"),
             registration_zxid=d.get("registration_zxid"),
+            schema_version=d.get("schema_version"),
         )
 
 
@@ -403,12 +405,21 @@ class KafkaCheck:
     at: str | None = None  # ISO-8601 UTC
     error_code: str | None = None  # librdkafka / Kafka error name, e.g. "_TIMED_OUT", "_TRANSPORT"
     registered: bool = True  # False: checked because its host is configured, though not registered
+    # the request that was asked: "DescribeConfigs" (Kafka >= 0.11), or "ApiVersions+Metadata" where the broker has no
+    # DescribeConfigs (versions.FEATURES["describe_configs"]); with the version range its ApiVersions answer implies
+    method: str | None = None
+    api_versions: Mapping[int, tuple[int, int]] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        d = dataclasses.asdict(self)
+        if self.api_versions is not None:
+            d["api_versions"] = {str(k): list(v) for k, v in sorted(self.api_versions.items())}
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "KafkaCheck":
+        if d.get("api_versions") is not None:
+            d = {**d, "api_versions": {int(k): (int(v[0]), int(v[1])) for k, v in d["api_versions"].items()}}
         return cls(**{k: d.get(k) for k in cls.__dataclass_fields__ if k in d})
 
 
@@ -426,6 +437,8 @@ class CanaryResult:
     error: str | None = None
     error_code: str | None = None
     at: str | None = None
+    idempotent: bool | None = None  # produced with the idempotent producer (Kafka >= 0.11, KIP-98)
+    duplicates: int | None = None  # extra copies of this round's record found (None: not counted)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -521,6 +534,8 @@ class ClusterSnapshot:
     zookeeper: tuple[ZooKeeperProbe, ...] = ()
     # why the cluster's state could not be read from ZooKeeper (then brokers/partitions are unknown, not empty)
     zookeeper_error: str | None = None
+    # the Kafka version the brokers report (kafka_runbooks.versions.to_dict; None when not observed)
+    kafka_version: Mapping[str, Any] | None = None
 
     @property
     def live_broker_ids(self) -> frozenset[int]:
@@ -587,6 +602,7 @@ class ClusterSnapshot:
             "static_configs": {k: dict(v) for k, v in self.static_configs.items()},
             "zookeeper": [z.to_dict() for z in self.zookeeper],
             "zookeeper_error": self.zookeeper_error,
+            "kafka_version": self.kafka_version,
         }
 
     @classmethod
@@ -612,7 +628,15 @@ class ClusterSnapshot:
             static_configs={str(k): {str(a): str(b) for a, b in dict(v).items()} for k, v in (d.get("static_configs") or {}).items()},
             zookeeper=tuple(ZooKeeperProbe.from_dict(z) for z in d.get("zookeeper") or ()),
             zookeeper_error=d.get("zookeeper_error"),
+            kafka_version=d.get("kafka_version"),
         )
+
+    @property
+    def version(self):
+        """The brokers' version as observed (kafka_runbooks.versions.KafkaVersion; unknown when not observed)."""
+        from kafka_runbooks import versions
+
+        return versions.from_dict(self.kafka_version)
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ import uuid
 import pytest
 
 from kafka_lab.airflow_home import load_dags
+from kafka_runbooks.config import ClusterConfig
 
 pytestmark = [pytest.mark.lab, pytest.mark.airflow, pytest.mark.timeout(900)]
 
@@ -50,7 +51,7 @@ def _plan(config, settings, brokers=(3,)):
     from kafka_runbooks.incidents.store import IncidentStore
     from kafka_runbooks.remediate import election as E
 
-    store = IncidentStore(settings["incident_base"])
+    store = IncidentStore(ClusterConfig.from_dict("lab", settings))
     record = store.open(cluster="lab", broker_ids=list(brokers), reason="guard test", trigger={"kind": E.KIND}, opened_by="test")
     with ZooKeeperHook(config.zk_conn_id).session() as zk:
         plan = E.plan_election(read_snapshot(zk, "lab"), config, brokers=list(brokers), roll_id=record["id"])

@@ -23,6 +23,7 @@ from kafka_lab.airflow_home import load_dags, take_triggered_confs
 from kafka_lab.approvals import Responder
 from kafka_lab.drill import HEALTH, RESPONSE
 from kafka_lab.procs import wait_until
+from kafka_runbooks.config import ClusterConfig
 
 pytestmark = [pytest.mark.lab, pytest.mark.airflow, pytest.mark.spark, pytest.mark.timeout(1500)]
 
@@ -104,7 +105,7 @@ def test_the_health_check_finds_it_and_the_response_restarts_it_through_the_engi
     assert states["plan"] == "success" and states["explain"] == "skipped"
     assert lab.broker_pid(3) != pid_before
     lab.wait_full_isr(120)
-    store = IncidentStore(settings["incident_base"])
+    store = IncidentStore(ClusterConfig.from_dict("lab", settings))
     incident = store.get(conf["incident_id"])
     assert incident["status"] == "closed"
     trail = store.audit_trail(conf["incident_id"])

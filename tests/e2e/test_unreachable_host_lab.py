@@ -12,6 +12,7 @@ import pytest
 
 from kafka_lab.airflow_home import load_dags
 from kafka_lab.approvals import Responder
+from kafka_runbooks.config import ClusterConfig
 
 pytestmark = [pytest.mark.lab, pytest.mark.airflow, pytest.mark.timeout(600)]
 
@@ -29,7 +30,7 @@ def test_a_roll_with_an_unreachable_host_is_refused_at_plan_time(lab_settings, m
         run = load_dags().get_dag("kafka_rolling_restart").test(run_conf=form)
     states = {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
     assert states["plan"] == "failed" and not responder.answered_run_ids, states
-    (record,) = [r for r in IncidentStore(settings["incident_base"]).records("lab") if r.get("plan")]
+    (record,) = [r for r in IncidentStore(ClusterConfig.from_dict("lab", settings)).records("lab") if r.get("plan")]
     refusals = record["plan"]["refusals"]
     assert any(r.startswith("broker 2: its host cannot be reached over SSH now (kafka_lab_host_2") for r in refusals), refusals
     assert record["status"] == "closed" and lab.broker_pid(2)  # nothing was touched

@@ -13,6 +13,7 @@ import pytest
 from kafka_lab.airflow_home import load_dags, take_triggered_confs
 from kafka_lab.drill import HEALTH, RESPONSE
 from webhook_receiver import WebhookReceiver
+from kafka_runbooks.config import ClusterConfig
 
 pytestmark = [pytest.mark.lab, pytest.mark.airflow, pytest.mark.timeout(900)]
 
@@ -40,7 +41,7 @@ def test_an_unreachable_zookeeper_is_a_finding_that_pages_on_call(lab_settings, 
         snapshot = next(ti for ti in run.get_task_instances() if ti.task_id == "snapshot").xcom_pull(task_ids="snapshot")
         assert "KazooTimeoutError" in snapshot["zookeeper_error"] and "127.10" in snapshot["zookeeper_error"]
         assert take_triggered_confs(RESPONSE) == []  # nothing to capture or restart
-        store = IncidentStore(settings["incident_base"])
+        store = IncidentStore(ClusterConfig.from_dict("lab", settings))
         (incident,) = [r for r in store.records("lab") if (r.get("trigger") or {}).get("kind") == "zookeeper_unreachable"]
         finding = incident["trigger"]
         assert incident["status"] == "needs_person"

@@ -333,7 +333,10 @@ public final class LabFaultAgent {
 
     private static ReentrantLock requestQueueLock() throws Exception {
         for (Thread t : Thread.getAllStackTraces().keySet()) {
-            if (!t.getName().contains("kafka-request-handler-")) {  // 2.3: data-plane-kafka-request-handler-N
+            // 2.3: data-plane-kafka-request-handler-N; 0.10.2.1: kafka-request-handler-N. Both: Thread.target is a
+            // kafka.server.KafkaRequestHandler whose requestChannel holds the ArrayBlockingQueue as
+            // kafka$network$RequestChannel$$requestQueue (scalac's expanded name: a Gauge reads it)
+            if (!t.getName().contains("kafka-request-handler-")) {
                 continue;
             }
             Object handler = field(t, Thread.class, "target");  // kafka.server.KafkaRequestHandler
@@ -440,7 +443,7 @@ public final class LabFaultAgent {
             sb.append(i++ == 0 ? "" : ", ").append(json(a));
         }
         sb.append("], \"needs_restart\": ").append(needsRestart == null ? "null" : json(needsRestart));
-        sb.append(", \"shutting_down\": ").append(threadAlive("kafka-shutdown-hook"));
+        sb.append(", \"shutting_down\": ").append(shutdownHookRunning());
         sb.append(", \"at_ms\": ").append(System.currentTimeMillis()).append("}\n");
         try {
             Path tmp = dir.resolve(stateFile.getFileName() + ".tmp");
@@ -451,10 +454,14 @@ public final class LabFaultAgent {
         }
     }
 
-    /** Kafka's shutdown hook thread exists once the JVM got SIGTERM (a shutdown in progress, maybe stuck). */
-    private static boolean threadAlive(String name) {
+    /**
+     * Kafka's shutdown hook thread exists once the JVM got SIGTERM (a shutdown in progress, maybe stuck). 2.x names it
+     * "kafka-shutdown-hook"; 0.10's is an unnamed anonymous subclass of Thread in kafka.Kafka ("Thread-N",
+     * class kafka.Kafka$$anon$1).
+     */
+    private static boolean shutdownHookRunning() {
         for (Thread t : Thread.getAllStackTraces().keySet()) {
-            if (t.getName().equals(name) && t.isAlive()) {
+            if (t.isAlive() && (t.getName().equals("kafka-shutdown-hook") || t.getClass().getName().startsWith("kafka.Kafka$"))) {
                 return true;
             }
         }

@@ -3,14 +3,19 @@
     unknown_api_key       a request whose API key the broker does not know (incident 002a):
                             2.3:      ERROR Closing socket for 127.101.1.3:9092-127.101.2.50:44365-8 because of error
                                       org.apache.kafka.common.errors.InvalidRequestException: Unknown API key 60
-                            0.9/0.10: ERROR Processor got uncaught exception. (kafka.network.Processor)
+                            0.9-0.10.0: ERROR Processor got uncaught exception. (kafka.network.Processor)
                                       java.lang.ArrayIndexOutOfBoundsException: 18
                                           at org.apache.kafka.common.protocol.ApiKeys.forId(ApiKeys.java:68)
-                            later:    "Unexpected ApiKeys id `N`", "... best guess of the apiKey is: N"
+                            0.10.1-0.11: ERROR Closing socket for 127.106.1.3:9092-127.106.2.50:37185 because of error
+                                      ...InvalidRequestException: Error getting request for apiKey: 32 and apiVersion: 0
+                                      Caused by: ...IllegalArgumentException: Unexpected ApiKeys id `32`, ...
+                            others:   "... best guess of the apiKey is: N"
     group_load_start      "Scheduling loading of offsets and group metadata from __consumer_offsets-7" (0.11+),
-                          "Loading offsets and group metadata from [__consumer_offsets,19]" (0.9/0.10)
+                          "Loading offsets and group metadata from [__consumer_offsets,19]" (0.9 - 0.10.1),
+                          "Loading offsets and group metadata from __consumer_offsets-0" (0.10.2)
     group_load_done       "Finished loading offsets and group metadata from __consumer_offsets-7 in 12 milliseconds."
-                          "Finished loading offsets from [__consumer_offsets,27] in 1205 milliseconds."
+                          "Finished loading offsets from [__consumer_offsets,27] in 1205 milliseconds." (0.9 - 0.10.1),
+                          "Finished loading offsets from __consumer_offsets-0 in 231 milliseconds." (0.10.2)
     zk_session_expired    "[ZooKeeperClient Kafka server] Session expired.", "zookeeper state changed (Expired)",
                           "session 0x... has expired"
     log_cleaner_died      (log-cleaner.log) "[kafka-log-cleaner-thread-0]: Error due to"

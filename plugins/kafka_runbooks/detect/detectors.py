@@ -211,7 +211,15 @@ def detect_isr_suspects(ctx: Context) -> list[Finding]:
     return findings
 
 
+def detect_version_mismatch(ctx: Context) -> list[Finding]:
+    """The configured kafka_version against what the brokers report (kafka_runbooks.versions): a warning."""
+    from kafka_runbooks import versions
+
+    return versions.mismatch_findings(ctx.snapshot.version, ctx.kafka_version) if ctx.snapshot.kafka_version else []
+
+
 DETECTORS: tuple[Callable[[Context], list[Finding]], ...] = (
+    detect_version_mismatch,
     detect_not_serving,
     detect_unregistered,
     detect_offline,

@@ -20,26 +20,19 @@ from kafka_runbooks.detect.jmxtool import (DEFAULT_QUEUED_MAX_REQUESTS, FAILED_F
                                           REQUEST_TYPES, request_metric)
 from kafka_runbooks.model import Evidence, Finding, RequestMetrics, Severity
 
-KIP_291 = (2, 2)
 RUNBOOK = "runbooks/preferred-election.md"
 
 
-def _version(v: str | None) -> tuple[int, ...] | None:
-    if not v:
-        return None
-    try:
-        return tuple(int(x) for x in v.split(".")[:2])
-    except ValueError:
-        return None
+def kip291_note(version, control_plane_listener: str | None, queued_max: int, explicit: bool) -> str:
+    """What on-call must know about the request queue on this version (``version``: a
+    ``kafka_runbooks.versions.KafkaVersion``, or a version string for pure callers)."""
+    from kafka_runbooks import versions
 
-
-def kip291_note(version: str | None, control_plane_listener: str | None, queued_max: int, explicit: bool) -> str:
-    """What on-call must know about the request queue on this version."""
     bound = f"queued.max.requests is {queued_max}" + ("" if explicit else " (Kafka's default)") + \
         ": when that many requests wait, the network threads stop reading every socket"
-    v = _version(version)
-    if v is not None and v < KIP_291:
-        return (f"Kafka {version} < 2.2 puts the controller's requests (LeaderAndIsr, UpdateMetadata) in the same queue, "
+    kv = version if isinstance(version, versions.KafkaVersion) else versions.assumed(version)
+    if kv.lacks("control_plane"):
+        return (f"Kafka {kv.describe()} < 2.2 puts the controller's requests (LeaderAndIsr, UpdateMetadata) in the same queue, "
                 f"behind client requests (fixed by KIP-291 in 2.2): a full queue delays who-leads updates; {bound}")
     if not control_plane_listener:
         return (f"no control.plane.listener.name: the controller's requests share this queue with client requests "
@@ -91,7 +84,8 @@ def detect_request_saturation(ctx: Context) -> list[Finding]:
             reasons.append("failed " + ", ".join(f"{n} requests {v:.2f}/s" for n, v in failing.items()))
             cited += [(FAILED_PRODUCE, "OneMinuteRate"), (FAILED_FETCH, "OneMinuteRate")]
         b = s.broker(m.broker_id)
-        note = kip291_note(b.version if b and b.version else ctx.kafka_version,
+        # what the brokers report; the setting only where nothing was observed (pure callers)
+        note = kip291_note(s.version if s.kafka_version else (b.version if b and b.version else ctx.kafka_version),
                            s.static_config("control.plane.listener.name", m.broker_id), bound, explicit)
         findings.append(Finding(
             kind="request_queue_saturated" if saturated else "requests_failing",

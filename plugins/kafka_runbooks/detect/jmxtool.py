@@ -93,14 +93,31 @@ def jmx_url(host: str, port: int) -> str:
     return f"service:jmx:rmi:///jndi/rmi://{host}:{int(port)}/jmxrmi"
 
 
-def jmxtool_argv(kafka_home: str, url: str, heap: str = "-Xmx64m", extra_names: Iterable[str] = ()) -> tuple[str, ...]:
-    """Kafka's JmxTool, once, CSV. ``JMX_PORT`` unset: kafka-run-class.sh would make the tool's own JVM bind it."""
+# JmxTool before 2.0 (KAFKA-6611) has no --one-time and exits on it; it prints a header and a row every
+# --reporting-interval, forever, and with --attributes only when every object named has every attribute asked (an
+# absent fetcher-lag name would hold every row back: so no --attributes there). This constant script runs the tool
+# (its arguments, never part of the script), passes its first two lines on and stops it: the JVM ignores SIGPIPE, so
+# a pipe into head would leave it running.
+FIRST_ROW_SCRIPT = ('coproc JMX { exec "$@"; }; IFS= read -r head <&"${JMX[0]}" && IFS= read -r row <&"${JMX[0]}"; rc=$?; '
+                    'kill "$JMX_PID" 2>/dev/null; wait "$JMX_PID" 2>/dev/null; printf "%s\\n%s\\n" "$head" "$row"; exit $rc')
+REPORTING_INTERVAL_MS = 3_600_000  # the tool is stopped after its first row
+
+
+def jmxtool_argv(kafka_home: str, url: str, heap: str = "-Xmx64m", extra_names: Iterable[str] = (), version=None) -> tuple[str, ...]:
+    """Kafka's JmxTool, once. ``JMX_PORT`` unset: kafka-run-class.sh would make the tool's own JVM bind it.
+    ``version`` (``kafka_runbooks.versions.KafkaVersion``): ``--one-time`` CSV where every broker has it (2.0+), else
+    (0.10, or unknown) the original format until its first row (``FIRST_ROW_SCRIPT``); every object name is the same
+    in 0.10.2.1 (tests/analyze/fixtures/real0102/jmxtool.csv, recorded from the lab's broker)."""
+    one_time = version is not None and version.has("jmxtool_one_time")
     argv = ["env", "-u", "JMX_PORT", f"KAFKA_HEAP_OPTS={heap}", "KAFKA_OPTS=", "KAFKA_JMX_OPTS=",
-            f"{kafka_home.rstrip('/')}/bin/kafka-run-class.sh", "kafka.tools.JmxTool", "--jmx-url", url,
-            "--one-time", "true", "--report-format", "csv", "--attributes", ",".join(ATTRIBUTES)]
+            f"{kafka_home.rstrip('/')}/bin/kafka-run-class.sh", "kafka.tools.JmxTool", "--jmx-url", url]
+    if one_time:
+        argv += ["--one-time", "true", "--report-format", "csv", "--attributes", ",".join(ATTRIBUTES)]
+    else:
+        argv += ["--reporting-interval", str(REPORTING_INTERVAL_MS)]
     for name in (*OBJECT_NAMES, *extra_names):
         argv += ["--object-name", name]
-    return tuple(argv)
+    return tuple(argv) if one_time else ("bash", "-c", FIRST_ROW_SCRIPT, "jmxtool", *argv)
 
 
 # --------------------------------------------------------------------------- reading it

@@ -49,11 +49,13 @@ def _said(stderr: bytes | None) -> str:
     return " ".join(lines[-2:])[-300:] or "no message"
 
 
-def read_host(config, broker: Broker, registered: bool, ssh, replicas: Iterable[tuple[str, int, int, bool]] = ()) -> HostLeadership:
+def read_host(config, broker: Broker, registered: bool, ssh, replicas: Iterable[tuple[str, int, int, bool]] = (),
+              version=None) -> HostLeadership:
     """One broker host's part (``ssh``: a StrictSSHHook or anything with ``run(argv, timeout)``). ``replicas``: (topic,
     partition, leader, this broker is the follower) of the replicas out of their ISR it takes part in
     (``detect/replicas.py``): their log end offsets and fetcher lags are read in the same JmxTool run, and a follower's
-    state-change.log lines about them."""
+    state-change.log lines about them. ``version``: the brokers' version as observed, which decides how JmxTool is
+    run."""
     from kafka_runbooks.capture.commands import UnsafeValueError, validate_abs_path, validate_port
     from kafka_runbooks.detect.controller_log import controller_events
     from kafka_runbooks.detect.broker_log import lines_of_interest
@@ -109,7 +111,7 @@ def read_host(config, broker: Broker, registered: bool, ssh, replicas: Iterable[
                 out.metrics = metrics_from(broker.id, at, JmxReading(), error=f"no usable JMX host ({host!r}): request queues unknown")
             else:
                 url = jmx_url(host, validate_port(broker.jmx_port))
-                argv = jmxtool_argv(validate_abs_path(config.kafka_home, "kafka_home"), url, h.jmx_heap, extra_names)
+                argv = jmxtool_argv(validate_abs_path(config.kafka_home, "kafka_home"), url, h.jmx_heap, extra_names, version)
                 res = ssh.run(argv, h.jmx_timeout_s)
                 reading = parse_jmxtool_output(_text(res)) if res.ok else JmxReading()
                 err = None if res.ok else f"JmxTool {res.error or 'exit ' + str(res.exit_code)}: {_said(res.stderr)}"
@@ -120,7 +122,8 @@ def read_host(config, broker: Broker, registered: bool, ssh, replicas: Iterable[
 
 
 def read_hosts(config, brokers: Iterable[Broker], registered: set[int], runner_factory: Callable | None = None,
-               replicas: Mapping[int, Iterable[tuple[str, int, int, bool]]] | None = None) -> list[HostLeadership]:
+               replicas: Mapping[int, Iterable[tuple[str, int, int, bool]]] | None = None,
+               version=None) -> list[HostLeadership]:
     from kafka_runbooks.hooks.ssh import default_runner_factory, opened_runner
 
     factory = runner_factory or default_runner_factory(config.capture.connect_timeout_s)
@@ -129,7 +132,7 @@ def read_hosts(config, brokers: Iterable[Broker], registered: set[int], runner_f
     def one(b: Broker) -> HostLeadership:
         try:
             with opened_runner(factory, config.ssh_conn_id(b.id)) as ssh:
-                return read_host(config, b, b.id in registered, ssh, replicas.get(b.id, ()))
+                return read_host(config, b, b.id in registered, ssh, replicas.get(b.id, ()), version)
         except Exception as exc:  # noqa: BLE001 - an unusable host is a note, never a failed health check
             return HostLeadership(b.id, notes=[f"broker {b.id}: host not read ({type(exc).__name__}: {exc})"])
 
@@ -165,7 +168,7 @@ def observe(config, snapshot: ClusterSnapshot, brokers: Iterable[Broker], *, hos
         views = pool.submit(KafkaHook(config.kafka_conn_id, listener=config.listener).metadata_views, live, h.view_timeout_s) \
             if h.metadata_views else None
         host = pool.submit(read_hosts, config, [b for b in brokers if b.id in config.hosts], set(snapshot.live_broker_ids),
-                           None, replica_roles(snapshot)) if hosts else None
+                           None, replica_roles(snapshot), snapshot.version if snapshot.kafka_version else None) if hosts else None
         if views is not None:
             fields["metadata_views"] = tuple(views.result())
         if host is not None:

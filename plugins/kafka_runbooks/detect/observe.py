@@ -69,7 +69,8 @@ def take_snapshot(config, *, probe_hosts: bool = True, check_kafka: bool = True,
                   leadership: bool = True, probe_zookeeper: bool = True):
     """ClusterSnapshot from ZooKeeper; then, in parallel: host probes over SSH of every registered
     or configured broker, direct Kafka checks of each, the canary when the cluster enables it, the
-    ZooKeeper probe of every ensemble member (four-letter words; SSH where configured), and what
+    ZooKeeper probe of every ensemble member (four-letter words; SSH where configured), the version the brokers
+    report (ApiVersions, registration schema: ``KafkaHook.kafka_version``), and what
     the leadership detectors read (each broker's own metadata; over SSH its election settings, controller
     log lines and request-path JMX: ``detect/leadership_observe.py``)."""
     import dataclasses
@@ -100,13 +101,20 @@ def take_snapshot(config, *, probe_hosts: bool = True, check_kafka: bool = True,
         for p in sorted(snapshot.partitions, key=lambda p: p.index):
             if p.topic == config.canary.topic and p.leader in snapshot.live_broker_ids:
                 led.setdefault(p.leader, p.index)
+    if check_kafka:
+        # first, and briefly (hooks/kafka.py VERSION_PROBE_S): JmxTool's invocation and the canary's producer depend on it
+        from kafka_runbooks import versions
+
+        version = hook.kafka_version(list(snapshot.brokers), config.health.kafka_probe_timeout_s, config.kafka_version)
+        snapshot = dataclasses.replace(snapshot, kafka_version=versions.to_dict(version))
     with ThreadPoolExecutor(max_workers=5, thread_name_prefix="snapshot") as pool:
         lead = pool.submit(observe_leadership, config, snapshot, brokers, hosts=probe_hosts) if leadership and check_kafka else None
         ensemble = pool.submit(probe_ensemble, config, zk_hook.servers, ssh=probe_hosts) if probe_zookeeper else None
         probes = pool.submit(probe_all, config, brokers) if probe_hosts else None
         checks = (pool.submit(hook.check_all, checkable, config.health.kafka_probe_timeout_s, unregistered=missing,
                               unregistered_timeout_s=config.health.unregistered_probe_timeout_s) if check_kafka else None)
-        canary = (pool.submit(hook.canary, list(snapshot.brokers), led, config.canary.topic, config.canary.timeout_s)
+        canary = (pool.submit(hook.canary, list(snapshot.brokers), led, config.canary.topic, config.canary.timeout_s,
+                              version=snapshot.version if snapshot.kafka_version else None)
                   if check_kafka and config.canary.enabled else None)
         if probes is not None:
             snapshot = snapshot.with_probes(probes.result())

@@ -80,8 +80,12 @@ class PlanElectionOperator(BaseOperator):
                                 trigger={"kind": E.KIND, "requested": brokers, "started_by": starter},
                                 opened_by=starter or _actor(context))
             record_id = record["id"]
+        from kafka_runbooks.hooks.kafka import KafkaHook
+
+        version = KafkaHook(config.kafka_conn_id, listener=config.listener).kafka_version(
+            snapshot.brokers, config.health.kafka_probe_timeout_s, config.kafka_version)  # read from the brokers
         plan = E.plan_election(snapshot, config, brokers=brokers, roll_id=record_id, deadline_at=deadline_at, elected=elected,
-                               views=views)
+                               views=views, version=version)
         digest = plan_digest(plan)
         self.log.info("plan (%s), digest %s:\n%s", "dry run" if dry_run else "to be approved", digest[:16],
                       "\n".join([f"  {b.reason}: {', '.join(b.partitions)}" for b in plan.batches]

@@ -48,10 +48,10 @@ def product_activity(config, zk=None, *, now: dt.datetime | None = None) -> list
     since = clock.iso(now - dt.timedelta(seconds=config.leadership.window_s))
     lock_runs = [str(h.get("run")) for h in (holders(zk, config.name) if zk is not None else []) if h.get("run")]
     out = []
-    for record in IncidentStore(config.incident_base).records(config.name):
+    for record in IncidentStore(config).records(config.name):
         if record.get("closed_at") and str(record["closed_at"]) < since:
             continue
-        a = activity_of(record, L.Ledger(config.incident_base, record["id"]).entries(), lock_runs)
+        a = activity_of(record, L.Ledger(config, record["id"]).entries(), lock_runs)
         if a is not None and (a.running or (a.ended or "") >= since):
             out.append(a)
     return out

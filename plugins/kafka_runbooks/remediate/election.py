@@ -47,7 +47,8 @@ def chunks(items: list, size: int) -> list[list]:
 
 
 def plan_election(snapshot: ClusterSnapshot, config: ClusterConfig, *, brokers: Iterable[int] = (), roll_id: str | None = None,
-                  deadline_at: str | None = None, elected: Iterable[str] = (), views: Iterable[Any] | None = None) -> Plan:
+                  deadline_at: str | None = None, elected: Iterable[str] = (), views: Iterable[Any] | None = None,
+                  version=None) -> Plan:
     """``brokers``: only leadership moving to these (empty: every broker). ``elected``: partitions an earlier run of
     the same election already elected and saw converge (resume, from its ledger): never elected again by it. Refused
     when nothing is to move, the method cannot work on this Kafka, or a target broker has no configured host (the
@@ -55,7 +56,7 @@ def plan_election(snapshot: ClusterSnapshot, config: ClusterConfig, *, brokers: 
     s: ElectionSettings = config.election
     wanted = sorted({int(b) for b in brokers})
     done = sorted(set(elected))
-    refusals: list[str] = list(method_refusals(config))
+    refusals: list[str] = list(method_refusals(config, version))
     if views is not None:
         refusals += view_refusals(snapshot, views)
     if snapshot.cluster != config.name:
@@ -135,10 +136,17 @@ def _version(text: str | None) -> tuple[int, int] | None:
     return (int(m.group(1)), int(m.group(2))) if m else None
 
 
-def method_refusals(config: ClusterConfig) -> list[str]:
+def method_refusals(config: ClusterConfig, version=None) -> list[str]:
     """``admin`` on a Kafka known to be older than 2.2 has no API to elect with. On 2.2/2.3 it works for the preferred
     election (measured on the lab's 2.3.0: librdkafka 2.16 sends ElectLeaders v0, the broker elects the preferred
-    replicas); nothing is known of an unset ``kafka_version``, so it is tried (and a broker's error halts the batch)."""
+    replicas). ``version``: what the brokers report (``kafka_runbooks.versions.KafkaVersion``, versions' feature
+    ``elect_leaders_api``); without it the ``kafka_version`` setting; nothing known: it is tried (a broker's error
+    halts the batch). The default method, the znode, works on every ZooKeeper-mode Kafka (0.10.2.1 included)."""
+    if version is not None and version.brokers:
+        if election_method(config) == "admin" and version.lacks("elect_leaders_api"):
+            return [f"election.method 'admin' needs Kafka >= 2.2 (ElectLeaders, API key 43, KIP-183); cluster {config.name!r}'s "
+                    f"brokers report {version.describe()}: use method 'zookeeper' (or 'auto')"]
+        return []
     v = _version(config.kafka_version)
     if election_method(config) == "admin" and v is not None and v < ADMIN_SINCE:
         return [f"election.method 'admin' needs Kafka >= 2.2 (ElectLeaders, API key 43, KIP-183); cluster {config.name!r} runs "

@@ -26,14 +26,16 @@ ACTION = "restart_broker"
 
 
 def safety_settings(config: ClusterConfig, static_configs: Mapping[int, Mapping[str, str]] | None = None,
-                    unread: Mapping[int, str] | None = None) -> SafetySettings:
-    """``unread``: brokers whose server.properties could not be read (their static values are unknown)."""
+                    unread: Mapping[int, str] | None = None, version=None) -> SafetySettings:
+    """``unread``: brokers whose server.properties could not be read (their static values are unknown).
+    ``version``: what the brokers report (``KafkaHook.kafka_version``); the product's callers always pass it."""
     return SafetySettings(
         min_isr=config.min_insync_replicas,
         unclean=config.unclean_leader_election,
         kafka_version=config.kafka_version,
         static_configs=dict(static_configs or {}),
         unread=dict(unread or {}),
+        version=version,
     )
 
 
