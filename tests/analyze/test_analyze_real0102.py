@@ -68,10 +68,11 @@ def test_controller_and_cleaner_in_0_10_words():
 
 
 def test_jmxtool_0_10_output_is_read():
-    from kafka_runbooks.detect.jmx import OBJECT_NAMES, REQUEST_QUEUE, parse_jmxtool_csv
+    from kafka_runbooks.detect.jmxtool import OBJECT_NAMES, REQUEST_QUEUE, parse_jmxtool_output
 
-    values, problems = parse_jmxtool_csv(fixture_text("real0102/jmxtool.csv"))
-    assert problems == [] and f"{REQUEST_QUEUE}:Value" in values
+    reading = parse_jmxtool_output(fixture_text("real0102/jmxtool.csv"))
+    values = reading.values
+    assert reading.problems == () and reading.form == "original" and f"{REQUEST_QUEUE}:Value" in values
     # every object name the detectors read exists on 0.10.2.1 under the same name
     assert {k.rsplit(":", 1)[0] for k in values} == set(OBJECT_NAMES)
 

@@ -24,6 +24,7 @@ import pytest
 
 from airflow_runs import ApiServer, continue_run, q
 from kafka_lab.airflow_home import load_dags
+from kafka_runbooks.config import ClusterConfig
 
 pytestmark = [pytest.mark.airflow, pytest.mark.timeout(900)]
 
@@ -187,6 +188,6 @@ def test_a_run_triggered_through_rest_by_a_cannot_be_approved_by_a_but_by_b(api_
     entries = _ledger(settings, plan["roll_id"]).entries()
     (approval,) = [e for e in entries if e["event"] == "approval"]
     assert (approval["decision"]["user_id"], approval["decision"]["starter"], approval["decision"]["refusals"]) == ("carol", "alice", [])
-    audit = IncidentStore(ClusterConfig.from_dict("lab", settings)).audit_trail(plan["roll_id"])
+    audit = IncidentStore(ClusterConfig.from_dict("resttest", settings)).audit_trail(plan["roll_id"])
     verified = [e for e in audit if e["action"] == "approval_verified"]
     assert [(e["actor"], e["details"]["started_by"]) for e in verified] == [("carol", "alice")]

@@ -57,9 +57,17 @@ def test_per_replica_names_are_spelled_out_no_patterns():
     assert fetcher_lag(0, 2, "__consumer_offsets", 0) == (
         "kafka.server:type=FetcherLagMetrics,name=ConsumerLag,clientId=ReplicaFetcherThread-0-2,topic=__consumer_offsets,partition=0")
     assert replica_names("orders", 1, 3, 2) == (log_end_offset("orders", 1), fetcher_lag(0, 3, "orders", 1), fetcher_lag(1, 3, "orders", 1))
-    argv = jmxtool_argv("/opt/kafka", "service:jmx:rmi:///jndi/rmi://h:9999/jmxrmi", extra_names=replica_names("orders", 1, 3, 1))
+    from kafka_runbooks import versions
+
+    url = "service:jmx:rmi:///jndi/rmi://h:9999/jmxrmi"
+    argv = jmxtool_argv("/opt/kafka", url, extra_names=replica_names("orders", 1, 3, 1), version=versions.assumed("2.3.0"))
     assert not any("*" in a or "?" in a for a in argv)  # JmxTool 2.3 + --attributes + a pattern = NullPointerException
     assert argv[argv.index("--report-format") + 1] == "csv" and log_end_offset("orders", 1) in argv
+    # before 2.0 (or a version not observed): no --one-time, no --attributes; stopped after its first row
+    for old in (versions.assumed("0.10.2.1"), None):
+        argv = jmxtool_argv("/opt/kafka", url, extra_names=replica_names("orders", 1, 3, 1), version=old)
+        assert argv[:2] == ("bash", "-c") and "--one-time" not in argv and "--attributes" not in argv
+        assert log_end_offset("orders", 1) in argv
     import pytest
 
     with pytest.raises(ValueError):

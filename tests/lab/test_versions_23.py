@@ -24,7 +24,8 @@ def on23(healthy_lab, monkeypatch):
 def test_23_every_branch_takes_the_newer_side(on23):
     from kafka_runbooks import versions
     from kafka_runbooks.capture.commands import dump_log_command
-    from kafka_runbooks.detect.jmx import REQUEST_QUEUE, jmxtool_argv, kip291_note
+    from kafka_runbooks.detect.jmx import kip291_note
+    from kafka_runbooks.detect.jmxtool import REQUEST_QUEUE, jmxtool_argv
     from kafka_runbooks.detect.leadership_observe import read_hosts
     from kafka_runbooks.detect.snapshot import read_snapshot
     from kafka_runbooks.hooks.kafka import KafkaHook
@@ -54,10 +55,8 @@ def test_23_every_branch_takes_the_newer_side(on23):
     assert "--one-time" in jmxtool_argv(config.kafka_home, "service:jmx:rmi:///jndi/rmi://h:1/jmxrmi", version=kv)
     slow = dataclasses.replace(config, leadership=dataclasses.replace(config.leadership, jmx_timeout_s=90.0))
     m = read_hosts(slow, [snapshot.broker(1)], {1}, version=kv)[0].metrics
-    # the tool ran with --one-time and exited with its answer; reading 2.3's answer (its leading "time" line) is being
-    # fixed in the CSV reader by another branch (issue 20's brief): until it lands this says "a header but no values"
-    assert m is not None and (m.ok and m.get(REQUEST_QUEUE, "Value") is not None
-                              or m.error == "JmxTool printed a header but no values"), m
+    # the tool ran with --one-time and exited with its answer, read with its leading "time" line
+    assert m is not None and m.ok and m.get(REQUEST_QUEUE, "Value") is not None, m
     note = kip291_note(kv, None, 500, False)  # 2.2+: the separate control plane exists, needs its listener
     assert "< 2.2" not in note and note.startswith("no control.plane.listener.name")
     # kafka-dump-log.sh (2.0+, KAFKA-6615), run on the broker's host

@@ -56,12 +56,13 @@ def _record(tmp_path, monkeypatch):
     """A cluster whose settings come from a file, and a roll record the page is audited in."""
     import json
 
+    from kafka_runbooks.config import ClusterConfig
     from kafka_runbooks.incidents.store import IncidentStore
 
-    base = tmp_path / "incidents"
-    (tmp_path / "clusters.json").write_text(json.dumps({"lab": {"zk_conn_id": "zk", "hosts": {"1": "h1"}, "incident_base": str(base)}}))
+    lab = {"zk_conn_id": "zk", "hosts": {"1": "h1"}, "incident_base": str(tmp_path / "incidents")}
+    (tmp_path / "clusters.json").write_text(json.dumps({"lab": lab}))
     monkeypatch.setenv("KAFKA_RUNBOOKS_CLUSTERS_FILE", str(tmp_path / "clusters.json"))
-    store = IncidentStore(base)
+    store = IncidentStore(ClusterConfig.from_dict("lab", lab))
     record = store.open(cluster="lab", broker_ids=[1], reason="roll", trigger={"kind": "rolling_restart"}, opened_by="test")
     ti = SimpleNamespace(dag_id="kafka_rolling_restart", run_id="manual__1", task_id="execute",
                          xcom_pull=lambda task_ids: {"plan": {"roll_id": record["id"]}} if task_ids == "plan" else None)

@@ -47,7 +47,7 @@ def _approve(tmp_path, config, plan, canary, **kw):
              plan_digest=approval_digest(plan, binding), chosen="Approve", user_id="carol", user_name="carol",
              responded_at="2026-11-22T14:00:00+00:00", timed_out=False, starter="alice", binding=binding, plan=plan.to_dict())
     d.update(kw)
-    ledger = Ledger(StateDb.embedded(tmp_path), plan.roll_id)
+    ledger = Ledger(StateDb.embedded(tmp_path / "incidents"), plan.roll_id)
     ledger.append("approval", "run-1", **A.entry_for(A.Decision(**d), SECRET))
     return ledger
 

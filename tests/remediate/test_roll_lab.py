@@ -28,6 +28,7 @@ from kafka_lab.airflow_home import load_dags
 from kafka_lab.approvals import Responder
 from kafka_lab.rollwatch import CanaryLoad, ZooKeeperWatcher
 from webhook_receiver import WebhookReceiver
+from kafka_runbooks.config import ClusterConfig
 
 pytestmark = [pytest.mark.lab, pytest.mark.airflow, pytest.mark.timeout(1200)]
 

@@ -266,6 +266,13 @@ SIGNATURES: tuple[Signature, ...] = (
       r"Error while creating ephemeral at (?P<path>/[A-Za-z0-9_/.-]{1,300}), node already exists and owner '(?P<owner>[0-9]{1,20})' does not match current session '(?P<session>[0-9]{1,20})'",
       "the broker was started while its previous ZooKeeper session still held /brokers/ids/N: it exits ('Exiting Kafka.')",
       (E("2.3.0", "[2026-11-22 14:03:26,452] ERROR Error while creating ephemeral at /brokers/ids/1, node already exists and owner '144115238283051009' does not match current session '144115254472081409' (kafka.zk.KafkaZkClient$CheckedEphemeral)", REAL23),)),
+    # before broker_startup_failed: on 0.9 - 1.0 the conflict is the exception under 'Fatal error during KafkaServer startup'
+    S("registration_conflict", "kafka", "0.9 – 1.0", ("KafkaServer",), ("A broker is already registered on the path",),
+      r"A broker is already registered on the path (?P<path>/[A-Za-z0-9_/.-]{1,300})\.",
+      "as above, in 0.9 - 1.0's words: the exception line under 'Fatal error during KafkaServer startup' (no session ids: "
+      "ZkUtils compares nothing)",
+      (E("0.10.2.1", "[2026-11-24 21:13:54,538] FATAL [Kafka Server 3], Fatal error during KafkaServer startup. Prepare to shutdown (kafka.server.KafkaServer)\njava.lang.RuntimeException: A broker is already registered on the path /brokers/ids/3. This probably indicates that you either have configured a brokerid that is already in use, or else you have shutdown this broker and restarted it faster than the zookeeper timeout so it appears to be re-registering.", REAL0102),),
+      on="exception"),
     S("broker_startup_failed", "kafka", "0.9 – 4.x", ("KafkaServer", "BrokerServer", "ControllerServer", "KafkaServerStartable"),
       ("Fatal error during",),
       r"Fatal error during (?P<what>KafkaServer|KafkaServerStartable|broker|controller) startup\. Prepare to shutdown",
@@ -279,12 +286,6 @@ SIGNATURES: tuple[Signature, ...] = (
       "the broker's process exits (status 1) after a fatal error: with a crash-looping service manager it starts again and fails the same way",
       (E("2.3.0", "[2026-11-24 20:57:11,466] ERROR Exiting Kafka. (kafka.server.KafkaServerStartable)", REAL23_1124),
        E("2.3 – 3.x", "[2026-11-24 20:57:11,466] ERROR Exiting Kafka due to fatal exception (kafka.Kafka$)", KAFKA_SRC + " (Kafka.scala: configuration errors before startup)"))),
-    S("registration_conflict", "kafka", "0.9 – 1.0", ("KafkaServer",), ("A broker is already registered on the path",),
-      r"A broker is already registered on the path (?P<path>/[A-Za-z0-9_/.-]{1,300})\.",
-      "as above, in 0.9 - 1.0's words: the exception line under 'Fatal error during KafkaServer startup' (no session ids: "
-      "ZkUtils compares nothing)",
-      (E("0.10.2.1", "[2026-11-24 21:13:54,538] FATAL [Kafka Server 3], Fatal error during KafkaServer startup. Prepare to shutdown (kafka.server.KafkaServer)\njava.lang.RuntimeException: A broker is already registered on the path /brokers/ids/3. This probably indicates that you either have configured a brokerid that is already in use, or else you have shutdown this broker and restarted it faster than the zookeeper timeout so it appears to be re-registering.", REAL0102),),
-      on="exception"),
     S("broker_registered", "kafka", "0.10 – 1.0 (ZkUtils)", ("ZkUtils",), ("Registered broker",),
       r"Registered broker (?P<broker>" + ID + r") at path /brokers/ids/[0-9]{1,10} with addresses: (?P<endpoints>EndPoint[A-Za-z0-9_.:,()\[\]-]{1,2000})",
       "the broker (re)registered in ZooKeeper: from now on clients and the controller see it (0.10 logs it again after "

@@ -54,7 +54,7 @@ def find_resumable_roll(store, cluster: str) -> tuple[dict[str, Any], Any] | Non
         if found is not None and str(record.get("opened_at") or "") <= str(found[0].get("opened_at") or ""):
             break
         if record.get("status") == "open" and (record.get("trigger") or {}).get("kind") == ROLLING_RESTART:
-            ledger = Ledger(store.base, record["id"])
+            ledger = Ledger(store.db, record["id"])
             entries = ledger.entries()
             if interrupted_step(entries) is not None:
                 return record, ledger.progress()

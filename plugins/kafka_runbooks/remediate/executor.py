@@ -225,6 +225,7 @@ def read_fresh_state(zk, ex: Execution, broker_id: int) -> FreshState:
     open incidents, ZooKeeper, direct checks of every holder -- then ZooKeeper again (the state the stop is
     checked on is the newest; holders that appeared meanwhile are checked too)."""
     from kafka_runbooks.detect.snapshot import read_snapshot
+    from kafka_runbooks.hooks.kafka import KafkaHook
     from kafka_runbooks.incidents.store import IncidentStore
     from kafka_runbooks.remediate.host import static_config_state
     from kafka_runbooks.remediate.plan import safety_settings
@@ -235,13 +236,13 @@ def read_fresh_state(zk, ex: Execution, broker_id: int) -> FreshState:
     records = IncidentStore(cfg).records(cfg.name)
     snapshot = read_snapshot(zk, cfg.name)
     not_serving, unresponsive, checks, notes = serving_evidence(cfg, snapshot, [broker_id], ex.plan.not_serving, records)
-    snapshot = read_snapshot(zk, cfg.name)
+    version = KafkaHook(cfg.kafka_conn_id, listener=cfg.listener).kafka_version(
+        snapshot.brokers, cfg.health.kafka_probe_timeout_s, cfg.kafka_version)
+    snapshot = read_snapshot(zk, cfg.name)  # read last: the state the stop is checked on is the newest
     if set(holders_to_check(snapshot, broker_id)) - set(checks):
         not_serving, unresponsive, checks, more = serving_evidence(cfg, snapshot, [broker_id], ex.plan.not_serving, records, checks)
         notes += more
     unread = {**unread, **unconfigured_replicas(cfg, snapshot)}
-    version = KafkaHook(cfg.kafka_conn_id, listener=cfg.listener).kafka_version(
-        snapshot.brokers, cfg.health.kafka_probe_timeout_s, cfg.kafka_version)
     return FreshState(snapshot, safety_settings(cfg, static, unread, version), not_serving, unresponsive, notes, checks, records)
 
 
