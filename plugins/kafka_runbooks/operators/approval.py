@@ -26,6 +26,8 @@ from typing import Any, Sequence
 from airflow.providers.standard.operators.hitl import ApprovalOperator
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
+from kafka_runbooks.operators.links import LINKS
+
 DECISION_KEY = "decision"
 REQUESTED = "approval_requested"
 
@@ -49,6 +51,8 @@ def _responded_at(value: Any) -> str | None:
 class RemediationApprovalOperator(ApprovalOperator):
     """``plan_output``: the plan task's return value (templated). A dry run skips the approval and
     everything after it; a refused plan never reaches a person."""
+
+    operator_extra_links = LINKS  # operators/links.py: the run's incident and its report
 
     template_fields: Sequence[str] = (*ApprovalOperator.template_fields, "plan_output", "cluster")
 

@@ -6,6 +6,7 @@ from typing import Any, Sequence
 
 from airflow.sdk import BaseOperator, TriggerRule
 from airflow.sdk.exceptions import AirflowFailException
+from kafka_runbooks.operators.links import LINKS
 
 APPROVE = "Approve"
 
@@ -23,6 +24,8 @@ def approval_decision(approval: Any) -> tuple[str | None, str]:
 
 class OpenIncidentOperator(BaseOperator):
     """Validates the request, opens (or resumes) the incident and records the cluster state at start."""
+
+    operator_extra_links = LINKS  # operators/links.py: the run's incident and its report
 
     template_fields: Sequence[str] = ("request",)
 
@@ -92,6 +95,8 @@ class CloseIncidentOperator(BaseOperator):
     * anything else (capture failed, plan refused, restart or recovery failed): ``needs_person``
       with the stage it stopped at, and this task fails so the run is marked failed.
     """
+
+    operator_extra_links = LINKS  # operators/links.py: the run's incident and its report
 
     template_fields: Sequence[str] = ("incident", "approval", "restart", "verify", "report", "explanation", "follow_up")
 

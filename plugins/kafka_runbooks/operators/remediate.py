@@ -15,6 +15,7 @@ from airflow.sdk import BaseOperator, BaseSensorOperator, PokeReturnValue, Trigg
 from airflow.sdk.exceptions import AirflowFailException
 
 from kafka_runbooks.policies import POOL  # per cluster at run time: kafka_runbooks/policies.py
+from kafka_runbooks.operators.links import LINKS
 
 ROLLING_RESTART = "rolling_restart"
 INCIDENT_RESTART = "incident_restart"
@@ -148,6 +149,8 @@ class PlanRemediationOperator(BaseOperator):
     give the brokers and the evidence for the not-serving waiver. A refused plan fails here (nothing
     is asked, nothing changes) unless it is a dry run."""
 
+    operator_extra_links = LINKS  # operators/links.py: the run's incident and its report
+
     template_fields: Sequence[str] = ("cluster", "broker_ids", "reason", "mode", "canary", "resume", "incident", "report")
 
     def __init__(self, *, kind: str, cluster: str = "{{ params.cluster }}", broker_ids: Any = None, reason: Any = "",
@@ -280,6 +283,8 @@ class ClusterChangingOperator(BaseOperator):
     """Base of every task that changes a cluster: never retries, runs in the remediation pool, and acts only on
     a plan with a sealed Approve of THIS plan in THIS run that has not been used (``approved_plan``)."""
 
+    operator_extra_links = LINKS  # operators/links.py: the run's incident and its report
+
     template_fields: Sequence[str] = ("plan_output",)
 
     def __init__(self, *, plan_output: Any, **kwargs: Any) -> None:
@@ -335,6 +340,8 @@ class ExecutePlanOperator(ClusterChangingOperator):
 class CloseRollOperator(BaseOperator):
     """Last task of a rolling restart (runs whatever happened): closes the roll's record when every
     step is done; otherwise leaves it open saying why (rejected, refused, halted: resumable)."""
+
+    operator_extra_links = LINKS  # operators/links.py: the run's incident and its report
 
     template_fields: Sequence[str] = ("plan_output", "decision", "result")
 
