@@ -47,3 +47,9 @@ class ReportLink(BaseOperatorLink):
 
 
 LINKS = (IncidentLink(), ReportLink())
+
+
+def incident_url(cluster: str, record_id: str) -> str:
+    """The record's page in the kafka-runbooks app (absolute when ``[api] base_url`` is set)."""
+    q = lambda v: urllib.parse.quote(str(v), safe="")  # noqa: E731
+    return f"{_base()}{PREFIX}/incidents/{q(cluster)}/{q(record_id)}"

@@ -105,6 +105,14 @@ def use_approval(context, plan, config, nothing: str, canary: bool = False):
     return decision, approver
 
 
+def show_plan(context, log, config, plan, digest: str, dry_run: bool, snapshot, settings) -> dict[str, Any]:
+    """The plan as a person reads it (``operators/summary.py``): a refusal's one-line summary first, the plan once,
+    a dry run's plan as the run's note. Returns the blast summary and min ISR per topic for the approval."""
+    from kafka_runbooks.operators import summary
+
+    return summary.show_plan(context, log, config, plan, digest, dry_run, snapshot, settings, render_plan(plan, digest))
+
+
 def render_plan(plan, digest: str) -> str:
     lines = [f"{plan.kind} of {plan.cluster}: order {list(plan.broker_order)}, digest {digest[:16]}"
              + (f", already done {list(plan.completed)}" if plan.completed else "")]
@@ -238,16 +246,17 @@ class PlanRemediationOperator(BaseOperator):
                 opened_by=starter or _actor(context),
             )
             record_id = record["id"]
+        settings = safety_settings(config, static, unread)
         plan = plan_restart(
-            snapshot, requested, config, kind=self.kind, not_serving=not_serving, settings=safety_settings(config, static, unread),
+            snapshot, requested, config, kind=self.kind, not_serving=not_serving, settings=settings,
             completed=completed, roll_id=record_id, canary_topic=config.canary.topic if canary else None, unresponsive=unresponsive,
         )
         digest = plan_digest(plan)
-        self.log.info("plan (%s):\n%s", "dry run" if dry_run else "to be approved", render_plan(plan, digest))
+        shown = show_plan(context, self.log, config, plan, digest, dry_run, snapshot, settings)
         if not dry_run:
             L.Ledger(config, record_id).append(L.PLANNED, context["ti"].run_id, plan=plan.to_dict(), digest=digest,
                                                              starter=starter, notes=notes)
-            store.update(record_id, plan=plan.to_dict())
+            store.update(record_id, plan=plan.to_dict(), blast_summary=shown["blast_summary"])
             store.audit(record_id, actor=starter or _actor(context), action="plan_restart",
                         outcome="refused" if plan.refused else "ok",
                         details={"refusals": list(plan.refusals), "plan": plan.to_dict(), "digest": digest, "notes": notes,
@@ -256,7 +265,8 @@ class PlanRemediationOperator(BaseOperator):
                 if self.kind == ROLLING_RESTART and not completed:
                     # nothing was done and nothing can be: the roll's record ends here (an incident stays open)
                     store.close(record_id, actor=starter or _actor(context), resolution="plan refused; nothing was changed")
-                raise AirflowFailException("restart refused:\n" + "\n".join(f"- {r}" for r in plan.refusals))
+                raise AirflowFailException(f"{shown['summary']}; nothing changed (every reason is in the plan above and on "
+                                           "the incident page)")
         return {
             "plan": plan.to_dict(),
             "digest": digest,
@@ -266,6 +276,7 @@ class PlanRemediationOperator(BaseOperator):
             "report": report.get("report"),
             "gates": list(GATES) + ([CANARY_GATE] if canary else []),
             "notes": notes,
+            "min_isr": shown["min_isr"],
         }
 
     def _not_serving(self, config, snapshot, findings):
@@ -358,10 +369,15 @@ class CloseRollOperator(BaseOperator):
         from kafka_runbooks.remediate.executor import interrupted_step, interruption_report
         from kafka_runbooks.remediate.ledger import Ledger
 
+        from kafka_runbooks.operators import summary
+
         out = self.plan_output if isinstance(self.plan_output, dict) else {}
         plan = out.get("plan") or {}
         if out.get("dry_run"):
             return {"status": "dry run", "order": [s["broker_id"] for s in plan.get("steps", [])], "refusals": plan.get("refusals", [])}
+        refused = summary.refused_plan(context)
+        if not plan and refused:
+            return summary.close_refused(context, self.log, refused)
         record_id = plan.get("roll_id")
         if not record_id:
             raise AirflowFailException("the plan was never computed (see the plan task)")
@@ -372,7 +388,8 @@ class CloseRollOperator(BaseOperator):
         if progress.done and isinstance(self.result, dict):
             store.close(record_id, actor=actor, resolution=f"restarted {self.result.get('restarted')} (in order), approved by "
                                                            f"{self.result.get('approved_by')}; every gate passed")
-            return {"status": "closed", "record_id": record_id, "restarted": self.result.get("restarted")}
+            text = summary.finished(context, self.log, config, record_id, plan.get("kind") or ROLLING_RESTART, self.result)
+            return {"status": "closed", "record_id": record_id, "restarted": self.result.get("restarted"), "summary": text}
         choice = (self.decision or {}).get("chosen_options") if isinstance(self.decision, dict) else None
         refused = list((self.decision or {}).get("refusals") or []) if isinstance(self.decision, dict) else []
         if refused and not progress.completed and not progress.resumable:

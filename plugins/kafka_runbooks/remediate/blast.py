@@ -12,7 +12,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from kafka_runbooks.model import Plan
 
-_LOSES = re.compile(r"loses in-sync replica (?P<b>\d+) \(isr \[(?P<before>[\d,]*)\] -> \[(?P<after>[\d,]*)\]\)")
+_LOSES = re.compile(r"loses in-sync replica (?P<b>\d+)(?: \(isr \[(?P<before>[\d,]*)\] -> \[(?P<after>[\d,]*)\]\))?")
 INTERNAL = ("__consumer_offsets", "__transaction_state")
 
 
@@ -58,8 +58,8 @@ def summarize(plan: Plan, min_isr: Mapping[str, int | None] | None = None) -> li
             if m:
                 c["losing_replica"] += 1
                 need = min_isr.get(topic)
-                after = [x for x in m["after"].split(",") if x]
-                if need is not None and len(after) <= need:
+                after = [x for x in (m["after"] or "").split(",") if x]
+                if need is not None and m["after"] is not None and len(after) <= need:
                     c["at_min_isr"] += 1
             if "coordinator and leadership move" in effects:
                 c["coordinators_moving"] += 1
@@ -104,3 +104,32 @@ def headline(rows: Sequence[TopicBlast]) -> str:
 
 def rows_from(value: Iterable[Mapping[str, Any]] | None) -> list[TopicBlast]:
     return [TopicBlast.from_dict(d) for d in value or ()]
+
+
+@dataclass(frozen=True)
+class TopicTotal:
+    """One topic over the whole plan: the worst single step (brokers are down one at a time) and where it is."""
+
+    topic: str
+    partitions: int
+    losing_replica: int
+    leaderships_moving: int
+    coordinators_moving: int
+    at_min_isr: int
+    offline: int
+    min_isr: int | None
+    worst_broker: int  # the step whose stop touches most of the topic
+
+
+def by_topic(rows: Sequence[TopicBlast]) -> list[TopicTotal]:
+    """Per topic, the highest figures of any one step (internal topics first, then the topics with most at min ISR,
+    most losing a replica)."""
+    out: dict[str, TopicTotal] = {}
+    for r in rows:
+        t = out.get(r.topic)
+        worst = r.broker_id if t is None or (r.at_min_isr, r.losing_replica) > (t.at_min_isr, t.losing_replica) else t.worst_broker
+        out[r.topic] = TopicTotal(
+            r.topic, *(max(getattr(r, k), getattr(t, k) if t else 0) for k in
+                       ("partitions", "losing_replica", "leaderships_moving", "coordinators_moving", "at_min_isr", "offline")),
+            min_isr=r.min_isr, worst_broker=worst)
+    return sorted(out.values(), key=lambda t: (t.topic not in INTERNAL, -t.offline, -t.at_min_isr, -t.losing_replica, t.topic))
