@@ -1,7 +1,7 @@
-"""Figures of the lab on real Kafka 2.3.0 (prints them; asserts nothing): how long the lab takes to come up, a
-broker to start, and each fault until Kafka (or ZooKeeper) shows its reaction.
+"""Figures of the lab on real Kafka 2.3.0 (or 0.10.2.1: KAFKA_LAB_KAFKA=0.10.2.1) (prints them; asserts nothing): how
+long the lab takes to come up, a broker to start, and each fault until Kafka (or ZooKeeper) shows its reaction.
 
-    KAFKA_RUNBOOKS_SLOT=N python benchmarks/lab.py
+    KAFKA_RUNBOOKS_SLOT=N [KAFKA_LAB_KAFKA=0.10.2.1] python benchmarks/lab.py
 """
 
 from __future__ import annotations
@@ -13,7 +13,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "lab"), str(REPO / "plugins")]
 
-FETCH_ERROR = r"Error in response for fetch request .*\n(java\.io\.IOException: Connection to {b} was disconnected before the response was read)"
+# 2.3's fetcher wording, and 0.10's ("Error in fetch kafka.server.ReplicaFetcherThread$FetchRequest@...")
+FETCH_ERROR = (r"(?:Error in response for fetch request|Error in fetch kafka\.server\.ReplicaFetcherThread\$FetchRequest@[0-9a-f]+) .*\n"
+               r"(java\.io\.IOException: Connection to {b} was disconnected before the response was read)")
 
 
 def main() -> int:

@@ -27,14 +27,23 @@ def _part(item) -> str:
     return "lab" if "lab" in item.fixturenames else "rest"
 
 
+# fixtures that start a lab (one lab per slot runs at a time: _LabPool switches between versions)
+LAB_FIXTURES = ("lab", "lab010")
+
+
+def _uses_lab(item) -> bool:
+    return any(f in item.fixturenames for f in LAB_FIXTURES)
+
+
 def pytest_collection_modifyitems(config, items):
     """With KAFKA_RUNBOOKS_TEST_PART, only the tests that use the lab ("lab"), the deployed suite ("deployed"), or
-    the others ("rest")."""
-    if PART not in ("lab", "rest", "deployed"):
-        return
-    keep = [i for i in items if _part(i) == PART]
-    config.hook.pytest_deselected(items=[i for i in items if i not in keep])
-    items[:] = keep
+    the others ("rest"). The tests on the Kafka 0.10.2.1 lab run after every test on the 2.3.0 lab (the slot's
+    addresses hold one lab: one switch)."""
+    if PART in ("lab", "rest", "deployed"):
+        keep = [i for i in items if _part(i) == PART]
+        config.hook.pytest_deselected(items=[i for i in items if i not in keep])
+        items[:] = keep
+    items.sort(key=lambda i: "lab010" in i.fixturenames)  # stable: the order within each group is kept
 
 
 @pytest.fixture(scope="session")
@@ -45,21 +54,46 @@ def airflow_db():
     return AIRFLOW_TEST_HOME
 
 
+class _LabPool:
+    """At most one lab runs (a slot's loopback addresses hold one): asking for the other version stops the running one."""
+
+    def __init__(self) -> None:
+        self.current = None
+
+    def get(self, kafka: str):
+        from kafka_lab import Lab
+
+        if self.current is not None and self.current.kafka == kafka:
+            return self.current
+        self.close()
+        lab = Lab(TEST_VAR / ("lab" if kafka == "2.3.0" else f"lab-{kafka}"), kafka=kafka)
+        self.current = lab
+        lab.up()
+        return lab
+
+    def close(self) -> None:
+        if self.current is not None:
+            lab, self.current = self.current, None
+            lab.down()
+
+
 @pytest.fixture(scope="session")
-def lab():
+def _lab_pool():
+    pool = _LabPool()
+    try:
+        yield pool
+    finally:
+        pool.close()
+
+
+@pytest.fixture
+def lab(_lab_pool):
     """The practice cluster (3 ZooKeeper nodes, 3 sshd hosts, 3 real Kafka 2.3.0 brokers, load), one per session.
 
     Not under pytest's tmp dir: that is mode 700 and the broker hosts' users must reach the state dir.
     Tests that inject faults use ``healthy_lab``, which heals whatever the previous test left.
     """
-    from kafka_lab import Lab
-
-    lab = Lab(TEST_VAR / "lab")
-    try:
-        lab.up()
-        yield lab
-    finally:
-        lab.down()
+    return _lab_pool.get("2.3.0")
 
 
 @pytest.fixture
@@ -113,3 +147,16 @@ def state_db(request, tmp_path):
     if request.param == "sqlite":
         return StateDb.embedded(tmp_path / "state")
     return request.getfixturevalue("postgres_state_db")
+
+
+@pytest.fixture
+def lab010(_lab_pool):
+    """The same practice cluster with real Kafka 0.10.2.1 brokers (the seed incidents' era); started after every 2.3.0
+    test has run (pytest_collection_modifyitems orders them)."""
+    return _lab_pool.get("0.10.2.1")
+
+
+@pytest.fixture
+def healthy_lab010(lab010):
+    lab010.reset()
+    return lab010

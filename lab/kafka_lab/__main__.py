@@ -1,6 +1,7 @@
 """python -m kafka_lab [--state DIR] COMMAND
 
-    up [--profile default|rebalance]   start the lab        down     stop it        status   what runs, where
+    up [--profile default|rebalance] [--kafka 2.3.0|0.10.2.1]
+                                       start the lab        down     stop it        status   what runs, where
     reset                              heal every fault     env      the Airflow env (export lines)
     hang B | unhang B | isolate B | unisolate B | deadlock B | kill-cleaner B
     pause B | resume B | kill B | stop B | start B | zk-flap B [--times N]
@@ -10,6 +11,7 @@
     deploy up|status|down [--deploy-state DIR]   a real Airflow deployment (deployment.py) on this lab: PostgreSQL,
                                        Redis, api-server, scheduler, dag-processor, triggerer, two Celery workers;
                                        "up" starts the lab first when it is not running; "down" leaves the lab up
+    fence-fetcher B TOPIC P            broker B's fetcher drops TOPIC-P as on FENCED_LEADER_EPOCH (a stuck follower)
 """
 
 from __future__ import annotations
@@ -32,7 +34,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m kafka_lab", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--state", default=None, help="state dir (default $KAFKA_LAB_HOME or <repo>/var/lab)")
     sub = ap.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("up").add_argument("--profile", default=None)
+    up = sub.add_parser("up")
+    up.add_argument("--profile", default=None)
+    up.add_argument("--kafka", default=None, help="Kafka version: 2.3.0 (default, or $KAFKA_LAB_KAFKA) or 0.10.2.1")
     sub.add_parser("profile").add_argument("name")
     for c in ("down", "status", "env", "reset", "release-controller-requests"):
         sub.add_parser(c)
@@ -41,6 +45,10 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("zk-flap")
     p.add_argument("broker_id", type=int)
     p.add_argument("--times", type=int, default=3)
+    p = sub.add_parser("fence-fetcher")
+    p.add_argument("broker_id", type=int)
+    p.add_argument("topic")
+    p.add_argument("partition", type=int)
     p = sub.add_parser("zk-stall")
     p.add_argument("zk_id", type=int)
     p.add_argument("--seconds", type=float, default=None)
@@ -72,8 +80,9 @@ def run(lab: Lab, a: argparse.Namespace):
     if a.cmd == "deploy":
         return deploy(lab, a.action, a.deploy_state)
     if a.cmd == "up":
-        lab.up(a.profile)
-        return f"lab up in {lab.up_seconds:.1f}s (profile {lab.profile}); state in {lab.state}; env: {lab.state / 'airflow.env'}"
+        lab.up(a.profile, a.kafka)
+        return (f"lab up in {lab.up_seconds:.1f}s (Kafka {lab.kafka}, profile {lab.profile}); state in {lab.state}; "
+                f"env: {lab.state / 'airflow.env'}")
     if a.cmd == "down":
         return f"lab down; ended {len(lab.down())} processes"
     if a.cmd == "status":
@@ -88,6 +97,8 @@ def run(lab: Lab, a: argparse.Namespace):
         return {"released_on": lab.release_controller_requests()}
     if a.cmd == "zk-flap":
         return {"sessions": lab.zk_flap(a.broker_id, a.times)}
+    if a.cmd == "fence-fetcher":
+        return lab.fence_fetcher(a.broker_id, a.topic, a.partition)
     if a.cmd == "zk-stall":
         return lab.zk_stall(a.zk_id, a.seconds)
     if a.cmd == "bad-request":

@@ -1,8 +1,9 @@
-"""The demo drill: lab up (real Kafka 2.3.0) → deadlock broker 3 → health check finds it → incident response runs
+"""The demo drill: lab up (real Kafka 2.3.0, or 0.10.2.1 with ``--kafka 0.10.2.1``) → deadlock broker 3 → health check finds it → incident response runs
 capture, Spark analysis, report and plan → the approval is answered → broker 3 restarted →
 recovery verified → incident closed → lab torn down.
 
-    python -m kafka_lab.drill [--broker 3] [--reject] [--keep-lab]
+    python -m kafka_lab.drill [--broker 3] [--reject] [--keep-lab] [--kafka 2.3.0|0.10.2.1]
+    python -m kafka_lab.drill 000|002a|002b|003|004|all|deployed [--kafka 0.10.2.1]
 
 The approval is answered by this program (user "drill-bot"), the way on-call would click Approve
 in the Airflow UI; it says so in its output.
@@ -23,6 +24,10 @@ HEALTH = "kafka_health_check_lab"  # the lab cluster's health-check DAG (one per
 RESPONSE = "kafka_incident_response"
 
 
+class DrillFailed(RuntimeError):
+    """A drill could not go on (no finding in time, ...): said in one line, never a traceback."""
+
+
 def say(msg: str) -> None:
     print(f"[drill] {msg}", flush=True)
 
@@ -36,69 +41,85 @@ def detect_until_finding(health_dag, cluster: str, timeout_s: float) -> list[dic
         if confs:
             return confs
         if time.monotonic() > deadline:
-            raise SystemExit(f"the health check raised no finding within {timeout_s:.0f}s")
+            raise DrillFailed(f"the health check raised no finding within {timeout_s:.0f}s")
 
 
-def run_drill(state_dir: Path, broker: int, option: str, keep_lab: bool) -> int:
+def run_001(lab, dags, broker: int = 3, option: str = "Approve", finding_timeout_s: float = 600) -> bool:
+    """Incident 001 on a running, healthy lab (Airflow prepared): deadlock -> incident -> response -> verdict."""
+    from kafka_runbooks.config import load_cluster
+
+    config = load_cluster("lab")
+    say(f"injecting fault: a Java-level deadlock in broker {broker}'s JVM that its request handlers wait behind (seed incident 001)")
+    t_fault = time.monotonic()
+    lab.deadlock(broker)
+    confs = detect_until_finding(dags.get_dag(HEALTH), "lab", timeout_s=finding_timeout_s)  # a bound, not a speed: the machine may be loaded
+    say(f"fault → incident in {time.monotonic() - t_fault:.1f}s ({confs[0]['finding']['kind']}, held for the consecutive checks): "
+        f"incident {confs[0]['incident_id']}, brokers {confs[0]['broker_ids']}: {confs[0]['reason']}")
+
+    say(f"the approval will be answered by this drill as user 'drill-bot': {option}")
+    with Responder(RESPONSE, "approve", option, user="drill-bot", timeout_s=900) as responder:
+        run = dags.get_dag(RESPONSE).test(run_conf=confs[0])
+    if responder.error:
+        raise responder.error
+
+    from kafka_runbooks.incidents.store import IncidentStore
+
+    store = IncidentStore(config)
+    incident = store.get(confs[0]["incident_id"])
+    say(f"incident-response run: {run.state}")
+    say(f"incident {incident['id']}: {incident['status']}" + (f" ({incident.get('resolution')})" if incident.get("resolution") else ""))
+    for f in incident.get("findings", []):
+        if f["severity"] == "critical":
+            say(f"finding: {f['summary']}")
+    for entry in store.audit_trail(incident["id"]):
+        say(f"audit {entry['at']} {entry['actor']}: {entry['action']} → {entry['outcome']}" + (f" on {entry['host']}" if entry.get("host") else ""))
+        if entry["action"] == "capture":
+            for reason in entry["details"].get("reasons", []):
+                say(f"      capture: {reason}")
+    say(f"evidence bundle: {incident.get('bundle_dir')}")
+    say(f"report: {incident.get('report')}")
+    # Approve: restarted and verified -> closed; Reject: nothing changed, a person owns it -> needs_person
+    expected = "closed" if option == "Approve" else "needs_person"
+    ok = run.state == "success" and incident["status"] == expected
+    if not ok:
+        say(f"DRILL FAILED: expected run success and incident {expected}")
+    return ok
+
+
+def run_drill(state_dir: Path, broker: int, option: str, keep_lab: bool, kafka: str | None = None) -> int:
     from kafka_lab import Lab
 
-    lab = Lab(state_dir)
+    lab = Lab(state_dir, kafka=kafka)
     t0 = time.monotonic()
-    say(f"starting the lab in {state_dir} (3-node ZooKeeper, 3 sshd hosts, 3 Apache Kafka 2.3.0 brokers, client load)")
-    lab.up()
+    say(f"starting the lab in {state_dir} (3-node ZooKeeper, 3 sshd hosts, 3 Apache Kafka {lab.kafka} brokers, client load)")
+    lab.up(kafka=lab.kafka)
     try:
         say(f"lab up in {time.monotonic() - t0:.1f}s")
         prepare(state_dir / "airflow", lab.airflow_env())
-        dags = load_dags()
-        settings = lab.cluster_settings()["lab"]
-
-        say(f"injecting fault: a Java-level deadlock in broker {broker}'s JVM that its request handlers wait behind (seed incident 001)")
-        t_fault = time.monotonic()
-        lab.deadlock(broker)
-        confs = detect_until_finding(dags.get_dag(HEALTH), "lab", timeout_s=120)
-        say(f"fault → incident in {time.monotonic() - t_fault:.1f}s ({confs[0]['finding']['kind']}, held for the consecutive checks): "
-            f"incident {confs[0]['incident_id']}, brokers {confs[0]['broker_ids']}: {confs[0]['reason']}")
-
-        say(f"the approval will be answered by this drill as user 'drill-bot': {option}")
-        with Responder(RESPONSE, "approve", option, user="drill-bot", timeout_s=900) as responder:
-            run = dags.get_dag(RESPONSE).test(run_conf=confs[0])
-        if responder.error:
-            raise responder.error
-
-        from kafka_runbooks.config import ClusterConfig
-        from kafka_runbooks.incidents.store import IncidentStore
-
-        store = IncidentStore(ClusterConfig.from_dict("lab", settings))
-        incident = store.get(confs[0]["incident_id"])
-        say(f"incident-response run: {run.state}")
-        say(f"incident {incident['id']}: {incident['status']}" + (f" ({incident.get('resolution')})" if incident.get("resolution") else ""))
-        for f in incident.get("findings", []):
-            if f["severity"] == "critical":
-                say(f"finding: {f['summary']}")
-        for entry in store.audit_trail(incident["id"]):
-            say(f"audit {entry['at']} {entry['actor']}: {entry['action']} → {entry['outcome']}" + (f" on {entry['host']}" if entry.get("host") else ""))
-            if entry["action"] == "capture":
-                for reason in entry["details"].get("reasons", []):
-                    say(f"      capture: {reason}")
-        say(f"evidence bundle: {incident.get('bundle_dir')}")
-        say(f"report: {incident.get('report')}")
-        # Approve: restarted and verified -> closed; Reject: nothing changed, a person owns it -> needs_person
-        expected = "closed" if option == "Approve" else "needs_person"
-        ok = run.state == "success" and incident["status"] == expected
-        if not ok:
-            say(f"DRILL FAILED: expected run success and incident {expected}")
-        return 0 if ok else 1
+        return 0 if run_001(lab, load_dags(), broker, option) else 1
+    except DrillFailed as exc:
+        say(f"DRILL FAILED: {exc}")
+        return 1
     finally:
         if keep_lab:
-            say(f"lab left running (--keep-lab); stop it with: python -m kafka_lab down")
+            say("lab left running (--keep-lab); stop it with: python -m kafka_lab down")
         else:
             lab.down()
             say("lab torn down")
 
 
+def add_kafka_option(p) -> None:
+    """``--kafka``: the lab's Kafka version for a drill (every drill runs on 2.3.0 and on 0.10.2.1, the seeds' era)."""
+    from kafka_lab.kafka_home import DISTRIBUTIONS
+
+    p.add_argument("--kafka", default=None, choices=sorted(DISTRIBUTIONS),
+                   help="the lab's Kafka version (default 2.3.0, or $KAFKA_LAB_KAFKA)")
+
+
 # ``./run demo <name>``: the other incidents' drills, each in its own module (its ``main(argv)`` gets the name first)
 DRILLS = {"000": "kafka_lab.incident_drills", "002a": "kafka_lab.incident_drills", "002b": "kafka_lab.incident_drills",
-          "004": "kafka_lab.incident_drills", "003": "kafka_lab.drill_003", "deployed": "kafka_lab.drill_deployed"}
+          "004": "kafka_lab.incident_drills", "003": "kafka_lab.drill_003", "deployed": "kafka_lab.drill_deployed",
+          "all": "kafka_lab.drill_all"}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -113,9 +134,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--reject", action="store_true", help="answer Reject instead of Approve")
     p.add_argument("--keep-lab", action="store_true")
     p.add_argument("--verbose", action="store_true", help="show Airflow's INFO logs of every task")
+    add_kafka_option(p)
     args = p.parse_args(argv)
     os.environ.setdefault("AIRFLOW__LOGGING__LOGGING_LEVEL", "INFO" if args.verbose else "WARNING")
-    return run_drill(args.state_dir.resolve(), args.broker, "Reject" if args.reject else "Approve", args.keep_lab)
+    return run_drill(args.state_dir.resolve(), args.broker, "Reject" if args.reject else "Approve", args.keep_lab, args.kafka)
 
 
 if __name__ == "__main__":

@@ -4,14 +4,18 @@ preferred election instead.
     ./run demo 003 [--keep-lab]        (python -m kafka_lab.drill 003)
 
 1. Rebalance on (the lab's ``rebalance`` profile: ``auto.leader.rebalance.enable=true``, checked every 10 s):
-   broker 3 is stopped (its leaderships move away) and started under the client load while its ZooKeeper session
-   is made to flap (paused longer than the session timeout, twice). The controller moves leadership back each time
-   broker 3 rejoins an ISR. Then the controller's requests to broker 3 are held while the rebalance moves
+   broker 3 is stopped (its leaderships move away) and started under the client load; the controller moves its
+   leaderships back as soon as it rejoins their ISRs, then its ZooKeeper session is lost (paused longer than the
+   session timeout) and they move away again -- twice (incident 003: 4 session losses, 3 elections). Then the controller's requests to broker 3 are held while the rebalance moves
    leadership back to it: broker 3's own metadata stays stale, as in the incident. The health check, running the
    whole time, raises ``rebalance_hazard``, ``election_storm`` and ``metadata_divergence`` with their evidence.
-2. Rebalance off (the default profile): the same return and flaps; ``kafka_preferred_election`` is approved at once
-   (by this program, user ``drill-bot``), waits until broker 3 is in every ISR and its session has been stable for
-   ``stable_s``, then restores preferred leadership in batches, each checked.
+2. Rebalance off (the default profile): the same return and flaps, and then what Kafka 2.3 did in the failed run of
+   this drill (issue 16): broker 3's fetcher drops a partition it follows and never fetches it again (the lab's
+   ``fence-fetcher``, Kafka's own code path). ``kafka_preferred_election``, approved at once (by this program, user
+   ``drill-bot``), waits, sees broker 3 stuck -- not catching up -- and gives up early saying so; the health check
+   raises ``follower_stuck``; its incident response restarts broker 3 through the engine (approved); the election, run
+   again, waits until broker 3 is in every ISR and its session has been stable for ``stable_s``, then restores
+   preferred leadership in batches, each checked.
 
 Throughout, a sampler compares every broker's own metadata (asked of each broker alone) with ZooKeeper every
 ~0.25 s: the longest divergence window of each phase is one of the figures (``benchmarks/election.py``).
@@ -26,6 +30,7 @@ import time
 import uuid
 from pathlib import Path
 from typing import Any, Callable
+from kafka_runbooks.config import ClusterConfig
 
 RETURNING = 3
 DAG_ID = "kafka_preferred_election"
@@ -177,11 +182,22 @@ def rebalance_phase(lab, config, flaps: int = 2, detect: bool = True) -> dict[st
     try:
         t0 = time.monotonic()
         with DivergenceSampler(lab) as sampler:
-            say(f"broker {RETURNING} stopped and started under load, its ZooKeeper session flapped {flaps} times")
-            return_and_flap(lab, flaps)
+            # incident 003's pattern: the broker returns, the controller moves its leaderships back as soon as it is in
+            # their ISRs (an automatic election), its session is lost (they move away), it returns, and so on -- each
+            # flap only after the controller moved them back (a session lost before that moves nothing back and forth)
+            say(f"broker {RETURNING} stopped and started under load; {flaps} times its ZooKeeper session is lost once the "
+                "controller has moved its leaderships back")
+            lab.stop(RETURNING)
+            lab.start(RETURNING)
+            lab.wait_started(RETURNING)
+            for n in range(flaps):
+                lab.wait_leads_preferred(RETURNING, 180)
+                say(f"the controller moved leadership back to broker {RETURNING} by itself ({time.monotonic() - t0:.0f} s after the "
+                    f"stop); its session is lost now ({n + 1} of {flaps})")
+                lab.flap(RETURNING, times=1)
             lab.wait_full_isr(180)
-            lab.wait_leads_preferred(RETURNING, 120)
-            say(f"the controller moved leadership back to broker {RETURNING} by itself ({time.monotonic() - t0:.0f} s after the stop)")
+            lab.wait_leads_preferred(RETURNING, 180)
+            say(f"the controller moved leadership back to broker {RETURNING} by itself again ({time.monotonic() - t0:.0f} s after the stop)")
             time.sleep(5)
         out["divergence"] = sampler.figures()
         out["load_produce_failures"] = _load_failures(lab) - failed0
@@ -189,7 +205,7 @@ def rebalance_phase(lab, config, flaps: int = 2, detect: bool = True) -> dict[st
             f"({out['divergence']['diverged_samples']} of {out['divergence']['samples']} samples)")
         if checker:
             checker.wait_for("rebalance_hazard", 30)
-            checker.wait_for("election_storm", 60)
+            checker.wait_for("election_storm", 180)
             say(f"holding the controller's requests to broker {RETURNING} while the rebalance moves leadership back to it "
                 "(incident 003: broker 3's cache stayed at epoch 426 while ZooKeeper went to 435)")
             held = lab.flap_then_hold(RETURNING)
@@ -208,34 +224,117 @@ def rebalance_phase(lab, config, flaps: int = 2, detect: bool = True) -> dict[st
     return out
 
 
-def deferred_phase(lab, settings: dict, flaps: int = 2, stable_s: float = 20.0) -> dict[str, Any]:
-    """Phase 2: rebalance off; the same return; the deferred election through the DAG, approved by ``drill-bot``."""
+def _election(dag_id: str, reason: str) -> Any:
+    """kafka_preferred_election for broker 3 (execute), the approval answered by this program as ``drill-bot``."""
     from kafka_lab.airflow_home import load_dags
     from kafka_lab.approvals import Responder
+
+    with Responder(dag_id, "approve", "Approve", user="drill-bot", timeout_s=900) as responder:
+        run = load_dags().get_dag(dag_id).test(run_conf={"cluster": "lab", "brokers": [RETURNING], "mode": "execute",
+                                                        "reason": f"{reason} {uuid.uuid4().hex[:6]}"})
+    if responder.error:
+        raise responder.error
+    return run
+
+
+def _record_of(run) -> str | None:
+    tis = {ti.task_id: ti for ti in run.get_task_instances()}
+    return (tis["plan"].xcom_pull(task_ids="plan") or {}).get("plan", {}).get("roll_id")
+
+
+def stuck_follower(lab) -> str:
+    """What Kafka 2.3 did in the failed drill, on purpose: broker 3's fetcher drops a partition it follows (the lab's
+    ``fence-fetcher``: Kafka's own handling of FENCED_LEADER_EPOCH) and it never fetches it again."""
+    from kafka_lab.procs import wait_until
+
+    # it has just returned (and flapped): once it follows an `orders` partition again (back in its ISR), that one
+    followed = wait_until(lambda: [k for k in lab.followed_by(RETURNING) if k[0] == "orders"], 300,
+                          f"broker {RETURNING} back in the ISR of an orders partition it follows", interval=1.0)
+    topic, partition = followed[0]
+    lab.fence_fetcher(RETURNING, topic, partition)
+    wait_until(lambda: RETURNING not in lab.partitions()[(topic, partition)]["isr"], 120,
+               f"broker {RETURNING} out of the ISR of {topic}-{partition}", interval=0.5)
+    return f"{topic}-{partition}"
+
+
+def fix_stuck_follower(lab, settings: dict, timeout_s: float = 900) -> dict[str, Any]:
+    """The health check (as its schedule runs it) until it opens the follower_stuck incident; its response restarts
+    broker 3 through the engine once ``drill-bot`` approves."""
+    from kafka_lab.airflow_home import load_dags, take_triggered_confs
+    from kafka_lab.approvals import Responder
+    from kafka_lab.drill import HEALTH, RESPONSE
+    from kafka_runbooks.incidents.store import IncidentStore
+
+    dags = load_dags()
+    take_triggered_confs(RESPONSE)
+    t0 = time.monotonic()
+    conf = None
+    while conf is None:
+        if time.monotonic() - t0 > timeout_s:
+            raise RuntimeError(f"the health check raised no follower_stuck incident within {timeout_s:.0f} s")
+        dags.get_dag(HEALTH).test(run_conf={"cluster": "lab"})
+        conf = next((c for c in take_triggered_confs(RESPONSE) if c["finding"]["kind"] == "follower_stuck"), None)
+    found_s = time.monotonic() - t0
+    say(f"health check: follower_stuck on broker(s) {conf['broker_ids']} ({found_s:.0f} s): {conf['finding']['summary'][:600]}")
+    for ev in conf["finding"]["evidence"][:4]:
+        say(f"    evidence {ev['source']}: {ev['excerpt'][:300]}")
+    say("its incident response: capture, analysis, a restart of that broker through the engine; drill-bot approves")
+    t1 = time.monotonic()
+    with Responder(RESPONSE, "approve", "Approve", user="drill-bot", timeout_s=900) as responder:
+        run = dags.get_dag(RESPONSE).test(run_conf=conf)
+    if responder.error:
+        raise responder.error
+    incident = IncidentStore(ClusterConfig.from_dict("lab", settings)).get(conf["incident_id"])
+    say(f"incident {incident['id']}: {incident['status']} (response {run.state} in {time.monotonic() - t1:.0f} s)")
+    lab.wait_full_isr(180)
+    return {"incident": incident["id"], "status": incident["status"], "run_state": str(run.state), "found_s": round(found_s, 1),
+            "response_s": round(time.monotonic() - t1, 1)}
+
+
+def deferred_phase(lab, settings: dict, flaps: int = 2, stable_s: float = 20.0, stuck_s: float = 30.0) -> dict[str, Any]:
+    """Phase 2: rebalance off; the same return; then broker 3's fetcher drops a partition as Kafka 2.3 did in the failed
+    run. The deferred election (approved by ``drill-bot``) waits, sees the follower stuck -- not catching up -- and gives
+    up early with that diagnosis; the health check raises follower_stuck; its response restarts broker 3 through the
+    engine (approved); the election, run again, restores preferred leadership in checked batches."""
     from kafka_runbooks import clock
+    from kafka_runbooks.remediate.ledger import Ledger
 
     say("profile 'default': auto.leader.rebalance.enable=false (rolling the brokers)")
     lab.use_profile("default")
     clusters = json.loads(os.environ["AIRFLOW_VAR_KAFKA_RUNBOOKS_CLUSTERS"])
-    clusters["lab"]["election"] = {"batch_size": 8, "offsets_batch_size": 10, "stable_s": stable_s, "poll_s": 1.0,
-                                   "convergence_s": 60.0, "deadline_s": 900.0}
+    clusters["lab"]["election"] = {"batch_size": 8, "offsets_batch_size": 10, "stable_s": stable_s, "poll_s": 2.0,
+                                   "convergence_s": 90.0, "deadline_s": 900.0}
+    clusters["lab"]["health"] = {**clusters["lab"].get("health", {}), "follower_stuck_s": stuck_s}
+    # a JmxTool run is a JVM start: on a loaded 2-core machine it takes far longer than on a broker host
+    clusters["lab"]["leadership"] = {**clusters["lab"].get("leadership", {}), "jmx_timeout_s": 90.0}
     os.environ["AIRFLOW_VAR_KAFKA_RUNBOOKS_CLUSTERS"] = json.dumps(clusters)
     failed0 = _load_failures(lab)
+    out: dict[str, Any] = {}
     with DivergenceSampler(lab) as sampler:
         say(f"broker {RETURNING} stopped and started under load, its ZooKeeper session flapped {flaps} times; nothing moves back")
         return_and_flap(lab, flaps)
         t_back = clock.now()
-        say(f"kafka_preferred_election (execute) started; approval answered by this program as 'drill-bot'; "
-            f"it waits for broker {RETURNING} in every ISR and a session stable for {stable_s:g} s")
-        with Responder(DAG_ID, "approve", "Approve", user="drill-bot", timeout_s=900) as responder:
-            run = load_dags().get_dag(DAG_ID).test(run_conf={"cluster": "lab", "brokers": [RETURNING], "mode": "execute",
-                                                            "reason": f"drill 003 {uuid.uuid4().hex[:6]}"})
-        if responder.error:
-            raise responder.error
+        name = stuck_follower(lab)
+        say(f"broker {RETURNING}'s fetcher dropped {name} as Kafka 2.3 did in the failed run ('has an older epoch ... Will await "
+            "the new LeaderAndIsr state'): it never fetches it again and is out of its ISR")
+        say(f"kafka_preferred_election (execute) started; approval answered by this program as 'drill-bot'; it waits for broker "
+            f"{RETURNING} in every ISR and a session stable for {stable_s:g} s")
+        first = _election(DAG_ID, "drill 003")
+        entries = Ledger(ClusterConfig.from_dict("lab", settings), _record_of(first)).entries() if _record_of(first) else []
+        gave_up = next((e for e in entries if e.get("event") == "gave_up"), None)
+        out["first_election"] = {"run_state": str(first.state), "gave_up": (gave_up or {}).get("reason"),
+                                 "waited_s": round((clock.now() - t_back).total_seconds(), 1)}
+        if gave_up is not None:
+            say(f"the election's wait gave up: {gave_up['reason'][:900]}")
+            out["fix"] = fix_stuck_follower(lab, settings)
+            say("kafka_preferred_election started again")
+            run = _election(DAG_ID, "drill 003, after the restart")
+        else:
+            run = first
         time.sleep(3)
     tis = {ti.task_id: ti for ti in run.get_task_instances()}
-    out: dict[str, Any] = {"run_state": str(run.state), "tasks": {k: str(ti.state) for k, ti in tis.items()},
-                           "divergence": sampler.figures(), "load_produce_failures": _load_failures(lab) - failed0}
+    out.update({"run_state": str(run.state), "tasks": {k: str(ti.state) for k, ti in tis.items()},
+                "divergence": sampler.figures(), "load_produce_failures": _load_failures(lab) - failed0})
     wait = tis["wait"].xcom_pull(task_ids="wait") or {}
     result = tis["elect"].xcom_pull(task_ids="elect") or {}
     if wait.get("at") and tis["elect"].end_date is not None:
@@ -248,7 +347,7 @@ def deferred_phase(lab, settings: dict, flaps: int = 2, stable_s: float = 20.0) 
     out["canary_failures"] = result.get("canary_failures")
     out["batch_timings"] = result.get("timings")
     out["restored"] = lab.leads_preferred(RETURNING)
-    record = (tis["plan"].xcom_pull(task_ids="plan") or {}).get("plan", {}).get("roll_id")
+    record = _record_of(run)
     if record:
         from kafka_runbooks.config import ClusterConfig
         from kafka_runbooks.incidents.store import IncidentStore
@@ -258,21 +357,14 @@ def deferred_phase(lab, settings: dict, flaps: int = 2, stable_s: float = 20.0) 
     return out
 
 
-def run_drill(state_dir: Path, keep_lab: bool, detect: bool = True, report: Callable[[dict], None] | None = None) -> int:
-    from kafka_lab import Lab
-    from kafka_lab.airflow_home import prepare
+def run_003(lab, detect: bool = True) -> tuple[bool, dict[str, Any]]:
+    """Both phases on a running, healthy lab (Airflow prepared); (passed, figures)."""
+    from kafka_runbooks.config import load_cluster
 
-    lab = Lab(state_dir)
-    t0 = time.monotonic()
-    say(f"starting the lab in {state_dir} (3-node ZooKeeper, 3 sshd hosts, 3 Apache Kafka 2.3.0 brokers, client load)")
-    lab.up()
+    config = load_cluster("lab")
+    settings = {"incident_base": config.incident_base}
     try:
-        say(f"lab up in {time.monotonic() - t0:.1f}s")
-        prepare(state_dir / "airflow", lab.airflow_env())
-        from kafka_runbooks.config import load_cluster
-
-        settings = lab.cluster_settings()["lab"]
-        on = rebalance_phase(lab, load_cluster("lab"), detect=detect)
+        on = rebalance_phase(lab, config, detect=detect)
         for kind, f in (on.get("findings") or {}).items():
             say(f"finding {kind} [{f['severity']}]")
             for ev in f.get("evidence", [])[:4]:
@@ -280,23 +372,44 @@ def run_drill(state_dir: Path, keep_lab: bool, detect: bool = True, report: Call
         off = deferred_phase(lab, settings)
         for line in off.get("audit", []):
             say(f"audit {line}")
-        figures = {"rebalance_on": {k: v for k, v in on.items() if k != "findings"}, "deferred": {k: v for k, v in off.items() if k != "audit"}}
-        if report:
-            report(figures)
-        else:
-            say("figures: " + json.dumps(figures, indent=1, default=str))
-        wanted = {"rebalance_hazard", "election_storm", "metadata_divergence"} if detect else set()
-        missing = sorted(wanted - set(on.get("findings") or {}))
-        ok = off.get("run_state") == "success" and off.get("restored") and off.get("canary_failures") == 0 and not missing
-        if not ok:
-            say(f"DRILL FAILED: run {off.get('run_state')}, restored {off.get('restored')}, canary failures "
-                f"{off.get('canary_failures')}, findings not raised: {missing}")
-        return 0 if ok else 1
     finally:
         try:
             lab.release_controller_requests()
         except Exception:  # noqa: BLE001
             pass
+    figures = {"rebalance_on": {k: v for k, v in on.items() if k != "findings"}, "deferred": {k: v for k, v in off.items() if k != "audit"}}
+    wanted = {"rebalance_hazard", "election_storm", "metadata_divergence"} if detect else set()
+    missing = sorted(wanted - set(on.get("findings") or {}))
+    first = off.get("first_election") or {}
+    # by design: the first election either completed, or gave up early on the stuck follower, which was then fixed
+    stuck_path = first.get("gave_up") is None or ("stuck" in first["gave_up"] and (off.get("fix") or {}).get("status") == "closed")
+    ok = bool(off.get("run_state") == "success" and off.get("restored") and off.get("canary_failures") == 0 and not missing
+              and stuck_path)
+    if not ok:
+        say(f"DRILL FAILED: run {off.get('run_state')}, restored {off.get('restored')}, canary failures "
+            f"{off.get('canary_failures')}, findings not raised: {missing}, first election {first}, fix {off.get('fix')}")
+    return ok, figures
+
+
+def run_drill(state_dir: Path, keep_lab: bool, detect: bool = True, report: Callable[[dict], None] | None = None,
+              kafka: str | None = None) -> int:
+    from kafka_lab import Lab
+    from kafka_lab.airflow_home import prepare
+
+    lab = Lab(state_dir, kafka=kafka)
+    t0 = time.monotonic()
+    say(f"starting the lab in {state_dir} (3-node ZooKeeper, 3 sshd hosts, 3 Apache Kafka {lab.kafka} brokers, client load)")
+    lab.up(kafka=lab.kafka)
+    try:
+        say(f"lab up in {time.monotonic() - t0:.1f}s")
+        prepare(state_dir / "airflow", lab.airflow_env())
+        ok, figures = run_003(lab, detect=detect)
+        if report:
+            report(figures)
+        else:
+            say("figures: " + json.dumps(figures, indent=1, default=str))
+        return 0 if ok else 1
+    finally:
         if keep_lab:
             say("lab left running (--keep-lab); stop it with: python -m kafka_lab down")
         else:
@@ -313,7 +426,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--state-dir", type=Path, default=REPO / "var" / "drill-003")
     p.add_argument("--keep-lab", action="store_true")
     p.add_argument("--verbose", action="store_true", help="show Airflow's INFO logs of every task")
+    from kafka_lab.drill import add_kafka_option
+
+    add_kafka_option(p)
     argv = list(argv or [])
     args = p.parse_args(argv[1:] if argv[:1] == ["003"] else argv)  # kafka_lab.drill passes the name first
     os.environ.setdefault("AIRFLOW__LOGGING__LOGGING_LEVEL", "INFO" if args.verbose else "WARNING")
-    return run_drill(args.state_dir.resolve(), args.keep_lab)
+    return run_drill(args.state_dir.resolve(), args.keep_lab, kafka=args.kafka)

@@ -35,7 +35,7 @@ class FaultsMixin:
         return pid
 
     def session_timeout_s(self) -> float:
-        return int(broker_settings(self.profile)["zookeeper.session.timeout.ms"]) / 1000
+        return int(broker_settings(self.profile, self.kafka)["zookeeper.session.timeout.ms"]) / 1000
 
     def start(self, b: int, wait: bool = True, timeout: float = 90) -> str:
         """kafka-start as the host's user. The script itself returns at once and never waits; with ``wait`` this
@@ -112,6 +112,21 @@ class FaultsMixin:
     def kill_cleaner(self, b: int) -> dict:
         """Incident 002b: kafka-log-cleaner-thread-0 dies (Thread.stop); undone by a restart."""
         return self._agent(b, "kill-cleaner")
+
+    def fence_fetcher(self, b: int, topic: str, partition: int) -> dict:
+        """Issue 16's stuck follower: broker b's fetcher drops ``topic-partition`` the way Kafka 2.3 does when the leader
+        answers FENCED_LEADER_EPOCH (``AbstractFetcherThread.onPartitionFenced``), while b keeps its leader epoch: a
+        LeaderAndIsr of the same epoch is ignored, b never fetches the partition again and, once it has writes, leaves
+        its ISR. Undone by a restart of b (``reset()`` does one) or a new leader epoch of the partition."""
+        import re
+
+        if not re.fullmatch(r"[A-Za-z0-9._-]{1,249}", topic):
+            raise LabError(f"not a topic name: {topic!r}")
+        return self._agent(b, f"fence-fetcher:{topic}:{int(partition)}")
+
+    def followed_by(self, b: int) -> list[tuple[str, int]]:
+        """Partitions broker b follows right now (a replica, in the ISR, not the leader), sorted."""
+        return sorted(k for k, st in self.partitions().items() if b in st["replicas"] and b in st["isr"] and st["leader"] not in (b, -1))
 
     # ------------------------------------------------------------------ ZooKeeper faults
     def zk_flap(self, b: int, times: int = 3, timeout: float = 60) -> list[dict]:

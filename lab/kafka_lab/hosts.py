@@ -27,6 +27,12 @@ REPLICATION_LISTENER = "REPLICATION"
 ETC_HOSTS = Path("/etc/hosts")
 HOSTS_MARKER = "# kafka-runbooks lab"
 AGENT_OPENS = ("java.base/java.lang", "java.base/java.util.concurrent")
+# Kafka 0.10.2.1 on JDK 17 (../shared/kafka/kafka_2.11-0.10.2.1/README.md): its index files are unmapped through
+# sun.nio.ch.DirectBuffer / jdk.internal.ref.Cleaner, and its kafka-run-class.sh -loggc passes JDK 8 GC flags that
+# JDK 17 refuses ("Unrecognized VM option 'PrintGCDateStamps'"): a non-empty KAFKA_GC_LOG_OPTS replaces them with the
+# unified GC log that 2.3's script writes on JDK 9+.
+OLD_JDK_EXPORTS = ("java.base/sun.nio.ch", "java.base/jdk.internal.ref")
+OLD_GC_LOG_OPTS = "-Xlog:gc*:file=$LOG_DIR/kafkaServer-gc.log:time,tags:filecount=10,filesize=102400"
 
 
 def host_user(b: int) -> str:
@@ -118,14 +124,18 @@ running_pid() {{
 """
 
 
-def control_scripts(b: int, h: Path, kafka_home: Path, agent_jar: Path) -> dict[str, str]:
+def control_scripts(b: int, h: Path, kafka_home: Path, agent_jar: Path, kafka: str = "2.3.0") -> dict[str, str]:
     ip = broker_ip(b)
+    old = kafka.startswith("0.")
     jmx = (f"-Dcom.sun.management.jmxremote -Dcom.sun.management.jmxremote.authenticate=false "
            f"-Dcom.sun.management.jmxremote.ssl=false -Dcom.sun.management.jmxremote.host={ip} "
            f"-Dcom.sun.management.jmxremote.rmi.port={JMX_PORT} -Djava.rmi.server.hostname={ip}")
     opens = " ".join(f"--add-opens={m}=ALL-UNNAMED" for m in AGENT_OPENS)
     kafka_opts = (f"-Dzookeeper.sasl.client=false -Djava.io.tmpdir={h / 'tmp'} "
                   f"-javaagent:{agent_jar}={h / 'run'} {opens}")
+    if old:
+        kafka_opts += "".join(f" --add-exports={m}=ALL-UNNAMED" for m in OLD_JDK_EXPORTS)
+    gc = f'export KAFKA_GC_LOG_OPTS="{OLD_GC_LOG_OPTS}"\n' if old else ""
     start = _script_header(b, h, "kafka-start: starts the broker detached and returns at once, like `systemctl start`.") + f"""
 # It does not wait for the broker nor retry: a broker that dies on start (e.g. its previous ZooKeeper session still
 # holds /brokers/ids/{b}) leaves Kafka's own error in logs/server.log and logs/kafkaServer.out.
@@ -140,7 +150,7 @@ export KAFKA_JVM_PERFORMANCE_OPTS={shlex.quote(JVM_PERFORMANCE_OPTS)}
 export JMX_PORT={JMX_PORT}
 export KAFKA_JMX_OPTS={shlex.quote(jmx)}
 export KAFKA_OPTS={shlex.quote(kafka_opts)}
-cd "$HOST_DIR"
+{gc}cd "$HOST_DIR"
 # kafka-server-start.sh runs kafka-run-class.sh with "-name kafkaServer -loggc": GC log in logs/kafkaServer-gc.log.
 # The child writes its own pid before exec'ing, so the pid file names the JVM whatever setsid does.
 setsid nohup bash -c 'echo $$ >"$0"; exec "$1/bin/kafka-server-start.sh" "$2"' "$PIDFILE" "$KAFKA_HOME" "$CONFIG" \\
@@ -175,20 +185,21 @@ echo "broker {b} killed (pid $pid)"
     return {"kafka-start": start, "kafka-stop": stop, "kafka-kill": kill}
 
 
-def write_server_properties(h: Path, b: int, zk_connect: str, settings: dict) -> None:
+def write_server_properties(h: Path, b: int, zk_connect: str, settings: dict, kafka: str = "2.3.0") -> None:
     props = server_properties(b, h, zk_connect, settings)
     (h / "config" / "server.properties").write_text(
-        "# Apache Kafka 2.3.0 broker of the kafka-runbooks lab (kafka_lab/hosts.py; lab profile in kafka_lab/profile.py)\n"
+        f"# Apache Kafka {kafka} broker of the kafka-runbooks lab (kafka_lab/hosts.py; lab profile in kafka_lab/profile.py)\n"
         + "".join(f"{k}={v}\n" for k, v in props.items()))
 
 
-def write_broker_host(h: Path, b: int, kafka_home: Path, agent_jar: Path, zk_connect: str, settings: dict) -> None:
+def write_broker_host(h: Path, b: int, kafka_home: Path, agent_jar: Path, zk_connect: str, settings: dict,
+                      kafka: str = "2.3.0") -> None:
     user = host_user(b)
     for sub in ("bin", "config", "logs", "run", "data", "tmp"):
         (h / sub).mkdir(parents=True, exist_ok=True)
-    write_server_properties(h, b, zk_connect, settings)
+    write_server_properties(h, b, zk_connect, settings, kafka)
     shutil.copyfile(kafka_home / "config" / "log4j.properties", h / "config" / "log4j.properties")
-    for name, text in control_scripts(b, h, kafka_home, agent_jar).items():
+    for name, text in control_scripts(b, h, kafka_home, agent_jar, kafka).items():
         p = h / "bin" / name
         p.write_text(text)
         os.chmod(p, 0o755)

@@ -1,5 +1,5 @@
-"""The drills of incidents 000, 002a, 002b and 004 (``./run demo 000|002a|002b|004``): lab up (real Kafka 2.3.0,
-real ZooKeeper 3.8) → the incident's fault → the health check finds it and starts ONE response → capture, Spark
+"""The drills of incidents 000, 002a, 002b and 004 (``./run demo 000|002a|002b|004 [--kafka 0.10.2.1]``): lab up
+(real Kafka 2.3.0 or 0.10.2.1, real ZooKeeper 3.8) → the incident's fault → the health check finds it and starts ONE response → capture, Spark
 analysis, report → a restart through the engine (000, 002b: the approval answered by this program as user
 "drill-bot", the way on-call would click in the Airflow UI) or an explanation handed to a person (002a, 004) →
 lab torn down.
@@ -9,7 +9,8 @@ lab torn down.
 =====  ==================================================  =====================================================
 000    ``isolate`` broker 3: it stops serving and logging,   restart it (approved), then its peers looked at again
        stays registered, its process lives
-002a   a client sending API key 60 to broker 2 every 3 s     explained: which client, which key, no restart
+002a   a client sending an API key newer than the broker     explained: which client, which key, no restart
+       (60 to 2.3, 32 to 0.10.2) to broker 2 every 3 s
 002b   ``kill-cleaner`` on broker 1                          restart it one at a time (approved): the cleaner runs
 004    ``zk-stall`` a ZooKeeper follower 2 x syncLimit x     explained with syncLimit x tickTime, no restart
        tickTime, then resumed
@@ -21,17 +22,18 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from kafka_lab.airflow_home import REPO, load_dags, prepare, take_triggered_confs
 from kafka_lab.approvals import Responder
-from kafka_lab.drill import HEALTH, RESPONSE, detect_until_finding, say
+from kafka_lab.drill import HEALTH, RESPONSE, DrillFailed, add_kafka_option, detect_until_finding, say
 
 INCIDENTS = ("000", "002a", "002b", "004")
 NEEDS_APPROVAL = ("000", "002b")  # a restart is proposed; the others are explained
+# 002a: a request of a newer client than the brokers (the seed: a 0.10 client's ApiVersions, key 18, to 0.9 brokers)
+NEWER_API_KEY = {"2.3.0": (60, "DescribeCluster, Kafka 2.8"), "0.10.2.1": (32, "DescribeConfigs, Kafka 0.11, KIP-133")}
 
 
 @dataclass
@@ -46,14 +48,16 @@ class DrillResult:
     ok: bool
 
 
-def inject(lab, incident: str) -> list[dict]:
-    """The incident's fault; returns the responses the health check started while it was injected (004's stall)."""
+def inject(lab, incident: str) -> None:
+    """The incident's fault (004's stall is over when this returns)."""
     if incident == "000":
         say("fault: broker 3 isolated -- its request handling held and its log appenders blocked; it stays registered, its process lives")
         lab.isolate(3)
     elif incident == "002a":
-        say("fault: a client at the lab's bad-client address sends API key 60 (unknown to Kafka 2.3) to broker 2 every 3 s")
-        lab.start_bad_client(2, api_key=60, interval_s=3)
+        key, what = NEWER_API_KEY[lab.kafka]
+        say(f"fault: a client at the lab's bad-client address sends API key {key} ({what}, unknown to Kafka {lab.kafka}) "
+            "to broker 2 every 3 s")
+        lab.start_bad_client(2, api_key=key, interval_s=3)
     elif incident == "002b":
         say("fault: broker 1's kafka-log-cleaner-thread-0 killed (log-cleaner.log: 'Error due to')")
         lab.kill_cleaner(1)
@@ -63,32 +67,23 @@ def inject(lab, incident: str) -> list[dict]:
         follower = min(z for z, m in quorum_modes().items() if m == "follower")
         seconds = 2 * SYNC_LIMIT * TICK_TIME_MS / 1000
         say(f"fault: ZooKeeper follower zk{follower} stopped (SIGSTOP) for {seconds:.0f} s = 2 x syncLimit {SYNC_LIMIT} x "
-            f"tickTime {TICK_TIME_MS} ms, then resumed")
-        stall = threading.Thread(target=lab.zk_stall, args=(follower, seconds))
-        stall.start()
-        return [stall]  # type: ignore[list-item]
+            f"tickTime {TICK_TIME_MS} ms, then resumed; no health check runs during the stall: the next scheduled one "
+            "finds it after the fact")
+        lab.zk_stall(follower, seconds)
     else:
         raise ValueError(f"unknown incident {incident!r}; one of {INCIDENTS}")
-    return []
 
 
-def run_incident(lab, dags, incident: str, option: str = "Approve", finding_timeout_s: float = 300) -> DrillResult:
+def run_incident(lab, dags, incident: str, option: str = "Approve", finding_timeout_s: float = 600) -> DrillResult:
     """One incident on a running, healthy lab (Airflow prepared): fault → finding → response. Timings in seconds."""
     from kafka_runbooks.config import load_cluster
     from kafka_runbooks.incidents.store import IncidentStore
 
     take_triggered_confs(RESPONSE)
     t_fault = time.monotonic()
-    pending = inject(lab, incident)
+    inject(lab, incident)
     health = dags.get_dag(HEALTH)
-    confs: list[dict] = []
-    for stall in pending:  # 004: the health check runs during the stall too, as its schedule would
-        while stall.is_alive():
-            health.test(run_conf={"cluster": "lab"})
-            confs += take_triggered_confs(RESPONSE)
-        stall.join()
-    if not confs:
-        confs = detect_until_finding(health, "lab", timeout_s=finding_timeout_s)
+    confs = detect_until_finding(health, "lab", timeout_s=finding_timeout_s)
     t_found = time.monotonic() - t_fault
     conf = confs[0]
     say(f"fault → incident in {t_found:.1f}s: {conf['finding']['kind']} on brokers {conf['broker_ids']}"
@@ -136,20 +131,24 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--reject", action="store_true", help="000/002b: answer Reject instead of Approve")
     p.add_argument("--keep-lab", action="store_true")
     p.add_argument("--verbose", action="store_true", help="show Airflow's INFO logs of every task")
+    add_kafka_option(p)
     args = p.parse_args(argv)
     os.environ.setdefault("AIRFLOW__LOGGING__LOGGING_LEVEL", "INFO" if args.verbose else "WARNING")
     from kafka_lab import Lab
 
     state = args.state_dir.resolve()
-    lab = Lab(state)
+    lab = Lab(state, kafka=args.kafka)
     t0 = time.monotonic()
-    say(f"starting the lab in {state} (3-node ZooKeeper, 3 sshd hosts, 3 Apache Kafka 2.3.0 brokers, client load)")
-    lab.up()
+    say(f"starting the lab in {state} (3-node ZooKeeper, 3 sshd hosts, 3 Apache Kafka {lab.kafka} brokers, client load)")
+    lab.up(kafka=lab.kafka)
     try:
         say(f"lab up in {time.monotonic() - t0:.1f}s")
         prepare(state / "airflow", lab.airflow_env())
         result = run_incident(lab, load_dags(), args.incident, "Reject" if args.reject else "Approve")
         return 0 if result.ok else 1
+    except DrillFailed as exc:
+        say(f"DRILL FAILED: {exc}")
+        return 1
     finally:
         if args.keep_lab:
             say("lab left running (--keep-lab); stop it with: python -m kafka_lab down")

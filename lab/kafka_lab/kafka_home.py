@@ -1,13 +1,17 @@
-"""Where the lab's Apache Kafka 2.3.0 comes from: one implementation, used by the lab and by scripts/bootstrap.sh.
+"""Where the lab's Apache Kafka comes from: one implementation, used by the lab and by scripts/bootstrap.sh.
 
-Order: ``KAFKA_HOME`` if set (it must be a Kafka distribution: no silent fallback when the user named one),
-else ``<repo>/../shared/kafka/kafka_2.12-2.3.0``, else a copy already downloaded into ``<repo>/var/kafka/``,
-else the release downloaded from the Apache archive into ``<repo>/var/kafka/`` and checked against its
-published SHA-512 (``kafka_2.12-2.3.0.tgz.sha512``, written by ``gpg --print-md SHA512``).
+Two versions run in the lab (``DISTRIBUTIONS``): 2.3.0 (the default) and 0.10.2.1 (the seed incidents' era).
+Order for a version V: its environment variable (``KAFKA_HOME`` for 2.3.0, ``KAFKA_HOME_0_10_2_1`` for 0.10.2.1;
+it must be a distribution of V: no silent fallback when the user named one), else
+``<repo>/../shared/kafka/kafka_<scala>-V``, else a copy already downloaded into ``<repo>/var/kafka/``, else (2.3.0
+only) the release downloaded from the Apache archive into ``<repo>/var/kafka/`` and checked against its published
+SHA-512 (``kafka_2.12-2.3.0.tgz.sha512``, written by ``gpg --print-md SHA512``). The archive's 0.10.2.1 does not
+start on the JDK 17 used here (its core needs ``javax.xml.bind``, gone since JDK 11, and its scripts pass GC flags
+JDK 17 rejects): ``../shared/kafka/kafka_2.11-0.10.2.1/README.md`` says how the runnable copy was rebuilt.
 
 Standard library only, so that bootstrap can run it before anything is installed:
 
-    python3 lab/kafka_lab/kafka_home.py [--repo DIR] [--no-download]    # prints the Kafka directory
+    python3 lab/kafka_lab/kafka_home.py [--repo DIR] [--no-download] [--kafka 0.10.2.1]   # prints the Kafka directory
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import urllib.request
 from pathlib import Path
 from typing import Mapping
 
-KAFKA_VERSION = "2.3.0"
+KAFKA_VERSION = "2.3.0"  # the lab's default version
 SCALA_VERSION = "2.12"
 DIST_NAME = f"kafka_{SCALA_VERSION}-{KAFKA_VERSION}"
 TARBALL = f"{DIST_NAME}.tgz"
@@ -33,16 +37,39 @@ DOWNLOAD_TIMEOUT_S = 30.0
 REPO = Path(__file__).resolve().parents[2]
 
 
+class Distribution:
+    """One Kafka version the lab can run: its Scala build, directory name, core jar and environment variable."""
+
+    def __init__(self, version: str, scala: str, downloadable: bool) -> None:
+        self.version, self.scala, self.downloadable = version, scala, downloadable
+        self.name = f"kafka_{scala}-{version}"
+        self.core_jar = f"libs/kafka_{scala}-{version}.jar"
+        self.env = "KAFKA_HOME" if version == KAFKA_VERSION else "KAFKA_HOME_" + version.replace(".", "_")
+
+    def __repr__(self) -> str:
+        return f"Distribution({self.version!r})"
+
+
+DISTRIBUTIONS = {d.version: d for d in (Distribution(KAFKA_VERSION, SCALA_VERSION, True), Distribution("0.10.2.1", "2.11", False))}
+
+
+def distribution(version: str | None = None) -> Distribution:
+    v = version or KAFKA_VERSION
+    if v not in DISTRIBUTIONS:
+        raise KafkaHomeError(f"the lab runs Kafka {' or '.join(sorted(DISTRIBUTIONS))}, not {v!r}")
+    return DISTRIBUTIONS[v]
+
+
 class KafkaHomeError(RuntimeError):
     """No usable Kafka distribution; the message says what was tried and what to set."""
 
 
-def is_kafka_home(path: Path) -> bool:
-    return (path / "bin" / "kafka-server-start.sh").is_file() and (path / "libs" / f"kafka_{SCALA_VERSION}-{KAFKA_VERSION}.jar").is_file()
+def is_kafka_home(path: Path, version: str | None = None) -> bool:
+    return (path / "bin" / "kafka-server-start.sh").is_file() and (path / distribution(version).core_jar).is_file()
 
 
-def shared_home(repo: Path) -> Path:
-    return repo.parent / "shared" / "kafka" / DIST_NAME
+def shared_home(repo: Path, version: str | None = None) -> Path:
+    return repo.parent / "shared" / "kafka" / distribution(version).name
 
 
 def download_dir(repo: Path) -> Path:
@@ -115,23 +142,26 @@ def download(repo: Path, base_url: str = ARCHIVE_URL, timeout: float = DOWNLOAD_
 
 
 def resolve(repo: Path = REPO, env: Mapping[str, str] | None = None, allow_download: bool = True,
-            base_url: str = ARCHIVE_URL, timeout: float = DOWNLOAD_TIMEOUT_S) -> Path:
+            base_url: str = ARCHIVE_URL, timeout: float = DOWNLOAD_TIMEOUT_S, version: str | None = None) -> Path:
     env = os.environ if env is None else env
-    named = env.get("KAFKA_HOME", "").strip()
+    dist = distribution(version)
+    named = env.get(dist.env, "").strip()
     if named:
         home = Path(named).expanduser().resolve()
-        if not is_kafka_home(home):
-            raise KafkaHomeError(f"KAFKA_HOME={named} is not an Apache Kafka {KAFKA_VERSION} (Scala {SCALA_VERSION}) distribution: "
-                                 f"expected bin/kafka-server-start.sh and libs/kafka_{SCALA_VERSION}-{KAFKA_VERSION}.jar in it")
+        if not is_kafka_home(home, dist.version):
+            raise KafkaHomeError(f"{dist.env}={named} is not an Apache Kafka {dist.version} (Scala {dist.scala}) distribution: "
+                                 f"expected bin/kafka-server-start.sh and {dist.core_jar} in it")
         return home
-    tried = ["KAFKA_HOME (not set)"]
-    for candidate in (shared_home(repo), download_dir(repo) / DIST_NAME):
-        if is_kafka_home(candidate):
+    tried = [f"{dist.env} (not set)"]
+    for candidate in (shared_home(repo, dist.version), download_dir(repo) / dist.name):
+        if is_kafka_home(candidate, dist.version):
             return candidate.resolve()
         tried.append(f"{candidate} (absent)")
-    if not allow_download:
-        raise KafkaHomeError(f"Apache Kafka {KAFKA_VERSION} not found; tried: {'; '.join(tried)}. "
-                             f"Set KAFKA_HOME to an unpacked {DIST_NAME} directory.")
+    if not allow_download or not dist.downloadable:
+        why = "" if dist.downloadable else (" The Apache archive's release does not start on JDK 17 (see "
+                                            "../shared/kafka/kafka_2.11-0.10.2.1/README.md for the rebuilt copy).")
+        raise KafkaHomeError(f"Apache Kafka {dist.version} not found; tried: {'; '.join(tried)}. "
+                             f"Set {dist.env} to an unpacked {dist.name} directory.{why}")
     url = (base_url if base_url.endswith("/") else base_url + "/") + TARBALL
     try:
         return download(repo, base_url, timeout)
@@ -149,9 +179,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repo", type=Path, default=REPO)
     ap.add_argument("--no-download", action="store_true")
+    ap.add_argument("--kafka", default=KAFKA_VERSION, choices=sorted(DISTRIBUTIONS), help="the Kafka version")
     a = ap.parse_args(argv)
     try:
-        print(resolve(a.repo.resolve(), allow_download=not a.no_download))
+        print(resolve(a.repo.resolve(), allow_download=not a.no_download, version=a.kafka))
     except KafkaHomeError as exc:
         print(f"kafka_home: {exc}", file=sys.stderr)
         return 1

@@ -1,5 +1,6 @@
-"""The practice cluster: a 3-node ZooKeeper ensemble, 3 SSH "hosts" each running a real Apache Kafka 2.3.0 broker
-as its own user, the lab's topics, and an application load.
+"""The practice cluster: a 3-node ZooKeeper ensemble, 3 SSH "hosts" each running a real Apache Kafka broker (2.3.0 by
+default, or 0.10.2.1: ``Lab(kafka="0.10.2.1")``, ``up --kafka``, ``KAFKA_LAB_KAFKA``) as its own user, the lab's
+topics, and an application load.
 
 Everything runs on the loopback addresses of this slot (net.py) and is started and stopped by this module. Every
 process the lab starts names the state directory in its command line and is recorded in a pid file, so ``down()``
@@ -26,7 +27,7 @@ from .badclient import BAD_REQUEST_WINDOW_S
 from .faults import FaultsMixin
 from .leadership import LeadershipMixin
 from .hosts import BROKER_IDS, host_name, host_user
-from .kafka_home import KAFKA_VERSION, resolve as resolve_kafka_home
+from .kafka_home import KAFKA_VERSION, distribution, resolve as resolve_kafka_home
 from .load import groups_per_broker
 from .net import (JMX_PORT, KAFKA_CLIENT_PORT, KAFKA_REPLICATION_PORT, SSH_PORT, ZK_CLIENT_PORT, ZK_ELECTION_PORT,
                   ZK_QUORUM_PORT, broker_ip, zk_ip)
@@ -63,12 +64,19 @@ def default_state_dir() -> Path:
     return Path(os.environ.get("KAFKA_LAB_HOME") or REPO / "var" / "lab")
 
 
+def default_kafka() -> str:
+    """The lab's Kafka version when none is given: ``KAFKA_LAB_KAFKA``, else 2.3.0."""
+    return os.environ.get("KAFKA_LAB_KAFKA") or KAFKA_VERSION
+
+
 class Lab(FaultsMixin, LeadershipMixin):
-    def __init__(self, state_dir: str | os.PathLike | None = None, profile: str | None = None):
+    def __init__(self, state_dir: str | os.PathLike | None = None, profile: str | None = None, kafka: str | None = None):
         self.state = Path(state_dir or default_state_dir()).resolve()
         saved = self._saved()
         self.profile = profile or saved.get("profile") or DEFAULT_PROFILE
-        broker_settings(self.profile)  # an unknown profile fails here, not half-way through up()
+        self.kafka = kafka or saved.get("kafka") or default_kafka()
+        distribution(self.kafka)  # an unknown version or profile fails here, not half-way through up()
+        broker_settings(self.profile, self.kafka)
         self.groups: dict[int, str] = {int(k): v for k, v in saved.get("groups", {}).items()}
         self.up_seconds: float | None = None
         self._kz = None
@@ -127,7 +135,18 @@ class Lab(FaultsMixin, LeadershipMixin):
     @property
     def kafka_home(self) -> Path:
         saved = self._saved().get("kafka_home")
-        return Path(saved) if saved else resolve_kafka_home(REPO, allow_download=False)
+        return Path(saved) if saved else resolve_kafka_home(REPO, allow_download=False, version=self.kafka)
+
+    @property
+    def settings(self) -> dict:
+        """The brokers' lab settings (profile and version)."""
+        return broker_settings(self.profile, self.kafka)
+
+    def kafka_capabilities(self):
+        """The product's view of the lab's version (kafka_runbooks.versions), as its log line would say."""
+        from kafka_runbooks import versions
+
+        return versions.cluster_version({b: [versions.from_log_line(b, self.kafka)] for b in BROKER_IDS})
 
     def _saved(self) -> dict:
         try:
@@ -140,9 +159,12 @@ class Lab(FaultsMixin, LeadershipMixin):
         (self.state / LAB_STATE_FILE).write_text(json.dumps(data, indent=2) + "\n")
 
     # ------------------------------------------------------------------ lifecycle
-    def up(self, profile: str | None = None) -> dict:
+    def up(self, profile: str | None = None, kafka: str | None = None) -> dict:
+        if kafka:
+            distribution(kafka)
+            self.kafka = kafka
         if profile:
-            broker_settings(profile)
+            broker_settings(profile, self.kafka)
             self.profile = profile
         t0 = time.monotonic()
         if os.geteuid() != 0:
@@ -162,7 +184,7 @@ class Lab(FaultsMixin, LeadershipMixin):
             time.sleep(0.5)
         if busy:
             raise LabError(f"ports already in use (another lab in this slot, KAFKA_RUNBOOKS_SLOT?): {busy}")
-        kafka_home = resolve_kafka_home(REPO)
+        kafka_home = resolve_kafka_home(REPO, version=self.kafka)
         if self.state.exists():  # the previous run's state (logs) stays one run for post-mortems
             prev = self.state.with_name(self.state.name + ".prev")
             shutil.rmtree(prev, ignore_errors=True)
@@ -170,7 +192,7 @@ class Lab(FaultsMixin, LeadershipMixin):
         self.state.mkdir(parents=True)
         os.chmod(self.state, 0o755)
         (self.state / "run").mkdir()
-        self._save(profile=self.profile, kafka_home=str(kafka_home))
+        self._save(profile=self.profile, kafka=self.kafka, kafka_home=str(kafka_home))
         javac = agent.start_build(self.state / "agent")
         zookeeper.write_configs(self.zk_dir)
         self._setup_ssh()  # the hosts' users first: each ZooKeeper node runs as its own
@@ -185,9 +207,9 @@ class Lab(FaultsMixin, LeadershipMixin):
         hosts.ensure_etc_hosts({host_name(b): broker_ip(b) for b in BROKER_IDS})
         self._check_readable_by_host_users(kafka_home)
         jar = agent.finish_build(javac, self.state / "agent")
-        settings = broker_settings(self.profile)
+        settings = self.settings
         for b in BROKER_IDS:
-            hosts.write_broker_host(self.host_dir(b), b, kafka_home, jar, zk_connect() + CHROOT, settings)
+            hosts.write_broker_host(self.host_dir(b), b, kafka_home, jar, zk_connect() + CHROOT, settings, self.kafka)
         wait_until(zookeeper.quorum_modes, 30, "the 3-node ZooKeeper ensemble to elect a leader", interval=0.2)
         for b in BROKER_IDS:
             self.host_script(b, "kafka-start")
@@ -409,7 +431,10 @@ class Lab(FaultsMixin, LeadershipMixin):
         moved = self.non_preferred()
         if not moved:
             return
-        topics.elect_preferred(moved, timeout=timeout)
+        if self.kafka_capabilities().has("elect_leaders_api"):
+            topics.elect_preferred(moved, timeout=timeout)
+        else:  # before 2.2 (KIP-183) the controller reads the znode, as kafka-preferred-replica-election.sh writes it
+            topics.elect_preferred_znode(self.kazoo(), moved, timeout=timeout)
         self.wait_partitions(lambda ps: all(s["leader"] == s["replicas"][0] for s in ps.values()), timeout, "preferred leaders")
 
     # ------------------------------------------------------------------ SSH
@@ -455,7 +480,7 @@ class Lab(FaultsMixin, LeadershipMixin):
         os.chmod(self.known_hosts, 0o644)
 
     def _check_readable_by_host_users(self, kafka_home: Path) -> None:
-        jar = kafka_home / "libs" / f"kafka_2.12-{KAFKA_VERSION}.jar"
+        jar = kafka_home / distribution(self.kafka).core_jar
         p = subprocess.run(["runuser", "-u", host_user(1), "--", "test", "-r", str(jar)], capture_output=True, timeout=30)
         if p.returncode != 0:
             raise LabError(f"{jar} is not readable by {host_user(1)}: the broker hosts' users must read KAFKA_HOME ({kafka_home})")
@@ -468,7 +493,7 @@ class Lab(FaultsMixin, LeadershipMixin):
                           + [(f"sshd-zk{z}", read_pid(self._pid_file(f"sshd-zk{z}"))) for z in ZK_IDS]
                           + [(f"broker{b}", self.broker_pid(b)) for b in BROKER_IDS]):
             procs[name] = {"pid": pid, "state": proc_state(pid)} if alive(pid) else None
-        out: dict[str, Any] = {"state_dir": str(self.state), "profile": self.profile, "processes": procs,
+        out: dict[str, Any] = {"state_dir": str(self.state), "profile": self.profile, "kafka": self.kafka, "processes": procs,
                                "zookeeper": {z: zookeeper.mode(z) or "not serving" for z in ZK_IDS},
                                "agents": {b: agent.read_state(self.run_dir(b)) for b in BROKER_IDS}}
         try:
@@ -503,7 +528,7 @@ class Lab(FaultsMixin, LeadershipMixin):
                 "server_log_path": f"{host_tmpl}/logs/server.log",
                 "server_properties_path": f"{host_tmpl}/config/server.properties",
                 "kafka_home": str(self.kafka_home),
-                "kafka_version": KAFKA_VERSION,
+                "kafka_version": self.kafka,
                 "bundle_base": str(self.state / "bundles"),
                 "incident_base": str(self.state / "incidents"),
                 "approvals": {"approvers": list(APPROVERS), "timeout_s": 600.0},
@@ -554,7 +579,7 @@ class Lab(FaultsMixin, LeadershipMixin):
         (self.state / "clusters.json").write_text(json.dumps(self.cluster_settings(), indent=2) + "\n")
         info = {
             "state_dir": str(self.state), "zk_connect": zk_connect(), "chroot": CHROOT, "known_hosts": str(self.known_hosts),
-            "key_file": str(self.key_file), "profile": self.profile, "kafka_home": str(self.kafka_home),
+            "key_file": str(self.key_file), "profile": self.profile, "kafka": self.kafka, "kafka_home": str(self.kafka_home),
             "brokers": {str(b): {"address": broker_ip(b), "host_name": host_name(b), "ssh_port": SSH_PORT, "user": host_user(b),
                                  "client_port": KAFKA_CLIENT_PORT, "replication_port": KAFKA_REPLICATION_PORT, "jmx_port": JMX_PORT,
                                  "server_log": str(self.server_log(b)), "host_key": self.host_key(b),

@@ -26,7 +26,8 @@ from .hosts import BROKER_IDS
 from .procs import LabError, wait_until
 from .profile import broker_settings
 
-STARTED = re.compile(r"\[KafkaServer id=(\d+)\] started")
+# 2.3: "[KafkaServer id=1] started"; 0.10: "[Kafka Server 1], started"
+STARTED = re.compile(r"\[Kafka ?Server (?:id=)?(\d+)\],? started")
 
 
 class LeadershipMixin:
@@ -37,13 +38,13 @@ class LeadershipMixin:
         """Every broker restarted with ``profile``'s settings (controller last); [] when already in use."""
         from .lab import CHROOT, zk_connect
 
-        settings = broker_settings(profile)
+        settings = broker_settings(profile, self.kafka)
         if profile == self.profile and all(self._has_settings(b, settings) for b in BROKER_IDS):
             return []
         self.profile = profile
         self._save(profile=profile)
         for b in BROKER_IDS:
-            hosts.write_server_properties(self.host_dir(b), b, zk_connect() + CHROOT, settings)
+            hosts.write_server_properties(self.host_dir(b), b, zk_connect() + CHROOT, settings, self.kafka)
         deadline = time.monotonic() + timeout
         controller = (self.controller() or {}).get("brokerid")
         done = []

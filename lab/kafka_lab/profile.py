@@ -1,7 +1,9 @@
 """The lab's broker settings, in one place (lab/README.md explains each choice and what was measured).
 
 ``PROFILES[name]`` is merged over ``BASE`` and written into every broker's server.properties; the per-broker
-keys (id, listeners, directories, ZooKeeper) are added by ``hosts.py``.
+keys (id, listeners, directories, ZooKeeper) are added by ``hosts.py``. A Kafka version whose names or defaults
+differ has its own entry in ``VERSIONS`` (keys it does not know are left out, settings it spells otherwise are
+replaced): the 0.10.2.1 brokers get 0.10's names and keep 0.10's defaults where the lab has no reason to change them.
 """
 
 from __future__ import annotations
@@ -23,6 +25,11 @@ BASE: dict[str, str | int] = {
     "replica.socket.timeout.ms": 10000,
     "auto.leader.rebalance.enable": "false",
     "leader.imbalance.check.interval.seconds": 300,
+    # Kafka 2.3's default. 0.10's default is true (KIP-106 turned it off in 0.11): a 0.10 broker whose request handling
+    # is stuck shrinks the ISR of every partition it leads to itself (its followers' fetches go unanswered), so with
+    # 0.10's default the product rightly refuses to restart it (the controller would elect a replica that is behind).
+    # The lab sets it off on both versions, as 0.11's upgrade notes advise, so the drills' approved restarts can run;
+    # tests/lab/test_kafka010_product.py turns it back on for a topic and shows the refusal.
     "unclean.leader.election.enable": "false",
     # a consumer group forms at once instead of after 3 s
     "group.initial.rebalance.delay.ms": 0,
@@ -58,13 +65,30 @@ PROFILES: dict[str, dict[str, str | int]] = {
 
 DEFAULT_PROFILE = "default"
 
+# {Kafka version: (keys it does not know or whose default the lab keeps, settings of its own)}
+VERSIONS: dict[str, tuple[tuple[str, ...], dict[str, str | int]]] = {
+    "2.3.0": ((), {}),
+    "0.10.2.1": (
+        (
+            # 0.11's (KIP-134): a 0.10 group rebalances at once anyway
+            "group.initial.rebalance.delay.ms",
+            # 0.11's transactions (KIP-98): no __transaction_state before 0.11
+            "transaction.state.log.replication.factor", "transaction.state.log.min.isr",
+        ),
+        {},
+    ),
+}
+
 HEAP_OPTS = "-Xms128m -Xmx256m"
 # Kafka's own kafka-run-class.sh defaults, plus C1 only (less JIT CPU on a shared 2-core machine)
 JVM_PERFORMANCE_OPTS = ("-server -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35 "
                         "-XX:+ExplicitGCInvokesConcurrent -XX:TieredStopAtLevel=1 -Djava.awt.headless=true")
 
 
-def broker_settings(profile: str) -> dict[str, str | int]:
+def broker_settings(profile: str, kafka: str = "2.3.0") -> dict[str, str | int]:
     if profile not in PROFILES:
         raise ValueError(f"unknown lab profile {profile!r}; known: {sorted(PROFILES)}")
-    return {**BASE, **PROFILES[profile]}
+    if kafka not in VERSIONS:
+        raise ValueError(f"no lab profile for Kafka {kafka!r}; known: {sorted(VERSIONS)}")
+    drop, own = VERSIONS[kafka]
+    return {k: v for k, v in {**BASE, **own, **PROFILES[profile]}.items() if k not in drop}

@@ -113,6 +113,31 @@ def elect_preferred(partitions: list[tuple[str, int]], timeout: float = 30) -> d
     return {(tp.topic, tp.partition): (str(err) if err is not None else None) for tp, err in result.items()}
 
 
+def elect_preferred_znode(kz, partitions: list[tuple[str, int]], timeout: float = 30) -> None:
+    """Preferred-replica election as Kafka before 2.2 offers it (no ElectLeaders API, KIP-183): the partitions written
+    to /admin/preferred_replica_election (what kafka-preferred-replica-election.sh does); the controller elects and
+    deletes the znode. Waits for an election already pending to finish first."""
+    import json
+
+    from kazoo.exceptions import NodeExistsError
+
+    path = "/admin/preferred_replica_election"
+    data = json.dumps({"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in partitions]}).encode()
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            kz.create(path, data, makepath=True)
+            break
+        except NodeExistsError:
+            if time.monotonic() > deadline:
+                raise LabError(f"{path} still holds an earlier election after {timeout:.0f}s")
+            time.sleep(0.3)
+    while kz.exists(path):
+        if time.monotonic() > deadline:
+            raise LabError(f"the controller did not run the preferred election of {path} within {timeout:.0f}s")
+        time.sleep(0.2)
+
+
 def list_topics_at(b: int, timeout: float = 3.0):
     """A Metadata request to broker b alone (bootstrapped at its CLIENT listener); raises on timeout."""
     return admin(client_bootstrap(b), timeout_ms=int(timeout * 1000)).list_topics(timeout=timeout)

@@ -50,7 +50,9 @@ class CaptureSettings:
     # next to server.log unless log_dir says otherwise ("{broker_id}" allowed)
     log_dir: str | None = None
     other_logs: tuple[str, ...] = ("controller.log", "state-change.log", "log-cleaner.log", "kafkaServer.out", "kafkaServer-gc.log")
-    stdout_log: str = "kafkaServer.out"  # where the JVM's stdout goes: a SIGQUIT thread dump lands there
+    # the JVM's stdout/stderr, a file name in the broker's log directory: a SIGQUIT thread dump lands there, and a broker
+    # that fails to start says why there (the one setting for that file; the retired stdout_log_path is refused)
+    stdout_log: str = "kafkaServer.out"
     # `jhsdb jstack --pid` (ptrace; needs no cooperation from the JVM). Measured here on JDK 17: fine on a small
     # JVM (< 1 s), but on a Kafka 2.3 broker it fails ("VM.initialize() was not yet called") and spins until killed
     jhsdb_timeout_s: float = 20.0
@@ -79,6 +81,8 @@ class CaptureSettings:
             raise ConfigError("capture: host_deadline_s, jhsdb_timeout_s, intrusive_deadline_s and log_tail_bytes must be > 0")
         if s.max_suspects < 1:
             raise ConfigError("capture: max_suspects >= 1")
+        if not s.stdout_log or "/" in s.stdout_log or s.stdout_log in (".", ".."):
+            raise ConfigError(f"capture.stdout_log must be a file name in the broker's log directory, not {s.stdout_log!r}")
         return s
 
 
@@ -156,6 +160,9 @@ class HealthSettings:
     # $KAFKA_RUNBOOKS_WATCH_ZOOKEEPER, else true)
     schedule: str | None = None
     watch_zookeeper: bool | None = None
+    # issue 16: a follower out of an ISR whose log end offset has not moved for this long, with no fetcher for the
+    # partition, is stuck (detect/replicas.py); the preferred election gives up on it instead of waiting
+    follower_stuck_s: float = 120.0
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "HealthSettings":
@@ -176,8 +183,8 @@ class HealthSettings:
             raise ConfigError("health: recheck_s >= 0")
         if min(s.probe_command_timeout_s, s.probe_host_deadline_s, s.fetch_error_window_s, s.log_tail_bytes) <= 0:
             raise ConfigError("health: probe timeouts, fetch_error_window_s and log_tail_bytes must be > 0")
-        if min(s.log_silent_s, s.bad_request_window_s, s.offsets_load_expected_s) <= 0 or min(s.offsets_segments_max, s.offsets_bytes_max) < 1:
-            raise ConfigError("health: log_silent_s, bad_request_window_s, offsets_load_expected_s > 0; offsets_* >= 1")
+        if min(s.log_silent_s, s.bad_request_window_s, s.offsets_load_expected_s, s.follower_stuck_s) <= 0 or min(s.offsets_segments_max, s.offsets_bytes_max) < 1:
+            raise ConfigError("health: log_silent_s, bad_request_window_s, offsets_load_expected_s, follower_stuck_s > 0; offsets_* >= 1")
         return s
 
 
@@ -410,6 +417,8 @@ _RETIRED = {
     "restart_command": "split into stop_command and start_command (plus kill_command for escalation)",
     "recovery_timeout_s": "replaced by the gates section (register_s, in_sync_s, coordinator_s, canary_s)",
     "approval_timeout_s": "moved to approvals.timeout_s",
+    "stdout_log_path": "replaced by capture.stdout_log (the file name of the broker's stdout in its log directory, "
+                       "capture.log_dir or server.log's; default kafkaServer.out): one setting for one file",
 }
 
 
@@ -427,8 +436,6 @@ class ClusterConfig:
     start_command: tuple[str, ...] = ("sudo", "-n", "systemctl", "start", "kafka")
     kill_command: tuple[str, ...] = ()  # escalation when the process outlives gates.stop_s; empty: never kill
     server_log_path: str = "/var/log/kafka/server.log"  # "{broker_id}" allowed
-    # the broker's stdout/stderr (kafka-server-start.sh writes kafkaServer.out next to server.log); "{broker_id}" allowed
-    stdout_log_path: str | None = None
     # regex (pgrep -f) for the broker's process; "{server_properties}" becomes the escaped properties path
     process_pattern: str = r"kafka\.Kafka .*{server_properties}"
     server_properties_path: str = "/etc/kafka/server.properties"  # "{broker_id}" allowed
@@ -476,9 +483,9 @@ class ClusterConfig:
         return self.server_properties_path.replace("{broker_id}", str(int(broker_id)))
 
     def stdout_log(self, broker_id: int) -> str:
-        if self.stdout_log_path:
-            return self.stdout_log_path.replace("{broker_id}", str(int(broker_id)))
-        return os.path.join(os.path.dirname(self.server_log(broker_id)), "kafkaServer.out")
+        """The broker's stdout/stderr (kafka-server-start.sh writes kafkaServer.out into its log directory): the one
+        setting ``capture.stdout_log``, in ``log_dir``."""
+        return f"{self.log_dir(broker_id).rstrip('/')}/{self.capture.stdout_log}"
 
     def process_regex(self, broker_id: int) -> str:
         """The pgrep -f pattern that finds this broker's JVM on its host."""

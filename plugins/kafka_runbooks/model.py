@@ -39,6 +39,7 @@ class Broker:
     registered_at: str | None = None  # ISO-8601 UTC
     session_id: int | None = None
     registration_zxid: int | None = None
+    schema_version: int | None = None  # the registration JSON's "version" (4 since 0.10.2): a floor of Kafka's
 
     def listeners(self) -> dict[str, tuple[str, int]]:
         """{listener name: (host, port)} of the registered endpoints that parse."""
@@ -80,6 +81,7 @@ class Broker:
             registered_at=d.get("registered_at"),
             session_id=d.get("session_id"),
             registration_zxid=d.get("registration_zxid"),
+            schema_version=d.get("schema_version"),
         )
 
 
@@ -348,6 +350,7 @@ class ZooKeeperProbe:
     elections: int | None = None
     learners: int | None = None
     synced_followers: int | None = None
+    pending_syncs: int | None = None  # leader only (mntr zk_pending_syncs): learners still syncing
     version: str | None = None
     error: str | None = None
     zone: str | None = None
@@ -356,6 +359,7 @@ class ZooKeeperProbe:
     host_error: str | None = None
     pid: int | None = None
     process_state: str | None = None
+    process_uptime_s: float | None = None  # how long its process has run (a drop restarts its server, not its process)
     load_1m: float | None = None
     cpus: int | None = None
     tick_time_ms: int | None = None
@@ -401,12 +405,21 @@ class KafkaCheck:
     at: str | None = None  # ISO-8601 UTC
     error_code: str | None = None  # librdkafka / Kafka error name, e.g. "_TIMED_OUT", "_TRANSPORT"
     registered: bool = True  # False: checked because its host is configured, though not registered
+    # the request that was asked: "DescribeConfigs" (Kafka >= 0.11), or "ApiVersions+Metadata" where the broker has no
+    # DescribeConfigs (versions.FEATURES["describe_configs"]); with the version range its ApiVersions answer implies
+    method: str | None = None
+    api_versions: Mapping[int, tuple[int, int]] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        d = dataclasses.asdict(self)
+        if self.api_versions is not None:
+            d["api_versions"] = {str(k): list(v) for k, v in sorted(self.api_versions.items())}
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "KafkaCheck":
+        if d.get("api_versions") is not None:
+            d = {**d, "api_versions": {int(k): (int(v[0]), int(v[1])) for k, v in d["api_versions"].items()}}
         return cls(**{k: d.get(k) for k in cls.__dataclass_fields__ if k in d})
 
 
@@ -424,6 +437,8 @@ class CanaryResult:
     error: str | None = None
     error_code: str | None = None
     at: str | None = None
+    idempotent: bool | None = None  # produced with the idempotent producer (Kafka >= 0.11, KIP-98)
+    duplicates: int | None = None  # extra copies of this round's record found (None: not counted)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -517,6 +532,10 @@ class ClusterSnapshot:
     static_configs: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     # the ZooKeeper ensemble's members, one probe each (empty when not probed)
     zookeeper: tuple[ZooKeeperProbe, ...] = ()
+    # why the cluster's state could not be read from ZooKeeper (then brokers/partitions are unknown, not empty)
+    zookeeper_error: str | None = None
+    # the Kafka version the brokers report (kafka_runbooks.versions.to_dict; None when not observed)
+    kafka_version: Mapping[str, Any] | None = None
 
     @property
     def live_broker_ids(self) -> frozenset[int]:
@@ -582,6 +601,8 @@ class ClusterSnapshot:
             "controller_log": [x.to_dict() for x in self.controller_log],
             "static_configs": {k: dict(v) for k, v in self.static_configs.items()},
             "zookeeper": [z.to_dict() for z in self.zookeeper],
+            "zookeeper_error": self.zookeeper_error,
+            "kafka_version": self.kafka_version,
         }
 
     @classmethod
@@ -606,7 +627,16 @@ class ClusterSnapshot:
             controller_log=tuple(LogLineSeen.from_dict(x) for x in d.get("controller_log") or ()),
             static_configs={str(k): {str(a): str(b) for a, b in dict(v).items()} for k, v in (d.get("static_configs") or {}).items()},
             zookeeper=tuple(ZooKeeperProbe.from_dict(z) for z in d.get("zookeeper") or ()),
+            zookeeper_error=d.get("zookeeper_error"),
+            kafka_version=d.get("kafka_version"),
         )
+
+    @property
+    def version(self):
+        """The brokers' version as observed (kafka_runbooks.versions.KafkaVersion; unknown when not observed)."""
+        from kafka_runbooks import versions
+
+        return versions.from_dict(self.kafka_version)
 
 
 @dataclass(frozen=True)
@@ -679,24 +709,20 @@ class Step:
     No command lives here: the argv run on a host is built from the cluster's configuration when
     the step executes (``ClusterConfig.argv``), never carried through XCom."""
 
-    action: str  # "restart_broker", "elect_preferred"
-    broker_id: int  # the broker restarted; for an election, the broker leadership moves to
+    action: str  # "restart_broker"
+    broker_id: int  # the broker restarted
     reason: str
     blast_radius: tuple[str, ...] = ()
     refusals: tuple[str, ...] = ()
-    partitions: tuple[str, ...] = ()  # an election batch: the partitions ("topic-N") whose leadership moves
 
     def to_dict(self) -> dict[str, Any]:
-        d = {
+        return {
             "action": self.action,
             "broker_id": self.broker_id,
             "reason": self.reason,
             "blast_radius": list(self.blast_radius),
             "refusals": list(self.refusals),
         }
-        if self.partitions:
-            d["partitions"] = list(self.partitions)
-        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Step":
@@ -706,8 +732,27 @@ class Step:
             reason=str(d["reason"]),
             blast_radius=tuple(str(x) for x in d.get("blast_radius") or ()),
             refusals=tuple(str(x) for x in d.get("refusals") or ()),
-            partitions=tuple(str(x) for x in d.get("partitions") or ()),
         )
+
+
+@dataclass(frozen=True)
+class ElectionBatch:
+    """One batch of a preferred-replica election: the partitions ("topic-N") whose leadership moves to their preferred
+    replica ``target`` together, written to ``/admin/preferred_replica_election`` at once and checked before the next.
+    Nothing is stopped or started: not a Step."""
+
+    target: int  # the broker leadership moves to (the partitions' preferred replica)
+    partitions: tuple[str, ...]
+    reason: str
+    refusals: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"target": self.target, "partitions": list(self.partitions), "reason": self.reason, "refusals": list(self.refusals)}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "ElectionBatch":
+        return cls(target=int(d["target"]), partitions=tuple(str(x) for x in d.get("partitions") or ()), reason=str(d["reason"]),
+                   refusals=tuple(str(x) for x in d.get("refusals") or ()))
 
 
 @dataclass(frozen=True)
@@ -736,6 +781,7 @@ class Plan:
     roll_id: str | None = None  # the incident-store record whose ledger tracks this plan's progress
     # what must hold before it runs (a deferred election: the returning brokers, the quiet window, the deadline)
     conditions: Mapping[str, Any] = field(default_factory=dict)
+    batches: tuple[ElectionBatch, ...] = ()  # a preferred election's (its ``steps`` are empty: nothing restarts)
 
     @property
     def refused(self) -> bool:
@@ -762,6 +808,7 @@ class Plan:
             "completed": list(self.completed),
             "roll_id": self.roll_id,
             **({"conditions": dict(self.conditions)} if self.conditions else {}),
+            **({"batches": [b.to_dict() for b in self.batches]} if self.batches else {}),
         }
 
     @classmethod
@@ -782,4 +829,5 @@ class Plan:
             completed=tuple(int(b) for b in d.get("completed") or ()),
             roll_id=d.get("roll_id"),
             conditions=dict(d.get("conditions") or {}),
+            batches=tuple(ElectionBatch.from_dict(b) for b in d.get("batches") or ()),
         )

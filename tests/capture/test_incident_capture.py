@@ -17,13 +17,22 @@ from kafka_runbooks.hooks.ssh import CommandResult
 
 
 def test_dump_log_runs_the_brokers_own_tool_on_segment_files_only():
+    from kafka_runbooks import versions
+
+    v23 = versions.cluster_version({1: [versions.from_log_line(1, "2.3.0")]})
     cmd = C.dump_log_command("/opt/kafka", ["/data/__consumer_offsets-7/00000000000000000000.log",
-                                            "/data/__consumer_offsets-7/00000000000000000000.index"], "dump-log-oldest", 60)
+                                            "/data/__consumer_offsets-7/00000000000000000000.index"], "dump-log-oldest", 60, v23)
     assert cmd.kind == "dump_log"
     # a constant script; the tool and the files are its arguments
     assert cmd.argv[:3] == ("sh", "-c", 'exec "$0" "$@" 2>&1') and cmd.argv[3] == "/opt/kafka/bin/kafka-dump-log.sh"
-    assert cmd.argv[4:] == ("--deep-iteration", "--files", "/data/__consumer_offsets-7/00000000000000000000.log,"
-                                                           "/data/__consumer_offsets-7/00000000000000000000.index")
+    files = ("--deep-iteration", "--files", "/data/__consumer_offsets-7/00000000000000000000.log,"
+                                            "/data/__consumer_offsets-7/00000000000000000000.index")
+    assert cmd.argv[4:] == files
+    # before 2.0 (KAFKA-6615), and when the version is unknown, the class the script runs
+    for v in (versions.cluster_version({1: [versions.from_log_line(1, "0.10.2.1")]}), versions.UNKNOWN, None):
+        old = C.dump_log_command("/opt/kafka", ["/data/__consumer_offsets-7/00000000000000000000.log",
+                                                "/data/__consumer_offsets-7/00000000000000000000.index"], "d", 60, v)
+        assert old.argv[3:] == ("/opt/kafka/bin/kafka-run-class.sh", "kafka.tools.DumpLogSegments", *files)
     for bad in (["/data/x/../etc/passwd"], ["relative/00000000000000000000.log"], ["/data/p/00000000000000000000.log,/etc/shadow"],
                 ["/data/p/notasegment.log"], ["/data/p/00000000000000000000.log; rm -rf /"], []):
         with pytest.raises(C.UnsafeValueError):

@@ -73,7 +73,7 @@ def test_an_answer_from_outside_the_approvers_does_not_count(cluster_env):
     # issue 16 §3: the record of a run refused by four eyes is closed with the reason, not left open
     from kafka_runbooks.incidents.store import IncidentStore
 
-    record = IncidentStore(settings["incident_base"]).get(record_id)
+    record = IncidentStore(ClusterConfig.from_dict("lab", settings)).get(record_id)
     assert record["status"] == "closed" and "approval by mallory refused" in record["resolution"], record
     assert "is not one of the cluster's approvers" in record["resolution"] and _states(run)["close"] == "success"
 
@@ -86,7 +86,7 @@ def test_the_starter_answering_directly_does_not_count(cluster_env):
     assert any("started this run and cannot approve it" in r for r in _xcom(run, "approve", "decision")["refusals"])
     from kafka_runbooks.incidents.store import IncidentStore
 
-    record = IncidentStore(settings["incident_base"]).get(_audit(settings, run)[0])
+    record = IncidentStore(ClusterConfig.from_dict("lab", settings)).get(_audit(settings, run)[0])
     assert record["status"] == "closed" and "started this run and cannot approve it" in record["resolution"], record
 
 

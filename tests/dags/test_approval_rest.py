@@ -187,6 +187,6 @@ def test_a_run_triggered_through_rest_by_a_cannot_be_approved_by_a_but_by_b(api_
     entries = _ledger(settings, plan["roll_id"]).entries()
     (approval,) = [e for e in entries if e["event"] == "approval"]
     assert (approval["decision"]["user_id"], approval["decision"]["starter"], approval["decision"]["refusals"]) == ("carol", "alice", [])
-    audit = IncidentStore(settings["incident_base"]).audit_trail(plan["roll_id"])
+    audit = IncidentStore(ClusterConfig.from_dict("lab", settings)).audit_trail(plan["roll_id"])
     verified = [e for e in audit if e["action"] == "approval_verified"]
     assert [(e["actor"], e["details"]["started_by"]) for e in verified] == [("carol", "alice")]

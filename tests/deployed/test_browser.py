@@ -112,7 +112,7 @@ def _roll(b: Browser, d) -> None:
     # the DAG's page and its trigger form say what it does and what each field wants
     alice = b.page("alice")
     alice.goto(f"{d.url}/dags/{ROLL}")
-    _wait_text(alice, r"Rolling restart")
+    _wait_text(alice, r"Overview")
     b.shot("alice", "dag-page")
 
     reason = f"kernel patch, browser test {int(time.time())}"

@@ -38,7 +38,11 @@ def replay(name, settings):
 
 def test_recorded_isolation_is_recognised_once_its_log_is_silent_and_only_for_that_broker():
     checks = replay("isolate", LAB_HEALTH)
-    assert checks[0][1] == [] and checks[1][1] == []
+    # recorded on the lab right after recorded_zk_stall.json: ZooKeeper server 1 had dropped out 5 minutes before (its
+    # ZooKeeperServer 311 s old, the leader's 414 s, election count 3) -- found after the fact, and nothing else
+    for _, findings in checks[:2]:
+        assert [(f.kind, f.details.get("subject")) for f in findings] == [("zookeeper_follower_dropped", "1")]
+    checks = [(snap, [f for f in findings if f.kind != "zookeeper_follower_dropped"]) for snap, findings in checks]
     patterns = []
     for snap, findings in checks[2:]:
         (f,) = [f for f in findings if f.kind == "broker_unresponsive"]

@@ -10,8 +10,9 @@ from kafka_runbooks.config import LeadershipSettings
 from kafka_runbooks.detect.controller_log import controller_events
 from kafka_runbooks.detect.detectors import OPENS_INCIDENT, detect
 from kafka_runbooks.detect.history import Sample, broker_series
-from kafka_runbooks.detect.jmx import (FAILED_PRODUCE, REQUEST_QUEUE, parse_jmxtool_csv, request_metric)
-from kafka_runbooks.detect.leadership import LEADERSHIP, RUNBOOK, imbalance, leadership_sample
+from kafka_runbooks.detect.jmxtool import FAILED_PRODUCE, REQUEST_QUEUE, request_metric
+from kafka_runbooks.detect.leadership import RUNBOOK, imbalance
+from kafka_runbooks.detect.leadership_state import LEADERSHIP, leadership_sample
 from kafka_runbooks.model import Broker, CanaryResult, MetadataView, RequestMetrics
 from snapshot_builders import P, snap
 
@@ -126,13 +127,64 @@ def test_election_storm_from_epoch_churn_and_canary_not_leader():
     h = _leader_history([(900, 1, 426, 3, 427), (600, 3, 427, 1, 428), (300, 1, 428, 3, 429)])
     f = of(detect(s, history=h), "election_storm")
     assert len(f) == 1 and f[0].severity.value == "critical" and f[0].partitions[0] == "orders-0"
-    assert "426 -> 429" in f[0].summary and f[0].details["canary_not_leader"] == [3]
+    assert "3@427 (unexplained) -> 1@428 (unexplained) -> 3@429 (unexplained)" in f[0].summary
+    assert f[0].details["canary_not_leader"] == [3]
     assert "election_storm" in OPENS_INCIDENT
     # the same churn older than the window is no storm; two changes are below storm_epoch_changes
     assert not of(detect(s, history=_leader_history([(4000, 1, 426, 3, 427), (3900, 3, 427, 1, 428), (3800, 1, 428, 3, 429)])),
                   "election_storm")
     assert not of(detect(snap(parts(3)), history=_leader_history([(600, 3, 427, 1, 428), (300, 1, 428, 3, 429)])),
                   "election_storm")
+
+
+def _checks_with(moves, sessions=None, every=60):
+    """A leadership sample every ``every`` s over the last 30 min (the moves at theirs), and each broker's series with
+    its session per check (``sessions``: {broker: [(seconds before, session or None when unregistered)]})."""
+    times = list(range(1800, -1, -every))
+    h = {LEADERSHIP: [Sample(at(t), {"changes": {"orders-0": [a, b, c, d] for tt, a, b, c, d in moves if tt == t}}) for t in times]}
+    for b in (1, 2, 3):
+        changes = sorted((sessions or {}).get(b, []), reverse=True)
+        series = []
+        for t in times:
+            sid = b
+            for tt, v in changes:
+                if t <= tt:
+                    sid = v
+            series.append(Sample(at(t), {"registered": sid is not None, "session_id": sid}))
+        h[broker_series(b)] = series
+    return h
+
+
+def test_moves_of_a_roll_a_controlled_shutdown_or_failovers_are_no_storm():
+    """Issue 16 §3: after the product's own roll every check called it a storm ("79 partitions changed leader 3+ times in
+    30 min"), and two real failovers four minutes apart opened an incident. Each old leader re-registered (a new
+    session) or deregistered around its move: those moves are explained; epoch-only changes are ISR changes."""
+    s = snap(parts(leaders_of_3=3))
+    roll = [(1500, 1, 5, 2, 6), (1200, 2, 6, 3, 7), (900, 3, 7, 1, 8), (600, 1, 8, 1, 9), (300, 1, 9, 1, 10)]
+    h = _checks_with(roll, {1: [(1500, 11)], 2: [(1200, 22)], 3: [(900, None), (840, 33)]})
+    assert not of(detect(s, history=h), "election_storm")
+    failovers = [(600, 1, 5, 2, 6), (360, 2, 6, 3, 7)]  # two failovers four minutes apart
+    assert not of(detect(s, history=_checks_with(failovers, {1: [(600, None)], 2: [(360, None)]})), "election_storm")
+    # the same moves with no broker's session changing and nothing else explaining them: a storm
+    bare = of(detect(s, history=_checks_with(roll[:3] + [(600, 1, 8, 2, 9)])), "election_storm")
+    assert bare and bare[0].details["partitions"]["orders-0"]["why"] == ["unexplained"] * 4
+
+
+def test_moves_inside_the_products_own_plan_are_no_storm_and_its_findings_are_annotated():
+    from kafka_runbooks.detect.activity import Activity
+
+    s = snap(parts(leaders_of_3=3))
+    moves = [(1500, 1, 5, 2, 6), (1200, 2, 6, 3, 7), (900, 3, 7, 1, 8), (600, 1, 8, 3, 9)]
+    h = _checks_with(moves)
+    roll = Activity("lab-roll-1", "rolling_restart", (1, 2, 3), started=at(1560), ended=at(560), run="manual__1")
+    assert of(detect(s, history=h), "election_storm")
+    f = detect(s, history=h, activity=[roll])
+    assert not of(f, "election_storm")
+    # a running plan: its brokers' findings are annotated, and leadership findings of any running plan
+    running = Activity("lab-roll-2", "rolling_restart", (3,), started=at(100), ended=None, run="manual__2", holds_lock=True)
+    found = detect(s, history=h, activity=[running])
+    storm = of(found, "election_storm")[0]  # moves before the plan started still count
+    assert storm.details["during_plan"][0]["record"] == "lab-roll-2" and "during the product's own rolling_restart" in storm.summary
 
 
 def test_storm_cites_automatic_elections_from_the_controller_log():
@@ -235,18 +287,6 @@ def test_connection_storm_against_the_brokers_own_median():
     assert not of(detect(s, history=hist([100, 400])), "connection_storm")  # too little history
 
 
-def test_jmxtool_csv_both_forms_and_garbage():
-    one_time = ('kafka.network:type=RequestChannel,name=RequestQueueSize:Value,"7.0"\n'
-                'kafka.server:type=BrokerTopicMetrics,name=FailedProduceRequestsPerSec:OneMinuteRate,"0.5"\n')
-    values, problems = parse_jmxtool_csv(one_time)
-    assert values == {f"{REQUEST_QUEUE}:Value": 7.0, f"{FAILED_PRODUCE}:OneMinuteRate": 0.5} and problems == []
-    tabular = f'"time","{REQUEST_QUEUE}:Value","b:Count"\n1,"3","4"\n2,"9","10"\n'  # with a reporting interval: the last row
-    assert parse_jmxtool_csv(tabular)[0] == {f"{REQUEST_QUEUE}:Value": 9.0, "b:Count": 10.0}
-    values, problems = parse_jmxtool_csv("Exception in thread main java.io.IOException: Failed to retrieve RMIServer stub\n")
-    assert values == {} and "no JmxTool values" in problems[0]
-    assert parse_jmxtool_csv("")[1] == ["JmxTool printed nothing"]
-
-
 def test_leadership_settings_reach_the_detectors():
     s = snap(parts(leaders_of_3=1, isr3=False), static_configs=settings_static("true"))
     s = s.__class__(**{**s.__dict__, "brokers": brokers(registered_3=at(600))})
@@ -264,3 +304,22 @@ def test_a_broker_that_just_registered_gets_one_check_to_learn_the_leaders():
     assert of(detect(s, history=earlier), "metadata_divergence")  # still diverging at the next check: reported
     old = s.__class__(**{**s.__dict__, "brokers": brokers(registered_3=at(3600))})
     assert of(detect(old), "metadata_divergence")  # a broker up for an hour: reported at once
+
+
+def test_automatic_elections_between_two_checks_count_even_when_the_leader_looks_unchanged():
+    """With a check every few minutes, a flap (away) and the controller's automatic election (back) fall between two
+    checks: the leader is the same at both, the epoch two higher. The controller's lines say what happened."""
+    line = ("[{t}] INFO [Controller id=1] Processing automatic preferred replica leader election (kafka.controller.KafkaController)\n"
+            "[{t2}] INFO [Controller id=1] Starting preferred replica leader election for partitions orders-0 (kafka.controller.KafkaController)\n")
+    times = ["23:51:00", "23:54:00", "23:57:00"]
+    log = "".join(line.format(t=f"2024-01-01 {x},000", t2=f"2024-01-01 {x},500") for x in times)
+    s = dataclasses.replace(snap(parts(3), controller_log=tuple(controller_events(log, broker_id=1))), taken_at="2024-01-02T00:00:00Z")
+    h = {LEADERSHIP: [Sample(t, {"changes": ch}) for t, ch in (("2024-01-01T23:50:00Z", {}),
+                                                               ("2024-01-01T23:55:00Z", {"orders-0": [3, 4, 3, 6]}),
+                                                               ("2024-01-01T23:58:00Z", {"orders-0": [3, 6, 3, 8]}))]}
+    (f,) = of(detect(s, history=h), "election_storm")
+    assert f.details["partitions"]["orders-0"]["changes"] == 3
+    assert f.details["partitions"]["orders-0"]["why"] == ["epoch (2 automatic election(s) between the checks)",
+                                                          "epoch (1 automatic election(s) between the checks)"]
+    quiet = dataclasses.replace(s, controller_log=())  # the same epochs without automatic elections: ISR changes
+    assert not of(detect(quiet, history=h), "election_storm")

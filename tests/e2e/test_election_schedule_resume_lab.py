@@ -131,7 +131,7 @@ def test_schedule_skips_a_balanced_cluster_then_starts_the_approved_election_the
                         trigger={"kind": E.KIND, "requested": [3]}, opened_by="test")
     with ZooKeeperHook(config.zk_conn_id).session() as zk:
         plan = E.plan_election(read_snapshot(zk, "lab"), config, brokers=[3], roll_id=record["id"])
-    assert len(plan.steps) >= 6 and plan.steps[0].partitions == (f"{CANARY}-2",)
+    assert len(plan.batches) >= 6 and plan.batches[0].partitions == (f"{CANARY}-2",)
     ledger = L.Ledger(ClusterConfig.from_dict("lab", settings), record["id"])
     ledger.append(L.PLANNED, "first-run", plan=plan.to_dict())
     ex = R.Execution(config=config, plan=plan, record_id=record["id"], dag_id="test", run_id="first-run", task_id="elect",
@@ -154,7 +154,7 @@ def test_schedule_skips_a_balanced_cluster_then_starts_the_approved_election_the
     halted_at = int(text.split("HALTED at batch ")[1].split()[0])
     assert halted_at >= 2 and "broker 3's own metadata disagrees with ZooKeeper" in text and "resume=true" in text
     progress = ledger.progress()
-    done = [n for s in plan.steps[:halted_at - 1] for n in s.partitions]
+    done = [n for s in plan.batches[:halted_at - 1] for n in s.partitions]
     assert progress.resumable and list(progress.partitions_done) == done and done[0] == f"{CANARY}-2"
     assert store.get(record["id"])["status"] == "open"
 
@@ -173,7 +173,7 @@ def test_schedule_skips_a_balanced_cluster_then_starts_the_approved_election_the
     tis = _tis(run)
     new_plan = tis[("plan", -1)].xcom_pull(task_ids="plan")["plan"]
     assert new_plan["roll_id"] == record["id"] and new_plan["conditions"]["already_elected"] == sorted(done)
-    planned = sorted(n for s in new_plan["steps"] for n in s["partitions"])
+    planned = sorted(n for s in new_plan["batches"] for n in s["partitions"])
     assert planned == left and new_plan["conditions"]["method"] == "admin"
     result = tis[("elect", -1)].xcom_pull(task_ids="elect")
     assert sorted(result["elected"]) == planned and result["canary_failures"] == 0
@@ -189,6 +189,6 @@ def test_schedule_skips_a_balanced_cluster_then_starts_the_approved_election_the
     assert resumed and not any(set(done) & set(e["details"]["partitions"]) for e in resumed)  # converged: never again
     assert [e["details"]["run_id"] for e in trail if e["action"] == "approval_verified"] == [run.run_id]
     assert store.get(record["id"])["status"] == "closed" and not ledger.progress().resumable
-    print(f"halted at batch {halted_at} of {len(plan.steps)} ({len(done)} partition(s) converged before); resumed "
+    print(f"halted at batch {halted_at} of {len(plan.batches)} ({len(done)} partition(s) converged before); resumed "
           f"{len(planned)} partition(s) in {result['batches']} batch(es) through elect_leaders: "
           f"{[(t['elect_s'], t['converged_s']) for t in result['timings']]} (elect_s, converged_s)")

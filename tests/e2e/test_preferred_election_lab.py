@@ -5,13 +5,14 @@ default profile): broker 3 restarted, so it leads none of the partitions it is t
 * the DAG again, window open: it waits until broker 3 is ready, then restores preferred leadership in batches through
   /admin/preferred_replica_election, every batch converged (ZooKeeper, every broker's own view) with zero failed
   canary produces, all of it audited;
-* broker 3 still catching up (its replica fetchers held): the trigger keeps waiting, naming the partitions, and gives
-  up at the deadline; once released, it is ready.
+* broker 3 not catching up (its replica fetchers held: they exist, make no progress): the trigger keeps waiting, naming
+  the partitions and never calling it "catching up", and gives up at the deadline; once released, it is ready.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 import json
 import uuid
 
@@ -100,7 +101,7 @@ def test_election_gives_up_outside_the_window_then_restores_preferred_leadership
     assert sorted(result["elected"]) == sorted(mine)
     assert result["canary_failures"] == 0 and all(t["canary_rounds"] >= 1 and t["queue_checks"] >= 1 for t in result["timings"])
     plan = _xcom(run, "plan")["plan"]
-    assert len(plan["steps"]) == result["batches"] >= 2
+    assert len(plan["batches"]) == result["batches"] >= 2 and plan["steps"] == []
     assert lab.leads_preferred(3)
     views = lab.views()
     for b, view in views.items():
@@ -143,17 +144,22 @@ def test_still_catching_up_waits_then_gives_up_with_the_reason(election_env, mon
                "a partition without broker 3 in its ISR", interval=0.5)
     _settings(monkeypatch)
     config = load_cluster("lab")
-    conditions = {"brokers": [3], "stable_s": 5.0, "window": [], "deadline_at": clock.iso(clock.now() + __import__("datetime").timedelta(seconds=6))}
-    why, _ = check_ready(config, conditions)
-    assert any("not yet in the ISR" in w and "still catching up" in w for w in why), why
+    conditions = {"brokers": [3], "stable_s": 5.0, "window": []}
+    t0 = time.monotonic()
+    why, seen = check_ready(config, conditions)
+    one_check_s = time.monotonic() - t0  # a JmxTool run (a JVM start) reads the followers: seconds on a loaded machine
+    conditions["deadline_at"] = clock.iso(clock.now() + __import__("datetime").timedelta(seconds=max(6.0, 2.5 * one_check_s)))
+    # issue 16: never "catching up" for a follower nobody saw progress; its fetchers are held, not gone: not "stuck"
+    assert any("not yet in the ISR" in w and "not yet known whether it catches up" in w for w in why), why
+    assert seen["stuck"] is None
 
     async def first_event():
         async for event in ElectionReadyTrigger("lab", conditions, poll_s=1.0).run():
             return event.payload
 
-    event = asyncio.run(asyncio.wait_for(first_event(), 120))
+    event = asyncio.run(asyncio.wait_for(first_event(), 120 + 5 * one_check_s))
     assert event["status"] == "gave_up" and event["checks"] >= 2
-    assert "still catching up" in event["reason"] and "Nothing was changed" in event["reason"]
+    assert "not yet known whether it catches up" in event["reason"] and "Nothing was changed" in event["reason"]
 
     lab.release_fetchers(3)
     lab.wait_full_isr(120)
@@ -182,7 +188,7 @@ def test_divergence_that_persists_halts_the_election(election_env, monkeypatch):
     record = store.open(cluster="lab", broker_ids=[3], reason="halt test", trigger={"kind": E.KIND}, opened_by="test")
     with ZooKeeperHook(config.zk_conn_id).session() as zk:
         plan = E.plan_election(read_snapshot(zk, "lab"), config, brokers=[3], roll_id=record["id"])
-    assert len(plan.steps) >= 2
+    assert len(plan.batches) >= 2
     lab.hold_controller_requests(3)
     ex = R.Execution(config=config, plan=plan, record_id=record["id"], dag_id="test", run_id=f"halt-{uuid.uuid4().hex[:6]}",
                      task_id="elect", try_number=1, approver="oncall-carol", starter="test", canary=True)
@@ -198,5 +204,5 @@ def test_divergence_that_persists_halts_the_election(election_env, monkeypatch):
         assert holders(zk, "lab") == []
         after = read_snapshot(zk, "lab")
     # batch 2 was never written: its partitions are still led by someone else
-    second = set(plan.steps[1].partitions)
+    second = set(plan.batches[1].partitions)
     assert all(p.leader != 3 for p in after.partitions if p.name in second)

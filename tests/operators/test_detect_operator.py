@@ -120,3 +120,18 @@ def test_metadata_divergence_opens_an_incident_for_a_person_and_restarts_nothing
     (record,) = IncidentStore(lab_config()).records("lab")
     assert record["trigger"]["kind"] == "metadata_divergence" and record["status"] == "needs_person"
     assert "no automatic restart" in record["status_reason"] and "runbooks/preferred-election.md" in record["status_reason"]
+
+
+def test_findings_about_a_running_plans_brokers_open_no_competing_incident(incident_base, monkeypatch):
+    """Issue 17 §5: during the product's own roll of broker 3, its failed direct checks are the roll's doing: annotated,
+    no incident, no response; once the roll has ended, the same symptom is an incident again."""
+    from kafka_runbooks.detect.activity import Activity
+
+    roll = Activity("lab-roll-1", "rolling_restart", (3,), started=at(60), ended=None, run="manual__1", holds_lock=True)
+    monkeypatch.setattr(DetectFindingsOperator, "_activity", lambda self, config: [roll])
+    assert check_at(hung(0), 0) == [] and check_at(hung(1), 1) == [] and check_at(hung(2), 2) == []
+    assert IncidentStore(lab_config()).records("lab") == []
+    monkeypatch.setattr(DetectFindingsOperator, "_activity", lambda self, config: [dataclasses.replace(roll, ended=at(200), holds_lock=False)])
+    check_at(hung(3), 3)
+    (start,) = check_at(hung(4), 4)
+    assert start["conf"]["finding"]["kind"] == "broker_unresponsive"

@@ -18,6 +18,7 @@ from kafka_runbooks.remediate.digest import approval_digest, binding_changes, ex
 from kafka_runbooks.remediate.plan import plan_restart
 
 from snapshot_builders import P, snap
+from kafka_runbooks.state.db import StateDb
 
 SECRET = b"0123456789abcdef0123456789abcdef"
 RAW = {"zk_conn_id": "zk", "hosts": {"1": "ssh_b1", "2": "ssh_b2", "3": "ssh_b3"}, "kafka_version": "2.3.0",
@@ -46,7 +47,7 @@ def _approve(tmp_path, config, plan, canary, **kw):
              plan_digest=approval_digest(plan, binding), chosen="Approve", user_id="carol", user_name="carol",
              responded_at="2026-11-22T14:00:00+00:00", timed_out=False, starter="alice", binding=binding, plan=plan.to_dict())
     d.update(kw)
-    ledger = Ledger(tmp_path / "incidents", plan.roll_id)
+    ledger = Ledger(StateDb.embedded(tmp_path), plan.roll_id)
     ledger.append("approval", "run-1", **A.entry_for(A.Decision(**d), SECRET))
     return ledger
 

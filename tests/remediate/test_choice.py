@@ -73,3 +73,9 @@ def test_a_zookeeper_request_names_servers_and_no_broker():
                 {"cluster": "lab", "zookeeper_servers": "1"}, {"cluster": "lab", "zookeeper_servers": ["a b"]}):
         with pytest.raises(IncidentError):
             parse_request(bad)
+
+
+def test_a_stuck_follower_is_restarted_through_the_engine_no_peer_follow_up():
+    r = remediation_for(trig("follower_stuck", "follower_stuck", brokers=(3,)))
+    assert r.kind == RESTART and r.follow_up_peers is False and r.runbook == "runbooks/preferred-election.md"
+    assert "broker(s) [3] stopped fetching" in r.reason

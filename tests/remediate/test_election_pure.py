@@ -39,10 +39,11 @@ def with_brokers(s, registered_3_s=3600, session=0x33):
 def test_batches_per_target_broker_offsets_last_in_smaller_batches():
     plan = E.plan_election(snap(moved_away()), config(batch_size=10, offsets_batch_size=3), deadline_at="2024-01-02T12:00:00Z")
     assert not plan.refused and plan.kind == E.KIND
-    sizes = [(s.broker_id, len(s.partitions), s.partitions[0].startswith("__consumer_offsets")) for s in plan.steps]
+    assert plan.steps == ()  # an election restarts nothing: its batches are not Steps
+    sizes = [(s.target, len(s.partitions), s.partitions[0].startswith("__consumer_offsets")) for s in plan.batches]
     assert sizes == [(3, 10, False), (3, 10, False), (3, 3, False), (3, 3, True), (3, 3, True), (3, 1, True)]
-    assert "group coordinators" in plan.steps[3].reason and plan.steps[0].reason.startswith("batch 1 of 6")
-    assert "payments-0" not in [n for s in plan.steps for n in s.partitions]  # already preferred
+    assert "group coordinators" in plan.batches[3].reason and plan.batches[0].reason.startswith("batch 1 of 6")
+    assert "payments-0" not in [n for s in plan.batches for n in s.partitions]  # already preferred
     assert plan.conditions["brokers"] == [3] and plan.conditions["deadline_at"] == "2024-01-02T12:00:00Z"
     assert plan.conditions["method"] == "zookeeper"
     assert Plan.from_dict(json.loads(json.dumps(plan.to_dict()))) == plan  # through XCom unchanged (the digest holds)
@@ -76,7 +77,8 @@ def test_ready_only_when_every_condition_holds():
     assert E.readiness(ready, conditions(), NOW) == []
     catching_up = with_brokers(snap(moved_away(isr3=False)), registered_3_s=3600)
     why = E.readiness(catching_up, conditions(), NOW)
-    assert len(why) == 1 and "not yet in the ISR of 30 partition(s)" in why[0] and "still catching up" in why[0]
+    # issue 16: nobody saw it progress, so it is not called catching up
+    assert len(why) == 1 and "not yet in the ISR of 30 partition(s)" in why[0] and "not yet known whether it catches up" in why[0]
     young = with_brokers(snap(moved_away()), registered_3_s=120)
     assert "is 120 s old, less than the 600 s" in E.readiness(young, conditions(), NOW)[0]
     gone = dataclasses.replace(ready, brokers=tuple(b for b in ready.brokers if b.id != 3))
@@ -91,7 +93,7 @@ def test_ready_only_when_every_condition_holds():
 
 
 def test_traffic_thresholds_from_jmx():
-    from kafka_runbooks.detect.jmx import BYTES_IN
+    from kafka_runbooks.detect.jmxtool import BYTES_IN
 
     ready = with_brokers(snap(moved_away()))
 
@@ -115,7 +117,7 @@ def test_deadline_and_give_up_reason():
 
 
 def test_convergence_needs_zookeeper_every_view_and_no_saturated_queue():
-    from kafka_runbooks.detect.jmx import REQUEST_QUEUE
+    from kafka_runbooks.detect.jmxtool import REQUEST_QUEUE
 
     s = snap([P("orders", 0, (3, 1, 2), 3, (3, 1, 2)), P("orders", 1, (3, 1, 2), 1, (3, 1, 2))])
     agree = [MetadataView(b, f"kafka{b}:9092", True, leaders={"orders-0": (3, 1), "orders-1": (1, 0)}) for b in (1, 2, 3)]
@@ -124,8 +126,28 @@ def test_convergence_needs_zookeeper_every_view_and_no_saturated_queue():
     stale = agree[:2] + [MetadataView(3, "kafka3:9092", True, leaders={"orders-0": (1, 0)})]
     assert E.convergence(s, ["orders-0"], views=stale) == ["broker 3's own metadata disagrees with ZooKeeper: orders-0 says 1"]
     assert E.convergence(s, ["orders-0"], views=agree[:2]) == ["brokers [3] did not answer for their own metadata"]
-    full = [RequestMetrics(2, True, values={f"{REQUEST_QUEUE}:Value": 450.0})]
-    assert "broker 2's request queue is saturated: 450 of queued.max.requests 500" in E.convergence(s, ["orders-0"], views=agree, metrics=full)[0]
+    quiet = {b: RequestMetrics(b, True, values={f"{REQUEST_QUEUE}:Value": 0.0}) for b in (1, 2, 3)}
+    assert E.convergence(s, ["orders-0"], views=agree, metrics=list(quiet.values())) == []
+    full = [quiet[1], RequestMetrics(2, True, values={f"{REQUEST_QUEUE}:Value": 450.0}), quiet[3]]
+    assert E.convergence(s, ["orders-0"], views=agree, metrics=full) == ["broker 2's request queue is saturated: 450 of queued.max.requests 500"]
+
+
+def test_convergence_never_passes_on_unknown_request_queues():
+    """Issue 16 §3: JmxTool's answer was never read and the check passed batch after batch on no data. A broker whose
+    queue was not read (JmxTool failed, answered without RequestQueueSize, or was not run) is unknown: not converged."""
+    from kafka_runbooks.detect.jmxtool import REQUEST_QUEUE
+
+    s = snap([P("orders", 0, (3, 1, 2), 3, (3, 1, 2))])
+    agree = [MetadataView(b, f"kafka{b}:9092", True, leaders={"orders-0": (3, 1)}) for b in (1, 2, 3)]
+    read = [RequestMetrics(b, True, values={f"{REQUEST_QUEUE}:Value": 1.0}) for b in (1, 2)]
+    failed = RequestMetrics(3, False, error="JmxTool printed nothing")
+    assert E.convergence(s, ["orders-0"], views=agree, metrics=read + [failed]) == [
+        "broker 3's request queue is unknown (JmxTool printed nothing): the queue check cannot pass on no data"]
+    assert E.convergence(s, ["orders-0"], views=agree, metrics=read) == [
+        "broker 3's request queue is unknown (not read): the queue check cannot pass on no data"]
+    no_queue = RequestMetrics(3, True, values={"kafka.server:type=BrokerTopicMetrics,name=BytesInPerSec:OneMinuteRate": 3.0})
+    assert "broker 3's request queue is unknown" in E.convergence(s, ["orders-0"], views=agree, metrics=read + [no_queue])[0]
+    assert E.convergence(s, ["orders-0"], views=agree) == []  # metrics None: the queue check is off (leadership.jmx false)
 
 
 def test_approval_text_shows_batches_and_conditions_not_restarts():
@@ -156,3 +178,56 @@ def test_trigger_serializes_round_trip():
 
     path, kwargs = ElectionReadyTrigger("lab", conditions(), 5.0).serialize()
     assert path == CLASSPATH and ElectionReadyTrigger(**kwargs).serialize() == (path, kwargs)
+
+
+def test_each_batch_is_checked_again_on_fresh_state_before_it_is_written():
+    """Issue 17 §5: the wait said ready once, maybe hours ago; before every batch, on the state read just then."""
+    from kafka_runbooks.model import KafkaCheck
+
+    ready = with_brokers(snap(moved_away()))
+    cond = {"brokers": [3], "stable_s": 600.0, "window": []}
+    batch = ["orders-0", "orders-1"]
+    ok = KafkaCheck(3, "kafka3:9092", True, 3.0, 3)
+    assert E.batch_refusals(ready, cond, NOW, 3, batch, check=ok) == []
+    assert E.batch_refusals(ready, {**cond, "window": ["02:00-04:00"]}, NOW, 3, batch, check=ok) == [
+        "the quiet window ['02:00-04:00'] (UTC) closed"]
+    flapped = with_brokers(snap(moved_away()), registered_3_s=30, session=0x99)
+    assert "it re-registered since the wait" in E.batch_refusals(flapped, cond, NOW, 3, batch, check=ok)[0]
+    left = with_brokers(snap(moved_away(isr3=False)))
+    assert "not in the ISR of orders-0, orders-1 any more" in E.batch_refusals(left, cond, NOW, 3, batch, check=ok)[0]
+    no_controller = dataclasses.replace(ready, controller_id=None)
+    assert "no active controller" in E.batch_refusals(no_controller, cond, NOW, 3, batch, check=ok)[0]
+    garbled = dataclasses.replace(ready, unparsable=("/brokers/topics/orders/partitions/0/state: not JSON",))
+    assert "ZooKeeper metadata could not be read" in E.batch_refusals(garbled, cond, NOW, 3, batch, check=ok)[0]
+    hung = KafkaCheck(3, "kafka3:9092", False, error="timed out", error_code="_TIMED_OUT")
+    assert "does not answer a direct check now (timed out)" in E.batch_refusals(ready, cond, NOW, 3, batch, check=hung)[0]
+
+
+def test_a_cluster_whose_metadata_views_cannot_be_read_is_refused_at_plan_time():
+    """Issue 17 §5: a SASL listener (the direct metadata probe speaks PLAINTEXT and SSL) halted after batch 1."""
+    s = with_brokers(snap(moved_away()))
+    sasl = [MetadataView(b, f"kafka{b}:9094", False, error="WireError: security.protocol SASL_SSL is not supported by the direct "
+                         "metadata probe (PLAINTEXT and SSL are)") for b in (1, 2, 3)]
+    plan = E.plan_election(s, config(), deadline_at="2024-01-02T12:00:00Z", views=sasl)
+    assert plan.refused and "the own metadata of brokers [1, 2, 3] cannot be read" in plan.refusals[0] and "SASL_SSL" in plan.refusals[0]
+    good = [MetadataView(b, f"kafka{b}:9092", True) for b in (1, 2, 3)]
+    assert not E.plan_election(s, config(), deadline_at="2024-01-02T12:00:00Z", views=good).refused
+    assert "brokers [2]" in E.plan_election(s, config(), deadline_at="x", views=[good[0], good[2]]).refusals[0]
+
+
+def test_readiness_says_catching_up_with_its_eta_or_stuck_and_gives_up_on_stuck():
+    from kafka_runbooks.detect.replicas import CATCHING_UP, STUCK, Verdict
+
+    s = with_brokers(snap([P("orders", 0, (3, 1, 2), 1, (1, 2)), P("orders", 1, (3, 1, 2), 1, (1, 2))]))
+    cond = {"brokers": [3], "stable_s": 60.0, "window": []}
+    catching = {(3, "orders-0"): Verdict(CATCHING_UP, "catching up", eta_s=40.0), (3, "orders-1"): Verdict(CATCHING_UP, "catching up", eta_s=12.0)}
+    (why,) = E.readiness(s, cond, NOW, followers=catching)
+    assert why.endswith("catching up, in sync in about 40 s at the current pace")
+    assert E.stuck_diagnosis(cond, catching) is None
+    stuck = {**catching, (3, "orders-1"): Verdict(STUCK, "stuck: its log end offset stayed 16 for 130 s ...; no fetcher-lag gauge")}
+    (why,) = E.readiness(s, cond, NOW, followers=stuck)
+    assert "STUCK on orders-1: stuck: its log end offset stayed 16" in why
+    text = E.stuck_diagnosis(cond, stuck)
+    assert text.startswith("gave up early: broker(s) [3] are stuck out of the ISR of 1 partition(s) (orders-1)")
+    assert "restart broker(s) [3] through the engine" in text and "Nothing was changed" in text
+    assert E.stuck_diagnosis({**cond, "brokers": [2]}, stuck) is None  # only the brokers it waits for

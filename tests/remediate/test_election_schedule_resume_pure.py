@@ -97,8 +97,8 @@ def test_resumed_plan_leaves_out_what_converged_even_if_it_moved_away_again():
     s = snap([P("orders", i, (3, 1, 2), 1, (3, 1, 2)) for i in range(6)])
     fresh = E.plan_election(s, config(batch_size=2))
     resumed = E.plan_election(s, config(batch_size=2), elected=["orders-0", "orders-1"])
-    assert [n for st in fresh.steps for n in st.partitions] == [f"orders-{i}" for i in range(6)]
-    assert [n for st in resumed.steps for n in st.partitions] == [f"orders-{i}" for i in range(2, 6)]
+    assert [n for st in fresh.batches for n in st.partitions] == [f"orders-{i}" for i in range(6)]
+    assert [n for st in resumed.batches for n in st.partitions] == [f"orders-{i}" for i in range(2, 6)]
     assert resumed.conditions["already_elected"] == ["orders-0", "orders-1"] and "already_elected" not in fresh.conditions
     everything = E.plan_election(s, config(), elected=[f"orders-{i}" for i in range(6)])
     assert everything.refused and "elected by this election already (6)" in everything.refusals[0]

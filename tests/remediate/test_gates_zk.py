@@ -242,3 +242,25 @@ def test_a_lock_lost_during_a_steps_wait_halts_it(zk, zookeeper):
         wait_for(lambda: None, timeout_s=60, poll_s=0.2, guard=lock.check)
     assert time.monotonic() - t0 < 10
     holder.close()
+
+
+def test_a_halted_election_leaves_no_znode_behind(zk):
+    """Issue 17 §5: no controller takes the batch (here: none at all) -- the election halts and removes what it wrote, so
+    no controller runs it later; somebody else's pending election is never touched."""
+    import pytest
+
+    from kafka_runbooks.remediate import election as E
+    from kafka_runbooks.remediate.election_run import _elect_znode, remove_our_znode
+    from kafka_runbooks.remediate.executor import Halted
+
+    zk.ensure_path("/admin")
+    with pytest.raises(Halted) as halted:
+        _elect_znode(zk, ["orders-0", "orders-1"], timeout_s=1.5)
+    assert "removed again: no controller will run this election later" in str(halted.value)
+    assert zk.exists(E.ZNODE) is None
+    theirs = E.znode_payload(["payments-0"])
+    zk.create(E.ZNODE, theirs)
+    assert remove_our_znode(zk, ["orders-0"]) is False and zk.get(E.ZNODE)[0] == theirs
+    with pytest.raises(Halted, match="already exists"):
+        _elect_znode(zk, ["orders-0"], timeout_s=1.0)
+    assert zk.get(E.ZNODE)[0] == theirs

@@ -88,7 +88,7 @@ def audit_of_record(settings, run):
     """The audit of the record a run's plan task opened (also when the plan task failed: found by its run id)."""
     from kafka_runbooks.incidents.store import IncidentStore
 
-    store = IncidentStore(settings["incident_base"])
+    store = IncidentStore(ClusterConfig.from_dict("lab", settings))
     for record in reversed(store.records("lab")):
         audit = store.audit_trail(record["id"])
         if any((e.get("details") or {}).get("run_id") == run.run_id for e in audit):
@@ -362,7 +362,7 @@ def _plan_now(settings, brokers, record_reason):
     from kafka_runbooks.remediate.plan import plan_restart
 
     config = load_cluster("lab")
-    record = IncidentStore(config.incident_base).open(cluster="lab", broker_ids=brokers, reason=record_reason,
+    record = IncidentStore(config).open(cluster="lab", broker_ids=brokers, reason=record_reason,
                                                       trigger={"kind": "rolling_restart"}, opened_by="test")
     with ZooKeeperHook(config.zk_conn_id).session() as zk:
         snapshot = read_snapshot(zk, "lab")
@@ -414,7 +414,7 @@ def test_the_executor_refuses_a_stop_when_a_holder_stops_answering_after_the_pla
     assert lab.broker_pid(target) == pid
     from kafka_runbooks.incidents.store import IncidentStore
 
-    audit = IncidentStore(config.incident_base).audit_trail(plan.roll_id)
+    audit = IncidentStore(config).audit_trail(plan.roll_id)
     check = next(e for e in audit if e["action"] == "safety_check")
     assert check["outcome"] == "refused" and "1" in check["details"]["unresponsive"], check
     assert check["details"]["checked"]["1"].startswith("NO ANSWER") and check["details"]["checked"]["3"].startswith("ok")
@@ -473,7 +473,7 @@ def test_a_worker_killed_mid_stop_leaves_a_resumable_roll_and_says_what_it_left(
     controller = lab.controller()["brokerid"]
     b = next(x for x in (1, 2, 3) if x != controller)
     pid = lab.broker_pid(b)
-    store = IncidentStore(settings["incident_base"])
+    store = IncidentStore(ClusterConfig.from_dict("lab", settings))
     before = {r["id"] for r in store.records("lab")}
     form = {"cluster": "lab", "brokers": [b], "reason": f"killed worker {uuid.uuid4().hex[:6]}", "mode": "execute", "canary": False}
     with open(tmp_path / "worker.log", "wb") as out:
@@ -486,7 +486,7 @@ def test_a_worker_killed_mid_stop_leaves_a_resumable_roll_and_says_what_it_left(
             fresh = [r["id"] for r in store.records("lab") if r["id"] not in before and r.get("reason") == form["reason"]]
             if fresh:
                 record_id = fresh[0]
-                if any(e["event"] == "step_started" for e in Ledger(settings["incident_base"], record_id).entries()) \
+                if any(e["event"] == "step_started" for e in Ledger(ClusterConfig.from_dict("lab", settings), record_id).entries()) \
                         and lab.registration(b) is None:
                     break  # the stop command runs: the broker deregistered in its controlled shutdown
             time.sleep(0.1)
@@ -501,7 +501,7 @@ def test_a_worker_killed_mid_stop_leaves_a_resumable_roll_and_says_what_it_left(
     from kafka_lab.procs import alive, wait_until
 
     wait_until(lambda: not alive(lab.broker_pid(b)), 120, f"broker {b}'s JVM to finish its shutdown")
-    entries = Ledger(settings["incident_base"], record_id).entries()
+    entries = Ledger(ClusterConfig.from_dict("lab", settings), record_id).entries()
     assert [e["event"] for e in entries if e["event"].startswith("step_")] == ["step_started"]
     run_id = next(e["run_id"] for e in entries if e["event"] == "planned")
 

@@ -1,5 +1,6 @@
 import java.lang.instrument.Instrumentation;
 import java.lang.reflect.Field;
+import java.lang.reflect.Method;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -45,6 +46,13 @@ import java.util.concurrent.locks.ReentrantLock;
  *                                     queue while every other broker gets them: broker N's metadata cache goes
  *                                     stale (incident 003, where they waited in N's own request queue). While held,
  *                                     a controller that must drop broker N or resign waits for the release.
+ *   fence-fetcher:TOPIC:P             in a follower: calls Kafka's own AbstractFetcherThread.onPartitionFenced on the
+ *                                     ReplicaFetcherThread fetching TOPIC-P -- what Kafka 2.1+ does when the leader
+ *                                     answers FENCED_LEADER_EPOCH: the partition leaves the fetcher ("Will await the
+ *                                     new LeaderAndIsr state before resuming fetching") while the broker keeps its
+ *                                     leader epoch, so a LeaderAndIsr of the same epoch is ignored and the follower
+ *                                     never fetches TOPIC-P again (the stuck follower of issue 16). Only a restart, or
+ *                                     a new leader epoch for TOPIC-P, undoes it.
  *   ping                              reports the state (and whether Kafka's shutdown hook is running).
  */
 public final class LabFaultAgent {
@@ -203,6 +211,11 @@ public final class LabFaultAgent {
                 active.removeIf(a -> a.startsWith("controller-requests-held"));
                 return "controller requests released";
             default:
+                if (action.startsWith("fence-fetcher:")) {
+                    String arg = action.substring("fence-fetcher:".length());
+                    int colon = arg.lastIndexOf(':');
+                    return fenceFetcher(arg.substring(0, colon), Integer.parseInt(arg.substring(colon + 1)));
+                }
                 if (action.startsWith("hold-controller-requests:")) {
                     int broker = Integer.parseInt(action.substring("hold-controller-requests:".length()));
                     if (controllerRequests != null) {
@@ -290,11 +303,40 @@ public final class LabFaultAgent {
         return "stopped " + names + " with Thread.stop() (ThreadDeath)";
     }
 
+    /** Kafka's own handling of FENCED_LEADER_EPOCH for one partition (AbstractFetcherThread.onPartitionFenced, 2.1+). */
+    private String fenceFetcher(String topic, int partition) throws Exception {
+        for (Thread t : Thread.getAllStackTraces().keySet()) {
+            if (!t.getName().startsWith("ReplicaFetcherThread-") || !t.isAlive()) {
+                continue;
+            }
+            ClassLoader cl = t.getClass().getClassLoader();
+            Class<?> tpClass = Class.forName("org.apache.kafka.common.TopicPartition", true, cl);
+            Object tp = tpClass.getConstructor(String.class, int.class).newInstance(topic, partition);
+            Object states = field(t, t.getClass(), "partitionStates");
+            if (!(Boolean) states.getClass().getMethod("contains", tpClass).invoke(states, tp)) {
+                continue;
+            }
+            Class<?> fetcher = Class.forName("kafka.server.AbstractFetcherThread", true, cl);
+            Method fenced = fetcher.getDeclaredMethod("onPartitionFenced", tpClass);
+            fenced.setAccessible(true);
+            fenced.invoke(t, tp);
+            active.add("fetcher-fenced:" + topic + "-" + partition);
+            needsRestart = needsRestart == null ? "fetcher-fenced" : needsRestart;
+            return t.getName() + ".onPartitionFenced(" + topic + "-" + partition + "): the partition left the fetcher; "
+                + "this broker keeps its leader epoch and waits for a higher one";
+        }
+        throw new IllegalStateException("no ReplicaFetcherThread of this broker fetches " + topic + "-" + partition
+            + " (not a follower of it, or already fenced)");
+    }
+
     // ------------------------------------------------------------------ Kafka and log4j objects, by reflection
 
     private static ReentrantLock requestQueueLock() throws Exception {
         for (Thread t : Thread.getAllStackTraces().keySet()) {
-            if (!t.getName().contains("kafka-request-handler-")) {  // 2.3: data-plane-kafka-request-handler-N
+            // 2.3: data-plane-kafka-request-handler-N; 0.10.2.1: kafka-request-handler-N. Both: Thread.target is a
+            // kafka.server.KafkaRequestHandler whose requestChannel holds the ArrayBlockingQueue as
+            // kafka$network$RequestChannel$$requestQueue (scalac's expanded name: a Gauge reads it)
+            if (!t.getName().contains("kafka-request-handler-")) {
                 continue;
             }
             Object handler = field(t, Thread.class, "target");  // kafka.server.KafkaRequestHandler
@@ -401,7 +443,7 @@ public final class LabFaultAgent {
             sb.append(i++ == 0 ? "" : ", ").append(json(a));
         }
         sb.append("], \"needs_restart\": ").append(needsRestart == null ? "null" : json(needsRestart));
-        sb.append(", \"shutting_down\": ").append(threadAlive("kafka-shutdown-hook"));
+        sb.append(", \"shutting_down\": ").append(shutdownHookRunning());
         sb.append(", \"at_ms\": ").append(System.currentTimeMillis()).append("}\n");
         try {
             Path tmp = dir.resolve(stateFile.getFileName() + ".tmp");
@@ -412,10 +454,14 @@ public final class LabFaultAgent {
         }
     }
 
-    /** Kafka's shutdown hook thread exists once the JVM got SIGTERM (a shutdown in progress, maybe stuck). */
-    private static boolean threadAlive(String name) {
+    /**
+     * Kafka's shutdown hook thread exists once the JVM got SIGTERM (a shutdown in progress, maybe stuck). 2.x names it
+     * "kafka-shutdown-hook"; 0.10's is an unnamed anonymous subclass of Thread in kafka.Kafka ("Thread-N",
+     * class kafka.Kafka$$anon$1).
+     */
+    private static boolean shutdownHookRunning() {
         for (Thread t : Thread.getAllStackTraces().keySet()) {
-            if (t.getName().equals(name) && t.isAlive()) {
+            if (t.isAlive() && (t.getName().equals("kafka-shutdown-hook") || t.getClass().getName().startsWith("kafka.Kafka$"))) {
                 return true;
             }
         }

@@ -323,7 +323,9 @@ def capture_host(
             bundle.set_host(bid, reachable=False, error=why, status=FAILED, status_reasons=[f"host unreachable: {why}"])
             return
         bundle.set_host(bid, reachable=True)
-        _capture_reachable_host(config, broker, bid, role, bundle, runner, sleep)
+        # the brokers' version as the health check observed it (snapshot.kafka_version): which dump-log tool exists
+        version = snapshot.version if snapshot is not None and snapshot.kafka_version else None
+        _capture_reachable_host(config, broker, bid, role, bundle, runner, sleep, version)
     finally:
         try:
             runner.close()
@@ -331,7 +333,7 @@ def capture_host(
             pass
 
 
-def _capture_reachable_host(config, broker, bid, role, bundle, runner, sleep) -> None:
+def _capture_reachable_host(config, broker, bid, role, bundle, runner, sleep, version=None) -> None:
     settings = config.capture
     h = _HostCapture(config, bundle, runner, bid, runner.address, sleep)
     t = settings.command_timeout_s
@@ -415,7 +417,7 @@ def _capture_reachable_host(config, broker, bid, role, bundle, runner, sleep) ->
         h.do(C.open_files_command(pid, settings))
     h.do(C.disk_free_command(settings))
     if role == C.SUSPECT and ((bundle.manifest.get("trigger") or {}).get("kind") in OFFSETS_KINDS):
-        _offsets_evidence(h, config, bid, h.text("server-properties") if props_res is not None else "")
+        _offsets_evidence(h, config, bid, h.text("server-properties") if props_res is not None else "", version)
 
     # 5. suspect only: histogram, heap info, heap dump
     facts: dict[str, Any] = {}
@@ -545,9 +547,10 @@ def _intrusive_host(config: ClusterConfig, bundle: EvidenceBundle, factory: Runn
 OFFSETS_KINDS = ("log_cleaner_not_running", "offsets_partition_oversized", "offsets_load_slow")
 
 
-def _offsets_evidence(h: _HostCapture, config: ClusterConfig, bid: int, server_properties: str) -> None:
+def _offsets_evidence(h: _HostCapture, config: ClusterConfig, bid: int, server_properties: str, version=None) -> None:
     """Bytes per partition of every log dir, the segments of every __consumer_offsets partition, ``ls -lR`` of the
-    largest one, and kafka-dump-log of its oldest and newest segments (.log, .index, .timeindex)."""
+    largest one, and kafka-dump-log of its oldest and newest segments (.log, .index, .timeindex; ``version``, the
+    brokers' as the health check observed it, picks the script or DumpLogSegments: commands.dump_log_command)."""
     from kafka_runbooks.detect import procfs, zk_text
     from kafka_runbooks.detect.host_probe import log_dirs_of
 
@@ -574,7 +577,7 @@ def _offsets_evidence(h: _HostCapture, config: ClusterConfig, bid: int, server_p
             continue
         stem = f"{pdir}/{seg[:-len('.log')]}"
         h.do(C.dump_log_command(config.kafka_home, [f"{stem}.log", f"{stem}.index", f"{stem}.timeindex"], f"dump-log-{label}",
-                                settings.dump_log_timeout_s), partition=largest.name, segment=seg)
+                                settings.dump_log_timeout_s, version), partition=largest.name, segment=seg)
 
 
 def _thread_dump(h: _HostCapture, config: ClusterConfig, pid: int, i: int, methods: list[str]) -> str | None:

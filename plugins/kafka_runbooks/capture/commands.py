@@ -319,10 +319,13 @@ def ls_partition_command(partition_dir: str, timeout: float) -> CaptureCommand:
 _SEGMENT_RE = re.compile(r"^[0-9]{20}\.(log|index|timeindex)$")
 
 
-def dump_log_command(kafka_home: str, files: Sequence[str], name: str, timeout: float) -> CaptureCommand:
+def dump_log_command(kafka_home: str, files: Sequence[str], name: str, timeout: float, version=None) -> CaptureCommand:
     """``kafka-dump-log.sh --deep-iteration --files A,B,...`` (stderr joined to stdout) with the broker's own Kafka (``kafka_home``):
     record batches with every record's offset, timestamp and key/value sizes -- no payloads -- and the tool's own
-    index verification. Only segment files (``<20 digits>.log|.index|.timeindex``) of absolute paths."""
+    index verification. Only segment files (``<20 digits>.log|.index|.timeindex``) of absolute paths.
+    The script exists from Kafka 2.0 (KAFKA-6615); where the brokers' version (``version``, a
+    ``kafka_runbooks.versions.KafkaVersion``) is older or unknown, the class it runs is run directly:
+    ``kafka-run-class.sh kafka.tools.DumpLogSegments`` (0.10.2.1 has only that), with the same options."""
     home = validate_abs_path(kafka_home, "kafka_home").rstrip("/")
     checked = []
     for f in files:
@@ -334,7 +337,9 @@ def dump_log_command(kafka_home: str, files: Sequence[str], name: str, timeout: 
         raise UnsafeValueError("no segment file to dump")
     # the tool prints its index verification ("Indexed offset: N, found log offset: M") on stderr: one file holds both,
     # through a constant script -- the values are its arguments, never part of the script
-    return CaptureCommand(name, KIND_DUMP_LOG, ("sh", "-c", 'exec "$0" "$@" 2>&1', f"{home}/bin/kafka-dump-log.sh", "--deep-iteration",
+    tool = ((f"{home}/bin/kafka-dump-log.sh",) if version is not None and version.has("dump_log_script")
+            else (f"{home}/bin/kafka-run-class.sh", "kafka.tools.DumpLogSegments"))
+    return CaptureCommand(name, KIND_DUMP_LOG, ("sh", "-c", 'exec "$0" "$@" 2>&1', *tool, "--deep-iteration",
                                                 "--files", ",".join(checked)), timeout)
 
 

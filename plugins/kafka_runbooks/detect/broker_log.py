@@ -3,17 +3,27 @@
     unknown_api_key       a request whose API key the broker does not know (incident 002a):
                             2.3:      ERROR Closing socket for 127.101.1.3:9092-127.101.2.50:44365-8 because of error
                                       org.apache.kafka.common.errors.InvalidRequestException: Unknown API key 60
-                            0.9/0.10: ERROR Processor got uncaught exception. (kafka.network.Processor)
+                            0.9-0.10.0: ERROR Processor got uncaught exception. (kafka.network.Processor)
                                       java.lang.ArrayIndexOutOfBoundsException: 18
                                           at org.apache.kafka.common.protocol.ApiKeys.forId(ApiKeys.java:68)
-                            later:    "Unexpected ApiKeys id `N`", "... best guess of the apiKey is: N"
+                            0.10.1-0.11: ERROR Closing socket for 127.106.1.3:9092-127.106.2.50:37185 because of error
+                                      ...InvalidRequestException: Error getting request for apiKey: 32 and apiVersion: 0
+                                      Caused by: ...IllegalArgumentException: Unexpected ApiKeys id `32`, ...
+                            others:   "... best guess of the apiKey is: N"
     group_load_start      "Scheduling loading of offsets and group metadata from __consumer_offsets-7" (0.11+),
-                          "Loading offsets and group metadata from [__consumer_offsets,19]" (0.9/0.10)
+                          "Loading offsets and group metadata from [__consumer_offsets,19]" (0.9 - 0.10.1),
+                          "Loading offsets and group metadata from __consumer_offsets-0" (0.10.2)
     group_load_done       "Finished loading offsets and group metadata from __consumer_offsets-7 in 12 milliseconds."
-                          "Finished loading offsets from [__consumer_offsets,27] in 1205 milliseconds."
+                          "Finished loading offsets from [__consumer_offsets,27] in 1205 milliseconds." (0.9 - 0.10.1),
+                          "Finished loading offsets from __consumer_offsets-0 in 231 milliseconds." (0.10.2)
     zk_session_expired    "[ZooKeeperClient Kafka server] Session expired.", "zookeeper state changed (Expired)",
                           "session 0x... has expired"
     log_cleaner_died      (log-cleaner.log) "[kafka-log-cleaner-thread-0]: Error due to"
+    fetcher_fenced        "Partition orders-0 has an older epoch (0) than the current leader. Will await the new LeaderAndIsr
+                          state before resuming fetching." (2.1+: the follower's fetcher dropped the partition)
+    fetch_partition_failed  "Partition orders-0 marked as failed"
+    leader_and_isr_ignored  (state-change.log) "Ignoring LeaderAndIsr request from controller 1 ... for partition orders-0
+                          since its associated leader epoch 12 matches the current leader epoch"
 
 The names come from the analysis' one signature table (``analyze/signatures.py``: invalid_request,
 processor_uncaught_exception, group_load_start/done, zk_session_expired, log_cleaner_died), read through the
@@ -28,8 +38,9 @@ from kafka_runbooks.analyze.parsers.kafka_log import parse
 from kafka_runbooks.model import LogLineSeen
 
 MAX_EXCERPT = 300
+REPLICA_LINES = ("fetcher_fenced", "fetch_partition_failed", "leader_and_isr_ignored")  # detect/replicas.py
 _WANTED = ("invalid_request", "processor_uncaught_exception", "group_load_start", "group_load_done",
-           "zk_session_expired", "log_cleaner_died")
+           "zk_session_expired", "log_cleaner_died", *REPLICA_LINES)
 
 
 def _client(connection: str) -> tuple[str | None, str | None]:
@@ -66,15 +77,19 @@ def _what(signature: str, a: dict[str, str], exception: str) -> tuple[str | None
         return "group_load_done", {"partition": a["partition"], "millis": a["millis"]}
     if signature == "zk_session_expired":
         return "zk_session_expired", {}
+    if signature in REPLICA_LINES:
+        out = {"partition_name": f"{a.get('topic')}-{a.get('partition')}"}
+        out.update({k: a[k] for k in ("leader", "epoch", "controller") if a.get(k) is not None})
+        return signature, out
     if signature == "log_cleaner_died":
         return "log_cleaner_died", {"thread": a.get("thread", ""), "cause": exception[:160]}
     return None, {}
 
 
 def lines_of_interest(text: str | bytes, since: dt.datetime | None = None, *, utc_offset: dt.timedelta | None = None,
-                      source: str = "server.log") -> list[LogLineSeen]:
-    """The lines above with ``at >= since`` (UTC), oldest first. One failed request logged more than once
-    (the same connection id) counts once."""
+                      source: str = "server.log", only: tuple[str, ...] | None = None) -> list[LogLineSeen]:
+    """The lines above with ``at >= since`` (UTC), oldest first (``only``: just these kinds). One failed request logged
+    more than once (the same connection id) counts once."""
     lo = since.astimezone(dt.timezone.utc) if since is not None and since.tzinfo else (since.replace(tzinfo=dt.timezone.utc) if since else None)
     out: list[LogLineSeen] = []
     seen_connections: set[str] = set()
@@ -85,7 +100,7 @@ def lines_of_interest(text: str | bytes, since: dt.datetime | None = None, *, ut
         if at is None or (lo is not None and at < lo):
             continue
         what, attrs = _what(r.signature, r.attrs, r.exception or "")
-        if what is None:
+        if what is None or (only is not None and what not in only):
             continue
         conn = attrs.get("connection")
         if conn:

@@ -4,12 +4,13 @@
 names the client; nothing is restarted): brokers whose server.log, within ``health.bad_request_window_s``,
 rejected requests with an API key they do not know. One finding per client address. Severity:
 
-* critical for the 0.9/0.10 form (``Processor got uncaught exception`` ... ``ArrayIndexOutOfBoundsException:
+* critical for the 0.9 - 0.10.0 form (``Processor got uncaught exception`` ... ``ArrayIndexOutOfBoundsException:
   18 at ApiKeys.forId``): the exception escapes the network thread's loop over the requests it selected in
   that poll, so every request of the same batch -- other clients', other brokers' -- is dropped (seed 002:
   the monitor's write failed and recovered at once; replication between brokers suffered too);
-* warning for the later form (``Closing socket for <connection> because of error`` /
-  ``InvalidRequestException: Unknown API key N``): only that client's connection is closed.
+* warning for the later form (0.10.1+: ``Closing socket for <connection> because of error`` /
+  ``InvalidRequestException: Unknown API key N``, 0.10.1 - 0.11: ``... Error getting request for apiKey: N``, seen on
+  the lab's 0.10.2.1): only that client's connection is closed.
 
 The client is named by what the broker saw: its address and port (Kafka's connection id
 ``local-peer-index``) and the sockets that address holds on the broker now (the socket table). Its client id
@@ -27,7 +28,7 @@ from kafka_runbooks.model import Evidence, Finding, Severity
 PROBLEM = "bad_client_requests"
 OPENS_INCIDENT = ("unknown_api_requests",)
 RUNBOOK = "runbooks/unsupported-client-request.md"
-BATCH_DROPPED = ("on Kafka 0.9/0.10 brokers this request ('Processor got uncaught exception', ArrayIndexOutOfBoundsException "
+BATCH_DROPPED = ("on Kafka 0.9 - 0.10.0 brokers this request ('Processor got uncaught exception', ArrayIndexOutOfBoundsException "
                  "from ApiKeys.forId) aborts the network thread's pass over the requests it selected in that poll: every "
                  "request of the same batch -- other clients', and replication and controller requests between brokers -- is "
                  "dropped, which is why a monitor sees writes fail and recover at once")
@@ -57,7 +58,7 @@ def detect_unknown_api_requests(ctx: Context) -> list[Finding]:
                    + "; the client id is not in the broker's log (the request header is rejected before it is read): find it by address")
         summary += ("; " + BATCH_DROPPED) if old_form else (
             "; this broker only closes that client's connection ('Closing socket ... because of error'); " + BATCH_DROPPED.replace(
-                "on Kafka 0.9/0.10 brokers this request", "on 0.9/0.10 brokers the same request"))
+                "on Kafka 0.9 - 0.10.0 brokers this request", "on 0.9 - 0.10.0 brokers the same request"))
         summary += "; no restart: upgrade the brokers or pin the client's protocol version"
         evidence = [Evidence(source=f"probe:broker/{b}/{x.source or 'server.log'}", lines=(x.line_no,), excerpt=x.excerpt, host=ctx.host_of(b))
                     for b, x in seen[-ctx.settings.max_evidence:]]

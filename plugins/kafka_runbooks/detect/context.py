@@ -21,6 +21,7 @@ class Context:
     zk_settings: ZooKeeperHealthSettings = field(default_factory=ZooKeeperHealthSettings)
     leadership: LeadershipSettings = field(default_factory=LeadershipSettings)
     kafka_version: str | None = None  # the cluster's configured version (brokers' own when the Admin API told)
+    activity: tuple = ()  # the product's own remediations, running or recent (detect/activity.Activity)
 
     @property
     def now(self) -> dt.datetime:

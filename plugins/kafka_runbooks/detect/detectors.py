@@ -9,10 +9,11 @@ its ISRs when no data flows.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Iterable
 
 from kafka_runbooks.config import HealthSettings, LeadershipSettings, ZooKeeperHealthSettings
 from kafka_runbooks.detect import trends
+from kafka_runbooks.detect.activity import Activity, annotate
 from kafka_runbooks.detect.context import Context
 from kafka_runbooks.detect.evidence import partition_order, probe_evidence, state_evidence, trend_evidence
 from kafka_runbooks.detect.history import History, broker_series
@@ -22,19 +23,20 @@ from kafka_runbooks.detect.serving import PROBLEM as NOT_SERVING
 from kafka_runbooks.detect.serving import detect_not_serving, detect_unregistered
 from kafka_runbooks.detect.clients import OPENS_INCIDENT as CLIENT_INCIDENTS
 from kafka_runbooks.detect.clients import detect_unknown_api_requests
-from kafka_runbooks.detect.jmx import detect_connection_storm, detect_request_saturation
+from kafka_runbooks.detect.jmx import detect_connection_storm, detect_request_metrics_unknown, detect_request_saturation
 from kafka_runbooks.detect.leadership import DETECTORS as LEADERSHIP_DETECTORS
 from kafka_runbooks.detect.leadership import OPENS_INCIDENT as LEADERSHIP_INCIDENTS
+from kafka_runbooks.detect import replicas
 from kafka_runbooks.detect.offsets import OPENS_INCIDENT as CLEANER_INCIDENTS
 from kafka_runbooks.detect.offsets import detect_cleaner, detect_slow_loads
 from kafka_runbooks.detect.zookeeper import OPENS_INCIDENT as ZOOKEEPER_INCIDENTS
-from kafka_runbooks.detect.zookeeper import detect_zookeeper
+from kafka_runbooks.detect.zookeeper import detect_zookeeper, detect_zookeeper_unreachable
 from kafka_runbooks.model import ClusterSnapshot, Evidence, Finding, Severity
 
 # finding kinds that open an incident; of those, the ones naming brokers or ZooKeeper servers start a response
 # (leadership incidents never do: operators/detect.py leaves them to a person)
 OPENS_INCIDENT = (*SERVING_INCIDENTS, "offline_partitions", *ZOOKEEPER_INCIDENTS, *CLIENT_INCIDENTS, *CLEANER_INCIDENTS,
-                  *LEADERSHIP_INCIDENTS)
+                  *LEADERSHIP_INCIDENTS, *replicas.OPENS_INCIDENT)
 
 
 def problem_of(f: Finding) -> str:
@@ -78,6 +80,13 @@ def detect_under_replicated(ctx: Context) -> list[Finding]:
             },
         )
     ]
+
+
+def detect_followers(ctx: Context) -> list[Finding]:
+    """Followers out of their ISR: stuck (no progress, no fetcher: ``follower_stuck``) or catching up, with the estimate
+    (``detect/replicas.py``)."""
+    return replicas.findings(ctx.snapshot, list(ctx.history.get(replicas.REPLICAS, ())), ctx.settings.follower_stuck_s,
+                             ctx.settings.max_evidence)
 
 
 def detect_offline(ctx: Context) -> list[Finding]:
@@ -202,11 +211,20 @@ def detect_isr_suspects(ctx: Context) -> list[Finding]:
     return findings
 
 
+def detect_version_mismatch(ctx: Context) -> list[Finding]:
+    """The configured kafka_version against what the brokers report (kafka_runbooks.versions): a warning."""
+    from kafka_runbooks import versions
+
+    return versions.mismatch_findings(ctx.snapshot.version, ctx.kafka_version) if ctx.snapshot.kafka_version else []
+
+
 DETECTORS: tuple[Callable[[Context], list[Finding]], ...] = (
+    detect_version_mismatch,
     detect_not_serving,
     detect_unregistered,
     detect_offline,
     detect_under_replicated,
+    detect_followers,
     detect_socket_pileup,
     detect_isr_suspects,
     detect_unreachable,
@@ -217,17 +235,24 @@ DETECTORS: tuple[Callable[[Context], list[Finding]], ...] = (
     detect_slow_loads,
     *LEADERSHIP_DETECTORS,
     detect_request_saturation,
+    detect_request_metrics_unknown,
     detect_connection_storm,
 )
 
 
 def detect(snapshot: ClusterSnapshot, settings: HealthSettings | None = None, history: History | None = None,
            zk_settings: ZooKeeperHealthSettings | None = None, *, leadership: LeadershipSettings | None = None,
-           kafka_version: str | None = None) -> list[Finding]:
-    """All findings for one snapshot (and the history ending with it), most severe first."""
+           kafka_version: str | None = None, activity: Iterable[Activity] = ()) -> list[Finding]:
+    """All findings for one snapshot (and the history ending with it), most severe first. ``activity``: the product's
+    own remediations (``detect/activity.py``): what they cause is theirs, and findings about a running one's brokers are
+    annotated ``details.during_plan``."""
     ctx = Context(snapshot, settings or HealthSettings(), history or {}, zk_settings or ZooKeeperHealthSettings(),
-                  leadership or LeadershipSettings(), kafka_version)
-    findings = [f for d in DETECTORS for f in d(ctx)]
+                  leadership or LeadershipSettings(), kafka_version, tuple(activity))
+    if snapshot.zookeeper_error:
+        # brokers and partitions are unknown: only what the ensemble's members say themselves
+        findings = detect_zookeeper_unreachable(ctx) + [f for f in detect_zookeeper(ctx) if f.kind == "zookeeper_quorum_lost"]
+    else:
+        findings = annotate([f for d in DETECTORS for f in d(ctx)], ctx.activity)
     rank = {Severity.CRITICAL: 0, Severity.WARNING: 1, Severity.INFO: 2}
     return sorted(findings, key=lambda f: rank[f.severity])
 

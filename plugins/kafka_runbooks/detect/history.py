@@ -118,7 +118,7 @@ def broker_samples(snapshot: ClusterSnapshot) -> dict[str, Sample]:
 
 def _leadership_values(snapshot: ClusterSnapshot, bid: int) -> dict[str, Value]:
     """Issue 7's per-broker figures: its own metadata view answered, its canary's error, its request-path JMX."""
-    from kafka_runbooks.detect.jmx import metrics_summary
+    from kafka_runbooks.detect.jmxtool import metrics_summary
 
     out: dict[str, Value] = {}
     view = snapshot.view_of(bid)
@@ -153,9 +153,11 @@ def zookeeper_samples(snapshot: ClusterSnapshot) -> dict[str, Sample]:
             "elections": z.elections,
             "learners": z.learners,
             "synced_followers": z.synced_followers,
+            "pending_syncs": z.pending_syncs,
         }
         if z.host_reachable is not None:
-            values.update(host_reachable=z.host_reachable, pid=z.pid, process_state=z.process_state, load_1m=z.load_1m,
+            values.update(host_reachable=z.host_reachable, pid=z.pid, process_state=z.process_state,
+                          process_uptime_s=z.process_uptime_s, load_1m=z.load_1m,
                           cpus=z.cpus, follow_exceptions=len(z.lines("zk_follow_exception")))
         out[zookeeper_series_of(z.address)] = Sample(at=snapshot.taken_at, values=values)
     return out

@@ -221,7 +221,9 @@ def _more(config: ClusterConfig, host: "HostCommands", bid: int, out: dict, now,
     out["offsets_dirs"] = tuple(sorted(dirs, key=lambda x: x.partition))
     # 9. log lines: unknown API keys, offsets loads, session expiries (server.log); the cleaner's death (log-cleaner.log).
     # The file log4j rolled within the window is read too (server.log's by step 5)
-    since = now - dt.timedelta(seconds=h.bad_request_window_s)
+    # a follower's fetcher dropping a partition counts as long as the leadership window (it stays stuck: issue 16)
+    since_bad = now - dt.timedelta(seconds=h.bad_request_window_s)
+    since = min(since_bad, now - dt.timedelta(seconds=config.leadership.window_s))
     n = C.validate_int(h.log_tail_bytes, "log_tail_bytes", minimum=1, maximum=1 << 30)
     log_path = C.validate_abs_path(config.server_log(bid), "server log path")
     cleaner_log = C.validate_abs_path(f"{config.log_dir(bid).rstrip('/')}/log-cleaner.log", "log-cleaner.log path")
@@ -241,6 +243,7 @@ def _more(config: ClusterConfig, host: "HostCommands", bid: int, out: dict, now,
                 host.problems.pop()  # an absent log-cleaner.log is not a problem
             current = _cut(host.text(res), n)
         lines += broker_log.lines_of_interest(current, since, utc_offset=offset, source=name)
+    lines = [x for x in lines if x.what in broker_log.REPLICA_LINES or (x.at or "") >= clock.iso(since_bad)]
     out["log_lines"] = _keep(lines, sockets_text)
 
 

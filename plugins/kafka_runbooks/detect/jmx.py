@@ -1,10 +1,6 @@
-"""Request saturation and connection storms (incident 003). Pure: what to read over JMX, reading JmxTool's
-answer, and the two detectors.
-
-The JMX figures are incident 003's own list, read with Kafka's ``kafka.tools.JmxTool`` run on the broker's host
-over SSH (the distribution the broker runs, no agent to install; ``--one-time true``, CSV). JmxTool 2.3 fails with a
-NullPointerException on object-name *patterns* (``request=*``), so every name is spelled out. Measured on the lab:
-~1.9 s of wall time (a JVM start) per broker, all brokers in parallel.
+"""Request saturation and connection storms (incident 003): the detectors. Pure. What is read over JMX and how
+JmxTool's answer is read: ``detect/jmxtool.py`` (measured on the lab: ~1.9 s of wall time, a JVM start, per broker,
+all brokers in parallel).
 
 Before Kafka 2.2 (KIP-291, or without ``control.plane.listener.name`` configured after it) a broker queues the
 controller's requests (LeaderAndIsr, UpdateMetadata, StopReplica) in the same request queue as clients' requests:
@@ -15,100 +11,28 @@ that queue; when it is full the network threads stop reading from every socket.
 from __future__ import annotations
 
 import statistics
-from typing import Any, Mapping
 
 from kafka_runbooks.detect import trends
 from kafka_runbooks.detect.context import Context
 from kafka_runbooks.detect.evidence import probe_evidence, trend_evidence
 from kafka_runbooks.detect.history import broker_series
+from kafka_runbooks.detect.jmxtool import (DEFAULT_QUEUED_MAX_REQUESTS, FAILED_FETCH, FAILED_PRODUCE, REQUEST_QUEUE,
+                                          REQUEST_TYPES, request_metric)
 from kafka_runbooks.model import Evidence, Finding, RequestMetrics, Severity
 
-REQUEST_QUEUE = "kafka.network:type=RequestChannel,name=RequestQueueSize"
-RESPONSE_QUEUE = "kafka.network:type=RequestChannel,name=ResponseQueueSize"
-FAILED_PRODUCE = "kafka.server:type=BrokerTopicMetrics,name=FailedProduceRequestsPerSec"
-FAILED_FETCH = "kafka.server:type=BrokerTopicMetrics,name=FailedFetchRequestsPerSec"
-BYTES_IN = "kafka.server:type=BrokerTopicMetrics,name=BytesInPerSec"
-PRODUCE_REQUESTS = "kafka.server:type=BrokerTopicMetrics,name=TotalProduceRequestsPerSec"
-FETCH_REQUESTS = "kafka.server:type=BrokerTopicMetrics,name=TotalFetchRequestsPerSec"
-REQUEST_TYPES = ("Produce", "FetchConsumer", "FetchFollower")
-TIMES = ("TotalTimeMs", "RequestQueueTimeMs", "ResponseQueueTimeMs")
-
-
-def request_metric(name: str, request: str) -> str:
-    return f"kafka.network:type=RequestMetrics,name={name},request={request}"
-
-
-OBJECT_NAMES: tuple[str, ...] = (
-    REQUEST_QUEUE, RESPONSE_QUEUE, FAILED_PRODUCE, FAILED_FETCH, BYTES_IN, PRODUCE_REQUESTS, FETCH_REQUESTS,
-    *(request_metric(t, r) for t in TIMES for r in REQUEST_TYPES),
-)
-ATTRIBUTES = ("Value", "Count", "OneMinuteRate", "Mean", "99thPercentile", "Max")
-DEFAULT_QUEUED_MAX_REQUESTS = 500
-KIP_291 = (2, 2)
 RUNBOOK = "runbooks/preferred-election.md"
 
 
-def jmx_url(host: str, port: int) -> str:
-    return f"service:jmx:rmi:///jndi/rmi://{host}:{int(port)}/jmxrmi"
+def kip291_note(version, control_plane_listener: str | None, queued_max: int, explicit: bool) -> str:
+    """What on-call must know about the request queue on this version (``version``: a
+    ``kafka_runbooks.versions.KafkaVersion``, or a version string for pure callers)."""
+    from kafka_runbooks import versions
 
-
-def jmxtool_argv(kafka_home: str, url: str, heap: str = "-Xmx64m") -> tuple[str, ...]:
-    """Kafka's JmxTool, once, CSV. ``JMX_PORT`` unset: kafka-run-class.sh would make the tool's own JVM bind it."""
-    argv = ["env", "-u", "JMX_PORT", f"KAFKA_HEAP_OPTS={heap}", "KAFKA_OPTS=", "KAFKA_JMX_OPTS=",
-            f"{kafka_home.rstrip('/')}/bin/kafka-run-class.sh", "kafka.tools.JmxTool", "--jmx-url", url,
-            "--one-time", "true", "--report-format", "csv", "--attributes", ",".join(ATTRIBUTES)]
-    for name in OBJECT_NAMES:
-        argv += ["--object-name", name]
-    return tuple(argv)
-
-
-def parse_jmxtool_csv(text: str) -> tuple[dict[str, float], list[str]]:
-    """JmxTool's answer -> ({"<object name>:<attribute>": number}, problems). Kafka 2.3 with ``--one-time true
-    --report-format csv`` prints one ``name,"value"`` line per attribute (the object names hold unquoted commas:
-    the value is after the last ``,"``); with a reporting interval it prints a ``"time",...`` header and rows, read
-    by the analysis' parser (``analyze/parsers/listings.parse_jmx``; the last row is taken)."""
-    from kafka_runbooks.analyze.parsers.listings import parse_jmx
-
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    out: dict[str, float] = {}
-    if lines and lines[0].split(",", 1)[0].strip('"') == "time":
-        series = parse_jmx(text)
-        if not series.rows:
-            return {}, list(series.unparsable) or ["JmxTool printed a header but no values"]
-        for name, value in series.rows[-1].items():
-            if name != "time" and isinstance(value, (int, float)):
-                out[name] = float(value)
-        return out, []
-    for ln in lines:
-        name, sep, value = ln.rpartition(',"')
-        if not sep or not value.endswith('"') or name == "time":
-            continue
-        try:
-            out[name] = float(value[:-1])
-        except ValueError:
-            continue
-    if not out:
-        first = lines[0] if lines else ""
-        return {}, [f"no JmxTool values in its answer: {first[:200]!r}" if first else "JmxTool printed nothing"]
-    return out, []
-
-
-def _version(v: str | None) -> tuple[int, ...] | None:
-    if not v:
-        return None
-    try:
-        return tuple(int(x) for x in v.split(".")[:2])
-    except ValueError:
-        return None
-
-
-def kip291_note(version: str | None, control_plane_listener: str | None, queued_max: int, explicit: bool) -> str:
-    """What on-call must know about the request queue on this version."""
     bound = f"queued.max.requests is {queued_max}" + ("" if explicit else " (Kafka's default)") + \
         ": when that many requests wait, the network threads stop reading every socket"
-    v = _version(version)
-    if v is not None and v < KIP_291:
-        return (f"Kafka {version} < 2.2 puts the controller's requests (LeaderAndIsr, UpdateMetadata) in the same queue, "
+    kv = version if isinstance(version, versions.KafkaVersion) else versions.assumed(version)
+    if kv.lacks("control_plane"):
+        return (f"Kafka {kv.describe()} < 2.2 puts the controller's requests (LeaderAndIsr, UpdateMetadata) in the same queue, "
                 f"behind client requests (fixed by KIP-291 in 2.2): a full queue delays who-leads updates; {bound}")
     if not control_plane_listener:
         return (f"no control.plane.listener.name: the controller's requests share this queue with client requests "
@@ -160,7 +84,8 @@ def detect_request_saturation(ctx: Context) -> list[Finding]:
             reasons.append("failed " + ", ".join(f"{n} requests {v:.2f}/s" for n, v in failing.items()))
             cited += [(FAILED_PRODUCE, "OneMinuteRate"), (FAILED_FETCH, "OneMinuteRate")]
         b = s.broker(m.broker_id)
-        note = kip291_note(b.version if b and b.version else ctx.kafka_version,
+        # what the brokers report; the setting only where nothing was observed (pure callers)
+        note = kip291_note(s.version if s.kafka_version else (b.version if b and b.version else ctx.kafka_version),
                            s.static_config("control.plane.listener.name", m.broker_id), bound, explicit)
         findings.append(Finding(
             kind="request_queue_saturated" if saturated else "requests_failing",
@@ -173,6 +98,24 @@ def detect_request_saturation(ctx: Context) -> list[Finding]:
                      "figures": {f"{o}:{a}": m.get(o, a) for o, a in cited}, "runbook": RUNBOOK},
         ))
     return findings
+
+
+def detect_request_metrics_unknown(ctx: Context) -> list[Finding]:
+    """Registered brokers whose request-path figures were asked for and could not be read (JmxTool failed, answered
+    without RequestQueueSize, or the broker registered no JMX port): *unknown*, said so, never taken as fine."""
+    s = ctx.snapshot
+    unknown = sorted((m for m in s.request_metrics if not m.ok and m.broker_id in s.live_broker_ids), key=lambda m: m.broker_id)
+    if not unknown or not ctx.leadership.jmx:
+        return []
+    return [Finding(
+        kind="request_metrics_unknown", severity=Severity.WARNING,
+        summary="Request queues unknown on brokers " + ", ".join(str(m.broker_id) for m in unknown) + ": "
+                + "; ".join(f"broker {m.broker_id}: {(m.error or 'not read')[:200]}" for m in unknown)
+                + ". Saturation cannot be judged there, and a preferred election halts rather than pass its queue check on no data.",
+        broker_ids=tuple(m.broker_id for m in unknown),
+        evidence=tuple(Evidence(source=f"jmx:broker/{m.broker_id}", excerpt=f"{m.at} {m.error or 'not read'}"[:400]) for m in unknown),
+        details={"brokers": {str(m.broker_id): m.error for m in unknown}, "runbook": RUNBOOK},
+    )]
 
 
 def detect_connection_storm(ctx: Context) -> list[Finding]:
@@ -202,21 +145,3 @@ def detect_connection_storm(ctx: Context) -> list[Finding]:
                      "runbook": RUNBOOK},
         ))
     return findings
-
-
-def metrics_summary(m: RequestMetrics) -> Mapping[str, Any]:
-    """The figures kept in the history per check."""
-    return {
-        "request_queue": m.get(REQUEST_QUEUE, "Value"),
-        "response_queue": m.get(RESPONSE_QUEUE, "Value"),
-        "failed_produce_rate": m.get(FAILED_PRODUCE, "OneMinuteRate"),
-        "failed_fetch_rate": m.get(FAILED_FETCH, "OneMinuteRate"),
-        "bytes_in_rate": m.get(BYTES_IN, "OneMinuteRate"),
-        "request_rate": _sum(m.get(PRODUCE_REQUESTS, "OneMinuteRate"), m.get(FETCH_REQUESTS, "OneMinuteRate")),
-        "produce_queue_ms_p99": m.get(request_metric("RequestQueueTimeMs", "Produce"), "99thPercentile"),
-    }
-
-
-def _sum(*xs: float | None) -> float | None:
-    vals = [x for x in xs if x is not None]
-    return sum(vals) if vals else None

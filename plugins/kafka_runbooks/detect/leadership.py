@@ -21,16 +21,16 @@ counts is each broker's server.properties (Kafka's default: true).
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable
 
 from kafka_runbooks import clock
 from kafka_runbooks.detect.context import Context
 from kafka_runbooks.detect.evidence import canary_evidence, partition_order, state_evidence
 from kafka_runbooks.detect.history import Sample
-from kafka_runbooks.model import CONSUMER_OFFSETS, ClusterSnapshot, Evidence, Finding, Partition, Severity
+from kafka_runbooks.detect.leadership_state import LEADERSHIP, NOT_LEADER, divergence
+from kafka_runbooks.model import CONSUMER_OFFSETS, ClusterSnapshot, Evidence, Finding, LogLineSeen, Partition, Severity
 
 PROBLEM = "leadership"
-LEADERSHIP = "leadership"  # the history series
 OPENS_INCIDENT = ("metadata_divergence", "election_storm")
 RUNBOOK = "runbooks/preferred-election.md"
 ELECTION_DAG = "kafka_preferred_election"
@@ -43,8 +43,7 @@ DEFAULT_CHECK_INTERVAL_S = 300
 # server.properties keys the health check keeps (an allow-list: the file may hold passwords)
 STATIC_KEYS = (REBALANCE, IMBALANCE_PCT, CHECK_INTERVAL, "queued.max.requests", "control.plane.listener.name",
                "num.io.threads", "num.network.threads", "zookeeper.session.timeout.ms", "replica.lag.time.max.ms",
-               "inter.broker.protocol.version")
-NOT_LEADER = ("NOT_LEADER_FOR_PARTITION", "NOT_LEADER_OR_FOLLOWER")
+               "inter.broker.protocol.version", "num.replica.fetchers")
 MAX_TABLE_ROWS = 12
 MAX_LISTED = 40
 
@@ -236,36 +235,6 @@ def detect_rebalance_hazard(ctx: Context) -> list[Finding]:
 
 # --------------------------------------------------------------------------- the history of leadership
 
-def leadership_sample(previous: Mapping[str, Any], s: ClusterSnapshot) -> tuple[Sample, dict[str, Any]]:
-    """(this check's ``leadership`` sample, the new full state). The sample holds the partitions whose leader or
-    epoch changed since ``previous`` ({p: [old leader, old epoch, new leader, new epoch]}), the partitions some
-    broker's own metadata disagreed on ({p: {"zk": [leader, epoch], "views": {broker: [leader, epoch] | None}}}),
-    and the brokers whose canary got NOT_LEADER_FOR_PARTITION."""
-    before = previous.get("partitions") or {}
-    now = {p.name: [p.leader, p.leader_epoch] for p in s.partitions}
-    changes = {name: [*before[name], *cur] for name, cur in now.items() if name in before and list(before[name]) != cur}
-    values: dict[str, Any] = {"changes": changes, "partitions": len(now), "controller": s.controller_id,
-                              "controller_epoch": s.controller_epoch, "diverged": divergence(s),
-                              "canary_not_leader": sorted(c.broker_id for c in s.canary if (c.error_code or "") in NOT_LEADER)}
-    return Sample(at=s.taken_at, values=values), {"at": s.taken_at, "partitions": now}
-
-
-def divergence(s: ClusterSnapshot) -> dict[str, dict[str, Any]]:
-    """Partitions on which at least one broker's own metadata disagrees with ZooKeeper's state znode about the
-    leader: {p: {"zk": [leader, epoch], "views": {broker: [leader, epoch] or None (partition unknown to it)}}}."""
-    views = [v for v in s.metadata_views if v.ok]
-    out: dict[str, dict[str, Any]] = {}
-    if not views:
-        return out
-    for p in sorted(s.partitions, key=partition_order):
-        if p.leader < 0:
-            continue
-        seen = {str(v.broker_id): (list(v.leaders[p.name]) if p.name in v.leaders else None) for v in views}
-        if any(x is None or x[0] != p.leader for x in seen.values()):
-            out[p.name] = {"zk": [p.leader, p.leader_epoch], "views": seen}
-    return out
-
-
 def _leadership_samples(ctx: Context, window_s: float) -> list[Sample]:
     since = ctx.now - dt.timedelta(seconds=window_s)
     return [x for x in ctx.history.get(LEADERSHIP, ()) if clock.parse(x.at) >= since]
@@ -283,18 +252,77 @@ def epoch_churn(samples: Iterable[Sample]) -> dict[str, list[tuple[str, int, int
     return out
 
 
+# why a partition's leader moved (issue 16 §3): only AUTOMATIC and UNEXPLAINED moves make a storm
+AUTOMATIC = "automatic"  # the controller's automatic preferred election (auto.leader.rebalance.enable: incident 003)
+UNEXPLAINED = "unexplained"
+
+
+def _session_changed(ctx: Context, broker: int, t0: str | None, t1: str) -> bool:
+    """Broker ``broker`` deregistered or registered with a new session between the check before ``t1`` and the check
+    after it (a controlled shutdown moves leaderships away a moment before the broker deregisters)."""
+    series = ctx.series(broker)
+    before = [x for x in series if t0 is not None and x.at <= t0]
+    after = [x for x in series if x.at >= t1][:2]
+    if not before or not after:
+        return False
+    was = before[-1].get("session_id")
+    return any(x.get("registered") is False or (x.get("session_id") is not None and x.get("session_id") != was) for x in after)
+
+
+def _elections_within(ctx: Context, partition: str, t0: str | None, t1: str) -> list[LogLineSeen]:
+    lo = clock.iso((clock.parse(t0) if t0 else clock.parse(t1) - dt.timedelta(seconds=ctx.leadership.window_s)) - dt.timedelta(seconds=5))
+    return [x for x in ctx.snapshot.controller_log if x.what in ("preferred_election", "preferred_election_failed") and lo <= (x.at or "") <= t1
+            and partition in ((x.attrs.get("partitions") or "").split(",") + [x.attrs.get("partition") or ""])]
+
+
+def why_moved(ctx: Context, partition: str, move: tuple, before: str | None) -> tuple[str, int]:
+    """Why ``partition``'s leader changed between the check at ``before`` and the one at move[0], and how many moves of
+    a storm that is: "plan <kind> <record>" (the product's own remediation ran then: 0), "failover" (the old leader
+    deregistered or re-registered -- a controlled shutdown, a crash, a session loss: the controller moves its leaderships
+    once -- plus any automatic election back within the same interval), "automatic" (the controller's automatic
+    preferred elections, each counted; incident 003), "epoch" (the leader is the same at both checks: an ISR change, or
+    moves away and back between them -- the automatic elections within count), "election" (one somebody asked for: 0),
+    or "unexplained" (1)."""
+    from kafka_runbooks.detect.activity import covering
+
+    at, old, _, new, _ = move
+    plans = covering(ctx.activity, before, at)
+    if plans:
+        return f"plan {plans[0].kind} {plans[0].record}", 0
+    lines = _elections_within(ctx, partition, before, at)
+    started = [x for x in lines if x.what == "preferred_election"]
+    autos = max(0, sum(1 for x in started if x.attrs.get("automatic") == "true") - sum(1 for x in lines if x.what == "preferred_election_failed"))
+    if old == new:
+        return ("epoch" + (f" ({autos} automatic election(s) between the checks)" if autos else "")), autos
+    if old >= 0 and _session_changed(ctx, old, before, at):
+        return "failover", autos
+    if autos:
+        return AUTOMATIC, autos
+    if started:
+        return "election", 0
+    return UNEXPLAINED, 1
+
+
 def detect_election_storm(ctx: Context) -> list[Finding]:
-    """Leadership of the same partitions moving again and again within the window: leader-epoch churn in the
-    history, the controllers' automatic preferred elections in their logs, canary NOT_LEADER_FOR_PARTITION."""
+    """Leadership of the same partitions moving back and forth within the window without an operator's or the
+    product's action: leader changes in the history, each explained when it can be (``why_moved``); the controllers'
+    automatic preferred elections and unexplained moves count, the product's own plans, controlled shutdowns and
+    failovers (each moves a broker's leaderships once) and asked-for elections do not."""
     s, h = ctx.snapshot, ctx.leadership
     samples = _leadership_samples(ctx, h.window_s)
+    previous = {smp.at: prev.at for prev, smp in zip(samples, samples[1:])}
     churn = epoch_churn(samples)
     stormy = {}
+    explained_total: dict[str, int] = {}
     for name, moves in churn.items():
-        first, last = moves[0], moves[-1]
-        changes = (last[4] - first[2]) if last[4] >= first[2] else len(moves)
-        if changes >= h.storm_epoch_changes:
-            stormy[name] = {"changes": changes, "moves": moves}
+        whys = [(m, *why_moved(ctx, name, m, previous.get(m[0]))) for m in moves]
+        for _, w, _ in whys:
+            key = w.split(" ")[0]
+            explained_total[key] = explained_total.get(key, 0) + 1
+        counted = sum(n for _, _, n in whys)
+        if counted >= h.storm_epoch_changes:
+            shown = [(m, w) for m, w, n in whys if n or m[1] != m[3]]
+            stormy[name] = {"changes": counted, "moves": [m for m, _ in shown], "why": [w for _, w in shown]}
     if not stormy:
         return []
     since = clock.iso(ctx.now - dt.timedelta(seconds=h.window_s))
@@ -309,16 +337,17 @@ def detect_election_storm(ctx: Context) -> list[Finding]:
     involved = sorted({m[1] for n in names for m in stormy[n]["moves"]} | set(moved_to))
     worst = names[0]
     w = stormy[worst]
-    trail = " -> ".join(f"{m[3]}@{m[4]}" for m in w["moves"][-8:])
-    parts = [f"{len(names)} partition(s) changed leader {h.storm_epoch_changes}+ times in the last {h.window_s / 60:g} min; "
-             f"{worst}: leader epoch {w['moves'][0][2]} -> {w['moves'][-1][4]} ({w['changes']} changes; leader@epoch {trail})"]
+    trail = " -> ".join(f"{m[3]}@{m[4]} ({why})" for m, why in list(zip(w["moves"], w["why"]))[-8:])
+    parts = [f"{len(names)} partition(s) changed leader {h.storm_epoch_changes}+ times in the last {h.window_s / 60:g} min without "
+             f"an operator's or the product's action; {worst}: {w['changes']} such moves (leader@epoch {trail})"]
     if auto_hits:
         parts.append(f"the controller started {len(auto_hits)} automatic preferred election(s) of them "
                      f"({len(failed)} failed: preferred replica not in the ISR)")
     if not_leader or seen_not_leader:
         parts.append(f"the canary got NOT_LEADER_FOR_PARTITION on partitions led by brokers {sorted({c.broker_id for c in not_leader} | set(seen_not_leader))}")
     evidence: list[Evidence] = [Evidence(source=f"history:{LEADERSHIP}/{n}",
-                                         excerpt=f"{n}: " + "; ".join(f"{m[0]} leader {m[1]}@{m[2]} -> {m[3]}@{m[4]}" for m in stormy[n]["moves"][-6:]))
+                                         excerpt=f"{n}: " + "; ".join(f"{m[0]} leader {m[1]}@{m[2]} -> {m[3]}@{m[4]} ({why})"
+                                                                     for m, why in list(zip(stormy[n]["moves"], stormy[n]["why"]))[-6:]))
                                 for n in names[:5]]
     evidence += [Evidence(source=f"probe:broker/{x.attrs.get('host_broker', '?')}/{x.source or 'controller.log'}", lines=(x.line_no,),
                           excerpt=x.excerpt[:300]) for x in auto_hits[-5:]]
@@ -328,8 +357,9 @@ def detect_election_storm(ctx: Context) -> list[Finding]:
         kind="election_storm", severity=Severity.CRITICAL if severe else Severity.WARNING,
         summary="Election storm: " + "; ".join(parts) + f". Clients see leadership move each time. See {RUNBOOK}.",
         broker_ids=tuple(moved_to), partitions=tuple(names[:MAX_LISTED]), evidence=tuple(evidence[: ctx.settings.max_evidence]),
-        details={"problem": PROBLEM, "partitions": {n: {"changes": stormy[n]["changes"], "moves": [list(m) for m in stormy[n]["moves"]]}
-                                                     for n in names[:MAX_LISTED]},
+        details={"problem": PROBLEM, "partitions": {n: {"changes": stormy[n]["changes"], "moves": [list(m) for m in stormy[n]["moves"]],
+                                                         "why": stormy[n]["why"]} for n in names[:MAX_LISTED]},
+                 "moves_by_cause": explained_total,
                  "brokers_involved": involved, "automatic_elections": [x.to_dict() for x in auto_hits[-10:]],
                  "automatic_elections_count": len(auto_hits), "failed_elections": len(failed),
                  "canary_not_leader": sorted({c.broker_id for c in not_leader} | set(seen_not_leader)),

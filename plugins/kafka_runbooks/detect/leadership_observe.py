@@ -16,7 +16,7 @@ import os
 import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 from kafka_runbooks import clock
 from kafka_runbooks.model import Broker, ClusterSnapshot, LogLineSeen, RequestMetrics
@@ -42,17 +42,31 @@ def _text(res) -> str:
     return res.stdout.decode("utf-8", "replace") if res is not None and res.ok else ""
 
 
-def read_host(config, broker: Broker, registered: bool, ssh) -> HostLeadership:
-    """One broker host's part (``ssh``: a StrictSSHHook or anything with ``run(argv, timeout)``)."""
+def _said(stderr: bytes | None) -> str:
+    """What a failed JVM tool said, without its stack traces: its last lines that are not frames."""
+    lines = [ln.strip() for ln in (stderr or b"").decode("utf-8", "replace").splitlines()
+             if ln.strip() and not ln.startswith(("\t", " ")) and not ln.strip().startswith(("at ", "..."))]
+    return " ".join(lines[-2:])[-300:] or "no message"
+
+
+def read_host(config, broker: Broker, registered: bool, ssh, replicas: Iterable[tuple[str, int, int, bool]] = (),
+              version=None) -> HostLeadership:
+    """One broker host's part (``ssh``: a StrictSSHHook or anything with ``run(argv, timeout)``). ``replicas``: (topic,
+    partition, leader, this broker is the follower) of the replicas out of their ISR it takes part in
+    (``detect/replicas.py``): their log end offsets and fetcher lags are read in the same JmxTool run, and a follower's
+    state-change.log lines about them. ``version``: the brokers' version as observed, which decides how JmxTool is
+    run."""
     from kafka_runbooks.capture.commands import UnsafeValueError, validate_abs_path, validate_port
     from kafka_runbooks.detect.controller_log import controller_events
-    from kafka_runbooks.detect.jmx import jmx_url, jmxtool_argv, parse_jmxtool_csv
+    from kafka_runbooks.detect.broker_log import lines_of_interest
+    from kafka_runbooks.detect.jmxtool import JmxReading, jmx_url, jmxtool_argv, log_end_offset, metrics_from, parse_jmxtool_output, replica_names
     from kafka_runbooks.detect.leadership import STATIC_KEYS
     from kafka_runbooks.detect.procfs import DATE_ARGV, host_clock_or_ours
     from kafka_runbooks.remediate.host import parse_properties
 
     h = config.leadership
     out = HostLeadership(broker.id)
+    replicas = list(replicas)
     now, offset, _ = host_clock_or_ours(_text(ssh.run(DATE_ARGV, COMMAND_TIMEOUT_S)))
     try:
         props_path = validate_abs_path(config.server_properties(broker.id), "server.properties path")
@@ -72,35 +86,53 @@ def read_host(config, broker: Broker, registered: bool, ssh) -> HostLeadership:
             out.lines = controller_events(text, since, utc_offset=offset, source=path, broker_id=broker.id)
             if not res.ok:
                 out.notes.append(f"broker {broker.id}: {path} not read ({res.error or 'exit ' + str(res.exit_code)})")
+        followed = sorted({f"{t}-{p}" for t, p, _, follower in replicas if follower})
+        if followed:
+            path = validate_abs_path(os.path.join(config.log_dir(broker.id), "state-change.log"), "state-change.log path")
+            res = ssh.run(("tail", "-c", str(int(h.controller_log_bytes)), "--", path), COMMAND_TIMEOUT_S)
+            since = now - dt.timedelta(seconds=h.window_s)
+            out.lines += [LogLineSeen(x.what, x.at, x.line_no, x.excerpt, {**x.attrs, "host_broker": str(broker.id)}, x.source)
+                          for x in lines_of_interest(_text(res), since, utc_offset=offset, source="state-change.log",
+                                                     only=("leader_and_isr_ignored",))
+                          if x.attrs.get("partition_name") in followed][-50:]
         if h.jmx and registered:
+            try:
+                fetchers = max(1, int((out.static or {}).get("num.replica.fetchers") or 1))
+            except ValueError:
+                fetchers = 1
+            extra_names = tuple(dict.fromkeys(n for t, p, leader, follower in replicas
+                                              for n in (replica_names(t, p, leader, fetchers) if follower else (log_end_offset(t, p),))))
             host = h.jmx_host or broker.host
+            at = clock.iso(now)
             if not broker.jmx_port:
-                out.notes.append(f"broker {broker.id}: no JMX port in its registration (start it with JMX_PORT): request "
-                                 "queues not read")
+                out.metrics = metrics_from(broker.id, at, JmxReading(), error="no JMX port in its registration (start it with "
+                                           "JMX_PORT): request queues unknown")
             elif not host or not _HOST_RE.fullmatch(host):
-                out.notes.append(f"broker {broker.id}: no usable JMX host ({host!r}): request queues not read")
+                out.metrics = metrics_from(broker.id, at, JmxReading(), error=f"no usable JMX host ({host!r}): request queues unknown")
             else:
                 url = jmx_url(host, validate_port(broker.jmx_port))
-                res = ssh.run(jmxtool_argv(validate_abs_path(config.kafka_home, "kafka_home"), url, h.jmx_heap), h.jmx_timeout_s)
-                values, problems = parse_jmxtool_csv(_text(res)) if res.ok else ({}, [])
-                err = None if res.ok and not problems else (
-                    "; ".join(problems) if res.ok else
-                    f"JmxTool {res.error or 'exit ' + str(res.exit_code)}: {res.stderr.decode('utf-8', 'replace').strip()[-300:]}")
-                out.metrics = RequestMetrics(broker.id, ok=err is None, at=clock.iso(now), values=values, error=err)
+                argv = jmxtool_argv(validate_abs_path(config.kafka_home, "kafka_home"), url, h.jmx_heap, extra_names, version)
+                res = ssh.run(argv, h.jmx_timeout_s)
+                reading = parse_jmxtool_output(_text(res)) if res.ok else JmxReading()
+                err = None if res.ok else f"JmxTool {res.error or 'exit ' + str(res.exit_code)}: {_said(res.stderr)}"
+                out.metrics = metrics_from(broker.id, at, reading, err)
     except UnsafeValueError as exc:
         out.notes.append(f"broker {broker.id}: refused: {exc}")
     return out
 
 
-def read_hosts(config, brokers: Iterable[Broker], registered: set[int], runner_factory: Callable | None = None) -> list[HostLeadership]:
+def read_hosts(config, brokers: Iterable[Broker], registered: set[int], runner_factory: Callable | None = None,
+               replicas: Mapping[int, Iterable[tuple[str, int, int, bool]]] | None = None,
+               version=None) -> list[HostLeadership]:
     from kafka_runbooks.hooks.ssh import default_runner_factory, opened_runner
 
     factory = runner_factory or default_runner_factory(config.capture.connect_timeout_s)
+    replicas = replicas or {}
 
     def one(b: Broker) -> HostLeadership:
         try:
             with opened_runner(factory, config.ssh_conn_id(b.id)) as ssh:
-                return read_host(config, b, b.id in registered, ssh)
+                return read_host(config, b, b.id in registered, ssh, replicas.get(b.id, ()), version)
         except Exception as exc:  # noqa: BLE001 - an unusable host is a note, never a failed health check
             return HostLeadership(b.id, notes=[f"broker {b.id}: host not read ({type(exc).__name__}: {exc})"])
 
@@ -109,6 +141,17 @@ def read_hosts(config, brokers: Iterable[Broker], registered: set[int], runner_f
         return []
     with ThreadPoolExecutor(max_workers=min(16, len(brokers)), thread_name_prefix="leadership") as pool:
         return list(pool.map(one, brokers))
+
+
+def replica_roles(snapshot: ClusterSnapshot) -> dict[int, list[tuple[str, int, int, bool]]]:
+    """{broker: [(topic, partition, leader, follower?)]} of the replicas out of their ISR (``detect/replicas.py``)."""
+    from kafka_runbooks.detect.replicas import out_of_isr
+
+    out: dict[int, list[tuple[str, int, int, bool]]] = {}
+    for b, p in out_of_isr(snapshot):
+        out.setdefault(b, []).append((p.topic, p.index, p.leader, True))
+        out.setdefault(p.leader, []).append((p.topic, p.index, p.leader, False))
+    return out
 
 
 def observe(config, snapshot: ClusterSnapshot, brokers: Iterable[Broker], *, hosts: bool = True) -> tuple[dict[str, Any], list[str]]:
@@ -124,8 +167,8 @@ def observe(config, snapshot: ClusterSnapshot, brokers: Iterable[Broker], *, hos
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="leadership-obs") as pool:
         views = pool.submit(KafkaHook(config.kafka_conn_id, listener=config.listener).metadata_views, live, h.view_timeout_s) \
             if h.metadata_views else None
-        host = pool.submit(read_hosts, config, [b for b in brokers if b.id in config.hosts], set(snapshot.live_broker_ids)) \
-            if hosts else None
+        host = pool.submit(read_hosts, config, [b for b in brokers if b.id in config.hosts], set(snapshot.live_broker_ids),
+                           None, replica_roles(snapshot), snapshot.version if snapshot.kafka_version else None) if hosts else None
         if views is not None:
             fields["metadata_views"] = tuple(views.result())
         if host is not None:

@@ -42,11 +42,35 @@ def brokers_to_probe(config, snapshot, known: Mapping[int, Any] | None = None) -
     return sorted(brokers, key=lambda b: b.id), missing
 
 
+def zookeeper_unreachable(exc: BaseException) -> bool:
+    """Kazoo's connection time-out or loss, or a socket error: the ensemble (or our way to it) is down."""
+    from kazoo.exceptions import ConnectionLoss, KazooException, SessionExpiredError
+    from kazoo.handlers.threading import KazooTimeoutError
+
+    return isinstance(exc, (KazooTimeoutError, ConnectionLoss, SessionExpiredError, OSError)) or (
+        isinstance(exc, KazooException) and "connect" in str(exc).lower())
+
+
+def unreachable_snapshot(config, zk_hook, exc: BaseException, *, probe_zookeeper: bool = True, ssh: bool = True):
+    """The snapshot of a check that could not read ZooKeeper: no brokers or partitions (unknown, not empty), the error
+    naming the ensemble, and every member's own four-letter words (which of them answer, and what they say)."""
+    from kafka_runbooks import clock
+    from kafka_runbooks.detect.zk_probe import probe_ensemble
+    from kafka_runbooks.model import ClusterSnapshot
+
+    servers = ",".join(f"{h}:{p}" for h, p in zk_hook.servers)
+    error = f"{type(exc).__name__}: {exc} (ZooKeeper {servers}{zk_hook.chroot or ''}, connection {config.zk_conn_id!r})"
+    members = probe_ensemble(config, zk_hook.servers, ssh=ssh) if probe_zookeeper else []
+    return ClusterSnapshot(cluster=config.name, taken_at=clock.now_iso(), brokers=(), controller_id=None, partitions=(),
+                           configured_broker_ids=tuple(sorted(config.hosts)), zookeeper=tuple(members), zookeeper_error=error)
+
+
 def take_snapshot(config, *, probe_hosts: bool = True, check_kafka: bool = True, known: Mapping[int, Any] | None = None,
                   leadership: bool = True, probe_zookeeper: bool = True):
     """ClusterSnapshot from ZooKeeper; then, in parallel: host probes over SSH of every registered
     or configured broker, direct Kafka checks of each, the canary when the cluster enables it, the
-    ZooKeeper probe of every ensemble member (four-letter words; SSH where configured), and what
+    ZooKeeper probe of every ensemble member (four-letter words; SSH where configured), the version the brokers
+    report (ApiVersions, registration schema: ``KafkaHook.kafka_version``), and what
     the leadership detectors read (each broker's own metadata; over SSH its election settings, controller
     log lines and request-path JMX: ``detect/leadership_observe.py``)."""
     import dataclasses
@@ -61,8 +85,13 @@ def take_snapshot(config, *, probe_hosts: bool = True, check_kafka: bool = True,
     from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
 
     zk_hook = ZooKeeperHook(config.zk_conn_id, timeout_s=config.capture.connect_timeout_s)
-    with ZooKeeperHook(config.zk_conn_id, timeout_s=config.capture.connect_timeout_s).session() as zk:
-        snapshot = read_snapshot(zk, config.name)
+    try:
+        with zk_hook.session() as zk:
+            snapshot = read_snapshot(zk, config.name)
+    except Exception as exc:  # noqa: BLE001 - ZooKeeper unreachable is a finding (detect/zookeeper.py), not a failed check
+        if not zookeeper_unreachable(exc):
+            raise
+        return unreachable_snapshot(config, zk_hook, exc, probe_zookeeper=probe_zookeeper, ssh=probe_hosts)
     snapshot = dataclasses.replace(snapshot, configured_broker_ids=tuple(sorted(config.hosts)))
     brokers, missing = brokers_to_probe(config, snapshot, known)
     hook = KafkaHook(config.kafka_conn_id, listener=config.listener)
@@ -72,13 +101,20 @@ def take_snapshot(config, *, probe_hosts: bool = True, check_kafka: bool = True,
         for p in sorted(snapshot.partitions, key=lambda p: p.index):
             if p.topic == config.canary.topic and p.leader in snapshot.live_broker_ids:
                 led.setdefault(p.leader, p.index)
+    if check_kafka:
+        # first, and briefly (hooks/kafka.py VERSION_PROBE_S): JmxTool's invocation and the canary's producer depend on it
+        from kafka_runbooks import versions
+
+        version = hook.kafka_version(list(snapshot.brokers), config.health.kafka_probe_timeout_s, config.kafka_version)
+        snapshot = dataclasses.replace(snapshot, kafka_version=versions.to_dict(version))
     with ThreadPoolExecutor(max_workers=5, thread_name_prefix="snapshot") as pool:
         lead = pool.submit(observe_leadership, config, snapshot, brokers, hosts=probe_hosts) if leadership and check_kafka else None
         ensemble = pool.submit(probe_ensemble, config, zk_hook.servers, ssh=probe_hosts) if probe_zookeeper else None
         probes = pool.submit(probe_all, config, brokers) if probe_hosts else None
         checks = (pool.submit(hook.check_all, checkable, config.health.kafka_probe_timeout_s, unregistered=missing,
                               unregistered_timeout_s=config.health.unregistered_probe_timeout_s) if check_kafka else None)
-        canary = (pool.submit(hook.canary, list(snapshot.brokers), led, config.canary.topic, config.canary.timeout_s)
+        canary = (pool.submit(hook.canary, list(snapshot.brokers), led, config.canary.topic, config.canary.timeout_s,
+                              version=snapshot.version if snapshot.kafka_version else None)
                   if check_kafka and config.canary.enabled else None)
         if probes is not None:
             snapshot = snapshot.with_probes(probes.result())
@@ -94,13 +130,15 @@ def take_snapshot(config, *, probe_hosts: bool = True, check_kafka: bool = True,
     return snapshot
 
 
-def check_once(config, *, probe_hosts: bool = True):
-    """One health check as the health DAG does it, outside Airflow: observe, append to the history,
-    run the detectors on the history. Returns (snapshot, findings); opens no incident."""
+def check_once(config, *, probe_hosts: bool = True, activity=()):
+    """One health check as the health DAG does it, outside Airflow: observe, append to the history, run the detectors on
+    the history (``activity``: the product's own remediations, ``remediate/activity.product_activity``). Returns
+    (snapshot, findings); opens no incident."""
     from kafka_runbooks.detect.detectors import detect
-    from kafka_runbooks.detect.history import HistoryStore, record_check
+    from kafka_runbooks.detect.history import HistoryStore
+    from kafka_runbooks.detect.record import record_check
 
     snapshot = take_snapshot(config, probe_hosts=probe_hosts, known=known_registrations(config))
     history = record_check(HistoryStore(config), snapshot)
     return snapshot, detect(snapshot, config.health, history, config.zookeeper_health, leadership=config.leadership,
-                            kafka_version=config.kafka_version)
+                            kafka_version=config.kafka_version, activity=activity)

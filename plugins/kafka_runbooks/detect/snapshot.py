@@ -174,8 +174,12 @@ def parse_broker(broker_id: int, doc: Any) -> Broker:
         raise Unparsable(f"'rack' is {_type_of(rack)[:80]}, expected a string")
     jmx = d.get("jmx_port", -1)
     jmx = _int(jmx, "jmx_port", -1, 65535)
-    # "version" in the registration is the znode schema version, not Kafka's: not recorded as Broker.version.
-    return Broker(id=broker_id, host=host, port=port, rack=rack, endpoints=endpoints, jmx_port=jmx if jmx > 0 else None)
+    # "version" in the registration is the znode schema version, not Kafka's: kept as schema_version (a floor of
+    # Kafka's, kafka_runbooks.versions.ZNODE_FLOOR), never as Broker.version
+    schema = d.get("version")
+    schema = schema if isinstance(schema, int) and not isinstance(schema, bool) and 0 < schema < 1000 else None
+    return Broker(id=broker_id, host=host, port=port, rack=rack, endpoints=endpoints, jmx_port=jmx if jmx > 0 else None,
+                  schema_version=schema)
 
 
 def registration_facts(stat: Any) -> dict[str, Any]:

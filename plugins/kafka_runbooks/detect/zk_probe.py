@@ -105,6 +105,7 @@ def host_fields(config: ClusterConfig, member: Member, runner) -> dict:
             C.validate_pid(pid)
             fields["pid"] = pid
             fields["process_state"] = procfs.process_state(host.text(host.run("process state", ("cat", f"/proc/{pid}/stat"))), pid)
+            fields["process_uptime_s"] = procfs.uptime_s(host.text(host.run("process uptime", ("ps", "-o", "etimes=", "-p", str(pid)))))
         load = host.text(host.run("load", ("cat", "/proc/loadavg"))).split()
         fields["load_1m"] = float(load[0]) if load and _is_float(load[0]) else None
         cpus = host.text(host.run("cpus", ("nproc",))).strip()

@@ -73,6 +73,7 @@ def stats(srvr: str | None, mntr: str | None, cons: str | None) -> tuple[dict[st
         "elections": _int(raw.get("zk_cnt_election_time")),
         "learners": m.learners if m is not None else None,
         "synced_followers": m.synced_followers if m is not None else None,
+        "pending_syncs": _int(raw.get("zk_pending_syncs")),
         "version": (pick("version") or "").split(",")[0].strip() or None,
     }, problems
 

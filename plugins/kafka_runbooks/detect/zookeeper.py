@@ -11,6 +11,12 @@
   ``transaction timeout``, ``Unexpected exception in LearnerHandler``) and ``syncLimit x tickTime``
   from its zoo.cfg; correlated with its host's load and the brokers' ZooKeeper session expiries in the
   same minutes. Reported for ``zookeeper_health.drop_window_s`` after the drop.
+
+  Found after the fact, by the first check after it, whether or not a check ran during it (issue 16 §2): a follower
+  whose ZooKeeperServer is younger than the leader's (mntr ``zk_uptime``) re-joined since -- the leader kept leading, so
+  it was not an election of the ensemble -- and it is a drop, not a new process, when its own election count says it
+  elected again after its start (``zk_cnt_election_time`` >= 2), its process is older than its server (SSH), or its log
+  says it stopped following. What the leader logged about it and the brokers' session expiries are found the same way.
 * ``zookeeper_server_not_serving`` (warning): a member that does not answer, or answers that it is not
   serving, while a quorum serves.
 * ``zookeeper_quorum_lost`` (critical): no majority of the members serves.
@@ -25,7 +31,7 @@ from __future__ import annotations
 
 import datetime as dt
 import statistics
-from typing import Any
+from typing import Any, Mapping
 
 from kafka_runbooks import clock
 from kafka_runbooks.config import ZooKeeperHealthSettings
@@ -34,7 +40,7 @@ from kafka_runbooks.detect.history import Sample, zookeeper_series_of
 from kafka_runbooks.model import Evidence, Finding, LogLineSeen, Severity, ZooKeeperProbe
 
 PROBLEM = "zookeeper_member"
-OPENS_INCIDENT = ("zookeeper_follower_dropped", "zookeeper_quorum_lost")
+OPENS_INCIDENT = ("zookeeper_follower_dropped", "zookeeper_quorum_lost", "zookeeper_unreachable")
 RUNBOOK = "runbooks/zookeeper-follower-drop.md"
 
 
@@ -97,6 +103,62 @@ def drop_events(series: list[Sample], since: dt.datetime) -> tuple[list[dict[str
     return drops, restarts
 
 
+STARTUP_SLACK_S = 30.0  # a server's ZooKeeperServer starts this long after its process at most (election, sync)
+
+
+def rejoin_events(zs, now: dt.datetime, window_s: float, log_lines: Mapping[str, list[LogLineSeen]] | None = None) -> list[dict[str, Any]]:
+    """Drops seen in ONE check, after the fact: followers whose ZooKeeperServer started within ``window_s`` while the
+    leader's is older (the leader kept leading: no ensemble election), with the evidence that this was a drop and not a
+    new process. Pure: ``zs`` are ZooKeeperProbes of one check."""
+    leader = next((z for z in zs if z.mode == "leader" and z.serving), None)
+    out = []
+    if leader is None or leader.uptime_ms is None:
+        return out
+    for z in zs:
+        if z is leader or not z.serving or z.uptime_ms is None or z.mode not in ("follower", "observer"):
+            continue
+        up_s = z.uptime_ms / 1000
+        if up_s > window_s or leader.uptime_ms / 1000 <= up_s + STARTUP_SLACK_S:
+            continue  # older than the window, or the leader is as young: an election of the whole ensemble
+        own = [x for x in (log_lines or {}).get(z.server, z.log_lines) if x.what == "zk_follow_exception"]
+        rejoined = clock.iso(now - dt.timedelta(seconds=up_s))
+        signal = (f"its ZooKeeperServer is {up_s:.0f} s old while the leader's ({leader.server}) is {leader.uptime_ms / 1000:.0f} s: it "
+                  f"left the quorum and rejoined at about {rejoined} while the leader kept leading")
+        event = {"server": z.server, "seen_at": clock.iso(now), "previous_sample_at": None, "last_serving_at": None,
+                 "signals": [signal], "mode": z.mode, "uptime_ms": z.uptime_ms, "serving_again_since": rejoined,
+                 "after_the_fact": True}
+        new_process = z.elections == 1 or (z.process_uptime_s is not None and z.process_uptime_s <= up_s + STARTUP_SLACK_S)
+        if new_process:
+            out.append({**event, "restart": True})  # its first election, or its process as young as its server
+            continue
+        if z.elections is not None:
+            event["signals"].append(f"its election count is {z.elections}: it elected again after its start")
+        if z.process_uptime_s is not None:
+            event["signals"].append(f"its process runs since {z.process_uptime_s:.0f} s ago, its ZooKeeperServer only since {up_s:.0f} s ago")
+        if own:
+            event["signals"].append(f"it logged 'Exception when following the leader' at {own[-1].at}")
+        if z.elections is None and z.process_uptime_s is None and not own:
+            event["signals"].append("a new process cannot be ruled out (no mntr election count, no SSH to its host, no log line)")
+        out.append(event)
+    return out
+
+
+def _drop_start(z: ZooKeeperProbe, leader: ZooKeeperProbe | None, rejoined: str) -> str:
+    """Found after the fact: where the lines of THIS drop begin -- a little before the newest line, before it rejoined, of
+    the leader closing its socket or of it failing to follow (an earlier drop's lines stay out)."""
+    marks = [x.at for x in (leader.log_lines if leader is not None and leader is not z else ())
+             if x.what == "zk_learner_closed" and x.attrs.get("sid") == z.server and x.at and x.at <= rejoined]
+    if not marks:
+        marks = [x.at for x in z.log_lines if x.what == "zk_follow_exception" and x.at and x.at <= rejoined]
+    start = clock.parse(max(marks)) if marks else clock.parse(rejoined) - dt.timedelta(seconds=60)
+    return clock.iso(start - dt.timedelta(seconds=5))
+
+
+def _same_drop(a: dict[str, Any], b: dict[str, Any], slack_s: float = 5.0) -> bool:
+    x, y = a.get("serving_again_since"), b.get("serving_again_since")
+    return bool(x and y) and abs((clock.parse(x) - clock.parse(y)).total_seconds()) <= slack_s
+
+
 def _connections(series: list[Sample], drop_at: str, s: ZooKeeperHealthSettings) -> dict[str, Any] | None:
     """Client connections before the drop vs every sample since: fell and stayed low?"""
     before = [v for x in series if x.at < drop_at for v in [_num(x, "connections")] if v is not None and _serving(x)]
@@ -123,6 +185,45 @@ def _near(at: str | None, times: list[str], seconds: float) -> bool:
         return False
     t = clock.parse(at)
     return any(abs((clock.parse(x) - t).total_seconds()) <= seconds for x in times)
+
+
+def detect_zookeeper_unreachable(ctx: Context) -> list[Finding]:
+    """The health check could not read the cluster's state from ZooKeeper (kazoo's connection timed out or was lost):
+    which ensemble, which members answer their four-letter words and what they say, and since when no check could read
+    it (the history's ``leadership`` series). Critical; it pages on-call (``operators/detect.py``)."""
+    from kafka_runbooks.detect.leadership_state import LEADERSHIP
+
+    s = ctx.snapshot
+    if not s.zookeeper_error:
+        return []
+    since = s.taken_at
+    last_ok = None
+    for smp in reversed(list(ctx.history.get(LEADERSHIP, ()))):
+        if smp.get("zookeeper_error"):
+            since = min(since, smp.at)
+        else:
+            last_ok = smp.at
+            break
+    answering = [z for z in s.zookeeper if z.reachable]
+    serving = [z for z in s.zookeeper if z.serving]
+    members = "; ".join(f"{z.server} ({z.address}): " + (f"{z.mode}, zxid {hex(z.zxid) if z.zxid is not None else '?'}" if z.serving else
+                                                         (z.error or "answers but does not serve") if z.reachable else f"no answer ({z.error})")
+                        for z in s.zookeeper) or "no member probed"
+    summary = (f"ZooKeeper could not be read by the health check: {s.zookeeper_error}. Since {since}"
+               + (f" (last read at {last_ok})" if last_ok else " (no earlier check read it in this history)")
+               + f"; {len(answering)} of {len(s.zookeeper)} members answer their four-letter words, {len(serving)} serve: {members}. "
+               "Nothing about the brokers can be judged (registrations, leaders, ISRs are in ZooKeeper); Kafka itself cannot change "
+               f"leaders or ISRs while it lasts. See {RUNBOOK}.")
+    return [Finding(
+        kind="zookeeper_unreachable", severity=Severity.CRITICAL, summary=summary,
+        evidence=(Evidence(source="zookeeper:session", excerpt=f"{s.taken_at} {s.zookeeper_error}"),)
+                 + tuple(Evidence(source=f"zookeeper:4lw/{z.server}", excerpt=f"{z.probed_at} {z.address}: "
+                                  + (f"{z.mode} (serving)" if z.serving else z.error or "not serving")) for z in s.zookeeper),
+        details={"problem": "zookeeper_unreachable", "subject": "ensemble", "error": s.zookeeper_error, "since": since,
+                 "last_read_at": last_ok, "members": [{"server": z.server, "address": z.address, "answers": z.reachable,
+                                                       "serving": z.serving, "mode": z.mode, "error": z.error} for z in s.zookeeper],
+                 "runbook": RUNBOOK, "page": True},
+    )]
 
 
 def detect_zookeeper(ctx: Context) -> list[Finding]:
@@ -158,6 +259,11 @@ def detect_zookeeper(ctx: Context) -> list[Finding]:
                 details={**base, "error": z.error, "process_state": z.process_state},
             ))
         drops, restarts = drop_events(series, window_start)
+        for ev in rejoin_events([z2 for z2 in zs if z2 is z or z2 is leader], ctx.now, s.drop_window_s):
+            if ev.get("restart") or restarts:
+                continue  # a new process (its first election, or a new pid in the history): not a drop
+            if not any(_same_drop(ev, d) for d in drops):
+                drops.append(ev)
         for r in restarts:
             findings.append(Finding(
                 kind="zookeeper_server_restarted", severity=Severity.INFO,
@@ -178,7 +284,7 @@ def _drop_finding(ctx: Context, z: ZooKeeperProbe, leader: ZooKeeperProbe | None
     first = drops[-1]  # the newest drop is described; every one is listed in details
     parts: list[str] = []
     evidence: list[Evidence] = []
-    around = [x for x in series if x.at >= first["previous_sample_at"]][:6]
+    around = [x for x in series if x.at >= (first["previous_sample_at"] or first["seen_at"])][:6] or series[-1:]
     for key, unit in (("uptime_ms", " ms"), ("elections", ""), ("packets_received", "")):
         if any(x.get(key) is not None for x in around):
             evidence.append(_cite(series_name, around, key, unit))
@@ -207,7 +313,8 @@ def _drop_finding(ctx: Context, z: ZooKeeperProbe, leader: ZooKeeperProbe | None
         parts.append(f"packets received since it rejoined: {z.packets_received}")
     # logs of this drop (between its last serving sample and a little after it was seen back): the follower's
     # own lines, the leader's about this learner
-    lo, hi = first["last_serving_at"], clock.iso(clock.parse(first["seen_at"]) + dt.timedelta(seconds=10))
+    hi = clock.iso(clock.parse(first["seen_at"]) + dt.timedelta(seconds=10))
+    lo = first["last_serving_at"] or _drop_start(z, leader, first["serving_again_since"])
 
     def during(lines):
         return [x for x in lines if x.at and lo <= x.at <= hi]
@@ -234,12 +341,22 @@ def _drop_finding(ctx: Context, z: ZooKeeperProbe, leader: ZooKeeperProbe | None
     evidence += _line_evidence(z.server, own[-6:], z.address)
     if leader is not None and leader is not z:
         evidence += _line_evidence(leader.server, lead_lines[-3:], leader.address)
+    if leader is not None and leader is not z:
+        # the leader's own count of synced followers (mntr zk_synced_followers) in the checks around the drop
+        lead = [x for x in ctx.zk_series(leader.address) if x.get("synced_followers") is not None]
+        near = [x for x in lead if x.at >= (first["previous_sample_at"] or lo)][:6]
+        fewer = [x for x in near if isinstance(x.get("synced_followers"), int) and x.get("synced_followers") < max(
+            (y.get("synced_followers") for y in lead if isinstance(y.get("synced_followers"), int)), default=0)]
+        if fewer:
+            parts.append(f"the leader counted {fewer[0].get('synced_followers')} synced follower(s) at {fewer[0].at}")
+            evidence.append(_cite(zookeeper_series_of(leader.address), near, "synced_followers"))
     sync = _sync_arithmetic(z, leader)
     if sync:
         parts.append(f"a proposal or ping unanswered for longer than {sync['arithmetic']} (read from {sync['read_from']}) makes the "
                      "leader drop a follower")
     # when, how long
-    drop_at = (lead_lines[0].at if lead_lines else None) or (follow[-1].at if follow else None) or first["previous_sample_at"]
+    drop_at = (lead_lines[0].at if lead_lines else None) or (follow[-1].at if follow else None) or first["previous_sample_at"] \
+        or first["serving_again_since"]
     back_at = first.get("serving_again_since")
     duration_ms = int((clock.parse(back_at) - clock.parse(drop_at)).total_seconds() * 1000) if back_at and drop_at and back_at >= drop_at else None
     # correlations in the same minutes

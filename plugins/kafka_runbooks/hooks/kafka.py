@@ -11,11 +11,15 @@ a DescribeConfigs request for the BROKER resource N. librdkafka sends a broker r
 to that broker and no other (a metadata request goes to *any* known broker: bootstrapped at a
 healthy 1, ``list_topics`` was answered by 2 here), and the answer carries N's own ``broker.id``:
 an answer proves N itself read and answered a request. A stuck or stopped N times out.
+A broker without DescribeConfigs (Kafka < 0.11, KIP-133: librdkafka says ``_UNSUPPORTED_FEATURE`` at once, from
+that broker's own ApiVersions answer) is asked ApiVersions and Metadata on a connection to it alone instead
+(``hooks/kafka_wire.py``); its answer names the broker at the address asked. ``KafkaCheck.method`` says which.
 """
 
 from __future__ import annotations
 
 import logging
+import socket
 import time
 from typing import Any, Mapping
 
@@ -28,6 +32,10 @@ from kafka_runbooks import clock
 from kafka_runbooks.model import Broker, CanaryResult, KafkaCheck, MetadataView
 
 log = logging.getLogger(__name__)
+
+# ApiVersions answers in milliseconds: a broker that does not answer within this (or the caller's shorter timeout)
+# stays unknown in KafkaHook.kafka_version -- the conservative branch -- instead of delaying what waits for the version
+VERSION_PROBE_S = 2.0
 
 # librdkafka properties a connection may not set: they decide where the client goes
 _RESERVED = ("bootstrap.servers", "metadata.broker.list", "group.id")
@@ -112,8 +120,10 @@ class KafkaHook(BaseHook):
         except KafkaException as exc:
             err = exc.args[0] if exc.args else exc
             code = err.name() if hasattr(err, "name") else None
+            if code == "_UNSUPPORTED_FEATURE":
+                return self._check_without_describe_configs(broker, timeout_s, registered=registered, at=at)
             return KafkaCheck(broker.id, endpoint, ok=False, latency_ms=elapsed(), error=f"no answer within {timeout_s:g}s: {err}",
-                              at=at, error_code=code, registered=registered)
+                              at=at, error_code=code, registered=registered, method="DescribeConfigs")
         except Exception as exc:  # noqa: BLE001 - a future that never resolved, a client that could not start
             return KafkaCheck(broker.id, endpoint, ok=False, latency_ms=elapsed(), error=f"{type(exc).__name__}: {exc}",
                               at=at, error_code=type(exc).__name__, registered=registered)
@@ -123,7 +133,40 @@ class KafkaHook(BaseHook):
             return KafkaCheck(broker.id, endpoint, ok=False, latency_ms=elapsed(), answered_by=answered_by, at=at,
                               error=f"{endpoint} answered as broker {answered_by}, not {broker.id}", error_code="WRONG_BROKER",
                               registered=registered)
-        return KafkaCheck(broker.id, endpoint, ok=True, latency_ms=elapsed(), answered_by=broker.id, at=at, registered=registered)
+        return KafkaCheck(broker.id, endpoint, ok=True, latency_ms=elapsed(), answered_by=broker.id, at=at, registered=registered,
+                          method="DescribeConfigs")
+
+    def _check_without_describe_configs(self, broker: Broker, timeout_s: float, *, registered: bool, at: str) -> KafkaCheck:
+        """The direct check of a broker older than 0.11: ApiVersions + Metadata on a connection to it alone."""
+        from kafka_runbooks import versions
+        from kafka_runbooks.hooks.kafka_wire import WireError, fetch_metadata
+
+        method = "ApiVersions+Metadata"
+        host, port = broker.endpoint(self.listener)
+        endpoint = f"{host}:{port}"
+        t0 = time.monotonic()
+        try:
+            md = fetch_metadata(host, port, timeout_s, self.base_config())
+        except (OSError, WireError, ValueError) as exc:
+            return KafkaCheck(broker.id, endpoint, ok=False, latency_ms=round((time.monotonic() - t0) * 1000, 1),
+                              error=f"no answer within {timeout_s:g}s: {type(exc).__name__}: {exc}", at=at,
+                              error_code="_TIMED_OUT" if isinstance(exc, (socket.timeout, TimeoutError)) else type(exc).__name__,
+                              registered=registered, method=method)
+        ms = round((time.monotonic() - t0) * 1000, 1)
+        seen = versions.from_api_versions(broker.id, md.api_versions)
+        if versions.cluster_version({broker.id: [seen]}).has("describe_configs"):
+            # librdkafka said the broker lacks it, its own answer says it has it: believe neither
+            return KafkaCheck(broker.id, endpoint, ok=False, latency_ms=ms, at=at, registered=registered, method=method,
+                              error=f"DescribeConfigs refused as unsupported, yet the broker's ApiVersions says {seen.describe()}",
+                              error_code="VERSION_CONFLICT", api_versions=md.api_versions)
+        answered_by = md.broker_at(host, port)
+        if answered_by != broker.id:
+            named = f"broker {answered_by}" if answered_by is not None else "no broker"
+            return KafkaCheck(broker.id, endpoint, ok=False, latency_ms=ms, answered_by=answered_by, at=at, registered=registered,
+                              error=f"{endpoint} answered, but its metadata lists {named} at that address, not {broker.id}",
+                              error_code="WRONG_BROKER", method=method, api_versions=md.api_versions)
+        return KafkaCheck(broker.id, endpoint, ok=True, latency_ms=ms, answered_by=broker.id, at=at, registered=registered,
+                          method=method, api_versions=md.api_versions)
 
     def check_all(self, brokers: Iterable[Broker], timeout_s: float, *, unregistered: Iterable[int] = (),
                   unregistered_timeout_s: float | None = None) -> list[KafkaCheck]:
@@ -141,6 +184,33 @@ class KafkaHook(BaseHook):
 
         with ThreadPoolExecutor(max_workers=min(16, len(brokers)), thread_name_prefix="kafka-check") as pool:
             return list(pool.map(one, brokers))
+
+    def kafka_version(self, brokers: Iterable[Broker], timeout_s: float, configured: str | None = None):
+        """The version the brokers report (``kafka_runbooks.versions.KafkaVersion``): each broker's ApiVersions
+        answer, asked on a connection to it alone, and its registration's schema version. A broker that does not
+        answer is known by its registration alone; the setting ``configured`` is only compared, never believed."""
+        from kafka_runbooks import versions
+        from kafka_runbooks.hooks.kafka_wire import WireError, api_versions
+
+        brokers = list(brokers)
+        timeout_s = min(timeout_s, VERSION_PROBE_S)
+        notes: list[str] = []
+
+        def one(b: Broker) -> list:
+            seen = [versions.from_znode(b.id, b.schema_version)]
+            try:
+                host, port = b.endpoint(self.listener)
+                seen.append(versions.from_api_versions(b.id, api_versions(host, port, timeout_s, self.base_config())))
+            except (OSError, WireError, ValueError, KeyError) as exc:
+                notes.append(f"broker {b.id}: no ApiVersions answer ({type(exc).__name__}: {exc})")
+            return [o for o in seen if o is not None]
+
+        if not brokers:
+            return versions.KafkaVersion((), configured, ("no registered broker to ask",))
+        with ThreadPoolExecutor(max_workers=min(16, len(brokers)), thread_name_prefix="kafka-version") as pool:
+            observed = dict(zip((b.id for b in brokers), pool.map(one, brokers)))
+        kv = versions.cluster_version(observed, configured)
+        return versions.KafkaVersion(kv.brokers, configured, kv.notes + tuple(sorted(notes)))
 
     def metadata_view(self, broker: Broker, timeout_s: float) -> MetadataView:
         """What ``broker``'s own metadata cache says: a Metadata request on a connection to that broker alone,
@@ -172,27 +242,37 @@ class KafkaHook(BaseHook):
         with ThreadPoolExecutor(max_workers=min(16, len(brokers)), thread_name_prefix="kafka-view") as pool:
             return list(pool.map(lambda b: self.metadata_view(b, timeout_s), brokers))
 
-    def canary(self, brokers: Iterable[Broker], led: dict[int, int], topic: str, timeout_s: float) -> list[CanaryResult]:
+    def canary(self, brokers: Iterable[Broker], led: dict[int, int], topic: str, timeout_s: float, *, version=None) -> list[CanaryResult]:
         """One record produced (acks=all) to partition ``led[b]`` of ``topic`` -- a partition broker
         ``b`` leads -- and consumed back, for every broker in ``led``; all brokers at once, producing and
-        consuming each bounded by ``timeout_s``. A broker that leads no partition of the topic gets a failed result saying so."""
+        consuming each bounded by ``timeout_s``. A broker that leads no partition of the topic gets a failed result saying so.
+
+        The producer is idempotent where every broker has InitProducerId (``version``, a
+        ``kafka_runbooks.versions.KafkaVersion``: Kafka >= 0.11, KIP-98); before that (and when the version is unknown)
+        a retried produce whose first attempt did land writes the record twice, so the canary counts the copies of its
+        own record itself: the partition is read from its end before the produce (ListOffsets), and every record
+        carrying this round's token is counted (``CanaryResult.duplicates``)."""
+        import uuid
+
         from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
         brokers = list(brokers)
         at = clock.now_iso()
+        idempotent = version is not None and version.has("idempotent_producer")
         results: dict[int, CanaryResult] = {}
         bootstrap = ",".join(broker_address(b, self.listener) for b in brokers if _has(b, self.listener))
         for b in brokers:
             if b.id not in led:
                 results[b.id] = CanaryResult(b.id, topic, None, ok=False, error=f"broker {b.id} leads no partition of {topic}",
-                                             error_code="NO_PARTITION", at=at)
+                                             error_code="NO_PARTITION", at=at, idempotent=idempotent)
         todo = {bid: p for bid, p in led.items() if bid not in results}
         if not todo or not bootstrap:
             return [results[b] for b in sorted(results)]
         ms = max(1000, int(timeout_s * 1000))
         base = client_config(self.base_config(), bootstrap, timeout_s)
-        producer = Producer({**base, "acks": "all", "message.timeout.ms": ms, "linger.ms": 0, "enable.idempotence": False})
-        token = f"kafka-runbooks-canary {at}".encode()
+        before = self._end_offsets(base, topic, set(todo.values()), min(timeout_s, 2.0))
+        producer = Producer({**base, "acks": "all", "message.timeout.ms": ms, "linger.ms": 0, "enable.idempotence": idempotent})
+        token = f"kafka-runbooks-canary {at} {uuid.uuid4().hex[:12]}".encode()
         sent: dict[int, dict] = {}
 
         def delivered(bid: int, t0: float):
@@ -206,13 +286,14 @@ class KafkaHook(BaseHook):
         producer.flush(max(0.0, deadline - time.monotonic()))
         consumer = None
         want: dict[int, tuple[int, int]] = {}
+        copies: dict[int, int] = {}
         for bid, partition in todo.items():
             d = sent.get(bid)
             if d is None or d["err"] is not None:
                 err = d["err"] if d else None
                 results[bid] = CanaryResult(bid, topic, partition, ok=False, produce_ms=d["ms"] if d else None,
                                             error=f"produce failed: {err or 'no delivery report within the timeout'}",
-                                            error_code=err.name() if err else "_MSG_TIMED_OUT", at=at)
+                                            error_code=err.name() if err else "_MSG_TIMED_OUT", at=at, idempotent=idempotent)
             else:
                 want[partition] = (bid, d["offset"])
         if want:
@@ -221,7 +302,9 @@ class KafkaHook(BaseHook):
             try:
                 t0 = time.monotonic()
                 deadline = t0 + timeout_s  # consuming gets its own bound: a slow acks=all must not eat it
-                consumer.assign([TopicPartition(topic, p, off) for p, (_, off) in want.items()])
+                # from the partition's end before the produce (every copy of this round's record is after it)
+                start = {p: (before[p] if before.get(p) is not None and before[p] <= off else off) for p, (_, off) in want.items()}
+                consumer.assign([TopicPartition(topic, p, start[p]) for p in want])
                 while want and time.monotonic() < deadline:
                     msg = consumer.poll(min(0.5, max(0.0, deadline - time.monotonic())))
                     if msg is None:
@@ -230,18 +313,47 @@ class KafkaHook(BaseHook):
                         if msg.error().code() != KafkaError._PARTITION_EOF and msg.partition() in want:
                             bid, _ = want.pop(msg.partition())
                             results[bid] = CanaryResult(bid, topic, msg.partition(), ok=False, produce_ms=sent[bid]["ms"],
-                                                        error=f"consume failed: {msg.error()}", error_code=msg.error().name(), at=at)
+                                                        error=f"consume failed: {msg.error()}", error_code=msg.error().name(), at=at,
+                                                        idempotent=idempotent)
                         continue
-                    if msg.partition() in want and msg.offset() >= want[msg.partition()][1]:
-                        bid, _ = want.pop(msg.partition())
-                        results[bid] = CanaryResult(bid, topic, msg.partition(), ok=True, produce_ms=sent[bid]["ms"],
-                                                    consume_ms=round((time.monotonic() - t0) * 1000, 1), at=at)
+                    p = msg.partition()
+                    if p not in want:
+                        continue
+                    if msg.value() == token:
+                        copies[p] = copies.get(p, 0) + 1
+                    if msg.offset() >= want[p][1]:
+                        bid, _ = want.pop(p)
+                        counted = before.get(p) is not None and start[p] == before[p]
+                        results[bid] = CanaryResult(bid, topic, p, ok=True, produce_ms=sent[bid]["ms"],
+                                                    consume_ms=round((time.monotonic() - t0) * 1000, 1), at=at, idempotent=idempotent,
+                                                    duplicates=max(0, copies.get(p, 0) - 1) if counted else None)
             finally:
                 consumer.close()
             for p, (bid, _) in want.items():
                 results[bid] = CanaryResult(bid, topic, p, ok=False, produce_ms=sent[bid]["ms"],
-                                            error=f"record not consumed back within {timeout_s:g}s", error_code="_TIMED_OUT", at=at)
+                                            error=f"record not consumed back within {timeout_s:g}s", error_code="_TIMED_OUT", at=at,
+                                            idempotent=idempotent)
         return [results[b] for b in sorted(results)]
+
+    @staticmethod
+    def _end_offsets(base: dict, topic: str, partitions: set[int], timeout_s: float) -> dict[int, int | None]:
+        """{partition: its end offset now} (ListOffsets, v1 since 0.10.1); None where it did not answer in time."""
+        from confluent_kafka import TopicPartition
+        from confluent_kafka.admin import AdminClient, OffsetSpec
+
+        out: dict[int, int | None] = {p: None for p in partitions}
+        try:
+            admin = AdminClient(base)
+            futures = admin.list_offsets({TopicPartition(topic, p): OffsetSpec.latest() for p in partitions},
+                                         request_timeout=timeout_s)
+            for tp, f in futures.items():
+                try:
+                    out[tp.partition] = int(f.result(timeout=timeout_s).offset)
+                except Exception:  # noqa: BLE001 - that partition's copies are simply not counted
+                    pass
+        except Exception:  # noqa: BLE001
+            pass
+        return out
 
 
 def _has(broker: Broker, listener: str | None) -> bool:

@@ -7,8 +7,16 @@ broker's registered endpoint, ``ApiVersions`` v0 picks the Metadata version both
 ``Metadata`` answer -- built by that broker from its own cache -- is decoded: per partition the leader, the
 leader epoch (v7+, Kafka >= 2.1; None before), replicas and ISR, plus the controller the broker believes in.
 
+The Metadata version is the highest both sides speak (the broker's ApiVersions answer): Kafka 0.10.2.1 answers
+ApiVersions with Metadata v0..v2 (no leader epoch: ``versions.FEATURES["metadata_leader_epoch"]``), 2.3.0 with v0..v7.
+The ApiVersions answer itself is kept (``Metadata.api_versions``): it is what the product reads a broker's version
+range from (``versions.from_api_versions``). ``fetch_metadata`` is also the direct check of a broker that has no
+DescribeConfigs (before 0.11, KIP-133): ApiVersions and Metadata answered on a connection to that broker alone, the
+broker list of the answer naming the broker at the address asked (``Metadata.broker_at``).
+
 The decoding half is pure and bounded (every count and string length is checked against the bytes left);
-``fetch_metadata`` is the only I/O. SASL is not spoken here: a SASL listener gets a clear error.
+``fetch_metadata`` and ``api_versions`` are the I/O. SASL is not spoken here: a SASL listener gets a
+clear error.
 """
 
 from __future__ import annotations
@@ -137,6 +145,12 @@ class Metadata:
     cluster_id: str | None = None
     partitions: tuple[PartitionMeta, ...] = ()
     topic_errors: dict[str, int] = field(default_factory=dict)
+    api_versions: dict[int, tuple[int, int]] = field(default_factory=dict)  # the broker's ApiVersions answer
+
+    def broker_at(self, host: str, port: int) -> int | None:
+        """The id the answer gives the broker registered at host:port (None: not listed)."""
+        ids = [b for b, (h, p) in self.brokers.items() if h.lower() == host.lower() and p == int(port)]
+        return ids[0] if len(ids) == 1 else None
 
 
 def parse_metadata(payload: bytes, version: int) -> Metadata:
@@ -223,22 +237,49 @@ def ssl_context(config: dict[str, Any]) -> ssl.SSLContext:
     return ctx
 
 
-def fetch_metadata(host: str, port: int, timeout_s: float, config: dict[str, Any] | None = None) -> Metadata:
-    """Ask the broker at host:port (and no other) for its metadata of every topic. Raises OSError (connect,
-    timeout) or WireError (unreadable answer, unsupported security protocol)."""
+def metadata_version(versions: dict[int, tuple[int, int]]) -> int:
+    """The Metadata version to ask a broker with this ApiVersions answer (v2 of 0.10.2, v7 of 2.3, at most v8)."""
+    lo, hi = versions.get(API_METADATA, (0, 0))
+    version = min(hi, MAX_METADATA_VERSION)
+    if version < lo:
+        raise WireError(f"the broker speaks Metadata v{lo}..v{hi} only")
+    return version
+
+
+def _connect(host: str, port: int, timeout_s: float, config: dict[str, Any] | None):
     config = config or {}
     protocol = str(config.get("security.protocol", "PLAINTEXT")).upper()
     if protocol not in ("PLAINTEXT", "SSL"):
         raise WireError(f"security.protocol {protocol} is not supported by the direct metadata probe (PLAINTEXT and SSL are)")
-    deadline = time.monotonic() + timeout_s
     raw = socket.create_connection((host, int(port)), timeout=timeout_s)
     try:
-        sock = ssl_context(config).wrap_socket(raw, server_hostname=host) if protocol == "SSL" else raw
-        versions = parse_api_versions(_roundtrip(sock, API_VERSIONS, 0, 1, b"", deadline))
-        lo, hi = versions.get(API_METADATA, (0, 0))
-        version = min(hi, MAX_METADATA_VERSION)
-        if version < lo:
-            raise WireError(f"the broker speaks Metadata v{lo}..v{hi} only")
-        return parse_metadata(_roundtrip(sock, API_METADATA, version, 2, metadata_body(version), deadline), version)
+        return raw, (ssl_context(config).wrap_socket(raw, server_hostname=host) if protocol == "SSL" else raw)
+    except BaseException:
+        raw.close()
+        raise
+
+
+def api_versions(host: str, port: int, timeout_s: float, config: dict[str, Any] | None = None) -> dict[int, tuple[int, int]]:
+    """The broker's ApiVersions answer ({api key: (min, max)}). A 0.9 broker (no ApiVersions, KIP-35) closes the
+    connection: WireError."""
+    deadline = time.monotonic() + timeout_s
+    raw, sock = _connect(host, port, timeout_s, config)
+    try:
+        return parse_api_versions(_roundtrip(sock, API_VERSIONS, 0, 1, b"", deadline))
     finally:
         raw.close()
+
+
+def fetch_metadata(host: str, port: int, timeout_s: float, config: dict[str, Any] | None = None) -> Metadata:
+    """Ask the broker at host:port (and no other) for its metadata of every topic. Raises OSError (connect,
+    timeout) or WireError (unreadable answer, unsupported security protocol)."""
+    deadline = time.monotonic() + timeout_s
+    raw, sock = _connect(host, port, timeout_s, config)
+    try:
+        versions = parse_api_versions(_roundtrip(sock, API_VERSIONS, 0, 1, b"", deadline))
+        version = metadata_version(versions)
+        md = parse_metadata(_roundtrip(sock, API_METADATA, version, 2, metadata_body(version), deadline), version)
+        return Metadata(md.version, md.brokers, md.controller_id, md.cluster_id, md.partitions, md.topic_errors, versions)
+    finally:
+        raw.close()
+

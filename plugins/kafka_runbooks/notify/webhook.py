@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 
 APPROVAL_WAITING = "approval_waiting"
 HALTED = "halted"
+FINDING = "finding"  # a detection that pages on-call by itself (e.g. ZooKeeper unreachable): ``page()``
 MAX_TEXT = 3500
 TIMEOUT_S = 10.0
 ATTEMPTS = 3
@@ -150,7 +151,7 @@ class OnCallWebhookNotifier(BaseNotifier):
             if record_id is None:
                 log.error("on-call page %s (%s): no record of this run to audit it in", outcome.get("outcome"), self.event)
                 return
-            IncidentStore(load_cluster(str(self.cluster)).incident_base).audit(
+            IncidentStore(load_cluster(str(self.cluster))).audit(
                 record_id, actor="on-call notifier", action=f"page_{self.event}", outcome=str(outcome.get("outcome")),
                 details={**dict(outcome), "dag_id": getattr(ti, "dag_id", None), "run_id": getattr(ti, "run_id", None),
                          "task_id": getattr(ti, "task_id", None)})
@@ -173,3 +174,24 @@ def record_of(context) -> str | None:
                 return str(found)
     conf = getattr(context.get("dag_run"), "conf", None) or {}
     return str(conf["incident_id"]) if isinstance(conf, dict) and conf.get("incident_id") else None
+
+
+def page(conn_id: str | None, cluster: str, text: str, details: Mapping[str, Any] | None = None) -> tuple[bool, str]:
+    """Pages on-call outside a task callback (a finding that needs a person now): (sent, what happened). Never raises."""
+    from airflow.sdk import BaseHook
+
+    payload = {"event": FINDING, "cluster": cluster, "text": text[:MAX_TEXT], "details": dict(details or {})}
+    if not conn_id:
+        log.warning("no on-call webhook configured for cluster %s; not sent: %s", cluster, payload["text"])
+        return False, "no on-call webhook configured (approvals.oncall_conn_id)"
+    try:
+        conn = BaseHook.get_connection(conn_id)
+        extra = dict(conn.extra_dejson or {})
+        headers = {str(k): str(v) for k, v in (extra.get("headers") or {}).items()}
+        if conn.password:
+            headers["Authorization"] = f"Bearer {conn.password}"
+        status = post(webhook_url(conn), payload, headers)
+        return True, f"HTTP {status} through {conn_id}"
+    except Exception as exc:  # noqa: BLE001 - never fail the health check for a page
+        log.error("could not page on-call (%s): %r", FINDING, exc)
+        return False, f"{type(exc).__name__}: {exc}"

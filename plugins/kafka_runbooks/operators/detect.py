@@ -104,15 +104,21 @@ class DetectFindingsOperator(BaseOperator):
 
     def _check(self, snapshot, config, history_store, store, context, starts: list) -> dict:
         """One observation: history, detectors, lifecycle, incident moves. Returns the new state."""
+        from kafka_runbooks.detect.activity import during_plan
         from kafka_runbooks.detect.detectors import detect
-        from kafka_runbooks.detect.history import record_check
+        from kafka_runbooks.detect.record import record_check
         from kafka_runbooks.incidents import lifecycle
 
         history = record_check(history_store, snapshot)
+        activity = self._activity(config)
         findings = detect(snapshot, config.health, history, config.zookeeper_health, leadership=config.leadership,
-                          kafka_version=config.kafka_version)
+                          kafka_version=config.kafka_version, activity=activity)
+        for a in activity:
+            self.log.info("the product's own work on %s: %s", config.name, a.describe())
         for f in findings:
             self.log.warning("finding %s [%s] brokers=%s: %s", f.kind, f.severity.value, list(f.broker_ids), f.summary)
+        # what a running plan of the product causes is its own: annotated, and no competing incident, capture or plan
+        findings = [f for f in findings if not during_plan(f)]
 
         actor = f"dag:{context['dag'].dag_id}/run:{context['run_id']}"
         incidents = {r["id"]: r for r in store.records(config.name)}
@@ -151,6 +157,19 @@ class DetectFindingsOperator(BaseOperator):
             state = history_store.update_state(lambda st: _link_all(lifecycle, st, links))
         return state
 
+    def _activity(self, config) -> list:
+        """The product's remediations acting now or within the window (``remediate/activity.py``); the maintenance lock
+        is read on its own ZooKeeper session. A failure to read them is logged and treated as none."""
+        from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
+        from kafka_runbooks.remediate.activity import product_activity
+
+        try:
+            with ZooKeeperHook(config.zk_conn_id, timeout_s=config.capture.connect_timeout_s).session() as zk:
+                return product_activity(config, zk)
+        except Exception as exc:  # noqa: BLE001 - ZooKeeper unreachable is the snapshot's finding, not this one's
+            self.log.warning("the product's own activity on %s could not be read: %s: %s", config.name, type(exc).__name__, exc)
+            return []
+
     def _open(self, store, config, a, actor: str, context, key: str | None = None) -> dict[str, Any]:
         from kafka_runbooks.incidents.store import IncidentExists
 
@@ -164,6 +183,12 @@ class DetectFindingsOperator(BaseOperator):
             return {"incident_id": exc.record["id"]}
         store.audit(record["id"], actor=actor, action="detected", outcome=f.kind, details={"why": a.reason})
         self.log.warning("opened incident %s: %s", record["id"], a.reason)
+        if f.details.get("page"):
+            from kafka_runbooks.notify.webhook import page
+
+            sent, what = page(config.approvals.oncall_conn_id, config.name, f":rotating_light: {f.summary}",
+                              {"incident": record["id"], "kind": f.kind})
+            store.audit(record["id"], actor=actor, action="page_oncall", outcome="sent" if sent else "not sent", details={"result": what})
         zk_servers = [str(f.details["subject"])] if f.details.get("problem") == "zookeeper_member" and f.details.get("server") else []
         if not f.broker_ids and not zk_servers:
             store.needs_person(record["id"], actor=actor, reason="no broker or ZooKeeper server named by the finding: nothing to capture or restart automatically")

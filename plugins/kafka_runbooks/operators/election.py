@@ -15,10 +15,14 @@ from airflow.sdk.exceptions import AirflowFailException
 from kafka_runbooks.operators.remediate import ClusterChangingOperator, _actor, _config, _truthy
 
 GATES = (
+    "before each batch, on fresh state: the quiet window open, the target registered with a session older than stable_s, "
+    "in the ISR of the batch, answering a direct check; the controller present; ZooKeeper's metadata readable",
     "ZooKeeper says every partition of the batch is led by its preferred replica",
     "every broker's own metadata (asked of each broker alone) agrees",
     "a canary produce (acks=all) and consume through every leader of the canary topic succeeds",
-    "no broker's request queue is saturated (JmxTool; RequestQueueSize against queued.max.requests)",
+    "every broker's request queue was read and is not saturated (JmxTool; RequestQueueSize against queued.max.requests; "
+    "unknown never passes)",
+    "after __consumer_offsets batches: the new coordinators answer OffsetFetch (their groups' offsets loaded)",
 )
 
 
@@ -40,6 +44,7 @@ class PlanElectionOperator(BaseOperator):
     def execute(self, context) -> dict[str, Any]:
         from kafka_runbooks import clock
         from kafka_runbooks.detect.snapshot import read_snapshot
+        from kafka_runbooks.hooks.kafka import KafkaHook
         from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
         from kafka_runbooks.incidents.store import IncidentStore
         from kafka_runbooks.remediate import election as E
@@ -66,6 +71,8 @@ class PlanElectionOperator(BaseOperator):
                              record_id, len(elected), (progress.halted or {}).get("reason", "")[:500])
         with ZooKeeperHook(config.zk_conn_id, timeout_s=config.capture.connect_timeout_s).session() as zk:
             snapshot = read_snapshot(zk, config.name)
+        # every batch is checked against each broker's own metadata: a cluster where it cannot be read is refused now
+        views = KafkaHook(config.kafka_conn_id, listener=config.listener).metadata_views(snapshot.brokers, config.leadership.view_timeout_s)
         deadline_at = clock.iso(E.deadline(clock.now(), config.election))
         if record_id is None and not dry_run:
             record = store.open(cluster=config.name, broker_ids=brokers or sorted(config.hosts),
@@ -73,10 +80,15 @@ class PlanElectionOperator(BaseOperator):
                                 trigger={"kind": E.KIND, "requested": brokers, "started_by": starter},
                                 opened_by=starter or _actor(context))
             record_id = record["id"]
-        plan = E.plan_election(snapshot, config, brokers=brokers, roll_id=record_id, deadline_at=deadline_at, elected=elected)
+        from kafka_runbooks.hooks.kafka import KafkaHook
+
+        version = KafkaHook(config.kafka_conn_id, listener=config.listener).kafka_version(
+            snapshot.brokers, config.health.kafka_probe_timeout_s, config.kafka_version)  # read from the brokers
+        plan = E.plan_election(snapshot, config, brokers=brokers, roll_id=record_id, deadline_at=deadline_at, elected=elected,
+                               views=views, version=version)
         digest = plan_digest(plan)
         self.log.info("plan (%s), digest %s:\n%s", "dry run" if dry_run else "to be approved", digest[:16],
-                      "\n".join([f"  {s.reason}: {', '.join(s.partitions)}" for s in plan.steps]
+                      "\n".join([f"  {b.reason}: {', '.join(b.partitions)}" for b in plan.batches]
                                 + [f"  refused: {r}" for r in plan.refusals] + [f"  conditions: {dict(plan.conditions)}"]))
         if not dry_run:
             L.Ledger(config, record_id).append(L.PLANNED, context["ti"].run_id, plan=plan.to_dict(), digest=digest,
@@ -178,7 +190,7 @@ class CloseElectionOperator(BaseOperator):
         out = self.plan_output if isinstance(self.plan_output, dict) else {}
         plan = out.get("plan") or {}
         if out.get("dry_run"):
-            return {"status": "dry run", "batches": [s.get("partitions") for s in plan.get("steps", [])], "refusals": plan.get("refusals", [])}
+            return {"status": "dry run", "batches": [b.get("partitions") for b in plan.get("batches", [])], "refusals": plan.get("refusals", [])}
         record_id = plan.get("roll_id")
         if not record_id:
             raise AirflowFailException("the plan was never computed (see the plan task)")

@@ -142,7 +142,7 @@ def fresh_plan(config, approved, canary: bool = False):
     unread.update(unconfigured_replicas(config, snapshot))
     todo = [b for b in approved.requested if b not in approved.completed]
     not_serving, unresponsive, _, _ = serving_evidence(config, snapshot, todo, approved.not_serving,
-                                                       IncidentStore(config.incident_base).records(config.name))
+                                                       IncidentStore(config).records(config.name))
     return plan_restart(snapshot, approved.requested, config, kind=approved.kind, not_serving=not_serving,
                         settings=safety_settings(config, static, unread), completed=approved.completed,
                         roll_id=approved.roll_id, unresponsive=unresponsive, canary_topic=config.canary.topic if canary else None)
@@ -185,7 +185,7 @@ class PlanRemediationOperator(BaseOperator):
         from kafka_runbooks.remediate import ledger as L
         from kafka_runbooks.remediate.digest import plan_digest
         from kafka_runbooks.remediate.executor import interrupted_step, serving_evidence, unconfigured_replicas
-        from kafka_runbooks.remediate.host import static_config_state
+        from kafka_runbooks.remediate.host import static_config_state, unreachable_hosts
         from kafka_runbooks.remediate.plan import plan_restart, safety_settings
 
         incident = self.incident if isinstance(self.incident, dict) else None
@@ -246,10 +246,16 @@ class PlanRemediationOperator(BaseOperator):
                 opened_by=starter or _actor(context),
             )
             record_id = record["id"]
-        settings = safety_settings(config, static, unread)
+        from kafka_runbooks.hooks.kafka import KafkaHook
+
+        version = KafkaHook(config.kafka_conn_id, listener=config.listener).kafka_version(
+            snapshot.brokers, config.health.kafka_probe_timeout_s, config.kafka_version)  # read from the brokers
+        notes = notes + [f"Kafka version as the brokers report it: {version.describe()}"] + list(version.notes)
+        settings = safety_settings(config, static, unread, version)
         plan = plan_restart(
             snapshot, requested, config, kind=self.kind, not_serving=not_serving, settings=settings,
             completed=completed, roll_id=record_id, canary_topic=config.canary.topic if canary else None, unresponsive=unresponsive,
+            unreachable=unreachable_hosts(config, [b for b in requested if b not in completed and b in config.hosts]),
         )
         digest = plan_digest(plan)
         shown = show_plan(context, self.log, config, plan, digest, dry_run, snapshot, settings)

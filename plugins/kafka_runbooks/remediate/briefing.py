@@ -156,7 +156,7 @@ def _election_section(plan: Plan, approval_timeout: str, digest: str | None, gat
     if c.get("already_elected"):
         parts.insert(1, f"**Resumes a halted election**: {len(c['already_elected'])} partition(s) its converged batches elected are "
                         "left out and never elected again; the rest below was planned on the cluster's state now.")
-    for i, step in enumerate(plan.steps, 1):
+    for i, step in enumerate(plan.batches, 1):
         shown = list(step.partitions[:MAX_LISTED_PARTITIONS])
         more = len(step.partitions) - len(shown)
         parts.append(f"{i}. {_code(step.reason)}")

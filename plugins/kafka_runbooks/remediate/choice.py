@@ -5,6 +5,9 @@
   symptom once it is back);
 * the log cleaner dead (002b): restart those brokers, one at a time, through the engine (whose safety keeps a
   holder of every offsets partition up and whose coordinator gate waits for loading);
+* a follower stuck out of an ISR (issue 16: Kafka dropped the partition from its fetcher and ignores a LeaderAndIsr of
+  the epoch it has): restart that follower through the engine -- its new fetchers start from the controller's
+  LeaderAndIsr; nothing else brings it back;
 * a client's unknown API keys (002a), a ZooKeeper follower dropping out (004): no restart; the response
   captures, explains and records, and a person acts on the advice;
 * anything else (an incident started by hand from the form): restart the brokers named, as asked (the engine's
@@ -71,6 +74,12 @@ def remediation_for(trigger: Mapping[str, Any] | None, findings: Sequence[Findin
                               if no_restart else ""),
                            follow_up_peers=True, advice=no_restart[0].details.get("advice") if no_restart else None,
                            findings=tuple(f.to_dict() for f in no_restart))
+    if problem == "follower_stuck":
+        ids = list((trigger or {}).get("broker_ids") or [])
+        return Remediation(RESTART, f"follower_stuck: broker(s) {ids} stopped fetching partitions they follow and will not start again "
+                           "by themselves; a restart through the engine (approved) starts their fetchers from the controller's state",
+                           runbook="runbooks/preferred-election.md",
+                           advice=(trigger or {}).get("summary"))
     if problem == "log_cleaner_stopped":
         return Remediation(RESTART, "the log cleaner is dead on these brokers: restart them one at a time (it starts again and compacts)",
                            runbook="runbooks/offsets-load-stalled.md")

@@ -25,12 +25,11 @@ from typing import Any, Iterable, Mapping
 
 from kafka_runbooks import clock
 from kafka_runbooks.config import ClusterConfig, ElectionSettings
-from kafka_runbooks.model import CONSUMER_OFFSETS, ClusterSnapshot, Partition, Plan, RequestMetrics, Step
+from kafka_runbooks.model import CONSUMER_OFFSETS, ClusterSnapshot, ElectionBatch, Partition, Plan, RequestMetrics
 from kafka_runbooks.remediate.digest import state_digest
 from kafka_runbooks.remediate.window import in_window, next_open
 
 KIND = "preferred_election"
-ACTION = "elect_preferred"
 ZNODE = "/admin/preferred_replica_election"
 RUNBOOK = "runbooks/preferred-election.md"
 
@@ -48,7 +47,8 @@ def chunks(items: list, size: int) -> list[list]:
 
 
 def plan_election(snapshot: ClusterSnapshot, config: ClusterConfig, *, brokers: Iterable[int] = (), roll_id: str | None = None,
-                  deadline_at: str | None = None, elected: Iterable[str] = ()) -> Plan:
+                  deadline_at: str | None = None, elected: Iterable[str] = (), views: Iterable[Any] | None = None,
+                  version=None) -> Plan:
     """``brokers``: only leadership moving to these (empty: every broker). ``elected``: partitions an earlier run of
     the same election already elected and saw converge (resume, from its ledger): never elected again by it. Refused
     when nothing is to move, the method cannot work on this Kafka, or a target broker has no configured host (the
@@ -56,31 +56,32 @@ def plan_election(snapshot: ClusterSnapshot, config: ClusterConfig, *, brokers: 
     s: ElectionSettings = config.election
     wanted = sorted({int(b) for b in brokers})
     done = sorted(set(elected))
-    refusals: list[str] = list(method_refusals(config))
+    refusals: list[str] = list(method_refusals(config, version))
+    if views is not None:
+        refusals += view_refusals(snapshot, views)
     if snapshot.cluster != config.name:
         refusals.append(f"snapshot is of cluster {snapshot.cluster!r} but the config is for {config.name!r}")
     todo = [p for p in snapshot.partitions if p.replicas and p.leader != preferred(p) and (not wanted or preferred(p) in wanted)
             and p.name not in done]
     targets = sorted({preferred(p) for p in todo})
-    steps: list[Step] = []
+    batches: list[ElectionBatch] = []
     for b in targets:
         mine = sorted((p for p in todo if preferred(p) == b), key=_order)
         plain = [p.name for p in mine if p.topic != CONSUMER_OFFSETS]
         offsets = [p.name for p in mine if p.topic == CONSUMER_OFFSETS]
-        batches = [(x, False) for x in chunks(plain, s.batch_size)] + [(x, True) for x in chunks(offsets, s.offsets_batch_size)]
-        for names, is_offsets in batches:
+        chunked = [(x, False) for x in chunks(plain, s.batch_size)] + [(x, True) for x in chunks(offsets, s.offsets_batch_size)]
+        for names, is_offsets in chunked:
             why = (f"move leadership of {len(names)} partition(s) to their preferred replica, broker {b}"
                    + (" (__consumer_offsets: the group coordinators of these partitions move to broker "
                       f"{b}; their groups reload offsets and rebalance)" if is_offsets else ""))
-            step_refusals = () if b in config.hosts else (
+            refused = () if b in config.hosts else (
                 f"cluster {config.name!r} has no SSH connection for broker {b}; refusing to act on an unknown broker",)
-            steps.append(Step(ACTION, b, why, blast_radius=tuple(names), refusals=step_refusals, partitions=tuple(names)))
-    for i, st in enumerate(steps, 1):
-        steps[i - 1] = dataclasses.replace(st, reason=f"batch {i} of {len(steps)}: {st.reason}")
-    if not steps:
+            batches.append(ElectionBatch(b, tuple(names), why, refused))
+    batches = [dataclasses.replace(x, reason=f"batch {i} of {len(batches)}: {x.reason}") for i, x in enumerate(batches, 1)]
+    if not batches:
         refusals.append("nothing to elect: every partition" + (f" preferring brokers {wanted}" if wanted else "")
                         + " is led by its preferred replica" + (f" or was elected by this election already ({len(done)})" if done else ""))
-    refusals += [f"broker {st.broker_id}: {r}" for st in steps for r in st.refusals]
+    refusals += [f"broker {x.target}: {r}" for x in batches for r in x.refusals]
     offline = [p.name for p in todo if p.offline]
     warnings = [f"{len(offline)} partition(s) are offline ({', '.join(offline[:10])}): the election cannot help them"] if offline else []
     conditions = {
@@ -94,16 +95,29 @@ def plan_election(snapshot: ClusterSnapshot, config: ClusterConfig, *, brokers: 
         "method": election_method(config),
         "batch_size": s.batch_size,
         "offsets_batch_size": s.offsets_batch_size,
+        "stuck_s": config.health.follower_stuck_s,
     }
     if done:
         conditions["already_elected"] = done
     return Plan(
-        cluster=config.name, steps=tuple(steps), refusals=tuple(refusals),
-        blast_radius=tuple(f"leader of {n} moves to broker {st.broker_id}" for st in steps for n in st.partitions),
+        cluster=config.name, steps=(), batches=tuple(batches), refusals=tuple(refusals),
+        blast_radius=tuple(f"leader of {n} moves to broker {x.target}" for x in batches for n in x.partitions),
         kind=KIND, requested=tuple(wanted), computed_at=clock.now_iso(), state_digest=state_digest(snapshot, {}),
         controller_id=snapshot.controller_id, controller_epoch=snapshot.controller_epoch, warnings=tuple(warnings),
         roll_id=roll_id, conditions=conditions,
     )
+
+
+def view_refusals(snapshot: ClusterSnapshot, views: Iterable[Any]) -> list[str]:
+    """Every batch converges only when every broker's own metadata agrees with ZooKeeper: brokers whose view cannot be
+    read now (a SASL listener the direct metadata probe does not speak, a wrong listener, a broker that does not answer)
+    would halt the election after its first batch -- refused at plan time instead."""
+    views = {v.broker_id: v for v in views}
+    bad = {b: (views[b].error if b in views else "not asked") for b in sorted(snapshot.live_broker_ids) if b not in views or not views[b].ok}
+    if not bad:
+        return []
+    return [f"the own metadata of brokers {sorted(bad)} cannot be read ({'; '.join(f'broker {b}: {e}' for b, e in bad.items())[:600]}): "
+            "every batch must be checked against each broker's own view, so the election would halt after its first batch"]
 
 
 def election_method(config: ClusterConfig) -> str:
@@ -122,10 +136,17 @@ def _version(text: str | None) -> tuple[int, int] | None:
     return (int(m.group(1)), int(m.group(2))) if m else None
 
 
-def method_refusals(config: ClusterConfig) -> list[str]:
+def method_refusals(config: ClusterConfig, version=None) -> list[str]:
     """``admin`` on a Kafka known to be older than 2.2 has no API to elect with. On 2.2/2.3 it works for the preferred
     election (measured on the lab's 2.3.0: librdkafka 2.16 sends ElectLeaders v0, the broker elects the preferred
-    replicas); nothing is known of an unset ``kafka_version``, so it is tried (and a broker's error halts the batch)."""
+    replicas). ``version``: what the brokers report (``kafka_runbooks.versions.KafkaVersion``, versions' feature
+    ``elect_leaders_api``); without it the ``kafka_version`` setting; nothing known: it is tried (a broker's error
+    halts the batch). The default method, the znode, works on every ZooKeeper-mode Kafka (0.10.2.1 included)."""
+    if version is not None and version.brokers:
+        if election_method(config) == "admin" and version.lacks("elect_leaders_api"):
+            return [f"election.method 'admin' needs Kafka >= 2.2 (ElectLeaders, API key 43, KIP-183); cluster {config.name!r}'s "
+                    f"brokers report {version.describe()}: use method 'zookeeper' (or 'auto')"]
+        return []
     v = _version(config.kafka_version)
     if election_method(config) == "admin" and v is not None and v < ADMIN_SINCE:
         return [f"election.method 'admin' needs Kafka >= 2.2 (ElectLeaders, API key 43, KIP-183); cluster {config.name!r} runs "
@@ -151,16 +172,20 @@ def deadline(approved_at: dt.datetime, settings: ElectionSettings) -> dt.datetim
 # --------------------------------------------------------------------------- readiness (the deferred wait)
 
 def rate(m: RequestMetrics | None, key: str) -> float | None:
-    from kafka_runbooks.detect.jmx import metrics_summary
+    from kafka_runbooks.detect.jmxtool import metrics_summary
 
     return None if m is None or not m.ok else metrics_summary(m).get(key)
 
 
 def readiness(snapshot: ClusterSnapshot, conditions: Mapping[str, Any], now: dt.datetime, *,
-              lock_holders: Iterable[Mapping[str, Any]] = (), metrics: Iterable[RequestMetrics] = ()) -> list[str]:
-    """Why the election may not run now; [] when it may. Every reason names what it waits for."""
+              lock_holders: Iterable[Mapping[str, Any]] = (), metrics: Iterable[RequestMetrics] = (),
+              followers: Mapping[tuple[int, str], Any] | None = None) -> list[str]:
+    """Why the election may not run now; [] when it may. Every reason names what it waits for. ``followers``: the
+    verdicts of the target brokers' replicas out of their ISR (``detect/replicas.verdicts``): catching up (with when it
+    will be in sync), stuck, or unknown -- never "catching up" for a follower nobody saw progress."""
     why: list[str] = []
     stable_s = float(conditions.get("stable_s") or 0)
+    followers = followers or {}
     for b in conditions.get("brokers") or ():
         broker = snapshot.broker(int(b))
         if broker is None:
@@ -169,7 +194,7 @@ def readiness(snapshot: ClusterSnapshot, conditions: Mapping[str, Any], now: dt.
         missing = sorted((p.name for p in snapshot.partitions_of(int(b)) if int(b) not in p.isr))
         if missing:
             why.append(f"broker {b} is not yet in the ISR of {len(missing)} partition(s) it hosts "
-                       f"({', '.join(missing[:8])}{', ...' if len(missing) > 8 else ''}): still catching up")
+                       f"({', '.join(missing[:8])}{', ...' if len(missing) > 8 else ''}): " + _follower_state(int(b), missing, followers))
         if broker.registered_at is None:
             why.append(f"broker {b}'s registration time is unknown: its session cannot be judged stable")
         else:
@@ -205,6 +230,75 @@ def readiness(snapshot: ClusterSnapshot, conditions: Mapping[str, Any], now: dt.
     return why
 
 
+def _follower_state(broker: int, missing: list[str], followers: Mapping[tuple[int, str], Any]) -> str:
+    """"catching up (...)", "STUCK (...)" or "not yet known whether it catches up (...)" for the partitions ``missing``."""
+    from kafka_runbooks.detect.replicas import CATCHING_UP, STUCK
+
+    verdicts = {n: followers[(broker, n)] for n in missing if (broker, n) in followers}
+    stuck = [n for n, v in verdicts.items() if v.kind == STUCK]
+    if stuck:
+        return f"STUCK on {', '.join(stuck[:6])}: {verdicts[stuck[0]].reason}"
+    catching = {n: v for n, v in verdicts.items() if v.kind == CATCHING_UP}
+    if catching and len(catching) == len(missing):
+        etas = [v.eta_s for v in catching.values() if v.eta_s is not None]
+        return "catching up" + (f", in sync in about {max(etas):.0f} s at the current pace" if len(etas) == len(catching) else
+                                f" ({next(iter(catching.values())).reason})")
+    other = next((v for v in verdicts.values() if v.kind not in (CATCHING_UP,)), None)
+    return ("not yet known whether it catches up: " + other.reason) if other else \
+        "not yet known whether it catches up (its log end offsets were not read)"
+
+
+def stuck_diagnosis(conditions: Mapping[str, Any], followers: Mapping[tuple[int, str], Any]) -> str | None:
+    """When a target broker is stuck out of an ISR the election would wait for it forever: the give-up reason, with the
+    diagnosis and the fix. None while nothing is stuck."""
+    from kafka_runbooks.detect.replicas import STUCK
+
+    targets = {int(b) for b in conditions.get("brokers") or ()}
+    stuck = {(b, n): v for (b, n), v in followers.items() if v.kind == STUCK and b in targets}
+    if not stuck:
+        return None
+    brokers = sorted({b for b, _ in stuck})
+    (b0, n0), v0 = next(iter(sorted(stuck.items())))
+    return (f"gave up early: broker(s) {brokers} are stuck out of the ISR of {len(stuck)} partition(s) "
+            f"({', '.join(n for _, n in sorted(stuck)[:8])}) and will not catch up by themselves -- {n0} on broker {b0}: {v0.reason}. "
+            f"Waiting for them until the deadline would change nothing. Fix: restart broker(s) {brokers} through the engine "
+            f"(the health check's follower_stuck incident offers it, approved), then run this election again. Nothing was changed. "
+            f"See {RUNBOOK}.")
+
+
+def batch_refusals(snapshot: ClusterSnapshot, conditions: Mapping[str, Any], now: dt.datetime, target: int, batch: Iterable[str],
+                   *, check: Any = None) -> list[str]:
+    """Re-checked on fresh state right before each batch is written (the wait said ready once, maybe long ago): the quiet
+    window, the target's registration and session age, its presence in the ISR of the batch, the controller, ZooKeeper
+    metadata that could not be read, and a direct check that the target serves (``check``: its KafkaCheck). Every
+    reason refuses the batch; nothing of it is written."""
+    why: list[str] = []
+    windows = list(conditions.get("window") or ())
+    if windows and not in_window(now, windows):
+        why.append(f"the quiet window {windows} (UTC) closed")
+    broker = snapshot.broker(int(target))
+    if broker is None:
+        why.append(f"broker {target} is not registered")
+    elif broker.registered_at is None or (now - clock.parse(broker.registered_at)).total_seconds() < float(conditions.get("stable_s") or 0):
+        why.append(f"broker {target}'s ZooKeeper session {hex(broker.session_id or 0)} is newer than {float(conditions.get('stable_s') or 0):g} s: "
+                   "it re-registered since the wait")
+    by_name = {p.name: p for p in snapshot.partitions}
+    out = [n for n in batch if n in by_name and int(target) not in by_name[n].isr]
+    if out:
+        why.append(f"broker {target} is not in the ISR of {', '.join(out[:8])} any more: it is not ready")
+    if snapshot.controller_id is None:
+        why.append("no active controller (/controller is absent): nobody would run the election")
+    elif snapshot.controller_id not in snapshot.live_broker_ids:
+        why.append(f"controller {snapshot.controller_id} is not registered: the controller is moving")
+    unreadable = [u for u in snapshot.unparsable if u.startswith(("/brokers", "/controller", "/admin"))]
+    if unreadable:
+        why.append(f"ZooKeeper metadata could not be read: {'; '.join(unreadable[:3])}")
+    if check is not None and not check.ok:
+        why.append(f"broker {target} does not answer a direct check now ({check.error or check.error_code}): it would lead "
+                   "partitions it does not serve")
+    return why
+
+
 def past_deadline(conditions: Mapping[str, Any], now: dt.datetime) -> bool:
     at = conditions.get("deadline_at")
     return bool(at) and now >= clock.parse(str(at))
@@ -219,9 +313,13 @@ def give_up_reason(conditions: Mapping[str, Any], last: list[str], checks: int) 
 # --------------------------------------------------------------------------- convergence after a batch
 
 def convergence(snapshot: ClusterSnapshot, batch: Iterable[str], *, views: Iterable[Any] = (),
-                metrics: Iterable[RequestMetrics] = (), queue_ratio: float = 0.8, queued_max: Mapping[int, int] | None = None) -> list[str]:
-    """Why the batch has not converged; [] when it has. ``views``: MetadataView of every live broker."""
-    from kafka_runbooks.detect.jmx import DEFAULT_QUEUED_MAX_REQUESTS, REQUEST_QUEUE
+                metrics: Iterable[RequestMetrics] | None = None, queue_ratio: float = 0.8,
+                queued_max: Mapping[int, int] | None = None) -> list[str]:
+    """Why the batch has not converged; [] when it has. ``views``: MetadataView of every live broker. ``metrics``: None
+    when the request queues are not checked (``leadership.jmx`` off); otherwise every registered broker's queue must be
+    read and below ``queue_ratio`` of its ``queued.max.requests`` -- a queue that could not be read is unknown, and an
+    unknown queue is not a converged one."""
+    from kafka_runbooks.detect.jmxtool import DEFAULT_QUEUED_MAX_REQUESTS, REQUEST_QUEUE
 
     why: list[str] = []
     names = list(batch)
@@ -246,11 +344,17 @@ def convergence(snapshot: ClusterSnapshot, batch: Iterable[str], *, views: Itera
         wrong = [f"{n} says {v.leader_of(n)}" for n in names if n in by_name and v.leader_of(n) != by_name[n].leader]
         if wrong:
             why.append(f"broker {v.broker_id}'s own metadata disagrees with ZooKeeper: {', '.join(wrong[:6])}")
-    for m in metrics:
-        if not m.ok:
+    if metrics is None:
+        return why
+    by_broker = {m.broker_id: m for m in metrics}
+    for b in sorted(snapshot.live_broker_ids):
+        m = by_broker.get(b)
+        q = m.get(REQUEST_QUEUE, "Value") if m is not None and m.ok else None
+        if q is None:
+            why.append(f"broker {b}'s request queue is unknown ({(m.error if m is not None else None) or 'not read'}): "
+                       "the queue check cannot pass on no data")
             continue
-        bound = (queued_max or {}).get(m.broker_id, DEFAULT_QUEUED_MAX_REQUESTS)
-        q = m.get(REQUEST_QUEUE, "Value")
-        if q is not None and q >= queue_ratio * bound:
-            why.append(f"broker {m.broker_id}'s request queue is saturated: {q:g} of queued.max.requests {bound}")
+        bound = (queued_max or {}).get(b, DEFAULT_QUEUED_MAX_REQUESTS)
+        if q >= queue_ratio * bound:
+            why.append(f"broker {b}'s request queue is saturated: {q:g} of queued.max.requests {bound}")
     return why

@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from kafka_runbooks import clock
 from kafka_runbooks.config import ClusterConfig
+from kafka_runbooks.model import CONSUMER_OFFSETS
 from kafka_runbooks.remediate import election as E
 from kafka_runbooks.remediate import ledger as L
 from kafka_runbooks.remediate.executor import Execution, Halted, Refused, describe_state
@@ -30,26 +31,61 @@ from kafka_runbooks.remediate.executor import Execution, Halted, Refused, descri
 log = logging.getLogger(__name__)
 
 
-def read_metrics(config: ClusterConfig, snapshot) -> tuple[list, dict[int, int], list[str]]:
-    """Request-path JMX of every registered, configured broker (JmxTool over SSH, ``detect/leadership_observe``),
-    each broker's queued.max.requests from its server.properties (when set), and notes."""
+def read_metrics(config: ClusterConfig, snapshot, replicas: Mapping[int, Any] | None = None,
+                 brokers: Iterable[int] | None = None) -> tuple[list, dict[int, int], list[str], list]:
+    """Request-path JMX of the registered, configured brokers (all, or ``brokers``; JmxTool over SSH,
+    ``detect/leadership_observe``), each broker's queued.max.requests from its server.properties (when set), notes, and
+    the followers' state-change lines about ``replicas`` ({broker: [(topic, partition, leader, follower?)]}, whose log end
+    offsets and fetcher lags are read in the same JmxTool run)."""
     import dataclasses
 
     from kafka_runbooks.detect.leadership_observe import read_hosts
 
     cfg = dataclasses.replace(config, leadership=dataclasses.replace(config.leadership, controller_log=False, jmx=True))
-    parts = read_hosts(cfg, [b for b in snapshot.brokers if b.id in config.hosts], set(snapshot.live_broker_ids))
+    wanted = None if brokers is None else set(brokers)
+    parts = read_hosts(cfg, [b for b in snapshot.brokers if b.id in config.hosts and (wanted is None or b.id in wanted)],
+                       set(snapshot.live_broker_ids), None, replicas)
     queued = {}
     for x in parts:
         try:
             queued[x.broker_id] = int((x.static or {})["queued.max.requests"])
         except (KeyError, ValueError):
             pass
-    return [x.metrics for x in parts if x.metrics is not None], queued, [n for x in parts for n in x.notes]
+    return ([x.metrics for x in parts if x.metrics is not None], queued, [n for x in parts for n in x.notes],
+            [line for x in parts for line in x.lines])
 
 
-def check_ready(config: ClusterConfig, conditions: Mapping[str, Any]) -> tuple[list[str], dict[str, Any]]:
-    """(why it may not run now, what was seen). One ZooKeeper session; JMX only when traffic thresholds are set."""
+def observe_followers(config: ClusterConfig, snapshot, targets: Iterable[int], series: list) -> tuple[dict, list[str]]:
+    """The election's targets' replicas out of their ISR: their log end offsets, their leaders', their fetcher lags
+    (one JmxTool run on each broker involved) and the followers' own lines about them; the sample is appended to
+    ``series`` (kept by the caller across checks). Returns ({(broker, partition): Verdict}, notes)."""
+    import dataclasses
+
+    from kafka_runbooks.detect import replicas as RP
+    from kafka_runbooks.detect.history import Sample
+
+    targets = {int(b) for b in targets}
+    mine = dataclasses.replace(snapshot, partitions=tuple(p for p in snapshot.partitions
+                                                          if any(b in targets and b not in p.isr for b in p.replicas)))
+    roles: dict[int, list[tuple[str, int, int, bool]]] = {}
+    for b, p in RP.out_of_isr(mine):
+        if b in targets:
+            roles.setdefault(b, []).append((p.topic, p.index, p.leader, True))
+            roles.setdefault(p.leader, []).append((p.topic, p.index, p.leader, False))
+    if not roles:
+        return {}, []
+    metrics, _, notes, lines = read_metrics(config, snapshot, roles, brokers=list(roles))
+    seen = dataclasses.replace(mine, request_metrics=tuple(metrics), controller_log=tuple(lines))
+    series.append(Sample(at=snapshot.taken_at, values=RP.replica_sample(seen)))
+    del series[:-200]
+    verdicts = RP.verdicts(seen, series, float(config.health.follower_stuck_s), RP.follower_lines(seen))
+    return {k: v for k, v in verdicts.items() if k[0] in targets}, notes
+
+
+def check_ready(config: ClusterConfig, conditions: Mapping[str, Any], series: list | None = None) -> tuple[list[str], dict[str, Any]]:
+    """(why it may not run now, what was seen). One ZooKeeper session; JMX when traffic thresholds are set, and on the
+    brokers of a target's replicas that are out of their ISR (catching up or stuck: ``seen["stuck"]`` is the give-up
+    diagnosis when one is stuck). ``series``: the followers' samples of the earlier checks of this wait."""
     from kafka_runbooks.detect.snapshot import read_snapshot
     from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
     from kafka_runbooks.remediate.lock import holders
@@ -59,28 +95,62 @@ def check_ready(config: ClusterConfig, conditions: Mapping[str, Any]) -> tuple[l
         held = holders(zk, config.name)
     metrics, notes = [], []
     if conditions.get("max_bytes_in_per_s") is not None or conditions.get("max_requests_per_s") is not None:
-        metrics, _, notes = read_metrics(config, snapshot)
-    why = E.readiness(snapshot, conditions, clock.now(), lock_holders=held, metrics=metrics)
-    return why, {"at": snapshot.taken_at, "notes": notes, "controller": snapshot.controller_id}
+        metrics, _, notes, _ = read_metrics(config, snapshot)
+    stuck_s = float(conditions.get("stuck_s") or config.health.follower_stuck_s)
+    followers, more = observe_followers(_with_stuck_s(config, stuck_s), snapshot, conditions.get("brokers") or (),
+                                        series if series is not None else [])
+    why = E.readiness(snapshot, conditions, clock.now(), lock_holders=held, metrics=metrics, followers=followers)
+    return why, {"at": snapshot.taken_at, "notes": notes + more, "controller": snapshot.controller_id,
+                 "followers": {f"{b}:{n}": v.to_dict() for (b, n), v in followers.items()},
+                 "stuck": E.stuck_diagnosis(conditions, followers)}
+
+
+def _with_stuck_s(config: ClusterConfig, stuck_s: float) -> ClusterConfig:
+    import dataclasses
+
+    return dataclasses.replace(config, health=dataclasses.replace(config.health, follower_stuck_s=stuck_s))
 
 
 def _elect_znode(zk, partitions: list[str], timeout_s: float) -> float:
-    """Writes the znode and waits until the controller deletes it; the seconds that took."""
+    """Writes the znode and waits until the controller deletes it; the seconds that took. A znode the controller did not
+    take within ``timeout_s`` is removed again (when it is still ours) before halting: a halted election leaves nothing
+    behind for a controller to run later."""
     from kazoo.exceptions import NodeExistsError
 
     from kafka_runbooks.remediate.waits import Waker, wait_for
 
     t0 = time.monotonic()
+    payload = E.znode_payload(partitions)
     try:
-        zk.create(E.ZNODE, E.znode_payload(partitions))
+        zk.create(E.ZNODE, payload)
     except NodeExistsError:
         raise Halted(f"{E.ZNODE} already exists: another preferred election is pending; nothing was written") from None
     waker = Waker()
     gone = wait_for(lambda: True if zk.exists(E.ZNODE, watch=waker) is None else None, timeout_s=timeout_s, poll_s=1.0, waker=waker)
     if gone is None:
-        raise Halted(f"the controller did not delete {E.ZNODE} within {timeout_s:g} s (no active controller, or it is stuck); "
-                     "the znode was left for it")
+        removed = remove_our_znode(zk, partitions)
+        raise Halted(f"the controller did not take {E.ZNODE} within {timeout_s:g} s (no active controller, or it is stuck); "
+                     + ("the znode was removed again: no controller will run this election later" if removed else
+                        "the znode is no longer ours or already gone"))
     return time.monotonic() - t0
+
+
+def remove_our_znode(zk, partitions: list[str]) -> bool:
+    """Deletes /admin/preferred_replica_election when it holds exactly what this election wrote (at its version); True
+    when it was deleted. Somebody else's pending election is never touched."""
+    from kazoo.exceptions import BadVersionError, NoNodeError
+
+    try:
+        data, stat = zk.get(E.ZNODE)
+    except NoNodeError:
+        return False
+    if data != E.znode_payload(partitions):
+        return False
+    try:
+        zk.delete(E.ZNODE, version=stat.version)
+        return True
+    except (NoNodeError, BadVersionError):
+        return False
 
 
 def _elect_admin(config: ClusterConfig, snapshot, partitions: list[str], timeout_s: float) -> float:
@@ -102,7 +172,9 @@ def _elect_admin(config: ClusterConfig, snapshot, partitions: list[str], timeout
 
 
 def _converge(zk, ex: Execution, batch: list[str]) -> dict[str, Any]:
-    """Waits until the batch converged and a canary round succeeded; Halted with the last reasons otherwise."""
+    """Waits until the batch converged: ZooKeeper and every broker's own metadata agree, a canary round succeeded (when
+    the run uses the canary) and every broker's request queue was read and is not saturated (when ``leadership.jmx``).
+    Halted with the last reasons otherwise; a failed canary round halts even if a later one passed."""
     from kafka_runbooks.detect.snapshot import read_snapshot
     from kafka_runbooks.hooks.kafka import KafkaHook
     from kafka_runbooks.remediate.gates import canary_leaders
@@ -122,25 +194,22 @@ def _converge(zk, ex: Execution, batch: list[str]) -> dict[str, Any]:
         last = E.convergence(snapshot, batch, views=views)
         if not last:
             diverged_s = diverged_s if diverged_s is not None else time.monotonic() - t0
-            if not ex.canary:
-                break
-            led = canary_leaders(snapshot, cfg.canary.topic)
-            brokers = [b for b in (snapshot.broker(x) for x in sorted(led)) if b is not None]
-            results = hook.canary(brokers, {b.id: led[b.id] for b in brokers}, cfg.canary.topic, cfg.canary.timeout_s) if brokers else []
-            rounds += 1
-            bad = [r for r in results if not r.ok]
-            if results and not bad:
-                if not cfg.leadership.jmx:
-                    break
-                metrics, queued, _ = read_metrics(cfg, snapshot)  # request queues: JmxTool on each broker host
+            if ex.canary:
+                led = canary_leaders(snapshot, cfg.canary.topic)
+                brokers = [b for b in (snapshot.broker(x) for x in sorted(led)) if b is not None]
+                results = hook.canary(brokers, {b.id: led[b.id] for b in brokers}, cfg.canary.topic, cfg.canary.timeout_s) if brokers else []
+                rounds += 1
+                bad = [f"leader {r.broker_id} partition {r.partition}: {r.error_code} {r.error}" for r in results if not r.ok]
+                if bad or not results:
+                    canary_failed += bad or [f"no registered leader of {cfg.canary.topic} to write to"]
+                    last = ["canary failed: " + "; ".join(canary_failed[-3:])]
+            if not last and cfg.leadership.jmx:
+                metrics, queued, _, _ = read_metrics(cfg, snapshot)  # request queues: JmxTool on each broker host
                 last = E.convergence(snapshot, batch, views=views, metrics=metrics, queue_ratio=cfg.leadership.queue_ratio,
                                      queued_max=queued)
                 jmx_rounds += 1
-                if not last:
-                    break
-            canary_failed += [f"leader {r.broker_id} partition {r.partition}: {r.error_code} {r.error}" for r in bad] or \
-                [f"no leader of {cfg.canary.topic} to write to"]
-            last = ["canary failed: " + "; ".join(canary_failed[-3:])]
+            if not last:
+                break
         if time.monotonic() >= deadline:
             raise Halted(f"batch did not converge within {cfg.election.convergence_s:g} s: " + "; ".join(last[:6]))
         time.sleep(min(cfg.election.poll_s, 1.0))
@@ -148,13 +217,40 @@ def _converge(zk, ex: Execution, batch: list[str]) -> dict[str, Any]:
         # a failed canary produce is what incident 003's clients saw: never continued past, even if a later round passed
         raise Halted("canary produce/consume failed after the batch: " + "; ".join(canary_failed[:5]))
     return {"converged_s": round(diverged_s or 0.0, 2), "canary_rounds": rounds, "canary_failures": len(canary_failed),
-            "queue_checks": jmx_rounds,
-            "total_s": round(time.monotonic() - t0, 2)}
+            "queue_checks": jmx_rounds, "total_s": round(time.monotonic() - t0, 2)}
+
+
+def _coordinators_loaded(zk, ex: Execution, broker_id: int, partitions: list[int]) -> dict[str, Any]:
+    """After moving ``__consumer_offsets`` leadership: the engine's coordinator gate -- each moved partition's new
+    coordinator (broker ``broker_id``) answers an OffsetFetch for a probe group of that partition, i.e. it loaded the
+    groups' offsets -- within ``gates.coordinator_s``; Halted otherwise (the groups of those partitions have no
+    coordinator)."""
+    from kafka_runbooks.detect.snapshot import read_snapshot
+    from kafka_runbooks.hooks.ssh import StrictSSHHook
+    from kafka_runbooks.remediate import gates as G
+    from kafka_runbooks.remediate.executor import probe_consumer_config
+    from kafka_runbooks.remediate.host import BrokerHost
+
+    cfg = ex.config
+    now = read_snapshot(zk, cfg.name)
+    offsets_now = G.offsets_partitions(now)
+    with StrictSSHHook(cfg.ssh_conn_id(broker_id), connect_timeout=cfg.capture.connect_timeout_s) as ssh:
+        host = BrokerHost(cfg, broker_id, ssh)
+        try:
+            res = G.coordinator_gate(probe_consumer_config(ex, now), partitions, len(offsets_now), timeout_s=cfg.gates.coordinator_s,
+                                     poll_s=cfg.gates.poll_s, request_timeout_s=cfg.gates.probe_timeout_s,
+                                     broker_log=lambda: host.tail(cfg.server_log(broker_id), 5000),
+                                     led_by_broker=[p for p, leader in offsets_now.items() if leader == broker_id])
+        except G.GateFailed as exc:
+            raise Halted(f"the coordinators of __consumer_offsets {partitions} (now broker {broker_id}) did not load their groups "
+                         f"within {cfg.gates.coordinator_s:g} s: {exc.reason}") from None
+    return res.to_dict()
 
 
 def run(ex: Execution) -> dict[str, Any]:
     """Runs the approved batches. Raises Refused (nothing changed) or Halted (stopped after an action)."""
     from kafka_runbooks.detect.snapshot import read_snapshot
+    from kafka_runbooks.hooks.kafka import KafkaHook
     from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
     from kafka_runbooks.incidents.store import IncidentStore
     from kafka_runbooks.remediate.lock import LockBusy, LockLost, MaintenanceLock
@@ -170,6 +266,8 @@ def run(ex: Execution) -> dict[str, Any]:
 
     elected: list[str] = []
     batch_no = 0
+    hook = KafkaHook(cfg.kafka_conn_id, listener=cfg.listener)
+    pending: list[str] = []  # a batch written to the znode and not yet taken by the controller
     already = set(ledger.progress().partitions_done)  # converged in an earlier run of this election: never again
     with ZooKeeperHook(cfg.zk_conn_id, timeout_s=cfg.capture.connect_timeout_s).session() as zk:
         lock = MaintenanceLock(zk, cfg.name, run=ex.run_id, dag=ex.dag_id, user=ex.starter, purpose=E.KIND)
@@ -182,53 +280,70 @@ def run(ex: Execution) -> dict[str, Any]:
         audit("maintenance_lock", "acquired", identity)
         t_all = time.monotonic()
         try:
-            for batch_no, step in enumerate(ex.plan.steps, 1):
+            for batch_no, batch in enumerate(ex.plan.batches, 1):
                 lock.check()
                 snapshot = read_snapshot(zk, cfg.name)
                 by_name = {p.name: p for p in snapshot.partitions}
-                todo = [n for n in step.partitions
+                todo = [n for n in batch.partitions
                         if n in by_name and n not in already and by_name[n].leader != E.preferred(by_name[n])]
-                not_in_isr = [n for n in todo if E.preferred(by_name[n]) not in by_name[n].isr]
-                if not_in_isr:
-                    raise Halted(f"batch {batch_no}: broker {step.broker_id} is not in the ISR of {', '.join(not_in_isr[:8])} "
-                                 "any more: it is not ready; nothing of this batch was elected")
+                target = snapshot.broker(batch.target)
+                check = hook.check_broker(target, cfg.health.kafka_probe_timeout_s) if target is not None and todo else None
+                refusals = E.batch_refusals(snapshot, ex.plan.conditions, clock.now(), batch.target, todo, check=check) if todo else []
+                audit("batch_check", "refused" if refusals else "ok",
+                      {"batch": batch_no, "broker_id": batch.target, "refusals": refusals,
+                       "direct_check": check.to_dict() if check is not None else None})
+                if refusals:
+                    raise Halted(f"batch {batch_no}: refused on fresh state: " + "; ".join(refusals) + "; nothing of this batch was elected")
                 if not todo:
                     audit("elect_batch", "skipped", {"batch": batch_no, "why": "already led by the preferred replica, or elected by this election before"})
-                    ledger.append(L.STEP_DONE, ex.run_id, batch=batch_no, broker_id=step.broker_id, partitions=[], skipped=True)
+                    ledger.append(L.STEP_DONE, ex.run_id, batch=batch_no, broker_id=batch.target, partitions=[], skipped=True)
                     continue
-                ledger.append(L.STEP_STARTED, ex.run_id, batch=batch_no, broker_id=step.broker_id, partitions=todo)
+                ledger.append(L.STEP_STARTED, ex.run_id, batch=batch_no, broker_id=batch.target, partitions=todo)
                 t0 = time.monotonic()
                 if method == "zookeeper":
+                    pending[:] = todo
                     took = _elect_znode(zk, todo, cfg.election.znode_timeout_s)
+                    pending[:] = []
                 else:
                     took = _elect_admin(cfg, snapshot, todo, cfg.election.znode_timeout_s)
-                audit("elect_batch", "ok", {"batch": batch_no, "broker_id": step.broker_id, "partitions": todo, "method": method,
+                audit("elect_batch", "ok", {"batch": batch_no, "broker_id": batch.target, "partitions": todo, "method": method,
                                             "znode": E.ZNODE if method == "zookeeper" else None, "controller_s": round(took, 2)})
                 lock.check()
                 conv = _converge(zk, ex, todo)
-                timing = {"batch": batch_no, "broker_id": step.broker_id, "partitions": len(todo),
+                offsets = sorted(int(n.rpartition("-")[2]) for n in todo if n.rpartition("-")[0] == CONSUMER_OFFSETS)
+                if offsets:
+                    lock.check()
+                    conv["coordinator"] = _coordinators_loaded(zk, ex, batch.target, offsets)
+                timing = {"batch": batch_no, "broker_id": batch.target, "partitions": len(todo),
                           "elect_s": round(took, 2), **conv, "batch_s": round(time.monotonic() - t0, 2)}
                 ex.timings.append(timing)
                 audit("convergence", "ok", timing)
-                ledger.append(L.STEP_DONE, ex.run_id, batch=batch_no, broker_id=step.broker_id, partitions=todo, timing=timing)
+                ledger.append(L.STEP_DONE, ex.run_id, batch=batch_no, broker_id=batch.target, partitions=todo, timing=timing)
                 elected += todo
         except Halted as exc:
-            _halt(ex, ledger, audit, zk, batch_no, str(exc))
+            _halt(ex, ledger, audit, zk, batch_no, str(exc), pending)
         except LockLost as exc:
-            _halt(ex, ledger, audit, zk, batch_no, str(exc))
+            _halt(ex, ledger, audit, zk, batch_no, str(exc), pending)
         except Exception as exc:  # noqa: BLE001 - ZooKeeper, Kafka client: anything else halts the same way
-            _halt(ex, ledger, audit, zk, batch_no, f"unexpected error: {type(exc).__name__}: {exc}")
+            _halt(ex, ledger, audit, zk, batch_no, f"unexpected error: {type(exc).__name__}: {exc}", pending)
         finally:
             lock.release()
             audit("maintenance_lock", "released")
     wall_s = round(time.monotonic() - t_all, 2)
     ledger.append(L.COMPLETED, ex.run_id, elected=elected, wall_s=wall_s)
-    return {"elected": elected, "batches": len(ex.plan.steps), "approved_by": ex.approver, "timings": ex.timings,
+    return {"elected": elected, "batches": len(ex.plan.batches), "approved_by": ex.approver, "timings": ex.timings,
             "canary_failures": sum(t.get("canary_failures", 0) for t in ex.timings), "record_id": ex.record_id, "wall_s": wall_s}
 
 
-def _halt(ex: Execution, ledger, audit, zk, batch_no: int, reason: str) -> None:
+def _halt(ex: Execution, ledger, audit, zk, batch_no: int, reason: str, pending: list[str] | None = None) -> None:
     from kafka_runbooks.detect.snapshot import read_snapshot
+
+    if pending:
+        try:
+            if remove_our_znode(zk, pending):
+                reason += f"; {E.ZNODE} (this batch) removed again: no controller will run it later"
+        except Exception as exc:  # noqa: BLE001 - said, never hidden
+            reason += f"; {E.ZNODE} could not be checked for removal ({type(exc).__name__}: {exc}): look at it by hand"
 
     try:
         snapshot = read_snapshot(zk, ex.config.name)
@@ -237,7 +352,7 @@ def _halt(ex: Execution, ledger, audit, zk, batch_no: int, reason: str) -> None:
     state = describe_state(snapshot, ex.config.hosts)
     ledger.append(L.HALTED, ex.run_id, batch=batch_no, reason=reason, state=state)
     audit("halt", "failed", {"batch": batch_no, "reason": reason, "state": state})
-    text = [f"preferred election of cluster {ex.config.name} HALTED at batch {batch_no} of {len(ex.plan.steps)}", reason,
+    text = [f"preferred election of cluster {ex.config.name} HALTED at batch {batch_no} of {len(ex.plan.batches)}", reason,
             "cluster now:", *[f"  {line}" for line in state],
             f"nothing further was elected (record {ex.record_id}, {clock.now_iso()}); resume with the same form and "
             f"resume=true (the converged batches are not elected again; the rest is re-planned and approved again); see {E.RUNBOOK}"]

@@ -232,7 +232,7 @@ def read_fresh_state(zk, ex: Execution, broker_id: int) -> FreshState:
 
     cfg = ex.config
     static, unread = static_config_state(cfg)
-    records = IncidentStore(cfg.incident_base).records(cfg.name)
+    records = IncidentStore(cfg).records(cfg.name)
     snapshot = read_snapshot(zk, cfg.name)
     not_serving, unresponsive, checks, notes = serving_evidence(cfg, snapshot, [broker_id], ex.plan.not_serving, records)
     snapshot = read_snapshot(zk, cfg.name)
@@ -240,7 +240,9 @@ def read_fresh_state(zk, ex: Execution, broker_id: int) -> FreshState:
         not_serving, unresponsive, checks, more = serving_evidence(cfg, snapshot, [broker_id], ex.plan.not_serving, records, checks)
         notes += more
     unread = {**unread, **unconfigured_replicas(cfg, snapshot)}
-    return FreshState(snapshot, safety_settings(cfg, static, unread), not_serving, unresponsive, notes, checks, records)
+    version = KafkaHook(cfg.kafka_conn_id, listener=cfg.listener).kafka_version(
+        snapshot.brokers, cfg.health.kafka_probe_timeout_s, cfg.kafka_version)
+    return FreshState(snapshot, safety_settings(cfg, static, unread, version), not_serving, unresponsive, notes, checks, records)
 
 
 def _checked(checks: Mapping[int, Any]) -> dict[str, str]:

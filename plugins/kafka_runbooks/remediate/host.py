@@ -192,3 +192,26 @@ def read_static_configs(config: ClusterConfig) -> tuple[dict[int, dict[str, str]
     """As :func:`static_config_state`, the unread ones as notes (``broker N: why``)."""
     configs, unread = static_config_state(config)
     return configs, [f"broker {b}: {why}" for b, why in sorted(unread.items())]
+
+
+def unreachable_hosts(config: ClusterConfig, broker_ids) -> dict[int, str]:
+    """{broker: why} for the brokers whose host the product cannot reach over SSH now (strict host keys): a plan that
+    would stop or start them there is refused before anyone is asked to approve it. In parallel, one ``true`` each."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from kafka_runbooks.hooks.ssh import StrictSSHHook
+
+    def one(b: int) -> tuple[int, str | None]:
+        try:
+            conn_id = config.ssh_conn_id(b)
+            with StrictSSHHook(conn_id, connect_timeout=config.capture.connect_timeout_s) as ssh:
+                res = ssh.run(("true",), config.capture.connect_timeout_s)
+            return b, None if res.ok else f"{conn_id}: `true` failed ({res.error or 'exit ' + str(res.exit_code)})"
+        except Exception as exc:  # noqa: BLE001 - the reason is the refusal
+            return b, f"{config.hosts.get(b, '?')}: {type(exc).__name__}: {exc}"
+
+    ids = sorted({int(b) for b in broker_ids})
+    if not ids:
+        return {}
+    with ThreadPoolExecutor(max_workers=min(8, len(ids)), thread_name_prefix="ssh-reach") as pool:
+        return {b: why for b, why in pool.map(one, ids) if why}

@@ -26,14 +26,16 @@ ACTION = "restart_broker"
 
 
 def safety_settings(config: ClusterConfig, static_configs: Mapping[int, Mapping[str, str]] | None = None,
-                    unread: Mapping[int, str] | None = None) -> SafetySettings:
-    """``unread``: brokers whose server.properties could not be read (their static values are unknown)."""
+                    unread: Mapping[int, str] | None = None, version=None) -> SafetySettings:
+    """``unread``: brokers whose server.properties could not be read (their static values are unknown).
+    ``version``: what the brokers report (``KafkaHook.kafka_version``); the product's callers always pass it."""
     return SafetySettings(
         min_isr=config.min_insync_replicas,
         unclean=config.unclean_leader_election,
         kafka_version=config.kafka_version,
         static_configs=dict(static_configs or {}),
         unread=dict(unread or {}),
+        version=version,
     )
 
 
@@ -113,6 +115,7 @@ def plan_restart(
     roll_id: str | None = None,
     canary_topic: str | None = None,
     unresponsive: Mapping[int, str] | None = None,
+    unreachable: Mapping[int, str] | None = None,
 ) -> Plan:
     """``not_serving``: broker -> direct evidence it is not serving (``safety.not_serving_evidence``: the waiver).
     ``unresponsive``: broker -> why it is not a holder now (a direct check it did not answer, an open incident):
@@ -144,6 +147,8 @@ def plan_restart(
         why: list[str] = []
         if bid not in config.hosts:
             why.append(f"cluster {config.name!r} has no SSH connection for broker {bid}; refusing to act on an unknown broker")
+        elif bid in (unreachable or {}):
+            why.append(f"its host cannot be reached over SSH now ({unreachable[bid]}): its stop and start could not be run")
         why += stop_refusals(state, bid, settings, stuck, silent)
         effects = blast_radius(state, bid, stuck)
         steps.append(Step(ACTION, bid, _reason(n, len(order), bid, snapshot, not_serving, unresponsive), tuple(effects), tuple(why)))

@@ -63,7 +63,10 @@ class SafetySettings:
 
     min_isr: int | None = None  # cluster setting
     unclean: bool | None = None  # cluster setting
-    kafka_version: str | None = None
+    kafka_version: str | None = None  # the setting: used only where nothing was observed (pure callers)
+    # the version the brokers report (kafka_runbooks.versions.KafkaVersion); the product's plans always set it, to
+    # versions.UNKNOWN when the brokers could not be asked (the conservative branch)
+    version: object | None = None
     # static broker configs read from each host's server.properties: {broker id: {key: value}}
     static_configs: Mapping[int, Mapping[str, str]] = field(default_factory=dict)
     # brokers whose server.properties could NOT be read: {broker id: why} (their static values are unknown)
@@ -135,6 +138,22 @@ def min_isr(p: Partition, snapshot: ClusterSnapshot, settings: SafetySettings) -
     return best, next(src for v, src in values if v == best)
 
 
+def version_default(settings: SafetySettings) -> tuple[bool, str]:
+    """Kafka's default of unclean.leader.election.enable: by the version the brokers report (KIP-106: off since
+    0.11), else the configured version, else assumed on."""
+    if settings.version is not None:
+        kv = settings.version
+        if kv.has("unclean_off_by_default"):
+            return False, f"Kafka {kv.describe()} default, as the brokers report their version (off since 0.11, KIP-106)"
+        if kv.lacks("unclean_off_by_default"):
+            return True, f"Kafka {kv.describe()} default, as the brokers report their version (on before 0.11, KIP-106)"
+        return True, f"Kafka default (version {kv.describe()}: assumed on, as before 0.11)"
+    version = _version_tuple(settings.kafka_version)
+    if version is None:
+        return True, "Kafka default (version unknown: assumed on, as before 0.11)"
+    return version < (0, 11), f"Kafka {settings.kafka_version} default"
+
+
 def unclean_enabled(p: Partition, snapshot: ClusterSnapshot, settings: SafetySettings) -> tuple[bool, str]:
     """(unclean.leader.election.enable for ``p``, where the value came from): on when any replica has it on."""
     if p.unclean_leader_election is not None:
@@ -142,9 +161,7 @@ def unclean_enabled(p: Partition, snapshot: ClusterSnapshot, settings: SafetySet
     if settings.unclean is not None:
         default = (settings.unclean, "cluster setting")
     else:
-        version = _version_tuple(settings.kafka_version)
-        default = ((True, "Kafka default (version unknown: assumed on, as before 0.11)") if version is None
-                   else (version < (0, 11), f"Kafka {settings.kafka_version} default"))
+        default = version_default(settings)
     values: list[tuple[bool, str]] = []
     for r in p.replicas:
         value, source = _replica_value(UNCLEAN, r, snapshot, settings, lambda v: v.strip().lower() in ("true", "false"))

@@ -3,8 +3,10 @@ while it waits (hours, in production: until the returning broker is ready and tr
 
 Every ``poll_s`` it re-checks (``remediate/election_run.check_ready``, blocking calls in a worker thread) and fires
 once: ``{"status": "ready", ...}`` when nothing stands in the way, or ``{"status": "gave_up", "reason": ...}`` at the
-plan's deadline, naming what it was still waiting for. A check that fails (ZooKeeper unreachable) counts as not
-ready, with the error as its reason.
+plan's deadline, naming what it was still waiting for -- or at once when a broker it waits for is stuck out of an ISR
+(``detect/replicas.py``: no progress, no fetcher; it would never be ready), with that diagnosis. The followers'
+figures of the earlier checks are kept here, in memory, to tell catching up from stuck. A check that fails
+(ZooKeeper unreachable) counts as not ready, with the error as its reason.
 """
 
 from __future__ import annotations
@@ -40,10 +42,11 @@ class ElectionReadyTrigger(BaseTrigger):
         checks = 0
         why: list[str] = []
         first_seen: list[str] = []
+        series: list = []  # the followers' samples of this wait's checks
         while True:
             checks += 1
             try:
-                why, seen = await asyncio.to_thread(check_ready, config, self.conditions)
+                why, seen = await asyncio.to_thread(check_ready, config, self.conditions, series)
             except Exception as exc:  # noqa: BLE001 - not ready; the reason says why
                 why, seen = [f"could not check: {type(exc).__name__}: {exc}"], {}
             if checks == 1:
@@ -53,6 +56,10 @@ class ElectionReadyTrigger(BaseTrigger):
                                     "seen": seen})
                 return
             self.log.info("preferred election of %s waits (check %d): %s", self.cluster, checks, "; ".join(why))
+            if seen.get("stuck"):
+                yield TriggerEvent({"status": "gave_up", "at": clock.now_iso(), "checks": checks, "waited_for": first_seen,
+                                    "reason": seen["stuck"], "stuck": seen.get("followers")})
+                return
             if E.past_deadline(self.conditions, clock.now()):
                 yield TriggerEvent({"status": "gave_up", "at": clock.now_iso(), "checks": checks, "waited_for": first_seen,
                                     "reason": E.give_up_reason(self.conditions, why, checks)})

@@ -81,7 +81,7 @@ def unknown_api_findings(files: list[ParsedFile], versions: dict[int | None, str
             if clients:
                 summary += "; client(s): " + ", ".join(f"{h}:{p} x{n}" for (h, p), n in clients.most_common(5))
             if s.count("processor_uncaught_exception"):
-                summary += ("; on Kafka 0.9/0.10 the network thread drops every request selected in the same poll, "
+                summary += ("; on Kafka 0.9 - 0.10.0 the network thread drops every request selected in the same poll, "
                             "broker-to-broker requests included")
             advice = ("Find the client by its address (and client id in its own logs) and pin its protocol/version to what "
                       f"the broker supports (Kafka {ver or 'of this broker'}), or upgrade the brokers. No restart is proposed.")

@@ -1,0 +1,87 @@
+"""Every 0.10 wording the analysis relies on, as the lab's real Kafka 0.10.2.1 brokers wrote it
+(tests/analyze/fixtures/real0102/, recorded by tests/lab/test_kafka010.py's run of 2026-11-24: scenario.log), is
+recognised by the one signature table; and what the product reads of 0.10's tools (JmxTool without --one-time,
+ApiVersions) is read."""
+
+from __future__ import annotations
+
+import json
+
+from analyze_helpers import fixture_bytes, fixture_text
+from kafka_runbooks.analyze.parsers.kafka_log import fetch_errors, parse_kafka_log
+
+
+def sigs(name: str) -> dict[str, list]:
+    out: dict[str, list] = {}
+    for r in parse_kafka_log(fixture_bytes(f"real0102/{name}")).signatures():
+        out.setdefault(r.signature, []).append(r)
+    return out
+
+
+def test_start_registration_version_and_offsets_loading_in_0_10_words():
+    s = sigs("broker1.server.log.start")
+    assert [r.attrs["broker"] for r in s["broker_started"]] == ["1"]
+    assert s["broker_registered"][0].attrs["broker"] == "1" and "EndPoint(kafka-lab-s6-b1,9093" in s["broker_registered"][0].attrs["endpoints"]
+    loads = {r.attrs["partition"] for r in s["group_load_start"]}
+    done = {r.attrs["partition"]: int(r.attrs["millis"]) for r in s["group_load_done"]}
+    assert loads and set(done) == loads and done["0"] == 231  # "Finished loading offsets from __consumer_offsets-0 in 231 milliseconds."
+    # 0.10's log4j.properties sends AppInfoParser (org.apache.kafka.*) to stdout only: the version is in kafkaServer.out
+    assert "kafka_version" not in s
+    out = parse_kafka_log(fixture_bytes("real0102/broker1.kafkaServer.out.start"))
+    assert out.kafka_version == "0.10.2.1"
+
+
+def test_a_stuck_leader_its_isr_shrinks_and_its_peers_fetch_errors():
+    s = sigs("broker3.server.log.hang")
+    shrinks = s["isr_shrink"]
+    assert len(shrinks) >= 15 and all(r.attrs["to"] == "3" for r in shrinks)  # seed 001: "Isr: 219"
+    fe = fetch_errors(fixture_text("real0102/broker1.server.log.hang-peer"), broker_id=1)
+    assert [(f.fetcher_broker_id, f.leader_broker_id, f.cause) for f in fe][:1] == [(1, 3, "disconnected")]
+
+
+def test_bad_request_of_a_newer_client_names_key_version_and_connection():
+    (r,) = sigs("broker3.server.log.badrequest")["invalid_request"]
+    assert r.attrs["api_key"] == "32" and r.attrs["api_version"] == "0"
+    assert r.attrs["connection"] == "127.106.1.3:9092-127.106.2.50:37185"  # 0.10's connection id: no "-N" index
+
+
+def test_restarts_kill_start_conflict_controlled_stop_and_its_failure():
+    (r,) = sigs("broker3.server.log.killstart")["registration_conflict"]
+    assert r.attrs["path"] == "/brokers/ids/3"
+    s = sigs("broker2.server.log.stop")
+    assert [x for x in ("broker_shutting_down", "controlled_shutdown_start", "controlled_shutdown_done", "broker_shut_down") if x not in s] == []
+    s = sigs("broker1.server.log.stop-hung")
+    assert "controlled_shutdown_gave_up" in s and "controlled_shutdown_done" not in s
+
+
+def test_session_expiry_and_re_registration():
+    assert "zk_session_expired" in sigs("broker2.kafkaServer.out.zkflap")
+    assert sigs("broker2.server.log.zkflap")["broker_registered"][0].attrs["broker"] == "2"
+
+
+def test_controller_and_cleaner_in_0_10_words():
+    s = sigs("broker1.controller.log")
+    assert s["controller_elected"][0].attrs == {**s["controller_elected"][0].attrs, "broker": "1", "epoch": "1"}
+    assert s["controller_resigned"][0].attrs["broker"] == "1"
+    assert any(r.attrs.get("deleted") == "2" and r.attrs.get("live") == "1,3" for r in s["broker_change"])
+    assert "log_cleaner_died" in sigs("broker2.log-cleaner.log")
+
+
+def test_jmxtool_0_10_output_is_read():
+    from kafka_runbooks.detect.jmx import OBJECT_NAMES, REQUEST_QUEUE, parse_jmxtool_csv
+
+    values, problems = parse_jmxtool_csv(fixture_text("real0102/jmxtool.csv"))
+    assert problems == [] and f"{REQUEST_QUEUE}:Value" in values
+    # every object name the detectors read exists on 0.10.2.1 under the same name
+    assert {k.rsplit(":", 1)[0] for k in values} == set(OBJECT_NAMES)
+
+
+def test_api_versions_of_0_10_2_1_place_it_and_its_branches():
+    from kafka_runbooks import versions
+
+    ranges = {int(k): tuple(v) for k, v in json.loads(fixture_text("real0102/api_versions.json")).items()}
+    o = versions.from_api_versions(1, ranges)
+    assert (o.low, o.high) == ((0, 10, 2), (0, 11, 0))
+    kv = versions.cluster_version({1: [o]})
+    assert [f for f in versions.FEATURES if kv.has(f)] == ["api_versions"]
+    assert all(kv.lacks(f) for f in versions.FEATURES if f != "api_versions")

@@ -1,0 +1,87 @@
+"""A follower out of its ISR: catching up (with when it will be in sync) or stuck (issue 16: no progress, no fetcher),
+from the figures the health check reads per check. Pure; the lab half is tests/e2e/test_stuck_follower_lab.py."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from kafka_runbooks.detect import replicas as R
+from kafka_runbooks.detect.detectors import OPENS_INCIDENT, detect
+from kafka_runbooks.detect.history import Sample
+from kafka_runbooks.detect.jmxtool import REQUEST_QUEUE, fetcher_lag, log_end_offset
+from kafka_runbooks.model import Broker, ClusterSnapshot, LogLineSeen, Partition, RequestMetrics
+
+T0 = dt.datetime(2026, 11, 24, 21, 0, tzinfo=dt.timezone.utc)
+
+
+def at(s: float) -> str:
+    return (T0 + dt.timedelta(seconds=s)).isoformat().replace("+00:00", "Z")
+
+
+def pt(s, f, l, lag=None, read=True):
+    return R.Point(at(s), f, l, lag, 1, read)
+
+
+def test_a_follower_whose_log_end_does_not_move_without_a_fetcher_is_stuck():
+    pts = [pt(0, 16, 100), pt(60, 16, 250), pt(130, 16, 400)]
+    v = R.classify(pts, 120)
+    assert v.kind == R.STUCK and v.since == at(0) and v.behind == 384 and v.no_fetcher is True
+    assert "stayed 16 for 130 s while the leader's went 100 -> 400" in v.reason and "no ReplicaFetcherThread fetches it" in v.reason
+    assert R.classify(pts[:2], 120).kind == R.UNKNOWN  # 60 s: too early to say
+
+
+def test_caught_up_yet_out_of_the_isr_is_stuck_the_failed_drill():
+    # the failed 003 drill: log end 0 on both sides, out of the ISR for 15 minutes, the partition dropped by its fetcher
+    fenced = [LogLineSeen("leader_and_isr_ignored", at(5), 10, "Ignoring LeaderAndIsr ...", {"partition_name": "__consumer_offsets-0"})]
+    pts = [pt(0, 0, 0), pt(300, 0, 0), pt(900, 0, 0)]
+    v = R.classify(pts, 120, fenced)
+    assert v.kind == R.STUCK and "as far, yet it does not rejoin the ISR" in v.reason and "leader_and_isr_ignored" in v.reason
+    # a fetcher still holding it (its gauge reads 0) and no line: not called stuck
+    assert R.classify([pt(0, 0, 0, lag=0.0), pt(300, 0, 0, lag=0.0)], 120).kind == R.UNKNOWN
+
+
+def test_catching_up_says_when_it_will_be_in_sync():
+    v = R.classify([pt(0, 100, 1100, lag=1000), pt(10, 400, 1150, lag=750), pt(20, 700, 1200, lag=500)], 120)
+    assert v.kind == R.CATCHING_UP and v.behind == 500 and v.rate == 25.0 and v.eta_s == 20.0
+    assert "in sync in about 20 s" in v.reason
+    slow = R.classify([pt(0, 100, 1100, lag=1000), pt(10, 200, 1300, lag=1100)], 120)
+    assert slow.kind == R.CATCHING_UP and slow.eta_s is None and "not closing the gap" in slow.reason
+
+
+def test_a_fetcher_that_cannot_fetch_is_not_the_followers_fault():
+    v = R.classify([pt(0, 16, 100, lag=84), pt(200, 16, 300, lag=84)], 120)
+    assert v.kind == R.NOT_PROGRESSING and "leader 1 unreachable" in v.reason
+
+
+def test_no_jmx_is_unknown_never_catching_up():
+    v = R.classify([pt(0, None, None, read=False), pt(300, None, None, read=False)], 120)
+    assert v.kind == R.UNKNOWN and "could not be read (JMX)" in v.reason
+
+
+def snapshot(t: float, follower_leo, leader_leo, lag=None) -> ClusterSnapshot:
+    brokers = tuple(Broker(b, f"h{b}", 9092, registered_at=at(-3600), session_id=b) for b in (1, 2, 3))
+    parts = (Partition("orders", 0, (3, 1, 2), 1, (1, 2), leader_epoch=4), Partition("orders", 1, (1, 2, 3), 1, (1, 2, 3)))
+    m3 = {f"{REQUEST_QUEUE}:Value": 0.0, f"{log_end_offset('orders', 0)}:Value": follower_leo}
+    if lag is not None:
+        m3[f"{fetcher_lag(0, 1, 'orders', 0)}:Value"] = lag
+    m1 = {f"{REQUEST_QUEUE}:Value": 0.0, f"{log_end_offset('orders', 0)}:Value": leader_leo}
+    return ClusterSnapshot("lab", at(t), brokers, 1, parts,
+                           request_metrics=(RequestMetrics(1, True, at(t), m1), RequestMetrics(3, True, at(t), m3)))
+
+
+def test_the_detector_over_the_history_opens_an_incident_naming_the_follower():
+    assert "follower_stuck" in OPENS_INCIDENT
+    s0, s1 = snapshot(0, 16, 100), snapshot(150, 16, 400)
+    assert R.jmx_names(s1) == {3: (log_end_offset("orders", 0), fetcher_lag(0, 1, "orders", 0)), 1: (log_end_offset("orders", 0),)}
+    history = {R.REPLICAS: [Sample(s.taken_at, R.replica_sample(s)) for s in (s0, s1)]}
+    (f,) = [f for f in detect(s1, history=history) if f.kind == "follower_stuck"]
+    assert f.broker_ids == (3,) and f.partitions == ("orders-0",) and f.details["problem"] == "follower_stuck"
+    assert "restart broker 3 through the engine" in f.summary and f.evidence[0].source == "history:replicas/3:orders-0"
+    # the same broker catching up: info, with the estimate, no incident
+    c0, c1 = snapshot(0, 100, 1100, lag=1000), snapshot(20, 700, 1200, lag=500)
+    history = {R.REPLICAS: [Sample(s.taken_at, R.replica_sample(s)) for s in (c0, c1)]}
+    found = {f.kind: f for f in detect(c1, history=history)}
+    assert "follower_stuck" not in found and found["follower_catching_up"].details["eta_s"] == 20.0
+    # back in the ISR: its episode ends, nothing is said
+    healthy = ClusterSnapshot("lab", at(200), s1.brokers, 1, (Partition("orders", 0, (3, 1, 2), 1, (1, 2, 3)),))
+    assert R.out_of_isr(healthy) == [] and R.replica_sample(healthy) == {}

@@ -1,0 +1,86 @@
+"""kafka_runbooks/versions.py, pure: placing a broker from what it reports, the conservative reading of the unknown,
+and the mismatch with the setting. (The branches themselves run against real brokers: tests/lab/test_kafka010_product.py
+and tests/lab/test_versions_23.py.)"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from kafka_runbooks import versions as V
+
+REAL0102 = Path(__file__).parent / "analyze" / "fixtures" / "real0102"
+
+
+def api(keys: dict[int, int]) -> dict[int, tuple[int, int]]:
+    return {k: (0, v) for k, v in keys.items()}
+
+
+def test_parse_and_text():
+    assert V.parse("0.10.2.1") == (0, 10, 2, 1) and V.parse("2.3.0-cp1") == (2, 3, 0) and V.parse("v2.8") == (2, 8)
+    assert V.parse("") is None and V.parse("latest") is None and V.text(None) == "unknown"
+
+
+def test_api_versions_place_a_broker_between_two_markers():
+    real = {int(k): tuple(v) for k, v in json.loads((REAL0102 / "api_versions.json").read_text()).items()}
+    o = V.from_api_versions(1, real)
+    assert (o.low, o.high) == ((0, 10, 2), (0, 11, 0)) and "OffsetFetch v2 (KIP-88)" in o.detail
+    # 0.10.1: CreateTopics but OffsetFetch only v1
+    o = V.from_api_versions(1, {**real, 9: (0, 1)})
+    assert (o.low, o.high) == ((0, 10, 1), (0, 10, 2))
+    # 2.3: every key up to 44, Metadata v7
+    o = V.from_api_versions(1, {**{k: (0, 1) for k in range(45)}, 3: (0, 7), 9: (0, 6)})
+    assert (o.low, o.high) == ((2, 3, 0), (2, 4, 0))
+    # newer than the table: a floor only
+    o = V.from_api_versions(1, {**{k: (0, 1) for k in range(60)}, 3: (0, 9), 9: (0, 8)})
+    assert (o.low, o.high) == ((2, 4, 0), None)
+
+
+def test_has_and_lacks_read_the_oldest_broker_and_unknown_is_conservative():
+    old = V.Observation(1, "api_versions", (0, 10, 2), (0, 11, 0))
+    new = V.Observation(2, "api_versions", (2, 3, 0), (2, 4, 0))
+    mixed = V.cluster_version({1: [old], 2: [new]})  # a rolling upgrade is as old as its oldest broker
+    assert not mixed.has("describe_configs") and mixed.lacks("describe_configs")
+    assert V.cluster_version({2: [new]}).has("elect_leaders_api")
+    for unknown in (V.UNKNOWN, V.cluster_version({1: []}), V.assumed(None)):
+        assert not unknown.known and not any(unknown.has(f) for f in V.FEATURES) and not any(unknown.lacks(f) for f in V.FEATURES)
+    # a znode schema version is a floor: 4 says >= 0.10.2, which decides nothing newer
+    floor = V.cluster_version({3: [V.from_znode(3, 4)]})
+    assert floor.known and floor.has("api_versions") and not floor.has("describe_configs") and not floor.lacks("describe_configs")
+    assert "not known to be at least 0.11.0" in floor.branch("describe_configs")
+    assert "is older than 0.11.0" in mixed.branch("describe_configs") and "KIP-133" in mixed.branch("describe_configs")
+
+
+def test_the_log_line_is_exact_and_a_conflict_is_noted():
+    kv = V.cluster_version({1: [V.from_log_line(1, "0.10.2.1"), V.from_api_versions(1, api({18: 0, 19: 0, 9: 2}))]})
+    assert kv.exact == "0.10.2.1" and kv.describe() == "0.10.2.1" and kv.notes == ()
+    bad = V.cluster_version({1: [V.from_log_line(1, "2.3.0"), V.Observation(1, "api_versions", (0, 10, 2), (0, 11, 0))]})
+    assert bad.notes and "its log says 2.3.0" in bad.notes[0]
+
+
+def test_mismatch_with_the_setting():
+    kv = V.cluster_version({b: [V.Observation(b, "api_versions", (0, 10, 2), (0, 11, 0))] for b in (1, 2, 3)}, "2.3.0")
+    assert kv.mismatch() == "kafka_version is '2.3.0' but brokers 1, 2, 3 are >= 0.10.2, < 0.11.0 (ApiVersions)"
+    for fits in ("0.10.2.1", "0.10.2", "0.10"):
+        assert V.KafkaVersion(kv.brokers, fits).mismatch() is None
+    assert V.KafkaVersion(kv.brokers, "0.10.1.0").mismatch() is not None
+    assert V.KafkaVersion(kv.brokers, None).mismatch() is None and V.KafkaVersion((), "2.3.0").mismatch() is None
+    exact = V.cluster_version({1: [V.from_log_line(1, "0.10.2.1")]}, "0.10.1.1")
+    assert exact.mismatch() == "kafka_version is '0.10.1.1' but broker 1 runs 0.10.2.1"
+    (f,) = V.mismatch_findings(kv, "2.3.0")
+    assert f.kind == "kafka_version_mismatch" and f.broker_ids == (1, 2, 3) and f.details["observed"]["describe"] == kv.describe()
+
+
+def test_json_round_trip_keeps_every_observation():
+    kv = V.cluster_version({1: [V.from_log_line(1, "0.10.2.1")], 2: [V.from_znode(2, 4), V.Observation(2, "api_versions", (0, 10, 2), (0, 11, 0))]},
+                           "0.10.2.1")
+    back = V.from_dict(json.loads(json.dumps(V.to_dict(kv))))
+    assert back.describe() == kv.describe() and back.configured == "0.10.2.1"
+    assert [(b.broker_id, b.low, b.high, b.exact) for b in back.brokers] == [(b.broker_id, b.low, b.high, b.exact) for b in kv.brokers]
+    assert V.from_dict(None) is V.UNKNOWN
+
+
+def test_every_feature_names_its_change_and_what_is_done_without_it():
+    for f in V.FEATURES.values():
+        assert f.ref and f.without and f.since >= (0, 10, 0)
+    assert "| DescribeConfigs (API key 32) | 0.11.0 | KIP-133 |" in V.render_markdown()
