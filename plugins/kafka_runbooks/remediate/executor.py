@@ -225,6 +225,7 @@ def read_fresh_state(zk, ex: Execution, broker_id: int) -> FreshState:
     open incidents, ZooKeeper, direct checks of every holder -- then ZooKeeper again (the state the stop is
     checked on is the newest; holders that appeared meanwhile are checked too)."""
     from kafka_runbooks.detect.snapshot import read_snapshot
+    from kafka_runbooks.hooks.kafka import KafkaHook
     from kafka_runbooks.incidents.store import IncidentStore
     from kafka_runbooks.remediate.host import static_config_state
     from kafka_runbooks.remediate.plan import safety_settings
