@@ -90,10 +90,12 @@ def _wait_text(page, pattern: str, timeout_s: float = 90.0, reload: bool = False
 
 
 def _log(d, dag_id: str, run_id: str, task_id: str, user: str = "bob") -> str:
+    """The task's log as the UI shows it: one line per event (the API serves structured logs as JSON)."""
     r = d.call(user, "GET", f"/api/v2/dags/{dag_id}/dagRuns/{q(run_id)}/taskInstances/{task_id}/logs/1",
-               headers={"Accept": "text/plain"})
+               headers={"Accept": "application/json"})
     r.raise_for_status()
-    return r.text
+    content = r.json().get("content") or []
+    return "\n".join(str(e.get("event")) if isinstance(e, dict) else str(e) for e in content)
 
 
 def on_call_in_the_browser(d, lab, shots: Path) -> None:

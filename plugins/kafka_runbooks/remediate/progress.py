@@ -12,7 +12,6 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from kafka_runbooks.model import Plan
 
-NOISY_LOGGERS = ("paramiko", "paramiko.transport", "kazoo", "kazoo.client", "kazoo.protocol.connection")
 MAX_NAMED = 5
 
 
@@ -65,8 +64,9 @@ def line(action: str, outcome: str, details: Mapping[str, Any] | None = None) ->
     if action == "in_sync_progress":
         rec = d.get("log_recovery") or {}
         extra = f"; log recovery: {', '.join(f'{k} {v}' for k, v in sorted(rec.items()))}" if rec else ""
+        names = [str(w).split(": ", 1)[0] for w in d.get("waiting_for") or []]
         return (f"{who}gate in-sync: waiting, {d.get('still_missing')} partition(s) still out of the ISR "
-                f"({_some(d.get('waiting_for') or [], d.get('still_missing'))}){extra}")
+                f"({_some(names, d.get('still_missing'))}){extra}")
     if action == "gate_in_sync":
         return f"{who}gate in-sync PASSED in {_s(d.get('seconds'))}: back in the ISR of all {d.get('partitions')} partition(s)"
     if action == "gate_coordinator":
@@ -93,24 +93,11 @@ def say(log: logging.Logger, action: str, outcome: str, details: Mapping[str, An
         log.log(logging.WARNING if bad else logging.INFO, "%s", text)
 
 
-class _ToDebug(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.levelno == logging.INFO:
-            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
-            return logging.getLogger(record.name).isEnabledFor(logging.DEBUG) or logging.getLogger().isEnabledFor(logging.DEBUG)
-        return True
-
-
-_FILTER = _ToDebug()
-
-
 def quiet_connection_noise() -> None:
-    """SSH and ZooKeeper connection chatter (connected, authenticated, session established) logged at DEBUG, not
-    INFO; their warnings and errors stay as they are."""
-    for name in NOISY_LOGGERS:
-        logger = logging.getLogger(name)
-        if _FILTER not in logger.filters:
-            logger.addFilter(_FILTER)
+    """SSH and ZooKeeper connection chatter at DEBUG (``hooks/quiet.py``)."""
+    from kafka_runbooks.hooks.quiet import quiet_connection_noise as quiet
+
+    quiet()
 
 
 # ---------------------------------------------------------------------------------------------- plans and runs
