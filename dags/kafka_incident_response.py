@@ -27,7 +27,7 @@ from kafka_runbooks.notify.webhook import APPROVAL_WAITING, HALTED, OnCallWebhoo
 from kafka_runbooks.operators.approval import DECISION_KEY, RemediationApprovalOperator
 from kafka_runbooks.operators.capture import CaptureEvidenceOperator
 from kafka_runbooks.operators.incident import CloseIncidentOperator, OpenIncidentOperator
-from kafka_runbooks.operators.params import cluster_param
+from kafka_runbooks.operators.params import broker_ids_param, cluster_param
 from kafka_runbooks.operators.remediate import INCIDENT_RESTART, ClusterRecoveredSensor, ExecutePlanOperator, PlanRemediationOperator
 from kafka_runbooks.operators.response import FOLLOW_UP_KEY, ChooseRemediationOperator, ExplainIncidentOperator, FollowUpPeersOperator
 
@@ -41,6 +41,7 @@ def xcom(task_id: str, field: str | None = None, key: str = "return_value") -> s
 
 with DAG(
     dag_id="kafka_incident_response",
+    doc_md=__doc__,
     description="Capture evidence, analyze it on Spark, and restart the broker only after on-call approves.",
     schedule=None,
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
@@ -49,8 +50,7 @@ with DAG(
     tags=["kafka", "capture", "analyze", "remediate"],
     params={
         "cluster": cluster_param(),
-        "broker_ids": Param([], type="array", items={"type": "integer", "minimum": 0},
-                            description="Suspect broker ids (they are captured and, if approved, restarted)."),
+        "broker_ids": broker_ids_param("Suspect broker ids (they are captured and, if approved, restarted)."),
         "zookeeper_servers": Param([], type="array", items={"type": "string", "maxLength": 128},
                                    description="For a ZooKeeper incident: the member(s) it is about (every member is captured)."),
         "reason": Param("", type="string", maxLength=2000, description="Why this response was started."),

@@ -27,6 +27,7 @@ halted = OnCallWebhookNotifier(event=HALTED, message="preferred election of {{ p
 
 with DAG(
     dag_id="kafka_preferred_election",
+    doc_md=__doc__,
     description="Move leadership back to preferred replicas when the brokers are ready and traffic is quiet, in checked batches.",
     schedule=None,
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),

@@ -23,6 +23,7 @@ from kafka_runbooks.remediate.election_schedule import DISPATCH_EVERY_MIN
 
 with DAG(
     dag_id="kafka_preferred_election_schedule",
+    doc_md=__doc__,
     description="Start the preferred election for clusters whose election.schedule is due and whose leadership is out of Kafka's rule.",
     schedule=CronTriggerTimetable(f"*/{DISPATCH_EVERY_MIN} * * * *", timezone="UTC", interval=dt.timedelta(minutes=DISPATCH_EVERY_MIN)),
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),

@@ -20,6 +20,7 @@ halted = OnCallWebhookNotifier(event=HALTED, message="rolling restart of {{ para
 
 with DAG(
     dag_id="kafka_rolling_restart",
+    doc_md=__doc__,
     description="Restart brokers one at a time, keeping a holder of every offsets partition up, gated after each start.",
     schedule=None,
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),

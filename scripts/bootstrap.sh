@@ -5,7 +5,7 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="$repo/.venv"
 stamp="$venv/.kafka-runbooks-installed"
 
-apt_packages=(zookeeper openssh-server openjdk-17-jdk-headless iproute2 net-tools procps lsof ripgrep postgresql redis-server)
+apt_packages=(zookeeper openssh-server openjdk-17-jdk-headless iproute2 net-tools procps lsof ripgrep postgresql redis-server chromium)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

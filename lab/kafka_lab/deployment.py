@@ -61,8 +61,11 @@ ONCALL_PORT = 8090
 ONCALL_PATH = "/hooks/oncall"
 QUEUE = "default"
 
-# SimpleAuthManager roles: alice runs maintenance (admin), bob and carol are on call and approve
-USERS = {"alice": "admin", "bob": "user", "carol": "user"}
+# SimpleAuthManager roles: alice runs maintenance (admin), bob and carol are on call and approve; "runbooks" is the
+# product's service user, which sets a run's note (its summary) through the REST API (connection kafka_runbooks_api)
+USERS = {"alice": "admin", "bob": "user", "carol": "user", "runbooks": "user"}
+SERVICE_USER = "runbooks"
+API_CONN_ID = "kafka_runbooks_api"
 APPROVERS = ("alice", "bob", "carol")  # the person who started a run is never asked (remediate/approvals.py)
 ONCALL_CONN_ID = "kafka_runbooks_oncall"
 POOL = "kafka_runbooks_remediation"
@@ -696,6 +699,8 @@ class Deployment:
         out["spark_default"] = {"conn_type": "spark", "host": "local[2]", "extra": "{}"}
         out[ONCALL_CONN_ID] = {"conn_type": "http", "schema": "http", "host": net.service_ip("deploy_oncall"), "port": ONCALL_PORT,
                                "extra": json.dumps({"path": ONCALL_PATH})}
+        out[API_CONN_ID] = {"conn_type": "http", "host": self.url, "login": SERVICE_USER, "password": self.password(SERVICE_USER),
+                            "extra": "{}"}
         if product_db_url:
             out["kafka_runbooks_db"] = _connection_from_url(product_db_url)
         return out

@@ -30,7 +30,9 @@ def test_body_shows_diagnosis_evidence_each_step_commands_blast_radius_and_bindi
     assert "JVM deadlock on broker 3" in body
     assert "hosts/3/jstack-1.out:12,13" in body and "executor-Heartbeat" in body
     assert "stop: `/lab/host3/bin/kafka-stop --id 3`" in body and "start: `/lab/host3/bin/kafka-start`" in body
-    assert body.index("__consumer_offsets-2") < body.index("orders-1")
+    # the blast radius as a summary per topic, internal topics first; the partitions themselves on the incident page
+    assert body.index("`__consumer_offsets` | 1 | 1") < body.index("`orders` | 1 | 1") < body.index("### Diagnosis")
+    assert "orders-1" not in body
     assert "**refused**" in body and "orders-0: broker 1 is the last in-sync replica" in body
     assert "direct check failed and jvm_deadlock" in body and "unclean.leader.election.enable is on" in body
     assert "f" * 64 in body and "back in every ISR" in body

@@ -38,6 +38,9 @@ from airflow.providers.ssh.hooks.ssh import SSHHook
 
 from kafka_runbooks import clock
 from kafka_runbooks.capture.commands import UnsafeValueError, validate_argv
+from kafka_runbooks.hooks.quiet import quiet_connection_noise
+
+quiet_connection_noise()  # connection chatter at DEBUG (hooks/quiet.py)
 
 log = logging.getLogger(__name__)
 

@@ -10,6 +10,9 @@ from __future__ import annotations
 from airflow.sdk import BaseHook
 
 from kafka_runbooks.zookeeper import four_letter, kazoo_client, parse_hosts, validate_chroot, zk_session
+from kafka_runbooks.hooks.quiet import quiet_connection_noise
+
+quiet_connection_noise()  # connection chatter at DEBUG (hooks/quiet.py)
 
 __all__ = ["ZooKeeperHook", "four_letter", "kazoo_client", "zk_session"]
 

@@ -15,6 +15,7 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
 import kafka_runbooks
+from kafka_runbooks.operators.links import LINKS
 
 PACKAGE_DIR = Path(kafka_runbooks.__file__).resolve().parent
 SPARK_APPS = PACKAGE_DIR.parents[1] / "spark_apps"
@@ -56,6 +57,8 @@ class AnalyzeBundleOperator(PackagedSparkSubmitOperator):
     ``bundle_dir`` is a path on storage every executor can read (a shared mount) or an s3a:// / hdfs:// URI.
     """
 
+    operator_extra_links = LINKS  # operators/links.py: the run's incident and its report
+
     def __init__(self, *, bundle_dir: str, kafka_version: str = "", extra_args: Sequence[str] = (), **kwargs: Any) -> None:
         kwargs.setdefault("application", os.environ.get("KAFKA_RUNBOOKS_SPARK_APP", str(DEFAULT_APP)))
         kwargs.setdefault("name", "kafka-runbooks-analyze-bundle")
@@ -82,6 +85,8 @@ class FleetAnalyticsOperator(PackagedSparkSubmitOperator):
 
 class PublishReportOperator(BaseOperator):
     """Reads the job's findings.json, attaches findings and report to the incident."""
+
+    operator_extra_links = LINKS  # operators/links.py: the run's incident and its report
 
     template_fields: Sequence[str] = ("incident", "bundle_dir")
 

@@ -26,6 +26,8 @@ from typing import Any, Sequence
 from airflow.providers.standard.operators.hitl import ApprovalOperator
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
+from kafka_runbooks.operators.links import LINKS
+
 DECISION_KEY = "decision"
 REQUESTED = "approval_requested"
 
@@ -49,6 +51,8 @@ def _responded_at(value: Any) -> str | None:
 class RemediationApprovalOperator(ApprovalOperator):
     """``plan_output``: the plan task's return value (templated). A dry run skips the approval and
     everything after it; a refused plan never reaches a person."""
+
+    operator_extra_links = LINKS  # operators/links.py: the run's incident and its report
 
     template_fields: Sequence[str] = (*ApprovalOperator.template_fields, "plan_output", "cluster")
 
@@ -90,7 +94,9 @@ class RemediationApprovalOperator(ApprovalOperator):
 
     def execute(self, context) -> Any:
         from kafka_runbooks.model import Finding
+        from kafka_runbooks.operators.links import incident_url
         from kafka_runbooks.remediate import approvals as A
+        from kafka_runbooks.remediate import asking
         from kafka_runbooks.remediate.briefing import approval_body
 
         if isinstance(self.plan_output, dict) and self.plan_output.get("dry_run"):
@@ -123,13 +129,30 @@ class RemediationApprovalOperator(ApprovalOperator):
             s.broker_id: {w: config.argv(f"{w}_command", s.broker_id) for w in ("stop", "start", "kill")}
             for s in plan.steps if s.action == "restart_broker"
         }
+        page = incident_url(config.name, record_id=plan.roll_id)
+        self.subject = f"{self.subject}{asking.subject_suffix(starter, assigned)}"
         self.body = approval_body(
-            findings, plan, report_path=self.plan_output.get("report"), approval_timeout=str(self.response_timeout),
-            commands=commands, digest=digest,
+            findings, plan, report_path=page + "/report" if self.plan_output.get("report") else None,
+            approval_timeout=str(self.response_timeout), commands=commands, digest=digest,
             gates=self.plan_output.get("gates") or (), binding=binding, started_by=request.started_by,
+            header=asking.header(starter=starter, automatic=automatic, why=self._why(config, plan, findings), assigned=assigned,
+                                 approvers=config.approvals.approvers, incident_url=page),
+            min_isr=self.plan_output.get("min_isr"), incident_url=page,
         )
         self.log.info("asking %s to approve plan %s of run %s (started by %s)", [u["id"] for u in assigned], digest[:12], ti.run_id, starter)
         return super().execute(context)
+
+    @staticmethod
+    def _why(config, plan, findings) -> str:
+        """The record's reason (the form's, or the health check's finding) and the analysis' first critical finding."""
+        from kafka_runbooks.incidents.store import IncidentStore
+
+        try:
+            reason = str(IncidentStore(config).get(plan.roll_id).get("reason") or "")
+        except Exception as exc:  # noqa: BLE001 - the page says it could not read it; the request still goes out
+            reason = f"(the record's reason could not be read: {exc})"
+        top = sorted(findings, key=lambda f: (f.severity.value != "critical", f.kind))[:1]
+        return reason + (f"; analysis: {top[0].summary}" if top and top[0].summary not in reason else "")
 
     # -- answer -------------------------------------------------------------------------------
 

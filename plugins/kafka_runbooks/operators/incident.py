@@ -6,6 +6,7 @@ from typing import Any, Sequence
 
 from airflow.sdk import BaseOperator, TriggerRule
 from airflow.sdk.exceptions import AirflowFailException
+from kafka_runbooks.operators.links import LINKS
 
 APPROVE = "Approve"
 
@@ -23,6 +24,8 @@ def approval_decision(approval: Any) -> tuple[str | None, str]:
 
 class OpenIncidentOperator(BaseOperator):
     """Validates the request, opens (or resumes) the incident and records the cluster state at start."""
+
+    operator_extra_links = LINKS  # operators/links.py: the run's incident and its report
 
     template_fields: Sequence[str] = ("request",)
 
@@ -93,6 +96,8 @@ class CloseIncidentOperator(BaseOperator):
       with the stage it stopped at, and this task fails so the run is marked failed.
     """
 
+    operator_extra_links = LINKS  # operators/links.py: the run's incident and its report
+
     template_fields: Sequence[str] = ("incident", "approval", "restart", "verify", "report", "explanation", "follow_up")
 
     def __init__(self, *, incident: Any, approval: Any, restart: Any, verify: Any, report: Any, explanation: Any = None,
@@ -113,7 +118,10 @@ class CloseIncidentOperator(BaseOperator):
 
         if not isinstance(self.incident, dict):
             raise AirflowFailException("the incident was never opened (see open_incident)")
-        store = IncidentStore(load_cluster(self.incident["cluster"]))
+        from kafka_runbooks.operators import summary
+
+        config = load_cluster(self.incident["cluster"])
+        store = IncidentStore(config)
         incident_id = self.incident["incident_id"]
         actor = f"dag:{context['dag'].dag_id}/run:{context['run_id']}"
         report = self.report if isinstance(self.report, dict) else {}
@@ -126,6 +134,7 @@ class CloseIncidentOperator(BaseOperator):
                     + (f"; advice: {ex['advice']}" if ex.get("advice") else "") + (f"; runbook: {ex['runbook']}" if ex.get("runbook") else "")
                     + f"; evidence kept in {report.get('bundle_dir')}")
             record = store.needs_person(incident_id, actor=actor, reason=note[:2000], explained=True)
+            summary.incident_outcome(context, self.log, config, incident_id, record["status"], note)
             return {"status": record["status"], "incident_id": incident_id, "explained": True, "report": report.get("report")}
 
         if choice == APPROVE and self.restart and self.verify:
@@ -134,6 +143,8 @@ class CloseIncidentOperator(BaseOperator):
                      f"; peers {fu['peers']} still showed the symptom: kafka_rolling_restart proposed for them (its own approval)" if fu.get("peers") else "")
             record = store.close(incident_id, actor=actor,
                                  resolution=f"restarted {self.restart.get('restarted')} after approval by {who}; recovery verified{peers}")
+            summary.incident_outcome(context, self.log, config, incident_id, record["status"], record.get("resolution") or "",
+                                     self.restart if isinstance(self.restart, dict) else None)
             return {"status": record["status"], "incident_id": incident_id, "report": report.get("report"), "follow_up": fu or None}
 
         refused = list(self.approval.get("refusals") or []) if isinstance(self.approval, dict) else []
@@ -148,12 +159,16 @@ class CloseIncidentOperator(BaseOperator):
             note = f"{choice} by {who}: no change was made; evidence kept in {report.get('bundle_dir')}"
             store.update(incident_id, decision=choice)
             record = store.needs_person(incident_id, actor=actor, reason=note, decision=choice)
-            self.log.warning("incident %s needs a person: %s", incident_id, note)
+            summary.incident_outcome(context, self.log, config, incident_id, record["status"], note)
             return {"status": record["status"], "incident_id": incident_id, "decision": choice, "report": report.get("report")}
 
         stage = "before approval (capture, analysis or plan did not finish, or the plan was refused)" if choice is None \
             else "after approval (restart or recovery failed)"
         note = f"run halted {stage}; no further change made; see the task logs and the audit trail"
+        refused_plan = summary.refused_plan(context)
+        if refused_plan and choice is None:
+            stage, note = "plan refused", f"refused; nothing changed. {refused_plan.get('summary')}"
         store.audit(incident_id, actor=actor, action="halt", outcome="failed", details={"stage": stage})
         store.needs_person(incident_id, actor=actor, reason=note, stage=stage)
+        summary.incident_outcome(context, self.log, config, incident_id, "needs_person", note)
         raise AirflowFailException(f"incident {incident_id} needs a person: {note}")

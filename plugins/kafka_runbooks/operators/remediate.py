@@ -15,6 +15,7 @@ from airflow.sdk import BaseOperator, BaseSensorOperator, PokeReturnValue, Trigg
 from airflow.sdk.exceptions import AirflowFailException
 
 from kafka_runbooks.policies import POOL  # per cluster at run time: kafka_runbooks/policies.py
+from kafka_runbooks.operators.links import LINKS
 
 ROLLING_RESTART = "rolling_restart"
 INCIDENT_RESTART = "incident_restart"
@@ -104,6 +105,14 @@ def use_approval(context, plan, config, nothing: str, canary: bool = False):
     return decision, approver
 
 
+def show_plan(context, log, config, plan, digest: str, dry_run: bool, snapshot, settings) -> dict[str, Any]:
+    """The plan as a person reads it (``operators/summary.py``): a refusal's one-line summary first, the plan once,
+    a dry run's plan as the run's note. Returns the blast summary and min ISR per topic for the approval."""
+    from kafka_runbooks.operators import summary
+
+    return summary.show_plan(context, log, config, plan, digest, dry_run, snapshot, settings, render_plan(plan, digest))
+
+
 def render_plan(plan, digest: str) -> str:
     lines = [f"{plan.kind} of {plan.cluster}: order {list(plan.broker_order)}, digest {digest[:16]}"
              + (f", already done {list(plan.completed)}" if plan.completed else "")]
@@ -147,6 +156,8 @@ class PlanRemediationOperator(BaseOperator):
     Incident restart: ``incident`` (the open_incident output) and ``report`` (this run's analysis)
     give the brokers and the evidence for the not-serving waiver. A refused plan fails here (nothing
     is asked, nothing changes) unless it is a dry run."""
+
+    operator_extra_links = LINKS  # operators/links.py: the run's incident and its report
 
     template_fields: Sequence[str] = ("cluster", "broker_ids", "reason", "mode", "canary", "resume", "incident", "report")
 
@@ -240,17 +251,18 @@ class PlanRemediationOperator(BaseOperator):
         version = KafkaHook(config.kafka_conn_id, listener=config.listener).kafka_version(
             snapshot.brokers, config.health.kafka_probe_timeout_s, config.kafka_version)  # read from the brokers
         notes = notes + [f"Kafka version as the brokers report it: {version.describe()}"] + list(version.notes)
+        settings = safety_settings(config, static, unread, version)
         plan = plan_restart(
-            snapshot, requested, config, kind=self.kind, not_serving=not_serving, settings=safety_settings(config, static, unread, version),
+            snapshot, requested, config, kind=self.kind, not_serving=not_serving, settings=settings,
             completed=completed, roll_id=record_id, canary_topic=config.canary.topic if canary else None, unresponsive=unresponsive,
             unreachable=unreachable_hosts(config, [b for b in requested if b not in completed and b in config.hosts]),
         )
         digest = plan_digest(plan)
-        self.log.info("plan (%s):\n%s", "dry run" if dry_run else "to be approved", render_plan(plan, digest))
+        shown = show_plan(context, self.log, config, plan, digest, dry_run, snapshot, settings)
         if not dry_run:
             L.Ledger(config, record_id).append(L.PLANNED, context["ti"].run_id, plan=plan.to_dict(), digest=digest,
                                                              starter=starter, notes=notes)
-            store.update(record_id, plan=plan.to_dict())
+            store.update(record_id, plan=plan.to_dict(), blast_summary=shown["blast_summary"])
             store.audit(record_id, actor=starter or _actor(context), action="plan_restart",
                         outcome="refused" if plan.refused else "ok",
                         details={"refusals": list(plan.refusals), "plan": plan.to_dict(), "digest": digest, "notes": notes,
@@ -259,7 +271,8 @@ class PlanRemediationOperator(BaseOperator):
                 if self.kind == ROLLING_RESTART and not completed:
                     # nothing was done and nothing can be: the roll's record ends here (an incident stays open)
                     store.close(record_id, actor=starter or _actor(context), resolution="plan refused; nothing was changed")
-                raise AirflowFailException("restart refused:\n" + "\n".join(f"- {r}" for r in plan.refusals))
+                raise AirflowFailException(f"{shown['summary']}; nothing changed (every reason is in the plan above and on "
+                                           "the incident page)")
         return {
             "plan": plan.to_dict(),
             "digest": digest,
@@ -269,6 +282,7 @@ class PlanRemediationOperator(BaseOperator):
             "report": report.get("report"),
             "gates": list(GATES) + ([CANARY_GATE] if canary else []),
             "notes": notes,
+            "min_isr": shown["min_isr"],
         }
 
     def _not_serving(self, config, snapshot, findings):
@@ -285,6 +299,8 @@ class PlanRemediationOperator(BaseOperator):
 class ClusterChangingOperator(BaseOperator):
     """Base of every task that changes a cluster: never retries, runs in the remediation pool, and acts only on
     a plan with a sealed Approve of THIS plan in THIS run that has not been used (``approved_plan``)."""
+
+    operator_extra_links = LINKS  # operators/links.py: the run's incident and its report
 
     template_fields: Sequence[str] = ("plan_output",)
 
@@ -342,6 +358,8 @@ class CloseRollOperator(BaseOperator):
     """Last task of a rolling restart (runs whatever happened): closes the roll's record when every
     step is done; otherwise leaves it open saying why (rejected, refused, halted: resumable)."""
 
+    operator_extra_links = LINKS  # operators/links.py: the run's incident and its report
+
     template_fields: Sequence[str] = ("plan_output", "decision", "result")
 
     def __init__(self, *, plan_output: Any, decision: Any, result: Any, **kwargs: Any) -> None:
@@ -357,10 +375,15 @@ class CloseRollOperator(BaseOperator):
         from kafka_runbooks.remediate.executor import interrupted_step, interruption_report
         from kafka_runbooks.remediate.ledger import Ledger
 
+        from kafka_runbooks.operators import summary
+
         out = self.plan_output if isinstance(self.plan_output, dict) else {}
         plan = out.get("plan") or {}
         if out.get("dry_run"):
             return {"status": "dry run", "order": [s["broker_id"] for s in plan.get("steps", [])], "refusals": plan.get("refusals", [])}
+        refused = summary.refused_plan(context)
+        if not plan and refused:
+            return summary.close_refused(context, self.log, refused)
         record_id = plan.get("roll_id")
         if not record_id:
             raise AirflowFailException("the plan was never computed (see the plan task)")
@@ -371,7 +394,8 @@ class CloseRollOperator(BaseOperator):
         if progress.done and isinstance(self.result, dict):
             store.close(record_id, actor=actor, resolution=f"restarted {self.result.get('restarted')} (in order), approved by "
                                                            f"{self.result.get('approved_by')}; every gate passed")
-            return {"status": "closed", "record_id": record_id, "restarted": self.result.get("restarted")}
+            text = summary.finished(context, self.log, config, record_id, plan.get("kind") or ROLLING_RESTART, self.result)
+            return {"status": "closed", "record_id": record_id, "restarted": self.result.get("restarted"), "summary": text}
         choice = (self.decision or {}).get("chosen_options") if isinstance(self.decision, dict) else None
         refused = list((self.decision or {}).get("refusals") or []) if isinstance(self.decision, dict) else []
         if refused and not progress.completed and not progress.resumable:

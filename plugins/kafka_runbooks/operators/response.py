@@ -7,6 +7,7 @@ from typing import Any, Sequence
 
 from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
 from airflow.sdk import BaseBranchOperator, BaseOperator
+from kafka_runbooks.operators.links import LINKS
 
 ROLLING_RESTART_DAG = "kafka_rolling_restart"
 FOLLOW_UP_KEY = "follow_up"
@@ -20,6 +21,8 @@ def _findings(report: Any):
 
 class ChooseRemediationOperator(BaseBranchOperator):
     """Branches to ``restart_task`` (the engine's plan) or ``explain_task`` (no restart)."""
+
+    operator_extra_links = LINKS  # operators/links.py: the run's incident and its report
 
     template_fields: Sequence[str] = ("incident", "report")
 
@@ -42,6 +45,8 @@ class ChooseRemediationOperator(BaseBranchOperator):
 class ExplainIncidentOperator(BaseOperator):
     """No restart applies: records on the incident what was found, why nothing is restarted, what to do (the
     runbook), and returns it for the close-out."""
+
+    operator_extra_links = LINKS  # operators/links.py: the run's incident and its report
 
     template_fields: Sequence[str] = ("incident", "report", "remediation")
 

@@ -52,7 +52,9 @@ def _findings_section(findings: Sequence[Finding], report_path: str | None) -> l
             cited += 1
     if ranked and cited == 0:
         parts.append("_No evidence lines were cited._")
-    if report_path:
+    if report_path and report_path.startswith(("http://", "https://", "/kafka-runbooks/")) and not set(report_path) & set("()[]<> `"):
+        parts.append(f"\nFull report: [open the report]({report_path})")  # a URL the product built (web/ serves it)
+    elif report_path:
         parts.append(f"\nFull report: {_code(report_path)}")
     return parts
 
@@ -68,14 +70,24 @@ def approval_body(
     gates: Sequence[str] = (),
     binding: Mapping | None = None,
     started_by: str | None = None,
+    header: Sequence[str] = (),
+    min_isr: Mapping[str, int | None] | None = None,
+    incident_url: str | None = None,
 ) -> str:
     """``commands``: broker -> {"stop": argv, "start": argv, "kill": argv} as the configuration gives them
     now (shown; the executor builds them again from the configuration when it runs and refuses if they differ).
-    ``binding``: ``digest.execution_binding`` -- what the approval binds besides the plan (shown, sealed)."""
-    parts = _findings_section(findings, report_path)
+    ``binding``: ``digest.execution_binding`` -- what the approval binds besides the plan (shown, sealed).
+    ``header``: who asked, why, who may answer (``asking.header``), shown first; then the blast radius summary per
+    topic (``min_isr``: per topic, for "at min ISR"), whose full list is on ``incident_url``."""
+    from kafka_runbooks.remediate.asking import blast_summary
+    from kafka_runbooks.remediate.blast import summarize
+
     commands = commands or {}
     if plan.kind == "preferred_election":
+        parts = list(header) + _findings_section(findings, report_path)
         return "\n".join(parts + _election_section(plan, approval_timeout, digest, gates) + _binding_section(binding, started_by))
+    rows = summarize(plan, min_isr)
+    parts = list(header) + blast_summary(rows, incident_url) + ["\n"] + _findings_section(findings, report_path)
     parts.append(f"\n### Plan: {_code(plan.kind)} of cluster {_code(plan.cluster)} (runs only after **Approve**, one broker at a time)")
     if plan.completed:
         parts.append(f"Already restarted by this roll (never restarted again): {_code(list(plan.completed))}")
@@ -91,11 +103,12 @@ def approval_body(
         if step.refusals:
             parts.append(f"   - **refused**:")
             parts.append(_block(step.refusals[:MAX_LISTED_PARTITIONS]))
-        shown = list(step.blast_radius[:MAX_LISTED_PARTITIONS])
-        more = len(step.blast_radius) - len(shown)
-        if shown:
-            parts.append(f"   - while broker {step.broker_id} is down:")
-            parts.append(_block(shown + ([f"... and {more} more"] if more else [])))
+        mine = [r for r in rows if r.broker_id == step.broker_id]
+        if step.blast_radius:
+            losing, moving = sum(r.losing_replica for r in mine), sum(r.leaderships_moving for r in mine)
+            at_min = sum(r.at_min_isr for r in mine)
+            parts.append(f"   - while broker {step.broker_id} is down: {len(step.blast_radius)} partition(s) of "
+                         f"{len(mine)} topic(s): {losing} lose an in-sync replica, {moving} leaderships move, {at_min} at min ISR")
         else:
             parts.append(f"   - while broker {step.broker_id} is down: no partition loses an in-sync replica")
     if gates:

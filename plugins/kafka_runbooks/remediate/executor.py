@@ -279,12 +279,14 @@ def run(ex: Execution) -> dict[str, Any]:
     from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
     from kafka_runbooks.incidents.store import IncidentStore
     from kafka_runbooks.remediate import gates as G
+    from kafka_runbooks.remediate import progress
     from kafka_runbooks.remediate.safety import holders_to_check
     from kafka_runbooks.remediate.host import BrokerHost
     from kafka_runbooks.remediate.lock import LockBusy, LockLost, MaintenanceLock
     from kafka_runbooks.remediate.steps import StepFailed, restart_broker
 
     cfg = ex.config
+    progress.quiet_connection_noise()
     store = IncidentStore(cfg)
     ledger = L.Ledger(cfg, ex.record_id)
     where = {"run_id": ex.run_id, "dag_id": ex.dag_id, "task_id": ex.task_id, "try": ex.try_number}
@@ -292,6 +294,7 @@ def run(ex: Execution) -> dict[str, Any]:
     def audit(action: str, outcome: str, *, host: str | None = None, command=None, details: Mapping[str, Any] | None = None) -> None:
         store.audit(ex.record_id, actor=ex.approver, action=action, outcome=outcome, host=host, command=command,
                     details={**(details or {}), **where})
+        progress.say(log, action, outcome, details)  # the same entry as one readable log line
 
     done: list[int] = []
     with ZooKeeperHook(cfg.zk_conn_id, timeout_s=cfg.capture.connect_timeout_s).session() as zk:

@@ -124,7 +124,7 @@ def restart_broker(zk, host: BrokerHost, gates: GateSettings, audit: Audit, log,
     old = {(p.pid, p.started) for p in report.old_processes}
     server_log = cfg.server_log(b)
     mark = host.size(server_log)
-    log.warning("broker %s: stopping (registration %s, processes %s)", b, report.old_registration, report.old_processes)
+    log.debug("broker %s: stopping (registration %s, processes %s)", b, report.old_registration, report.old_processes)
 
     # -- stop (controlled shutdown)
     if before_stop is not None:

@@ -4,6 +4,16 @@ writes anything.
 
     GET /api/fleet              per cluster: last check, open incidents and remediations, approvals waiting
     GET /api/fleet/{cluster}    the same for one cluster (404: not configured)
+    GET /incidents              every cluster's open and recent incidents and remediations (HTML; needs_person first)
+    GET /incidents/{cluster}/{id}            one record: status, finding, brokers, who acted, runs, audit timeline,
+                                             plan and blast radius, evidence bundles (HTML)
+    GET /incidents/{cluster}/{id}/report     its analysis report (served from the bundle, sandboxed)
+    GET /incidents/{cluster}/{id}/files/{capture}/{path}   one file of its bundle (as text)
+    GET /runs/{dag_id}/{run_id}[/report]     the record(s) a DAG run belongs to (a redirect when there is one)
+    GET /api/incidents[/{cluster}/{id}]      the same as JSON
+
+HTML is rendered here (``pages.py``, everything escaped) and sent with a Content-Security-Policy that allows no
+script; the report is sent sandboxed.
 """
 
 from __future__ import annotations
@@ -13,6 +23,9 @@ from typing import Any
 from fastapi import Depends, FastAPI, HTTPException
 
 PREFIX = "/kafka-runbooks"
+PAGE_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; frame-ancestors 'self'; base-uri 'none'; form-action 'none'"
+REPORT_CSP = "sandbox; default-src 'none'; style-src 'unsafe-inline'; img-src data:; frame-ancestors 'self'"
+SECURITY_HEADERS = {"X-Content-Type-Options": "nosniff", "Referrer-Policy": "same-origin", "Cache-Control": "no-store"}
 
 
 def _reader():
@@ -69,4 +82,7 @@ def create_app() -> FastAPI:
     def cluster(cluster: str) -> dict[str, Any]:
         return fleet_document(cluster)
 
+    from kafka_runbooks.web import routes
+
+    routes.add(app, reader)
     return app

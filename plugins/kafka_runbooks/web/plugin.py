@@ -1,4 +1,6 @@
-"""The Airflow plugin that mounts the kafka-runbooks app (``app.py``) in the api-server at ``/kafka-runbooks``.
+"""The Airflow plugin that mounts the kafka-runbooks app (``app.py``) in the api-server at ``/kafka-runbooks`` and
+puts its incidents page in Airflow's navigation (an external view, shown in the UI's frame at
+``/plugin/kafka-incidents``) and on every DAG run's page (a tab: the records that run belongs to).
 
 Every Airflow process loads plugins (workers and triggerers too); only the api-server asks for ``fastapi_apps``,
 so the app -- and the api-server's security modules it uses -- is built then, once.
@@ -11,6 +13,16 @@ from typing import Any
 
 from airflow.plugins_manager import AirflowPlugin
 
+PREFIX = "/kafka-runbooks"  # web/app.py's, without importing FastAPI in every process
+
+EXTERNAL_VIEWS = [
+    {"name": "Kafka incidents", "href": f"{PREFIX}/incidents", "destination": "nav", "category": "browse",
+     "url_route": "kafka-incidents"},
+    # Airflow fills {DAG_ID} and {RUN_ID} in for a dag_run tab
+    {"name": "Incident", "href": f"{PREFIX}/runs/{{DAG_ID}}/{{RUN_ID}}", "destination": "dag_run",
+     "url_route": "kafka-run-incident"},
+]
+
 
 @functools.cache
 def _app():
@@ -21,9 +33,8 @@ def _app():
 
 class KafkaRunbooksPlugin(AirflowPlugin):
     name = "kafka_runbooks"
+    external_views = EXTERNAL_VIEWS
 
     @property
     def fastapi_apps(self) -> list[dict[str, Any]]:  # type: ignore[override]
-        from kafka_runbooks.web.app import PREFIX
-
         return [{"app": _app(), "url_prefix": PREFIX, "name": "kafka-runbooks"}]

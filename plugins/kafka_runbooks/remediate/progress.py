@@ -1,0 +1,182 @@
+"""What a person reads in the task log while a restart runs, and after it: one line per phase and gate per broker
+(what it waits on, how much is left, passed in N s), kills and timeouts said as such; a one-line summary of a refused
+plan; the readable plan of a dry run; the summary of a finished run. Pure: audit entries, plans and results in,
+text out. The executor says each audit entry through :func:`say` (``log``), so the log and the audit trail never
+disagree. SSH and ZooKeeper connection chatter is moved to DEBUG (:func:`quiet_connection_noise`).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Iterable, Mapping, Sequence
+
+from kafka_runbooks.model import Plan
+
+MAX_NAMED = 5
+
+
+def _s(value: Any) -> str:
+    try:
+        return f"{float(value):.1f} s"
+    except (TypeError, ValueError):
+        return "? s"
+
+
+def _some(names: Sequence[Any], total: int | None = None) -> str:
+    names = [str(n) for n in names]
+    total = len(names) if total is None else total
+    shown = ", ".join(names[:MAX_NAMED])
+    return shown + (f" and {total - MAX_NAMED} more" if total > MAX_NAMED else "")
+
+
+def line(action: str, outcome: str, details: Mapping[str, Any] | None = None) -> str | None:
+    """The readable line of one audit entry of a restart (None: nothing a person needs there)."""
+    d = dict(details or {})
+    b = d.get("broker_id")
+    who = f"broker {b}: " if b is not None else ""
+    if action == "maintenance_lock":
+        return {"acquired": "maintenance lock taken (no other change runs on this cluster until it is released)",
+                "released": "maintenance lock released", "busy": f"REFUSED: the maintenance lock is held by {d.get('holders')}"}.get(outcome)
+    if action == "host_identity":
+        return f"{who}host identity checked" if outcome == "ok" else f"{who}REFUSED, wrong host: {d.get('reason')}"
+    if action == "safety_check":
+        if outcome == "ok":
+            return f"{who}safety check on fresh state passed"
+        return f"{who}safety check on fresh state REFUSED: {'; '.join(map(str, (d.get('refusals') or [])[:3]))}"
+    if action == "safety_check_before_stop":
+        if outcome == "ok":
+            return f"{who}checked again right before the stop: ok (controller {d.get('controller')}); stopping (controlled shutdown)"
+        return f"{who}checked again right before the stop: REFUSED ({'; '.join(map(str, (d.get('refusals') or [])[:3]))}); nothing was stopped"
+    if action == "stop_broker":
+        return (f"{who}stop command returned in {_s(d.get('duration_s'))}; waiting for the process to exit" if outcome == "ok"
+                else f"{who}stop command FAILED (exit {d.get('exit_code')}: {d.get('error') or 'no error text'})")
+    if action == "kill_broker":
+        return f"{who}STOP TIMED OUT: {d.get('why')}; KILLED with kill_command ({outcome})"
+    if action == "broker_stopped":
+        how = "killed" if d.get("killed") else f"controlled shutdown {d.get('controlled_shutdown')}"
+        return f"{who}stopped in {_s(d.get('seconds'))} ({how}); starting"
+    if action == "start_broker":
+        return (f"{who}start command returned in {_s(d.get('duration_s'))}; waiting for its ZooKeeper registration" if outcome == "ok"
+                else f"{who}start command FAILED (exit {d.get('exit_code')}: {d.get('error') or 'no error text'})")
+    if action == "broker_registered":
+        secs = d.get("seconds") or {}
+        return f"{who}registered again with a new ZooKeeper session ({_s(secs.get('start_register'))} after the start); gate in-sync: waiting"
+    if action == "in_sync_progress":
+        rec = d.get("log_recovery") or {}
+        extra = f"; log recovery: {', '.join(f'{k} {v}' for k, v in sorted(rec.items()))}" if rec else ""
+        names = [str(w).split(": ", 1)[0] for w in d.get("waiting_for") or []]
+        return (f"{who}gate in-sync: waiting, {d.get('still_missing')} partition(s) still out of the ISR "
+                f"({_some(names, d.get('still_missing'))}){extra}")
+    if action == "gate_in_sync":
+        return f"{who}gate in-sync PASSED in {_s(d.get('seconds'))}: back in the ISR of all {d.get('partitions')} partition(s)"
+    if action == "gate_coordinator":
+        late = d.get("not_corroborated") or []
+        return (f"{who}gate coordinator PASSED in {_s(d.get('seconds'))}: {len(d.get('probed') or [])} offsets partition(s) "
+                "answer from a loaded coordinator" + (f" (no 'Finished loading' line yet for {_some(late)})" if late else ""))
+    if action == "gate_canary":
+        return f"{who}gate canary PASSED in {_s(d.get('seconds'))}: produce+consume round trip {d.get('round_trip_ms')} ms"
+    if action == "restart_broker":
+        if outcome == "skipped":
+            return f"{who}skipped: {d.get('why')}"
+        t = d.get("timing") or {}
+        killed = (d.get("report") or {}).get("killed")
+        return f"{who}DONE in {_s(t.get('total_s'))}" + (" (it had to be KILLED after the stop timeout)" if killed else "")
+    if action == "halt":
+        return f"HALTED{' at broker ' + str(b) if b is not None else ''}: {d.get('phase')}: {d.get('reason')}"
+    return None
+
+
+def say(log: logging.Logger, action: str, outcome: str, details: Mapping[str, Any] | None = None) -> None:
+    text = line(action, outcome, details)
+    if text:
+        bad = outcome not in ("ok", "acquired", "released", "waiting", "skipped") or action in ("kill_broker", "halt")
+        log.log(logging.WARNING if bad else logging.INFO, "%s", text)
+
+
+def quiet_connection_noise() -> None:
+    """SSH and ZooKeeper connection chatter at DEBUG (``hooks/quiet.py``)."""
+    from kafka_runbooks.hooks.quiet import quiet_connection_noise as quiet
+
+    quiet()
+
+
+# ---------------------------------------------------------------------------------------------- plans and runs
+
+
+def refusal_summary(plan: Plan) -> str:
+    """One line: how many steps are refused and the main reasons ("refused: 3 of 3 steps -- broker 2 is down ...")."""
+    refused_steps = [s for s in plan.steps if s.refusals]
+    general = [r for r in plan.refusals if not any(r.startswith(f"broker {s.broker_id}: ") for s in plan.steps)]
+    reasons: list[str] = []
+    for r in general:
+        if r not in reasons:
+            reasons.append(r)
+    for s in refused_steps:
+        offline = [r for r in s.refusals if "offline" in r]
+        first = f"broker {s.broker_id}: " + (f"{len(offline)} partition(s) would go offline" if offline else s.refusals[0])
+        more = len(s.refusals) - (len(offline) if offline else 1)
+        reasons.append(first + (f" (+{more} more reason(s))" if more > 0 else ""))
+    head = f"refused: {len(refused_steps)} of {len(plan.steps)} step(s)" if plan.steps else "refused"
+    shown = "; ".join(r if len(r) <= 200 else r[:199] + "…" for r in reasons[:4])
+    return f"{head} -- {shown}" + (f"; and {len(reasons) - 4} more" if len(reasons) > 4 else "")
+
+
+def plan_note(plan: Plan, digest: str, *, dry_run: bool, incident_url: str | None = None) -> str:
+    """The readable plan (Markdown), for the run's note and the log of a dry run or a refused plan."""
+    from kafka_runbooks.remediate.blast import headline, summarize
+
+    what = "DRY RUN -- nothing was asked and nothing changed" if dry_run else ("REFUSED -- nothing changed" if plan.refused else "to be approved")
+    out = [f"**{plan.kind} of {plan.cluster}: {what}**", ""]
+    if plan.refused:
+        out += [refusal_summary(plan), ""]
+    out.append(f"Order: {list(plan.broker_order)}" + (f"; already done: {list(plan.completed)}" if plan.completed else "")
+               + f"; digest {digest[:16]}")
+    rows = summarize(plan)
+    out.append(f"Blast radius: {headline(rows)}.")
+    for i, s in enumerate(plan.steps, 1):
+        mine = [r for r in rows if r.broker_id == s.broker_id]
+        out.append(f"{i}. broker {s.broker_id}: {s.reason} -- {sum(r.losing_replica for r in mine)} partition(s) lose a replica, "
+                   f"{sum(r.leaderships_moving for r in mine)} leadership(s) move" + (f"; REFUSED ({len(s.refusals)} reason(s))" if s.refusals else ""))
+    for w in plan.warnings[:5]:
+        out.append(f"- warning: {w}")
+    if incident_url:
+        out.append(f"\nIncident page: {incident_url}")
+    return "\n".join(out)
+
+
+def run_summary(kind: str, cluster: str, result: Mapping[str, Any] | None, *, outcome: str,
+                imbalance: Sequence[str] = (), incident_url: str | None = None) -> str:
+    """What a run did, how long it took, what it left (e.g. leadership off its preferred replicas)."""
+    result = dict(result or {})
+    out = [f"{kind} of {cluster}: {outcome}"]
+    timings = result.get("timings") or []
+    if result.get("restarted") is not None:
+        out.append(f"restarted {list(result.get('restarted') or [])} in {_s(result.get('wall_s'))}, approved by {result.get('approved_by')}")
+    for t in timings:
+        parts = [f"{k[:-2].replace('_', ' ')} {_s(v)}" for k, v in t.items() if k.endswith("_s") and k != "total_s"]
+        out.append(f"  broker {t.get('broker_id')}: {_s(t.get('total_s'))} ({', '.join(parts)})")
+    if imbalance:
+        out.append(f"left: {len(imbalance)} partition(s) led by a broker other than their preferred replica "
+                   f"({_some(list(imbalance))}); run kafka_preferred_election to move leadership back")
+    elif result.get("restarted"):
+        out.append("left: every partition led by its preferred replica")
+    if incident_url:
+        out.append(f"incident page: {incident_url}")
+    return "\n".join(out)
+
+
+def not_preferred(snapshot) -> list[str]:
+    """Partitions whose leader is not their preferred (first) replica."""
+    if snapshot is None:
+        return []
+    return sorted(p.name for p in snapshot.partitions if p.replicas and p.leader >= 0 and p.leader != p.replicas[0])
+
+
+def lines(entries: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The readable lines of a record's audit trail (for a close-out or a page)."""
+    out = []
+    for e in entries:
+        text = line(str(e.get("action")), str(e.get("outcome")), e.get("details") or {})
+        if text:
+            out.append(text)
+    return out

@@ -1,0 +1,211 @@
+"""On-call in a real browser (issue 19): headless Debian Chromium driven by Playwright against the real deployment
+(api-server, scheduler, dag-processor, triggerer, two Celery workers) on the lab, signed in through Airflow's own
+login page as alice (maintenance) and bob (on call).
+
+A roll alice starts: the approval page says who asked and why and sums the blast radius up per topic; alice is told
+there that she cannot approve it and why; bob approves in the page; the run's log has one line per phase and gate,
+its last task a summary that is also the run's note. An incident response on a broker with no fault: the incident
+page lists it as needing a person, its report opens from there in the browser.
+
+Screenshots of every step: ``<KAFKA_RUNBOOKS_TEST_VAR>/deployed/screenshots/`` (printed).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+import urllib.parse
+from pathlib import Path
+
+import pytest
+
+from kafka_lab.airflow_home import REPO
+
+DEPLOYED_VAR = Path(os.environ.get("KAFKA_RUNBOOKS_TEST_VAR", REPO / "var" / "test")) / "deployed"  # conftest.py's
+
+pytestmark = [pytest.mark.deployed, pytest.mark.timeout(1800)]
+
+CHROMIUM = os.environ.get("KAFKA_RUNBOOKS_CHROMIUM", "/usr/bin/chromium")
+ROLL, RESPONSE = "kafka_rolling_restart", "kafka_incident_response"
+
+
+def q(value: str) -> str:
+    return urllib.parse.quote(value, safe="")
+
+
+class Browser:
+    """One Chromium, one signed-in context per user; screenshots numbered in the order taken."""
+
+    def __init__(self, pw, d, shots: Path) -> None:
+        if not Path(CHROMIUM).exists():
+            pytest.fail(f"no Chromium at {CHROMIUM}: apt-get install -y chromium (scripts/bootstrap.sh installs it)", pytrace=False)
+        self.d, self.shots, self.n = d, shots, 0
+        shots.mkdir(parents=True, exist_ok=True)
+        self.browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        self.pages = {}
+
+    def page(self, user: str):
+        if user not in self.pages:
+            ctx = self.browser.new_context(viewport={"width": 1400, "height": 1000})
+            ctx.set_default_timeout(60_000)
+            page = ctx.new_page()
+            page.goto(self.d.url + "/")
+            page.wait_for_selector("input[name=username]")
+            page.fill("input[name=username]", user)
+            page.fill("input[name=password]", self.d.password(user))
+            page.keyboard.press("Enter")
+            page.wait_for_url(re.compile(r"^(?!.*login).*$"), timeout=60_000)
+            page.wait_for_load_state("networkidle")
+            self.pages[user] = page
+        return self.pages[user]
+
+    def shot(self, user: str, name: str) -> Path:
+        self.n += 1
+        path = self.shots / f"{self.n:02d}-{user}-{name}.png"
+        self.pages[user].screenshot(path=str(path), full_page=True)
+        print(f"[screenshot] {path}")
+        return path
+
+    def close(self) -> None:
+        self.browser.close()
+
+
+def _text(page) -> str:
+    return page.inner_text("body")
+
+
+def _wait_text(page, pattern: str, timeout_s: float = 90.0, reload: bool = False) -> str:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        text = _text(page)
+        if re.search(pattern, text):
+            return text
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{pattern!r} not on {page.url} within {timeout_s:g} s; the page says:\n{text[:3000]}")
+        time.sleep(2)
+        if reload:
+            page.reload()
+            page.wait_for_load_state("networkidle")
+
+
+def _log(d, dag_id: str, run_id: str, task_id: str, user: str = "bob") -> str:
+    """The task's log as the UI shows it: one line per event (the API serves structured logs as JSON)."""
+    r = d.call(user, "GET", f"/api/v2/dags/{dag_id}/dagRuns/{q(run_id)}/taskInstances/{task_id}/logs/1",
+               headers={"Accept": "application/json"})
+    r.raise_for_status()
+    content = r.json().get("content") or []
+    return "\n".join(str(e.get("event")) if isinstance(e, dict) else str(e) for e in content)
+
+
+def on_call_in_the_browser(d, lab, shots: Path) -> None:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        b = Browser(pw, d, shots)
+        try:
+            _roll(b, d)
+            _incident(b, d)
+        finally:
+            b.close()
+
+
+def _roll(b: Browser, d) -> None:
+    # the DAG's page and its trigger form say what it does and what each field wants
+    alice = b.page("alice")
+    alice.goto(f"{d.url}/dags/{ROLL}")
+    _wait_text(alice, r"Overview")
+    b.shot("alice", "dag-page")
+
+    reason = f"kernel patch, browser test {int(time.time())}"
+    run_id = d.trigger("alice", ROLL, {"cluster": "lab", "brokers": [2], "reason": reason, "mode": "execute", "canary": False})
+    d.wait_task(ROLL, run_id, "approve", ("awaiting_input",), 600)
+
+    page_path = f"/dags/{ROLL}/runs/{q(run_id)}/tasks/approve/required_actions"
+    alice.goto(d.url + page_path)
+    text = _wait_text(alice, r"Asked by")
+    b.shot("alice", "approval-request")
+    assert "alice" in text and reason in text  # who asked, why
+    assert re.search(r"Who may answer:\s*bob,\s*carol", text), text[:3000]
+    assert "you cannot answer this request" in text and "alice started this run and may not approve it" in text
+    assert "Blast radius (summary)" in text and "__consumer_offsets" in text and "at min ISR" in text
+    assert text.index("Blast radius (summary)") < text.index("Diagnosis")
+
+    bob = b.page("bob")
+    bob.goto(d.url + page_path)
+    _wait_text(bob, r"Asked by")
+    b.shot("bob", "approval-request")
+    bob.get_by_role("button", name=re.compile(r"^Approve$")).first.click()
+    time.sleep(3)
+    b.shot("bob", "approved")
+    run = d.wait_run(ROLL, run_id, 900)
+    assert run["state"] == "success", run
+
+    log = _log(d, ROLL, run_id, "execute")
+    for line in ("broker 2: safety check on fresh state passed", "broker 2: stopped in", "broker 2: registered again",
+                 "broker 2: gate in-sync PASSED in", "broker 2: gate coordinator PASSED in", "broker 2: DONE in"):
+        assert line in log, f"{line!r} not in the execute log:\n{log[-6000:]}"
+    assert "Connected (version" not in log and "Authentication (publickey) successful" not in log
+    close = _log(d, ROLL, run_id, "close")
+    assert "summary:" in close and "restarted [2]" in close and "approved by bob" in close, close[-3000:]
+    note = d.run(ROLL, run_id).get("note") or ""
+    assert "restarted [2]" in note and "approved by bob" in note, note
+
+    bob.goto(f"{d.url}/dags/{ROLL}/runs/{q(run_id)}")
+    text = _wait_text(bob, r"DONE, every gate passed")  # the note's first line, on the run's page
+    b.shot("bob", "run-note-summary")
+    assert "Incident" in text  # the plugin's tab on every run
+
+    # the roll's record, from the run's tab to the incident page and back
+    bob.goto(f"{d.url}/kafka-runbooks/runs/{ROLL}/{q(run_id)}")
+    text = _wait_text(bob, r"Remediation")
+    b.shot("bob", "roll-record")
+    assert "closed" in text and "bob" in text and "approval" in text and "gate_in_sync" in text
+
+
+def _incident(b: Browser, d) -> None:
+    """A response to a broker that has nothing wrong: captured, analysed on Spark, nothing to restart -- a person's."""
+    from kafka_lab.procs import wait_until
+
+    run_id = d.trigger("alice", RESPONSE, {"cluster": "lab", "broker_ids": [1], "reason": "browser test: look at broker 1"})
+
+    def settled():
+        # the analysis may still propose a restart of the broker asked about: bob rejects it, as on-call would
+        tis = d.task_instances(RESPONSE, run_id)
+        if (tis.get("approve") or {}).get("state") == "awaiting_input":
+            assert d.answer("bob", RESPONSE, run_id, "approve", option="Reject").status_code == 200
+        run = d.run(RESPONSE, run_id)
+        return run if run["state"] in ("success", "failed") else None
+
+    run = wait_until(settled, 1200, f"{RESPONSE} {run_id} to finish", interval=3.0)
+    bob = b.page("bob")
+    bob.goto(f"{d.url}/kafka-runbooks/incidents")
+    text = _wait_text(bob, r"need a person")
+    b.shot("bob", "incidents")
+    assert "Cluster lab" in text
+    banner = bob.locator("#needs-person")
+    assert banner.count() == 1
+    bob.goto(f"{d.url}/kafka-runbooks/runs/{RESPONSE}/{q(run_id)}")
+    text = _wait_text(bob, r"Incident")
+    b.shot("bob", "incident")
+    assert "needs_person" in text, (run["state"], text[:3000])
+    assert "Needs a person" in text and "browser test: look at broker 1" in text
+    assert "Audit trail" in text and "open_incident" in text and "capture" in text  # the timeline
+    assert "Evidence bundles" in text and "manifest sha256" in text
+    link = bob.locator("#report-link")
+    assert link.count() == 1, text[:3000]
+    link.click()
+    bob.wait_for_load_state("load")
+    b.shot("bob", "report")
+    assert "/report" in bob.url and "broker" in _text(bob).lower()
+    # the Airflow navigation has the page (the plugin's external view, in Airflow's frame)
+    bob.goto(f"{d.url}/plugin/kafka-incidents")
+    frame = bob.frame_locator("iframe")
+    frame.locator("h1").wait_for()
+    b.shot("bob", "incidents-in-airflow")
+
+
+def test_on_call_in_the_browser(healthy, deployed_lab):
+    shots = DEPLOYED_VAR / "screenshots"
+    print(f"\n[screenshots in {shots}]")
+    on_call_in_the_browser(healthy, deployed_lab, shots)

@@ -1,0 +1,124 @@
+"""Issue 19 §3-§7 (pure): the approval page says who asked, why, who may answer and -- for anybody else -- that they
+cannot and why; the blast radius is a summary per topic first; a restart's audit entries read as one line per phase
+and gate per broker; a refused plan has a one-line summary; a dry run's plan reads as a note; a finished run says
+what it did and what it left."""
+
+from __future__ import annotations
+
+import logging
+
+from snapshot_builders import P, snap
+
+from kafka_runbooks.config import ClusterConfig
+from kafka_runbooks.model import Plan, Step
+from kafka_runbooks.remediate import progress
+from kafka_runbooks.remediate.asking import header, subject_suffix
+from kafka_runbooks.remediate.blast import by_topic, headline, min_isr_by_topic, summarize
+from kafka_runbooks.remediate.briefing import approval_body
+from kafka_runbooks.remediate.plan import plan_restart, safety_settings
+
+CFG = ClusterConfig(name="c1", zk_conn_id="zk", hosts={1: "ssh_b1", 2: "ssh_b2", 3: "ssh_b3"}, min_insync_replicas=2)
+
+
+def _cluster():
+    parts = [P("__consumer_offsets", i, (i % 3 + 1, (i + 1) % 3 + 1, (i + 2) % 3 + 1), i % 3 + 1, (1, 2, 3)) for i in range(6)]
+    parts += [P("orders", i, (1, 2, 3), (i % 3) + 1, (1, 2, 3)) for i in range(4)]
+    parts += [P("payments", 0, (1, 2), 1, (1, 2))]  # RF 2: at min ISR 1 override below -> min ISR 1, after a stop 1 left
+    parts += [P("canary", 0, (2, 3, 1), 2, (2, 3, 1), min_isr=3)]  # min ISR 3 per topic: a stop would leave 2
+    return snap(parts)
+
+
+def test_the_blast_summary_counts_per_topic_from_the_planners_own_lines():
+    s = _cluster()
+    settings = safety_settings(CFG)
+    plan = plan_restart(s, [1, 2, 3], CFG, settings=settings)
+    rows = summarize(plan, min_isr_by_topic(s, plan, settings))
+    one = {r.topic: r for r in rows if r.broker_id == 1}
+    assert one["__consumer_offsets"].losing_replica == 6 and one["__consumer_offsets"].coordinators_moving == 2
+    assert one["__consumer_offsets"].leaderships_moving == 2  # a coordinator moving moves its leadership too
+    assert one["orders"].losing_replica == 4 and one["orders"].leaderships_moving == 2
+    assert one["orders"].at_min_isr == 4  # 3 -> 2 in sync, min.insync.replicas 2
+    assert one["payments"].at_min_isr == 1 and one["payments"].min_isr == 2  # 2 -> 1 in sync: below min ISR 2
+    assert [r.topic for r in rows[:1]] == ["__consumer_offsets"]
+    totals = {t.topic: t for t in by_topic(rows)}
+    assert totals["canary"].min_isr == 3 and totals["canary"].at_min_isr == 1
+    assert "leaderships move" in headline(rows) and "left at min ISR" in headline(rows)
+
+
+def test_the_approval_page_says_who_asked_why_who_may_answer_and_that_others_cannot():
+    s = _cluster()
+    plan = plan_restart(s, [1, 2], CFG, roll_id="c1-roll-1")
+    assigned = [{"id": "bob", "name": "bob"}, {"id": "carol", "name": "carol"}]
+    head = header(starter="alice", automatic=None, why="kernel patch `[x](http://evil)`", assigned=assigned,
+                  approvers=["alice", "bob", "carol"], incident_url="/kafka-runbooks/incidents/c1/c1-roll-1")
+    body = approval_body([], plan, report_path=None, approval_timeout="1:00:00", header=head,
+                         min_isr=min_isr_by_topic(s, plan, safety_settings(CFG)), incident_url="/kafka-runbooks/incidents/c1/c1-roll-1")
+    assert body.startswith("**Asked by** `alice`. **Why:** `kernel patch '[x](http://evil)'`")
+    assert "**Who may answer:** `bob`, `carol`" in body
+    assert "you cannot answer this request" in body and "Access Denied" in body
+    assert "`alice` started this run and may not approve it" in body and "four eyes" in body
+    # the summary comes before the diagnosis and the steps; the full list is linked, not pasted
+    assert body.index("### Blast radius (summary)") < body.index("### Diagnosis") < body.index("### Plan")
+    assert "| `orders` | 4 | 4 |" in body and "[on the incident page](/kafka-runbooks/incidents/c1/c1-roll-1)" in body
+    assert "orders-0: loses" not in body
+    assert subject_suffix("alice", assigned) == " (asked by alice; only bob, carol may answer)"
+
+
+def test_a_restart_reads_as_one_line_per_phase_and_gate_per_broker():
+    entries = [
+        ("maintenance_lock", "acquired", {}),
+        ("safety_check", "ok", {"broker_id": 2}),
+        ("safety_check_before_stop", "ok", {"broker_id": 2, "controller": 1}),
+        ("stop_broker", "ok", {"broker_id": 2, "duration_s": 0.4}),
+        ("kill_broker", "ok", {"broker_id": 2, "why": "process [pid 7] outlived the stop command by 30s"}),
+        ("broker_stopped", "ok", {"broker_id": 2, "killed": True, "seconds": 31.2}),
+        ("start_broker", "ok", {"broker_id": 2, "duration_s": 0.2}),
+        ("broker_registered", "ok", {"broker_id": 2, "seconds": {"start_register": 7.5}}),
+        ("in_sync_progress", "waiting", {"broker_id": 2, "still_missing": 12, "waiting_for": [f"t-{i}" for i in range(12)],
+                                         "log_recovery": {"loaded": 40}}),
+        ("gate_in_sync", "ok", {"broker_id": 2, "gate": "in_sync", "seconds": 9.87, "partitions": 40}),
+        ("gate_coordinator", "ok", {"broker_id": 2, "seconds": 1.2, "probed": [1, 4]}),
+        ("restart_broker", "ok", {"broker_id": 2, "timing": {"total_s": 52.0}, "report": {"killed": True}}),
+        ("maintenance_lock", "released", {}),
+    ]
+    text = progress.lines({"action": a, "outcome": o, "details": d} for a, o, d in entries)
+    assert len(text) == len(entries)
+    assert "broker 2: STOP TIMED OUT: process [pid 7] outlived the stop command by 30s; KILLED" in text[4]
+    assert text[8] == ("broker 2: gate in-sync: waiting, 12 partition(s) still out of the ISR (t-0, t-1, t-2, t-3, t-4 and "
+                       "7 more); log recovery: loaded 40")
+    assert text[9] == "broker 2: gate in-sync PASSED in 9.9 s: back in the ISR of all 40 partition(s)"
+    assert text[11] == "broker 2: DONE in 52.0 s (it had to be KILLED after the stop timeout)"
+
+
+def test_connection_chatter_goes_to_debug(caplog):
+    progress.quiet_connection_noise()
+    with caplog.at_level(logging.INFO):
+        logging.getLogger("paramiko.transport").info("Connected (version 2.0, client OpenSSH_9.2p1)")
+        logging.getLogger("kazoo.client").info("Connecting to 127.0.0.1(127.0.0.1):2181, use_ssl: False")
+        logging.getLogger("kazoo.client").warning("Connection dropped: socket connection error")
+    assert [r.getMessage() for r in caplog.records] == ["Connection dropped: socket connection error"]
+
+
+def test_a_refused_plan_has_a_one_line_summary_and_a_dry_run_a_readable_note():
+    s = _cluster()
+    down = snap([p for p in _cluster().partitions], brokers=(1, 3))  # broker 2 is down: its partitions' ISRs still name it
+    plan = plan_restart(down, [1, 3], CFG)
+    assert plan.refused
+    one = progress.refusal_summary(plan)
+    assert one.startswith("refused: ") and "\n" not in one and len(one) < 1200
+    note = progress.plan_note(plan, "f" * 64, dry_run=False)
+    assert note.startswith("**restart of c1: REFUSED -- nothing changed**") or "REFUSED -- nothing changed" in note.splitlines()[0]
+    ok = plan_restart(snap([p for p in s.partitions if p.topic not in ("canary", "payments")]), [1, 2, 3], CFG)
+    assert not ok.refused
+    dry = progress.plan_note(ok, "a" * 64, dry_run=True, incident_url=None)
+    assert "DRY RUN -- nothing was asked and nothing changed" in dry and "Order: [2, 3, 1]" in dry and "1. broker 2" in dry
+
+
+def test_a_finished_run_says_what_it_did_how_long_and_what_it_left():
+    result = {"restarted": [1, 2], "approved_by": "bob", "wall_s": 24.3,
+              "timings": [{"broker_id": 1, "stop_s": 3.0, "in_sync_s": 2.0, "total_s": 12.0}]}
+    s = snap([P("orders", 0, (1, 2), 2, (1, 2)), P("orders", 1, (2, 1), 2, (1, 2))])
+    text = progress.run_summary("rolling_restart", "c1", result, outcome="DONE", imbalance=progress.not_preferred(s))
+    assert "restarted [1, 2] in 24.3 s, approved by bob" in text
+    assert "broker 1: 12.0 s (stop 3.0 s, in sync 2.0 s)" in text
+    assert "1 partition(s) led by a broker other than their preferred replica (orders-0); run kafka_preferred_election" in text

@@ -1,0 +1,181 @@
+"""The incidents pages of the kafka-runbooks app (web/), in process through FastAPI's TestClient on an embedded
+SQLite state database: what they list, that everything from a cluster or a person is escaped, that files are
+served only from the record's own indexed bundle, and that every route needs Airflow's authentication."""
+
+from __future__ import annotations
+
+import json
+import types
+
+import pytest
+
+pytestmark = pytest.mark.timeout(300)
+
+EVIL = "<script>alert(1)</script>\"'><img src=x onerror=alert(2)>"
+
+
+class _User:
+    def __init__(self, name: str, may_read: bool) -> None:
+        self.name, self.may_read = name, may_read
+
+    def get_id(self) -> str:
+        return self.name
+
+    def get_name(self) -> str:
+        return self.name
+
+
+@pytest.fixture
+def site(tmp_path, monkeypatch):
+    """Two clusters in a clusters file, their incidents in the embedded SQLite database, a bundle with a report."""
+    from kafka_runbooks.config import ClusterConfig
+    from kafka_runbooks.incidents.store import IncidentStore
+    from kafka_runbooks.state.bundles import BundleIndex
+
+    monkeypatch.delenv("AIRFLOW_CONN_KAFKA_RUNBOOKS_DB", raising=False)
+    bundles = tmp_path / "bundles"
+    clusters = {name: {"zk_conn_id": "nowhere", "hosts": {"1": "h1", "2": "h2", "3": "h3"},
+                       "incident_base": str(tmp_path / "state"), "bundle_base": str(bundles)} for name in ("east", "west")}
+    f = tmp_path / "clusters.json"
+    f.write_text(json.dumps(clusters))
+    monkeypatch.setenv("KAFKA_RUNBOOKS_CLUSTERS_FILE", str(f))
+    east = ClusterConfig.from_dict("east", clusters["east"])
+    store = IncidentStore(east)
+    run = "manual__2026-11-24T10:00:00+00:00"
+    deadlock = store.open(cluster="east", broker_ids=[3], reason="JVM deadlock on broker 3 " + EVIL, opened_by="dag:kafka_health_check_east/run:scheduled__1",
+                          trigger={"kind": "jvm_deadlock", "severity": "critical", "summary": "deadlock " + EVIL})["id"]
+    store.responding(deadlock, actor="dag:kafka_health_check_east/run:scheduled__1", run_id=run)
+    store.audit(deadlock, actor="bob", action="approval", outcome="approve", details={"note": EVIL, "run_id": run})
+    cap = bundles / "east" / deadlock / "20261124T100000Z"
+    (cap / "hosts" / "3").mkdir(parents=True)
+    (cap / "hosts" / "3" / "jstack-1.out").write_text("Found one Java-level deadlock: " + EVIL)
+    (cap / "report.html").write_text("<html><body><h1>Report of broker 3</h1></body></html>")
+    (cap / "findings.json").write_text("{}")
+    (bundles / "secret.txt").write_text("not a bundle file")
+    manifest = {"incident_id": deadlock, "cluster": "east", "capture_id": "20261124T100000Z", "status": "complete",
+                "files": [{"path": "hosts/3/jstack-1.out", "kind": "jstack", "host": "h3", "bytes": 40, "sha256": "ab" * 32},
+                          {"path": "../secret.txt", "kind": "aux"}]}
+    (cap / "manifest.json").write_text(json.dumps(manifest))
+    BundleIndex(east).record_capture(str(cap), manifest)
+    BundleIndex(east).record_analysis(str(cap), report=str(cap / "report.html"), findings=1)
+    store.update(deadlock, report=str(cap / "report.html"), bundle_dir=str(cap),
+                 findings=[{"kind": "jvm_deadlock", "severity": "critical", "summary": EVIL}])
+    stuck = store.open(cluster="east", broker_ids=[2], reason="ZooKeeper follower dropped", opened_by="dag:h/run:r2",
+                       trigger={"kind": "zookeeper_follower_drop"})["id"]
+    store.needs_person(stuck, actor="dag:kafka_incident_response/run:r2", reason="no restart applies: " + EVIL)
+    closed = store.open(cluster="east", broker_ids=[1], reason="old one", opened_by="alice", trigger={"kind": "rolling_restart"})["id"]
+    store.close(closed, actor="dag:kafka_rolling_restart/run:r0", resolution="restarted [1]")
+    return types.SimpleNamespace(east=east, deadlock=deadlock, stuck=stuck, closed=closed, run=run, cap=cap)
+
+
+@pytest.fixture
+def client(site, monkeypatch):
+    from fastapi.testclient import TestClient
+
+    import airflow.api_fastapi.app as api_app
+    from airflow.api_fastapi.core_api.security import get_user
+
+    from kafka_runbooks.web.app import create_app
+
+    class AuthManager:
+        def is_authorized_dag(self, *, method, user, **kw):
+            return method == "GET" and user.may_read
+
+    monkeypatch.setattr(api_app, "get_auth_manager", lambda: AuthManager())
+    app = create_app()
+    who = {"user": _User("vera", True)}
+    app.dependency_overrides[get_user] = lambda: who["user"]
+    c = TestClient(app)
+    c.who = who
+    return c
+
+
+def test_the_list_shows_every_cluster_with_needs_person_first_and_escapes_everything(site, client):
+    r = client.get("/incidents")
+    assert r.status_code == 200, r.text
+    page = r.text
+    assert "<script>" not in page and "onerror=alert" not in page.replace("onerror=alert(2)&gt;", "")
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "script-src" not in r.headers["content-security-policy"] and "default-src 'none'" in r.headers["content-security-policy"]
+    banner = page[page.index("id='needs-person'"):]
+    assert site.stuck in banner[: banner.index("</div>")] and "need a person" in banner
+    east = page[page.index("Cluster east"):page.index("Cluster west")]
+    # needs_person, then the active one, then the ended one
+    assert east.index(site.stuck) < east.index(site.deadlock) < east.index(site.closed)
+    assert "1 recent ended" in east and "remediation: rolling_restart" in east
+    assert "Cluster west" in page
+
+
+def test_one_incident_page_has_status_finding_brokers_actors_runs_timeline_files_and_report(site, client):
+    r = client.get(f"/incidents/east/{site.deadlock}")
+    assert r.status_code == 200, r.text
+    page = r.text
+    assert "<script>" not in page and "<img" not in page
+    assert "responding" in page and "deadlock &lt;script&gt;" in page
+    assert "bob" in page and "dag:kafka_health_check_east/run:scheduled__1" in page  # who acted
+    # the run, both ways: a link to Airflow's run page here, and /runs/<dag>/<run> back to this page
+    assert "/dags/kafka_incident_response/runs/manual__2026-11-24T10%3A00%3A00%2B00%3A00" in page
+    back = client.get(f"/runs/kafka_incident_response/{site.run}", follow_redirects=False)
+    assert back.status_code == 303 and back.headers["location"] == f"/kafka-runbooks/incidents/east/{site.deadlock}"
+    assert client.get("/runs/kafka_incident_response/nosuchrun").status_code == 404
+    # the audit trail in order: opened, responding, approval
+    timeline = page[page.index("Audit trail"):]
+    assert timeline.index("open_incident") < timeline.index("status -&gt; responding") < timeline.index("approve")
+    # the report is served from the bundle, sandboxed
+    assert f"/kafka-runbooks/incidents/east/{site.deadlock}/report" in page
+    rep = client.get(f"/incidents/east/{site.deadlock}/report")
+    assert rep.status_code == 200 and "Report of broker 3" in rep.text
+    assert rep.headers["content-type"].startswith("text/html") and rep.headers["content-security-policy"].startswith("sandbox")
+    rr = client.get(f"/runs/kafka_incident_response/{site.run}/report", follow_redirects=False)
+    assert rr.status_code == 303 and rr.headers["location"].endswith("/report")
+    # bundle files: listed, served as text, never outside the bundle or unlisted
+    assert "hosts/3/jstack-1.out" in page
+    f = client.get(f"/incidents/east/{site.deadlock}/files/20261124T100000Z/hosts/3/jstack-1.out")
+    assert f.status_code == 200 and f.headers["content-type"].startswith("text/plain") and "Java-level deadlock" in f.text
+    assert client.get(f"/incidents/east/{site.deadlock}/files/20261124T100000Z/..%2Fsecret.txt").status_code == 404
+    assert client.get(f"/incidents/east/{site.deadlock}/files/20261124T100000Z/manifest.json").status_code == 404
+    assert client.get(f"/incidents/east/{site.stuck}/files/20261124T100000Z/hosts/3/jstack-1.out").status_code == 404
+    # another cluster's id, an unknown cluster, a hostile id
+    assert client.get(f"/incidents/west/{site.deadlock}").status_code == 404
+    assert client.get(f"/incidents/nosuch/{site.deadlock}").status_code == 404
+    assert client.get("/incidents/east/..%2F..%2Fetc").status_code == 404
+    doc = client.get(f"/api/incidents/east/{site.deadlock}").json()
+    assert doc["record"]["status"] == "responding" and doc["report"].endswith("/report")
+
+
+def test_a_needs_person_incident_stands_out_on_its_page(site, client):
+    page = client.get(f"/incidents/east/{site.stuck}").text
+    assert "Needs a person" in page and "no restart applies: &lt;script&gt;" in page
+    assert "no report: the analysis has not run" in page
+    assert client.get(f"/incidents/east/{site.stuck}/report").status_code == 404
+
+
+def test_a_report_outside_the_bundle_base_is_not_served(site, client, tmp_path):
+    from kafka_runbooks.incidents.store import IncidentStore
+
+    outside = tmp_path / "elsewhere.html"
+    outside.write_text("<h1>not evidence</h1>")
+    IncidentStore(site.east).update(site.stuck, report=str(outside))
+    assert client.get(f"/incidents/east/{site.stuck}/report").status_code == 404
+
+
+def test_every_route_needs_an_authenticated_reader(site, client):
+    from airflow.api_fastapi.core_api.security import get_user
+
+    routes = ["/incidents", f"/incidents/east/{site.deadlock}", f"/incidents/east/{site.deadlock}/report",
+              f"/runs/kafka_incident_response/{site.run}", "/api/incidents",
+              f"/incidents/east/{site.deadlock}/files/20261124T100000Z/hosts/3/jstack-1.out"]
+    client.who["user"] = _User("nobody", False)
+    for path in routes:
+        assert client.get(path, follow_redirects=False).status_code == 403, path
+    del client.app.dependency_overrides[get_user]  # Airflow's own: no token, no cookie
+    for path in routes:
+        assert client.get(path, follow_redirects=False).status_code == 401, path
+
+
+def test_the_plugin_puts_the_page_in_the_navigation_and_on_every_run():
+    from kafka_runbooks.web.plugin import KafkaRunbooksPlugin
+
+    views = {v["destination"]: v for v in KafkaRunbooksPlugin.external_views}
+    assert views["nav"]["href"] == "/kafka-runbooks/incidents" and views["nav"]["url_route"]
+    assert views["dag_run"]["href"] == "/kafka-runbooks/runs/{DAG_ID}/{RUN_ID}"
