@@ -24,7 +24,7 @@ PART = os.environ.get("KAFKA_RUNBOOKS_TEST_PART")  # ./run test: "lab" and "rest
 def _part(item) -> str:
     if "deployment" in item.fixturenames:  # tests/deployed: a deployment and a lab of their own
         return "deployed"
-    return "lab" if "lab" in item.fixturenames else "rest"
+    return "lab" if _uses_lab(item) else "rest"
 
 
 # fixtures that start a lab (one lab per slot runs at a time: _LabPool switches between versions)
