@@ -168,7 +168,7 @@ class HealthSettings:
     def from_dict(cls, d: Mapping[str, Any]) -> "HealthSettings":
         s = _section(cls, d, "health")
         if s.schedule is not None:
-            from kafka_runbooks.remediate.election_schedule import schedule_error
+            from kafka_runbooks.schedules import schedule_error
 
             why = schedule_error(s.schedule, "UTC")
             if why:
@@ -384,7 +384,7 @@ class ElectionSettings:
             raise ConfigError("election: stable_s, deadline_s, poll_s, convergence_s and znode_timeout_s must be > 0")
         if s.method not in ELECTION_METHODS:
             raise ConfigError(f"election.method must be one of {list(ELECTION_METHODS)}, not {s.method!r}")
-        from kafka_runbooks.remediate.window import parse_window
+        from kafka_runbooks.schedules import parse_window
 
         for w in s.window:
             try:
@@ -392,7 +392,7 @@ class ElectionSettings:
             except ValueError as exc:
                 raise ConfigError(f"election.window: {exc}") from None
         if s.schedule is not None:
-            from kafka_runbooks.remediate.election_schedule import schedule_error
+            from kafka_runbooks.schedules import schedule_error
 
             why = schedule_error(s.schedule, s.schedule_timezone)
             if why:

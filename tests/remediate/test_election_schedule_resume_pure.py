@@ -11,7 +11,8 @@ from kafka_runbooks.config import ClusterConfig, ConfigError
 from kafka_runbooks.incidents.store import IncidentStore
 from kafka_runbooks.remediate import election as E
 from kafka_runbooks.remediate import ledger as L
-from kafka_runbooks.remediate.election_schedule import due_at, schedule_error, skip_reason
+from kafka_runbooks.remediate.election_schedule import skip_reason
+from kafka_runbooks.schedules import due_at, schedule_error
 from snapshot_builders import P, snap
 
 UTC = dt.timezone.utc

@@ -227,7 +227,7 @@ class ScheduledElectionsOperator(BaseOperator):
 
     def execute(self, context) -> list[dict[str, Any]]:
         from kafka_runbooks.config import ConfigError, raw_clusters, load_cluster
-        from kafka_runbooks.remediate.election_schedule import due_at
+        from kafka_runbooks.schedules import due_at
 
         start, end = context["data_interval_start"], context["data_interval_end"]
         raw = raw_clusters()

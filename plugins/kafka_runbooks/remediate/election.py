@@ -27,7 +27,7 @@ from kafka_runbooks import clock
 from kafka_runbooks.config import ClusterConfig, ElectionSettings
 from kafka_runbooks.model import CONSUMER_OFFSETS, ClusterSnapshot, ElectionBatch, Partition, Plan, RequestMetrics
 from kafka_runbooks.remediate.digest import state_digest
-from kafka_runbooks.remediate.window import in_window, next_open
+from kafka_runbooks.schedules import in_window, next_open
 
 KIND = "preferred_election"
 ZNODE = "/admin/preferred_replica_election"

@@ -1,7 +1,7 @@
 """The scheduled preferred election (``election.schedule``; ``dags/kafka_preferred_election_schedule.py``). Pure.
 
 A cluster with ``election.schedule`` (a 5-field cron, read in ``election.schedule_timezone``, default UTC) is *due*
-when one of its cron times falls in the dispatcher run's data interval (:func:`due_at`). A due cluster is then
+when one of its cron times falls in the dispatcher run's data interval (``schedules.due_at``). A due cluster is then
 checked on its state now (:func:`skip_reason`): nothing to move, or every broker's leadership imbalance within
 Kafka's own rule (``leader.imbalance.per.broker.percentage``, default 10 %: what the controller itself tolerates),
 is skipped with that reason; otherwise the dispatcher starts ``kafka_preferred_election`` for it -- the same plan,
@@ -13,41 +13,10 @@ whichever dispatcher run comes first.
 
 from __future__ import annotations
 
-import datetime as dt
-
 from kafka_runbooks.model import ClusterSnapshot
 
 AUDIT_SUFFIX = "election-schedule"  # <cluster>-election-schedule: the record that holds each scheduled decision
 DISPATCH_EVERY_MIN = 5  # how often the dispatcher looks for due clusters: a cron finer than this fires once per look
-
-
-def schedule_error(cron: str, timezone: str) -> str | None:
-    """Why ``cron``/``timezone`` cannot be used; None when they can."""
-    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
-    from croniter import croniter
-
-    if not isinstance(cron, str) or len(cron.split()) != 5 or not croniter.is_valid(cron):
-        return f"{cron!r} is not a 5-field cron expression (minute hour day month weekday)"
-    try:
-        ZoneInfo(str(timezone))
-    except (ZoneInfoNotFoundError, ValueError):
-        return f"unknown timezone {timezone!r} (an IANA name such as 'UTC' or 'Europe/Berlin')"
-    return None
-
-
-def due_at(cron: str, timezone: str, start: dt.datetime, end: dt.datetime) -> dt.datetime | None:
-    """The last time in (start, end] at which ``cron`` (read in ``timezone``) fires, in UTC; None if it does not."""
-    from zoneinfo import ZoneInfo
-
-    from croniter import croniter
-
-    if end <= start:
-        return None
-    tz = ZoneInfo(timezone)
-    last = croniter(cron, end.astimezone(tz) + dt.timedelta(seconds=1)).get_prev(dt.datetime)
-    last = last.astimezone(dt.timezone.utc)
-    return last if start < last <= end else None
 
 
 def skip_reason(snapshot: ClusterSnapshot) -> str | None:

@@ -1,4 +1,6 @@
-"""Daily time windows ("22:00-06:00", UTC) a deferred remediation may run in. Pure."""
+"""When things may run: daily time windows ("22:00-06:00", UTC) a deferred remediation may run in, and 5-field
+cron expressions read in a timezone (health checks, scheduled elections). Pure; the settings validate with it, so it
+sits below every layer that uses it."""
 
 from __future__ import annotations
 
@@ -57,3 +59,32 @@ def next_open(now: dt.datetime, windows: Iterable[str]) -> dt.datetime | None:
             candidate += dt.timedelta(days=1)
         best = candidate if best is None or candidate < best else best
     return best
+
+
+def schedule_error(cron: str, timezone: str) -> str | None:
+    """Why ``cron``/``timezone`` cannot be used; None when they can."""
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    from croniter import croniter
+
+    if not isinstance(cron, str) or len(cron.split()) != 5 or not croniter.is_valid(cron):
+        return f"{cron!r} is not a 5-field cron expression (minute hour day month weekday)"
+    try:
+        ZoneInfo(str(timezone))
+    except (ZoneInfoNotFoundError, ValueError):
+        return f"unknown timezone {timezone!r} (an IANA name such as 'UTC' or 'Europe/Berlin')"
+    return None
+
+
+def due_at(cron: str, timezone: str, start: dt.datetime, end: dt.datetime) -> dt.datetime | None:
+    """The last time in (start, end] at which ``cron`` (read in ``timezone``) fires, in UTC; None if it does not."""
+    from zoneinfo import ZoneInfo
+
+    from croniter import croniter
+
+    if end <= start:
+        return None
+    tz = ZoneInfo(timezone)
+    last = croniter(cron, end.astimezone(tz) + dt.timedelta(seconds=1)).get_prev(dt.datetime)
+    last = last.astimezone(dt.timezone.utc)
+    return last if start < last <= end else None
