@@ -39,6 +39,7 @@ NEWER_API_KEY = {"2.3.0": (60, "DescribeCluster, Kafka 2.8"), "0.10.2.1": (32, "
 @dataclass
 class DrillResult:
     incident: str
+    incident_id: str
     fault_to_finding_s: float
     capture_s: float | None
     response_s: float
@@ -121,7 +122,7 @@ def run_incident(lab, dags, incident: str, option: str = "Approve", finding_time
     ok = run.state == "success" and inc["status"] == expected
     if not ok:
         say(f"DRILL FAILED: expected run success and incident {expected}")
-    return DrillResult(incident, t_found, capture_s, response_s, str(run.state), inc["status"], conf["finding"]["kind"], ok)
+    return DrillResult(incident, inc["id"], t_found, capture_s, response_s, str(run.state), inc["status"], conf["finding"]["kind"], ok)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,9 +1,10 @@
 """Incidents 000, 002a, 002b and 004 end to end on the lab's real Kafka 2.3.0 brokers and ZooKeeper 3.8 ensemble,
-through Airflow (dag.test()): the health DAG finds the fault and starts ONE response → capture over SSH → the
+through Airflow (dag.test()), by the drills' own code (``kafka_lab.incident_drills.run_incident``, what
+``./run demo 000|002a|002b|004`` and ``./run demo all`` run): the health DAG finds the fault and starts ONE response → capture over SSH → the
 Spark analysis of the captured bundle (local mode) → the report → the response chooses:
 
 * 000 (a silently isolated broker) and 002b (a dead log cleaner): a restart planned through the remediation
-  engine; the approval is answered by the test as on-call (four eyes: the run was started by the health check);
+  engine; the approval is answered by the drill as on-call ("drill-bot") (four eyes: the run was started by the health check);
   the broker is restarted, recovery verified, and (000) its peers looked at again -- healthy peers are left alone;
 * 002a (a client sending an unknown API key) and 004 (a ZooKeeper follower dropping out): no restart -- the
   incident is explained (what was found, why nothing is restarted, the runbook) and handed to a person.
@@ -12,15 +13,13 @@ Spark analysis of the captured bundle (local mode) → the report → the respon
 from __future__ import annotations
 
 import json
-import threading
-import time
 from pathlib import Path
 
 import pytest
 
 from kafka_lab.airflow_home import load_dags, take_triggered_confs
-from kafka_lab.approvals import Responder
-from kafka_lab.drill import HEALTH, RESPONSE, detect_until_finding
+from kafka_lab.drill import HEALTH, RESPONSE
+from kafka_lab.incident_drills import run_incident
 
 pytestmark = [pytest.mark.lab, pytest.mark.spark, pytest.mark.airflow, pytest.mark.timeout(900)]
 
@@ -37,16 +36,6 @@ def drill(lab_settings):
     return lab, dags, IncidentStore(ClusterConfig.from_dict("lab", settings))
 
 
-def _respond(dags, conf, option=None, user="oncall-alice"):
-    if option is None:
-        run = dags.get_dag(RESPONSE).test(run_conf=conf)
-        return run, {ti.task_id: ti.state for ti in run.get_task_instances()}
-    with Responder(RESPONSE, "approve", option, user=user, timeout_s=600) as responder:
-        run = dags.get_dag(RESPONSE).test(run_conf=conf)
-    assert responder.error is None and responder.answered_run_ids
-    return run, {ti.task_id: ti.state for ti in run.get_task_instances()}
-
-
 def _bundle(store, incident_id):
     incident = store.get(incident_id)
     (capture,) = [e for e in store.audit_trail(incident_id) if e["action"] == "capture"]
@@ -58,6 +47,22 @@ def _bundle(store, incident_id):
     manifest = json.loads((bundle / "manifest.json").read_text())
     findings = json.loads((bundle / "findings.json").read_text())["findings"]
     return incident, bundle, manifest, findings
+
+
+def _drill(lab, dags, name):
+    """The drill of incident ``name`` on the lab: (its result, the response run's task states). It passed."""
+    r = run_incident(lab, dags, name, finding_timeout_s=300)
+    assert r.ok, r
+    return r, _states_of(r.incident_id)
+
+
+def _states_of(incident_id):
+    """The task states of the response run that worked on the incident (dag.test() keeps them in the metadata DB)."""
+    from airflow.models import DagRun
+
+    runs = [run for run in DagRun.find(dag_id=RESPONSE) if (run.conf or {}).get("incident_id") == incident_id]
+    assert len(runs) == 1, [r.run_id for r in runs]
+    return {ti.task_id: ti.state for ti in runs[0].get_task_instances()}
 
 
 def _explained(store, incident_id, states, runbook):
@@ -74,18 +79,15 @@ def _explained(store, incident_id, states, runbook):
 def test_000_isolated_broker_is_restarted_through_the_engine_and_healthy_peers_are_left_alone(drill):
     lab, dags, store = drill
     pid_before = lab.broker_pid(3)
-    lab.isolate(3)
-    confs = detect_until_finding(dags.get_dag(HEALTH), "lab", timeout_s=300)
-    assert len(confs) == 1 and confs[0]["broker_ids"] == [3], confs
-    incident_id = confs[0]["incident_id"]
+    r, states = _drill(lab, dags, "000")
+    incident_id = r.incident_id
+    assert store.get(incident_id)["broker_ids"] == [3]
     trigger = store.get(incident_id)["trigger"]
     # found from the outside (its own log may not be silent for health.log_silent_s yet: then it is not yet
     # *named* silently isolated -- tests/detect/test_incidents_lab.py waits for that)
     assert trigger["kind"] == "broker_unresponsive" and trigger["details"]["check"]["ok"] is False
     assert trigger["details"]["peer_fetch_errors"] or trigger["details"]["traffic_near_zero"], trigger["details"]
 
-    run, states = _respond(dags, confs[0], "Approve")
-    assert run.state == "success", states
     assert states["plan"] == "success" and states["explain"] == "skipped" and states["follow_up_peers"] == "success"
 
     incident, bundle, manifest, findings = _bundle(store, incident_id)
@@ -104,7 +106,7 @@ def test_000_isolated_broker_is_restarted_through_the_engine_and_healthy_peers_a
     lab.wait_full_isr(120)
     assert incident["status"] == "closed", incident["status"]
     trail = store.audit_trail(incident_id)
-    assert [(e["actor"], e["outcome"]) for e in trail if e["action"] == "approval"] == [("oncall-alice", "approve")]
+    assert [(e["actor"], e["outcome"]) for e in trail if e["action"] == "approval"] == [("drill-bot", "approve")]
     actions = [e["action"] for e in trail if e.get("host") == "kafka_lab_host_3"]
     wanted = ["stop_broker", "broker_stopped", "start_broker", "broker_registered", "gate_in_sync", "gate_coordinator", "restart_broker"]
     assert [a for a in actions if a in wanted] == wanted, actions
@@ -115,15 +117,10 @@ def test_000_isolated_broker_is_restarted_through_the_engine_and_healthy_peers_a
 def test_002a_unknown_api_key_is_explained_with_its_client_and_nothing_restarted(drill):
     lab, dags, store = drill
     pids = {b: lab.broker_pid(b) for b in (1, 2, 3)}
-    lab.start_bad_client(2, api_key=60, interval_s=3)
-    confs = detect_until_finding(dags.get_dag(HEALTH), "lab", timeout_s=240)
-    assert len(confs) == 1, confs
-    incident_id = confs[0]["incident_id"]
+    r, states = _drill(lab, dags, "002a")  # API key 60 to broker 2 every 3 s
+    incident_id = r.incident_id
     trigger = store.get(incident_id)["trigger"]
     assert trigger["kind"] == "unknown_api_requests" and trigger["details"]["api_keys"] == ["60"]
-
-    run, states = _respond(dags, confs[0])
-    assert run.state == "success", states
     incident = _explained(store, incident_id, states, "runbooks/unsupported-client-request.md")
     from kafka_lab.net import service_ip
 
@@ -138,14 +135,10 @@ def test_002a_unknown_api_key_is_explained_with_its_client_and_nothing_restarted
 def test_002b_dead_log_cleaner_is_restarted_through_the_engine_and_compacts_again(drill):
     lab, dags, store = drill
     pid_before = lab.broker_pid(1)
-    lab.kill_cleaner(1)
-    confs = detect_until_finding(dags.get_dag(HEALTH), "lab", timeout_s=240)
-    assert len(confs) == 1 and confs[0]["broker_ids"] == [1], confs
-    incident_id = confs[0]["incident_id"]
+    r, states = _drill(lab, dags, "002b")
+    incident_id = r.incident_id
+    assert store.get(incident_id)["broker_ids"] == [1]
     assert store.get(incident_id)["trigger"]["kind"] == "log_cleaner_not_running"
-
-    run, states = _respond(dags, confs[0], "Approve")
-    assert run.state == "success", states
     assert states["plan"] == "success" and states["explain"] == "skipped", states
     incident, bundle, manifest, findings = _bundle(store, incident_id)
     kinds = {(f["kind"], tuple(f["broker_ids"])) for f in findings}
@@ -157,7 +150,7 @@ def test_002b_dead_log_cleaner_is_restarted_through_the_engine_and_compacts_agai
     trail = store.audit_trail(incident_id)
     actions = [e["action"] for e in trail if e.get("host") == "kafka_lab_host_1"]
     assert "gate_coordinator" in actions and actions[-1] == "restart_broker", actions
-    assert [(e["actor"], e["outcome"]) for e in trail if e["action"] == "approval"] == [("oncall-alice", "approve")]
+    assert [(e["actor"], e["outcome"]) for e in trail if e["action"] == "approval"] == [("drill-bot", "approve")]
     # the new JVM has its cleaner thread
     from kafka_runbooks.config import load_cluster
     from kafka_runbooks.detect.observe import check_once
@@ -172,24 +165,12 @@ def test_004_zookeeper_follower_drop_is_explained_with_its_arithmetic_and_nothin
 
     pids = {b: lab.broker_pid(b) for b in (1, 2, 3)}
     zk_pids = {z: lab.zk_pid(z) for z in (1, 2, 3)}
-    follower = min(z for z, m in quorum_modes().items() if m == "follower")
-    stall = threading.Thread(target=lab.zk_stall, args=(follower, 2 * SYNC_LIMIT * TICK_TIME_MS / 1000))
-    stall.start()
-    try:
-        time.sleep(0.5)
-        dags.get_dag(HEALTH).test(run_conf={"cluster": "lab"})  # a check during the stall
-    finally:
-        stall.join()
-    confs = take_triggered_confs(RESPONSE) or detect_until_finding(dags.get_dag(HEALTH), "lab", timeout_s=240)
-    assert len(confs) == 1, confs
-    assert confs[0]["zookeeper_servers"] == [str(follower)], confs
-    incident_id = confs[0]["incident_id"]
+    follower = min(z for z, m in quorum_modes().items() if m == "follower")  # the one the drill stalls
+    r, states = _drill(lab, dags, "004")  # no health check during the stall: found after the fact
+    incident_id = r.incident_id
     trigger = store.get(incident_id)["trigger"]
-    assert trigger["kind"] == "zookeeper_follower_dropped"
+    assert trigger["kind"] == "zookeeper_follower_dropped" and str(trigger["details"]["subject"]) == str(follower), trigger
     assert f"syncLimit {SYNC_LIMIT} x tickTime {TICK_TIME_MS} ms" in trigger["details"]["sync_timeout"]["arithmetic"]
-
-    run, states = _respond(dags, confs[0])
-    assert run.state == "success", states
     _explained(store, incident_id, states, "runbooks/zookeeper-follower-drop.md")
     _, bundle, manifest, findings = _bundle(store, incident_id)
     # every ensemble member's words, config and log, and the affected server's jstack
