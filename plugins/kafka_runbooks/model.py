@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
@@ -537,9 +538,23 @@ class ClusterSnapshot:
     # the Kafka version the brokers report (kafka_runbooks.versions.to_dict; None when not observed)
     kafka_version: Mapping[str, Any] | None = None
 
-    @property
+    # computed once per snapshot (frozen: they cannot go stale); a plan asks them for every step and partition
+    @functools.cached_property
     def live_broker_ids(self) -> frozenset[int]:
         return frozenset(b.id for b in self.brokers)
+
+    @functools.cached_property
+    def _replica_index(self) -> dict[int, list[Partition]]:
+        index: dict[int, list[Partition]] = {}
+        for p in self.partitions:
+            for r in dict.fromkeys(p.replicas):
+                index.setdefault(r, []).append(p)
+        return index
+
+    @functools.cached_property
+    def not_fully_replicated(self) -> tuple[Partition, ...]:
+        """Partitions with a replica out of their ISR, or offline, in snapshot order."""
+        return tuple(p for p in self.partitions if p.leader < 0 or any(r not in p.isr for r in p.replicas))
 
     def broker(self, broker_id: int) -> Broker | None:
         return next((b for b in self.brokers if b.id == broker_id), None)
@@ -566,7 +581,7 @@ class ClusterSnapshot:
         return next((z for z in self.zookeeper if z.server == str(server)), None)
 
     def partitions_of(self, broker_id: int) -> list[Partition]:
-        return [p for p in self.partitions if broker_id in p.replicas]
+        return list(self._replica_index.get(broker_id, ()))
 
     def broker_config(self, key: str, broker_id: int | None = None) -> str | None:
         """A dynamic broker config: the broker's own override, else the cluster-wide default."""
@@ -706,6 +721,13 @@ class Step:
     """One action of a remediation plan on one broker: what it does, what it changes while it runs
     (``blast_radius``) and, when it cannot be taken now, every reason (``refusals``).
 
+    What travels (XCom, the approval, the record) stays small at any cluster size: ``blast_radius`` holds the first
+    lines of each kind of effect (all of them when few), ``blast_counts`` counts every line per kind
+    (``remediate/blast.py``: partitions, losing_replica, leaderships_moving, coordinators_moving, at_min_isr, offline,
+    topics) and ``blast_sha256`` fingerprints the whole list, so the approval binds what was computed; the whole
+    list is the plan's :class:`PlanDetail`, kept in the state database. ``refusals`` likewise holds the first reasons
+    and ``refusal_count`` counts them all: a refused step is never shown as allowed.
+
     No command lives here: the argv run on a host is built from the cluster's configuration when
     the step executes (``ClusterConfig.argv``), never carried through XCom."""
 
@@ -714,6 +736,17 @@ class Step:
     reason: str
     blast_radius: tuple[str, ...] = ()
     refusals: tuple[str, ...] = ()
+    blast_counts: Mapping[str, int] = field(default_factory=dict)  # every line, per kind ({} = the lines are all)
+    blast_sha256: str | None = None
+    refusal_count: int = 0  # every reason (0 = the shown ones are all)
+
+    @property
+    def partitions_touched(self) -> int:
+        return int(self.blast_counts.get("partitions", len(self.blast_radius)))
+
+    @property
+    def refusals_total(self) -> int:
+        return max(self.refusal_count, len(self.refusals))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -722,6 +755,9 @@ class Step:
             "reason": self.reason,
             "blast_radius": list(self.blast_radius),
             "refusals": list(self.refusals),
+            **({"blast_counts": dict(self.blast_counts)} if self.blast_counts else {}),
+            **({"blast_sha256": self.blast_sha256} if self.blast_sha256 else {}),
+            **({"refusal_count": self.refusal_count} if self.refusal_count else {}),
         }
 
     @classmethod
@@ -732,7 +768,32 @@ class Step:
             reason=str(d["reason"]),
             blast_radius=tuple(str(x) for x in d.get("blast_radius") or ()),
             refusals=tuple(str(x) for x in d.get("refusals") or ()),
+            blast_counts={str(k): int(v) for k, v in (d.get("blast_counts") or {}).items()},
+            blast_sha256=d.get("blast_sha256"),
+            refusal_count=int(d.get("refusal_count") or 0),
         )
+
+
+@dataclass(frozen=True)
+class PlanDetail:
+    """Everything a plan computed that is too big to travel: per step (broker) every blast radius line and every
+    refusal, and the per (step, topic) summary rows (``remediate.blast.TopicBlast``). Kept in the state database
+    (``state/plans.py``) under the plan's record and digest; the plan carries its fingerprint (``blast_sha256``)."""
+
+    effects: Mapping[int, tuple[str, ...]] = field(default_factory=dict)
+    refusals: Mapping[int, tuple[str, ...]] = field(default_factory=dict)
+    topic_rows: tuple[Mapping[str, Any], ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"effects": {str(b): list(v) for b, v in self.effects.items()},
+                "refusals": {str(b): list(v) for b, v in self.refusals.items()},
+                "topic_rows": [dict(r) for r in self.topic_rows]}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "PlanDetail":
+        return cls(effects={int(b): tuple(v) for b, v in (d.get("effects") or {}).items()},
+                   refusals={int(b): tuple(v) for b, v in (d.get("refusals") or {}).items()},
+                   topic_rows=tuple(dict(r) for r in d.get("topic_rows") or ()))
 
 
 @dataclass(frozen=True)
@@ -759,8 +820,12 @@ class ElectionBatch:
 class Plan:
     """A remediation plan: ordered steps, or the reasons it is refused, and the state it came from.
 
-    ``refusals`` lists every reason not to act (plan-wide ones, then each step's as
-    ``"broker N: ..."``); ``blast_radius`` every step's effects as ``"broker N down: ..."``.
+    ``refusals`` lists every plan-wide reason not to act, then each step's first ones as ``"broker N: ..."`` (with a
+    line counting the rest: every reason is in ``detail`` and the state database). A restart plan's blast radius is
+    in its steps (first lines per kind, counts, fingerprint), ``blast_topics`` (per topic, the worst step) and
+    ``blast_sha256`` (the fingerprint of every step's whole list); ``blast_radius`` is an election's (a line per
+    partition whose leader moves). ``detail`` (:class:`PlanDetail`) is the whole computed blast radius and refusals
+    as computed; it never travels (``to_dict`` leaves it out: it goes to the state database).
     ``state_digest`` fingerprints the cluster state the plan was computed from; the approval is bound
     to the digest of the whole plan (``remediate.digest.plan_digest``). ``completed`` names brokers an
     earlier run of the same roll already restarted (resume): they are never restarted again."""
@@ -782,6 +847,10 @@ class Plan:
     # what must hold before it runs (a deferred election: the returning brokers, the quiet window, the deadline)
     conditions: Mapping[str, Any] = field(default_factory=dict)
     batches: tuple[ElectionBatch, ...] = ()  # a preferred election's (its ``steps`` are empty: nothing restarts)
+    blast_sha256: str | None = None  # of every step's whole blast radius (``remediate.blast.plan_blast_sha256``)
+    blast_topics: tuple[Mapping[str, Any], ...] = ()  # per topic, the worst step (``blast.TopicTotal``), the first ones
+    blast_topic_count: int = 0  # topics touched in all
+    detail: "PlanDetail | None" = field(default=None, compare=False, repr=False)
 
     @property
     def refused(self) -> bool:
@@ -809,6 +878,8 @@ class Plan:
             "roll_id": self.roll_id,
             **({"conditions": dict(self.conditions)} if self.conditions else {}),
             **({"batches": [b.to_dict() for b in self.batches]} if self.batches else {}),
+            **({"blast_sha256": self.blast_sha256, "blast_topics": [dict(t) for t in self.blast_topics],
+                "blast_topic_count": self.blast_topic_count} if self.blast_sha256 else {}),
         }
 
     @classmethod
@@ -830,4 +901,7 @@ class Plan:
             roll_id=d.get("roll_id"),
             conditions=dict(d.get("conditions") or {}),
             batches=tuple(ElectionBatch.from_dict(b) for b in d.get("batches") or ()),
+            blast_sha256=d.get("blast_sha256"),
+            blast_topics=tuple(dict(t) for t in d.get("blast_topics") or ()),
+            blast_topic_count=int(d.get("blast_topic_count") or 0),
         )

@@ -200,19 +200,3 @@ class HistoryStore(HealthHistory):
 
 def _samples(raw: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, list[Sample]]:
     return {name: [Sample.from_dict(d) for d in rows] for name, rows in raw.items()}
-
-
-def record_check(store: "HistoryStore", snapshot: ClusterSnapshot) -> dict[str, list[Sample]]:
-    """Everything one health check adds to the history -- a sample per broker and ZooKeeper server, and the ``leadership`` sample
-    (only what changed since the last check, against the full map kept in the store's ``leadership`` state) --
-    appended; returns the history as the detectors get it."""
-    from kafka_runbooks.detect.leadership import LEADERSHIP, leadership_sample
-
-    box: dict[str, Sample] = {}
-
-    def advance(previous: dict[str, Any]) -> dict[str, Any]:
-        box["sample"], new = leadership_sample(previous, snapshot)
-        return new
-
-    store.update_state(advance, LEADERSHIP)
-    return store.append({**health_samples(snapshot), LEADERSHIP: box["sample"]})

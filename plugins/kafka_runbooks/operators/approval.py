@@ -137,7 +137,7 @@ class RemediationApprovalOperator(ApprovalOperator):
             gates=self.plan_output.get("gates") or (), binding=binding, started_by=request.started_by,
             header=asking.header(starter=starter, automatic=automatic, why=self._why(config, plan, findings), assigned=assigned,
                                  approvers=config.approvals.approvers, incident_url=page),
-            min_isr=self.plan_output.get("min_isr"), incident_url=page,
+            incident_url=page,
         )
         self.log.info("asking %s to approve plan %s of run %s (started by %s)", [u["id"] for u in assigned], digest[:12], ti.run_id, starter)
         return super().execute(context)

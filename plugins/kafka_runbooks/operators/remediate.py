@@ -107,7 +107,7 @@ def use_approval(context, plan, config, nothing: str, canary: bool = False):
 
 def show_plan(context, log, config, plan, digest: str, dry_run: bool, snapshot, settings) -> dict[str, Any]:
     """The plan as a person reads it (``operators/summary.py``): a refusal's one-line summary first, the plan once,
-    a dry run's plan as the run's note. Returns the blast summary and min ISR per topic for the approval."""
+    a dry run's plan as the run's note. Returns the refusal's one-line summary."""
     from kafka_runbooks.operators import summary
 
     return summary.show_plan(context, log, config, plan, digest, dry_run, snapshot, settings, render_plan(plan, digest))
@@ -118,8 +118,11 @@ def render_plan(plan, digest: str) -> str:
              + (f", already done {list(plan.completed)}" if plan.completed else "")]
     for i, s in enumerate(plan.steps, 1):
         lines.append(f"  {i}. broker {s.broker_id}: {s.reason}")
-        lines += [f"       down: {e}" for e in s.blast_radius[:15]] + ([f"       ... {len(s.blast_radius) - 15} more"] if len(s.blast_radius) > 15 else [])
+        shown = s.blast_radius[:15]
+        lines += [f"       down: {e}" for e in shown] + ([f"       ... {s.partitions_touched - len(shown)} more (every one on the "
+                                                            "incident page)"] if s.partitions_touched > len(shown) else [])
         lines += [f"       REFUSED: {r}" for r in s.refusals]
+        lines += [f"       ... and {s.refusals_total - len(s.refusals)} more reason(s)"] if s.refusals_total > len(s.refusals) else []
     lines += [f"  refused: {r}" for r in plan.refusals if not r.startswith("broker ")]
     lines += [f"  warning: {w}" for w in plan.warnings]
     return "\n".join(lines)
@@ -260,9 +263,12 @@ class PlanRemediationOperator(BaseOperator):
         digest = plan_digest(plan)
         shown = show_plan(context, self.log, config, plan, digest, dry_run, snapshot, settings)
         if not dry_run:
+            from kafka_runbooks.state.plans import PlanDetails
+
+            PlanDetails(config).put(record_id, digest, plan)  # every line and refusal; the plan carries its fingerprint
             L.Ledger(config, record_id).append(L.PLANNED, context["ti"].run_id, plan=plan.to_dict(), digest=digest,
                                                              starter=starter, notes=notes)
-            store.update(record_id, plan=plan.to_dict(), blast_summary=shown["blast_summary"])
+            store.update(record_id, plan=plan.to_dict(), plan_digest=digest)
             store.audit(record_id, actor=starter or _actor(context), action="plan_restart",
                         outcome="refused" if plan.refused else "ok",
                         details={"refusals": list(plan.refusals), "plan": plan.to_dict(), "digest": digest, "notes": notes,
@@ -282,7 +288,6 @@ class PlanRemediationOperator(BaseOperator):
             "report": report.get("report"),
             "gates": list(GATES) + ([CANARY_GATE] if canary else []),
             "notes": notes,
-            "min_isr": shown["min_isr"],
         }
 
     def _not_serving(self, config, snapshot, findings):

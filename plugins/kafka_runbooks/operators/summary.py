@@ -59,10 +59,7 @@ def show_plan(context, log, config, plan, digest: str, dry_run: bool, snapshot, 
     """Logs the plan once (a refused plan: its one-line summary first); a dry run's and a refused plan's readable
     plan become the run's note; a refused plan is pushed for the close task (``REFUSED_KEY``)."""
     from kafka_runbooks.remediate import progress
-    from kafka_runbooks.remediate.blast import min_isr_by_topic, summarize
 
-    min_isr = min_isr_by_topic(snapshot, plan, settings)
-    rows = summarize(plan, min_isr)
     one_line = progress.refusal_summary(plan) if plan.refused else None
     if one_line:
         log.warning("%s", one_line)
@@ -72,7 +69,7 @@ def show_plan(context, log, config, plan, digest: str, dry_run: bool, snapshot, 
     if plan.refused and not dry_run:
         context["ti"].xcom_push(key=REFUSED_KEY, value={"summary": one_line, "record_id": plan.roll_id, "cluster": plan.cluster,
                                                         "kind": plan.kind, "refusals": len(plan.refusals)})
-    return {"summary": one_line, "min_isr": min_isr, "blast_summary": [r.to_dict() for r in rows]}
+    return {"summary": one_line}
 
 
 def refused_plan(context, plan_task: str = "plan") -> Mapping[str, Any] | None:

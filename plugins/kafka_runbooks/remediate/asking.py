@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-from kafka_runbooks.remediate.blast import TopicBlast, by_topic, headline
+from kafka_runbooks.remediate.blast import TopicTotal, headline
 from kafka_runbooks.remediate.briefing import _code
 
 MAX_TOPICS = 25
@@ -44,10 +44,12 @@ def header(*, starter: str | None, automatic: str | None, why: str, assigned: Se
     return parts
 
 
-def blast_summary(rows: Sequence[TopicBlast], incident_url: str | None) -> list[str]:
-    """The blast radius first as a table per topic (the worst single step), then where the full list is."""
-    parts = ["\n### Blast radius (summary)", f"{headline(rows)}. Brokers go down one at a time; per topic, the worst step:"]
-    totals = by_topic(rows)
+def blast_summary(totals: Sequence[TopicTotal], counts: Mapping[str, int], incident_url: str | None,
+                  topic_count: int | None = None) -> list[str]:
+    """The blast radius first as a table per topic (the worst single step; ``totals``: the first ones, of
+    ``topic_count`` in all), over the plan's ``blast.plan_counts``, then where the full list is."""
+    topic_count = len(totals) if topic_count is None else topic_count
+    parts = ["\n### Blast radius (summary)", f"{headline(counts)}. Brokers go down one at a time; per topic, the worst step:"]
     if totals:
         parts.append("| topic | partitions touched | losing a replica | leaderships moving | coordinators moving | at min ISR | offline | worst while down |")
         parts.append("|---|---|---|---|---|---|---|---|")
@@ -56,7 +58,7 @@ def blast_summary(rows: Sequence[TopicBlast], incident_url: str | None) -> list[
             parts.append(f"| {_code(t.topic)} | {t.partitions} | {t.losing_replica} | {t.leaderships_moving} | "
                          f"{t.coordinators_moving} | {'**' + at_min + '**' if t.at_min_isr else at_min} | "
                          f"{'**' + str(t.offline) + '**' if t.offline else 0} | broker {t.worst_broker} |")
-        if len(totals) > MAX_TOPICS:
-            parts.append(f"... and {len(totals) - MAX_TOPICS} more topics (on the incident page).")
+        if topic_count > min(len(totals), MAX_TOPICS):
+            parts.append(f"... and {topic_count - min(len(totals), MAX_TOPICS)} more topics (on the incident page).")
     parts.append("Every partition, step by step: " + (f"[on the incident page]({incident_url})" if incident_url else "the plan task's log") + ".")
     return parts

@@ -1,7 +1,12 @@
 """The blast radius as a person reads it first: per step, per topic, how many partitions lose an in-sync replica,
 whose leadership moves, whose group / transaction coordinator moves, which would be left AT (or below) their
-min.insync.replicas, and which go offline. Pure: a plan (its steps' ``blast_radius`` lines, written by
-``safety.blast_radius``) and the min ISR per topic in, rows out. The full list stays on the incident page.
+min.insync.replicas, and which go offline. Pure: ``safety.blast_radius`` lines and the min ISR per topic in, rows out.
+
+At any cluster size the plan that travels (XCom, the approval) stays small (:func:`compact_step`): each step keeps
+the first ``SHOWN_PER_KIND`` lines of each kind, the count of every kind and the fingerprint of its whole list
+(:func:`lines_sha256`); the plan keeps the per-topic totals (:func:`by_topic`) of the first ``PLAN_TOPICS`` topics.
+The whole list and the per (step, topic) rows are the plan's ``detail``, kept in the state database
+(``state/plans.py``) and shown on the incident page.
 """
 
 from __future__ import annotations
@@ -10,8 +15,15 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
+import hashlib
+
 from kafka_runbooks.model import Plan
 
+SHOWN_PER_KIND = 5  # blast radius lines a step carries per kind of effect
+SHOWN_REFUSALS = 20  # refusals a step carries (every one is counted, and kept in the plan's detail)
+PLAN_TOPICS = 50  # per-topic totals a plan carries (the worst first)
+KINDS = ("losing_replica", "leaderships_moving", "coordinators_moving", "at_min_isr", "offline")
+_ID_LIST = re.compile(r"\[([0-9,]*)\]")
 _LOSES = re.compile(r"loses in-sync replica (?P<b>\d+)(?: \(isr \[(?P<before>[\d,]*)\] -> \[(?P<after>[\d,]*)\]\))?")
 INTERNAL = ("__consumer_offsets", "__transaction_state")
 
@@ -43,41 +55,118 @@ def split_line(line: str) -> tuple[str, str, str]:
     return topic or name, number, effects
 
 
-def summarize(plan: Plan, min_isr: Mapping[str, int | None] | None = None) -> list[TopicBlast]:
-    """One row per (step, topic), steps in plan order, internal topics first then by name."""
+def kinds_of(line: str, min_isr: Mapping[str, int | None]) -> tuple[str, tuple[str, ...]]:
+    """(topic, the kinds of effect) of one ``safety.blast_radius`` line."""
+    topic, _, effects = split_line(line)
+    kinds = []
+    m = _LOSES.search(effects)
+    if m:
+        kinds.append("losing_replica")
+    if "coordinator and leadership move" in effects:
+        kinds += ["leaderships_moving", "coordinators_moving"]
+    elif "leadership moves" in effects:
+        kinds.append("leaderships_moving")
+    if m:
+        need = min_isr.get(topic)
+        after = [x for x in (m["after"] or "").split(",") if x]
+        if need is not None and m["after"] is not None and len(after) <= need:
+            kinds.append("at_min_isr")
+    if "partition offline" in effects or "offline until" in effects:
+        kinds.append("offline")
+    return topic, tuple(kinds)
+
+
+def step_rows(broker_id: int, lines: Iterable[str], min_isr: Mapping[str, int | None] | None = None) -> list[TopicBlast]:
+    """One row per topic of one step's lines, internal topics first then by name."""
     min_isr = min_isr or {}
+    per: dict[str, dict[str, int]] = {}
+    for line in lines:
+        topic, kinds = kinds_of(line, min_isr)
+        c = per.setdefault(topic, {"partitions": 0, **{k: 0 for k in KINDS}})
+        c["partitions"] += 1
+        for k in kinds:
+            c[k] += 1
+    return [TopicBlast(broker_id, topic, min_isr=min_isr.get(topic), **per[topic])
+            for topic in sorted(per, key=lambda t: (t not in INTERNAL, t))]
+
+
+def normalized(line: str) -> str:
+    """A line with its id lists sorted (an ISR listed in another order is the same)."""
+    return _ID_LIST.sub(lambda m: "[" + ",".join(sorted(m.group(1).split(","), key=lambda x: (len(x), x))) + "]", line)
+
+
+def lines_sha256(lines: Iterable[str]) -> str:
+    """The fingerprint of a whole blast radius list (order and id-list order do not matter)."""
+    h = hashlib.sha256()
+    for line in sorted(normalized(x) for x in lines):
+        h.update(line.encode("utf-8", "replace") + b"\n")
+    return h.hexdigest()
+
+
+def combined_sha256(step_sha256: Mapping[int, str]) -> str:
+    """The fingerprint of a plan's whole blast radius from its steps' (by broker)."""
+    return hashlib.sha256("".join(f"{b}:{v}\n" for b, v in sorted(step_sha256.items())).encode()).hexdigest()
+
+
+def plan_blast_sha256(effects: Mapping[int, Sequence[str]]) -> str:
+    """The fingerprint of a plan's whole blast radius: every step's, by broker."""
+    return combined_sha256({b: lines_sha256(v) for b, v in effects.items()})
+
+
+def compact_step(broker_id: int, lines: Sequence[str], min_isr: Mapping[str, int | None] | None = None,
+                 shown: int = SHOWN_PER_KIND) -> tuple[tuple[str, ...], dict[str, int], str, list[TopicBlast]]:
+    """(the lines a step carries: the first ``shown`` of each kind in their order, the count of every kind, the whole
+    list's fingerprint, the step's per-topic rows)."""
+    min_isr = min_isr or {}
+    per: dict[str, dict[str, int]] = {}
+    taken = {k: 0 for k in KINDS}
+    keep: list[str] = []
+    for line in lines:
+        topic, kinds = kinds_of(line, min_isr)
+        c = per.setdefault(topic, {"partitions": 0, **{k: 0 for k in KINDS}})
+        c["partitions"] += 1
+        for k in kinds:
+            c[k] += 1
+        if any(taken[k] < shown for k in kinds) or (not kinds and len(keep) < shown):
+            keep.append(line)
+            for k in kinds:
+                taken[k] += 1
+    rows = [TopicBlast(broker_id, topic, min_isr=min_isr.get(topic), **per[topic])
+            for topic in sorted(per, key=lambda t: (t not in INTERNAL, t))]
+    counts = {"partitions": len(lines), **{k: sum(getattr(r, k) for r in rows) for k in KINDS}, "topics": len(rows)}
+    return tuple(keep), counts, lines_sha256(lines), rows
+
+
+def step_counts(step, min_isr: Mapping[str, int | None] | None = None) -> dict[str, int]:
+    """A step's counts per kind: carried by a computed plan; counted from its lines otherwise (a hand-made plan)."""
+    if step.blast_counts:
+        return {"partitions": step.partitions_touched, **{k: int(step.blast_counts.get(k, 0)) for k in KINDS},
+                "topics": int(step.blast_counts.get("topics", 0))}
+    rows = step_rows(step.broker_id, step.blast_radius, min_isr)
+    return {"partitions": len(step.blast_radius), **{k: sum(getattr(r, k) for r in rows) for k in KINDS}, "topics": len(rows)}
+
+
+def summarize(plan: Plan, min_isr: Mapping[str, int | None] | None = None) -> list[TopicBlast]:
+    """One row per (step, topic), steps in plan order, internal topics first then by name: from the plan's detail
+    when it has it (as computed, or read back from the state database), else from the lines its steps carry."""
+    if plan.detail is not None and plan.detail.topic_rows:
+        return rows_from(plan.detail.topic_rows)
     rows: list[TopicBlast] = []
     for step in plan.steps:
-        per: dict[str, dict[str, int]] = {}
-        for line in step.blast_radius:
-            topic, _, effects = split_line(line)
-            c = per.setdefault(topic, {"partitions": 0, "losing_replica": 0, "leaderships_moving": 0,
-                                       "coordinators_moving": 0, "at_min_isr": 0, "offline": 0})
-            c["partitions"] += 1
-            m = _LOSES.search(effects)
-            if m:
-                c["losing_replica"] += 1
-                need = min_isr.get(topic)
-                after = [x for x in (m["after"] or "").split(",") if x]
-                if need is not None and m["after"] is not None and len(after) <= need:
-                    c["at_min_isr"] += 1
-            if "coordinator and leadership move" in effects:
-                c["coordinators_moving"] += 1
-                c["leaderships_moving"] += 1
-            elif "leadership moves" in effects:
-                c["leaderships_moving"] += 1
-            if "partition offline" in effects or "offline until" in effects:
-                c["offline"] += 1
-        for topic in sorted(per, key=lambda t: (t not in INTERNAL, t)):
-            rows.append(TopicBlast(step.broker_id, topic, min_isr=min_isr.get(topic), **per[topic]))
+        lines = plan.detail.effects.get(step.broker_id, step.blast_radius) if plan.detail is not None else step.blast_radius
+        rows += step_rows(step.broker_id, lines, min_isr)
     return rows
 
 
-def min_isr_by_topic(snapshot, plan: Plan, settings) -> dict[str, int | None]:
-    """min.insync.replicas of every topic the plan's steps touch (the highest of its partitions'; None: unknown)."""
+def min_isr_by_topic(snapshot, plan_or_topics, settings) -> dict[str, int | None]:
+    """min.insync.replicas of every topic the plan's steps touch, or of the topics given (the highest of its
+    partitions'; None: unknown)."""
     from kafka_runbooks.remediate.safety import min_isr
 
-    touched = {split_line(line)[0] for s in plan.steps for line in s.blast_radius}
+    if isinstance(plan_or_topics, Plan):
+        touched = {split_line(line)[0] for s in plan_or_topics.steps for line in s.blast_radius}
+    else:
+        touched = set(plan_or_topics)
     out: dict[str, int | None] = {}
     for p in snapshot.partitions:
         if p.topic not in touched:
@@ -90,11 +179,22 @@ def min_isr_by_topic(snapshot, plan: Plan, settings) -> dict[str, int | None]:
     return out
 
 
-def headline(rows: Sequence[TopicBlast]) -> str:
-    """One sentence over the whole plan: partitions losing a replica, leaderships and coordinators moving, at min ISR."""
-    if not rows:
+def plan_counts(plan: Plan, min_isr: Mapping[str, int | None] | None = None) -> dict[str, int]:
+    """Every step's counts per kind, summed (partition-stops)."""
+    out = {"partitions": 0, **{k: 0 for k in KINDS}}
+    for s in plan.steps:
+        c = step_counts(s, min_isr)
+        for k in out:
+            out[k] += c[k]
+    return out
+
+
+def headline(rows: Sequence[TopicBlast] | Mapping[str, int]) -> str:
+    """One sentence over the whole plan (its rows, or ``plan_counts``): partitions losing a replica, leaderships and
+    coordinators moving, at min ISR."""
+    t = dict(rows) if isinstance(rows, Mapping) else {k: sum(getattr(r, k) for r in rows) for k in KINDS}
+    if not t.get("partitions", 1) or not any(t.get(k) for k in KINDS):
         return "no partition loses an in-sync replica"
-    t = {k: sum(getattr(r, k) for r in rows) for k in ("losing_replica", "leaderships_moving", "coordinators_moving", "at_min_isr", "offline")}
     parts = [f"{t['losing_replica']} partition-stops lose an in-sync replica", f"{t['leaderships_moving']} leaderships move",
              f"{t['coordinators_moving']} coordinators move", f"{t['at_min_isr']} left at min ISR"]
     if t["offline"]:
@@ -120,6 +220,13 @@ class TopicTotal:
     min_isr: int | None
     worst_broker: int  # the step whose stop touches most of the topic
 
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "TopicTotal":
+        return cls(**{k: d.get(k) for k in cls.__dataclass_fields__})
+
 
 def by_topic(rows: Sequence[TopicBlast]) -> list[TopicTotal]:
     """Per topic, the highest figures of any one step (internal topics first, then the topics with most at min ISR,
@@ -133,3 +240,14 @@ def by_topic(rows: Sequence[TopicBlast]) -> list[TopicTotal]:
                        ("partitions", "losing_replica", "leaderships_moving", "coordinators_moving", "at_min_isr", "offline")),
             min_isr=r.min_isr, worst_broker=worst)
     return sorted(out.values(), key=lambda t: (t.topic not in INTERNAL, -t.offline, -t.at_min_isr, -t.losing_replica, t.topic))
+
+
+def plan_topics(plan: Plan, min_isr: Mapping[str, int | None] | None = None) -> tuple[list[TopicTotal], int]:
+    """(per topic, the worst step: the ones the plan carries, or all from its detail; how many topics in all)."""
+    if plan.detail is not None and plan.detail.topic_rows:
+        totals = by_topic(rows_from(plan.detail.topic_rows))
+        return totals, len(totals)
+    if plan.blast_topics or plan.blast_topic_count:
+        return [TopicTotal.from_dict(t) for t in plan.blast_topics], plan.blast_topic_count
+    totals = by_topic(summarize(plan, min_isr))
+    return totals, len(totals)

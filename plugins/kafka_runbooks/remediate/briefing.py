@@ -80,14 +80,15 @@ def approval_body(
     ``header``: who asked, why, who may answer (``asking.header``), shown first; then the blast radius summary per
     topic (``min_isr``: per topic, for "at min ISR"), whose full list is on ``incident_url``."""
     from kafka_runbooks.remediate.asking import blast_summary
-    from kafka_runbooks.remediate.blast import summarize
+    from kafka_runbooks.remediate.blast import plan_counts, plan_topics, step_counts
 
     commands = commands or {}
     if plan.kind == "preferred_election":
         parts = list(header) + _findings_section(findings, report_path)
         return "\n".join(parts + _election_section(plan, approval_timeout, digest, gates) + _binding_section(binding, started_by))
-    rows = summarize(plan, min_isr)
-    parts = list(header) + blast_summary(rows, incident_url) + ["\n"] + _findings_section(findings, report_path)
+    totals, topic_count = plan_topics(plan, min_isr)
+    parts = (list(header) + blast_summary(totals, plan_counts(plan, min_isr), incident_url, topic_count) + ["\n"]
+             + _findings_section(findings, report_path))
     parts.append(f"\n### Plan: {_code(plan.kind)} of cluster {_code(plan.cluster)} (runs only after **Approve**, one broker at a time)")
     if plan.completed:
         parts.append(f"Already restarted by this roll (never restarted again): {_code(list(plan.completed))}")
@@ -101,14 +102,15 @@ def approval_body(
             if argv.get(which):
                 parts.append(f"   - {which}: {_code(shlex.join(argv[which]))}")
         if step.refusals:
-            parts.append(f"   - **refused**:")
-            parts.append(_block(step.refusals[:MAX_LISTED_PARTITIONS]))
-        mine = [r for r in rows if r.broker_id == step.broker_id]
-        if step.blast_radius:
-            losing, moving = sum(r.losing_replica for r in mine), sum(r.leaderships_moving for r in mine)
-            at_min = sum(r.at_min_isr for r in mine)
-            parts.append(f"   - while broker {step.broker_id} is down: {len(step.blast_radius)} partition(s) of "
-                         f"{len(mine)} topic(s): {losing} lose an in-sync replica, {moving} leaderships move, {at_min} at min ISR")
+            parts.append(f"   - **refused** ({step.refusals_total} reason(s)):")
+            shown = list(step.refusals[:MAX_LISTED_PARTITIONS])
+            more = step.refusals_total - len(shown)
+            parts.append(_block(shown + ([f"... and {more} more (every one on the incident page)"] if more > 0 else [])))
+        c = step_counts(step, min_isr)
+        if c["partitions"]:
+            parts.append(f"   - while broker {step.broker_id} is down: {c['partitions']} partition(s) of "
+                         f"{c['topics']} topic(s): {c['losing_replica']} lose an in-sync replica, {c['leaderships_moving']} "
+                         f"leaderships move, {c['at_min_isr']} at min ISR")
         else:
             parts.append(f"   - while broker {step.broker_id} is down: no partition loses an in-sync replica")
     if gates:

@@ -79,7 +79,6 @@ def order_refusals(plan: Plan, snapshot: ClusterSnapshot, remaining: list[int]) 
 
 
 _NOT_HOLDER = re.compile(r"^broker (\d+) is not a holder now")
-_ID_LIST = re.compile(r"\[([0-9,]*)\]")
 
 
 def _not_holders(plan: Plan) -> list[int]:
@@ -87,9 +86,40 @@ def _not_holders(plan: Plan) -> list[int]:
 
 
 def _seen_effects(plan: Plan) -> dict[int, set[str]]:
-    """Each step's blast radius as the approver read it, id lists sorted (an ISR listed in another order is the same)."""
-    norm = lambda line: _ID_LIST.sub(lambda m: "[" + ",".join(sorted(m.group(1).split(","), key=lambda x: (len(x), x))) + "]", line)
-    return {s.broker_id: {norm(e) for e in s.blast_radius} for s in plan.steps}
+    """Each step's blast radius lines the plan carries (all of them when computed here), id lists sorted."""
+    from kafka_runbooks.remediate.blast import normalized
+
+    full = plan.detail.effects if plan.detail is not None else {}
+    return {s.broker_id: {normalized(e) for e in full.get(s.broker_id, s.blast_radius)} for s in plan.steps}
+
+
+def _blast_changes(approved: Plan, fresh: Plan) -> list[str]:
+    """Each step whose whole blast radius differs (by its fingerprint; by its lines for a plan without one): the
+    counts, and the lines known to differ."""
+    from kafka_runbooks.remediate.blast import KINDS, step_counts
+
+    out = []
+    seen, now = _seen_effects(approved), _seen_effects(fresh)
+    steps = {s.broker_id: s for s in fresh.steps}
+    for a in approved.steps:
+        f = steps.get(a.broker_id)
+        if f is None:
+            continue
+        if a.blast_sha256 and f.blast_sha256:
+            if a.blast_sha256 == f.blast_sha256:
+                continue
+            ca, cf = step_counts(a), step_counts(f)
+            what = [f"{k} {ca[k]} -> {cf[k]}" for k in ("partitions", *KINDS) if ca[k] != cf[k]] or ["same counts, other partitions"]
+            gone = sorted(seen[a.broker_id] - now[a.broker_id])  # the approved plan's lines are a sample: only these are known gone
+            new = sorted(now[a.broker_id] - seen[a.broker_id]) if not a.blast_counts or a.partitions_touched == len(a.blast_radius) else []
+        else:
+            gone, new = sorted(seen[a.broker_id] - now[a.broker_id]), sorted(now[a.broker_id] - seen[a.broker_id])
+            if not gone and not new:
+                continue
+            what = []
+        out.append(f"the blast radius of broker {a.broker_id}'s step changed: " + "; ".join(
+            what + [f"no longer: {x}" for x in gone[:5]] + [f"now: {x}" for x in new[:5]]))
+    return out
 
 
 def plan_changed(approved: Plan, fresh: Plan) -> list[str]:
@@ -110,12 +140,7 @@ def plan_changed(approved: Plan, fresh: Plan) -> list[str]:
     before, now = _not_holders(approved), _not_holders(fresh)
     if before != now:
         out.append(f"brokers that are no holder (no answer to a direct check, or an open incident): approved {before}, now {now}")
-    seen, fresh_effects = _seen_effects(approved), _seen_effects(fresh)
-    for b in sorted(set(seen) & set(fresh_effects)):
-        gone, new = sorted(seen[b] - fresh_effects[b]), sorted(fresh_effects[b] - seen[b])
-        if gone or new:
-            out.append(f"the blast radius of broker {b}'s step changed: " + "; ".join(
-                [f"no longer: {x}" for x in gone[:5]] + [f"now: {x}" for x in new[:5]]))
+    out += _blast_changes(approved, fresh)
     unclean = lambda p: sorted(w for w in p.warnings if not _NOT_HOLDER.match(w))
     if unclean(approved) != unclean(fresh):
         out.append(f"the warnings changed: approved {unclean(approved)}, now {unclean(fresh)}")

@@ -8,6 +8,10 @@ Step 1 is checked against the snapshot as it is; step k against the snapshot as 
 1..k-1 succeed (their brokers registered and back in every ISR): a plan that starts by restarting a
 broker that is down is not refused because that broker is down. The plan is a prediction shown to
 the approver; the executor checks every stop again on fresh state.
+
+What the plan carries stays small at any size (``remediate/blast.py``): per step the first lines of each kind of
+effect, every count and the whole list's fingerprint, the first refusals and their count; the whole lists are the
+plan's ``detail`` (``model.PlanDetail``), which the plan task keeps in the state database.
 """
 
 from __future__ import annotations
@@ -17,7 +21,8 @@ from typing import Iterable, Mapping
 
 from kafka_runbooks import clock
 from kafka_runbooks.config import ClusterConfig
-from kafka_runbooks.model import Broker, ClusterSnapshot, Partition, Plan, Step
+from kafka_runbooks.model import Broker, ClusterSnapshot, Partition, Plan, PlanDetail, Step
+from kafka_runbooks.remediate import blast
 from kafka_runbooks.remediate.digest import state_digest
 from kafka_runbooks.remediate.gates import canary_coverage
 from kafka_runbooks.remediate.safety import SafetySettings, blast_radius, stop_refusals, unclean_warnings
@@ -71,6 +76,9 @@ def restored(snapshot: ClusterSnapshot, broker_id: int) -> ClusterSnapshot:
     brokers = snapshot.brokers
     if snapshot.broker(broker_id) is None:
         brokers = tuple(sorted(brokers + (Broker(broker_id, "", 0),), key=lambda b: b.id))
+
+    if brokers == snapshot.brokers and all(broker_id in p.isr for p in snapshot.partitions_of(broker_id)):
+        return snapshot  # nothing changes (and the snapshot's indexes stay computed)
 
     def back(p: Partition) -> Partition:
         if broker_id not in p.replicas or broker_id in p.isr:
@@ -140,28 +148,40 @@ def plan_restart(
     if canary_topic:
         refusals += canary_coverage(snapshot, canary_topic)
     order = restart_order(snapshot, todo, {**unresponsive, **not_serving})
-    steps: list[Step] = []
-    radius: list[str] = []
+    computed: list[tuple[int, list[str], list[str]]] = []  # (broker, every effect, every refusal)
     state, stuck, silent = snapshot, dict(not_serving), dict(unresponsive)
-    for n, bid in enumerate(order, 1):
+    for bid in order:
         why: list[str] = []
         if bid not in config.hosts:
             why.append(f"cluster {config.name!r} has no SSH connection for broker {bid}; refusing to act on an unknown broker")
         elif bid in (unreachable or {}):
             why.append(f"its host cannot be reached over SSH now ({unreachable[bid]}): its stop and start could not be run")
         why += stop_refusals(state, bid, settings, stuck, silent)
-        effects = blast_radius(state, bid, stuck)
-        steps.append(Step(ACTION, bid, _reason(n, len(order), bid, snapshot, not_serving, unresponsive), tuple(effects), tuple(why)))
-        refusals += [f"broker {bid}: {w}" for w in why]
-        radius += [f"broker {bid} down: {e}" for e in effects]
+        computed.append((bid, blast_radius(state, bid, stuck), why))
         state = restored(state, bid)
         stuck.pop(bid, None)
         silent.pop(bid, None)
+    touched = {blast.split_line(line)[0] for _, effects, _ in computed for line in effects}
+    min_isr = blast.min_isr_by_topic(snapshot, touched, settings)
+    steps: list[Step] = []
+    rows: list[blast.TopicBlast] = []
+    for n, (bid, effects, why) in enumerate(computed, 1):
+        shown, counts, sha, step_rows = blast.compact_step(bid, effects, min_isr)
+        rows += step_rows
+        steps.append(Step(ACTION, bid, _reason(n, len(order), bid, snapshot, not_serving, unresponsive), shown,
+                          tuple(why[:blast.SHOWN_REFUSALS]), blast_counts=counts, blast_sha256=sha,
+                          refusal_count=len(why) if len(why) > blast.SHOWN_REFUSALS else 0))
+        refusals += [f"broker {bid}: {w}" for w in why[:blast.SHOWN_REFUSALS]]
+        if len(why) > blast.SHOWN_REFUSALS:
+            refusals.append(f"broker {bid}: ... and {len(why) - blast.SHOWN_REFUSALS} more reason(s) not to stop it "
+                            f"({len(why)} in all: every one is on the incident page)")
+    topics = blast.by_topic(rows)
+    detail = PlanDetail(effects={b: tuple(e) for b, e, _ in computed}, refusals={b: tuple(w) for b, _, w in computed if w},
+                        topic_rows=tuple(r.to_dict() for r in rows))
     return Plan(
         cluster=config.name,
         steps=tuple(steps),
         refusals=tuple(refusals),
-        blast_radius=tuple(radius),
         kind=kind,
         requested=tuple(requested),
         computed_at=clock.now_iso(),
@@ -172,4 +192,8 @@ def plan_restart(
         not_serving=not_serving,
         completed=tuple(done),
         roll_id=roll_id,
+        blast_sha256=blast.combined_sha256({s.broker_id: s.blast_sha256 for s in steps}),
+        blast_topics=tuple(t.to_dict() for t in topics[:blast.PLAN_TOPICS]),
+        blast_topic_count=len(topics),
+        detail=detail,
     )

@@ -114,7 +114,7 @@ def refusal_summary(plan: Plan) -> str:
     for s in refused_steps:
         offline = [r for r in s.refusals if "offline" in r]
         first = f"broker {s.broker_id}: " + (f"{len(offline)} partition(s) would go offline" if offline else s.refusals[0])
-        more = len(s.refusals) - (len(offline) if offline else 1)
+        more = s.refusals_total - (len(offline) if offline else 1)
         reasons.append(first + (f" (+{more} more reason(s))" if more > 0 else ""))
     head = f"refused: {len(refused_steps)} of {len(plan.steps)} step(s)" if plan.steps else "refused"
     shown = "; ".join(r if len(r) <= 200 else r[:199] + "…" for r in reasons[:4])
@@ -123,7 +123,7 @@ def refusal_summary(plan: Plan) -> str:
 
 def plan_note(plan: Plan, digest: str, *, dry_run: bool, incident_url: str | None = None) -> str:
     """The readable plan (Markdown), for the run's note and the log of a dry run or a refused plan."""
-    from kafka_runbooks.remediate.blast import headline, summarize
+    from kafka_runbooks.remediate.blast import headline, plan_counts, step_counts
 
     what = "DRY RUN -- nothing was asked and nothing changed" if dry_run else ("REFUSED -- nothing changed" if plan.refused else "to be approved")
     out = [f"**{plan.kind} of {plan.cluster}: {what}**", ""]
@@ -131,12 +131,11 @@ def plan_note(plan: Plan, digest: str, *, dry_run: bool, incident_url: str | Non
         out += [refusal_summary(plan), ""]
     out.append(f"Order: {list(plan.broker_order)}" + (f"; already done: {list(plan.completed)}" if plan.completed else "")
                + f"; digest {digest[:16]}")
-    rows = summarize(plan)
-    out.append(f"Blast radius: {headline(rows)}.")
+    out.append(f"Blast radius: {headline(plan_counts(plan))}.")
     for i, s in enumerate(plan.steps, 1):
-        mine = [r for r in rows if r.broker_id == s.broker_id]
-        out.append(f"{i}. broker {s.broker_id}: {s.reason} -- {sum(r.losing_replica for r in mine)} partition(s) lose a replica, "
-                   f"{sum(r.leaderships_moving for r in mine)} leadership(s) move" + (f"; REFUSED ({len(s.refusals)} reason(s))" if s.refusals else ""))
+        c = step_counts(s)
+        out.append(f"{i}. broker {s.broker_id}: {s.reason} -- {c['losing_replica']} partition(s) lose a replica, "
+                   f"{c['leaderships_moving']} leadership(s) move" + (f"; REFUSED ({s.refusals_total} reason(s))" if s.refusals else ""))
     for w in plan.warnings[:5]:
         out.append(f"- warning: {w}")
     if incident_url:

@@ -278,7 +278,7 @@ def cluster_refusals(snapshot: ClusterSnapshot) -> list[str]:
 def under_replicated_refusals(snapshot: ClusterSnapshot, broker_id: int, not_serving: Mapping[int, str]) -> list[str]:
     """Rule 3: partitions already under-replicated (or offline) for a reason other than ``broker_id``."""
     out = []
-    for p in sorted(snapshot.partitions, key=partition_order):
+    for p in sorted(snapshot.not_fully_replicated, key=partition_order):  # the others can give no reason here
         missing = [r for r in p.replicas if r not in p.isr]
         if broker_id in p.replicas and broker_id in not_serving:
             continue  # a stuck broker breaks its own partitions' replication

@@ -143,6 +143,16 @@ bundle = sa.Table(
     sa.Index(None, "cluster", "created_at"),
 )
 
+plan_detail = sa.Table(
+    "krb_plan_detail", metadata,
+    sa.Column("record_id", ID, primary_key=True),
+    sa.Column("plan_digest", sa.String(64), primary_key=True),
+    sa.Column("cluster", ID, nullable=False),
+    sa.Column("created_at", AT, nullable=False),
+    sa.Column("blast_sha256", sa.String(64), nullable=False),  # the plan's, over the detail's blast radius
+    sa.Column("lines", sa.Integer, nullable=False),  # blast radius lines and refusals in all
+    sa.Column("detail", sa.LargeBinary, nullable=False),  # model.PlanDetail as zlib-compressed JSON
+)
 
 
 def include_name(name: str | None, type_: str, parent_names) -> bool:

@@ -51,6 +51,7 @@ class IncidentView:
     actors: list[str] = field(default_factory=list)
     report: str | None = None  # the report's path when it is servable
     report_problem: str | None = None  # why not
+    plan_detail: Any = None  # model.PlanDetail of the record's plan (state/plans.py), when kept and matching its fingerprint
 
     def to_dict(self) -> dict[str, Any]:
         return {"record": self.record, "audit": self.audit, "bundles": self.bundles, "runs": [r.to_dict() for r in self.runs],
@@ -103,7 +104,19 @@ def incident_view(db, cluster: str, incident_id: str) -> IncidentView:
     view = IncidentView(record=record, audit=audit, bundles=BundleIndex(db).of_incident(incident_id))
     view.runs = runs_of(db, record, audit)
     view.actors = actors_of(record, audit)
+    view.plan_detail = plan_detail_of(db, record)
     return view
+
+
+def plan_detail_of(db, record: Mapping[str, Any]):
+    """The record's plan's detail (every blast radius line and refusal) when kept and it matches the plan's fingerprint."""
+    from kafka_runbooks.model import Plan
+    from kafka_runbooks.state.plans import PlanDetails
+
+    plan = record.get("plan")
+    if not isinstance(plan, dict) or not plan.get("blast_sha256") or not record.get("plan_digest"):
+        return None
+    return PlanDetails(db).with_detail(Plan.from_dict(plan), record["id"], record["plan_digest"]).detail
 
 
 def actors_of(record: Mapping[str, Any], audit: Sequence[Mapping[str, Any]]) -> list[str]:

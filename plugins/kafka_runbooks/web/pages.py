@@ -160,7 +160,7 @@ def detail_page(cluster: str, view: IncidentView, bundles: Sequence[tuple[Mappin
 
     plan = r.get("plan")
     if isinstance(plan, dict) and plan.get("steps"):
-        parts.append(_plan_section(plan, r.get("blast_summary")))
+        parts.append(_plan_section(plan, r.get("blast_summary"), view.plan_detail))
 
     parts.append("<h2>Audit trail</h2><table class='timeline'><tr><th>At</th><th>Who</th><th>Action</th><th>Outcome</th><th>Details</th></tr>")
     for a in view.audit:
@@ -211,19 +211,32 @@ def blast_table(rows: Sequence[TopicBlast]) -> str:
     return "".join(out)
 
 
-def _plan_section(plan: Mapping[str, Any], summary: Any) -> str:
+def _plan_section(plan: Mapping[str, Any], summary: Any, detail: Any = None) -> str:
+    """The plan with its whole blast radius and every refusal: from its detail (``state/plans.py``) when kept, else
+    what the record holds (a plan recorded before the detail was kept: its own lines)."""
+    import dataclasses
+
     from kafka_runbooks.model import Plan
 
     p = Plan.from_dict(plan)
-    rows = rows_from(summary) if summary else summarize(p)
+    if detail is not None:
+        p = dataclasses.replace(p, detail=detail)
+    rows = rows_from(summary) if summary and detail is None else summarize(p)
     parts = [f"<h2>Plan and blast radius</h2><p>{e(p.kind)}: order {e(list(p.broker_order))}; {e(headline(rows))}.</p>"]
     if p.refusals:
-        parts.append(f"<p class='banner'>refused: {e(len(p.refusals))} reason(s)</p><ul>"
-                     + "".join(f"<li>{e(x)}</li>" for x in p.refusals) + "</ul>")
+        every = [f"broker {b}: {x}" for b, xs in sorted(detail.refusals.items()) for x in xs] if detail is not None else []
+        general = [x for x in p.refusals if not x.startswith("broker ")]
+        shown = general + every if every else list(p.refusals)
+        parts.append(f"<p class='banner'>refused: {e(len(shown))} reason(s)</p><ul>"
+                     + "".join(f"<li>{e(x)}</li>" for x in shown) + "</ul>")
     parts.append(blast_table(rows))
+    if p.blast_sha256 and detail is None:
+        parts.append("<p class='muted'>the whole blast radius of this plan was not found in the state database: each step "
+                     "shows its first lines of each kind</p>")
     for s in p.steps:
-        parts.append(f"<details><summary>broker {e(s.broker_id)}: {e(s.reason)} — {len(s.blast_radius)} partition(s)</summary>"
-                     f"<pre>{e(chr(10).join(s.blast_radius))}</pre></details>")
+        lines = detail.effects.get(s.broker_id, s.blast_radius) if detail is not None else s.blast_radius
+        parts.append(f"<details><summary>broker {e(s.broker_id)}: {e(s.reason)} — {s.partitions_touched} partition(s)</summary>"
+                     f"<pre>{e(chr(10).join(lines))}</pre></details>")
     return "".join(parts)
 
 
