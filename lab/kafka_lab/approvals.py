@@ -71,6 +71,7 @@ class Responder:
                     answered = None
                 if answered is not None:
                     self.answered_run_ids.append(answered)
+                    self._until_resumed(answered)
                     return
                 if self._parked_at is not None and time.monotonic() - self._parked_at >= self.timeout_s:
                     raise TimeoutError(f"{self.task_id} of {self.dag_id} not answered within {self.timeout_s:.0f} s "
@@ -150,6 +151,34 @@ class Responder:
             handle_event_submit(TriggerEvent(detail.as_resume_event_payload()), task_instance=ti, session=session)
             run_id = ti.run_id
         return run_id  # after the commit: a commit that fails is tried again, not counted
+
+    def _until_resumed(self, run_id: str) -> None:
+        """The answer took once the task left AWAITING_INPUT. Under load dag.test()'s loop can write its stale copy of
+        the task back over the resume (seen: the HITL row answered, the task parked for good): then the resume event
+        is submitted again, from the recorded answer, until the task moves or ``timeout_s`` passes."""
+        from sqlalchemy import select
+        from sqlalchemy.exc import OperationalError
+
+        from airflow.models.hitl import HITLDetail
+        from airflow.models.trigger import handle_event_submit
+        from airflow.triggers.base import TriggerEvent
+        from airflow.utils.session import create_session
+
+        deadline = time.monotonic() + self.timeout_s
+        while not self._stop.is_set() and time.monotonic() < deadline:
+            self._stop.wait(2.0)
+            try:
+                with create_session() as session:
+                    parked = [ti for ti in self._awaiting(session) if ti.run_id == run_id and ti.id not in self._stale]
+                    if not parked:
+                        return
+                    for ti in parked:
+                        detail = session.scalar(select(HITLDetail).where(HITLDetail.ti_id == ti.id))
+                        if detail is not None and detail.response_received:
+                            handle_event_submit(TriggerEvent(detail.as_resume_event_payload()), task_instance=ti, session=session)
+            except OperationalError:  # SQLite busy: tried again
+                continue
+        raise TimeoutError(f"{self.task_id} of {self.dag_id} answered but not resumed within {self.timeout_s:.0f} s")
 
     def _sweep(self, ti) -> bool:
         """Let the scheduler's own AWAITING_INPUT timeout sweep resolve the task once it is due."""
