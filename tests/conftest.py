@@ -18,12 +18,16 @@ import sys
 import pytest
 
 
-PART = os.environ.get("KAFKA_RUNBOOKS_TEST_PART")  # ./run test: "lab" and "rest" side by side, then "deployed"; unset: every test
+PART = os.environ.get("KAFKA_RUNBOOKS_TEST_PART")  # ./run test's lanes (see _part); unset: every test
 
 
 def _part(item) -> str:
-    if "deployment" in item.fixturenames:  # tests/deployed: a deployment and a lab of their own
+    """Which lane of ``./run test`` runs the test: "lab" (the Kafka 2.3.0 lab), "lab010" (the Kafka 0.10.2.1 lab),
+    "deployed" (tests/deployed: a deployment and a lab of their own), or "rest" (no lab)."""
+    if "deployment" in item.fixturenames:
         return "deployed"
+    if "lab010" in item.fixturenames:
+        return "lab010"
     return "lab" if _uses_lab(item) else "rest"
 
 
@@ -36,10 +40,9 @@ def _uses_lab(item) -> bool:
 
 
 def pytest_collection_modifyitems(config, items):
-    """With KAFKA_RUNBOOKS_TEST_PART, only the tests that use the lab ("lab"), the deployed suite ("deployed"), or
-    the others ("rest"). The tests on the Kafka 0.10.2.1 lab run after every test on the 2.3.0 lab (the slot's
-    addresses hold one lab: one switch)."""
-    if PART in ("lab", "rest", "deployed"):
+    """With KAFKA_RUNBOOKS_TEST_PART, only that lane's tests (``_part``). Without it, the tests on the Kafka 0.10.2.1
+    lab run after every test on the 2.3.0 lab (the slot's addresses hold one lab: one switch)."""
+    if PART in ("lab", "lab010", "rest", "deployed"):
         keep = [i for i in items if _part(i) == PART]
         config.hook.pytest_deselected(items=[i for i in items if i not in keep])
         items[:] = keep

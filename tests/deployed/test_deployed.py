@@ -171,6 +171,15 @@ def test_rolling_restart_survives_a_killed_worker(healthy, deployed_lab):
         # every broker started exactly once across both runs: the finished one was never restarted again
         assert {b: _starts(lab, b) - starts[b] for b in (1, 2, 3)} == {1: 1, 2: 1, 3: 1}
         assert state.record(record_id)["status"] == "closed"
+        # issue 18 §4: no XCom of the loop over 1 MB (the plan carries counts and a fingerprint, not every line)
+        from kafka_runbooks.xcom_size import assert_xcom_fits
+
+        for task in tis:
+            entries = d.call("alice", "GET", f"/api/v2/dags/{ROLL}/dagRuns/{_q(resume_id)}/taskInstances/{task}/xcomEntries")
+            for entry in (entries.json().get("xcom_entries") or []) if entries.status_code == 200 else []:
+                value = d.call("alice", "GET", f"/api/v2/dags/{ROLL}/dagRuns/{_q(resume_id)}/taskInstances/{task}/xcomEntries/"
+                                            f"{_q(entry['key'])}").json().get("value")
+                assert_xcom_fits(value, f"{ROLL}/{task}/{entry['key']}")
     finally:
         d.set_paused(HEALTH, False)  # the next flow's ``healthy`` starts the killed worker again
 

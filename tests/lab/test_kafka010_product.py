@@ -159,7 +159,7 @@ def test_010_unclean_leader_election_a_stop_that_would_cause_one_is_refused(on01
         assert not check.ok
         stuck = Finding(kind="jvm_deadlock", severity=Severity.CRITICAL, summary=f"broker {b} is stuck", broker_ids=(b,))
         not_serving = not_serving_evidence([check], [stuck])
-        settings = safety_settings(config, {}, kv)  # no static config read: the version's default decides
+        settings = safety_settings(config, {}, version=kv)  # no static config read: the version's default decides
         offsets = next(p for p in snapshot.partitions if p.topic == "__consumer_offsets" and p.leader == b)
         # the stuck broker answers no ApiVersions: its registration's schema (4) says only ">= 0.10.2"; its peers place
         # the cluster before 0.11, so the default is on
@@ -176,7 +176,7 @@ def test_010_unclean_leader_election_a_stop_that_would_cause_one_is_refused(on01
         assert any("unclean.leader.election.enable is on (topic override)" in w for w in plan.warnings)
         # the lab's own setting (server.properties: false) lifts the refusal of every partition it covers
         plan = plan_restart(snapshot, [b], config, not_serving=not_serving,
-                            settings=safety_settings(config, {r: {"unclean.leader.election.enable": "false"} for r in (1, 2, 3)}, kv))
+                            settings=safety_settings(config, {r: {"unclean.leader.election.enable": "false"} for r in (1, 2, 3)}, version=kv))
         assert [r for r in plan.refusals if "__consumer_offsets" in r] == [] and all(ORDERS in r for r in plan.refusals), plan.refusals
     finally:
         kz.set(f"/config/topics/{ORDERS}", json.dumps({"version": 1, "config": {"min.insync.replicas": "2"}}).encode())

@@ -69,4 +69,4 @@ def test_23_every_branch_takes_the_newer_side(on23):
     admin = dataclasses.replace(config, election=dataclasses.replace(config.election, method="admin"))
     assert method_refusals(admin, kv) == []
     p = next(p for p in snapshot.partitions if p.topic == "__consumer_offsets")
-    assert unclean_enabled(p, snapshot, safety_settings(config, {}, kv))[0] is False
+    assert unclean_enabled(p, snapshot, safety_settings(config, {}, version=kv))[0] is False

@@ -133,10 +133,11 @@ def fresh_plan(config, approved, canary: bool = False):
     (static configs, the open incidents, direct checks of every holder and of every waived broker) -- for
     ``executor.plan_changed``."""
     from kafka_runbooks.detect.snapshot import read_snapshot
+    from kafka_runbooks.hooks.kafka import KafkaHook
     from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
     from kafka_runbooks.incidents.store import IncidentStore
     from kafka_runbooks.remediate.executor import serving_evidence, unconfigured_replicas
-    from kafka_runbooks.remediate.host import static_config_state
+    from kafka_runbooks.remediate.host import static_config_state, unreachable_hosts
     from kafka_runbooks.remediate.plan import plan_restart, safety_settings
 
     static, unread = static_config_state(config)
@@ -146,9 +147,12 @@ def fresh_plan(config, approved, canary: bool = False):
     todo = [b for b in approved.requested if b not in approved.completed]
     not_serving, unresponsive, _, _ = serving_evidence(config, snapshot, todo, approved.not_serving,
                                                        IncidentStore(config).records(config.name))
+    version = KafkaHook(config.kafka_conn_id, listener=config.listener).kafka_version(
+        snapshot.brokers, config.health.kafka_probe_timeout_s, config.kafka_version)
     return plan_restart(snapshot, approved.requested, config, kind=approved.kind, not_serving=not_serving,
-                        settings=safety_settings(config, static, unread), completed=approved.completed,
-                        roll_id=approved.roll_id, unresponsive=unresponsive, canary_topic=config.canary.topic if canary else None)
+                        settings=safety_settings(config, static, unread, version), completed=approved.completed,
+                        roll_id=approved.roll_id, unresponsive=unresponsive, canary_topic=config.canary.topic if canary else None,
+                        unreachable=unreachable_hosts(config, [b for b in todo if b in config.hosts]))
 
 
 class PlanRemediationOperator(BaseOperator):
