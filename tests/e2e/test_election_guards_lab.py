@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 import uuid
 
 import pytest
@@ -51,6 +52,7 @@ def _plan(config, settings, brokers=(3,)):
     from kafka_runbooks.incidents.store import IncidentStore
     from kafka_runbooks.remediate import election as E
 
+    time.sleep(float(settings["election"]["stable_s"]) + 1)  # no deferred wait here: the executor re-checks before each batch that the returning broker's session is older than stable_s
     store = IncidentStore(ClusterConfig.from_dict("lab", settings))
     record = store.open(cluster="lab", broker_ids=list(brokers), reason="guard test", trigger={"kind": E.KIND}, opened_by="test")
     with ZooKeeperHook(config.zk_conn_id).session() as zk:

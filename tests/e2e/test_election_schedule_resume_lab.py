@@ -17,6 +17,7 @@ import datetime as dt
 import json
 import os
 import threading
+import time
 import uuid
 
 import pytest
@@ -125,6 +126,7 @@ def test_schedule_skips_a_balanced_cluster_then_starts_the_approved_election_the
     # ---- 3. an election halts after its first batch: once batch 1 converged, the controller's requests to broker 3
     # are held (its own metadata goes stale, incident 003): the next batch that moves leadership to it cannot converge
     settings = _settings(monkeypatch, batch_size=1, offsets_batch_size=4, convergence_s=10.0)
+    time.sleep(float(settings["election"]["stable_s"]) + 1)  # no deferred wait here: the executor re-checks before each batch that the returning broker's session is older than stable_s
     config = load_cluster("lab")
     store = IncidentStore(ClusterConfig.from_dict("lab", settings))
     record = store.open(cluster="lab", broker_ids=[3], reason=f"resume test {uuid.uuid4().hex[:6]}",

@@ -183,6 +183,7 @@ def test_divergence_that_persists_halts_the_election(election_env, monkeypatch):
     lab = election_env
     lab.bounce(3)
     settings = _settings(monkeypatch, convergence_s=10.0, batch_size=4)
+    time.sleep(float(settings["election"]["stable_s"]) + 1)  # no deferred wait here: the executor re-checks before each batch that the returning broker's session is older than stable_s
     config = load_cluster("lab")
     store = IncidentStore(ClusterConfig.from_dict("lab", settings))
     record = store.open(cluster="lab", broker_ids=[3], reason="halt test", trigger={"kind": E.KIND}, opened_by="test")

@@ -44,8 +44,14 @@ def test_last_in_sync_holder_of_consumer_offsets_is_not_restarted(healthy_lab, a
 
     incident_id = next(ti for ti in run.get_task_instances() if ti.task_id == "open_incident").xcom_pull(task_ids="open_incident")["incident_id"]
     incident = store.get(incident_id)
-    assert incident["status"] == "needs_person" and "halted" in incident["status_reason"]  # a refused plan needs a person
-    refusals = incident["plan"]["refusals"]
+    # a refused plan needs a person, and says first that nothing changed
+    assert incident["status"] == "needs_person" and incident["status_reason"].startswith("refused; nothing changed"), incident
+    # every refusal, in the order computed: the plan carries the first ones, the state database keeps them all
+    from kafka_runbooks.state.plans import PlanDetails
+
+    detail, _ = PlanDetails(ClusterConfig.from_dict("lab", lab.cluster_settings()["lab"])).get(incident_id)
+    refusals = [f"broker 1: {r}" for r in detail.refusals[1]]
+    assert incident["plan"]["refusals"][0] == refusals[0] and len(refusals) > len(incident["plan"]["refusals"])
     # cluster-wide reasons first (every partition is under-replicated), then each partition, offsets first
     assert refusals[0].startswith("broker 1: __consumer_offsets-") and "under-replicated" in refusals[0]
     last = [r for r in refusals if "is the last in-sync replica" in r]
