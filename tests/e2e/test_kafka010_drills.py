@@ -40,12 +40,12 @@ def _manifests(settings) -> list[dict]:
 
 
 def _audit(settings, action: str) -> list[dict]:
-    from pathlib import Path
+    """Every audit entry of that action, of every record of the drill (the state database)."""
+    from kafka_runbooks.config import ClusterConfig
+    from kafka_runbooks.incidents.store import IncidentStore
 
-    out = []
-    for f in Path(settings["incident_base"]).glob("*/audit.jsonl"):
-        out += [e for e in map(json.loads, f.read_text().splitlines()) if e["action"] == action]
-    return out
+    store = IncidentStore(ClusterConfig.from_dict("lab", settings))
+    return [e for r in store.records("lab") for e in store.audit_trail(r["id"]) if e["action"] == action]
 
 
 def test_010_001_deadlock_is_restarted_after_approval(drill010):
