@@ -75,7 +75,7 @@ def test_balanced_cluster_has_no_leadership_findings():
 
 def test_hazard_when_rebalance_on_and_broker_3_just_returned_not_in_isr():
     s = snap(parts(leaders_of_3=1, isr3=False), static_configs=settings_static("true"))
-    s = s.__class__(**{**s.__dict__, "brokers": brokers(registered_3=at(60))})
+    s = dataclasses.replace(s, brokers=brokers(registered_3=at(60)))
     found = of(detect(s), "rebalance_hazard")
     assert len(found) == 1 and found[0].broker_ids == (3,)
     f = found[0]
@@ -87,9 +87,9 @@ def test_hazard_when_rebalance_on_and_broker_3_just_returned_not_in_isr():
 def test_no_hazard_when_rebalance_off_or_unknown_or_nobody_returned():
     base = snap(parts(leaders_of_3=1, isr3=False))
     fresh = brokers(registered_3=at(60))
-    off = base.__class__(**{**base.__dict__, "brokers": fresh, "static_configs": settings_static("false")})
-    unknown = base.__class__(**{**base.__dict__, "brokers": fresh})  # server.properties not read: nothing claimed
-    old = base.__class__(**{**base.__dict__, "brokers": brokers(registered_3=at(86400)), "static_configs": settings_static("true")})
+    off = dataclasses.replace(base, brokers=fresh, static_configs=settings_static("false"))
+    unknown = dataclasses.replace(base, brokers=fresh)  # server.properties not read: nothing claimed
+    old = dataclasses.replace(base, brokers=brokers(registered_3=at(86400)), static_configs=settings_static("true"))
     for s in (off, unknown):
         assert not of(detect(s), "rebalance_hazard")
     # registered a day ago, a single session: not returning (the ISR gap alone is isr's finding, not this one)
@@ -98,14 +98,14 @@ def test_no_hazard_when_rebalance_off_or_unknown_or_nobody_returned():
 
 def test_default_true_when_server_properties_read_without_the_key():
     s = snap(parts(leaders_of_3=1, isr3=False), static_configs=settings_static(None, **{"num.io.threads": "8"}))
-    s = s.__class__(**{**s.__dict__, "brokers": brokers(registered_3=at(60))})
+    s = dataclasses.replace(s, brokers=brokers(registered_3=at(60)))
     f = of(detect(s), "rebalance_hazard")[0]
     assert "Kafka's default, true" in f.details["auto_rebalance_source"]
 
 
 def test_flapping_sessions_in_history_are_the_hazard_too():
     s = snap(parts(leaders_of_3=3), static_configs=settings_static("true"))
-    s = s.__class__(**{**s.__dict__, "brokers": brokers(registered_3=at(3600), session_3=0x35)})
+    s = dataclasses.replace(s, brokers=brokers(registered_3=at(3600), session_3=0x35))
     history = {broker_series(3): [Sample(at(600), {"session_id": 0x33, "registered_at": at(700)}),
                                   Sample(at(300), {"session_id": 0x34, "registered_at": at(320)}),
                                   Sample(NOW, {"session_id": 0x35})]}
@@ -217,7 +217,7 @@ def _views(stale_leader=1, stale_epoch=426):
 
 def test_metadata_divergence_table_and_since_when():
     p0 = P("orders", 0, (3, 1, 2), 3, (3, 1, 2))
-    p0 = p0.__class__(**{**p0.__dict__, "leader_epoch": 435})
+    p0 = dataclasses.replace(p0, leader_epoch=435)
     s = snap([p0], metadata_views=_views())
     # the history: agreed 5 min ago, diverged since 2 min ago
     previous = {LEADERSHIP: [Sample(at(300), {"diverged": {}}),
@@ -243,7 +243,7 @@ def test_leadership_sample_records_only_changes_and_the_divergence():
     sample, state = leadership_sample({}, s1)
     assert sample.values["changes"] == {} and state["partitions"] == {"orders-0": [1, 0]}
     p = P("orders", 0, (3, 1, 2), 3, (3, 1, 2))
-    s2 = snap([p.__class__(**{**p.__dict__, "leader_epoch": 1})], metadata_views=_views(1, 0))
+    s2 = snap([dataclasses.replace(p, leader_epoch=1)], metadata_views=_views(1, 0))
     sample, state = leadership_sample(state, s2)
     assert sample.values["changes"] == {"orders-0": [1, 0, 3, 1]}
     assert set(sample.values["diverged"]) == {"orders-0"}
@@ -289,7 +289,7 @@ def test_connection_storm_against_the_brokers_own_median():
 
 def test_leadership_settings_reach_the_detectors():
     s = snap(parts(leaders_of_3=1, isr3=False), static_configs=settings_static("true"))
-    s = s.__class__(**{**s.__dict__, "brokers": brokers(registered_3=at(600))})
+    s = dataclasses.replace(s, brokers=brokers(registered_3=at(600)))
     assert of(detect(s), "rebalance_hazard")
     assert not of(detect(s, leadership=LeadershipSettings(returned_s=300.0)), "rebalance_hazard")
 
@@ -298,11 +298,11 @@ def test_a_broker_that_just_registered_gets_one_check_to_learn_the_leaders():
     p0 = P("orders", 0, (3, 1, 2), 1, (3, 1, 2))
     views = tuple(MetadataView(b, f"kafka{b}:9092", True, NOW, {"orders-0": (2 if b == 3 else 1, 0)}) for b in (1, 2, 3))
     s = snap([p0], metadata_views=views)
-    s = s.__class__(**{**s.__dict__, "brokers": brokers(registered_3=at(10))})
+    s = dataclasses.replace(s, brokers=brokers(registered_3=at(10)))
     assert not of(detect(s), "metadata_divergence")  # first check after its start: not yet
     earlier = {LEADERSHIP: [Sample(at(30), {"diverged": {"orders-0": {"zk": [1, 0], "views": {"3": [2, 0]}}}})]}
     assert of(detect(s, history=earlier), "metadata_divergence")  # still diverging at the next check: reported
-    old = s.__class__(**{**s.__dict__, "brokers": brokers(registered_3=at(3600))})
+    old = dataclasses.replace(s, brokers=brokers(registered_3=at(3600)))
     assert of(detect(old), "metadata_divergence")  # a broker up for an hour: reported at once
 
 
