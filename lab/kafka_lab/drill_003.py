@@ -297,6 +297,7 @@ def deferred_phase(lab, settings: dict, flaps: int = 2, stable_s: float = 20.0, 
     up early with that diagnosis; the health check raises follower_stuck; its response restarts broker 3 through the
     engine (approved); the election, run again, restores preferred leadership in checked batches."""
     from kafka_runbooks import clock
+    from kafka_runbooks.incidents.store import IncidentStore
     from kafka_runbooks.remediate.ledger import Ledger
 
     say("profile 'default': auto.leader.rebalance.enable=false (rolling the brokers)")
@@ -349,9 +350,6 @@ def deferred_phase(lab, settings: dict, flaps: int = 2, stable_s: float = 20.0, 
     out["restored"] = lab.leads_preferred(RETURNING)
     record = _record_of(run)
     if record:
-        from kafka_runbooks.config import ClusterConfig
-        from kafka_runbooks.incidents.store import IncidentStore
-
         out["audit"] = [f"{e['at']} {e['actor']}: {e['action']} -> {e['outcome']}"
                         for e in IncidentStore(ClusterConfig.from_dict("lab", settings)).audit_trail(record)]
     return out

@@ -155,6 +155,7 @@ class FaultsMixin:
             modes = {n: zookeeper.mode(n) for n in ZK_IDS}
             raise LabError(f"zk{z} is not a serving follower ({mode}); modes: {modes}")
         pid = self.zk_pid(z)
+        (self.state / "run" / "zk-stalled").write_text(f"{int(z)}\n")  # reset() restarts it (see _restart_stalled_zk)
         os.kill(pid, signal.SIGSTOP)
         t0 = time.time()
         try:
@@ -243,6 +244,7 @@ class FaultsMixin:
                 done.append(f"started sshd-zk{z}")
         to_start = [b for b in BROKER_IDS if self._heal_broker(b, done, left)]
         wait_until(zookeeper.quorum_modes, left(), "the ZooKeeper ensemble to serve", interval=0.2)
+        self._restart_stalled_zk(done, left)
         for b in to_start:
             self.wait_unregistered(b, left())
             self.host_script(b, "kafka-start")
@@ -277,6 +279,25 @@ class FaultsMixin:
         if done or not self._load_fresh():
             self.wait_load(left())
         return done
+
+    def _restart_stalled_zk(self, done: list[str], left) -> None:
+        """A follower that dropped out of the quorum and rejoined keeps saying so for the product's drop window (its
+        ZooKeeperServer younger than the leader's, its election count up: detect/zookeeper.py finds the drop after the
+        fact). The healthy baseline has no drop in that window: the follower's process is restarted, which the
+        product tells apart from a drop (a new process, its first election)."""
+        marked = self.state / "run" / "zk-stalled"
+        if not marked.exists():
+            return
+        z = int(marked.read_text().strip())
+        if zookeeper.mode(z) == "follower":  # an ensemble election since leaves no after-the-fact drop to undo
+            pid = self.zk_pid(z)
+            if signal_if_ours(pid, self.marker, signal.SIGTERM):
+                wait_until(lambda: not alive(pid), left(), f"zk{z} to stop")
+            self._start_zk(z)
+            wait_until(lambda: zookeeper.mode(z) == "follower" and zookeeper.quorum_modes(), left(),
+                       f"zk{z} to follow again", interval=0.2)
+            done.append(f"restarted zk{z} (it had dropped out of the quorum)")
+        marked.unlink()
 
     def _wait_full_isr_or_restart(self, done: list[str], left, catch_up_s: float = 60) -> None:
         """Full ISRs; a registered broker that stays out of ISRs (Kafka 2.3.0 can reject the controller's

@@ -548,8 +548,6 @@ class Lab(FaultsMixin, LeadershipMixin):
                     "gc_log_path": str(self.state / "zk" / "{server_id}" / "zookeeper-gc.log"),
                 },
                 "zookeeper_health": {"drop_window_s": 300.0},
-                # JmxTool answers in ~2 s here; a JMX read blocked behind a stuck broker's locks is given up sooner
-                "leadership": {"jmx_timeout_s": 10.0},
             }
         }
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 
 import pytest
 from confluent_kafka import KafkaException
@@ -61,8 +62,12 @@ def test_010_lab_runs_real_0_10_2_1_brokers_with_their_own_profile(lab010):
                   r"\(kafka\.coordinator\.GroupMetadataManager\)", log)
     assert m and re.search(rf"INFO \[Group Metadata Manager on Broker 1\]: Finished loading offsets from __consumer_offsets-{m.group(1)} "
                            r"in \d+ milliseconds\. \(kafka\.coordinator\.GroupMetadataManager\)", log)
-    stats = lab.wait_load(60)
-    assert stats["produced_ok"] > 0 and not stats["produce_errors"]
+    # the load runs cleanly on the running lab: no produce error in a window after it is up (a write that timed out
+    # while three JVMs started on a starved CPU, before this test, is the lab's start, not the 0.10 brokers' service)
+    before = lab.wait_load(120)
+    time.sleep(10)
+    after = lab.wait_load(60)
+    assert after["produced_ok"] > before["produced_ok"] and after["produce_errors"] == before["produce_errors"], (before, after)
 
 
 def test_010_hang_stays_registered_not_serving_peers_log_the_seed_wording(healthy_lab010):
@@ -202,13 +207,24 @@ def test_010_pause_then_kill_and_immediate_start_refused_with_0_10s_message(heal
     assert new[1].czxid != reg[1].czxid and lab.broker_pid(b) == pid
     lab.wait_full_isr(90)
 
+    # a killed broker started at once, while its old session's registration lives on: on an idle machine the new JVM
+    # reaches its registration within the 6 s session timeout; on a starved CPU it may not, and then registers
+    # cleanly. The old registration's part is played by an ephemeral znode of a ZooKeeper session of this test's own
+    # (the same data, held until the new JVM is refused), so the refusal is what is tested, not the race.
     b = 3
     old = lab.registration(b)
     cur = LogCursor(lab.server_log(b))
     lab.kill(b)
-    lab.start(b, wait=False)
-    new_pid = lab.broker_pid(b)
-    wait_until(lambda: not alive(new_pid), 90, "the new JVM to exit")
+    lab.wait_unregistered(b, 60)
+    holder = lab_kazoo_session()
+    try:
+        holder.create(f"/brokers/ids/{b}", json.dumps(old[0]).encode(), ephemeral=True)
+        lab.start(b, wait=False)
+        new_pid = lab.broker_pid(b)
+        wait_until(lambda: not alive(new_pid), 180, "the new JVM to exit")
+    finally:
+        holder.stop()
+        holder.close()
     # 0.10 has no owner/session comparison (2.3's KafkaZkClient$CheckedEphemeral): it refuses with this
     cur.wait_for(rf"FATAL \[Kafka Server {b}\], Fatal error during KafkaServer startup\. Prepare to shutdown \(kafka\.server\.KafkaServer\)\n"
                  rf"java\.lang\.RuntimeException: A broker is already registered on the path /brokers/ids/{b}\. ", 10)
@@ -263,3 +279,14 @@ def test_010_zk_stall_and_the_leadership_faults_work_on_0_10(healthy_lab010):
     assert lab.release_controller_requests() == [ctrl]
     lab.wait_full_isr(90)
     assert json.loads(lab.kazoo().get("/controller")[0])["brokerid"] == ctrl
+
+
+def lab_kazoo_session():
+    """A ZooKeeper session of the test's own in the lab's chroot (its ephemeral znodes go with it)."""
+    from kazoo.client import KazooClient
+
+    from kafka_lab.lab import CHROOT, zk_connect
+
+    zk = KazooClient(hosts=zk_connect() + CHROOT, timeout=10.0)
+    zk.start(timeout=15)
+    return zk

@@ -65,8 +65,25 @@ def roll(form: dict, approve: bool = True):
         return dag.test(run_conf=form)
     with Responder(DAG_ID, "approve", "Approve", user=APPROVER, timeout_s=600) as responder:
         run = dag.test(run_conf=form)
-    assert responder.error is None and responder.answered_run_ids == [run.run_id], (responder.error, responder.answered_run_ids)
+    assert responder.error is None and responder.answered_run_ids == [run.run_id], (
+        responder.error, responder.answered_run_ids, states(run), _plan_outcome(run))
     return run
+
+
+def _plan_outcome(run):
+    """What the plan task said, for a run that never asked for the approval (its refusals are in the audit)."""
+    try:
+        from kafka_runbooks.config import load_cluster
+        from kafka_runbooks.incidents.store import IncidentStore
+
+        store = IncidentStore(load_cluster("lab"))
+        for record in reversed(store.records("lab")):
+            audit = store.audit_trail(record["id"])
+            if any((e.get("details") or {}).get("run_id") == run.run_id for e in audit):
+                return [(e["action"], e["outcome"], (e.get("details") or {}).get("refusals")) for e in audit if e["action"].startswith("plan")]
+    except Exception as exc:  # noqa: BLE001 -- a diagnostic only
+        return f"(audit unreadable: {exc})"
+    return "(no record of this run)"
 
 
 def states(run):
@@ -389,6 +406,10 @@ def test_a_hung_holder_refuses_the_roll_then_unhang_lets_it_proceed(roll_env):
 
     lab.unhang(1)
     lab.wait_full_isr(120)
+    from kafka_lab.procs import wait_until
+    from kafka_lab.topics import list_topics_at
+
+    wait_until(lambda: list_topics_at(1, timeout=5).brokers, 120, "broker 1 to answer a Metadata request again", interval=1.0)
     run = roll({"brokers": [target], "canary": False})
     assert states(run)["execute"] == "success", states(run)
     assert lab.broker_pid(target) != pid

@@ -158,9 +158,14 @@ def engine_refusals(s: ClusterSnapshot, b: int, safety: SafetySettings, not_serv
     return stop_refusals(s, b, safety, not_serving, unresponsive)
 
 
-# issue 6: at least 10,000 random topologies and cluster states (HYPOTHESIS_MAX_EXAMPLES for a longer hunt)
-@settings(max_examples=int(os.environ.get("HYPOTHESIS_MAX_EXAMPLES", 10_000)), deadline=None,
-          suppress_health_check=list(HealthCheck))
+# issue 6: at least 10,000 random topologies and cluster states. HYPOTHESIS_MAX_EXAMPLES for a longer hunt, on fresh
+# random seeds; otherwise the same examples every run (a CI run once failed inside Hypothesis's own replay with
+# FlakyStrategyDefinition, not reproduced on three other seeds: a result must not depend on the draw of the day)
+HUNT = "HYPOTHESIS_MAX_EXAMPLES" in os.environ
+CI_SETTINGS = dict(deadline=None, suppress_health_check=list(HealthCheck), derandomize=not HUNT)
+
+
+@settings(max_examples=int(os.environ.get("HYPOTHESIS_MAX_EXAMPLES", 10_000)), **CI_SETTINGS)
 @given(cluster_states())
 def test_no_allowed_stop_breaks_a_promise(state):
     snapshot, safety, not_serving, hung = state
@@ -201,7 +206,7 @@ def _start(s: ClusterSnapshot, b: int) -> ClusterSnapshot:
     return dataclasses.replace(s, brokers=brokers, partitions=tuple(back(p) for p in s.partitions))
 
 
-@settings(max_examples=2_000, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=2_000, **CI_SETTINGS)
 @given(cluster_states(), st.data())
 def test_simulated_roll_checked_on_fresh_state_never_breaks_a_promise(state, data):
     snapshot, safety, not_serving, hung = state
