@@ -121,4 +121,13 @@ def test_a_finished_run_says_what_it_did_how_long_and_what_it_left():
     text = progress.run_summary("rolling_restart", "c1", result, outcome="DONE", imbalance=progress.not_preferred(s))
     assert "restarted [1, 2] in 24.3 s, approved by bob" in text
     assert "broker 1: 12.0 s (stop 3.0 s, in sync 2.0 s)" in text
+    # a kill and a stop command that timed out are said in the summary, as the executor's result carries them
+    killed = {**result, "timings": [{"broker_id": 3, "stop_s": 20.0, "total_s": 41.0, "controlled_shutdown": "not logged",
+                                      "killed": True, "stop_command": "exit 124: timeout after 10s"}]}
+    text2 = progress.run_summary("rolling_restart", "c1", killed, outcome="DONE")
+    assert ("broker 3: 41.0 s (stop 20.0 s); stop command exit 124: timeout after 10s; KILLED: its process outlived the stop "
+            "command; controlled shutdown not logged") in text2, text2
+    clean = {**result, "timings": [{"broker_id": 1, "stop_s": 3.0, "total_s": 9.0, "controlled_shutdown": "succeeded",
+                                     "killed": False, "stop_command": "ok"}]}
+    assert "broker 1: 9.0 s (stop 3.0 s)\n" in progress.run_summary("rolling_restart", "c1", clean, outcome="DONE") + "\n"
     assert "1 partition(s) led by a broker other than their preferred replica (orders-0); run kafka_preferred_election" in text

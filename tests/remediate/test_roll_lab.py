@@ -366,6 +366,8 @@ def test_a_hung_broker_is_killed_after_stop_s_and_its_registration_waited_out(ro
     assert actions == ["stop_broker", "kill_broker", "broker_stopped", "start_broker", "broker_registered"]
     report = next(e for e in audit if e["action"] == "restart_broker" and e["outcome"] == "ok")["details"]["report"]
     assert report["killed"] and report["new_registration"]["session_id"] != report["old_registration"]["session_id"]
+    (timing,) = xcom(run, "execute")["timings"]  # the result says it too, not only the audit (issue 19 §5)
+    assert timing["broker_id"] == b and timing["killed"] is True, timing
     assert old_registration is not None and lab.registration(b) is not None
 
 

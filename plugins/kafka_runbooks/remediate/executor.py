@@ -385,7 +385,9 @@ def run(ex: Execution) -> dict[str, Any]:
 
                     report = restart_broker(zk, host, cfg.gates, step_audit, log, serving=b not in fresh.not_serving,
                                             before_stop=before_stop, guard=lock.check)
-                    timing = {"broker_id": b, **{f"{k}_s": round(v, 2) for k, v in report.seconds.items()}}
+                    timing = {"broker_id": b, **{f"{k}_s": round(v, 2) for k, v in report.seconds.items()},
+                              "controlled_shutdown": report.controlled_shutdown, "killed": report.killed,
+                              "stop_command": report.stop_command}
                     lock.check()
                     res = G.in_sync_gate(
                         zk, cfg.name, b, expected, timeout_s=cfg.gates.in_sync_s, poll_s=cfg.gates.poll_s,

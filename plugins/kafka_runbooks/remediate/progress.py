@@ -153,7 +153,7 @@ def run_summary(kind: str, cluster: str, result: Mapping[str, Any] | None, *, ou
         out.append(f"restarted {list(result.get('restarted') or [])} in {_s(result.get('wall_s'))}, approved by {result.get('approved_by')}")
     for t in timings:
         parts = [f"{k[:-2].replace('_', ' ')} {_s(v)}" for k, v in t.items() if k.endswith("_s") and k != "total_s"]
-        out.append(f"  broker {t.get('broker_id')}: {_s(t.get('total_s'))} ({', '.join(parts)})")
+        out.append(f"  broker {t.get('broker_id')}: {_s(t.get('total_s'))} ({', '.join(parts)})" + "".join(f"; {x}" for x in _stop_said(t)))
     if imbalance:
         out.append(f"left: {len(imbalance)} partition(s) led by a broker other than their preferred replica "
                    f"({_some(list(imbalance))}); run kafka_preferred_election to move leadership back")
@@ -162,6 +162,19 @@ def run_summary(kind: str, cluster: str, result: Mapping[str, Any] | None, *, ou
     if incident_url:
         out.append(f"incident page: {incident_url}")
     return "\n".join(out)
+
+
+def _stop_said(timing: Mapping[str, Any]) -> list[str]:
+    """What a step's stop did that a person must know: a stop command that failed or timed out, a kill, a controlled
+    shutdown that failed or was not logged."""
+    said = []
+    if timing.get("stop_command") not in (None, "ok"):
+        said.append(f"stop command {timing['stop_command']}")
+    if timing.get("killed"):
+        said.append("KILLED: its process outlived the stop command")
+    if timing.get("controlled_shutdown") not in (None, "succeeded"):
+        said.append(f"controlled shutdown {timing['controlled_shutdown']}")
+    return said
 
 
 def not_preferred(snapshot) -> list[str]:

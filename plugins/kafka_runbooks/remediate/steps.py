@@ -59,6 +59,7 @@ class RestartReport:
     new_process: ProcessInfo | None = None
     controlled_shutdown: str = "not logged"  # "succeeded" / "failed" / "not logged"
     killed: bool = False
+    stop_command: str = "ok"  # or why it failed ("exit 124: timeout after 10s"): a stop that timed out is said, not hidden
     seconds: dict[str, float] = field(default_factory=dict)  # phase -> duration
 
     def to_dict(self) -> dict[str, Any]:
@@ -70,6 +71,7 @@ class RestartReport:
             "new_process": self.new_process.to_dict() if self.new_process else None,
             "controlled_shutdown": self.controlled_shutdown,
             "killed": self.killed,
+            "stop_command": self.stop_command,
             "seconds": {k: round(v, 2) for k, v in self.seconds.items()},
         }
 
@@ -132,6 +134,8 @@ def restart_broker(zk, host: BrokerHost, gates: GateSettings, audit: Audit, log,
     t0 = time.monotonic()
     res = host.run("stop_command", stop_s)
     audit("stop_broker", "ok" if res.ok else "failed", command=res.argv, details={**_result_details(res), "processes": [p.to_dict() for p in report.old_processes]})
+    if not res.ok:
+        report.stop_command = f"exit {res.exit_code}: {res.error}" if res.error else f"exit {res.exit_code}"
 
     def process_gone() -> bool | None:
         return True if not any((p.pid, p.started) in old for p in host.processes()) else None
