@@ -30,7 +30,8 @@ import time
 import uuid
 from pathlib import Path
 from typing import Any, Callable
-from kafka_runbooks.config import ClusterConfig
+
+from kafka_runbooks.config import load_cluster
 
 RETURNING = 3
 DAG_ID = "kafka_preferred_election"
@@ -257,7 +258,7 @@ def stuck_follower(lab) -> str:
     return f"{topic}-{partition}"
 
 
-def fix_stuck_follower(lab, settings: dict, timeout_s: float = 900) -> dict[str, Any]:
+def fix_stuck_follower(lab, timeout_s: float = 900) -> dict[str, Any]:
     """The health check (as its schedule runs it) until it opens the follower_stuck incident; its response restarts
     broker 3 through the engine once ``drill-bot`` approves."""
     from kafka_lab.airflow_home import load_dags, take_triggered_confs
@@ -284,14 +285,14 @@ def fix_stuck_follower(lab, settings: dict, timeout_s: float = 900) -> dict[str,
         run = dags.get_dag(RESPONSE).test(run_conf=conf)
     if responder.error:
         raise responder.error
-    incident = IncidentStore(ClusterConfig.from_dict("lab", settings)).get(conf["incident_id"])
+    incident = IncidentStore(load_cluster("lab")).get(conf["incident_id"])
     say(f"incident {incident['id']}: {incident['status']} (response {run.state} in {time.monotonic() - t1:.0f} s)")
     lab.wait_full_isr(180)
     return {"incident": incident["id"], "status": incident["status"], "run_state": str(run.state), "found_s": round(found_s, 1),
             "response_s": round(time.monotonic() - t1, 1)}
 
 
-def deferred_phase(lab, settings: dict, flaps: int = 2, stable_s: float = 20.0, stuck_s: float = 30.0) -> dict[str, Any]:
+def deferred_phase(lab, flaps: int = 2, stable_s: float = 20.0, stuck_s: float = 30.0) -> dict[str, Any]:
     """Phase 2: rebalance off; the same return; then broker 3's fetcher drops a partition as Kafka 2.3 did in the failed
     run. The deferred election (approved by ``drill-bot``) waits, sees the follower stuck -- not catching up -- and gives
     up early with that diagnosis; the health check raises follower_stuck; its response restarts broker 3 through the
@@ -321,13 +322,13 @@ def deferred_phase(lab, settings: dict, flaps: int = 2, stable_s: float = 20.0, 
         say(f"kafka_preferred_election (execute) started; approval answered by this program as 'drill-bot'; it waits for broker "
             f"{RETURNING} in every ISR and a session stable for {stable_s:g} s")
         first = _election(DAG_ID, "drill 003")
-        entries = Ledger(ClusterConfig.from_dict("lab", settings), _record_of(first)).entries() if _record_of(first) else []
+        entries = Ledger(load_cluster("lab"), _record_of(first)).entries() if _record_of(first) else []
         gave_up = next((e for e in entries if e.get("event") == "gave_up"), None)
         out["first_election"] = {"run_state": str(first.state), "gave_up": (gave_up or {}).get("reason"),
                                  "waited_s": round((clock.now() - t_back).total_seconds(), 1)}
         if gave_up is not None:
             say(f"the election's wait gave up: {gave_up['reason'][:900]}")
-            out["fix"] = fix_stuck_follower(lab, settings)
+            out["fix"] = fix_stuck_follower(lab)
             say("kafka_preferred_election started again")
             run = _election(DAG_ID, "drill 003, after the restart")
         else:
@@ -351,23 +352,20 @@ def deferred_phase(lab, settings: dict, flaps: int = 2, stable_s: float = 20.0, 
     record = _record_of(run)
     if record:
         out["audit"] = [f"{e['at']} {e['actor']}: {e['action']} -> {e['outcome']}"
-                        for e in IncidentStore(ClusterConfig.from_dict("lab", settings)).audit_trail(record)]
+                        for e in IncidentStore(load_cluster("lab")).audit_trail(record)]
     return out
 
 
 def run_003(lab, detect: bool = True) -> tuple[bool, dict[str, Any]]:
     """Both phases on a running, healthy lab (Airflow prepared); (passed, figures)."""
-    from kafka_runbooks.config import load_cluster
-
     config = load_cluster("lab")
-    settings = {"incident_base": config.incident_base}
     try:
         on = rebalance_phase(lab, config, detect=detect)
         for kind, f in (on.get("findings") or {}).items():
             say(f"finding {kind} [{f['severity']}]")
             for ev in f.get("evidence", [])[:4]:
                 say(f"    evidence {ev['source']}: {ev['excerpt'][:600]}")
-        off = deferred_phase(lab, settings)
+        off = deferred_phase(lab)
         for line in off.get("audit", []):
             say(f"audit {line}")
     finally:
