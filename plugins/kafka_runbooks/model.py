@@ -824,7 +824,7 @@ class Plan:
     line counting the rest: every reason is in ``detail`` and the state database). A restart plan's blast radius is
     in its steps (first lines per kind, counts, fingerprint), ``blast_topics`` (per topic, the worst step) and
     ``blast_sha256`` (the fingerprint of every step's whole list); ``blast_radius`` is an election's (a line per
-    partition whose leader moves). ``detail`` (:class:`PlanDetail`) is the whole computed blast radius and refusals
+    broker leadership moves to, with its count; the partitions are in ``batches``). ``detail`` (:class:`PlanDetail`) is the whole computed blast radius and refusals
     as computed; it never travels (``to_dict`` leaves it out: it goes to the state database).
     ``state_digest`` fingerprints the cluster state the plan was computed from; the approval is bound
     to the digest of the whole plan (``remediate.digest.plan_digest``). ``completed`` names brokers an

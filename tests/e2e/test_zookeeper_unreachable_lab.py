@@ -38,7 +38,10 @@ def test_an_unreachable_zookeeper_is_a_finding_that_pages_on_call(lab_settings, 
             for z in stopped:
                 os.kill(lab.zk_pid(z), signal.SIGCONT)
         assert states["snapshot"] == "success" and states["detect"] == "success", states
-        snapshot = next(ti for ti in run.get_task_instances() if ti.task_id == "snapshot").xcom_pull(task_ids="snapshot")
+        ref = next(ti for ti in run.get_task_instances() if ti.task_id == "snapshot").xcom_pull(task_ids="snapshot")
+        from kafka_runbooks.state.snapshots import Snapshots
+
+        snapshot = Snapshots(ClusterConfig.from_dict("lab", settings)).get(ref).to_dict()  # XCom carries its ref only
         assert "KazooTimeoutError" in snapshot["zookeeper_error"] and "127.10" in snapshot["zookeeper_error"]
         assert take_triggered_confs(RESPONSE) == []  # nothing to capture or restart
         store = IncidentStore(ClusterConfig.from_dict("lab", settings))

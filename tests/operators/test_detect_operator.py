@@ -46,8 +46,11 @@ class TI:
 
 
 def check_at(s, n, run_states=None):
+    from kafka_runbooks.state.snapshots import Snapshots
+
     s = dataclasses.replace(s, taken_at=at(30 * n))
-    op = DetectFindingsOperator(task_id="detect", cluster="lab", snapshot=s.to_dict())
+    ref = Snapshots(lab_config()).put(s)  # as the snapshot task keeps it: the detect task is handed its ref
+    op = DetectFindingsOperator(task_id="detect", cluster="lab", snapshot=ref.to_dict())
     return op.execute({"dag": SimpleNamespace(dag_id="kafka_health_check"), "run_id": f"scheduled__{n}", "ti": TI(run_states or {})})
 
 

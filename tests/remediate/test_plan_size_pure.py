@@ -99,3 +99,18 @@ def test_the_xcom_size_check_names_what_is_too_big():
     assert xcom_bytes({"a": "x" * 10}) < 100
     with pytest.raises(XComTooBig, match=r"the thing is [\d,]+ bytes as XCom, over the budget of 1,048,576 \(biggest: big "):
         assert_xcom_fits({"big": "x" * XCOM_BUDGET_BYTES, "small": 1}, "the thing")
+
+
+def test_an_election_plan_says_its_blast_radius_per_target_broker_not_per_partition():
+    from kafka_runbooks.remediate.election import plan_election
+
+    # broker 7 returned: every partition it prefers is led by its second replica
+    s0 = big()
+    moved = {i: p.replicas[1] for i, p in enumerate(s0.partitions) if p.replicas[0] == 7}
+    s = big(change=moved)
+    plan = plan_election(s, CONFIG, roll_id="c1-el-1")
+    assert not plan.refused, plan.refusals
+    names = [n for x in plan.batches for n in x.partitions]
+    assert len(names) == len(moved) >= 100  # every partition to move is in a batch: the batches are what runs
+    assert plan.blast_radius == (f"leadership of {len(moved)} partition(s) moves to broker 7",), plan.blast_radius
+    assert xcom_bytes(plan.to_dict()) < xcom_bytes(plan.to_dict() | {"blast_radius": [f"leader of {n} moves to broker 7" for n in names]}) / 1.5

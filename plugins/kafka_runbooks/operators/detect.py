@@ -20,7 +20,8 @@ def health_dag_id(cluster: str) -> str:
 
 
 class ClusterSnapshotOperator(BaseOperator):
-    """Reads ZooKeeper, checks every broker directly, runs the canary and probes every host."""
+    """Reads ZooKeeper, checks every broker directly, runs the canary and probes every host. The snapshot is kept in the
+    state database; what it returns (XCom) is its ``state.snapshots.SnapshotRef``: a 100,000-partition snapshot is ~17 MB."""
 
     template_fields: Sequence[str] = ("cluster",)
 
@@ -40,7 +41,11 @@ class ClusterSnapshotOperator(BaseOperator):
             len(snapshot.partitions), len(snapshot.unparsable),
             {c.broker_id: ("ok" if c.ok else c.error_code) for c in snapshot.kafka_checks},
         )
-        return snapshot.to_dict()
+        from kafka_runbooks.state.snapshots import Snapshots
+
+        ref = Snapshots(config).put(snapshot)
+        self.log.info("snapshot %s kept in the state database (%d bytes compressed)", ref.snapshot_id[:16], ref.compressed_bytes)
+        return ref.to_dict()
 
 
 def response_run_states(context, incidents: Mapping[str, Mapping[str, Any]]) -> dict[str, str | None]:
@@ -86,8 +91,11 @@ class DetectFindingsOperator(BaseOperator):
         from kafka_runbooks.incidents.store import IncidentStore
         from kafka_runbooks.model import ClusterSnapshot
 
+        from kafka_runbooks.state.snapshots import SnapshotRef, Snapshots
+
         config = load_cluster(self.cluster)
-        snapshot = ClusterSnapshot.from_dict(self.snapshot)
+        # the snapshot task's ref (a whole snapshot is still taken, as a test or an older run may pass one)
+        snapshot = Snapshots(config).get(self.snapshot) if SnapshotRef.is_ref(self.snapshot) else ClusterSnapshot.from_dict(self.snapshot)
         history_store = HistoryStore(config)
         store = IncidentStore(config)
         starts: list[dict[str, Any]] = []

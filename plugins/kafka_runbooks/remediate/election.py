@@ -101,11 +101,23 @@ def plan_election(snapshot: ClusterSnapshot, config: ClusterConfig, *, brokers: 
         conditions["already_elected"] = done
     return Plan(
         cluster=config.name, steps=(), batches=tuple(batches), refusals=tuple(refusals),
-        blast_radius=tuple(f"leader of {n} moves to broker {x.target}" for x in batches for n in x.partitions),
+        blast_radius=tuple(_moves(batches)),
         kind=KIND, requested=tuple(wanted), computed_at=clock.now_iso(), state_digest=state_digest(snapshot, {}),
         controller_id=snapshot.controller_id, controller_epoch=snapshot.controller_epoch, warnings=tuple(warnings),
         roll_id=roll_id, conditions=conditions,
     )
+
+
+def _moves(batches: list[ElectionBatch]) -> list[str]:
+    """The blast radius: one line per broker leadership moves to (the partitions themselves are in the batches; a line
+    per partition made a 100,000-partition election's plan megabytes long in XCom and the approval)."""
+    out = []
+    for b in sorted({x.target for x in batches}):
+        names = [n for x in batches if x.target == b for n in x.partitions]
+        offsets = [n for n in names if n.rsplit("-", 1)[0] == CONSUMER_OFFSETS]
+        out.append(f"leadership of {len(names)} partition(s) moves to broker {b}"
+                   + (f", {len(offsets)} of them {CONSUMER_OFFSETS} (their group coordinators move with it)" if offsets else ""))
+    return out
 
 
 def view_refusals(snapshot: ClusterSnapshot, views: Iterable[Any]) -> list[str]:

@@ -154,6 +154,18 @@ plan_detail = sa.Table(
     sa.Column("detail", sa.LargeBinary, nullable=False),  # model.PlanDetail as zlib-compressed JSON
 )
 
+# a health check's snapshot, too big to travel in XCom at scale (100,000 partitions: ~17 MB of JSON); the snapshot task
+# keeps it here and hands the detect task its id (state/snapshots.py)
+snapshot = sa.Table(
+    "krb_snapshot", metadata,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("cluster", ID, nullable=False),
+    sa.Column("taken_at", AT, nullable=False),
+    sa.Column("partitions", sa.Integer, nullable=False),
+    sa.Column("body", sa.LargeBinary, nullable=False),  # model.ClusterSnapshot as zlib-compressed JSON
+    sa.Index(None, "cluster", "taken_at"),
+)
+
 
 def include_name(name: str | None, type_: str, parent_names) -> bool:
     """Alembic's filter: the product's tables only (the database may be shared, e.g. with Airflow's metadata tables)."""
