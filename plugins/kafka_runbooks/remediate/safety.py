@@ -42,6 +42,7 @@ unclean.leader.election.enable: topic override, else per replica the same chain 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
@@ -84,6 +85,7 @@ def _ids(xs: Iterable[int]) -> str:
 
 # --------------------------------------------------------------------------- effective configs
 
+@functools.lru_cache(maxsize=64)  # asked once per partition of a plan: a cluster has one or two version strings
 def _version_tuple(version: str | None) -> tuple[int, ...] | None:
     if not version:
         return None
