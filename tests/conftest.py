@@ -23,12 +23,16 @@ PART = os.environ.get("KAFKA_RUNBOOKS_TEST_PART")  # ./run test's lanes (see _pa
 
 def _part(item) -> str:
     """Which lane of ``./run test`` runs the test: "lab" (the Kafka 2.3.0 lab), "lab010" (the Kafka 0.10.2.1 lab),
-    "deployed" (tests/deployed: a deployment and a lab of their own), or "rest" (no lab)."""
+    "deployed" (tests/deployed: a deployment and a lab of their own), "lab-b" (the lab's own tests in tests/lab, on a
+    2.3.0 lab of the second lane's slot after the deployed suite: they mostly wait on Kafka, and the first lane is
+    the longest), or "rest" (no lab)."""
     if "deployment" in item.fixturenames:
         return "deployed"
     if "lab010" in item.fixturenames:
         return "lab010"
-    return "lab" if _uses_lab(item) else "rest"
+    if _uses_lab(item):
+        return "lab-b" if item.path.parent.name == "lab" else "lab"
+    return "rest"
 
 
 # fixtures that start a lab (one lab per slot runs at a time: _LabPool switches between versions)
@@ -42,7 +46,7 @@ def _uses_lab(item) -> bool:
 def pytest_collection_modifyitems(config, items):
     """With KAFKA_RUNBOOKS_TEST_PART, only that lane's tests (``_part``). Without it, the tests on the Kafka 0.10.2.1
     lab run after every test on the 2.3.0 lab (the slot's addresses hold one lab: one switch)."""
-    if PART in ("lab", "lab010", "rest", "deployed"):
+    if PART in ("lab", "lab010", "rest", "deployed", "lab-b"):
         keep = [i for i in items if _part(i) == PART]
         config.hook.pytest_deselected(items=[i for i in items if i not in keep])
         items[:] = keep
