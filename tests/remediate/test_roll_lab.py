@@ -479,7 +479,7 @@ with Responder("kafka_rolling_restart", "approve", "Approve", user="oncall-carol
 """
 
 
-def test_a_worker_killed_mid_stop_leaves_a_resumable_roll_and_says_what_it_left(roll_env, tmp_path):
+def test_a_worker_killed_mid_stop_leaves_a_resumable_roll_and_says_what_it_left(roll_env, tmp_path, monkeypatch):
     """The process running the execute task is SIGKILLed while broker b's stop command runs (after step_started, its
     registration gone). The close-out says which step was cut short and the cluster's state (b down); resume sees
     b down and continues from that step: b is started again and the record closes."""
@@ -488,6 +488,11 @@ def test_a_worker_killed_mid_stop_leaves_a_resumable_roll_and_says_what_it_left(
     import sys
 
     lab, settings, _ = roll_env
+    # the stop command lingers 20 s after the broker is gone (as a slow service manager would): the kill lands inside
+    # the step by design -- with the plain command the broker was down for ~2 s before the next start, and a loaded
+    # CI run's polling missed that window (the roll completed under the test)
+    settings = {**settings, "stop_command": ["sh", "-c", '"$0" && sleep 20', *settings["stop_command"]]}
+    _set_settings(monkeypatch, settings)
     from kafka_lab.airflow_home import load_dags
     from kafka_runbooks.incidents.store import IncidentStore
     from kafka_runbooks.remediate.ledger import Ledger
@@ -507,12 +512,12 @@ def test_a_worker_killed_mid_stop_leaves_a_resumable_roll_and_says_what_it_left(
         deadline = time.monotonic() + 600
         record_id = None
         while time.monotonic() < deadline and worker.poll() is None:
-            fresh = [r["id"] for r in store.records("lab") if r["id"] not in before and r.get("reason") == form["reason"]]
-            if fresh:
-                record_id = fresh[0]
-                if any(e["event"] == "step_started" for e in Ledger(ClusterConfig.from_dict("lab", settings), record_id).entries()) \
-                        and lab.registration(b) is None:
-                    break  # the stop command runs: the broker deregistered in its controlled shutdown
+            if record_id is None:
+                fresh = [r["id"] for r in store.records("lab") if r["id"] not in before and r.get("reason") == form["reason"]]
+                record_id = fresh[0] if fresh else None
+            elif lab.registration(b) is None and any(
+                    e["event"] == "step_started" for e in Ledger(ClusterConfig.from_dict("lab", settings), record_id).entries()):
+                break  # the stop command runs: the broker deregistered in its controlled shutdown
             time.sleep(0.1)
         else:
             raise AssertionError(f"the roll never reached broker {b}'s stop:\n" + (tmp_path / "worker.log").read_text()[-3000:])
