@@ -204,9 +204,11 @@ def test_election_waits_in_the_real_triggerer(healthy, deployed_lab):
         d.wait_task(ELECTION, run_id, "approve", ("awaiting_input",), 600)
         assert d.answer("carol", ELECTION, run_id, "approve").status_code == 200
         d.wait_task(ELECTION, run_id, "wait", ("deferred",), 600)
-        rows = d.metadata_query(
-            "SELECT ti.state, t.classpath, j.job_type, j.hostname, j.state FROM task_instance ti JOIN trigger t ON t.id = ti.trigger_id "
-            f"JOIN job j ON j.id = t.triggerer_id WHERE ti.dag_id = '{ELECTION}' AND ti.run_id = '{run_id}' AND ti.task_id = 'wait'")
+        # the trigger row exists once the task deferred; a triggerer takes it up on its next poll (under load, seconds
+        # later: a CI run once read the row before that, with no triggerer yet)
+        query = ("SELECT ti.state, t.classpath, j.job_type, j.hostname, j.state FROM task_instance ti JOIN trigger t ON t.id = ti.trigger_id "
+                 f"JOIN job j ON j.id = t.triggerer_id WHERE ti.dag_id = '{ELECTION}' AND ti.run_id = '{run_id}' AND ti.task_id = 'wait'")
+        rows = wait_until(lambda: d.metadata_query(query), 120, "a triggerer to take up the election's trigger", interval=1.0)
         assert rows == [("deferred", "kafka_runbooks.triggers.election.ElectionReadyTrigger", "TriggererJob", d.address[CONTROL],
                          "running")], rows
         done = d.wait_run(ELECTION, run_id, 900)
