@@ -73,6 +73,13 @@ class SafetySettings:
     # brokers whose server.properties could NOT be read: {broker id: why} (their static values are unknown)
     unread: Mapping[int, str] = field(default_factory=dict)
 
+    @functools.cached_property
+    def _effective(self) -> list:
+        # [the snapshot's dynamic configs, {(key, replicas): min_isr()/unclean_enabled()}]: the restored snapshots of a
+        # plan share their configs; a plan asks once per partition per step, 400,000 times at 100 brokers. One entry:
+        # settings shared across snapshots (the default instance) keep no other snapshot's configs alive
+        return [None, {}]
+
 
 def partition_order(p: Partition) -> tuple[int, str, int]:
     """Internal topics (__consumer_offsets, __transaction_state) first, then by topic and index."""
@@ -80,7 +87,7 @@ def partition_order(p: Partition) -> tuple[int, str, int]:
 
 
 def _ids(xs: Iterable[int]) -> str:
-    return "[" + ",".join(str(x) for x in xs) + "]"
+    return "[" + ",".join(map(str, xs)) + "]"
 
 
 # --------------------------------------------------------------------------- effective configs
@@ -116,11 +123,29 @@ def _replica_value(key: str, r: int, snapshot: ClusterSnapshot, settings: Safety
     return None, ""
 
 
+def _remembered(key: str, p: Partition, snapshot: ClusterSnapshot, settings: SafetySettings, compute):
+    """``compute(p, snapshot, settings)``, once per (key, replicas) for these settings and the snapshot's dynamic
+    configs (compared by identity: a snapshot is frozen, and its configs are read once)."""
+    held = settings._effective
+    configs, memo = held
+    if configs is not snapshot.broker_configs:
+        memo = {}
+        held[:] = [snapshot.broker_configs, memo]
+    k = (key, p.replicas)
+    if k not in memo:
+        memo[k] = compute(p, snapshot, settings)
+    return memo[k]
+
+
 def min_isr(p: Partition, snapshot: ClusterSnapshot, settings: SafetySettings) -> tuple[int | None, str]:
     """(min.insync.replicas for ``p``, where the value came from); (None, why) when it cannot be known:
     never assumed to be 1 for a replica whose configuration could not be read."""
     if p.min_insync_replicas is not None:
         return p.min_insync_replicas, "topic override"
+    return _remembered(MIN_ISR, p, snapshot, settings, _min_isr)
+
+
+def _min_isr(p: Partition, snapshot: ClusterSnapshot, settings: SafetySettings) -> tuple[int | None, str]:
     default = (settings.min_isr, "cluster setting") if settings.min_isr is not None else (1, "Kafka default")
     values: list[tuple[int, str]] = []
     unknown: list[str] = []
@@ -160,6 +185,10 @@ def unclean_enabled(p: Partition, snapshot: ClusterSnapshot, settings: SafetySet
     """(unclean.leader.election.enable for ``p``, where the value came from): on when any replica has it on."""
     if p.unclean_leader_election is not None:
         return p.unclean_leader_election, "topic override"
+    return _remembered(UNCLEAN, p, snapshot, settings, _unclean_enabled)
+
+
+def _unclean_enabled(p: Partition, snapshot: ClusterSnapshot, settings: SafetySettings) -> tuple[bool, str]:
     if settings.unclean is not None:
         default = (settings.unclean, "cluster setting")
     else:
@@ -309,7 +338,7 @@ def partition_refusals(
     if broker_id not in p.isr or broker_id not in live:
         return []  # B removes nothing from this ISR
     after = [r for r in p.isr if r != broker_id and r in live]
-    unregistered = [r for r in p.isr if r != broker_id and r not in live]
+    unregistered = [r for r in p.isr if r != broker_id and r not in live] if len(after) + 1 < len(p.isr) else []
     gone = f"; isr members {_ids(unregistered)} are not registered" if unregistered else ""
     out: list[str] = []
     if not after:
@@ -327,9 +356,9 @@ def partition_refusals(
                 f"would elect out-of-sync replica {_ids(behind)} and lose every record written since it left the ISR"
             )
         return out
-    holders = [r for r in after if r not in not_serving and r not in unresponsive]
+    holders = [r for r in after if r not in not_serving and r not in unresponsive] if not_serving or unresponsive else after
     silent = [r for r in after if r not in holders]
-    why = "; ".join(f"broker {r}: {not_serving.get(r) or unresponsive.get(r)}" for r in silent)
+    why = "; ".join(f"broker {r}: {not_serving.get(r) or unresponsive.get(r)}" for r in silent) if silent else ""
     if not holders:
         out.append(f"{p.name}: the other in-sync replicas {_ids(after)} are not serving; broker {broker_id} is the last one "
                    f"that serves ({why})")
@@ -369,6 +398,9 @@ def stop_refusals(
 
 # --------------------------------------------------------------------------- what a stop changes
 
+_COORDINATOR = {"__consumer_offsets": "group coordinator", "__transaction_state": "transaction coordinator"}
+
+
 def blast_radius(snapshot: ClusterSnapshot, broker_id: int, not_serving: Mapping[int, str] | None = None) -> list[str]:
     """What changes while ``broker_id`` is down, one line per partition starting with its name,
     internal topics first: in-sync replicas lost, leaderships that move, coordinators that move."""
@@ -382,7 +414,7 @@ def blast_radius(snapshot: ClusterSnapshot, broker_id: int, not_serving: Mapping
             effects.append(f"loses in-sync replica {broker_id} (isr {_ids(p.isr)} -> {_ids(after)})")
         if p.leader == broker_id:
             candidates = [r for r in p.isr if r != broker_id and r in live]
-            role = {"__consumer_offsets": "group coordinator", "__transaction_state": "transaction coordinator"}.get(p.topic)
+            role = _COORDINATOR.get(p.topic)
             what = f"{role} and leadership move" if role else "leadership moves"
             if candidates:
                 effects.append(f"{what} off broker {broker_id} (to one of {_ids(candidates)})")
