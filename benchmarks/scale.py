@@ -19,6 +19,7 @@ budgets and asserts nothing.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import statistics
@@ -226,6 +227,17 @@ def big_cluster(hosts: str, brokers: int, partitions: int, compare_kazoo: bool) 
             f"{ISSUE_FIGURES['plan_xcom']}; {ISSUE_FIGURES['plan']}")
         row("  the approval's text (HITL body)", f"{len(body.encode()) / MB:.2f} MB ({body_took:.2f} s)", "<= 1 MB")
         row("  the approval request's plan (sealed in the ledger and krb_approval)", f"{xcom_bytes(plan.to_dict()) / MB:.2f} MB", "<= 1 MB")
+        # every partition led by its second replica: the election of a whole unbalanced cluster
+        from kafka_runbooks.remediate.election import plan_election
+
+        unbalanced = dataclasses.replace(snapshot, partitions=tuple(dataclasses.replace(p, leader=p.replicas[1]) for p in snapshot.partitions))
+        t = time.monotonic()
+        election = plan_election(unbalanced, config)
+        took = time.monotonic() - t
+        moved = sum(len(b.partitions) for b in election.batches)
+        row(f"election plan of a whole unbalanced cluster ({moved:,} of {partitions:,} partitions, {len(election.batches):,} batches)",
+            f"{took:.2f} s; XCom {xcom_bytes(election.to_dict()) / MB:.2f} MB", "<= 1 MB",
+            f"at most election.max_partitions ({config.election.max_partitions:,}) per election")
         if lines is not None:
             import tempfile as _t
 

@@ -358,6 +358,9 @@ class ElectionSettings:
 
     batch_size: int = 10  # partitions per batch
     offsets_batch_size: int = 5  # __consumer_offsets partitions per batch: their group coordinators move with them
+    # partitions one election moves at most; the rest are left to the next one (its schedule, or a new run): the plan
+    # stays well under 1 MB in XCom and the approval, and a person approves a bounded change
+    max_partitions: int = 5000
     stable_s: float = 600.0  # the returning broker's ZooKeeper session must be this old
     # UTC windows "HH:MM-HH:MM" (may wrap midnight) the election may run in; empty: any time
     window: tuple[str, ...] = ()
@@ -378,8 +381,8 @@ class ElectionSettings:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "ElectionSettings":
         s = _section(cls, d, "election", tuples=("window",))
-        if s.batch_size < 1 or s.offsets_batch_size < 1:
-            raise ConfigError("election: batch_size and offsets_batch_size >= 1")
+        if s.batch_size < 1 or s.offsets_batch_size < 1 or s.max_partitions < 1:
+            raise ConfigError("election: batch_size, offsets_batch_size and max_partitions >= 1")
         if min(s.stable_s, s.deadline_s, s.poll_s, s.convergence_s, s.znode_timeout_s) <= 0:
             raise ConfigError("election: stable_s, deadline_s, poll_s, convergence_s and znode_timeout_s must be > 0")
         if s.method not in ELECTION_METHODS:

@@ -49,6 +49,23 @@ def test_batches_per_target_broker_offsets_last_in_smaller_batches():
     assert Plan.from_dict(json.loads(json.dumps(plan.to_dict()))) == plan  # through XCom unchanged (the digest holds)
 
 
+def test_one_election_moves_at_most_max_partitions_and_says_what_it_left():
+    both = [P("orders", i, (3, 1, 2), 1, (3, 1, 2)) for i in range(23)] + [P("events", i, (2, 1, 3), 1, (2, 1, 3)) for i in range(4)]
+    plan = E.plan_election(snap(both), config(batch_size=10, max_partitions=12))
+    assert not plan.refused
+    assert [(b.target, len(b.partitions)) for b in plan.batches] == [(2, 4), (3, 8)]  # the last batch is cut
+    assert plan.batches[1].reason.startswith("batch 2 of 2: move leadership of 8 partition(s)")
+    assert plan.conditions["brokers"] == [2, 3]
+    (left,) = [w for w in plan.warnings if "max_partitions" in w]
+    assert left.startswith("15 more partition(s) are not led by their preferred replica")
+    cut = E.plan_election(snap(both), config(batch_size=10, max_partitions=4))
+    assert cut.conditions["brokers"] == [2]  # readiness waits only on brokers this election moves leadership to
+    whole = E.plan_election(snap(both), config(batch_size=10))
+    assert sum(len(b.partitions) for b in whole.batches) == 27 and not [w for w in whole.warnings if "max_partitions" in w]
+    with pytest.raises(Exception, match="max_partitions"):
+        config(max_partitions=0)
+
+
 def test_nothing_to_elect_and_unknown_broker_are_refused_with_reasons():
     balanced = [P("orders", 0, (3, 1, 2), 3, (3, 1, 2))]
     assert "nothing to elect" in E.plan_election(snap(balanced), config()).refusals[0]

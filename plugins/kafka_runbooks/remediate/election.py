@@ -18,7 +18,6 @@ every broker's own metadata agrees, the canary succeeded, no broker's request qu
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import json
 from typing import Any, Iterable, Mapping
@@ -63,27 +62,34 @@ def plan_election(snapshot: ClusterSnapshot, config: ClusterConfig, *, brokers: 
         refusals.append(f"snapshot is of cluster {snapshot.cluster!r} but the config is for {config.name!r}")
     todo = [p for p in snapshot.partitions if p.replicas and p.leader != preferred(p) and (not wanted or preferred(p) in wanted)
             and p.name not in done]
-    targets = sorted({preferred(p) for p in todo})
-    batches: list[ElectionBatch] = []
-    for b in targets:
-        mine = sorted((p for p in todo if preferred(p) == b), key=_order)
+    by_target: dict[int, list[Partition]] = {}
+    for p in todo:
+        by_target.setdefault(preferred(p), []).append(p)
+    chunked: list[tuple[int, list[str], bool]] = []  # (target, partitions, __consumer_offsets?) in the order they run
+    for b in sorted(by_target):
+        mine = sorted(by_target[b], key=_order)
         plain = [p.name for p in mine if p.topic != CONSUMER_OFFSETS]
         offsets = [p.name for p in mine if p.topic == CONSUMER_OFFSETS]
-        chunked = [(x, False) for x in chunks(plain, s.batch_size)] + [(x, True) for x in chunks(offsets, s.offsets_batch_size)]
-        for names, is_offsets in chunked:
-            why = (f"move leadership of {len(names)} partition(s) to their preferred replica, broker {b}"
-                   + (" (__consumer_offsets: the group coordinators of these partitions move to broker "
-                      f"{b}; their groups reload offsets and rebalance)" if is_offsets else ""))
-            refused = () if b in config.hosts else (
-                f"cluster {config.name!r} has no SSH connection for broker {b}; refusing to act on an unknown broker",)
-            batches.append(ElectionBatch(b, tuple(names), why, refused))
-    batches = [dataclasses.replace(x, reason=f"batch {i} of {len(batches)}: {x.reason}") for i, x in enumerate(batches, 1)]
+        chunked += [(b, x, False) for x in chunks(plain, s.batch_size)] + [(b, x, True) for x in chunks(offsets, s.offsets_batch_size)]
+    chunked, left = _bounded(chunked, s.max_partitions)
+    targets = sorted({b for b, _, _ in chunked})
+    batches: list[ElectionBatch] = []
+    for i, (b, names, is_offsets) in enumerate(chunked, 1):
+        why = (f"batch {i} of {len(chunked)}: move leadership of {len(names)} partition(s) to their preferred replica, broker {b}"
+               + (" (__consumer_offsets: the group coordinators of these partitions move to broker "
+                  f"{b}; their groups reload offsets and rebalance)" if is_offsets else ""))
+        refused = () if b in config.hosts else (
+            f"cluster {config.name!r} has no SSH connection for broker {b}; refusing to act on an unknown broker",)
+        batches.append(ElectionBatch(b, tuple(names), why, refused))
     if not batches:
         refusals.append("nothing to elect: every partition" + (f" preferring brokers {wanted}" if wanted else "")
                         + " is led by its preferred replica" + (f" or was elected by this election already ({len(done)})" if done else ""))
     refusals += [f"broker {x.target}: {r}" for x in batches for r in x.refusals]
     offline = [p.name for p in todo if p.offline]
     warnings = [f"{len(offline)} partition(s) are offline ({', '.join(offline[:10])}): the election cannot help them"] if offline else []
+    if left:
+        warnings.append(f"{left} more partition(s) are not led by their preferred replica: one election moves at most "
+                        f"election.max_partitions ({s.max_partitions}); the next election (its schedule, or a new run) plans them")
     conditions = {
         "brokers": targets,
         "stable_s": s.stable_s,
@@ -106,6 +112,18 @@ def plan_election(snapshot: ClusterSnapshot, config: ClusterConfig, *, brokers: 
         controller_id=snapshot.controller_id, controller_epoch=snapshot.controller_epoch, warnings=tuple(warnings),
         roll_id=roll_id, conditions=conditions,
     )
+
+
+def _bounded(chunked: list[tuple[int, list[str], bool]], most: int) -> tuple[list[tuple[int, list[str], bool]], int]:
+    """(the batches in order up to ``most`` partitions, the last one cut if need be; how many partitions were left)."""
+    kept: list[tuple[int, list[str], bool]] = []
+    room = most
+    for b, names, is_offsets in chunked:
+        if room <= 0:
+            break
+        kept.append((b, names[:room], is_offsets))
+        room -= len(kept[-1][1])
+    return kept, sum(len(x[1]) for x in chunked) - sum(len(x[1]) for x in kept)
 
 
 def _moves(batches: list[ElectionBatch]) -> list[str]:
