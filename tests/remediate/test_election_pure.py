@@ -4,6 +4,7 @@ znode payload, the approval text; the DAG's shape (the election is gated by the 
 import dataclasses
 import datetime as dt
 import json
+import time
 
 import pytest
 
@@ -248,3 +249,77 @@ def test_readiness_says_catching_up_with_its_eta_or_stuck_and_gives_up_on_stuck(
     assert text.startswith("gave up early: broker(s) [3] are stuck out of the ISR of 1 partition(s) (orders-1)")
     assert "restart broker(s) [3] through the engine" in text and "Nothing was changed" in text
     assert E.stuck_diagnosis({**cond, "brokers": [2]}, stuck) is None  # only the brokers it waits for
+
+
+def test_a_lock_lost_during_an_elections_long_waits_halts_at_the_next_poll(monkeypatch):
+    """Issue 17 §4: a lost maintenance lock is noticed at the next poll of the election's waits too -- the controller
+    taking the znode, the convergence wait (``election.convergence_s``), the coordinator gate -- not at their end."""
+    from types import SimpleNamespace
+
+    import kafka_runbooks.detect.snapshot as S
+    import kafka_runbooks.hooks.kafka as K
+    from kafka_runbooks.remediate import election_run as R
+    from kafka_runbooks.remediate import gates as G
+    from kafka_runbooks.remediate.lock import LockLost
+
+    never = with_brokers(snap(moved_away()))  # broker 3 leads nothing: the batch never converges
+
+    class Views:
+        def __init__(self, *a, **k):
+            pass
+
+        def metadata_views(self, brokers, timeout_s):
+            return [MetadataView(b.id, f"kafka{b.id}:9092", True) for b in brokers]
+
+    monkeypatch.setattr(S, "read_snapshot", lambda zk, cluster: never)
+    monkeypatch.setattr(K, "KafkaHook", Views)
+    polls = []
+
+    def guard():
+        polls.append(1)
+        if len(polls) >= 3:
+            raise LockLost("the ZooKeeper session holding the maintenance lock of cluster 'c1' was suspended or lost")
+
+    cfg = config(convergence_s=600.0, poll_s=0.01)
+    t0 = time.monotonic()
+    with pytest.raises(LockLost):
+        R._converge(object(), SimpleNamespace(config=cfg, canary=False), ["orders-0"], guard=guard)
+    assert len(polls) == 3 and time.monotonic() - t0 < 60
+
+    class NeverTaken:  # a controller that never deletes the znode
+        def create(self, path, data):
+            pass
+
+        def exists(self, path, watch=None):
+            return True
+
+    polls.clear()
+    with pytest.raises(LockLost):
+        R._elect_znode(NeverTaken(), ["orders-0"], timeout_s=600.0, guard=guard)
+    assert len(polls) == 3
+
+    seen = {}
+
+    def gate(*a, guard=None, **k):
+        seen["guard"] = guard
+        raise G.GateFailed("coordinator", "not loaded")
+
+    monkeypatch.setattr(G, "coordinator_gate", gate)
+
+    class Host:
+        def __init__(self, *a, **k):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *a):
+            return False
+
+    import kafka_runbooks.hooks.ssh as SSH
+
+    monkeypatch.setattr(SSH, "StrictSSHHook", Host)
+    monkeypatch.setattr("kafka_runbooks.remediate.executor.probe_consumer_config", lambda ex, now: lambda group: {})
+    with pytest.raises(R.Halted):
+        R._coordinators_loaded(object(), SimpleNamespace(config=cfg), 3, [0], guard=guard)
+    assert seen["guard"] is guard

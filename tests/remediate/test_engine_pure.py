@@ -262,3 +262,69 @@ def test_the_host_must_really_run_the_broker_it_is_mapped_to():
     assert "runs broker 1002 (broker.id in /d1/meta.properties)" in BrokerHost(cfg, 2, host).identity_refusal()
     assert host.calls[-1] == ("cat", "--", "/d1/meta.properties")
     assert "cannot prove host ssh_b2 runs broker 2" in BrokerHost(cfg, 2, _Host(None)).identity_refusal()
+
+
+def test_the_last_safety_check_runs_right_before_the_stop_command_and_a_refusal_sends_none():
+    """Issue 17 §1: ``before_stop`` (the executor's re-read of the state, the rules applied once more) runs after the
+    step's own reads of the host -- its processes, its log's size -- and immediately before the stop command; when it
+    refuses, no stop, kill or start command is ever sent."""
+    import logging
+    from types import SimpleNamespace
+
+    from kafka_runbooks.config import GateSettings
+    from kafka_runbooks.remediate.host import ProcessInfo
+    from kafka_runbooks.remediate.steps import StepFailed, restart_broker
+
+    calls: list[str] = []
+
+    class Host:
+        broker_id = 2
+        config = SimpleNamespace(server_log=lambda b: f"/var/log/kafka/{b}/server.log", kill_command=["kill"])
+
+        def processes(self):
+            calls.append("processes")
+            return [ProcessInfo(4242, "Sl", "Mon Nov 23 10:00:00 2026")]
+
+        def size(self, path):
+            calls.append("size")
+            return 100
+
+        def run(self, which, timeout):
+            calls.append(which)
+            raise AssertionError(f"{which} was sent although the last safety check refused")
+
+    class Zk:
+        def exists(self, path, watch=None):
+            calls.append("registration")
+            return SimpleNamespace(ephemeralOwner=0x77, czxid=5)
+
+    def refuse():
+        calls.append("before_stop")
+        raise StepFailed(2, "safety check right before the stop", "broker 1: did not answer a direct check; nothing was stopped")
+
+    with pytest.raises(StepFailed, match="right before the stop"):
+        restart_broker(Zk(), Host(), GateSettings(), lambda *a, **k: None, logging.getLogger("t"), before_stop=refuse)
+    assert calls[-1] == "before_stop" and calls.index("before_stop") > max(calls.index("processes"), calls.index("size"))
+    assert not {"stop_command", "kill_command", "start_command"} & set(calls)
+
+
+def test_the_fresh_plan_differing_in_anything_the_approver_saw_refuses():
+    """Issue 17 §3: not only the order -- a waived broker that answers again, a holder that stopped answering, a changed
+    warning. The same evidence again is no change."""
+    from kafka_runbooks.config import ClusterConfig
+    from kafka_runbooks.remediate.plan import plan_restart
+
+    cfg = ClusterConfig(name="c1", zk_conn_id="zk", hosts={1: "ssh_b1", 2: "ssh_b2", 3: "ssh_b3"}, kafka_version="2.3.0")
+    s = snap([P("orders", 0, [2, 1, 3], 2, [2, 1, 3]), P("orders", 1, [1, 3, 2], 1, [1, 3, 2])], controller=3)
+    waived = {2: "direct check failed (no answer within 5s) and jvm_deadlock: 'kafka-request-handler-1' <-> ..."}
+    approved = plan_restart(s, [2], cfg, kind="incident_restart", not_serving=waived, roll_id="c1-1")
+    assert plan_changed(approved, plan_restart(s, [2], cfg, kind="incident_restart", not_serving=waived, roll_id="c1-1")) == []
+    answers = plan_changed(approved, plan_restart(s, [2], cfg, kind="incident_restart", roll_id="c1-1"))
+    assert approved.broker_order == (2,) and any("broker 2 was approved for restart under the not-serving waiver" in c and
+                                                  "the waiver no longer applies" in c for c in answers), answers
+    assert answers[-1].startswith("the plan the approver saw no longer fits the cluster")
+    silent = {1: "did not answer a direct Kafka-protocol check at 2024-01-01T00:00:01Z on kafka1:9092 (_TIMED_OUT)"}
+    roll = plan_restart(s, [2], cfg, roll_id="c1-roll-1")
+    now_silent = plan_changed(roll, plan_restart(s, [2], cfg, roll_id="c1-roll-1", unresponsive=silent))
+    assert any("brokers that are no holder (no answer to a direct check, or an open incident): approved [], now [1]" in c
+               for c in now_silent), now_silent

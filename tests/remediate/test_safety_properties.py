@@ -22,7 +22,7 @@ import dataclasses
 import os
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from kafka_runbooks.config import ClusterConfig
 from kafka_runbooks.model import INTERNAL_TOPICS, Broker, ClusterSnapshot, Partition
@@ -166,10 +166,28 @@ HUNT = "HYPOTHESIS_MAX_EXAMPLES" in os.environ
 CI_SETTINGS = dict(deadline=None, suppress_health_check=list(HealthCheck), derandomize=not HUNT)
 
 
+# issue 17 §1's own example, run every time whatever the random draws: brokers {1,2}, __consumer_offsets-0 ISR [2,1],
+# broker 1 registered and in the ISR but hung -- stopping broker 2 leaves no serving holder (incident 002)
+ISSUE_17 = (ClusterSnapshot(cluster="c1", taken_at="2024-01-01T00:00:00Z", brokers=(Broker(1, "kafka1", 9092), Broker(2, "kafka2", 9092)),
+                            controller_id=1, partitions=(Partition("__consumer_offsets", 0, (2, 1), 2, (2, 1)),)),
+            SafetySettings(kafka_version="2.3.0"), {}, {1})
+
+
+def test_the_oracle_catches_an_engine_blind_to_a_hung_holder():
+    """The oracle is not the engine: on the issue's example an engine that trusts ZooKeeper's view (no direct check of
+    the holders) allows stopping broker 2, and the oracle calls that a broken promise; the engine refuses it."""
+    snapshot, safety, not_serving, hung = ISSUE_17
+    assert stop_refusals(snapshot, 2, safety, not_serving) == []  # blind: registered and in the ISR looks like a holder
+    assert violations(snapshot, 2, safety, not_serving, hung) == ["__consumer_offsets-0: left only in-sync replicas that do not serve [1]",
+                                                                  "__consumer_offsets-0: every serving in-sync holder down"]
+    assert engine_refusals(snapshot, 2, safety, not_serving, hung)
+
+
 # CPU-bound: 2.5-3.5 min on an idle machine, past pytest's 600 s when the CI's other lanes load the machine (load 17)
 @pytest.mark.timeout(1800)
 @settings(max_examples=int(os.environ.get("HYPOTHESIS_MAX_EXAMPLES", 10_000)), **CI_SETTINGS)
 @given(cluster_states())
+@example(ISSUE_17)
 def test_no_allowed_stop_breaks_a_promise(state):
     snapshot, safety, not_serving, hung = state
     for b in sorted({r for p in snapshot.partitions for r in p.replicas} | snapshot.live_broker_ids):

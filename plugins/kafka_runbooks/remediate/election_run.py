@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from kafka_runbooks import clock
 from kafka_runbooks.config import ClusterConfig
@@ -111,10 +111,10 @@ def _with_stuck_s(config: ClusterConfig, stuck_s: float) -> ClusterConfig:
     return dataclasses.replace(config, health=dataclasses.replace(config.health, follower_stuck_s=stuck_s))
 
 
-def _elect_znode(zk, partitions: list[str], timeout_s: float) -> float:
+def _elect_znode(zk, partitions: list[str], timeout_s: float, guard: Callable[[], None] | None = None) -> float:
     """Writes the znode and waits until the controller deletes it; the seconds that took. A znode the controller did not
     take within ``timeout_s`` is removed again (when it is still ours) before halting: a halted election leaves nothing
-    behind for a controller to run later."""
+    behind for a controller to run later. ``guard`` (the maintenance lock's check) runs at every poll."""
     from kazoo.exceptions import NodeExistsError
 
     from kafka_runbooks.remediate.waits import Waker, wait_for
@@ -126,7 +126,8 @@ def _elect_znode(zk, partitions: list[str], timeout_s: float) -> float:
     except NodeExistsError:
         raise Halted(f"{E.ZNODE} already exists: another preferred election is pending; nothing was written") from None
     waker = Waker()
-    gone = wait_for(lambda: True if zk.exists(E.ZNODE, watch=waker) is None else None, timeout_s=timeout_s, poll_s=1.0, waker=waker)
+    gone = wait_for(lambda: True if zk.exists(E.ZNODE, watch=waker) is None else None, timeout_s=timeout_s, poll_s=1.0, waker=waker,
+                    guard=guard)
     if gone is None:
         removed = remove_our_znode(zk, partitions)
         raise Halted(f"the controller did not take {E.ZNODE} within {timeout_s:g} s (no active controller, or it is stuck); "
@@ -171,10 +172,11 @@ def _elect_admin(config: ClusterConfig, snapshot, partitions: list[str], timeout
     return time.monotonic() - t0
 
 
-def _converge(zk, ex: Execution, batch: list[str]) -> dict[str, Any]:
+def _converge(zk, ex: Execution, batch: list[str], guard: Callable[[], None] | None = None) -> dict[str, Any]:
     """Waits until the batch converged: ZooKeeper and every broker's own metadata agree, a canary round succeeded (when
     the run uses the canary) and every broker's request queue was read and is not saturated (when ``leadership.jmx``).
-    Halted with the last reasons otherwise; a failed canary round halts even if a later one passed."""
+    Halted with the last reasons otherwise; a failed canary round halts even if a later one passed. ``guard`` (the
+    maintenance lock's check) runs at every poll: a lost lock halts the wait at once, not at its end."""
     from kafka_runbooks.detect.snapshot import read_snapshot
     from kafka_runbooks.hooks.kafka import KafkaHook
     from kafka_runbooks.remediate.gates import canary_leaders
@@ -189,6 +191,8 @@ def _converge(zk, ex: Execution, batch: list[str]) -> dict[str, Any]:
     jmx_rounds = 0
     diverged_s = None
     while True:
+        if guard is not None:
+            guard()
         snapshot = read_snapshot(zk, cfg.name)
         views = hook.metadata_views(snapshot.brokers, cfg.leadership.view_timeout_s)
         last = E.convergence(snapshot, batch, views=views)
@@ -220,7 +224,8 @@ def _converge(zk, ex: Execution, batch: list[str]) -> dict[str, Any]:
             "queue_checks": jmx_rounds, "total_s": round(time.monotonic() - t0, 2)}
 
 
-def _coordinators_loaded(zk, ex: Execution, broker_id: int, partitions: list[int]) -> dict[str, Any]:
+def _coordinators_loaded(zk, ex: Execution, broker_id: int, partitions: list[int],
+                         guard: Callable[[], None] | None = None) -> dict[str, Any]:
     """After moving ``__consumer_offsets`` leadership: the engine's coordinator gate -- each moved partition's new
     coordinator (broker ``broker_id``) answers an OffsetFetch for a probe group of that partition, i.e. it loaded the
     groups' offsets -- within ``gates.coordinator_s``; Halted otherwise (the groups of those partitions have no
@@ -240,7 +245,7 @@ def _coordinators_loaded(zk, ex: Execution, broker_id: int, partitions: list[int
             res = G.coordinator_gate(probe_consumer_config(ex, now), partitions, len(offsets_now), timeout_s=cfg.gates.coordinator_s,
                                      poll_s=cfg.gates.poll_s, request_timeout_s=cfg.gates.probe_timeout_s,
                                      broker_log=lambda: host.tail(cfg.server_log(broker_id), 5000),
-                                     led_by_broker=[p for p, leader in offsets_now.items() if leader == broker_id])
+                                     led_by_broker=[p for p, leader in offsets_now.items() if leader == broker_id], guard=guard)
         except G.GateFailed as exc:
             raise Halted(f"the coordinators of __consumer_offsets {partitions} (now broker {broker_id}) did not load their groups "
                          f"within {cfg.gates.coordinator_s:g} s: {exc.reason}") from None
@@ -302,18 +307,18 @@ def run(ex: Execution) -> dict[str, Any]:
                 t0 = time.monotonic()
                 if method == "zookeeper":
                     pending[:] = todo
-                    took = _elect_znode(zk, todo, cfg.election.znode_timeout_s)
+                    took = _elect_znode(zk, todo, cfg.election.znode_timeout_s, guard=lock.check)
                     pending[:] = []
                 else:
                     took = _elect_admin(cfg, snapshot, todo, cfg.election.znode_timeout_s)
                 audit("elect_batch", "ok", {"batch": batch_no, "broker_id": batch.target, "partitions": todo, "method": method,
                                             "znode": E.ZNODE if method == "zookeeper" else None, "controller_s": round(took, 2)})
                 lock.check()
-                conv = _converge(zk, ex, todo)
+                conv = _converge(zk, ex, todo, guard=lock.check)
                 offsets = sorted(int(n.rpartition("-")[2]) for n in todo if n.rpartition("-")[0] == CONSUMER_OFFSETS)
                 if offsets:
                     lock.check()
-                    conv["coordinator"] = _coordinators_loaded(zk, ex, batch.target, offsets)
+                    conv["coordinator"] = _coordinators_loaded(zk, ex, batch.target, offsets, guard=lock.check)
                 timing = {"batch": batch_no, "broker_id": batch.target, "partitions": len(todo),
                           "elect_s": round(took, 2), **conv, "batch_s": round(time.monotonic() - t0, 2)}
                 ex.timings.append(timing)
