@@ -45,7 +45,7 @@ def run_one(lab, dags, name: str) -> tuple[bool, str]:
     if name == "001":
         from kafka_lab.drill import run_001
 
-        return run_001(lab, dags), "deadlock -> incident -> approved restart -> closed"
+        return run_001(lab, dags).ok, "deadlock -> incident -> approved restart -> closed"
     if name == "003":
         from kafka_lab.drill_003 import run_003
 
