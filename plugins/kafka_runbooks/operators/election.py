@@ -168,8 +168,8 @@ class ExecuteElectionOperator(ClusterChangingOperator):
             result = R.run(ex)
         except (R.Refused, R.Halted) as exc:
             raise AirflowFailException(str(exc)) from exc
-        self.log.info("elected %d partition(s) in %d batch(es); canary failures %d; timings %s", len(result["elected"]),
-                      result["batches"], result["canary_failures"], result["timings"])
+        self.log.info("elected %d partition(s) in %d batch(es) in %.1f s; canary failures %d (the close task says what is left)",
+                      len(result["elected"]), result["batches"], result["wall_s"], result["canary_failures"])
         return result
 
 
@@ -198,10 +198,13 @@ class CloseElectionOperator(BaseOperator):
         store = IncidentStore(config)
         actor = _actor(context)
         if isinstance(self.result, dict) and self.result.get("elected") is not None:
+            from kafka_runbooks.operators import summary
+
             store.close(record_id, actor=actor, resolution=f"preferred leadership restored for {len(self.result['elected'])} partition(s) "
                                                            f"in {self.result.get('batches')} batch(es), approved by {self.result.get('approved_by')}; "
                                                            f"canary failures {self.result.get('canary_failures')}")
-            return {"status": "closed", "record_id": record_id, "elected": self.result["elected"]}
+            text = summary.election_finished(context, self.log, config, record_id, self.result, plan.get("requested") or ())
+            return {"status": "closed", "record_id": record_id, "elected": self.result["elected"], "summary": text}
         choice = (self.decision or {}).get("chosen_options") if isinstance(self.decision, dict) else None
         if choice and choice[0] != "Approve":
             store.close(record_id, actor=actor, resolution=f"{choice[0]}: nothing was changed")
