@@ -159,11 +159,12 @@ def test_an_election_reads_as_one_line_per_batch_and_gate():
     assert text[3] == ("batch 1 of 2 -> broker 3: gate convergence: waiting, 57.5 s left: ZooKeeper: 3 partition(s) not led by "
                        "the preferred replica: orders-0 (leader 1, preferred 3); broker 2's own metadata disagrees with "
                        "ZooKeeper: orders-1 says 1")
-    assert text[4] == ("batch 1 of 2 -> broker 3: gate convergence PASSED in 1.2 s: 8 partition(s) led by broker 3, every "
-                       "broker's own metadata agrees; canary 1 round(s), 0 failed; request queues not saturated; batch done in 2.6 s")
+    assert text[4] == ("batch 1 of 2 -> broker 3: gate convergence PASSED in 2.0 s: 8 partition(s) led by broker 3, every "
+                       "broker's own metadata agrees (after 1.2 s); canary 1 round(s), 0 failed; request queues not saturated; "
+                       "batch done in 2.6 s")
     assert text[5] == "batch 2 of 2 -> broker 3: skipped: already led by the preferred replica"  # no line for its empty check
     assert len(text) == 7
-    offsets = progress.election_line("convergence", "ok", {**at, "partitions": 4, "converged_s": 0.5, "batch_s": 4.0,
+    offsets = progress.election_line("convergence", "ok", {**at, "partitions": 4, "converged_s": 0.5, "total_s": 0.6, "batch_s": 4.0,
                                                            "coordinator": {"seconds": 2.25, "probed": [0, 3]}})
     assert "gate coordinator PASSED in 2.2 s (2 offsets partition(s) answer from a loaded coordinator)" in offsets
     refused = progress.election_line("batch_check", "refused", {**at, "refusals": ["the quiet window ['01:00-02:00'] (UTC) closed"]})
@@ -196,6 +197,7 @@ def test_the_deferred_wait_says_what_it_waits_on_and_how_long_is_left():
     assert progress.wait_line("lab", 3, ["broker 3 is not yet in the ISR of 2 partition(s) it hosts"], left) == (
         "preferred election of lab: waiting (check 3, 300.0 s left until the deadline): broker 3 is not yet in the ISR of "
         "2 partition(s) it hosts")
+    assert progress.ready_line("lab", 1, []) == "preferred election of lab: ready after 1 check(s); it first waited for: nothing (ready at the first check)"
 
 
 def test_a_finished_election_says_what_it_elected_and_the_imbalance_it_left():

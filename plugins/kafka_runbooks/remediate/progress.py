@@ -239,8 +239,8 @@ def election_line(action: str, outcome: str, details: Mapping[str, Any] | None =
         waiting = [str(w) for w in d.get("waiting_for") or []]
         return f"{at}gate convergence: waiting{left}: {'; '.join(waiting[:3])}" + (f"; and {len(waiting) - 3} more" if len(waiting) > 3 else "")
     if action == "convergence":
-        said = [f"{at}gate convergence PASSED in {_s(d.get('converged_s'))}: {d.get('partitions')} partition(s) led by "
-                f"broker {d.get('broker_id')}, every broker's own metadata agrees"]
+        said = [f"{at}gate convergence PASSED in {_s(d.get('total_s'))}: {d.get('partitions')} partition(s) led by "
+                f"broker {d.get('broker_id')}, every broker's own metadata agrees (after {_s(d.get('converged_s'))})"]
         if d.get("canary_rounds"):
             said.append(f"canary {d['canary_rounds']} round(s), {d.get('canary_failures', 0)} failed")
         if d.get("queue_checks"):
@@ -255,6 +255,12 @@ def election_line(action: str, outcome: str, details: Mapping[str, Any] | None =
             return f"wait: ready after {d.get('checks')} check(s); first waited for: {'; '.join(map(str, (d.get('waited_for') or [])[:3])) or 'nothing'}"
         return f"wait: GAVE UP after {d.get('checks')} check(s): {d.get('reason')}"
     return None
+
+
+def ready_line(cluster: str, checks: int, waited_for: Sequence[str]) -> str:
+    """The deferred wait's last line: nothing stands in the way any more."""
+    first = "; ".join(waited_for) if waited_for else "nothing (ready at the first check)"
+    return f"preferred election of {cluster}: ready after {checks} check(s); it first waited for: {first}"
 
 
 def wait_line(cluster: str, checks: int, why: Sequence[str], left_s: float | None) -> str:
