@@ -99,9 +99,16 @@ class PlanElectionOperator(BaseOperator):
                         details={"refusals": list(plan.refusals), "plan": plan.to_dict(), "digest": digest, "run_id": context["ti"].run_id,
                                  "resume": _truthy(self.resume), "already_elected": elected})
             if plan.refused:
+                from kafka_runbooks.operators.summary import REFUSED_KEY
+                from kafka_runbooks.remediate.progress import refusal_summary
+
+                one_line = refusal_summary(plan)
                 store.close(record_id, actor=starter or _actor(context),
                             resolution="plan refused; nothing (further) was changed: " + "; ".join(plan.refusals)[:1000])
-                raise AirflowFailException("election refused:\n" + "\n".join(f"- {r}" for r in plan.refusals))
+                # the close task says what was refused (it has no plan to read: this task fails)
+                context["ti"].xcom_push(key=REFUSED_KEY, value={"summary": one_line, "record_id": record_id, "cluster": plan.cluster,
+                                                                "kind": plan.kind, "refusals": len(plan.refusals)})
+                raise AirflowFailException(f"election {one_line}; nothing changed (every reason is in the plan above)")
         return {"plan": plan.to_dict(), "digest": digest, "dry_run": dry_run, "canary": config.election.canary,
                 "findings": [], "gates": [g for g in GATES if (config.election.canary or "canary" not in g) and (config.leadership.jmx or "JmxTool" not in g)]}
 
@@ -187,10 +194,15 @@ class CloseElectionOperator(BaseOperator):
         from kafka_runbooks.incidents.store import IncidentStore
         from kafka_runbooks.remediate.ledger import Ledger
 
+        from kafka_runbooks.operators import summary
+
         out = self.plan_output if isinstance(self.plan_output, dict) else {}
         plan = out.get("plan") or {}
         if out.get("dry_run"):
             return {"status": "dry run", "batches": [b.get("partitions") for b in plan.get("batches", [])], "refusals": plan.get("refusals", [])}
+        refused = summary.refused_plan(context)
+        if not plan and refused:
+            return summary.close_refused(context, self.log, refused)
         record_id = plan.get("roll_id")
         if not record_id:
             raise AirflowFailException("the plan was never computed (see the plan task)")
@@ -198,8 +210,6 @@ class CloseElectionOperator(BaseOperator):
         store = IncidentStore(config)
         actor = _actor(context)
         if isinstance(self.result, dict) and self.result.get("elected") is not None:
-            from kafka_runbooks.operators import summary
-
             store.close(record_id, actor=actor, resolution=f"preferred leadership restored for {len(self.result['elected'])} partition(s) "
                                                            f"in {self.result.get('batches')} batch(es), approved by {self.result.get('approved_by')}; "
                                                            f"canary failures {self.result.get('canary_failures')}")
