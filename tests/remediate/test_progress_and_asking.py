@@ -222,3 +222,17 @@ def test_a_finished_election_says_what_it_elected_and_the_imbalance_it_left():
     balanced = progress.election_summary("lab", {**result, "elected": [], "timings": []}, imbalance={})
     assert "elected: nothing (every partition was already led by its preferred replica)" in balanced
     assert "left: every partition led by its preferred replica" in balanced
+
+
+def test_an_election_dry_run_reads_as_a_note():
+    from kafka_runbooks.model import ElectionBatch
+
+    plan = Plan(cluster="lab", steps=(), kind="preferred_election", requested=(3,),
+                batches=(ElectionBatch(3, tuple(f"orders-{i}" for i in range(8)), "move"), ElectionBatch(3, ("__consumer_offsets-1",), "move")),
+                conditions={"brokers": [3], "stable_s": 30.0, "window": ["01:00-05:00"], "deadline_s": 21600.0})
+    note = progress.election_plan_note(plan, "b" * 64, dry_run=True)
+    assert note.splitlines()[0] == "**preferred_election of lab: DRY RUN -- nothing was asked and nothing changed**"
+    assert "9 partition(s) in 2 batch(es); digest bbbbbbbbbbbbbbbb" in note
+    assert "1. broker 3: 8 partition(s) (orders-0, orders-1, orders-2, orders-3, orders-4 and 3 more)" in note
+    assert "2. broker 3: 1 partition(s) (__consumer_offsets-1)" in note
+    assert "the quiet window (01:00-05:00); gives up after 21600.0 s" in note

@@ -90,6 +90,11 @@ class PlanElectionOperator(BaseOperator):
         self.log.info("plan (%s), digest %s:\n%s", "dry run" if dry_run else "to be approved", digest[:16],
                       "\n".join([f"  {b.reason}: {', '.join(b.partitions)}" for b in plan.batches]
                                 + [f"  refused: {r}" for r in plan.refusals] + [f"  conditions: {dict(plan.conditions)}"]))
+        if dry_run:
+            from kafka_runbooks.operators.summary import set_run_note
+            from kafka_runbooks.remediate.progress import election_plan_note
+
+            set_run_note(context, self.log, election_plan_note(plan, digest, dry_run=True))  # the plan, readable in the UI
         if not dry_run:
             L.Ledger(config, record_id).append(L.PLANNED, context["ti"].run_id, plan=plan.to_dict(), digest=digest,
                                                              starter=starter, resumed=bool(elected) or _truthy(self.resume))

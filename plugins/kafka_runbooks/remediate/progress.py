@@ -299,3 +299,21 @@ def election_summary(cluster: str, result: Mapping[str, Any] | None, *, imbalanc
     if incident_url:
         out.append(f"incident page: {incident_url}")
     return "\n".join(out)
+
+
+def election_plan_note(plan: Plan, digest: str, *, dry_run: bool) -> str:
+    """An election's readable plan (Markdown) for the run's note: per batch, the target broker and its partitions; what
+    it would wait for."""
+    what = "DRY RUN -- nothing was asked and nothing changed" if dry_run else ("REFUSED -- nothing changed" if plan.refused else "to be approved")
+    out = [f"**{plan.kind} of {plan.cluster}: {what}**", ""]
+    if plan.refused:
+        out += [refusal_summary(plan), ""]
+    total = sum(len(b.partitions) for b in plan.batches)
+    out.append(f"{total} partition(s) in {len(plan.batches)} batch(es); digest {digest[:16]}")
+    for i, b in enumerate(plan.batches, 1):
+        out.append(f"{i}. broker {b.target}: {len(b.partitions)} partition(s) ({_some(list(b.partitions))})")
+    c = plan.conditions or {}
+    window = ", ".join(c.get("window") or []) or "any time"
+    out.append(f"Waits for: brokers {c.get('brokers')} in every ISR, their ZooKeeper session older than {c.get('stable_s')} s, "
+               f"the quiet window ({window}); gives up after {c.get('deadline_s')} s")
+    return "\n".join(out)
