@@ -245,15 +245,25 @@ def _incident(b: Browser, d) -> None:
 
     run_id = d.trigger("alice", RESPONSE, {"cluster": "lab", "broker_ids": [1], "reason": "browser test: look at broker 1"})
 
+    rejected = []
+
     def settled():
         # the analysis may still propose a restart of the broker asked about: bob rejects it, as on-call would
         tis = d.task_instances(RESPONSE, run_id)
         if (tis.get("approve") or {}).get("state") == "awaiting_input":
             assert d.answer("bob", RESPONSE, run_id, "approve", option="Reject").status_code == 200
+            rejected.append(True)
         run = d.run(RESPONSE, run_id)
         return run if run["state"] in ("success", "failed") else None
 
     run = wait_until(settled, 1200, f"{RESPONSE} {run_id} to finish", interval=3.0)
+    # needing a person pages on-call -- unless the person it needs is the one who rejected the restart
+    paged = [p for p in d.pages() if p.get("run_id") == run_id
+             or (isinstance(p.get("details"), dict) and p["details"].get("run_id") == run_id)]
+    print(f"\n[{RESPONSE} {run_id}: {run['state']}; rejected by bob: {bool(rejected)}; on-call paged: "
+          f"{[(p.get('event'), (p.get('text') or '').splitlines()[0][:200]) for p in paged]}]")
+    if not rejected:
+        assert [p for p in paged if p.get("event") in ("needs_person", "halted")], paged
     bob = b.page("bob")
     bob.goto(f"{d.url}/kafka-runbooks/incidents")
     text = _wait_text(bob, r"need a person")
