@@ -29,6 +29,7 @@ pytestmark = [pytest.mark.deployed, pytest.mark.timeout(1800)]
 
 CHROMIUM = os.environ.get("KAFKA_RUNBOOKS_CHROMIUM", "/usr/bin/chromium")
 ROLL, RESPONSE = "kafka_rolling_restart", "kafka_incident_response"
+SIGN_IN_TIMEOUT_MS = 180_000
 
 
 def q(value: str) -> str:
@@ -51,8 +52,10 @@ class Browser:
             ctx = self.browser.new_context(viewport={"width": 1400, "height": 1000})
             ctx.set_default_timeout(60_000)
             page = ctx.new_page()
-            page.goto(self.d.url + "/")
-            page.wait_for_selector("input[name=username]")
+            # the first page of a cold browser: on the loaded 2-core machine the whole deployment once stood still for
+            # ~50 s here (api-server and scheduler both silent, load 15), past the 60 s default
+            page.goto(self.d.url + "/", timeout=SIGN_IN_TIMEOUT_MS)
+            page.wait_for_selector("input[name=username]", timeout=SIGN_IN_TIMEOUT_MS)
             page.fill("input[name=username]", user)
             page.fill("input[name=password]", self.d.password(user))
             page.keyboard.press("Enter")
