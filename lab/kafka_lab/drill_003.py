@@ -243,19 +243,20 @@ def _record_of(run) -> str | None:
     return (tis["plan"].xcom_pull(task_ids="plan") or {}).get("plan", {}).get("roll_id")
 
 
-def stuck_follower(lab) -> str:
+def stuck_follower(lab) -> tuple[str, str]:
     """What Kafka 2.3 did in the failed drill, on purpose: broker 3's fetcher drops a partition it follows (the lab's
-    ``fence-fetcher``: Kafka's own handling of FENCED_LEADER_EPOCH) and it never fetches it again."""
+    ``fence-fetcher``: Kafka's own handling of FENCED_LEADER_EPOCH on 2.1+, the fetcher's own ``removePartitions`` on
+    0.10) and it never fetches it again. Returns the partition and what the fault agent did."""
     from kafka_lab.procs import wait_until
 
     # it has just returned (and flapped): once it follows an `orders` partition again (back in its ISR), that one
     followed = wait_until(lambda: [k for k in lab.followed_by(RETURNING) if k[0] == "orders"], 300,
                           f"broker {RETURNING} back in the ISR of an orders partition it follows", interval=1.0)
     topic, partition = followed[0]
-    lab.fence_fetcher(RETURNING, topic, partition)
+    done = lab.fence_fetcher(RETURNING, topic, partition)
     wait_until(lambda: RETURNING not in lab.partitions()[(topic, partition)]["isr"], 120,
                f"broker {RETURNING} out of the ISR of {topic}-{partition}", interval=0.5)
-    return f"{topic}-{partition}"
+    return f"{topic}-{partition}", str(done.get("message") or "")
 
 
 def fix_stuck_follower(lab, timeout_s: float = 900) -> dict[str, Any]:
@@ -316,9 +317,9 @@ def deferred_phase(lab, flaps: int = 2, stable_s: float = 20.0, stuck_s: float =
         say(f"broker {RETURNING} stopped and started under load, its ZooKeeper session flapped {flaps} times; nothing moves back")
         return_and_flap(lab, flaps)
         t_back = clock.now()
-        name = stuck_follower(lab)
-        say(f"broker {RETURNING}'s fetcher dropped {name} as Kafka 2.3 did in the failed run ('has an older epoch ... Will await "
-            "the new LeaderAndIsr state'): it never fetches it again and is out of its ISR")
+        name, how = stuck_follower(lab)
+        say(f"broker {RETURNING}'s fetcher dropped {name} as Kafka 2.3 did in the failed run ({how}): it never fetches it "
+            "again and is out of its ISR")
         say(f"kafka_preferred_election (execute) started; approval answered by this program as 'drill-bot'; it waits for broker "
             f"{RETURNING} in every ISR and a session stable for {stable_s:g} s")
         first = _election(DAG_ID, "drill 003")
