@@ -171,7 +171,8 @@ def return_and_flap(lab, flaps: int) -> None:
 
 def rebalance_phase(lab, config, flaps: int = 2, detect: bool = True) -> dict[str, Any]:
     """Phase 1. Returns its figures and the first finding of each kind."""
-    say("profile 'rebalance': auto.leader.rebalance.enable=true, leader.imbalance.check.interval.seconds=10 (rolling the brokers)")
+    say("profile 'rebalance': auto.leader.rebalance.enable=true, leader.imbalance.check.interval.seconds=10, "
+        "leader.imbalance.per.broker.percentage=0 (rolling the brokers)")
     lab.use_profile("rebalance")
     kinds = ("rebalance_hazard", "election_storm", "metadata_divergence", "leadership_imbalance", "request_queue_saturated",
              "connection_storm")
