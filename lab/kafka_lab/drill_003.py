@@ -171,7 +171,8 @@ def return_and_flap(lab, flaps: int) -> None:
 
 def rebalance_phase(lab, config, flaps: int = 2, detect: bool = True) -> dict[str, Any]:
     """Phase 1. Returns its figures and the first finding of each kind."""
-    say("profile 'rebalance': auto.leader.rebalance.enable=true, leader.imbalance.check.interval.seconds=10 (rolling the brokers)")
+    say("profile 'rebalance': auto.leader.rebalance.enable=true, leader.imbalance.check.interval.seconds=10, "
+        "leader.imbalance.per.broker.percentage=0 (rolling the brokers)")
     lab.use_profile("rebalance")
     kinds = ("rebalance_hazard", "election_storm", "metadata_divergence", "leadership_imbalance", "request_queue_saturated",
              "connection_storm")
@@ -245,7 +246,8 @@ def _record_of(run) -> str | None:
 
 def stuck_follower(lab, left_out_s: float = 120.0) -> str:
     """What Kafka 2.3 did in the failed drill, on purpose: broker 3's fetcher drops a partition it follows (the lab's
-    ``fence-fetcher``: Kafka's own handling of FENCED_LEADER_EPOCH) and it never fetches it again.
+    ``fence-fetcher``: Kafka's own handling of FENCED_LEADER_EPOCH on 2.1+, the fetcher's own ``removePartitions`` on
+    0.10) and it never fetches it again.
 
     Kafka 2.3 may get there by itself: when the controller's LeaderAndIsr for a re-registered broker reaches it before
     the broker has taken its new registration's epoch, the broker answers "Epoch N larger than current broker epoch M"
@@ -272,11 +274,11 @@ def stuck_follower(lab, left_out_s: float = 120.0) -> str:
         say(f"broker {RETURNING} has been out of the ISR of every orders partition it hosts for {left_out_s:.0f} s since it "
             "returned: Kafka left it a follower that does not fetch (see its server.log); no fault needed")
         return f"{topic}-{partition}"
-    lab.fence_fetcher(RETURNING, topic, partition)
+    done = lab.fence_fetcher(RETURNING, topic, partition)
     wait_until(lambda: RETURNING not in lab.partitions()[(topic, partition)]["isr"], 120,
                f"broker {RETURNING} out of the ISR of {topic}-{partition}", interval=0.5)
-    say(f"broker {RETURNING}'s fetcher dropped {topic}-{partition} as Kafka 2.3 did in the failed run ('has an older epoch ... "
-        "Will await the new LeaderAndIsr state'): it never fetches it again and is out of its ISR")
+    say(f"broker {RETURNING}'s fetcher dropped {topic}-{partition} as Kafka 2.3 did in the failed run "
+        f"({done.get('message') or 'fence-fetcher'}): it never fetches it again and is out of its ISR")
     return f"{topic}-{partition}"
 
 

@@ -30,6 +30,21 @@ from .profile import broker_settings
 STARTED = re.compile(r"\[Kafka ?Server (?:id=)?(\d+)\],? started")
 
 
+
+START_MARK = "INFO Registered kafka:type=kafka.Log4jController MBean"  # a broker JVM's first server.log line
+
+
+def since_last_start(log: Path) -> str:
+    """server.log from the current JVM's first line on. log4j rolls server.log every hour (``server.log.<date>-HH``):
+    when the JVM started before the last roll, its first lines are in the rolled files (newest first searched)."""
+    text = log.read_text(errors="replace") if log.exists() else ""
+    for rolled in sorted(log.parent.glob(log.name + ".*"), key=lambda p: p.stat().st_mtime, reverse=True):
+        if START_MARK in text:
+            break
+        text = rolled.read_text(errors="replace") + text
+    mark = text.rfind(START_MARK)
+    return text[mark if mark >= 0 else 0:]
+
 class LeadershipMixin:
     """Mixed into Lab (needs its paths, stop/start, registration, agent helpers and waits)."""
 
@@ -74,10 +89,8 @@ class LeadershipMixin:
         log = self.server_log(b)
 
         def started():
-            text = log.read_text(errors="replace") if log.exists() else ""
-            # the pid file is written before the JVM logs anything: only lines after this JVM's first line count
-            mark = text.rfind("INFO Registered kafka:type=kafka.Log4jController MBean")
-            return bool(STARTED.search(text[mark if mark >= 0 else 0:])) and self.broker_pid(b) == pid
+            text = since_last_start(log)
+            return bool(STARTED.search(text)) and self.broker_pid(b) == pid
         wait_until(started, timeout, f"broker {b} (pid {pid}) to log that it started", interval=0.2)
 
     # ------------------------------------------------------------------ incident 003's faults
