@@ -18,8 +18,10 @@
 
 from __future__ import annotations
 
+import os
 import re
 import time
+from pathlib import Path
 
 from . import agent, hosts
 from .hosts import BROKER_IDS
@@ -34,16 +36,28 @@ STARTED = re.compile(r"\[Kafka ?Server (?:id=)?(\d+)\],? started")
 START_MARK = "INFO Registered kafka:type=kafka.Log4jController MBean"  # a broker JVM's first server.log line
 
 
-def since_last_start(log: Path) -> str:
+def since_last_start(log: Path, jvm_started: float | None = None) -> str:
     """server.log from the current JVM's first line on. log4j rolls server.log every hour (``server.log.<date>-HH``):
-    when the JVM started before the last roll, its first lines are in the rolled files (newest first searched)."""
+    when the JVM started before the last roll, its first lines are in the rolled files (newest first searched). A rolled
+    file last written before ``jvm_started`` (epoch s) holds none of this JVM's lines: never searched (a JVM that has not
+    logged yet would otherwise be seen started by its predecessor's lines)."""
     text = log.read_text(errors="replace") if log.exists() else ""
     for rolled in sorted(log.parent.glob(log.name + ".*"), key=lambda p: p.stat().st_mtime, reverse=True):
-        if START_MARK in text:
+        if START_MARK in text or (jvm_started is not None and rolled.stat().st_mtime < jvm_started):
             break
         text = rolled.read_text(errors="replace") + text
     mark = text.rfind(START_MARK)
     return text[mark if mark >= 0 else 0:]
+
+def process_start(pid: int) -> float | None:
+    """When process ``pid`` started (epoch s): /proc/<pid>/stat's starttime (clock ticks after boot) + /proc/stat's btime."""
+    try:
+        ticks = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+        btime = next(int(x.split()[1]) for x in Path("/proc/stat").read_text().splitlines() if x.startswith("btime "))
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+    return btime + ticks / os.sysconf("SC_CLK_TCK")
+
 
 class LeadershipMixin:
     """Mixed into Lab (needs its paths, stop/start, registration, agent helpers and waits)."""
@@ -87,9 +101,10 @@ class LeadershipMixin:
         """Until broker b's current JVM logged ``[KafkaServer id=b] started`` (its socket server serves)."""
         pid = self.broker_pid(b)
         log = self.server_log(b)
+        born = process_start(pid) if pid else None
 
         def started():
-            text = since_last_start(log)
+            text = since_last_start(log, born)
             return bool(STARTED.search(text)) and self.broker_pid(b) == pid
         wait_until(started, timeout, f"broker {b} (pid {pid}) to log that it started", interval=0.2)
 

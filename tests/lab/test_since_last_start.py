@@ -24,3 +24,15 @@ def test_a_jvm_that_has_not_logged_started_yet_is_not_started(tmp_path):
     log = tmp_path / "server.log"
     log.write_text(FIRST)  # the new JVM's first line, after the roll
     assert not STARTED.search(since_last_start(log))
+
+
+def test_a_new_jvm_is_not_seen_started_by_its_predecessors_rolled_lines(tmp_path):
+    import os
+
+    rolled = tmp_path / "server.log.2026-11-25-08"
+    rolled.write_text(OLD_FIRST + "[2026-11-25 08:50:05,000] INFO [Kafka Server 3], started (kafka.server.KafkaServer)\n")
+    os.utime(rolled, (1000, 1000))
+    log = tmp_path / "server.log"
+    log.write_text("[2026-11-25 09:00:04,211] INFO [Group Metadata Manager on Broker 3]: Removed 0 expired offsets in 1 milliseconds.\n")
+    assert STARTED.search(since_last_start(log))  # without the JVM's start: the predecessor's line
+    assert not STARTED.search(since_last_start(log, jvm_started=2000))  # the new JVM (started later) has not logged yet
