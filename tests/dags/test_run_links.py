@@ -4,11 +4,7 @@ worker's disk. The links are the tasks' own operator extra links (operators/link
 
 from __future__ import annotations
 
-import json
-
 import pytest
-
-from kafka_lab.airflow_home import load_dags
 
 pytestmark = pytest.mark.usefixtures("airflow_db")
 
@@ -16,17 +12,6 @@ LINKED = {
     "kafka_incident_response": ("open_incident", "analyze", "report", "plan", "approve", "restart", "close_incident"),
     "kafka_rolling_restart": ("plan", "approve", "execute", "close"),
 }
-
-
-@pytest.fixture(scope="module")
-def bag():
-    import os
-
-    os.environ["AIRFLOW_VAR_KAFKA_RUNBOOKS_CLUSTERS"] = json.dumps({"lab": {"zk_conn_id": "zk", "hosts": {"1": "h1"}}})
-    try:
-        yield load_dags()
-    finally:
-        os.environ.pop("AIRFLOW_VAR_KAFKA_RUNBOOKS_CLUSTERS", None)
 
 
 @pytest.mark.parametrize("dag_id", sorted(LINKED))
