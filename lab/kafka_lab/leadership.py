@@ -18,14 +18,13 @@
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from pathlib import Path
 
 from . import agent, hosts
 from .hosts import BROKER_IDS
-from .procs import LabError, wait_until
+from .procs import LabError, process_start, wait_until
 from .profile import broker_settings
 
 # 2.3: "[KafkaServer id=1] started"; 0.10: "[Kafka Server 1], started"
@@ -48,16 +47,6 @@ def since_last_start(log: Path, jvm_started: float | None = None) -> str:
         text = rolled.read_text(errors="replace") + text
     mark = text.rfind(START_MARK)
     return text[mark if mark >= 0 else 0:]
-
-def process_start(pid: int) -> float | None:
-    """When process ``pid`` started (epoch s): /proc/<pid>/stat's starttime (clock ticks after boot) + /proc/stat's btime."""
-    try:
-        ticks = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
-        btime = next(int(x.split()[1]) for x in Path("/proc/stat").read_text().splitlines() if x.startswith("btime "))
-    except (OSError, ValueError, IndexError, StopIteration):
-        return None
-    return btime + ticks / os.sysconf("SC_CLK_TCK")
-
 
 class LeadershipMixin:
     """Mixed into Lab (needs its paths, stop/start, registration, agent helpers and waits)."""
