@@ -270,7 +270,8 @@ class KafkaHook(BaseHook):
             return [results[b] for b in sorted(results)]
         ms = max(1000, int(timeout_s * 1000))
         base = client_config(self.base_config(), bootstrap, timeout_s)
-        before = self._end_offsets(base, topic, set(todo.values()), min(timeout_s, 2.0))
+        # bounded apart from the produce: a fresh client's bootstrap and ListOffsets take seconds on a loaded host
+        before = self._end_offsets(base, topic, set(todo.values()), min(timeout_s, 5.0))
         producer = Producer({**base, "acks": "all", "message.timeout.ms": ms, "linger.ms": 0, "enable.idempotence": idempotent})
         token = f"kafka-runbooks-canary {at} {uuid.uuid4().hex[:12]}".encode()
         sent: dict[int, dict] = {}
@@ -346,9 +347,10 @@ class KafkaHook(BaseHook):
             admin = AdminClient(base)
             futures = admin.list_offsets({TopicPartition(topic, p): OffsetSpec.latest() for p in partitions},
                                          request_timeout=timeout_s)
+            deadline = time.monotonic() + timeout_s
             for tp, f in futures.items():
                 try:
-                    out[tp.partition] = int(f.result(timeout=timeout_s).offset)
+                    out[tp.partition] = int(f.result(timeout=max(0.0, deadline - time.monotonic())).offset)
                 except Exception:  # noqa: BLE001 - that partition's copies are simply not counted
                     pass
         except Exception:  # noqa: BLE001
