@@ -445,6 +445,92 @@ def test_the_executor_refuses_a_stop_when_a_holder_stops_answering_after_the_pla
     assert not [e for e in audit if e["action"] == "stop_broker"]
 
 
+def test_a_holder_that_goes_silent_between_the_first_check_and_the_stop_refuses_the_stop(roll_env, monkeypatch, request):
+    """Issue 17 §1, "re-read the state right before the stop command": broker Y answers the step's first safety check;
+    then -- inside the step, after that check passed and before the last check (``before_stop``) runs -- Y's request
+    handling really stops (the lab's ``hang``, in Y's JVM). The last check probes Y again: the stop is refused, naming
+    Y and its evidence, nothing is stopped (X's JVM and its registration unchanged), and the audit says so. Then Y is
+    unhung and the same step, resumed, passes the last check and restarts X: the refusal was Y's silence.
+    Incident 002's shape: a partition of replicas [X, Y] (min.insync.replicas 1), Y its only other in-sync replica."""
+    lab, settings, _ = roll_env
+    from confluent_kafka.admin import NewTopic
+
+    from kafka_lab.procs import wait_until
+    from kafka_lab.topics import admin, list_topics_at
+    from kafka_runbooks.incidents.store import IncidentStore
+    from kafka_runbooks.remediate import executor as E
+    from kafka_runbooks.remediate import ledger as L
+    from kafka_runbooks.remediate import steps
+
+    controller = lab.controller()["brokerid"]
+    x, y = [b for b in (1, 2, 3) if b != controller]  # X stopped; Y (hung) and the controller hold X's partitions
+    pair = f"silent-holder-{uuid.uuid4().hex[:6]}"
+    client = admin()  # referenced until its future resolves
+    client.create_topics([NewTopic(pair, num_partitions=1, replica_assignment=[[x, y]], config={"min.insync.replicas": "1"})])[pair].result(60)
+    request.addfinalizer(lambda: delete_topic(lab, pair))
+    lab.wait_full_isr(60)
+    pid, registration = lab.broker_pid(x), lab.registration(x)
+    config, plan = _plan_now(settings, [x], "issue 17 holder silent before the stop")
+    assert not plan.refused, plan.refusals
+    real_restart = steps.restart_broker
+    seen: dict[str, object] = {}
+
+    def restart_broker(*args, before_stop=None, **kwargs):
+        """The engine's own step, its last check wrapped: Y hangs for real right before that check runs."""
+
+        def last_check_with_y_silent():
+            seen["first_check"] = [e for e in IncidentStore(config).audit_trail(plan.roll_id) if e["action"] == "safety_check"]
+            if seen.get("hang", True):
+                lab.hang(y)
+                seen["hung"] = True
+            before_stop()
+            seen["last_check_passed"] = True
+            if seen.get("hang", True):  # the old code's outcome: the stop would go out with Y silent; not sent here
+                raise RuntimeError(f"the last check let broker {x}'s stop through while holder {y} did not answer")
+
+        return real_restart(*args, before_stop=last_check_with_y_silent, **kwargs)
+
+    monkeypatch.setattr(steps, "restart_broker", restart_broker)
+    ex = E.Execution(config=config, plan=plan, record_id=plan.roll_id, dag_id="test", run_id=f"t-{uuid.uuid4().hex[:6]}",
+                     task_id="execute", try_number=1, approver="oncall-carol", starter="someone", canary=False)
+    try:
+        with pytest.raises(E.Halted) as halted:
+            E.run(ex)
+    finally:
+        if seen.get("hung"):
+            lab.unhang(y)
+    text = str(halted.value)
+    (first,) = seen["first_check"]  # the step's first safety check passed, Y answering it
+    assert first["outcome"] == "ok" and first["details"]["checked"][str(y)].startswith("ok"), first
+    assert "last_check_passed" not in seen, text
+    assert f"HALTED at broker {x}" in text and "safety check right before the stop" in text, text
+    assert f"broker {y}: did not answer a direct Kafka-protocol check" in text and "nothing was stopped" in text, text
+    assert lab.broker_pid(x) == pid and lab.registration(x)[1].ephemeralOwner == registration[1].ephemeralOwner
+
+    audit = IncidentStore(config).audit_trail(plan.roll_id)
+    (last,) = [e for e in audit if e["action"] == "safety_check_before_stop"]
+    assert last["outcome"] == "refused" and str(y) in last["details"]["unresponsive"], last
+    assert last["details"]["checked"][str(y)].startswith("NO ANSWER"), last
+    assert any(r.startswith(f"{pair}-0: the other in-sync replicas [{y}] are not serving; broker {x} is the last one that "
+                            f"serves (broker {y}: did not answer a direct Kafka-protocol check") for r in last["details"]["refusals"]), last
+    (halt,) = [e for e in audit if e["action"] == "halt"]
+    assert halt["details"]["phase"] == "safety check right before the stop" and halt["details"]["broker_id"] == x, halt
+    assert not [e for e in audit if e["action"] in ("stop_broker", "kill_broker")], audit
+    assert L.STEP_STARTED not in [e["event"] for e in L.Ledger(config, plan.roll_id).entries()]
+
+    # Y serves again: the same step, resumed, passes the last check and restarts X
+    wait_until(lambda: list_topics_at(y, timeout=5).brokers, 120, f"broker {y} to answer a Metadata request again", interval=1.0)
+    lab.wait_full_isr(120)
+    seen["hang"] = False
+    ex = E.Execution(config=config, plan=plan, record_id=plan.roll_id, dag_id="test", run_id=f"t-{uuid.uuid4().hex[:6]}",
+                     task_id="execute", try_number=1, approver="oncall-carol", starter="someone", canary=False)
+    result = E.run(ex)
+    assert seen.get("last_check_passed") and result["restarted"] == [x], (seen, result)
+    assert lab.broker_pid(x) != pid
+    last = [e for e in IncidentStore(config).audit_trail(plan.roll_id) if e["action"] == "safety_check_before_stop"][-1]
+    assert last["outcome"] == "ok" and last["details"]["checked"][str(y)].startswith("ok"), last
+
+
 # ------------------------------------------------------------------ issue 17 §4: faults in the middle
 
 def test_a_host_that_runs_another_broker_is_refused_before_anything_is_stopped(roll_env):
