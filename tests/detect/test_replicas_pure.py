@@ -136,3 +136,19 @@ def test_the_stuck_finding_cites_the_failed_leader_and_isr_of_the_current_regist
     assert f.broker_ids == (3,) and any("api=LEADER_AND_ISR (broker epoch 4294968836)" in e.excerpt for e in f.evidence)
     assert found(4294968844) == []  # a later registration: no evidence, and a follower as far as its leader with its gauge is not called stuck
 
+
+def test_0_10_ignoring_a_leader_and_isr_of_the_same_epoch_is_evidence_an_older_one_is_not():
+    """0.10.2.1's WARN (ReplicaManager.becomeLeaderOrFollower, state-change.log) names the partition [topic,p] and both
+    epochs: equal -- the follower keeps a state no fetcher serves; lower -- an old request, the newer state applied."""
+    text = (REAL / "real0102/broker2.state-change.log.fence").read_text(encoding="utf-8")
+    (x,) = [x for x in lines_of_interest(text, source="state-change.log", only=("leader_and_isr_ignored",))]
+    assert x.attrs["partition_name"] == "orders-0" and x.attrs["epoch"] == "0" and x.attrs["controller"] == "1"
+    assert x.at == "2026-11-25T12:28:52.661Z" and "is not higher than the current leader epoch 0" in x.excerpt
+    assert R.fence_lines_of([x], 2, "orders-0", None) == [x]
+    v = R.classify([pt(0, 0, 0, lag=0.0), pt(300, 0, 0, lag=0.0)], 120, [x])
+    assert v.kind == R.STUCK and "leader_and_isr_ignored" in v.reason
+    # built from the source's format (no real line of a lower epoch recorded): the request's epoch 1 < the current 2
+    older = ("[2026-11-25 12:00:00,000] WARN Broker 1 ignoring LeaderAndIsr request from controller 3 with correlation id 9 "
+             "epoch 1 for partition [orders,0] since its associated leader epoch 1 is not higher than the current leader "
+             "epoch 2 (state.change.logger)\n")
+    assert lines_of_interest(older, source="state-change.log") == []

@@ -14,6 +14,8 @@ from confluent_kafka import KafkaException
 from kafka_lab import broker_ip, wait_until
 from kafka_lab.procs import alive, proc_state
 from kafka_lab.topics import CANARY, ORDERS, list_topics_at
+from kafka_runbooks.detect import replicas as R
+from kafka_runbooks.detect.broker_log import lines_of_interest
 
 from .lab_helpers import LogCursor, jstack, led_by, listening, sockets, thread_blocks
 
@@ -298,9 +300,12 @@ def test_010_fence_fetcher_removes_the_partition_and_the_follower_ignores_the_sa
 
     changes = LogCursor(lab.log_path(b, "state-change.log"))
     lab.zk_flap(b, times=1)
-    changes.wait_for(rf"WARN Broker {b} ignoring LeaderAndIsr request from controller \d+ with correlation id \d+ epoch \d+ "
-                     rf"for partition \[{topic},{p}\] since its associated leader epoch (\d+) is not higher than the current "
-                     rf"leader epoch \1 \(state\.change\.logger\)", 60)
+    m = changes.wait_for(rf"^.*WARN Broker {b} ignoring LeaderAndIsr request from controller \d+ with correlation id \d+ epoch \d+ "
+                         rf"for partition \[{topic},{p}\] since its associated leader epoch (\d+) is not higher than the current "
+                         rf"leader epoch \1 \(state\.change\.logger\)$", 60)
+    # the product reads it as the stuck follower's evidence (the health check's state-change.log tail, detect/replicas.py)
+    (seen,) = lines_of_interest(m.group(0) + "\n", source="state-change.log", only=("leader_and_isr_ignored",))
+    assert seen.attrs["partition_name"] == f"{topic}-{p}" and R.fence_lines_of([seen], b, f"{topic}-{p}", None) == [seen]
     time.sleep(8)  # > replica.lag.time.max.ms: a follower that fetched would be back in the ISR by now
     assert b not in lab.partitions()[(topic, p)]["isr"]
     assert sum(f.stat().st_size for f in log_dir.glob("*.log")) == size  # nothing fetched: its log did not grow

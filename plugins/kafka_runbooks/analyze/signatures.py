@@ -55,6 +55,8 @@ PUB_ZK36 = "public ZooKeeper 3.6+ log (2023-03-27)"
 REAL23_1124 = "real Kafka 2.3.0 lab (slot 1) run here on 2026-11-24, tests/analyze/fixtures/real23/ (see its README)"
 REAL010 = "real Kafka 0.10.2.1 broker run here on 2026-11-24, tests/analyze/fixtures/real010/"
 KAFKA_SRC = "wording from Kafka's source at that version (no real line recorded yet)"
+REAL0102_FENCE = ("real Kafka 0.10.2.1 lab (slot 3) run here on 2026-11-25 by tests/lab/test_kafka010.py (fence-fetcher, then "
+                  "zk-flap), tests/analyze/fixtures/real0102/broker2.state-change.log.fence")
 REAL23_LAB = "real Kafka 2.3.0 lab run here on 2026-11-24, tests/analyze/fixtures/real23/drill003.broker3.server.log"
 
 
@@ -159,11 +161,26 @@ SIGNATURES: tuple[Signature, ...] = (
       r"\[ReplicaFetcher replicaId=(?P<fetcher>" + ID + r"), leaderId=(?P<leader>" + ID + r"), fetcherId=[0-9]{1,9}\] Partition (?P<topic>" + T + r")-(?P<partition>[0-9]{1,9}) marked as failed",
       "the follower's fetcher stopped fetching the partition until the next LeaderAndIsr that resets it",
       (E("2.3.0", "[2026-11-24 20:57:59,501] WARN [ReplicaFetcher replicaId=3, leaderId=1, fetcherId=0] Partition orders-0 marked as failed (kafka.server.ReplicaFetcherThread)", REAL23),)),
-    S("leader_and_isr_ignored", "kafka", "1.1 – 2.x", ("logger",), ("Ignoring LeaderAndIsr request from controller", "matches the current leader epoch"),
-      r"\[Broker id=(?P<broker>" + ID + r")\] Ignoring LeaderAndIsr request from controller (?P<controller>" + ID + r") with correlation id (?P<correlation>" + N + r") epoch (?P<controller_epoch>" + N + r") for partition (?P<topic>" + T + r")-(?P<partition>[0-9]{1,9}) since its associated leader epoch (?P<epoch>" + ID + r") matches the current leader epoch",
-      "(state-change.log, DEBUG) the broker already has this leader epoch: nothing changes, its fetcher is not reset -- harmless while it "
-      "fetches the partition, the reason a follower that stopped fetching stays stopped",
-      (E("2.3.0", "[2026-11-24 20:50:39,156] DEBUG [Broker id=3] Ignoring LeaderAndIsr request from controller 1 with correlation id 3 epoch 3 for partition __consumer_offsets-35 since its associated leader epoch 9 matches the current leader epoch (state.change.logger)", REAL23),)),
+    # The equal-epoch case is the one that leaves a follower that stopped fetching stopped (issue 16): the request's
+    # leader epoch (``epoch``) equals the one the broker has (``current_epoch``, printed by 0.9 - 2.2; 2.3+ says
+    # "matches"). A lower request epoch is an old request whose newer state the broker already applied: harmless
+    # (detect/broker_log.py reads only the equal case as evidence).
+    S("leader_and_isr_ignored", "kafka", "0.9 – 0.11", ("logger",), ("ignoring LeaderAndIsr request from controller", "since its associated leader epoch"),
+      r"Broker (?P<broker>" + ID + r") ignoring LeaderAndIsr request from controller (?P<controller>" + ID + r") with correlation id (?P<correlation>" + N + r") epoch (?P<controller_epoch>" + N + r") for partition \[(?P<topic>" + T + r"),(?P<partition>[0-9]{1,9})\] since its associated leader epoch (?P<epoch>" + ID + r") (?:is not higher than the current leader epoch|is old\. Current leader epoch is) (?P<current_epoch>" + ID + r")",
+      "(state-change.log, WARN; ReplicaManager.becomeLeaderOrFollower) the request's leader epoch is not above the one the broker "
+      "has: nothing changes, its fetcher is not reset. Equal epochs: harmless while it fetches the partition, the reason a "
+      "follower that stopped fetching stays stopped; a lower one is an old request (a newer state was applied). 0.9 - 0.10.0 "
+      "say 'is old. Current leader epoch is N', 0.10.1 - 0.11 'is not higher than the current leader epoch N'",
+      (E("0.10.2.1", "[2026-11-25 12:28:52,661] WARN Broker 2 ignoring LeaderAndIsr request from controller 1 with correlation id 1 epoch 1 for partition [orders,0] since its associated leader epoch 0 is not higher than the current leader epoch 0 (state.change.logger)", REAL0102_FENCE),
+       E("0.9.0.1", "[2017-10-12 16:52:38,141] WARN Broker 2 ignoring LeaderAndIsr request from controller 1 with correlation id 7 epoch 3 for partition [orders,0] since its associated leader epoch 5 is old. Current leader epoch is 5 (state.change.logger)",
+         KAFKA_SRC + " (0.9.0.1 ReplicaManager.becomeLeaderOrFollower)"))),
+    S("leader_and_isr_ignored", "kafka", "1.0 – 2.x", ("logger",), ("Ignoring LeaderAndIsr request from controller", "since its associated leader epoch"),
+      r"\[Broker id=(?P<broker>" + ID + r")\] Ignoring LeaderAndIsr request from controller (?P<controller>" + ID + r") with correlation id (?P<correlation>" + N + r") epoch (?P<controller_epoch>" + N + r") for partition (?P<topic>" + T + r")-(?P<partition>[0-9]{1,9}) since its associated leader epoch (?P<epoch>" + ID + r") (?:matches the current leader epoch|is not higher than the current leader epoch (?P<current_epoch>" + ID + r"))",
+      "as above; 2.3+ logs the equal case at DEBUG, 'matches the current leader epoch' (its lower case, 'is smaller than', is "
+      "not read), 1.0 - 2.2 at WARN, 'is not higher than the current leader epoch N'",
+      (E("2.3.0", "[2026-11-24 20:50:39,156] DEBUG [Broker id=3] Ignoring LeaderAndIsr request from controller 1 with correlation id 3 epoch 3 for partition __consumer_offsets-35 since its associated leader epoch 9 matches the current leader epoch (state.change.logger)", REAL23),
+       E("1.0 – 2.2", "[2019-03-01 10:00:00,000] WARN [Broker id=2] Ignoring LeaderAndIsr request from controller 1 with correlation id 5 epoch 4 for partition orders-0 since its associated leader epoch 7 is not higher than the current leader epoch 7 (state.change.logger)",
+         KAFKA_SRC + " (2.2.0 ReplicaManager.becomeLeaderOrFollower, StateChangeLogger '[Broker id=N] ')"))),
     # ------------------------------------------------------------ ISR
     S("isr_shrink", "kafka", "0.8 – 0.10", ("Partition",), ("Shrinking ISR for partition",),
       r"Shrinking ISR for partition \[(?P<topic>" + T + r"),(?P<partition>[0-9]{1,9})\] from (?P<from>" + IDS + r") to (?P<to>" + IDS + r")",

@@ -23,7 +23,10 @@
                           state before resuming fetching." (2.1+: the follower's fetcher dropped the partition)
     fetch_partition_failed  "Partition orders-0 marked as failed"
     leader_and_isr_ignored  (state-change.log) "Ignoring LeaderAndIsr request from controller 1 ... for partition orders-0
-                          since its associated leader epoch 12 matches the current leader epoch"
+                          since its associated leader epoch 12 matches the current leader epoch" (2.3+),
+                          "Broker 1 ignoring LeaderAndIsr request from controller 3 ... for partition [orders,0] since its
+                          associated leader epoch 2 is not higher than the current leader epoch 2" (0.10.1 - 0.11; 1.0 - 2.2
+                          alike): only the equal case (a lower request epoch is an old request, harmless)
     leader_and_isr_failed (server.log, 2.1 - 2.3) "[KafkaApi-3] Error when handling request: clientId=1, correlationId=1,
                           api=LEADER_AND_ISR, body={...,broker_epoch=N,...}" with the exception under it ("Epoch N larger
                           than current broker epoch M", a ZooKeeper SessionExpiredException): the partitions it follows in
@@ -84,6 +87,8 @@ def _what(signature: str, a: dict[str, str], exception: str, message: str = "") 
         return "group_load_done", {"partition": a["partition"], "millis": a["millis"]}
     if signature == "zk_session_expired":
         return "zk_session_expired", {}
+    if signature == "leader_and_isr_ignored" and a.get("current_epoch") not in (None, a.get("epoch")):
+        return None, {}  # an old request (a lower leader epoch): the broker already applied a newer state
     if signature == "control_request_failed":
         if a.get("api") != "LEADER_AND_ISR":
             return None, {}  # UpdateMetadata / StopReplica: no fetcher depends on them

@@ -14,8 +14,9 @@ FENCED_LEADER_EPOCH, the follower's fetcher dropped the partition ("Partition X 
 leader. Will await the new LeaderAndIsr state before resuming fetching." / "marked as failed") and waited for a
 LeaderAndIsr with a higher leader epoch; the controller's LeaderAndIsr carried the epoch the follower already had and
 was ignored ("Ignoring LeaderAndIsr request ... since its associated leader epoch 12 matches the current leader epoch",
-state-change.log). Nothing fetches that partition for it again: a restart of that follower (through the engine,
-approved) is the fix; a new leader epoch (a leader change) would be another. A LeaderAndIsr the follower
+state-change.log; 0.10: "Broker 3 ignoring LeaderAndIsr request ... since its associated leader epoch 12 is not higher
+than the current leader epoch 12"). Nothing fetches that partition for it again: a restart of that follower (through
+the engine, approved) is the fix; a new leader epoch (a leader change) would be another. A LeaderAndIsr the follower
 failed to handle (2.x "Error when handling request: ... api=LEADER_AND_ISR", e.g. "Epoch N larger than current broker
 epoch M", or its ZooKeeper session expiring mid-request) is the same evidence for the partitions it follows in that
 request -- but only while the request's broker epoch is the broker's current registration (``Broker.registration_zxid``):
