@@ -303,8 +303,9 @@ def findings(s: ClusterSnapshot, series: Sequence[Any], stuck_after_s: float, ma
                 kind="follower_stuck", severity=Severity.WARNING,
                 summary=f"Broker {b} is registered but stuck out of the ISR of {len(stuck)} partition(s) "
                         f"({', '.join(names[:6])}{', ...' if len(names) > 6 else ''}): {stuck[0][0]} {first.reason}. It is not catching up "
-                        "and will not by itself: Kafka dropped the partition from its fetcher and ignores a LeaderAndIsr of the "
-                        f"epoch it already has. Fix: restart broker {b} through the engine (approved); a preferred election "
+                        "and will not by itself: nothing fetches the partition for it, and Kafka restarts a follower's fetcher "
+                        "only for a LeaderAndIsr with a higher leader epoch than the one it has (a LeaderAndIsr of the same "
+                        f"epoch is ignored). Fix: restart broker {b} through the engine (approved); a preferred election "
                         f"waiting for it gives up with this diagnosis. See {RUNBOOK}.",
                 broker_ids=(b,), partitions=tuple(names[:40]), evidence=tuple(ev[:max_evidence]),
                 details={"problem": PROBLEM, "broker_id": b, "stuck": {n: v.to_dict() for n, v in stuck[:40]},
