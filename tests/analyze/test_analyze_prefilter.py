@@ -19,7 +19,8 @@ LOGS = ["real23/broker1.server.log.start", "real23/broker1.server.log.pause", "r
         "real23/broker1.controller.log", "real23/broker1.kafkaServer.out", "real23/zk1.zookeeper.log",
         "real23/zk2.zookeeper.log", "real23/zk3.zookeeper.log", "seed000_broker0_server.log",
         "seed000_broker1_server.log", "seed000_broker2_server.log", "seed001_217_server.log", "seed001_218_server.log",
-        "seed001_219_server.log", "seed002_processor.log", "seed004_zk13_follower.log", "seed004_zk37_leader.log"]
+        "seed001_219_server.log", "seed002_processor.log", "seed004_zk13_follower.log", "seed004_zk37_leader.log",
+        "real23/drill003.broker3.server.log", "real0102/broker2.state-change.log.fence"]
 
 
 def _previous_kept_lines(spark, layout_name: str, uris: list[str]):

@@ -86,3 +86,13 @@ def test_api_versions_of_0_10_2_1_place_it_and_its_branches():
     kv = versions.cluster_version({1: [o]})
     assert [f for f in versions.FEATURES if kv.has(f)] == ["api_versions"]
     assert all(kv.lacks(f) for f in versions.FEATURES if f != "api_versions")
+
+
+def test_a_leader_and_isr_of_the_epoch_the_follower_has_is_ignored_in_0_10_words():
+    """fence-fetcher then zk-flap on broker 2 (tests/lab/test_kafka010.py): the controller's LeaderAndIsr for the
+    re-registered broker carries orders-0's leader epoch 0, which broker 2 already has: WARN, [topic,p], both epochs."""
+    (r,) = sigs("broker2.state-change.log.fence")["leader_and_isr_ignored"]
+    assert r.wording == "0.9 – 0.11" and r.level == "WARN"
+    assert {k: r.attrs[k] for k in ("broker", "controller", "correlation", "topic", "partition", "epoch", "current_epoch")} == {
+        "broker": "2", "controller": "1", "correlation": "1", "topic": "orders", "partition": "0", "epoch": "0",
+        "current_epoch": "0"}

@@ -88,3 +88,33 @@ def test_the_native_scan_hands_over_every_example_record(sig, ex):
 
     record_line = ex.text.split("\n")[0]
     assert any(lit in record_line for lit in literals()), record_line
+
+
+def test_the_controllers_requests_a_2_3_broker_refused_or_failed_to_handle():
+    """Real Kafka 2.3.0 (tests/analyze/fixtures/real23/drill003.broker3.server.log, drill 003's broker 3 flapping): the
+    controller's UpdateMetadata for the registration the broker had just made, refused before the broker took that
+    registration's epoch as its own (KafkaApis.isBrokerEpochStale: "Epoch N larger than current broker epoch M"); a
+    LeaderAndIsr it failed to apply when its ZooKeeper session expired; each registration's broker epoch (czxid)."""
+    from kafka_runbooks.analyze.parsers.kafka_log import parse, request_partitions
+
+    from analyze_helpers import fixture_text
+
+    recs = [r for r in parse(fixture_text("real23/drill003.broker3.server.log"))
+            if r.signature in ("control_request_failed", "broker_registered")]
+    got = [(r.signature, r.attrs.get("api"), r.attrs.get("request_broker_epoch"), r.attrs.get("current_broker_epoch"),
+            r.attrs.get("broker_epoch")) for r in recs]
+    assert got == [("control_request_failed", "UPDATE_METADATA", "4294968040", "4294968034", None),
+                   ("control_request_failed", "UPDATE_METADATA", "4294968040", "4294968034", None),
+                   ("broker_registered", None, None, None, "4294968045"),
+                   ("broker_registered", None, None, None, "4294968840"),
+                   ("control_request_failed", "LEADER_AND_ISR", "4294968836", None, None),
+                   ("broker_registered", None, None, None, "4294968844")]
+    assert {r.attrs["cause"] for r in recs if r.signature == "control_request_failed"} == {
+        "java.lang.IllegalStateException", "org.apache.zookeeper.KeeperException$SessionExpiredException"}
+    lai = next(r for r in recs if r.attrs.get("api") == "LEADER_AND_ISR")
+    parts = request_partitions(lai.message)
+    assert len(parts) == 59 and parts[0] == ("orders", 0, 1) and ("__consumer_offsets", 49, 1) in parts
+    # the stale case, refused as meant for an older registration: recognised, its own signature (never fetch evidence)
+    (r,) = parse("[2026-11-24 20:48:06,180] INFO [KafkaApi-3] Received update metadata request with broker epoch 4294968034 "
+                 "smaller than the current broker epoch 4294968045 (kafka.server.KafkaApis)\n")  # built from 2.3.0's format
+    assert r.signature == "control_request_stale_broker_epoch" and r.attrs["request"] == "update metadata"

@@ -3,13 +3,16 @@ from the figures the health check reads per check. Pure; the lab half is tests/e
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
+from pathlib import Path
 
 from kafka_runbooks.detect import replicas as R
+from kafka_runbooks.detect.broker_log import lines_of_interest
 from kafka_runbooks.detect.detectors import OPENS_INCIDENT, detect
 from kafka_runbooks.detect.history import Sample
 from kafka_runbooks.detect.jmxtool import REQUEST_QUEUE, fetcher_lag, log_end_offset
-from kafka_runbooks.model import Broker, ClusterSnapshot, LogLineSeen, Partition, RequestMetrics
+from kafka_runbooks.model import Broker, ClusterSnapshot, HostProbe, LogLineSeen, Partition, RequestMetrics
 
 T0 = dt.datetime(2026, 11, 24, 21, 0, tzinfo=dt.timezone.utc)
 
@@ -85,3 +88,67 @@ def test_the_detector_over_the_history_opens_an_incident_naming_the_follower():
     # back in the ISR: its episode ends, nothing is said
     healthy = ClusterSnapshot("lab", at(200), s1.brokers, 1, (Partition("orders", 0, (3, 1, 2), 1, (1, 2, 3)),))
     assert R.out_of_isr(healthy) == [] and R.replica_sample(healthy) == {}
+
+
+# ---------------------------------------------------------------- the follower's own lines, in each version's words
+
+REAL = Path(__file__).resolve().parents[1] / "analyze" / "fixtures"
+
+
+def test_a_leader_and_isr_the_follower_failed_to_handle_counts_only_for_its_current_registration():
+    """Real Kafka 2.3.0 (drill 003's broker 3, tests/analyze/fixtures/real23/drill003.broker3.server.log): its ZooKeeper
+    session expired while it applied the controller's LeaderAndIsr ("Error when handling request: ... api=LEADER_AND_ISR"
+    over a SessionExpiredException). The controller does not send a failed request again, but sends new ones for each
+    new registration of the broker: the line is evidence while the request's broker epoch is the current registration."""
+    lines = lines_of_interest((REAL / "real23/drill003.broker3.server.log").read_text(encoding="utf-8"), source="server.log")
+    # the two UpdateMetadata refused with "Epoch 4294968040 larger than current broker epoch 4294968034" feed no fetcher
+    (failed,) = [x for x in lines if x.what == "leader_and_isr_failed"]
+    assert failed.attrs["request_broker_epoch"] == "4294968836" and failed.attrs["controller"] == "1"
+    assert failed.attrs["cause"] == "org.apache.zookeeper.KeeperException$SessionExpiredException"
+    followed = failed.attrs["partitions"].split(",")
+    assert len(followed) == 59 and "orders-0" in followed and "__consumer_offsets-49" in followed
+    assert "api=LEADER_AND_ISR (broker epoch 4294968836) / org.apache.zookeeper.KeeperException$SessionExpiredException" in failed.excerpt
+    assert R.fence_lines_of(lines, 3, "orders-0", None, 4294968836) == [failed]
+    # the same log: broker 3 registered again (czxid 4294968840, 4294968844): the controller sent that registration's
+    # requests -- not evidence; nor when the registration is unknown
+    assert R.fence_lines_of(lines, 3, "orders-0", None, 4294968840) == []
+    assert R.fence_lines_of(lines, 3, "orders-0", None, None) == []
+    assert R.fence_lines_of(lines, 3, "orders-9", None, 4294968836) == []  # not in that request
+    # as far as its leader, its fetcher-lag gauge still there: stuck only with the line
+    pts = [pt(0, 0, 0, lag=0.0), pt(300, 0, 0, lag=0.0)]
+    v = R.classify(pts, 120, R.fence_lines_of(lines, 3, "orders-0", None, 4294968836))
+    assert v.kind == R.STUCK and "leader_and_isr_failed" in v.reason
+    assert R.classify(pts, 120, R.fence_lines_of(lines, 3, "orders-0", None, 4294968840)).kind == R.UNKNOWN
+
+
+def test_the_stuck_finding_cites_the_failed_leader_and_isr_of_the_current_registration():
+    lines = tuple(x for x in lines_of_interest((REAL / "real23/drill003.broker3.server.log").read_text(encoding="utf-8"))
+                  if x.what == "leader_and_isr_failed")
+
+    def found(registration: int) -> list:
+        s0, s1 = snapshot(-530, 0, 0, lag=0.0), snapshot(-130, 0, 0, lag=0.0)  # 20:51:10, 20:57:50: the line is 20:51:36
+        brokers = tuple(dataclasses.replace(b, registration_zxid=registration) if b.id == 3 else b for b in s1.brokers)
+        s1 = dataclasses.replace(s1, brokers=brokers, probes=(HostProbe(3, True, log_lines=lines),))
+        history = {R.REPLICAS: [Sample(s.taken_at, R.replica_sample(s)) for s in (s0, s1)]}
+        return [f for f in detect(s1, history=history) if f.kind == "follower_stuck"]
+
+    (f,) = found(4294968836)
+    assert f.broker_ids == (3,) and any("api=LEADER_AND_ISR (broker epoch 4294968836)" in e.excerpt for e in f.evidence)
+    assert found(4294968844) == []  # a later registration: no evidence, and a follower as far as its leader with its gauge is not called stuck
+
+
+def test_0_10_ignoring_a_leader_and_isr_of_the_same_epoch_is_evidence_an_older_one_is_not():
+    """0.10.2.1's WARN (ReplicaManager.becomeLeaderOrFollower, state-change.log) names the partition [topic,p] and both
+    epochs: equal -- the follower keeps a state no fetcher serves; lower -- an old request, the newer state applied."""
+    text = (REAL / "real0102/broker2.state-change.log.fence").read_text(encoding="utf-8")
+    (x,) = [x for x in lines_of_interest(text, source="state-change.log", only=("leader_and_isr_ignored",))]
+    assert x.attrs["partition_name"] == "orders-0" and x.attrs["epoch"] == "0" and x.attrs["controller"] == "1"
+    assert x.at == "2026-11-25T12:28:52.661Z" and "is not higher than the current leader epoch 0" in x.excerpt
+    assert R.fence_lines_of([x], 2, "orders-0", None) == [x]
+    v = R.classify([pt(0, 0, 0, lag=0.0), pt(300, 0, 0, lag=0.0)], 120, [x])
+    assert v.kind == R.STUCK and "leader_and_isr_ignored" in v.reason
+    # built from the source's format (no real line of a lower epoch recorded): the request's epoch 1 < the current 2
+    older = ("[2026-11-25 12:00:00,000] WARN Broker 1 ignoring LeaderAndIsr request from controller 3 with correlation id 9 "
+             "epoch 1 for partition [orders,0] since its associated leader epoch 1 is not higher than the current leader "
+             "epoch 2 (state.change.logger)\n")
+    assert lines_of_interest(older, source="state-change.log") == []

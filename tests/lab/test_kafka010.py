@@ -14,6 +14,8 @@ from confluent_kafka import KafkaException
 from kafka_lab import broker_ip, wait_until
 from kafka_lab.procs import alive, proc_state
 from kafka_lab.topics import CANARY, ORDERS, list_topics_at
+from kafka_runbooks.detect import replicas as R
+from kafka_runbooks.detect.broker_log import lines_of_interest
 
 from .lab_helpers import LogCursor, jstack, led_by, listening, sockets, thread_blocks
 
@@ -279,6 +281,36 @@ def test_010_zk_stall_and_the_leadership_faults_work_on_0_10(healthy_lab010):
     assert lab.release_controller_requests() == [ctrl]
     lab.wait_full_isr(90)
     assert json.loads(lab.kazoo().get("/controller")[0])["brokerid"] == ctrl
+
+
+def test_010_fence_fetcher_removes_the_partition_and_the_follower_ignores_the_same_epoch(healthy_lab010):
+    """fence-fetcher (drill 003's stuck follower): 0.10.2 has no onPartitionFenced (no FENCED_LEADER_EPOCH before 2.1),
+    so the agent calls the fetcher's own removePartitions, as ReplicaFetcherManager does when a broker stops following
+    a partition. The broker keeps its leader epoch and leaves the ISR of a partition with writes; after its session
+    flaps, the controller's LeaderAndIsr of that epoch is ignored in 0.10's words (WARN, not 2.3's DEBUG "matches")
+    and it stays out, its log end not moving; reset() restarts it (needs_restart)."""
+    lab = healthy_lab010
+    b = next(x for x in (1, 2, 3) if x != lab.controller()["brokerid"])
+    topic, p = wait_until(lambda: [k for k in lab.followed_by(b) if k[0] == ORDERS], 60, f"broker {b} following an orders partition")[0]
+    state = lab.fence_fetcher(b, topic, p)
+    assert f".removePartitions({topic}-{p})" in state["message"] and state["needs_restart"] == "fetcher-fenced"
+    wait_until(lambda: b not in lab.partitions()[(topic, p)]["isr"], 90, f"broker {b} out of the ISR of {topic}-{p}", interval=0.5)
+    log_dir = lab.host_dir(b) / "data" / f"{topic}-{p}"
+    size = sum(f.stat().st_size for f in log_dir.glob("*.log"))
+
+    changes = LogCursor(lab.log_path(b, "state-change.log"))
+    lab.zk_flap(b, times=1)
+    m = changes.wait_for(rf"^.*WARN Broker {b} ignoring LeaderAndIsr request from controller \d+ with correlation id \d+ epoch \d+ "
+                         rf"for partition \[{topic},{p}\] since its associated leader epoch (\d+) is not higher than the current "
+                         rf"leader epoch \1 \(state\.change\.logger\)$", 60)
+    # the product reads it as the stuck follower's evidence (the health check's state-change.log tail, detect/replicas.py)
+    (seen,) = lines_of_interest(m.group(0) + "\n", source="state-change.log", only=("leader_and_isr_ignored",))
+    assert seen.attrs["partition_name"] == f"{topic}-{p}" and R.fence_lines_of([seen], b, f"{topic}-{p}", None) == [seen]
+    time.sleep(8)  # > replica.lag.time.max.ms: a follower that fetched would be back in the ISR by now
+    assert b not in lab.partitions()[(topic, p)]["isr"]
+    assert sum(f.stat().st_size for f in log_dir.glob("*.log")) == size  # nothing fetched: its log did not grow
+    assert "fetcher-fenced" in " ".join(lab.reset())
+    assert b in lab.partitions()[(topic, p)]["isr"]
 
 
 def lab_kazoo_session():

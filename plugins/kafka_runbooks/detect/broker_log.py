@@ -23,10 +23,19 @@
                           state before resuming fetching." (2.1+: the follower's fetcher dropped the partition)
     fetch_partition_failed  "Partition orders-0 marked as failed"
     leader_and_isr_ignored  (state-change.log) "Ignoring LeaderAndIsr request from controller 1 ... for partition orders-0
-                          since its associated leader epoch 12 matches the current leader epoch"
+                          since its associated leader epoch 12 matches the current leader epoch" (2.3+),
+                          "Broker 1 ignoring LeaderAndIsr request from controller 3 ... for partition [orders,0] since its
+                          associated leader epoch 2 is not higher than the current leader epoch 2" (0.10.1 - 0.11; 1.0 - 2.2
+                          alike): only the equal case (a lower request epoch is an old request, harmless)
+    leader_and_isr_failed (server.log, 2.1 - 2.3) "[KafkaApi-3] Error when handling request: clientId=1, correlationId=1,
+                          api=LEADER_AND_ISR, body={...,broker_epoch=N,...}" with the exception under it ("Epoch N larger
+                          than current broker epoch M", a ZooKeeper SessionExpiredException): the partitions it follows in
+                          that request, and the request's broker epoch (detect/replicas.py counts it only while it is the
+                          broker's current registration: the controller does not send a failed request again)
 
 The names come from the analysis' one signature table (``analyze/signatures.py``: invalid_request,
-processor_uncaught_exception, group_load_start/done, zk_session_expired, log_cleaner_died), read through the
+processor_uncaught_exception, group_load_start/done, zk_session_expired, log_cleaner_died, the replica lines,
+control_request_failed), read through the
 one Kafka log parser; this module only maps them to the words above and keeps one line per failed request.
 """
 
@@ -34,13 +43,14 @@ from __future__ import annotations
 
 import datetime as dt
 
-from kafka_runbooks.analyze.parsers.kafka_log import parse
+from kafka_runbooks.analyze.parsers.kafka_log import parse, request_partitions
 from kafka_runbooks.model import LogLineSeen
 
 MAX_EXCERPT = 300
-REPLICA_LINES = ("fetcher_fenced", "fetch_partition_failed", "leader_and_isr_ignored")  # detect/replicas.py
+REPLICA_LINES = ("fetcher_fenced", "fetch_partition_failed", "leader_and_isr_ignored", "leader_and_isr_failed")  # detect/replicas.py
 _WANTED = ("invalid_request", "processor_uncaught_exception", "group_load_start", "group_load_done",
-           "zk_session_expired", "log_cleaner_died", *REPLICA_LINES)
+           "zk_session_expired", "log_cleaner_died", "control_request_failed", *REPLICA_LINES)
+MAX_PARTITIONS = 2000  # of one failed LeaderAndIsr (a bigger broker's request: the first ones, and "partitions_cut")
 
 
 def _client(connection: str) -> tuple[str | None, str | None]:
@@ -52,7 +62,7 @@ def _client(connection: str) -> tuple[str | None, str | None]:
     return None, None
 
 
-def _what(signature: str, a: dict[str, str], exception: str) -> tuple[str | None, dict[str, str]]:
+def _what(signature: str, a: dict[str, str], exception: str, message: str = "") -> tuple[str | None, dict[str, str]]:
     if signature == "invalid_request":
         if "api_key" not in a:
             return None, {}  # a request the broker could not parse for another reason
@@ -77,6 +87,17 @@ def _what(signature: str, a: dict[str, str], exception: str) -> tuple[str | None
         return "group_load_done", {"partition": a["partition"], "millis": a["millis"]}
     if signature == "zk_session_expired":
         return "zk_session_expired", {}
+    if signature == "leader_and_isr_ignored" and a.get("current_epoch") not in (None, a.get("epoch")):
+        return None, {}  # an old request (a lower leader epoch): the broker already applied a newer state
+    if signature == "control_request_failed":
+        if a.get("api") != "LEADER_AND_ISR":
+            return None, {}  # UpdateMetadata / StopReplica: no fetcher depends on them
+        followed = [f"{t}-{p}" for t, p, leader in request_partitions(message) if str(leader) != a.get("broker")]
+        out = {k: a[k] for k in ("controller", "correlation", "request_broker_epoch", "current_broker_epoch", "cause") if a.get(k)}
+        out["partitions"] = ",".join(followed[:MAX_PARTITIONS])
+        if len(followed) > MAX_PARTITIONS:
+            out["partitions_cut"] = str(len(followed))
+        return "leader_and_isr_failed", out
     if signature in REPLICA_LINES:
         out = {"partition_name": f"{a.get('topic')}-{a.get('partition')}"}
         out.update({k: a[k] for k in ("leader", "epoch", "controller") if a.get(k) is not None})
@@ -99,7 +120,7 @@ def lines_of_interest(text: str | bytes, since: dt.datetime | None = None, *, ut
         at = r.at(utc_offset)
         if at is None or (lo is not None and at < lo):
             continue
-        what, attrs = _what(r.signature, r.attrs, r.exception or "")
+        what, attrs = _what(r.signature, r.attrs, r.exception or "", r.message)
         if what is None or (only is not None and what not in only):
             continue
         conn = attrs.get("connection")
@@ -107,7 +128,9 @@ def lines_of_interest(text: str | bytes, since: dt.datetime | None = None, *, ut
             if conn in seen_connections:
                 continue
             seen_connections.add(conn)
-        excerpt = f"[{r.timestamp}] {r.level} {r.message}" + (f" / {r.exception}" if r.exception and r.exception not in r.message else "")
+        message = r.message.split(", body=", 1)[0] + f" (broker epoch {attrs.get('request_broker_epoch', '?')})" \
+            if what == "leader_and_isr_failed" else r.message  # its body (every partition state) is in attrs
+        excerpt = f"[{r.timestamp}] {r.level} {message}" + (f" / {r.exception}" if r.exception and r.exception not in r.message else "")
         out.append(LogLineSeen(what, at.isoformat(timespec="milliseconds").replace("+00:00", "Z"), r.line, excerpt[:MAX_EXCERPT],
                                attrs, source))
     return out

@@ -14,8 +14,13 @@ FENCED_LEADER_EPOCH, the follower's fetcher dropped the partition ("Partition X 
 leader. Will await the new LeaderAndIsr state before resuming fetching." / "marked as failed") and waited for a
 LeaderAndIsr with a higher leader epoch; the controller's LeaderAndIsr carried the epoch the follower already had and
 was ignored ("Ignoring LeaderAndIsr request ... since its associated leader epoch 12 matches the current leader epoch",
-state-change.log). Nothing fetches that partition for it again: a restart of that follower (through the engine,
-approved) is the fix; a new leader epoch (a leader change) would be another.
+state-change.log; 0.10: "Broker 3 ignoring LeaderAndIsr request ... since its associated leader epoch 12 is not higher
+than the current leader epoch 12"). Nothing fetches that partition for it again: a restart of that follower (through
+the engine, approved) is the fix; a new leader epoch (a leader change) would be another. A LeaderAndIsr the follower
+failed to handle (2.x "Error when handling request: ... api=LEADER_AND_ISR", e.g. "Epoch N larger than current broker
+epoch M", or its ZooKeeper session expiring mid-request) is the same evidence for the partitions it follows in that
+request -- but only while the request's broker epoch is the broker's current registration (``Broker.registration_zxid``):
+the controller does not send a failed request again, and sends new ones for each new registration (2.3.0).
 
 What is read per check (``detect/leadership_observe.py``, one JmxTool run per broker, no extra JVM): for each such
 replica, the follower's ``LogEndOffset`` and fetcher lag, and the leader's ``LogEndOffset``; the lines above from
@@ -30,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 from kafka_runbooks import clock
+from kafka_runbooks.detect.broker_log import REPLICA_LINES
 from kafka_runbooks.detect.jmxtool import fetcher_lag, log_end_offset, replica_names
 from kafka_runbooks.model import ClusterSnapshot, Evidence, Finding, LogLineSeen, Partition, Severity
 
@@ -38,7 +44,7 @@ PROBLEM = "follower_stuck"
 OPENS_INCIDENT = ("follower_stuck",)
 RUNBOOK = "runbooks/preferred-election.md"
 MAX_READ = 100  # out-of-ISR replicas read per check (the newest state of a big cluster's worst moment is enough)
-FENCE_LINES = ("fetcher_fenced", "fetch_partition_failed", "leader_and_isr_ignored")
+FENCE_LINES = REPLICA_LINES
 
 STUCK = "stuck"
 CATCHING_UP = "catching_up"
@@ -210,11 +216,28 @@ def episode(samples: Sequence[Any], k: str) -> list[Point]:
     return list(reversed(out))
 
 
-def fence_lines_of(lines: Iterable[LogLineSeen], broker: int, partition: str, since: str | None) -> list[LogLineSeen]:
-    """The follower's own lines saying its fetcher dropped ``partition`` or ignored its LeaderAndIsr, at or after ``since``."""
+def is_about(x: LogLineSeen, partition: str, registration: int | None) -> bool:
+    """Whether line ``x`` says the follower may not fetch ``partition``. A failed LeaderAndIsr counts only for the
+    partitions it follows in that request, and only while its broker epoch is the broker's current registration
+    (``registration``, the znode's czxid; unknown: not counted): for a newer registration the controller has sent
+    new requests."""
+    if x.what != "leader_and_isr_failed":
+        return x.attrs.get("partition_name") == partition
+    try:
+        current = int(registration) if registration is not None else None
+        epoch = int(x.attrs.get("request_broker_epoch", ""))
+    except ValueError:
+        return False
+    return current is not None and epoch >= current and partition in x.attrs.get("partitions", "").split(",")
+
+
+def fence_lines_of(lines: Iterable[LogLineSeen], broker: int, partition: str, since: str | None,
+                   registration: int | None = None) -> list[LogLineSeen]:
+    """The follower's own lines saying its fetcher dropped ``partition``, ignored its LeaderAndIsr or failed to handle
+    it (see ``is_about``), at or after ``since``."""
     out = []
     for x in lines:
-        if x.what not in FENCE_LINES or x.attrs.get("partition_name") != partition:
+        if x.what not in FENCE_LINES or not is_about(x, partition, registration):
             continue
         if x.attrs.get("host_broker") not in (None, str(broker)):
             continue
@@ -224,6 +247,11 @@ def fence_lines_of(lines: Iterable[LogLineSeen], broker: int, partition: str, si
     return out
 
 
+def _registration(s: ClusterSnapshot, broker: int) -> int | None:
+    b = s.broker(broker)
+    return b.registration_zxid if b is not None else None
+
+
 def verdicts(s: ClusterSnapshot, series: Sequence[Any], stuck_after_s: float, lines: Iterable[LogLineSeen] = ()) -> dict[tuple[int, str], Verdict]:
     """{(follower, partition): Verdict} for every replica out of its ISR now."""
     lines = list(lines)
@@ -231,7 +259,7 @@ def verdicts(s: ClusterSnapshot, series: Sequence[Any], stuck_after_s: float, li
     for b, p in out_of_isr(s):
         pts = episode(series, key(b, p.name))
         first = pts[0].at if pts else None
-        out[(b, p.name)] = classify(pts, stuck_after_s, fence_lines_of(lines, b, p.name, _minus(first, 60)))
+        out[(b, p.name)] = classify(pts, stuck_after_s, fence_lines_of(lines, b, p.name, _minus(first, 60), _registration(s, b)))
     return out
 
 
@@ -268,14 +296,16 @@ def findings(s: ClusterSnapshot, series: Sequence[Any], stuck_after_s: float, ma
                                                                       for pt in v.to_dict()["points"][-4:]))
                   for n, v in stuck[:5]]
             ev += [Evidence(source=f"probe:broker/{b}/{x.source or 'server.log'}", lines=(x.line_no,), excerpt=x.excerpt[:300])
-                   for x in [x for x in lines if x.attrs.get("partition_name") in names and x.attrs.get("host_broker") == str(b)][-5:]]
+                   for x in [x for x in lines if x.attrs.get("host_broker") == str(b)
+                             and any(is_about(x, n, _registration(s, b)) for n in names)][-5:]]
             first = stuck[0][1]
             out.append(Finding(
                 kind="follower_stuck", severity=Severity.WARNING,
                 summary=f"Broker {b} is registered but stuck out of the ISR of {len(stuck)} partition(s) "
                         f"({', '.join(names[:6])}{', ...' if len(names) > 6 else ''}): {stuck[0][0]} {first.reason}. It is not catching up "
-                        "and will not by itself: Kafka dropped the partition from its fetcher and ignores a LeaderAndIsr of the "
-                        f"epoch it already has. Fix: restart broker {b} through the engine (approved); a preferred election "
+                        "and will not by itself: nothing fetches the partition for it, and Kafka restarts a follower's fetcher "
+                        "only for a LeaderAndIsr with a higher leader epoch than the one it has (a LeaderAndIsr of the same "
+                        f"epoch is ignored). Fix: restart broker {b} through the engine (approved); a preferred election "
                         f"waiting for it gives up with this diagnosis. See {RUNBOOK}.",
                 broker_ids=(b,), partitions=tuple(names[:40]), evidence=tuple(ev[:max_evidence]),
                 details={"problem": PROBLEM, "broker_id": b, "stuck": {n: v.to_dict() for n, v in stuck[:40]},

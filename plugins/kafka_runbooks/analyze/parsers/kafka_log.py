@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,6 +68,26 @@ def classify(record: LogRecord, next_line: str | None = None, frame_line: str | 
     """The record's signature name (None when no row of the signature table matches); attrs are filled in."""
     _classify(record, next_line if next_line is not None else record.exception, frame_line)
     return record.signature
+
+
+# A controller request's body as Kafka 2.1 - 2.3 print it (the request's Struct):
+# "{topic=orders,partition_states=[{partition=0,controller_epoch=3,leader=1,leader_epoch=9,...},...]},{topic=..."
+_BODY_ITEM = re.compile(r"\{topic=(" + sigs.T + r"),partition_states=\[|\{partition=([0-9]{1,9}),controller_epoch=[0-9]{1,19},"
+                        r"leader=(-?[0-9]{1,10}),", re.ASCII)
+
+
+def request_partitions(message: str) -> list[tuple[str, int, int]]:
+    """(topic, partition, leader) of each partition state in a controller request's body, as logged with a failed
+    request ("Error when handling request: ... api=LEADER_AND_ISR, body={...}", 2.1 - 2.3); [] for other shapes
+    (2.4+ prints the request's data classes: not read)."""
+    out: list[tuple[str, int, int]] = []
+    topic = None
+    for m in _BODY_ITEM.finditer(message):
+        if m.group(1) is not None:
+            topic = m.group(1)
+        elif topic is not None:
+            out.append((topic, int(m.group(2)), int(m.group(3))))
+    return out
 
 
 def fetch_cause(attrs: dict[str, str]) -> str:
