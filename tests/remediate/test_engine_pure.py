@@ -328,3 +328,35 @@ def test_the_fresh_plan_differing_in_anything_the_approver_saw_refuses():
     now_silent = plan_changed(roll, plan_restart(s, [2], cfg, roll_id="c1-roll-1", unresponsive=silent))
     assert any("brokers that are no holder (no answer to a direct check, or an open incident): approved [], now [1]" in c
                for c in now_silent), now_silent
+
+
+def test_the_last_check_probes_every_holder_again_and_refuses_a_holder_that_went_silent():
+    """Issue 17 §1, "re-read the state right before the stop command": ``last_check`` (``before_stop``'s rules) takes a
+    direct check of EVERY holder the stop depends on again, none reused from the safety check seconds earlier: broker 1,
+    the other in-sync holder of ``__consumer_offsets-0``, answered the first check and stops answering before the stop
+    of broker 2 -> refused, naming broker 1 and its evidence; all answering -> no refusal."""
+    from kafka_runbooks.config import ClusterConfig
+    from kafka_runbooks.model import KafkaCheck
+    from kafka_runbooks.remediate.executor import FreshState, last_check
+    from kafka_runbooks.remediate.safety import SafetySettings
+
+    cfg = ClusterConfig(name="c1", zk_conn_id="zk", hosts={1: "ssh_b1", 2: "ssh_b2", 3: "ssh_b3"}, kafka_version="2.3.0")
+    now = snap([P("__consumer_offsets", 0, [2, 1], 2, [2, 1], min_isr=1), P("orders", 0, [2, 3], 2, [2, 3], min_isr=1)], controller=3)
+    earlier = {b: KafkaCheck(b, f"kafka{b}:9092", True, 3.0, b, at="2024-01-01T00:00:00Z") for b in (1, 3)}
+    fresh = FreshState(now, SafetySettings(), {}, {}, [], checked=dict(earlier), records=[])
+    asked: list[set[int]] = []
+
+    def check(config, snapshot, broker_ids, silent=()):
+        asked.append(set(broker_ids))
+        return {b: KafkaCheck(b, f"kafka{b}:9092", b not in silent, None if b in silent else 2.0, None if b in silent else b,
+                              error="no answer within 5.0s" if b in silent else None, at="2024-01-01T00:00:09Z",
+                              error_code="_TIMED_OUT" if b in silent else None) for b in broker_ids}
+
+    plan = _plan([2, 1, 3])
+    why, unresponsive, checks = last_check(cfg, plan, now, 2, fresh, [2, 1, 3], check=lambda *a: check(*a, silent={1}))
+    assert asked == [{1, 3}], "every holder is checked again, none of the earlier checks reused"
+    assert 1 in unresponsive and "no answer within 5.0s" in unresponsive[1] and checks[1].ok is False
+    assert len(why) == 1 and "__consumer_offsets-0" in why[0] and "broker 1: did not answer" in why[0], why
+
+    why, unresponsive, checks = last_check(cfg, plan, now, 2, fresh, [2, 1, 3], check=check)
+    assert why == [] and unresponsive == {} and all(c.ok for c in checks.values())

@@ -4,9 +4,9 @@ Holding the cluster's maintenance lock from the first safety check to the last g
 not already done (the ledger says): prove the host runs the broker it is mapped to (its ``broker.id``),
 read fresh state -- the brokers' static configs over SSH, the open incidents, ZooKeeper, and a direct
 Kafka-protocol check of every holder the stop depends on (``safety.holders_to_check``) and of every broker
-under the not-serving waiver -- check the stop on it, then, right before the stop command, read the state
-again and check once more (``before_stop``); restart the broker (``steps.restart_broker``), pass the gates
-(in sync, coordinators loaded, canary), record it done. Every wait of the step and of the gates polls the
+under the not-serving waiver -- check the stop on it, then, right before the stop command, read ZooKeeper
+again and check once more, every holder checked directly again (``last_check``); restart the broker
+(``steps.restart_broker``), pass the gates (in sync, coordinators loaded, canary), record it done. Every wait of the step and of the gates polls the
 lock (``guard``): a lost lock halts at once. On any failure: halt -- the cluster is left as it is,
 described (which broker is down, which partitions are affected), the ledger and the audit say where and
 why, and :class:`Halted` carries all of it to the failure callback that pages on-call. A later run with
@@ -217,18 +217,19 @@ def check_brokers(config: ClusterConfig, snapshot: ClusterSnapshot, broker_ids: 
 
 
 def serving_evidence(config: ClusterConfig, snapshot: ClusterSnapshot, stopping: Iterable[int], waived: Mapping[int, str],
-                     records: Iterable[Mapping[str, Any]], checked: Mapping[int, Any] | None = None):
+                     records: Iterable[Mapping[str, Any]], checked: Mapping[int, Any] | None = None, check=None):
     """Who serves, proven now, for stopping each of ``stopping``: every other registered in-sync replica of every
     partition a stop takes a replica from is checked directly (``safety.holders_to_check``), and so is every
     broker under the not-serving waiver (``waived``). Returns (not_serving, unresponsive, checks, notes):
     the waiver where its broker still fails its check; every broker that did not answer, or that an open
-    incident says is not serving (``records``), as no holder. ``checked``: checks already taken for this decision."""
+    incident says is not serving (``records``), as no holder. ``checked``: checks already taken for this decision.
+    ``check``: how the brokers are checked (``check_brokers``: the KafkaHook, bounded, in parallel)."""
     from kafka_runbooks.remediate.safety import holders_to_check, incident_evidence, unanswered
 
     stopping = list(stopping)
     wanted = set(waived) | {h for b in stopping for h in holders_to_check(snapshot, b)}
     checks = dict(checked or {})
-    taken = check_brokers(config, snapshot, wanted - set(checks))
+    taken = (check or check_brokers)(config, snapshot, wanted - set(checks))
     checks.update(taken)
     not_serving: dict[int, str] = {}
     notes: list[str] = []
@@ -271,6 +272,17 @@ def read_fresh_state(zk, ex: Execution, broker_id: int) -> FreshState:
     return FreshState(snapshot, safety_settings(cfg, static, unread, version), not_serving, unresponsive, notes, checks, records)
 
 
+def last_check(config: ClusterConfig, plan: Plan, now: ClusterSnapshot, broker_id: int, fresh: FreshState,
+               remaining: list[int], check=None) -> tuple[list[str], dict[int, str], dict[int, Any]]:
+    """The safety rules once more on ``now`` (ZooKeeper read right before the stop command), with EVERY holder the stop
+    depends on and every waived broker checked directly again, now -- none of ``fresh``'s checks, taken seconds earlier,
+    is reused: a holder that stopped answering since is no holder and refuses the stop, named. Returns (refusals,
+    unresponsive, checks taken now). ``check``: see ``serving_evidence``."""
+    not_serving, unresponsive, checks, _ = serving_evidence(config, now, [broker_id], plan.not_serving, fresh.records, check=check)
+    why = stop_refusals(now, broker_id, fresh.settings, not_serving, unresponsive) + order_refusals(plan, now, remaining)
+    return why, unresponsive, checks
+
+
 def _checked(checks: Mapping[int, Any]) -> dict[str, str]:
     return {str(b): ("ok" if c.ok else f"NO ANSWER: {c.error}") + f" at {c.at}" for b, c in sorted(checks.items())}
 
@@ -305,7 +317,6 @@ def run(ex: Execution) -> dict[str, Any]:
     from kafka_runbooks.incidents.store import IncidentStore
     from kafka_runbooks.remediate import gates as G
     from kafka_runbooks.remediate import progress
-    from kafka_runbooks.remediate.safety import holders_to_check
     from kafka_runbooks.remediate.host import BrokerHost
     from kafka_runbooks.remediate.lock import LockBusy, LockLost, MaintenanceLock
     from kafka_runbooks.remediate.steps import StepFailed, restart_broker
@@ -369,16 +380,13 @@ def run(ex: Execution) -> dict[str, Any]:
                     expected = [p.name for p in fresh.snapshot.partitions_of(b)]
 
                     def before_stop(_b=b, _fresh=fresh, _remaining=remaining) -> None:
-                        """The state re-read right before the stop command, the same rules on it (new holders checked)."""
+                        """The state re-read right before the stop command, every holder checked again (``last_check``)."""
                         lock.check()
                         now = read_snapshot(zk, cfg.name)
-                        not_serving, unresponsive = _fresh.not_serving, _fresh.unresponsive
-                        if set(holders_to_check(now, _b)) - set(_fresh.checked):
-                            not_serving, unresponsive, _fresh.checked, _ = serving_evidence(
-                                cfg, now, [_b], ex.plan.not_serving, _fresh.records, _fresh.checked)
-                        why = stop_refusals(now, _b, _fresh.settings, not_serving, unresponsive) + order_refusals(ex.plan, now, _remaining)
+                        why, unresponsive, checks = last_check(cfg, ex.plan, now, _b, _fresh, _remaining)
                         step_audit("safety_check_before_stop", "refused" if why else "ok",
-                                   details={"refusals": why, "unresponsive": unresponsive, "controller": now.controller_id})
+                                   details={"refusals": why, "unresponsive": unresponsive, "checked": _checked(checks),
+                                            "controller": now.controller_id})
                         if why:
                             raise StepFailed(_b, "safety check right before the stop", "; ".join(why[:10]) + "; nothing was stopped")
                         ledger.append(L.STEP_STARTED, ex.run_id, broker_id=_b)
