@@ -419,6 +419,13 @@ def _capture_reachable_host(config, broker, bid, role, bundle, runner, sleep, ve
     if role == C.SUSPECT and ((bundle.manifest.get("trigger") or {}).get("kind") in OFFSETS_KINDS):
         _offsets_evidence(h, config, bid, h.text("server-properties") if props_res is not None else "", version)
 
+    # JMX: the request path's figures, one bounded JmxTool read (as the health check takes it)
+    if not config.leadership.jmx:
+        bundle.set_host(bid, left_out=[*(bundle.manifest["hosts"][str(bid)].get("left_out") or []),
+                                       {"tool": "JMX read", "reason": "leadership.jmx is off for this cluster"}])
+    elif plan.jmx:
+        _jmx(h, config, broker, version)
+
     # 5. suspect only: histogram, heap info, heap dump
     facts: dict[str, Any] = {}
     if "process-stat" in h.outputs:
@@ -444,6 +451,25 @@ def _capture_reachable_host(config, broker, bid, role, bundle, runner, sleep, ve
         status = COMPLETE
     bundle.set_host(bid, status=status, status_reasons=reasons, skipped=h.skipped, absent_files=h.absent,
                     error="; ".join(notes + h.failed) or None, duration_s=round(settings.host_deadline_s - h.left(), 1), **facts)
+
+
+def _jmx(h: _HostCapture, config: ClusterConfig, broker: model.Broker, version) -> None:
+    """JmxTool once into ``jmx.out`` (kind ``jmx``); a broker whose JMX cannot be read or does not answer within
+    ``leadership.jmx_timeout_s`` is a failure recorded with its reason, never a hang."""
+    try:
+        cmd = C.jmx_command(config, broker, version)
+    except C.UnsafeValueError as exc:
+        h.skip("JMX read", f"refused: {exc}")
+        return
+    if isinstance(cmd, str):
+        h.skip("JMX read", cmd)
+        return
+    res = h.do(cmd)
+    if res is not None and (res.error or res.exit_code != 0) and h.failed and h.failed[-1].startswith("jmx:"):
+        from kafka_runbooks.detect.leadership_observe import tool_said
+
+        h.failed[-1] = f"jmx: JmxTool {res.error or 'exit ' + str(res.exit_code)} reading {cmd.argv[cmd.argv.index('--jmx-url') + 1]}: " \
+                       f"{tool_said(res.stderr)}"
 
 
 def _intrusive_phase(config: ClusterConfig, bundle: EvidenceBundle, factory: RunnerFactory, suspects: Sequence[int],
