@@ -95,6 +95,17 @@ def test_a_serving_suspect_gets_no_tool_that_pauses_it(healthy_lab, tmp_path):
     assert {t["tool"] for t in two["left_out"] if "answered a direct Kafka-protocol check" in t["reason"]} == {
         "jhsdb", "jmap -histo:live", "heap dump"}
     assert two["status"] == "complete" and m["status"] == "complete", m["status_reasons"]
+    # the JMX read of every broker (the health check's JmxTool), checksummed in the manifest, and read by the analysis
+    from kafka_runbooks.analyze.parsers import parse_jmx
+
+    for b in (1, 2, 3):
+        entry = next(f for f in m["files"] if f["broker_id"] == b and f["kind"] == "jmx" and f["stream"] == "stdout")
+        assert entry["path"] == f"hosts/{b}/jmx.out" and entry["sha256"], entry
+        text = (bundle.path / entry["path"]).read_text()
+        assert text.startswith('time,"'), text[:200]  # the real tool's first line
+        j = parse_jmx(text)
+        assert j.ok and j.series("RequestQueueSize") and j.series("FailedProduceRequestsPerSec"), (j.unparsable, text[:300])
+    assert verify(bundle.path) == []
 
 
 SECRETS = {
