@@ -25,13 +25,13 @@ def _part(item) -> str:
     """Which lane of ``./run test`` runs the test: "lab" (the Kafka 2.3.0 lab), "lab010" (the Kafka 0.10.2.1 lab),
     "deployed" (tests/deployed: a deployment and a lab of their own), "lab-b" (the lab's own tests in tests/lab, on a
     2.3.0 lab of the second lane's slot after the deployed suite: they mostly wait on Kafka, and the first lane is
-    the longest), or "rest" (no lab)."""
+    the longest; so do tests marked ``second_lane``), or "rest" (no lab)."""
     if "deployment" in item.fixturenames:
         return "deployed"
     if "lab010" in item.fixturenames:
         return "lab010"
     if _uses_lab(item):
-        return "lab-b" if item.path.parent.name == "lab" else "lab"
+        return "lab-b" if item.path.parent.name == "lab" or item.get_closest_marker("second_lane") else "lab"
     return "rest"
 
 

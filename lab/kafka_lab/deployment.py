@@ -641,6 +641,14 @@ class Deployment:
         return self.call(user, "PATCH", f"/api/v2/dags/{dag_id}/dagRuns/{quote(run_id)}/taskInstances/{task_id}/-1/hitlDetails",
                          json={"chosen_options": [option], "params_input": {}})
 
+    def task_log(self, dag_id: str, run_id: str, task_id: str, user: str = "bob", try_number: int = 1) -> str:
+        """A task's log as the UI shows it, one line per event (the API serves structured logs as JSON)."""
+        r = self.call(user, "GET", f"/api/v2/dags/{dag_id}/dagRuns/{quote(run_id)}/taskInstances/{task_id}/logs/{try_number}",
+                      headers={"Accept": "application/json"})
+        r.raise_for_status()
+        content = r.json().get("content") or []
+        return "\n".join(str(e.get("event")) if isinstance(e, dict) else str(e) for e in content)
+
     def worker_of(self, ti: Mapping[str, Any]) -> str | None:
         """Which node ran a task instance (its hostname is the node's address)."""
         return next((n for n, a in self.address.items() if a == ti.get("hostname")), None)

@@ -15,6 +15,7 @@ import argparse
 import os
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from kafka_lab.airflow_home import REPO, load_dags, prepare, take_triggered_confs
@@ -44,8 +45,17 @@ def detect_until_finding(health_dag, cluster: str, timeout_s: float) -> list[dic
             raise DrillFailed(f"the health check raised no finding within {timeout_s:.0f}s")
 
 
-def run_001(lab, dags, broker: int = 3, option: str = "Approve", finding_timeout_s: float = 600) -> bool:
-    """Incident 001 on a running, healthy lab (Airflow prepared): deadlock -> incident -> response -> verdict."""
+@dataclass(frozen=True)
+class Drill001:
+    ok: bool  # the response run succeeded and the incident ended as the answer asks (Approve: closed, else needs_person)
+    incident_id: str
+    run_state: str
+
+
+def run_001(lab, dags, broker: int = 3, option: str = "Approve", finding_timeout_s: float = 600,
+            user: str = "drill-bot") -> Drill001:
+    """Incident 001 on a running, healthy lab (Airflow prepared): deadlock -> incident -> response, the approval
+    answered ``option`` as ``user`` -> verdict."""
     from kafka_runbooks.config import load_cluster
 
     config = load_cluster("lab")
@@ -56,8 +66,8 @@ def run_001(lab, dags, broker: int = 3, option: str = "Approve", finding_timeout
     say(f"fault → incident in {time.monotonic() - t_fault:.1f}s ({confs[0]['finding']['kind']}, held for the consecutive checks): "
         f"incident {confs[0]['incident_id']}, brokers {confs[0]['broker_ids']}: {confs[0]['reason']}")
 
-    say(f"the approval will be answered by this drill as user 'drill-bot': {option}")
-    with Responder(RESPONSE, "approve", option, user="drill-bot", timeout_s=900) as responder:
+    say(f"the approval will be answered by this drill as user {user!r}: {option}")
+    with Responder(RESPONSE, "approve", option, user=user, timeout_s=900) as responder:
         run = dags.get_dag(RESPONSE).test(run_conf=confs[0])
     if responder.error:
         raise responder.error
@@ -83,7 +93,7 @@ def run_001(lab, dags, broker: int = 3, option: str = "Approve", finding_timeout
     ok = run.state == "success" and incident["status"] == expected
     if not ok:
         say(f"DRILL FAILED: expected run success and incident {expected}")
-    return ok
+    return Drill001(ok, incident["id"], run.state)
 
 
 def run_drill(state_dir: Path, broker: int, option: str, keep_lab: bool, kafka: str | None = None) -> int:
@@ -96,7 +106,7 @@ def run_drill(state_dir: Path, broker: int, option: str, keep_lab: bool, kafka: 
     try:
         say(f"lab up in {time.monotonic() - t0:.1f}s")
         prepare(state_dir / "airflow", lab.airflow_env())
-        return 0 if run_001(lab, load_dags(), broker, option) else 1
+        return 0 if run_001(lab, load_dags(), broker, option).ok else 1
     except DrillFailed as exc:
         say(f"DRILL FAILED: {exc}")
         return 1

@@ -1,7 +1,7 @@
 """Every drill in one go, on one lab (``./run demo all``): the lab comes up once, each drill runs on it healed
 (``Lab.reset()``) with its own incident store and health history, and one line per drill says how it went.
 
-    python -m kafka_lab.drill all [--only 001,004] [--keep-lab]
+    python -m kafka_lab.drill all [--only 001,004] [--keep-lab] [--kafka 2.3.0|0.10.2.1]
 
 =====  ==========================================================================================================
 001    a JVM deadlock in broker 3 -> incident -> capture, analysis -> approved restart through the engine -> closed
@@ -27,7 +27,7 @@ import traceback
 from pathlib import Path
 
 from kafka_lab.airflow_home import REPO, load_dags, prepare
-from kafka_lab.drill import say
+from kafka_lab.drill import add_kafka_option, say
 
 ORDER = ("001", "000", "002a", "002b", "004", "003")
 
@@ -45,7 +45,7 @@ def run_one(lab, dags, name: str) -> tuple[bool, str]:
     if name == "001":
         from kafka_lab.drill import run_001
 
-        return run_001(lab, dags), "deadlock -> incident -> approved restart -> closed"
+        return run_001(lab, dags).ok, "deadlock -> incident -> approved restart -> closed"
     if name == "003":
         from kafka_lab.drill_003 import run_003
 
@@ -72,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", default=",".join(ORDER), help="comma-separated drills, in this order")
     p.add_argument("--keep-lab", action="store_true")
     p.add_argument("--verbose", action="store_true", help="show Airflow's INFO logs of every task")
+    add_kafka_option(p)
     argv = list(argv or [])
     args = p.parse_args(argv[1:] if argv[:1] == ["all"] else argv)
     os.environ.setdefault("AIRFLOW__LOGGING__LOGGING_LEVEL", "INFO" if args.verbose else "WARNING")
@@ -80,10 +81,10 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         p.error(f"unknown drills {unknown}; one of {list(ORDER)}")
     state = args.state_dir.resolve()
-    lab = Lab(state)
+    lab = Lab(state, kafka=args.kafka)
     t_all = time.monotonic()
-    say(f"starting the lab in {state} for drills {names}")
-    lab.up()
+    say(f"starting the lab in {state} (3 Apache Kafka {lab.kafka} brokers) for drills {names}")
+    lab.up(kafka=lab.kafka)
     verdicts: list[tuple[str, bool, float, str]] = []
     try:
         say(f"lab up in {time.monotonic() - t_all:.1f}s")
@@ -108,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
             say("lab left running (--keep-lab); stop it with: python -m kafka_lab down")
         else:
             lab.down()
-    print(f"\n==== drills on one lab, {time.monotonic() - t_all:.0f} s in all (lab up included)", flush=True)
+    print(f"\n==== drills on one Kafka {lab.kafka} lab, {time.monotonic() - t_all:.0f} s in all (lab up included)", flush=True)
     for name, ok, secs, what in verdicts:
         print(f"drill {name} {'PASS' if ok else 'FAIL'} {secs:.0f} s: {what}", flush=True)
     return 0 if verdicts and all(ok for _, ok, _, _ in verdicts) else 1

@@ -293,10 +293,14 @@ class Lab(FaultsMixin, LeadershipMixin):
     def host_script(self, b: int, name: str, timeout: float = 120, check: bool = True,
                     env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
         """Runs one of host b's control scripts as the host's user (as systemd or an operator over SSH would)."""
+        # the lab's own JVMs (ZooKeeper nodes, tools) run as this user: their stale sockets can meet a broker's pid too
+        jvm_users = {os.getuid(), *(pwd.getpwnam(host_user(x)).pw_uid for x in BROKER_IDS)}
         if name == "kafka-start":
-            forget_stale_attach_sockets({pwd.getpwnam(host_user(x)).pw_uid for x in BROKER_IDS})
+            forget_stale_attach_sockets(jvm_users)
         argv = ["runuser", "-u", host_user(b), "--", "env", *(f"{k}={v}" for k, v in (env or {}).items()), str(self.script(b, name))]
         p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd="/")
+        if name == "kafka-start":
+            forget_stale_attach_sockets(jvm_users)  # the new JVM's pid is known now: a socket left under it goes
         if check and p.returncode != 0:
             raise LabError(f"{name} on host {b} exited {p.returncode}: {p.stdout}{p.stderr}")
         return p

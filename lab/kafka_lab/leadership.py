@@ -20,15 +20,33 @@ from __future__ import annotations
 
 import re
 import time
+from pathlib import Path
 
 from . import agent, hosts
 from .hosts import BROKER_IDS
-from .procs import LabError, wait_until
+from .procs import LabError, process_start, wait_until
 from .profile import broker_settings
 
 # 2.3: "[KafkaServer id=1] started"; 0.10: "[Kafka Server 1], started"
 STARTED = re.compile(r"\[Kafka ?Server (?:id=)?(\d+)\],? started")
 
+
+
+START_MARK = "INFO Registered kafka:type=kafka.Log4jController MBean"  # a broker JVM's first server.log line
+
+
+def since_last_start(log: Path, jvm_started: float | None = None) -> str:
+    """server.log from the current JVM's first line on. log4j rolls server.log every hour (``server.log.<date>-HH``):
+    when the JVM started before the last roll, its first lines are in the rolled files (newest first searched). A rolled
+    file last written before ``jvm_started`` (epoch s) holds none of this JVM's lines: never searched (a JVM that has not
+    logged yet would otherwise be seen started by its predecessor's lines)."""
+    text = log.read_text(errors="replace") if log.exists() else ""
+    for rolled in sorted(log.parent.glob(log.name + ".*"), key=lambda p: p.stat().st_mtime, reverse=True):
+        if START_MARK in text or (jvm_started is not None and rolled.stat().st_mtime < jvm_started):
+            break
+        text = rolled.read_text(errors="replace") + text
+    mark = text.rfind(START_MARK)
+    return text[mark if mark >= 0 else 0:]
 
 class LeadershipMixin:
     """Mixed into Lab (needs its paths, stop/start, registration, agent helpers and waits)."""
@@ -72,12 +90,11 @@ class LeadershipMixin:
         """Until broker b's current JVM logged ``[KafkaServer id=b] started`` (its socket server serves)."""
         pid = self.broker_pid(b)
         log = self.server_log(b)
+        born = process_start(pid) if pid else None
 
         def started():
-            text = log.read_text(errors="replace") if log.exists() else ""
-            # the pid file is written before the JVM logs anything: only lines after this JVM's first line count
-            mark = text.rfind("INFO Registered kafka:type=kafka.Log4jController MBean")
-            return bool(STARTED.search(text[mark if mark >= 0 else 0:])) and self.broker_pid(b) == pid
+            text = since_last_start(log, born)
+            return bool(STARTED.search(text)) and self.broker_pid(b) == pid
         wait_until(started, timeout, f"broker {b} (pid {pid}) to log that it started", interval=0.2)
 
     # ------------------------------------------------------------------ incident 003's faults

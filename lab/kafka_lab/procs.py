@@ -101,12 +101,23 @@ def signal_if_ours(pid: int | None, marker: str, sig: int = signal.SIGKILL) -> b
         return False
 
 
+def process_start(pid: int) -> float | None:
+    """When process ``pid`` started (epoch s): /proc/<pid>/stat's starttime (clock ticks after boot) + /proc/stat's btime."""
+    try:
+        ticks = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+        btime = next(int(x.split()[1]) for x in Path("/proc/stat").read_text().splitlines() if x.startswith("btime "))
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+    return btime + ticks / os.sysconf("SC_CLK_TCK")
+
+
 def forget_stale_attach_sockets(uids: set[int], tmp: Path = Path("/tmp")) -> list[Path]:
-    """Removes ``/tmp/.java_pid<N>`` files of the given users whose JVM is gone or is now another user's process.
+    """Removes ``/tmp/.java_pid<N>`` files of the given users that no live JVM of theirs answers on.
 
     A JVM that answered an attach (jstack, jcmd) and was then SIGKILLed leaves its attach socket behind. When its pid
     is reused by another JVM, attaching to the new one fails: "well-known file ... is not secure: file should be owned
-    by the current user" (another user's file) or "Connection refused" (the same user's).
+    by the current user" (another user's file) or "Connection refused" (the same user's). A file is stale when its
+    pid is gone, is now another user's process, or started after the file was made.
     """
     removed = []
     for f in tmp.glob(".java_pid*"):
@@ -121,7 +132,8 @@ def forget_stale_attach_sockets(uids: set[int], tmp: Path = Path("/tmp")) -> lis
             owner = os.stat(f"/proc/{pid}").st_uid if alive(int(pid)) else None
         except OSError:
             owner = None
-        if owner != st.st_uid:
+        started = process_start(int(pid)) if owner is not None else None
+        if owner != st.st_uid or (started is not None and st.st_mtime < started - 1):
             f.unlink(missing_ok=True)
             removed.append(f)
     return removed

@@ -55,11 +55,14 @@ BASE: dict[str, str | int] = {
 
 PROFILES: dict[str, dict[str, str | int]] = {
     "default": {},
-    # issue 7's drill: the controller moves leadership back to preferred replicas on its own, often
+    # issue 7's drill: the controller moves leadership back to preferred replicas on its own, often. Kafka elects only
+    # while more than leader.imbalance.per.broker.percentage of a broker's preferred partitions are led elsewhere, and
+    # never retries one whose election failed (the broker not yet in its ISR) once the rest are back: at the default 10
+    # one of 20 stayed put for good (drill 003 on 0.10.2.1, 2026-11-25). 0: every check retries until all are back.
     "rebalance": {
         "auto.leader.rebalance.enable": "true",
         "leader.imbalance.check.interval.seconds": 10,
-        "leader.imbalance.per.broker.percentage": 10,
+        "leader.imbalance.per.broker.percentage": 0,
     },
 }
 

@@ -82,3 +82,17 @@ def cluster_env(zk_cluster, tmp_path, monkeypatch):
 
         monkeypatch.setattr(host, "unreachable_hosts", lambda config, broker_ids: {})
         yield settings["resttest"], webhook
+
+
+@pytest.fixture(scope="module")
+def bag():
+    """The DAGs as Airflow parses them, for one one-cluster Variable (the DAG shape tests)."""
+    import os
+
+    from kafka_lab.airflow_home import load_dags
+
+    os.environ["AIRFLOW_VAR_KAFKA_RUNBOOKS_CLUSTERS"] = json.dumps({"lab": {"zk_conn_id": "zk", "hosts": {"1": "h1"}}})
+    try:
+        yield load_dags()
+    finally:
+        os.environ.pop("AIRFLOW_VAR_KAFKA_RUNBOOKS_CLUSTERS", None)

@@ -4,24 +4,9 @@ described, and what the trigger form lets through is what the DAG accepts -- a b
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from kafka_lab.airflow_home import load_dags
-
 pytestmark = pytest.mark.usefixtures("airflow_db")
-
-
-@pytest.fixture(scope="module")
-def bag():
-    import os
-
-    os.environ["AIRFLOW_VAR_KAFKA_RUNBOOKS_CLUSTERS"] = json.dumps({"lab": {"zk_conn_id": "zk", "hosts": {"1": "h1"}}})
-    try:
-        yield load_dags()
-    finally:
-        os.environ.pop("AIRFLOW_VAR_KAFKA_RUNBOOKS_CLUSTERS", None)
 
 
 def test_every_dag_has_a_description_and_doc_md(bag):

@@ -2,7 +2,8 @@
 (api-server, scheduler, dag-processor, triggerer, two Celery workers) on the lab, signed in through Airflow's own
 login page as alice (maintenance) and bob (on call).
 
-A roll alice starts: the approval page says who asked and why and sums the blast radius up per topic; alice is told
+A roll alice starts in the DAG's trigger form (which refuses a brokers value that is not a list of broker ids, saying
+why): the approval page says who asked and why and sums the blast radius up per topic; alice is told
 there that she cannot approve it and why; bob approves in the page; the run's log has one line per phase and gate,
 its last task a summary that is also the run's note. An incident response on a broker with no fault: the incident
 page lists it as needing a person, its report opens from there in the browser.
@@ -28,6 +29,7 @@ pytestmark = [pytest.mark.deployed, pytest.mark.timeout(1800)]
 
 CHROMIUM = os.environ.get("KAFKA_RUNBOOKS_CHROMIUM", "/usr/bin/chromium")
 ROLL, RESPONSE = "kafka_rolling_restart", "kafka_incident_response"
+SIGN_IN_TIMEOUT_MS = 180_000
 
 
 def q(value: str) -> str:
@@ -50,8 +52,10 @@ class Browser:
             ctx = self.browser.new_context(viewport={"width": 1400, "height": 1000})
             ctx.set_default_timeout(60_000)
             page = ctx.new_page()
-            page.goto(self.d.url + "/")
-            page.wait_for_selector("input[name=username]")
+            # the first page of a cold browser: on the loaded 2-core machine the whole deployment once stood still for
+            # ~50 s here (api-server and scheduler both silent, load 15), past the 60 s default
+            page.goto(self.d.url + "/", timeout=SIGN_IN_TIMEOUT_MS)
+            page.wait_for_selector("input[name=username]", timeout=SIGN_IN_TIMEOUT_MS)
             page.fill("input[name=username]", user)
             page.fill("input[name=password]", self.d.password(user))
             page.keyboard.press("Enter")
@@ -90,12 +94,7 @@ def _wait_text(page, pattern: str, timeout_s: float = 90.0, reload: bool = False
 
 
 def _log(d, dag_id: str, run_id: str, task_id: str, user: str = "bob") -> str:
-    """The task's log as the UI shows it: one line per event (the API serves structured logs as JSON)."""
-    r = d.call(user, "GET", f"/api/v2/dags/{dag_id}/dagRuns/{q(run_id)}/taskInstances/{task_id}/logs/1",
-               headers={"Accept": "application/json"})
-    r.raise_for_status()
-    content = r.json().get("content") or []
-    return "\n".join(str(e.get("event")) if isinstance(e, dict) else str(e) for e in content)
+    return d.task_log(dag_id, run_id, task_id, user)
 
 
 def on_call_in_the_browser(d, lab, shots: Path) -> None:
@@ -118,7 +117,11 @@ def _roll(b: Browser, d) -> None:
     b.shot("alice", "dag-page")
 
     reason = f"kernel patch, browser test {int(time.time())}"
-    run_id = d.trigger("alice", ROLL, {"cluster": "lab", "brokers": [2], "reason": reason, "mode": "execute", "canary": False})
+    run_id = _trigger_in_the_form(b, d, reason)
+    run = d.run(ROLL, run_id)
+    assert run["triggering_user_name"] == "alice", run
+    assert run["conf"] == {"cluster": "lab", "brokers": [2], "reason": reason, "mode": "execute", "canary": False,
+                           "resume": False}, run["conf"]
     d.wait_task(ROLL, run_id, "approve", ("awaiting_input",), 600)
 
     page_path = f"/dags/{ROLL}/runs/{q(run_id)}/tasks/approve/required_actions"
@@ -163,21 +166,107 @@ def _roll(b: Browser, d) -> None:
     assert "closed" in text and "bob" in text and "approval" in text and "gate_in_sync" in text
 
 
+def _trigger_in_the_form(b: Browser, d, reason: str) -> str:
+    """alice fills the roll's trigger form (Airflow's params form) and submits it; the run's id, from the run page the
+    form opens. On the way, issue 19 problem 8: what the brokers field refuses, and how it says so."""
+    alice = b.page("alice")
+    alice.get_by_test_id("trigger-dag-button").click()
+    form = alice.get_by_role("dialog")
+    form.locator("#element_reason").wait_for()
+    text = form.inner_text()
+    for described in ("Broker ids to restart", "A JSON list of broker ids, e.g. [1, 2]", "Why (recorded with every action)",
+                      "dry-run shows the plan and changes nothing", "Gate every start on a canary",
+                      "Continue the cluster's last halted roll"):
+        assert described in text, (described, text[:3000])
+    assert form.locator("input[name=element_mode]").input_value() == "dry-run"  # dry run by default
+    submit = form.get_by_test_id("trigger-dag-submit")
+    assert submit.is_disabled()  # the reason is required
+    form.locator("#element_reason").fill(reason)
+    assert submit.is_enabled()
+    brokers = _field(alice, form, "#element_brokers")
+
+    # problem 8: what is not a JSON list of broker ids is refused by the form itself, saying why, before any click
+    _type_json(alice, form, "1, 2")
+    error = brokers.locator("[data-part=error-text]")
+    assert error.inner_text().startswith("SyntaxError: ") and submit.is_disabled(), error.inner_text()
+    error.scroll_into_view_if_needed()
+    b.shot("alice", "form-brokers-not-json")
+    _type_json(alice, form, '["2"]')
+    assert error.inner_text() == "All elements in the array must be numbers." and submit.is_disabled()
+    # a number that is not a broker id passes the form's own check (Airflow's form checks an array's items only for
+    # being numbers): the api-server refuses it against the param's schema, and the form shows its reason; no run
+    runs_before = {r["dag_run_id"] for r in d.runs(ROLL)}
+    _type_json(alice, form, "[1.5]")
+    assert error.count() == 0 and submit.is_enabled()
+    submit.click()
+    alert = form.get_by_test_id("error-alert")
+    alert.wait_for()
+    assert "Invalid input for param brokers: 1.5 is not a multiple of 1" in alert.inner_text(), alert.inner_text()
+    alert.scroll_into_view_if_needed()
+    b.shot("alice", "form-brokers-refused-by-the-api")
+    assert {r["dag_run_id"] for r in d.runs(ROLL)} == runs_before
+
+    _type_json(alice, form, "[2]")
+    assert error.count() == 0
+    _field(alice, form, "input[name=element_mode]").get_by_role("combobox").click()
+    alice.get_by_role("option", name="execute").click()
+    assert form.locator("input[name=element_mode]").input_value() == "execute"
+    canary = form.locator("input[name=element_canary]")
+    canary.locator("xpath=..").click()  # the switch's control
+    assert not canary.is_checked()
+    b.shot("alice", "trigger-form")
+    submit.click()
+    alice.wait_for_url(re.compile(rf"/dags/{ROLL}/runs/[^/]+$"))
+    b.shot("alice", "triggered")
+    return urllib.parse.unquote(alice.url.rsplit("/runs/", 1)[1])
+
+
+def _field(page, form, selector: str):
+    """The form's row (label, input, description, error) of the input ``selector``."""
+    return form.locator("[data-scope=field][data-part=root]", has=page.locator(selector))
+
+
+def _type_json(page, form, text: str) -> None:
+    """Types ``text`` into the brokers field's JSON editor as a person would. The editor closes brackets and quotes
+    itself (and types over them), and an empty editor is reset to ``[]``: the old text is replaced by a stand-in
+    character first, the text typed after it, then the stand-in deleted."""
+    editor = form.locator("#element_brokers")
+    editor.locator(".view-lines").click()
+    page.keyboard.press("Control+A")
+    page.keyboard.type("x")
+    page.keyboard.press("End")
+    page.keyboard.type(text)
+    page.keyboard.press("Control+Home")
+    page.keyboard.press("Delete")
+    shown = "".join(editor.locator(".view-lines").inner_text().split()).replace("\xa0", "")
+    assert shown == "".join(text.split()), (text, shown)
+
+
 def _incident(b: Browser, d) -> None:
     """A response to a broker that has nothing wrong: captured, analysed on Spark, nothing to restart -- a person's."""
     from kafka_lab.procs import wait_until
 
     run_id = d.trigger("alice", RESPONSE, {"cluster": "lab", "broker_ids": [1], "reason": "browser test: look at broker 1"})
 
+    rejected = []
+
     def settled():
         # the analysis may still propose a restart of the broker asked about: bob rejects it, as on-call would
         tis = d.task_instances(RESPONSE, run_id)
         if (tis.get("approve") or {}).get("state") == "awaiting_input":
             assert d.answer("bob", RESPONSE, run_id, "approve", option="Reject").status_code == 200
+            rejected.append(True)
         run = d.run(RESPONSE, run_id)
         return run if run["state"] in ("success", "failed") else None
 
     run = wait_until(settled, 1200, f"{RESPONSE} {run_id} to finish", interval=3.0)
+    # needing a person pages on-call -- unless the person it needs is the one who rejected the restart
+    paged = [p for p in d.pages() if p.get("run_id") == run_id
+             or (isinstance(p.get("details"), dict) and p["details"].get("run_id") == run_id)]
+    print(f"\n[{RESPONSE} {run_id}: {run['state']}; rejected by bob: {bool(rejected)}; on-call paged: "
+          f"{[(p.get('event'), (p.get('text') or '').splitlines()[0][:200]) for p in paged]}]")
+    if not rejected:
+        assert [p for p in paged if p.get("event") in ("needs_person", "halted")], paged
     bob = b.page("bob")
     bob.goto(f"{d.url}/kafka-runbooks/incidents")
     text = _wait_text(bob, r"need a person")

@@ -217,6 +217,18 @@ def test_election_waits_in_the_real_triggerer(healthy, deployed_lab):
         assert lab.leads_preferred(3)
         waited = d.call("alice", "GET", f"/api/v2/dags/{ELECTION}/dagRuns/{_q(run_id)}/taskInstances/wait/xcomEntries/return_value").json()["value"]
         assert waited["status"] == "ready" and waited["checks"] >= 1, waited  # the trigger's own event, from the triggerer
+        # issue 19 §5: one line per batch and gate in the elect task's log, the summary in the close task's and the note
+        elect = d.task_log(ELECTION, run_id, "elect")
+        assert re.search(r"batch 1 of \d+ -> broker 3: \d+ partition\(s\) to move to their preferred leader", elect), elect[-4000:]
+        assert re.search(r"batch 1 of \d+ -> broker 3: \d+ partition\(s\) handed to the controller through "
+                         r"/admin/preferred_replica_election, taken in [\d.]+ s", elect), elect[-4000:]
+        assert re.search(r"batch 1 of \d+ -> broker 3: gate convergence PASSED in [\d.]+ s", elect), elect[-4000:]
+        assert "Connected (version" not in elect
+        close = d.task_log(ELECTION, run_id, "close")
+        assert "preferred election of lab: DONE, every batch converged" in close, close[-3000:]
+        assert re.search(r"elected: broker 3 now leads \d+ more partition", close), close[-3000:]
+        assert re.search(r"left: (every partition led by its preferred replica|\d+ partition\(s\) still led)", close), close[-3000:]
+        assert "elected: broker 3" in (d.run(ELECTION, run_id).get("note") or "")
         print(f"\n[election: ready after {waited['checks']} checks in the triggerer; tasks ran on "
               f"{ {k: d.worker_of(t) for k, t in tis.items() if t['state'] in RAN} }]")
     finally:

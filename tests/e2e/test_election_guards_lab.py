@@ -75,6 +75,11 @@ def test_a_cluster_whose_metadata_views_cannot_be_read_is_refused_at_plan_time(e
     assert states["plan"] == "failed" and states["approve"] != "success", states
     plan_ti = next(ti for ti in run.get_task_instances() if ti.task_id == "plan")
     assert plan_ti.xcom_pull(task_ids="plan") is None
+    # issue 19 problem 7: the close task says what was refused, not "the plan was never computed"
+    assert states["close"] == "success", states
+    closed = next(ti for ti in run.get_task_instances() if ti.task_id == "close").xcom_pull(task_ids="close")
+    assert closed["status"] == "refused" and closed["summary"].startswith("refused; nothing changed. refused -- "), closed
+    assert "own metadata of brokers" in closed["summary"], closed
     assert lab.kazoo().exists("/admin/preferred_replica_election") is None and not lab.leads_preferred(3)
 
 

@@ -53,7 +53,7 @@ def test_010_001_deadlock_is_restarted_after_approval(drill010):
 
     lab, dags, settings = drill010
     pid = lab.broker_pid(3)
-    assert run_001(lab, dags, 3, "Approve")
+    assert run_001(lab, dags, 3, "Approve").ok
     assert lab.broker_pid(3) != pid and lab.registration(3) is not None
     lab.wait_full_isr(120)
 

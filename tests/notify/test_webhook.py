@@ -95,3 +95,25 @@ def test_a_page_with_no_webhook_configured_is_audited_as_not_sent(tmp_path, monk
     OnCallWebhookNotifier(event=APPROVAL_WAITING, cluster="lab")(context)
     (page,) = [e for e in store.audit_trail(record_id) if e["action"] == "page_approval_waiting"]
     assert page["outcome"] == "not_sent" and "no on-call webhook configured" in page["details"]["errors"][0]
+
+
+def test_an_incident_that_needs_a_person_pages_on_call_once_per_run(tmp_path, monkeypatch):
+    """Issue 19 §1: a ``needs_person`` incident pages on-call with the reason and the incident's page, audited; a run
+    whose failure callback already paged about the record does not page again; no webhook: audited as not sent."""
+    from kafka_runbooks.notify.webhook import NEEDS_PERSON, page_needs_person
+
+    store, record_id, _ = _record(tmp_path, monkeypatch)
+    with WebhookReceiver() as hook:
+        monkeypatch.setenv("AIRFLOW_CONN_ONCALL_NP", hook.connection())
+        assert page_needs_person(store, "oncall_np", "lab", record_id, "explained, nothing restarted: a client to fix",
+                                 actor="dag:r/run:manual__2", run_id="manual__2", url="http://airflow/kafka-runbooks/incidents/lab/x")
+        got = hook.wait_for(lambda m: m["event"] == NEEDS_PERSON)
+        store.audit(record_id, actor="on-call notifier", action="page_halted", outcome="ok", details={"run_id": "manual__3"})
+        assert not page_needs_person(store, "oncall_np", "lab", record_id, "run halted", actor="a", run_id="manual__3")
+    assert got["cluster"] == "lab" and got["details"]["incident"] == record_id
+    assert got["text"] == (f":raising_hand: Incident {record_id} on lab needs a person: explained, nothing restarted: a client to "
+                           "fix\nhttp://airflow/kafka-runbooks/incidents/lab/x")
+    assert len(hook.received) == 1
+    assert not page_needs_person(store, None, "lab", record_id, "why", actor="a", run_id="manual__4")
+    pages = [(e["outcome"], e["details"]["run_id"]) for e in store.audit_trail(record_id) if e["action"] == "page_needs_person"]
+    assert pages == [("sent", "manual__2"), ("not sent", "manual__4")]

@@ -81,7 +81,11 @@ def test_one_response_per_episode_and_its_end(incident_base):
     rec = store.get(iid)
     assert rec["status"] == "resolved" and "not seen for 2 consecutive checks" in rec["resolution"]
     actions = [e["action"] for e in store.audit_trail(iid)]
-    assert actions == ["open_incident", "detected", "status -> responding", "status -> needs_person", "status -> resolved"]
+    # needing a person pages on-call (issue 19 §1): no webhook is configured here, so it is audited as not sent
+    assert actions == ["open_incident", "detected", "status -> responding", "status -> needs_person", "page_needs_person",
+                       "status -> resolved"]
+    (page,) = [e for e in store.audit_trail(iid) if e["action"] == "page_needs_person"]
+    assert page["outcome"] == "not sent" and "no on-call webhook configured" in page["details"]["result"]
     # a new episode: a new incident, not blocked by the old one
     check_at(hung(7), 7)
     (again,) = check_at(hung(8), 8)

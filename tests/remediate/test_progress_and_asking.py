@@ -131,3 +131,108 @@ def test_a_finished_run_says_what_it_did_how_long_and_what_it_left():
                                      "killed": False, "stop_command": "ok"}]}
     assert "broker 1: 9.0 s (stop 3.0 s)\n" in progress.run_summary("rolling_restart", "c1", clean, outcome="DONE") + "\n"
     assert "1 partition(s) led by a broker other than their preferred replica (orders-0); run kafka_preferred_election" in text
+
+
+def test_an_election_reads_as_one_line_per_batch_and_gate():
+    """The election's audit entries (remediate/election_run.py) as the executor says them: which target broker and how
+    many partitions per batch, the convergence gate waiting on what with how long left, passed in N s."""
+    at = {"batch": 1, "batches": 2, "broker_id": 3}
+    entries = [
+        ("maintenance_lock", "acquired", {}),
+        ("batch_check", "ok", {**at, "partitions": 8, "refusals": []}),
+        ("elect_batch", "ok", {**at, "partitions": [f"orders-{i}" for i in range(8)], "method": "zookeeper",
+                               "znode": "/admin/preferred_replica_election", "controller_s": 0.42}),
+        ("convergence_progress", "waiting", {**at, "left_s": 57.5, "waiting_for": [
+            "ZooKeeper: 3 partition(s) not led by the preferred replica: orders-0 (leader 1, preferred 3)",
+            "broker 2's own metadata disagrees with ZooKeeper: orders-1 says 1"]}),
+        ("convergence", "ok", {**at, "partitions": 8, "elect_s": 0.42, "converged_s": 1.25, "canary_rounds": 1,
+                               "canary_failures": 0, "queue_checks": 1, "total_s": 2.0, "batch_s": 2.6}),
+        ("batch_check", "ok", {"batch": 2, "batches": 2, "broker_id": 3, "partitions": 0, "refusals": []}),
+        ("elect_batch", "skipped", {"batch": 2, "batches": 2, "broker_id": 3, "why": "already led by the preferred replica"}),
+        ("maintenance_lock", "released", {}),
+    ]
+    text = progress.lines({"action": a, "outcome": o, "details": d} for a, o, d in entries)
+    assert text[1] == ("batch 1 of 2 -> broker 3: 8 partition(s) to move to their preferred leader; fresh state checked: "
+                       "broker 3 registered with a stable session, in their ISR, answering a direct check")
+    assert text[2] == ("batch 1 of 2 -> broker 3: 8 partition(s) handed to the controller through "
+                       "/admin/preferred_replica_election, taken in 0.4 s; gate convergence: waiting")
+    assert text[3] == ("batch 1 of 2 -> broker 3: gate convergence: waiting, 57.5 s left: ZooKeeper: 3 partition(s) not led by "
+                       "the preferred replica: orders-0 (leader 1, preferred 3); broker 2's own metadata disagrees with "
+                       "ZooKeeper: orders-1 says 1")
+    assert text[4] == ("batch 1 of 2 -> broker 3: gate convergence PASSED in 2.0 s: 8 partition(s) led by broker 3, every "
+                       "broker's own metadata agrees (after 1.2 s); canary 1 round(s), 0 failed; request queues not saturated; "
+                       "batch done in 2.6 s")
+    assert text[5] == "batch 2 of 2 -> broker 3: skipped: already led by the preferred replica"  # no line for its empty check
+    assert len(text) == 7
+    offsets = progress.election_line("convergence", "ok", {**at, "partitions": 4, "converged_s": 0.5, "total_s": 0.6, "batch_s": 4.0,
+                                                           "coordinator": {"seconds": 2.25, "probed": [0, 3]}})
+    assert "gate coordinator PASSED in 2.2 s (2 offsets partition(s) answer from a loaded coordinator)" in offsets
+    refused = progress.election_line("batch_check", "refused", {**at, "refusals": ["the quiet window ['01:00-02:00'] (UTC) closed"]})
+    assert refused == ("batch 1 of 2 -> broker 3: REFUSED on fresh state: the quiet window ['01:00-02:00'] (UTC) closed; "
+                       "nothing of this batch was elected")
+    assert progress.line("halt", "failed", {"batch": 2, "reason": "batch did not converge within 10 s"}) == \
+        "HALTED at batch 2: batch did not converge within 10 s"
+    assert progress.election_line("election_wait", "gave_up", {"checks": 4, "reason": "gave up at the deadline"}) == \
+        "wait: GAVE UP after 4 check(s): gave up at the deadline"
+
+
+def test_the_election_says_each_line_at_its_level(caplog):
+    log = logging.getLogger("test.election")
+    with caplog.at_level(logging.INFO, logger="test.election"):
+        progress.say(log, "convergence_progress", "waiting", {"batch": 1, "broker_id": 3, "left_s": 9.0, "waiting_for": ["x"]})
+        progress.say(log, "halt", "failed", {"batch": 1, "reason": "r"})
+    assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
+        ("INFO", "batch 1 -> broker 3: gate convergence: waiting, 9.0 s left: x"), ("WARNING", "HALTED at batch 1: r")]
+
+
+def test_the_deferred_wait_says_what_it_waits_on_and_how_long_is_left():
+    import datetime as dt
+
+    from kafka_runbooks.remediate import election as E
+
+    now = dt.datetime(2026, 1, 1, 12, 0, tzinfo=dt.timezone.utc)
+    left = E.seconds_left({"deadline_at": "2026-01-01T12:05:00+00:00"}, now)
+    assert left == 300.0 and E.seconds_left({}, now) is None
+    assert E.seconds_left({"deadline_at": "2026-01-01T11:00:00+00:00"}, now) == 0.0
+    assert progress.wait_line("lab", 3, ["broker 3 is not yet in the ISR of 2 partition(s) it hosts"], left) == (
+        "preferred election of lab: waiting (check 3, 300.0 s left until the deadline): broker 3 is not yet in the ISR of "
+        "2 partition(s) it hosts")
+    assert progress.ready_line("lab", 1, []) == "preferred election of lab: ready after 1 check(s); it first waited for: nothing (ready at the first check)"
+
+
+def test_a_finished_election_says_what_it_elected_and_the_imbalance_it_left():
+    result = {"elected": ["orders-0", "orders-3", "__consumer_offsets-2"], "batches": 2, "approved_by": "carol", "wall_s": 6.4,
+              "canary_failures": 0, "timings": [
+                  {"batch": 1, "broker_id": 3, "partitions": 2, "elect_s": 0.3, "converged_s": 1.1, "batch_s": 2.5},
+                  {"batch": 2, "broker_id": 3, "partitions": 1, "elect_s": 0.2, "converged_s": 0.9, "batch_s": 3.0}]}
+    # broker 1 is the preferred leader of orders-1 and payments-0, led elsewhere: outside this election's brokers
+    s = snap([P("orders", 0, (3, 1, 2), 3, (1, 2, 3)), P("orders", 1, (1, 2, 3), 2, (1, 2, 3)),
+              P("payments", 0, (1, 2), 2, (1, 2)), P("orders", 2, (2, 3, 1), 2, (1, 2, 3))])
+    left = progress.not_preferred_by_broker(s)
+    assert left == {1: ["orders-1", "payments-0"]}
+    text = progress.election_summary("lab", result, imbalance=left, brokers=[3], incident_url="/kafka-runbooks/incidents/lab/x")
+    lines = text.splitlines()
+    assert lines[0] == "preferred election of lab: DONE, every batch converged"
+    assert lines[1] == "elected 3 partition(s) in 2 of 2 batch(es) in 6.4 s, approved by carol; canary failures 0"
+    assert lines[2] == "  batch 1 -> broker 3: 2 partition(s), controller 0.3 s, converged 1.1 s, done in 2.5 s"
+    assert "elected: broker 3 now leads 3 more partition(s) (orders-0, orders-3, __consumer_offsets-2)" in lines
+    assert ("left: 2 partition(s) still led by a broker other than their preferred replica: broker 1 is the preferred "
+            "leader of 2 of them (orders-1, payments-0); this election moved leadership to brokers [3] only") in lines
+    assert lines[-1] == "incident page: /kafka-runbooks/incidents/lab/x"
+    balanced = progress.election_summary("lab", {**result, "elected": [], "timings": []}, imbalance={})
+    assert "elected: nothing (every partition was already led by its preferred replica)" in balanced
+    assert "left: every partition led by its preferred replica" in balanced
+
+
+def test_an_election_dry_run_reads_as_a_note():
+    from kafka_runbooks.model import ElectionBatch
+
+    plan = Plan(cluster="lab", steps=(), kind="preferred_election", requested=(3,),
+                batches=(ElectionBatch(3, tuple(f"orders-{i}" for i in range(8)), "move"), ElectionBatch(3, ("__consumer_offsets-1",), "move")),
+                conditions={"brokers": [3], "stable_s": 30.0, "window": ["01:00-05:00"], "deadline_s": 21600.0})
+    note = progress.election_plan_note(plan, "b" * 64, dry_run=True)
+    assert note.splitlines()[0] == "**preferred_election of lab: DRY RUN -- nothing was asked and nothing changed**"
+    assert "9 partition(s) in 2 batch(es); digest bbbbbbbbbbbbbbbb" in note
+    assert "1. broker 3: 8 partition(s) (orders-0, orders-1, orders-2, orders-3, orders-4 and 3 more)" in note
+    assert "2. broker 3: 1 partition(s) (__consumer_offsets-1)" in note
+    assert "the quiet window (01:00-05:00); gives up after 21600.0 s" in note

@@ -52,7 +52,11 @@ import java.util.concurrent.locks.ReentrantLock;
  *                                     new LeaderAndIsr state before resuming fetching") while the broker keeps its
  *                                     leader epoch, so a LeaderAndIsr of the same epoch is ignored and the follower
  *                                     never fetches TOPIC-P again (the stuck follower of issue 16). Only a restart, or
- *                                     a new leader epoch for TOPIC-P, undoes it.
+ *                                     a new leader epoch for TOPIC-P, undoes it. Before 2.1 (0.10.2: no
+ *                                     onPartitionFenced, no FENCED_LEADER_EPOCH) it calls the fetcher's own
+ *                                     removePartitions(Set(TOPIC-P)), what ReplicaFetcherManager does when a broker
+ *                                     stops following a partition: the same state (no fetcher, the same leader epoch,
+ *                                     a LeaderAndIsr of that epoch ignored), and no log line.
  *   ping                              reports the state (and whether Kafka's shutdown hook is running).
  */
 public final class LabFaultAgent {
@@ -303,7 +307,8 @@ public final class LabFaultAgent {
         return "stopped " + names + " with Thread.stop() (ThreadDeath)";
     }
 
-    /** Kafka's own handling of FENCED_LEADER_EPOCH for one partition (AbstractFetcherThread.onPartitionFenced, 2.1+). */
+    /** Kafka's own handling of FENCED_LEADER_EPOCH for one partition (AbstractFetcherThread.onPartitionFenced, 2.1+);
+     *  before 2.1 the fetcher's own removePartitions (0.10.2 has no leader-epoch fencing). */
     private String fenceFetcher(String topic, int partition) throws Exception {
         for (Thread t : Thread.getAllStackTraces().keySet()) {
             if (!t.getName().startsWith("ReplicaFetcherThread-") || !t.isAlive()) {
@@ -312,17 +317,39 @@ public final class LabFaultAgent {
             ClassLoader cl = t.getClass().getClassLoader();
             Class<?> tpClass = Class.forName("org.apache.kafka.common.TopicPartition", true, cl);
             Object tp = tpClass.getConstructor(String.class, int.class).newInstance(topic, partition);
-            Object states = field(t, t.getClass(), "partitionStates");
+            Class<?> fetcher = Class.forName("kafka.server.AbstractFetcherThread", true, cl);
+            Method fenced = null;
+            try {
+                fenced = fetcher.getDeclaredMethod("onPartitionFenced", tpClass);
+            } catch (NoSuchMethodException e) {
+                // before 2.1: removePartitions below
+            }
+            // Scala 2.11 names a private val used in closures kafka$server$AbstractFetcherThread$$partitionStates
+            Object states;
+            try {
+                states = field(t, t.getClass(), "partitionStates");
+            } catch (NoSuchFieldException e) {
+                states = field(t, t.getClass(), "kafka$server$AbstractFetcherThread$$partitionStates");
+            }
             if (!(Boolean) states.getClass().getMethod("contains", tpClass).invoke(states, tp)) {
                 continue;
             }
-            Class<?> fetcher = Class.forName("kafka.server.AbstractFetcherThread", true, cl);
-            Method fenced = fetcher.getDeclaredMethod("onPartitionFenced", tpClass);
-            fenced.setAccessible(true);
-            fenced.invoke(t, tp);
+            String how;
+            if (fenced != null) {
+                fenced.setAccessible(true);
+                fenced.invoke(t, tp);
+                how = ".onPartitionFenced(";
+            } else {
+                Class<?> set1 = Class.forName("scala.collection.immutable.Set$Set1", true, cl);
+                java.lang.reflect.Constructor<?> one = set1.getDeclaredConstructor(Object.class);
+                one.setAccessible(true);
+                Method remove = fetcher.getMethod("removePartitions", Class.forName("scala.collection.Set", true, cl));
+                remove.invoke(t, one.newInstance(tp));
+                how = ".removePartitions(";
+            }
             active.add("fetcher-fenced:" + topic + "-" + partition);
             needsRestart = needsRestart == null ? "fetcher-fenced" : needsRestart;
-            return t.getName() + ".onPartitionFenced(" + topic + "-" + partition + "): the partition left the fetcher; "
+            return t.getName() + how + topic + "-" + partition + "): the partition left the fetcher; "
                 + "this broker keeps its leader epoch and waits for a higher one";
         }
         throw new IllegalStateException("no ReplicaFetcherThread of this broker fetches " + topic + "-" + partition

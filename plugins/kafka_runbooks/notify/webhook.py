@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 APPROVAL_WAITING = "approval_waiting"
 HALTED = "halted"
 FINDING = "finding"  # a detection that pages on-call by itself (e.g. ZooKeeper unreachable): ``page()``
+NEEDS_PERSON = "needs_person"  # an incident that needs a person (``page_needs_person``)
 MAX_TEXT = 3500
 TIMEOUT_S = 10.0
 ATTEMPTS = 3
@@ -176,11 +177,13 @@ def record_of(context) -> str | None:
     return str(conf["incident_id"]) if isinstance(conf, dict) and conf.get("incident_id") else None
 
 
-def page(conn_id: str | None, cluster: str, text: str, details: Mapping[str, Any] | None = None) -> tuple[bool, str]:
-    """Pages on-call outside a task callback (a finding that needs a person now): (sent, what happened). Never raises."""
+def page(conn_id: str | None, cluster: str, text: str, details: Mapping[str, Any] | None = None,
+         event: str = FINDING) -> tuple[bool, str]:
+    """Pages on-call outside a task callback (a finding or an incident that needs a person now): (sent, what
+    happened). Never raises."""
     from airflow.sdk import BaseHook
 
-    payload = {"event": FINDING, "cluster": cluster, "text": text[:MAX_TEXT], "details": dict(details or {})}
+    payload = {"event": event, "cluster": cluster, "text": text[:MAX_TEXT], "details": dict(details or {})}
     if not conn_id:
         log.warning("no on-call webhook configured for cluster %s; not sent: %s", cluster, payload["text"])
         return False, "no on-call webhook configured (approvals.oncall_conn_id)"
@@ -195,3 +198,22 @@ def page(conn_id: str | None, cluster: str, text: str, details: Mapping[str, Any
     except Exception as exc:  # noqa: BLE001 - never fail the health check for a page
         log.error("could not page on-call (%s): %r", FINDING, exc)
         return False, f"{type(exc).__name__}: {exc}"
+
+
+def page_needs_person(store, conn_id: str | None, cluster: str, record_id: str, reason: str, *, actor: str,
+                      run_id: str | None = None, url: str | None = None) -> bool:
+    """Pages on-call that an incident needs a person now, audited on the record as ``page_needs_person``: a
+    ``needs_person`` incident must never be visible only on a page nobody looks at (issue 19). Not sent again when this
+    run already paged on-call about the record (its failure callback's page_halted): one page per run. Never raises."""
+    try:
+        if run_id and any(str(e.get("action", "")).startswith("page_") and (e.get("details") or {}).get("run_id") == run_id
+                          and e.get("outcome") == "ok" for e in store.audit_trail(record_id)):
+            return False
+        text = f":raising_hand: Incident {record_id} on {cluster} needs a person: {reason}" + (f"\n{url}" if url else "")
+        sent, what = page(conn_id, cluster, text, {"incident": record_id, "run_id": run_id}, event=NEEDS_PERSON)
+        store.audit(record_id, actor=actor, action="page_needs_person", outcome="sent" if sent else "not sent",
+                    details={"result": what, "run_id": run_id})
+        return sent
+    except Exception as exc:  # noqa: BLE001 - never fail the run for a page
+        log.error("could not page on-call that incident %s needs a person: %r", record_id, exc)
+        return False

@@ -128,11 +128,13 @@ class DetectFindingsOperator(BaseOperator):
         # what a running plan of the product causes is its own: annotated, and no competing incident, capture or plan
         findings = [f for f in findings if not during_plan(f)]
 
+        from kafka_runbooks.operators.incident import needs_person
+
         actor = f"dag:{context['dag'].dag_id}/run:{context['run_id']}"
         incidents = {r["id"]: r for r in store.records(config.name)}
         run_states = response_run_states(context, incidents)
         for iid, reason in lifecycle.stale_responses(incidents, run_states):
-            incidents[iid] = store.needs_person(iid, actor=actor, reason=reason)
+            incidents[iid] = needs_person(store, config, context, iid, actor=actor, reason=reason)
             self.log.warning("incident %s needs a person: %s", iid, reason)
         running = {iid for iid, state in run_states.items() if state in ("queued", "running")}
 
@@ -180,6 +182,7 @@ class DetectFindingsOperator(BaseOperator):
 
     def _open(self, store, config, a, actor: str, context, key: str | None = None) -> dict[str, Any]:
         from kafka_runbooks.incidents.store import IncidentExists
+        from kafka_runbooks.operators.incident import needs_person
 
         f = a.finding
         try:
@@ -199,13 +202,14 @@ class DetectFindingsOperator(BaseOperator):
             store.audit(record["id"], actor=actor, action="page_oncall", outcome="sent" if sent else "not sent", details={"result": what})
         zk_servers = [str(f.details["subject"])] if f.details.get("problem") == "zookeeper_member" and f.details.get("server") else []
         if not f.broker_ids and not zk_servers:
-            store.needs_person(record["id"], actor=actor, reason="no broker or ZooKeeper server named by the finding: nothing to capture or restart automatically")
+            needs_person(store, config, context, record["id"], actor=actor, page=not f.details.get("page"),  # paged above
+                         reason="no broker or ZooKeeper server named by the finding: nothing to capture or restart automatically")
             return {"incident_id": record["id"]}
         if f.details.get("problem") == "leadership":
             # a restart would move leadership again (incident 003): on-call stops the automatic rebalance and starts the
             # deferred election (kafka_preferred_election), which waits until the broker is ready and traffic is quiet
-            store.needs_person(record["id"], actor=actor, reason=f"{f.kind}: no automatic restart; see {f.details.get('runbook')} "
-                               f"({f.details.get('remediation')})")
+            needs_person(store, config, context, record["id"], actor=actor, page=not f.details.get("page"),
+                         reason=f"{f.kind}: no automatic restart; see {f.details.get('runbook')} ({f.details.get('remediation')})")
             return {"incident_id": record["id"]}
         run_id = f"health__{record['id']}"
         store.responding(record["id"], actor=actor, run_id=run_id)

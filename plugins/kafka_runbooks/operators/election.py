@@ -90,6 +90,11 @@ class PlanElectionOperator(BaseOperator):
         self.log.info("plan (%s), digest %s:\n%s", "dry run" if dry_run else "to be approved", digest[:16],
                       "\n".join([f"  {b.reason}: {', '.join(b.partitions)}" for b in plan.batches]
                                 + [f"  refused: {r}" for r in plan.refusals] + [f"  conditions: {dict(plan.conditions)}"]))
+        if dry_run:
+            from kafka_runbooks.operators.summary import set_run_note
+            from kafka_runbooks.remediate.progress import election_plan_note
+
+            set_run_note(context, self.log, election_plan_note(plan, digest, dry_run=True))  # the plan, readable in the UI
         if not dry_run:
             L.Ledger(config, record_id).append(L.PLANNED, context["ti"].run_id, plan=plan.to_dict(), digest=digest,
                                                              starter=starter, resumed=bool(elected) or _truthy(self.resume))
@@ -99,9 +104,16 @@ class PlanElectionOperator(BaseOperator):
                         details={"refusals": list(plan.refusals), "plan": plan.to_dict(), "digest": digest, "run_id": context["ti"].run_id,
                                  "resume": _truthy(self.resume), "already_elected": elected})
             if plan.refused:
+                from kafka_runbooks.operators.summary import REFUSED_KEY
+                from kafka_runbooks.remediate.progress import refusal_summary
+
+                one_line = refusal_summary(plan)
                 store.close(record_id, actor=starter or _actor(context),
                             resolution="plan refused; nothing (further) was changed: " + "; ".join(plan.refusals)[:1000])
-                raise AirflowFailException("election refused:\n" + "\n".join(f"- {r}" for r in plan.refusals))
+                # the close task says what was refused (it has no plan to read: this task fails)
+                context["ti"].xcom_push(key=REFUSED_KEY, value={"summary": one_line, "record_id": record_id, "cluster": plan.cluster,
+                                                                "kind": plan.kind, "refusals": len(plan.refusals)})
+                raise AirflowFailException(f"election {one_line}; nothing changed (every reason is in the plan above)")
         return {"plan": plan.to_dict(), "digest": digest, "dry_run": dry_run, "canary": config.election.canary,
                 "findings": [], "gates": [g for g in GATES if (config.election.canary or "canary" not in g) and (config.leadership.jmx or "JmxTool" not in g)]}
 
@@ -168,8 +180,8 @@ class ExecuteElectionOperator(ClusterChangingOperator):
             result = R.run(ex)
         except (R.Refused, R.Halted) as exc:
             raise AirflowFailException(str(exc)) from exc
-        self.log.info("elected %d partition(s) in %d batch(es); canary failures %d; timings %s", len(result["elected"]),
-                      result["batches"], result["canary_failures"], result["timings"])
+        self.log.info("elected %d partition(s) in %d batch(es) in %.1f s; canary failures %d (the close task says what is left)",
+                      len(result["elected"]), result["batches"], result["wall_s"], result["canary_failures"])
         return result
 
 
@@ -187,10 +199,15 @@ class CloseElectionOperator(BaseOperator):
         from kafka_runbooks.incidents.store import IncidentStore
         from kafka_runbooks.remediate.ledger import Ledger
 
+        from kafka_runbooks.operators import summary
+
         out = self.plan_output if isinstance(self.plan_output, dict) else {}
         plan = out.get("plan") or {}
         if out.get("dry_run"):
             return {"status": "dry run", "batches": [b.get("partitions") for b in plan.get("batches", [])], "refusals": plan.get("refusals", [])}
+        refused = summary.refused_plan(context)
+        if not plan and refused:
+            return summary.close_refused(context, self.log, refused)
         record_id = plan.get("roll_id")
         if not record_id:
             raise AirflowFailException("the plan was never computed (see the plan task)")
@@ -201,7 +218,8 @@ class CloseElectionOperator(BaseOperator):
             store.close(record_id, actor=actor, resolution=f"preferred leadership restored for {len(self.result['elected'])} partition(s) "
                                                            f"in {self.result.get('batches')} batch(es), approved by {self.result.get('approved_by')}; "
                                                            f"canary failures {self.result.get('canary_failures')}")
-            return {"status": "closed", "record_id": record_id, "elected": self.result["elected"]}
+            text = summary.election_finished(context, self.log, config, record_id, self.result, plan.get("requested") or ())
+            return {"status": "closed", "record_id": record_id, "elected": self.result["elected"], "summary": text}
         choice = (self.decision or {}).get("chosen_options") if isinstance(self.decision, dict) else None
         if choice and choice[0] != "Approve":
             store.close(record_id, actor=actor, resolution=f"{choice[0]}: nothing was changed")

@@ -22,6 +22,19 @@ def approval_decision(approval: Any) -> tuple[str | None, str]:
     return str(approval["chosen_options"][0]), str(who or "unknown user")
 
 
+def needs_person(store, config, context, incident_id: str, *, actor: str, reason: str, page: bool = True, **details: Any) -> dict[str, Any]:
+    """The incident needs a person: marked so (it stands out on the incidents page) and, unless ``page`` is False (the
+    person who rejected the plan is the one it needs), on-call is paged with the reason and the incident's page."""
+    from kafka_runbooks.notify.webhook import page_needs_person
+    from kafka_runbooks.operators.links import incident_url
+
+    record = store.needs_person(incident_id, actor=actor, reason=reason, **details)
+    if page:
+        page_needs_person(store, config.approvals.oncall_conn_id, config.name, incident_id, reason, actor=actor,
+                          run_id=context.get("run_id"), url=incident_url(config.name, incident_id))
+    return record
+
+
 class OpenIncidentOperator(BaseOperator):
     """Validates the request, opens (or resumes) the incident and records the cluster state at start."""
 
@@ -94,6 +107,8 @@ class CloseIncidentOperator(BaseOperator):
       kept, and the next detection of the problem is no longer held back by this incident;
     * anything else (capture failed, plan refused, restart or recovery failed): ``needs_person``
       with the stage it stopped at, and this task fails so the run is marked failed.
+    A ``needs_person`` outcome pages on-call (``needs_person``), unless a person rejected the plan or this run's
+    failure callback already paged about it.
     """
 
     operator_extra_links = LINKS  # operators/links.py: the run's incident and its report
@@ -133,7 +148,7 @@ class CloseIncidentOperator(BaseOperator):
             note = (f"explained, nothing restarted: {ex.get('why_no_restart')}"
                     + (f"; advice: {ex['advice']}" if ex.get("advice") else "") + (f"; runbook: {ex['runbook']}" if ex.get("runbook") else "")
                     + f"; evidence kept in {report.get('bundle_dir')}")
-            record = store.needs_person(incident_id, actor=actor, reason=note[:2000], explained=True)
+            record = needs_person(store, config, context, incident_id, actor=actor, reason=note[:2000], explained=True)
             summary.incident_outcome(context, self.log, config, incident_id, record["status"], note)
             return {"status": record["status"], "incident_id": incident_id, "explained": True, "report": report.get("report")}
 
@@ -151,14 +166,16 @@ class CloseIncidentOperator(BaseOperator):
         if choice == APPROVE and refused and not self.restart:
             # the answer did not count (four eyes, a changed plan): nothing was restarted; a person owns it, told why
             note = f"approval by {who} refused: {'; '.join(refused)}; no change was made; evidence kept in {report.get('bundle_dir')}"
-            record = store.needs_person(incident_id, actor=actor, reason=note[:2000], decision="refused")
+            record = needs_person(store, config, context, incident_id, actor=actor, reason=note[:2000], decision="refused")
             raise AirflowFailException(f"incident {incident_id} needs a person: {note}")
 
         if choice is not None and choice != APPROVE:
             # the approval task audited the decision itself (remediate: operators/approval.py)
             note = f"{choice} by {who}: no change was made; evidence kept in {report.get('bundle_dir')}"
             store.update(incident_id, decision=choice)
-            record = store.needs_person(incident_id, actor=actor, reason=note, decision=choice)
+            # a rejection is a person's answer: paged only when nobody answered (the approval timed out)
+            record = needs_person(store, config, context, incident_id, actor=actor, reason=note, decision=choice,
+                                  page=who.startswith("nobody"))
             summary.incident_outcome(context, self.log, config, incident_id, record["status"], note)
             return {"status": record["status"], "incident_id": incident_id, "decision": choice, "report": report.get("report")}
 
@@ -169,6 +186,6 @@ class CloseIncidentOperator(BaseOperator):
         if refused_plan and choice is None:
             stage, note = "plan refused", f"refused; nothing changed. {refused_plan.get('summary')}"
         store.audit(incident_id, actor=actor, action="halt", outcome="failed", details={"stage": stage})
-        store.needs_person(incident_id, actor=actor, reason=note, stage=stage)
+        needs_person(store, config, context, incident_id, actor=actor, reason=note, stage=stage)
         summary.incident_outcome(context, self.log, config, incident_id, "needs_person", note)
         raise AirflowFailException(f"incident {incident_id} needs a person: {note}")

@@ -17,9 +17,11 @@ def cluster_param() -> Param:
 
 
 def broker_ids_param(description: str) -> Param:
-    """A list of broker ids, checked in the trigger form itself: Airflow's form checks the items of a JSON array
-    only when they are declared ``number`` (not ``integer``), so the ids are numbers that are whole and >= 0 --
-    ``["1"]`` or ``[1.5]`` is refused in the form, never by a "Bad Request" after the click."""
+    """A list of broker ids. Airflow's trigger form checks a JSON array's items only when they are declared ``number``
+    (not ``integer``): what is not JSON (``1, 2``) or not a list of numbers (``["1"]``) is refused by the form itself,
+    under the field, and Trigger stays disabled. What the form cannot check (``[1.5]``, ``[-1]``, ``[1, 1]``: whole,
+    >= 0, unique) the api-server refuses against this schema, and the form shows its reason ("Invalid input for param
+    brokers: 1.5 is not a multiple of 1"); no run starts. tests/deployed/test_browser.py tries each in Chromium."""
     return Param([], type="array", items={"type": "number", "multipleOf": 1, "minimum": 0}, uniqueItems=True,
                  description=description + ' A JSON list of broker ids, e.g. [1, 2].')
 

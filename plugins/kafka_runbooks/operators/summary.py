@@ -98,6 +98,26 @@ def finished(context, log, config, record_id: str, kind: str, result: Mapping[st
     return text
 
 
+def election_finished(context, log, config, record_id: str, result: Mapping[str, Any], brokers=()) -> str:
+    """The summary of a finished preferred-replica election (what was elected, the imbalance left): logged, noted on the
+    record, set as the run's note."""
+    from kafka_runbooks.incidents.store import IncidentStore
+    from kafka_runbooks.operators.remediate import cluster_now
+    from kafka_runbooks.remediate import progress
+
+    now = cluster_now(config)
+    left = progress.not_preferred_by_broker(now)
+    text = progress.election_summary(config.name, result, imbalance=left, brokers=list(brokers or ()),
+                                     incident_url=_page(config, record_id))
+    if now is None:
+        text += "\nleft: unknown (ZooKeeper could not be read after the election)"
+    log.info("summary:\n%s", text)
+    IncidentStore(config).update(record_id, note="summary: " + text.replace("\n", "; "),
+                                 leadership_not_preferred=sum(len(v) for v in left.values()))
+    set_run_note(context, log, text)
+    return text
+
+
 def incident_outcome(context, log, config, incident_id: str, status: str, text: str, result: Mapping[str, Any] | None = None) -> str:
     """The response run's last word: what happened to the incident (logged and as the run's note)."""
     from kafka_runbooks.operators.remediate import cluster_now

@@ -334,6 +334,12 @@ def past_deadline(conditions: Mapping[str, Any], now: dt.datetime) -> bool:
     return bool(at) and now >= clock.parse(str(at))
 
 
+def seconds_left(conditions: Mapping[str, Any], now: dt.datetime) -> float | None:
+    """Seconds until the plan's deadline (None: no deadline)."""
+    at = conditions.get("deadline_at")
+    return max(0.0, (clock.parse(str(at)) - now).total_seconds()) if at else None
+
+
 def give_up_reason(conditions: Mapping[str, Any], last: list[str], checks: int) -> str:
     return (f"gave up at the deadline {conditions.get('deadline_at')} after {checks} check(s); still waiting for: "
             + ("; ".join(last) if last else "nothing (the deadline passed between checks)")

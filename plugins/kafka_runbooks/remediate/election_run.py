@@ -172,11 +172,13 @@ def _elect_admin(config: ClusterConfig, snapshot, partitions: list[str], timeout
     return time.monotonic() - t0
 
 
-def _converge(zk, ex: Execution, batch: list[str], guard: Callable[[], None] | None = None) -> dict[str, Any]:
+def _converge(zk, ex: Execution, batch: list[str], guard: Callable[[], None] | None = None, progress=None) -> dict[str, Any]:
     """Waits until the batch converged: ZooKeeper and every broker's own metadata agree, a canary round succeeded (when
     the run uses the canary) and every broker's request queue was read and is not saturated (when ``leadership.jmx``).
     Halted with the last reasons otherwise; a failed canary round halts even if a later one passed. ``guard`` (the
-    maintenance lock's check) runs at every poll: a lost lock halts the wait at once, not at its end."""
+    maintenance lock's check) runs at every poll: a lost lock halts the wait at once, not at its end.
+    ``progress(waiting_for, left_s)`` is called when what it waits for changed (at most every 5 s) and at least every
+    30 s while it waits."""
     from kafka_runbooks.detect.snapshot import read_snapshot
     from kafka_runbooks.hooks.kafka import KafkaHook
     from kafka_runbooks.remediate.gates import canary_leaders
@@ -190,6 +192,7 @@ def _converge(zk, ex: Execution, batch: list[str], guard: Callable[[], None] | N
     rounds = 0
     jmx_rounds = 0
     diverged_s = None
+    said: dict[str, Any] = {"what": None, "at": None}
     while True:
         if guard is not None:
             guard()
@@ -216,6 +219,11 @@ def _converge(zk, ex: Execution, batch: list[str], guard: Callable[[], None] | N
                 break
         if time.monotonic() >= deadline:
             raise Halted(f"batch did not converge within {cfg.election.convergence_s:g} s: " + "; ".join(last[:6]))
+        now = time.monotonic()
+        what = [w.split(":", 1)[0] for w in last]  # the kind of each reason, not its changing figures
+        if progress is not None and (said["at"] is None or (what != said["what"] and now - said["at"] >= 5) or now - said["at"] >= 30):
+            said.update(what=what, at=now)
+            progress(list(last), round(deadline - now, 1))
         time.sleep(min(cfg.election.poll_s, 1.0))
     if canary_failed:
         # a failed canary produce is what incident 003's clients saw: never continued past, even if a later round passed
@@ -258,9 +266,11 @@ def run(ex: Execution) -> dict[str, Any]:
     from kafka_runbooks.hooks.kafka import KafkaHook
     from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
     from kafka_runbooks.incidents.store import IncidentStore
+    from kafka_runbooks.remediate import progress
     from kafka_runbooks.remediate.lock import LockBusy, LockLost, MaintenanceLock
 
     cfg = ex.config
+    progress.quiet_connection_noise()
     store = IncidentStore(cfg)
     ledger = L.Ledger(cfg, ex.record_id)
     where = {"run_id": ex.run_id, "dag_id": ex.dag_id, "task_id": ex.task_id, "try": ex.try_number}
@@ -268,6 +278,7 @@ def run(ex: Execution) -> dict[str, Any]:
 
     def audit(action: str, outcome: str, details: Mapping[str, Any] | None = None) -> None:
         store.audit(ex.record_id, actor=ex.approver, action=action, outcome=outcome, details={**(details or {}), **where})
+        progress.say(log, action, outcome, details)  # the same entry as one readable log line
 
     elected: list[str] = []
     batch_no = 0
@@ -294,13 +305,14 @@ def run(ex: Execution) -> dict[str, Any]:
                 target = snapshot.broker(batch.target)
                 check = hook.check_broker(target, cfg.health.kafka_probe_timeout_s) if target is not None and todo else None
                 refusals = E.batch_refusals(snapshot, ex.plan.conditions, clock.now(), batch.target, todo, check=check) if todo else []
+                at = {"batch": batch_no, "batches": len(ex.plan.batches), "broker_id": batch.target}
                 audit("batch_check", "refused" if refusals else "ok",
-                      {"batch": batch_no, "broker_id": batch.target, "refusals": refusals,
+                      {**at, "partitions": len(todo), "refusals": refusals,
                        "direct_check": check.to_dict() if check is not None else None})
                 if refusals:
                     raise Halted(f"batch {batch_no}: refused on fresh state: " + "; ".join(refusals) + "; nothing of this batch was elected")
                 if not todo:
-                    audit("elect_batch", "skipped", {"batch": batch_no, "why": "already led by the preferred replica, or elected by this election before"})
+                    audit("elect_batch", "skipped", {**at, "why": "already led by the preferred replica, or elected by this election before"})
                     ledger.append(L.STEP_DONE, ex.run_id, batch=batch_no, broker_id=batch.target, partitions=[], skipped=True)
                     continue
                 ledger.append(L.STEP_STARTED, ex.run_id, batch=batch_no, broker_id=batch.target, partitions=todo)
@@ -311,15 +323,16 @@ def run(ex: Execution) -> dict[str, Any]:
                     pending[:] = []
                 else:
                     took = _elect_admin(cfg, snapshot, todo, cfg.election.znode_timeout_s)
-                audit("elect_batch", "ok", {"batch": batch_no, "broker_id": batch.target, "partitions": todo, "method": method,
+                audit("elect_batch", "ok", {**at, "partitions": todo, "method": method,
                                             "znode": E.ZNODE if method == "zookeeper" else None, "controller_s": round(took, 2)})
                 lock.check()
-                conv = _converge(zk, ex, todo, guard=lock.check)
+                conv = _converge(zk, ex, todo, guard=lock.check, progress=lambda waiting, left_s, _at=at: audit(
+                    "convergence_progress", "waiting", {**_at, "waiting_for": waiting[:10], "left_s": left_s}))
                 offsets = sorted(int(n.rpartition("-")[2]) for n in todo if n.rpartition("-")[0] == CONSUMER_OFFSETS)
                 if offsets:
                     lock.check()
                     conv["coordinator"] = _coordinators_loaded(zk, ex, batch.target, offsets, guard=lock.check)
-                timing = {"batch": batch_no, "broker_id": batch.target, "partitions": len(todo),
+                timing = {"batch": batch_no, "batches": len(ex.plan.batches), "broker_id": batch.target, "partitions": len(todo),
                           "elect_s": round(took, 2), **conv, "batch_s": round(time.monotonic() - t0, 2)}
                 ex.timings.append(timing)
                 audit("convergence", "ok", timing)

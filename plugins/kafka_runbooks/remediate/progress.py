@@ -1,6 +1,8 @@
 """What a person reads in the task log while a restart runs, and after it: one line per phase and gate per broker
 (what it waits on, how much is left, passed in N s), kills and timeouts said as such; a one-line summary of a refused
-plan; the readable plan of a dry run; the summary of a finished run. Pure: audit entries, plans and results in,
+plan; the readable plan of a dry run; the summary of a finished run. The same for a preferred-replica election: one
+line per batch and gate (which target broker, how many partitions, waiting on what and how long is left, passed in
+N s), the deferred wait's line per check, and the summary of what was elected and what imbalance is left. Pure: audit entries, plans and results in,
 text out. The executor says each audit entry through :func:`say` (``log``), so the log and the audit trail never
 disagree. SSH and ZooKeeper connection chatter is moved to DEBUG (:func:`quiet_connection_noise`).
 """
@@ -82,8 +84,10 @@ def line(action: str, outcome: str, details: Mapping[str, Any] | None = None) ->
         killed = (d.get("report") or {}).get("killed")
         return f"{who}DONE in {_s(t.get('total_s'))}" + (" (it had to be KILLED after the stop timeout)" if killed else "")
     if action == "halt":
+        if d.get("batch") is not None and d.get("phase") is None:  # an election's halt
+            return f"HALTED at batch {d.get('batch')}: {d.get('reason')}"
         return f"HALTED{' at broker ' + str(b) if b is not None else ''}: {d.get('phase')}: {d.get('reason')}"
-    return None
+    return election_line(action, outcome, d)
 
 
 def say(log: logging.Logger, action: str, outcome: str, details: Mapping[str, Any] | None = None) -> None:
@@ -184,6 +188,15 @@ def not_preferred(snapshot) -> list[str]:
     return sorted(p.name for p in snapshot.partitions if p.replicas and p.leader >= 0 and p.leader != p.replicas[0])
 
 
+def not_preferred_by_broker(snapshot) -> dict[int, list[str]]:
+    """The partitions not led by their preferred (first) replica, by that preferred broker."""
+    out: dict[int, list[str]] = {}
+    for p in sorted(snapshot.partitions, key=lambda p: p.name) if snapshot is not None else ():
+        if p.replicas and p.leader >= 0 and p.leader != p.replicas[0]:
+            out.setdefault(p.replicas[0], []).append(p.name)
+    return out
+
+
 def lines(entries: Iterable[Mapping[str, Any]]) -> list[str]:
     """The readable lines of a record's audit trail (for a close-out or a page)."""
     out = []
@@ -192,3 +205,115 @@ def lines(entries: Iterable[Mapping[str, Any]]) -> list[str]:
         if text:
             out.append(text)
     return out
+
+
+# ---------------------------------------------------------------------------------------------- the election
+
+
+def _batch(d: Mapping[str, Any]) -> str:
+    of = f" of {d['batches']}" if d.get("batches") else ""
+    to = f" -> broker {d['broker_id']}" if d.get("broker_id") is not None else ""
+    return f"batch {d.get('batch')}{of}{to}: "
+
+
+def election_line(action: str, outcome: str, details: Mapping[str, Any] | None = None) -> str | None:
+    """The readable line of one audit entry of a preferred-replica election (``remediate/election_run.py``): per batch,
+    which target broker and how many partitions, each check and gate, what a wait waits on and how long is left."""
+    d = dict(details or {})
+    at = _batch(d)
+    if action == "batch_check":
+        if outcome != "ok":
+            return f"{at}REFUSED on fresh state: {'; '.join(map(str, (d.get('refusals') or [])[:3]))}; nothing of this batch was elected"
+        if not d.get("partitions"):
+            return None  # nothing left to elect in it: the skipped line says so
+        return (f"{at}{d['partitions']} partition(s) to move to their preferred leader; fresh state checked: broker "
+                f"{d.get('broker_id')} registered with a stable session, in their ISR, answering a direct check")
+    if action == "elect_batch":
+        if outcome == "skipped":
+            return f"{at}skipped: {d.get('why')}"
+        how = f"through {d['znode']}" if d.get("znode") else "through ElectLeaders (Admin API)"
+        return (f"{at}{len(d.get('partitions') or [])} partition(s) handed to the controller {how}, taken in "
+                f"{_s(d.get('controller_s'))}; gate convergence: waiting")
+    if action == "convergence_progress":
+        left = f", {_s(d.get('left_s'))} left" if d.get("left_s") is not None else ""
+        waiting = [str(w) for w in d.get("waiting_for") or []]
+        return f"{at}gate convergence: waiting{left}: {'; '.join(waiting[:3])}" + (f"; and {len(waiting) - 3} more" if len(waiting) > 3 else "")
+    if action == "convergence":
+        said = [f"{at}gate convergence PASSED in {_s(d.get('total_s'))}: {d.get('partitions')} partition(s) led by "
+                f"broker {d.get('broker_id')}, every broker's own metadata agrees (after {_s(d.get('converged_s'))})"]
+        if d.get("canary_rounds"):
+            said.append(f"canary {d['canary_rounds']} round(s), {d.get('canary_failures', 0)} failed")
+        if d.get("queue_checks"):
+            said.append("request queues not saturated")
+        coord = d.get("coordinator") or {}
+        if coord:
+            said.append(f"gate coordinator PASSED in {_s(coord.get('seconds'))} ({len(coord.get('probed') or [])} offsets "
+                        "partition(s) answer from a loaded coordinator)")
+        return "; ".join(said) + f"; batch done in {_s(d.get('batch_s'))}"
+    if action == "election_wait":
+        if outcome == "ok":
+            return f"wait: ready after {d.get('checks')} check(s); first waited for: {'; '.join(map(str, (d.get('waited_for') or [])[:3])) or 'nothing'}"
+        return f"wait: GAVE UP after {d.get('checks')} check(s): {d.get('reason')}"
+    return None
+
+
+def ready_line(cluster: str, checks: int, waited_for: Sequence[str]) -> str:
+    """The deferred wait's last line: nothing stands in the way any more."""
+    first = "; ".join(waited_for) if waited_for else "nothing (ready at the first check)"
+    return f"preferred election of {cluster}: ready after {checks} check(s); it first waited for: {first}"
+
+
+def wait_line(cluster: str, checks: int, why: Sequence[str], left_s: float | None) -> str:
+    """The deferred wait's line per check (the triggerer's log): what it still waits on, how long until it gives up."""
+    left = f"{_s(left_s)} left until the deadline" if left_s is not None else "no deadline"
+    return f"preferred election of {cluster}: waiting (check {checks}, {left}): " + "; ".join(why)
+
+
+def election_summary(cluster: str, result: Mapping[str, Any] | None, *, imbalance: Mapping[int, Sequence[str]] | None = None,
+                     brokers: Sequence[int] = (), incident_url: str | None = None) -> str:
+    """What an election did (per batch: target, partitions, how long), what it elected, and the imbalance it left."""
+    result = dict(result or {})
+    elected = list(result.get("elected") or [])
+    timings = result.get("timings") or []
+    out = [f"preferred election of {cluster}: DONE, every batch converged",
+           f"elected {len(elected)} partition(s) in {len(timings)} of {result.get('batches')} batch(es) in {_s(result.get('wall_s'))}, "
+           f"approved by {result.get('approved_by')}; canary failures {result.get('canary_failures', 0)}"]
+    per_target: dict[Any, int] = {}
+    for t in timings:
+        per_target[t.get("broker_id")] = per_target.get(t.get("broker_id"), 0) + int(t.get("partitions") or 0)
+        out.append(f"  batch {t.get('batch')} -> broker {t.get('broker_id')}: {t.get('partitions')} partition(s), "
+                   f"controller {_s(t.get('elect_s'))}, converged {_s(t.get('converged_s'))}, done in {_s(t.get('batch_s'))}")
+    if per_target:
+        out.append("elected: " + ", ".join(f"broker {b} now leads {n} more partition(s)" for b, n in per_target.items())
+                   + f" ({_some(elected)})")
+    else:
+        out.append("elected: nothing (every partition was already led by its preferred replica)")
+    if imbalance:
+        total = sum(len(v) for v in imbalance.values())
+        scope = f"; this election moved leadership to brokers {list(brokers)} only" if brokers else ""
+        out.append(f"left: {total} partition(s) still led by a broker other than their preferred replica: "
+                   + ", ".join(f"broker {b} is the preferred leader of {len(names)} of them ({_some(names)})"
+                               for b, names in sorted(imbalance.items())) + scope)
+    else:
+        out.append("left: every partition led by its preferred replica")
+    if incident_url:
+        out.append(f"incident page: {incident_url}")
+    return "\n".join(out)
+
+
+def election_plan_note(plan: Plan, digest: str, *, dry_run: bool) -> str:
+    """An election's readable plan (Markdown) for the run's note: per batch, the target broker and its partitions; what
+    it would wait for."""
+    what = "DRY RUN -- nothing was asked and nothing changed" if dry_run else ("REFUSED -- nothing changed" if plan.refused else "to be approved")
+    out = [f"**{plan.kind} of {plan.cluster}: {what}**", ""]
+    if plan.refused:
+        out += [refusal_summary(plan), ""]
+    total = sum(len(b.partitions) for b in plan.batches)
+    out.append(f"{total} partition(s) in {len(plan.batches)} batch(es); digest {digest[:16]}")
+    for i, b in enumerate(plan.batches, 1):
+        out.append(f"{i}. broker {b.target}: {len(b.partitions)} partition(s) ({_some(list(b.partitions))})")
+    c = plan.conditions or {}
+    window = ", ".join(c.get("window") or []) or "any time"
+    out.append(f"Waits for: brokers {c.get('brokers')} in every ISR, their ZooKeeper session older than {c.get('stable_s')} s, "
+               f"the quiet window ({window}); gives up after {c.get('deadline_s')} s")
+    return "\n".join(out)

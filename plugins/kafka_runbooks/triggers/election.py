@@ -37,6 +37,7 @@ class ElectionReadyTrigger(BaseTrigger):
         from kafka_runbooks.config import load_cluster
         from kafka_runbooks.remediate import election as E
         from kafka_runbooks.remediate.election_run import check_ready
+        from kafka_runbooks.remediate.progress import ready_line, wait_line
 
         config = await sync_to_async(load_cluster)(self.cluster)
         checks = 0
@@ -52,10 +53,11 @@ class ElectionReadyTrigger(BaseTrigger):
             if checks == 1:
                 first_seen = list(why)
             if not why:
+                self.log.info("%s", ready_line(self.cluster, checks, first_seen))
                 yield TriggerEvent({"status": "ready", "at": clock.now_iso(), "checks": checks, "waited_for": first_seen,
                                     "seen": seen})
                 return
-            self.log.info("preferred election of %s waits (check %d): %s", self.cluster, checks, "; ".join(why))
+            self.log.info("%s", wait_line(self.cluster, checks, why, E.seconds_left(self.conditions, clock.now())))
             if seen.get("stuck"):
                 yield TriggerEvent({"status": "gave_up", "at": clock.now_iso(), "checks": checks, "waited_for": first_seen,
                                     "reason": seen["stuck"], "stuck": seen.get("followers")})
