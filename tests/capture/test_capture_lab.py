@@ -63,7 +63,27 @@ def test_a_hung_broker_gets_the_heavy_tools_and_its_peers_one_plain_jstack(healt
     checks = json.loads((bundle.path / "kafka-checks.json").read_text())
     assert {(c["broker_id"], c["ok"]) for c in checks} == {(1, True), (2, True), (3, False)}
     assert {c["during_capture"] for c in checks} == {"start", "end"}
+    # its JMX: one read, bounded, no answer (Kafka's RequestQueueSize gauge waits for the request queue's lock, which
+    # the fault holds) -- evidence about a broker that failed every direct check, not a gap in the capture
+    jmx = m["hosts"]["3"]["jmx"]
+    assert jmx["answered"] is False and jmx["counted_as"] == "evidence" and 0 < jmx["bound_s"] <= 15, jmx
+    assert "direct check at the start" in jmx["not_serving"] and "direct check at the end" in jmx["not_serving"]
+    (read,) = [c for c in m["commands"] if c["broker_id"] == 3 and c["kind"] == "jmx"]
+    assert read["error"] == f"timeout after {jmx['bound_s']:g}s" and read["duration_s"] < jmx["bound_s"] + 10, read
+    # ... and it left nothing behind on the host: the one JmxTool JVM is gone with its bound
+    left = [p for p in os.listdir("/proc") if p.isdigit() and jmx["url"].encode() in _cmdline(p)]
+    assert left == [], left
+    for peer in (1, 2):
+        assert m["hosts"][str(peer)]["jmx"]["answered"] is True and "counted_as" not in m["hosts"][str(peer)]["jmx"]
     assert verify(bundle.path) == []
+
+
+def _cmdline(pid: str) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read()
+    except OSError:
+        return b""
 
 
 def test_a_paused_jvm_is_captured_within_the_deadline_and_reported_partial(healthy_lab, tmp_path):
@@ -77,6 +97,7 @@ def test_a_paused_jvm_is_captured_within_the_deadline_and_reported_partial(healt
     assert [n for n in names(m, 3) if n.startswith(("jstack", "jmap", "heap", "sigquit"))] == ["jstack-jhsdb-1"]
     reasons = " ".join(m["status_reasons"])
     assert "broker 3: skipped jstack: the process is stopped" in reasons and "the process is stopped" in h["heap_dump"]["reason"]
+    assert "broker 3: skipped JMX read: the process is stopped" in reasons and "jmx" not in names(m, 3) and "jmx" not in h
     threads = (bundle.path / "hosts" / "3" / "proc-threads.out").read_text()
     assert "kafka-log-clean" in threads and " T " in threads  # the thread list, from the kernel
     assert m["hosts"]["1"]["status"] == m["hosts"]["2"]["status"] == "complete"
@@ -95,6 +116,18 @@ def test_a_serving_suspect_gets_no_tool_that_pauses_it(healthy_lab, tmp_path):
     assert {t["tool"] for t in two["left_out"] if "answered a direct Kafka-protocol check" in t["reason"]} == {
         "jhsdb", "jmap -histo:live", "heap dump"}
     assert two["status"] == "complete" and m["status"] == "complete", m["status_reasons"]
+    # the JMX read of every broker (the health check's JmxTool), checksummed in the manifest, and read by the analysis
+    from kafka_runbooks.analyze.parsers import parse_jmx
+
+    for b in (1, 2, 3):
+        entry = next(f for f in m["files"] if f["broker_id"] == b and f["kind"] == "jmx" and f["stream"] == "stdout")
+        assert entry["path"] == f"hosts/{b}/jmx.out" and entry["sha256"], entry
+        text = (bundle.path / entry["path"]).read_text()
+        assert text.startswith('time,"'), text[:200]  # the real tool's first line
+        j = parse_jmx(text)
+        assert j.ok and j.series("RequestQueueSize") and j.series("FailedProduceRequestsPerSec"), (j.unparsable, text[:300])
+        assert m["hosts"][str(b)]["jmx"]["answered"] is True and m["hosts"][str(b)]["plan"]["jmx"] is True
+    assert verify(bundle.path) == []
 
 
 SECRETS = {

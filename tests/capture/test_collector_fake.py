@@ -210,3 +210,143 @@ def test_no_intrusive_tool_without_the_lock_or_without_a_gate(tmp_path):
     assert m["intrusive"]["outcome"].startswith("not run: no maintenance lock")
     m, runners = _two_suspects(tmp_path, FakeGate(), "i6", intrusive=False)
     assert all(_intrusive_calls(r) == [] for r in runners.values()) and m["intrusive"]["suspects"] == []
+
+
+JMX_ANSWER = (__import__("pathlib").Path(__file__).parent.parent / "detect" / "fixtures" / "jmxtool_2.3.0_csv.txt").read_bytes()
+
+
+class JmxRunner(FakeRunner):
+    """FakeRunner whose JmxTool answers (``jmx="answer"``, the real tool's output), has no answer within its bound
+    (``"timeout"``, as the SSH runner reports it), or fails at once (``"refused"``); whose jstack may time out."""
+
+    def __init__(self, jmx="answer", jstack_hangs=False):
+        super().__init__()
+        self.jmx, self.jstack_hangs = jmx, jstack_hangs
+
+    def run(self, argv, timeout):
+        a = tuple(argv)
+        if "kafka.tools.JmxTool" in a or ("jstack" in a and self.jstack_hangs):
+            self.calls.append(a)
+            said = b"Trying to connect to JMX url: service:jmx:rmi:///jndi/rmi://10.0.0.7:9999/jmxrmi.\n" if "jstack" not in a else b""
+            if "jstack" in a or self.jmx == "timeout":
+                return CommandResult(a, shlex.join(a), b"", said, None, "2024-01-01T00:00:00+00:00", timeout, f"timeout after {timeout:g}s")
+            if self.jmx == "refused":
+                said += b"Could not connect to JMX url: service:jmx:rmi:///jndi/rmi://10.0.0.7:9999/jmxrmi. Exception Failed to retrieve RMIServer stub\n"
+                return CommandResult(a, shlex.join(a), b"", said, 1, "2024-01-01T00:00:00+00:00", 10.2)
+            return CommandResult(a, shlex.join(a), JMX_ANSWER, said, 0, "2024-01-01T00:00:00+00:00", 1.9)
+        if "Thread.print" in a:
+            self.calls.append(a)
+            return CommandResult(a, shlex.join(a), b'4321:\nFull thread dump OpenJDK 64-Bit Server VM:\n"main" #1 prio=5\n', b"", 0,
+                                 "2024-01-01T00:00:00+00:00", 0.2)
+        return super().run(argv, timeout)
+
+
+def _checks(ok_at_start, ok_at_end=None):
+    ok_at_end = ok_at_start if ok_at_end is None else ok_at_end
+    calls = []
+
+    def checker():
+        ok = ok_at_start if not calls else ok_at_end
+        calls.append(ok)
+        return [model.KafkaCheck(7, "10.0.0.7:9092", ok, 3.0 if ok else None, 7 if ok else None,
+                                 None if ok else "no answer within 5s", f"2024-01-01T00:00:0{len(calls)}+00:00")]
+    return checker
+
+
+def _capture_jmx(tmp_path, name, runner, checker=None, jmx_port=9999, **cfg):
+    config = ClusterConfig(**{**_cfg(tmp_path).__dict__, **cfg})
+    known = {7: model.Broker(7, "10.0.0.7", 9092, jmx_port=jmx_port)}
+    bundle = EvidenceBundle(tmp_path, "c", name)
+    m = capture_cluster(config, None, [7], bundle, lambda cid: runner, suspects=[], sleep=lambda s: None, checker=checker, known=known)
+    assert verify(bundle.path) == []
+    m["_path"] = bundle.path
+    return m
+
+
+def test_a_jmx_read_a_broker_serving_nothing_does_not_answer_is_evidence_not_a_gap(tmp_path):
+    """Issue 17 §2: JMX is read on every host, once, bounded (leadership.jmx_timeout_s). A broker that failed every
+    direct check of the capture (start and end) and whose JMX had no answer within the bound: the read's silence is
+    recorded as evidence with its bound and what the tool said, and the host stays complete; the same silence from a
+    broker that answered a direct check, or with no check to tell, is a gap: partial, the reason said."""
+    m = _capture_jmx(tmp_path, "j1", JmxRunner("timeout"), _checks(False))
+    h = m["hosts"]["7"]
+    jmx = h["jmx"]
+    assert h["status"] == "complete" and m["status"] == "complete", h["status_reasons"]
+    assert jmx["answered"] is False and jmx["bound_s"] == 15.0 and jmx["error"] == "timeout after 15s"
+    assert jmx["counted_as"] == "evidence" and "no answer within 5s" in jmx["not_serving"]
+    assert "at the start" in jmx["not_serving"] and "at the end" in jmx["not_serving"]
+    assert "within 15 s" in jmx["no_answer"] and "Trying to connect to JMX url" in jmx["no_answer"]
+    cmd = next(c for c in m["commands"] if c["name"] == "jmx")
+    assert cmd["kind"] == "jmx" and cmd["error"] == "timeout after 15s" and cmd["timeout_s"] == 15.0 and cmd["stderr"] == "hosts/7/jmx.err"
+    assert h["plan"]["jmx"] is True and not h["error"]
+
+    for i, (checker, why) in enumerate(((_checks(True), "it answered a direct Kafka-protocol check"),
+                                        (_checks(False, True), "it answered a direct Kafka-protocol check"),
+                                        (None, "no direct Kafka-protocol check of it"))):
+        m = _capture_jmx(tmp_path, f"j2-{i}", JmxRunner("timeout"), checker)
+        h = m["hosts"]["7"]
+        assert h["status"] == "partial" and m["status"] == "partial" and h["jmx"]["counted_as"] == "failure"
+        assert [r for r in h["status_reasons"] if r.startswith("jmx: JmxTool had no answer") and why in r], h["status_reasons"]
+        assert "jmx: timeout after 15s" in h["error"]
+
+
+def test_a_jmx_read_that_fails_is_a_gap_one_that_answers_is_read_and_no_port_is_left_out(tmp_path):
+    # the tool itself failed (no RMI stub): not silence, a failure -- even on a broker that serves nothing
+    m = _capture_jmx(tmp_path, "j3", JmxRunner("refused"), _checks(False))
+    h = m["hosts"]["7"]
+    assert h["status"] == "partial" and "counted_as" not in h["jmx"] and h["jmx"]["error"] == "exit 1"
+    assert [r for r in h["status_reasons"] if r.startswith("jmx: JmxTool exit 1 reading service:jmx:rmi:///jndi/rmi://10.0.0.7:9999/jmxrmi")
+            and "Failed to retrieve RMIServer stub" in r]
+    # it answers: the figures are in jmx.out, read by the analysis
+    from kafka_runbooks.analyze.parsers import parse_jmx
+
+    m = _capture_jmx(tmp_path, "j4", JmxRunner("answer"), _checks(True))
+    h = m["hosts"]["7"]
+    assert h["status"] == "complete" and h["jmx"]["answered"] is True and "error" not in h["jmx"]
+    assert parse_jmx((m["_path"] / "hosts" / "7" / "jmx.out").read_bytes()).series("RequestQueueSize")
+    # no JMX port registered: nothing to read, said as left out (not a gap); leadership.jmx off: the same
+    from kafka_runbooks.config import LeadershipSettings
+
+    for name, port, cfg, why in (("j5", None, {}, "no JMX port in its registration"),
+                                 ("j6", 9999, {"leadership": LeadershipSettings(jmx=False)}, "leadership.jmx is off")):
+        runner = JmxRunner("answer")
+        m = _capture_jmx(tmp_path, name, runner, _checks(True), jmx_port=port, **cfg)
+        h = m["hosts"]["7"]
+        assert h["status"] == "complete" and "jmx" not in h and not [c for c in runner.calls if "kafka.tools.JmxTool" in c]
+        assert [t for t in h["left_out"] if t["tool"] == "JMX read" and why in t["reason"]], h["left_out"]
+
+
+def test_a_thread_dump_method_that_fails_before_another_works_is_recorded_not_a_gap(tmp_path):
+    """jstack times out (its attach did not answer), jcmd Thread.print gives the dump: the capture has its dumps; the
+    failed attempt stays in the manifest's commands and the host's thread_dump_fallbacks, not in status_reasons."""
+    m = _capture_jmx(tmp_path, "j7", JmxRunner("answer", jstack_hangs=True), _checks(True))
+    h = m["hosts"]["7"]
+    assert h["thread_dump_method"] == "jcmd" and h["status"] == "complete", h["status_reasons"]
+    assert h["thread_dump_fallbacks"] == ["jstack-1: timeout after 60s", "thread dump 1: jstack did not produce a dump; trying jcmd"]
+    names = [c["name"] for c in m["commands"]]
+    assert "jstack-1" in names and "jstack-jcmd-1" in names and "jstack-2" not in names
+
+
+def _analysed(m):
+    """The capture's bundle through the analysis' own loader and diagnosis (what the Spark job runs per file)."""
+    from kafka_runbooks.analyze.bundle import load_entry, manifest_entries
+    from kafka_runbooks.analyze.diagnosis import diagnose
+
+    entries, problems = manifest_entries(m)
+    assert problems == []
+    files = [pf for e in entries for pf in load_entry(str(m["_path"]), e)[0]]
+    return diagnose(files)
+
+
+def test_the_analysis_cites_a_jmx_read_that_had_no_answer_with_the_direct_checks_beside_it(tmp_path):
+    found = _analysed(_capture_jmx(tmp_path, "j8", JmxRunner("timeout"), _checks(False)))
+    (f,) = [x for x in found if x.kind == "request_metrics_unknown"]
+    assert f.broker_ids == (7,) and f.evidence[0].source == "hosts/7/jmx.out" and "timeout after 15s" in f.evidence[0].excerpt
+    assert "request queues unknown" in f.summary and "every direct Kafka check of it during the capture failed too (2 of 2" in f.summary
+    assert not [x for x in found if x.kind == "unparsable" and "jmx" in x.summary]  # its silence, not a parse failure
+    found = _analysed(_capture_jmx(tmp_path, "j9", JmxRunner("timeout"), _checks(True)))
+    (f,) = [x for x in found if x.kind == "request_metrics_unknown"]
+    assert "it answered 2 of 2 direct Kafka checks" in f.summary and f.details["direct_checks_failed"] == 0
+    found = _analysed(_capture_jmx(tmp_path, "j10", JmxRunner("answer"), _checks(True)))
+    assert not [x for x in found if x.kind == "request_metrics_unknown" or (x.kind == "unparsable" and "jmx" in x.summary)], \
+        [x.summary for x in found]

@@ -53,7 +53,7 @@ def test_tool_plan_reads_the_process_state_first():
     # under the lock, if the broker is proven not serving)
     stopped = C.tool_plan(C.SUSPECT, 42, "stopped", s)
     assert (stopped.thread_dumps, stopped.dump_methods, stopped.heap_info, stopped.intrusive) == (0, (), False, ("jhsdb",))
-    assert {t for t, _ in stopped.skipped} == {"jstack", "SIGQUIT thread dump"}
+    assert {t for t, _ in stopped.skipped} == {"jstack", "SIGQUIT thread dump", "JMX read"}
     assert all("stopped" in why for _, why in stopped.skipped)
     assert C.tool_plan(C.PEER, 42, "stopped", s).skipped[:2] == stopped.skipped[:2]
     assert C.tool_plan(C.PEER, 42, "stopped", s).intrusive == ()
@@ -226,3 +226,51 @@ def test_newest_rolled_log_and_its_commands():
     for bad in ("/var/log/kafka/server log", "/var/log/kafka/server+1.log", "/var/log/kafka/*.log"):
         with pytest.raises(C.UnsafeValueError):
             rolled_logs_command(bad, 5)
+
+
+def test_the_capture_reads_jmx_once_exactly_as_the_health_check_does():
+    """Issue 17 §2: the default capture's JMX read is the health check's (``detect.jmxtool.jmx_read``): one JmxTool
+    run with --one-time CSV on 2.x, until its first row on 0.10, the light JVM, ``leadership.jmx_timeout_s``; no
+    port, no usable host or a hostile value -> no command, the reason said. Every host gets it, except a process that
+    cannot answer (stopped, zombie)."""
+    from kafka_runbooks import versions
+    from kafka_runbooks.config import ClusterConfig, LeadershipSettings
+    from kafka_runbooks.detect.jmxtool import LIGHT_JVM, jmx_read
+    from kafka_runbooks.model import Broker
+
+    cfg = ClusterConfig(name="c1", zk_conn_id="zk", hosts={1: "ssh_b1"}, kafka_home="/opt/kafka",
+                        leadership=LeadershipSettings(jmx_timeout_s=12.0, jmx_host="127.0.0.9"))
+    b = Broker(1, "kafka1", 9092, jmx_port=9999)
+    v23, v0102 = versions.assumed("2.3.0"), versions.assumed("0.10.2.1")
+    cmd = C.jmx_command(cfg, b, v23)
+    assert (cmd.name, cmd.kind, cmd.timeout) == ("jmx", "jmx", 12.0) and cmd.argv == jmx_read(cfg, b, (), v23).argv
+    assert cmd.argv[cmd.argv.index("--jmx-url") + 1] == "service:jmx:rmi:///jndi/rmi://127.0.0.9:9999/jmxrmi"
+    assert {"--one-time", "--report-format", "csv", f"KAFKA_JVM_PERFORMANCE_OPTS={LIGHT_JVM}", "/opt/kafka/bin/kafka-run-class.sh"} <= set(cmd.argv)
+    old = C.jmx_command(cfg, b, v0102)
+    assert old.argv[:2] == ("bash", "-c") and "--one-time" not in old.argv and "--reporting-interval" in old.argv
+    assert "no JMX port in its registration" in C.jmx_command(cfg, Broker(1, "kafka1", 9092), v23)
+    bad_host = ClusterConfig(name="c1", zk_conn_id="zk", hosts={1: "ssh_b1"}, kafka_home="/opt/kafka")
+    assert "no usable JMX host ('$(reboot)')" in C.jmx_command(bad_host, Broker(1, "$(reboot)", 9092, jmx_port=9999), v23)
+    with pytest.raises(C.UnsafeValueError):
+        C.jmx_command(ClusterConfig(name="c1", zk_conn_id="zk", hosts={1: "ssh_b1"}, kafka_home="opt/kafka"), b, v23)
+    s = CaptureSettings()
+    assert C.tool_plan(C.PEER, 4242, "sleeping", s).jmx and C.tool_plan(C.SUSPECT, 4242, "running", s).jmx
+    assert C.tool_plan(C.PEER, None, None, s).jmx  # no process seen (another user's): its JMX port may still answer
+    stopped = C.tool_plan(C.SUSPECT, 4242, "stopped", s)
+    assert not stopped.jmx and any(t == "JMX read" and "cannot answer" in why for t, why in stopped.skipped)
+    assert not C.tool_plan(C.PEER, 4242, "zombie", s).jmx
+
+
+def test_the_analysis_reads_the_capture_s_jmx_file_in_both_of_the_real_tool_s_forms():
+    """The `jmx` kind as the real JmxTool prints it (recorded from the lab's broker, tests/detect/fixtures): 2.x's
+    --one-time CSV with its first ``time,"<ms>"`` line, and the original header-and-rows form."""
+    from pathlib import Path
+
+    from kafka_runbooks.analyze.parsers import parse_jmx
+
+    fixtures = Path(__file__).parent.parent / "detect" / "fixtures"
+    for name in ("jmxtool_2.3.0_csv.txt", "jmxtool_2.3.0_original.txt"):
+        j = parse_jmx((fixtures / name).read_bytes())
+        assert j.ok and len(j.rows) == 1 and j.rows[0]["time"] > 1.7e12, (name, j.unparsable)
+        assert j.series("RequestQueueSize") == [(j.rows[0]["time"], 0.0)], name
+    assert not parse_jmx(b'time,"1795553235973"\nError: connection refused\n').ok

@@ -79,6 +79,10 @@ def test_deadlock_is_detected_captured_analysed_and_a_reject_leaves_it_to_a_pers
         assert sum(1 for c in manifest["commands"] if c["broker_id"] == peer and c["kind"] == "jstack") == 1
         assert (peer, "jmap_histo") not in kinds and (peer, "server_log") in kinds
     assert json.loads((bundle / "kafka-checks.json").read_text())
+    # its JMX read had no answer within its bound (the request queue's lock is in the deadlock): evidence about a broker
+    # that failed every direct check of the capture, not a gap -- the capture above is complete
+    assert manifest["hosts"]["3"]["jmx"]["counted_as"] == "evidence", manifest["hosts"]["3"]["jmx"]
+    assert all(manifest["hosts"][str(p)]["jmx"]["answered"] for p in (1, 2))
     from kafka_runbooks.capture.bundle import verify
 
     assert verify(bundle) == []
@@ -88,6 +92,7 @@ def test_deadlock_is_detected_captured_analysed_and_a_reject_leaves_it_to_a_pers
     deadlock = [f for f in findings if f["kind"] == "jvm_deadlock"]
     assert deadlock and deadlock[0]["broker_ids"] == [3]
     assert any(e["source"].startswith("hosts/3/") and e["lines"] for e in deadlock[0]["evidence"])
+    assert [f for f in findings if f["kind"] == "request_metrics_unknown" and f["broker_ids"] == [3]], [f["kind"] for f in findings]
     assert (bundle / "report.html").exists()
 
     # the problem goes on: the next health checks note it on this incident, no second response

@@ -101,6 +101,9 @@ def test_000_isolated_broker_is_restarted_through_the_engine_and_healthy_peers_a
     assert per_kind.get("meminfo", 0) >= 2 and per_kind.get("proc_threads", 0) >= 1, per_kind
     # the analysis (Spark, on the bundle) sees the broker from its peers' side
     assert any(3 in f["broker_ids"] for f in findings if f["severity"] in ("critical", "warning")), [f["kind"] for f in findings]
+    # its JMX read had no answer within its bound (the request queue's lock is held): evidence, cited by the analysis
+    assert manifest["hosts"]["3"]["jmx"]["counted_as"] == "evidence", manifest["hosts"]["3"]["jmx"]
+    assert [f for f in findings if f["kind"] == "request_metrics_unknown" and f["broker_ids"] == [3]], [f["kind"] for f in findings]
 
     # restarted through the engine: approval by a person other than the starter, lock, stop/start, gates
     assert lab.broker_pid(3) != pid_before

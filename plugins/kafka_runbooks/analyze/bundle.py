@@ -41,12 +41,14 @@ def manifest_entries(manifest: dict) -> tuple[list[dict], list[str]]:
     problems: list[str] = []
     if manifest.get("schema") != MANIFEST_SCHEMA:
         problems.append(f"manifest schema is {manifest.get('schema')!r}, expected {MANIFEST_SCHEMA!r}")
-    started = {}
+    started, failed = {}, {}
     for c in manifest.get("commands") or []:
         if isinstance(c, dict):
             for key in ("stdout", "stderr"):
                 if c.get(key):
                     started[c[key]] = str(c.get("started_at") or "")
+                    if c.get("error") or c.get("exit_code") not in (0, None):
+                        failed[c[key]] = str(c.get("error") or f"exit {c.get('exit_code')}")
     out = []
     for i, f in enumerate(manifest.get("files") or []):
         if not isinstance(f, dict) or not isinstance(f.get("path"), str):
@@ -61,7 +63,8 @@ def manifest_entries(manifest: dict) -> tuple[list[dict], list[str]]:
         out.append({"path": f["path"], "kind": str(f.get("kind") or ""), "broker_id": bid, "host": f.get("host"),
                     "stream": f.get("stream"), "sha256": f.get("sha256"), "bytes": f.get("bytes"),
                     "seq": started.get(f["path"], f.get("captured_at") or ""), "server": f.get("server"),
-                    "optional": f.get("optional") is True or str(f.get("kind") or "") in OPTIONAL_KINDS})
+                    "optional": f.get("optional") is True or str(f.get("kind") or "") in OPTIONAL_KINDS,
+                    "command_error": failed.get(f["path"])})
     return out, problems
 
 
@@ -78,7 +81,8 @@ def integrity_problems(e: dict, size: int, digest: str | None) -> list[str]:
 
 def _pf(e: dict, kind: str | None = None) -> ParsedFile:
     return ParsedFile(path=e["path"], kind=kind or e["kind"], broker_id=e.get("broker_id"), host=e.get("host"),
-                      seq=e.get("seq", ""), server=e.get("server"), optional=bool(e.get("optional")))
+                      seq=e.get("seq", ""), server=e.get("server"), optional=bool(e.get("optional")),
+                      command_error=e.get("command_error"))
 
 
 def empty_rows() -> dict[str, list[dict]]:

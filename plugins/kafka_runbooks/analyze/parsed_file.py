@@ -22,6 +22,7 @@ class ParsedFile:
     parse_s: float | None = None
     duplicate_of: str | None = None  # a log whose records repeat another log of the broker (read once)
     optional: bool = False  # the capture takes it only where it exists (other logs, configuration): empty is not a problem
+    command_error: str | None = None  # how the command that wrote it failed, as the manifest records it ("timeout after 15s")
 
     @property
     def reasons(self) -> list[str]:

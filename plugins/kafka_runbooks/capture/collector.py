@@ -12,7 +12,9 @@ timeout is cut to what is left, and what could not run in time is recorded as sk
 3. thread dumps: ``jstack -l``; when it cannot attach, ``jcmd Thread.print -l``, then SIGQUIT into
    the broker's stdout file (the dump is cut out of ``kafkaServer.out``); a stopped process gets none here;
 4. logs: server.log, controller.log, state-change.log, log-cleaner.log, kafkaServer.out, the GC log;
-   server.properties and the JVM's command line redacted by an allow-list (``capture/redact.py``);
+   server.properties and the JVM's command line redacted by an allow-list (``capture/redact.py``); one JmxTool
+   read of the broker's JMX, as the health check takes it (read-only, one light JVM on the host, within
+   ``leadership.jmx_timeout_s``; not of a stopped or zombie process);
 5. suspect only: ``jcmd GC.heap_info`` (sizes, no GC).
 
 Nothing in that first phase stops or pauses a JVM. Then, for the suspects (at most ``capture.max_suspects``),
@@ -24,7 +26,12 @@ pausing a serving broker beyond its ZooKeeper session would cause the very outag
 
 Every host ends ``complete`` (everything planned was captured), ``partial`` (something skipped or
 failed: the reasons say what) or ``failed`` (unreachable, or nothing captured); the capture's
-status is ``complete`` only when every host is, ``failed`` when every host failed.
+status is ``complete`` only when every host is, ``failed`` when every host failed. ``partial`` means evidence the
+capture planned and could have had is missing. A probe whose silence is itself the evidence is not a gap: the
+direct Kafka checks (kafka-checks.json), a thread-dump method that failed before another one worked
+(``thread_dump_fallbacks``), and a JMX read that had no answer within its bound from a broker that failed every
+direct check of the capture (the host's ``jmx`` entry: ``counted_as: evidence``; from a broker that answered one,
+it is a failure and the host is partial).
 """
 
 from __future__ import annotations
@@ -159,6 +166,7 @@ def capture_cluster(
         path = bundle.path / KAFKA_CHECKS_FILE
         atomic_write_json(path, checks)
         bundle.add_file(path, kind=C.KIND_KAFKA_CHECKS)
+    _judge_jmx_no_answer(bundle, checks)
     hosts = bundle.manifest["hosts"]
     zk = bundle.manifest.get("zookeeper") or {}
     status = overall_status({**hosts, **{f"zookeeper/{k}": v for k, v in zk.items()}})
@@ -223,7 +231,9 @@ class _HostCapture:
         self.failed: list[str] = []  # commands that failed
         self.skipped: list[dict[str, str]] = []  # tools left out, and why
         self.absent: list[str] = []  # optional files that do not exist on this host
+        self.fallbacks: list[str] = []  # thread-dump methods that failed before another one worked
         self.outputs: dict[str, CommandResult] = {}
+        self.entries: dict[str, dict[str, Any]] = {}  # each command's record in the manifest
         self.captured = 0
 
     def left(self) -> float:
@@ -248,6 +258,8 @@ class _HostCapture:
         if cmd.redact:
             res = _redacted(cmd.redact, path, res)
         entry = self.bundle.record_command(self.bid, self.address, cmd.name, cmd.kind, res)
+        entry["timeout_s"] = timeout  # the bound it really ran under (cut to what was left of the host's deadline)
+        self.entries[cmd.name] = entry
         if extra:
             entry.update(extra)
             for f in self.bundle.manifest["files"]:
@@ -368,7 +380,8 @@ def _capture_reachable_host(config, broker, bid, role, bundle, runner, sleep, ve
         h.skip(tool, why)
     bundle.set_host(bid, left_out=[{"tool": tool, "reason": why} for tool, why in plan.left_out])
     bundle.set_host(bid, pid=pid, process_state=state, plan={"thread_dumps": plan.thread_dumps, "dump_methods": list(plan.dump_methods),
-                                                            "heap_info": plan.heap_info, "intrusive": list(plan.intrusive)})
+                                                            "heap_info": plan.heap_info, "intrusive": list(plan.intrusive),
+                                                            "jmx": plan.jmx and config.leadership.jmx})
     if pid is not None:
         h.do(C.proc_threads_command(pid, t))
 
@@ -405,7 +418,7 @@ def _capture_reachable_host(config, broker, bid, role, bundle, runner, sleep, ve
         method = _thread_dump(h, config, pid, i, methods)
         if method is None:
             break
-    bundle.set_host(bid, thread_dump_method=method)
+    bundle.set_host(bid, thread_dump_method=method, thread_dump_fallbacks=h.fallbacks)
 
     # 4. logs (and the broker's configuration: its log dirs, for the data evidence below)
     props_res = h.do(C.config_file_command("server-properties", C.KIND_KAFKA_CONFIG, config.server_properties(bid), t), optional_file=True)
@@ -418,6 +431,12 @@ def _capture_reachable_host(config, broker, bid, role, bundle, runner, sleep, ve
     h.do(C.disk_free_command(settings))
     if role == C.SUSPECT and ((bundle.manifest.get("trigger") or {}).get("kind") in OFFSETS_KINDS):
         _offsets_evidence(h, config, bid, h.text("server-properties") if props_res is not None else "", version)
+
+    # JMX: the request path's figures, one bounded JmxTool read (as the health check takes it)
+    if not config.leadership.jmx:
+        _leave_out(bundle, bid, "JMX read", "leadership.jmx is off for this cluster")
+    elif plan.jmx:
+        _jmx(h, config, broker, version)
 
     # 5. suspect only: histogram, heap info, heap dump
     facts: dict[str, Any] = {}
@@ -444,6 +463,73 @@ def _capture_reachable_host(config, broker, bid, role, bundle, runner, sleep, ve
         status = COMPLETE
     bundle.set_host(bid, status=status, status_reasons=reasons, skipped=h.skipped, absent_files=h.absent,
                     error="; ".join(notes + h.failed) or None, duration_s=round(settings.host_deadline_s - h.left(), 1), **facts)
+
+
+def _leave_out(bundle: EvidenceBundle, bid: int, tool: str, why: str) -> None:
+    entry = bundle.manifest["hosts"][str(bid)]
+    bundle.set_host(bid, left_out=[*(entry.get("left_out") or []), {"tool": tool, "reason": why}])
+
+
+def _jmx(h: _HostCapture, config: ClusterConfig, broker: model.Broker, version) -> None:
+    """JmxTool once into ``jmx.out`` (kind ``jmx``), within ``leadership.jmx_timeout_s``; the host's ``jmx`` entry says
+    what came of it. A broker without a JMX port is left out (nothing to read); a tool that fails (exit, refused
+    connection) is a failure of the capture. A read that does not answer within its bound is judged by
+    ``_judge_jmx_no_answer`` once the direct checks are in: a broker that serves nothing may not answer it either."""
+    from kafka_runbooks.detect.leadership_observe import tool_said
+
+    try:
+        cmd = C.jmx_command(config, broker, version)
+    except C.UnsafeValueError as exc:
+        h.skip("JMX read", f"refused: {exc}")
+        return
+    if isinstance(cmd, str):
+        if broker.jmx_port:
+            h.skip("JMX read", cmd)
+        else:
+            _leave_out(h.bundle, h.bid, "JMX read", cmd)
+        return
+    url = cmd.argv[cmd.argv.index("--jmx-url") + 1]
+    n = len(h.failed)
+    res = h.do(cmd)
+    if res is None:  # the host's deadline: said in skipped
+        return
+    del h.failed[n:]
+    bound = h.entries[cmd.name]["timeout_s"]
+    record: dict[str, Any] = {"url": url, "bound_s": bound, "duration_s": res.duration_s, "answered": res.ok}
+    if not res.ok:
+        record.update(error=res.error or f"exit {res.exit_code}", tool_said=tool_said(res.stderr))
+    if res.error is not None and res.error.startswith("timeout"):
+        record["no_answer"] = f"JmxTool had no answer from {url} within {bound:g} s (it said: {record['tool_said'] or 'nothing'})"
+    elif not res.ok:
+        h.failed.append(f"jmx: JmxTool {record['error']} reading {url}: {record['tool_said']}")
+    h.bundle.set_host(h.bid, jmx=record)
+
+
+def _judge_jmx_no_answer(bundle: EvidenceBundle, checks: Sequence[Mapping[str, Any]]) -> None:
+    """A JMX read that did not answer within its bound is evidence about its broker when that broker failed every
+    direct Kafka-protocol check of the capture, at its start and at its end (the read between them): a broker that
+    serves nothing -- its request queue's lock held, a deadlock, a stall -- does not answer JMX either (Kafka's
+    RequestQueueSize gauge takes that lock). The host's status stays what the rest of its capture made it, and the
+    host's ``jmx`` entry says why. Otherwise (a check answered, or none was made) the capture missed a figure it could
+    have had: the host is partial, the reason said."""
+    for b, host in bundle.manifest["hosts"].items():
+        jmx = host.get("jmx") or {}
+        if "no_answer" not in jmx:
+            continue
+        mine = [c for c in checks if str(c.get("broker_id")) == b]
+        failed = [c for c in mine if not c.get("ok")]
+        if mine and len(failed) == len(mine) and {"start", "end"} <= {c.get("during_capture") for c in failed}:
+            jmx.update(counted_as="evidence", not_serving="; ".join(
+                f"direct check at the {c.get('during_capture')} of the capture ({c.get('at')}): {c.get('error') or 'failed'}"
+                for c in failed))
+            continue
+        why = ("it answered a direct Kafka-protocol check during the capture" if len(failed) < len(mine) else
+               "no direct Kafka-protocol check of it at both the start and the end of the capture shows it not serving")
+        jmx.update(counted_as="failure", why=why)
+        status = host.get("status")
+        bundle.set_host(int(b), jmx=jmx, status=PARTIAL if status == COMPLETE else status,
+                        status_reasons=[*(host.get("status_reasons") or []), f"jmx: {jmx['no_answer']}, and {why}"],
+                        error="; ".join(x for x in (host.get("error"), f"jmx: {jmx['error']}") if x))
 
 
 def _intrusive_phase(config: ClusterConfig, bundle: EvidenceBundle, factory: RunnerFactory, suspects: Sequence[int],
@@ -582,7 +668,18 @@ def _offsets_evidence(h: _HostCapture, config: ClusterConfig, bid: int, server_p
 
 def _thread_dump(h: _HostCapture, config: ClusterConfig, pid: int, i: int, methods: list[str]) -> str | None:
     """Thread dump number ``i`` with the first method in ``methods`` that works; a method that
-    failed is dropped from ``methods`` (the next dumps start with the one that worked). Returns it."""
+    failed is dropped from ``methods`` (the next dumps start with the one that worked). Returns it.
+    The methods that failed before one worked are ``h.fallbacks`` (evidence about the JVM -- e.g. its attach
+    listener did not answer -- with their commands in the manifest), not failures: the dump was captured."""
+    n = len(h.failed)
+    method = _first_dump(h, config, pid, i, methods)
+    if method is not None and len(h.failed) > n:
+        h.fallbacks += h.failed[n:]
+        del h.failed[n:]
+    return method
+
+
+def _first_dump(h: _HostCapture, config: ClusterConfig, pid: int, i: int, methods: list[str]) -> str | None:
     while methods:
         method = methods[0]
         if method == "jstack":

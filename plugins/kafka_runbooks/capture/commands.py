@@ -44,6 +44,7 @@ KIND_DUMP_LOG = "dump_log"  # kafka-dump-log.sh --files ... (the broker's own Ka
 KIND_ZK_SRVR, KIND_ZK_MNTR, KIND_ZK_CONS = "zk_srvr", "zk_mntr", "zk_cons"
 KIND_ZK_LOG, KIND_ZK_CONFIG = "zk_log", "zk_config"
 KIND_LOADAVG = "loadavg"
+KIND_JMX = "jmx"  # Kafka's JmxTool, one read of the request path's figures (detect/jmxtool.py): read-only, no pause
 KIND_AUX = "aux"  # helper commands' own output (mkdir, rm, stat, kill -QUIT, jmap -dump's messages): never parsed
 LOG_KINDS = {
     "controller.log": KIND_CONTROLLER_LOG,
@@ -363,6 +364,15 @@ def jcmd_thread_print_command(pid: int, index: int, settings: CaptureSettings) -
                           settings.command_timeout_s)
 
 
+def jmx_command(config, broker, version=None) -> CaptureCommand | str:
+    """The broker's JMX, read once by Kafka's JmxTool on its host exactly as the health check reads it
+    (``detect.jmxtool.jmx_read``: its argv per version, its light JVM, its timeout); or why it cannot be read."""
+    from kafka_runbooks.detect.jmxtool import jmx_read
+
+    run = jmx_read(config, broker, (), version)
+    return run.unavailable if run.argv is None else CaptureCommand("jmx", KIND_JMX, run.argv, run.timeout_s)
+
+
 def jmap_histo_command(pid: int, settings: CaptureSettings) -> CaptureCommand:
     pid = validate_pid(pid)
     return CaptureCommand("jmap-histo", KIND_JMAP_HISTO, (*_prefix(settings), "jmap", "-histo:live", str(pid)), settings.command_timeout_s)
@@ -486,13 +496,14 @@ class ToolPlan:
     intrusive: tuple[str, ...] = ()
     skipped: tuple[tuple[str, str], ...] = ()
     left_out: tuple[tuple[str, str], ...] = ()
+    jmx: bool = True  # one JmxTool read (every host, read-only): not of a process that cannot answer it
 
 
 def tool_plan(role: str, pid: int | None, process_state: str | None, settings: CaptureSettings) -> ToolPlan:
     """Pure: the JVM tools for one host (every host with a process also gets its /proc thread list).
 
     Nothing here stops or pauses a JVM: thread dumps by jstack, jcmd Thread.print or SIGQUIT, heap sizes by
-    jcmd GC.heap_info. The intrusive tools (jhsdb, jmap -histo:live, a heap dump) are only planned, for a suspect,
+    jcmd GC.heap_info, one JmxTool read (``jmx``; also where no process was found: the port may still answer). The intrusive tools (jhsdb, jmap -histo:live, a heap dump) are only planned, for a suspect,
     and run only if it is proven not serving right before (see ``ToolPlan.intrusive``).
 
     * no process: logs and sockets only;
@@ -507,15 +518,16 @@ def tool_plan(role: str, pid: int | None, process_state: str | None, settings: C
     if pid is None:
         return ToolPlan(0, (), False, skipped=(("JVM tools", "no broker process found"),))
     if process_state in ("zombie", "dead"):
-        return ToolPlan(0, (), False, skipped=(("JVM tools", f"the process is a {process_state}: no JVM to ask"),))
+        return ToolPlan(0, (), False, skipped=(("JVM tools", f"the process is a {process_state}: no JVM to ask"),), jmx=False)
     if process_state in ("stopped", "tracing_stop"):
         why = f"the process is {process_state} (SIGSTOP?): attach-based tools would wait for a JVM that cannot answer"
-        skipped = [("jstack", why), ("SIGQUIT thread dump", "a stopped JVM handles the signal only when it resumes")]
+        skipped = [("jstack", why), ("SIGQUIT thread dump", "a stopped JVM handles the signal only when it resumes"),
+                   ("JMX read", f"the process is {process_state}: its JMX cannot answer until it resumes")]
         left = [("jmap -histo:live", why)] + ([("heap dump", why)] if settings.heap_dump else [])
         if role == SUSPECT and intrusive_ok:
-            return ToolPlan(0, (), False, ("jhsdb",), tuple(skipped), tuple(left))
+            return ToolPlan(0, (), False, ("jhsdb",), tuple(skipped), tuple(left), jmx=False)
         left.append(("jhsdb", off if role == SUSPECT else "stops the process while it reads it: suspect broker only"))
-        return ToolPlan(0, (), False, (), tuple(skipped), tuple(left))
+        return ToolPlan(0, (), False, (), tuple(skipped), tuple(left), jmx=False)
     skipped: list[tuple[str, str]] = []
     if process_state is not None and process_state not in RUNNABLE_STATES:
         skipped.append(("process state", f"unexpected state {process_state!r}: tools tried anyway, within the deadline"))

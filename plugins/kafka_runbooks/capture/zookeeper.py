@@ -74,8 +74,9 @@ def capture_member(config: ClusterConfig, bundle: EvidenceBundle, m: Member, aff
                     skipped.append(f"{cmd.name}: capture deadline of {cs.host_deadline_s:g} s reached")
                     return None
                 path = bundle.zk_file_path(m.server, f"{cmd.name}.out")
+                timeout = max(1.0, min(cmd.timeout, left - 1.0))
                 try:
-                    res = runner.run_to_file(cmd.argv, max(1.0, min(cmd.timeout, left - 1.0)), str(path))
+                    res = runner.run_to_file(cmd.argv, timeout, str(path))
                 except SSHError as exc:
                     path.write_bytes(b"")
                     res = CommandResult(cmd.argv, "", b"", b"", None, clock.now_iso(), 0.0, f"{type(exc).__name__}: {exc}", str(path))
@@ -83,7 +84,7 @@ def capture_member(config: ClusterConfig, bundle: EvidenceBundle, m: Member, aff
                     from kafka_runbooks.capture.collector import _redacted
 
                     res = _redacted(cmd.redact, path, res)
-                bundle.record_zk_command(m.server, runner.address, cmd.name, cmd.kind, res)
+                bundle.record_zk_command(m.server, runner.address, cmd.name, cmd.kind, res)["timeout_s"] = timeout
                 if optional and res.exit_code == 1 and b"No such file" in (res.stderr or b""):
                     skipped.append(f"{cmd.argv[-1]}: no such file on the host")
                 elif res.error or res.exit_code != 0:

@@ -125,6 +125,37 @@ def jmxtool_argv(kafka_home: str, url: str, heap: str = "-Xmx64m", extra_names: 
     return tuple(argv) if one_time else ("bash", "-c", FIRST_ROW_SCRIPT, "jmxtool", *argv)
 
 
+_JMX_HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.:_-]{0,252}$")
+
+
+@dataclass(frozen=True)
+class JmxRead:
+    """One JmxTool read of one broker, as the health check and the capture run it over SSH on the broker's host:
+    ``argv`` bounded by ``timeout_s``, or ``argv`` None and ``unavailable`` saying why nothing can be read."""
+
+    argv: tuple[str, ...] | None
+    timeout_s: float
+    url: str | None = None
+    unavailable: str | None = None
+
+
+def jmx_read(config, broker, extra_names: Iterable[str] = (), version=None) -> JmxRead:
+    """The one way the product reads a broker's JMX: ``leadership.jmx_host`` (else the broker's registered host), the
+    JMX port of its registration, the cluster's ``kafka_home``, ``leadership.jmx_heap`` and ``jmx_timeout_s``.
+    Raises ``capture.commands.UnsafeValueError`` for a hostile port or path."""
+    from kafka_runbooks.capture.commands import validate_abs_path, validate_port
+
+    h = config.leadership
+    host = h.jmx_host or broker.host
+    if not broker.jmx_port:
+        return JmxRead(None, h.jmx_timeout_s, unavailable="no JMX port in its registration (start it with JMX_PORT)")
+    if not host or not _JMX_HOST.fullmatch(host):
+        return JmxRead(None, h.jmx_timeout_s, unavailable=f"no usable JMX host ({host!r})")
+    url = jmx_url(host, validate_port(broker.jmx_port))
+    argv = jmxtool_argv(validate_abs_path(config.kafka_home, "kafka_home"), url, h.jmx_heap, extra_names, version)
+    return JmxRead(argv, h.jmx_timeout_s, url)
+
+
 # --------------------------------------------------------------------------- reading it
 
 @dataclass(frozen=True)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
@@ -22,7 +21,6 @@ from kafka_runbooks import clock
 from kafka_runbooks.model import Broker, ClusterSnapshot, LogLineSeen, RequestMetrics
 
 COMMAND_TIMEOUT_S = 15.0
-_HOST_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.:_-]{0,252}$")
 
 
 @dataclass
@@ -42,7 +40,7 @@ def _text(res) -> str:
     return res.stdout.decode("utf-8", "replace") if res is not None and res.ok else ""
 
 
-def _said(stderr: bytes | None) -> str:
+def tool_said(stderr: bytes | None) -> str:
     """What a failed JVM tool said, without its stack traces: its last lines that are not frames."""
     lines = [ln.strip() for ln in (stderr or b"").decode("utf-8", "replace").splitlines()
              if ln.strip() and not ln.startswith(("\t", " ")) and not ln.strip().startswith(("at ", "..."))]
@@ -56,10 +54,10 @@ def read_host(config, broker: Broker, registered: bool, ssh, replicas: Iterable[
     (``detect/replicas.py``): their log end offsets and fetcher lags are read in the same JmxTool run, and a follower's
     state-change.log lines about them. ``version``: the brokers' version as observed, which decides how JmxTool is
     run."""
-    from kafka_runbooks.capture.commands import UnsafeValueError, validate_abs_path, validate_port
+    from kafka_runbooks.capture.commands import UnsafeValueError, validate_abs_path
     from kafka_runbooks.detect.controller_log import controller_events
     from kafka_runbooks.detect.broker_log import lines_of_interest
-    from kafka_runbooks.detect.jmxtool import JmxReading, jmx_url, jmxtool_argv, log_end_offset, metrics_from, parse_jmxtool_output, replica_names
+    from kafka_runbooks.detect.jmxtool import JmxReading, jmx_read, log_end_offset, metrics_from, parse_jmxtool_output, replica_names
     from kafka_runbooks.detect.leadership import STATIC_KEYS
     from kafka_runbooks.detect.procfs import DATE_ARGV, host_clock_or_ours
     from kafka_runbooks.remediate.host import parse_properties
@@ -102,19 +100,14 @@ def read_host(config, broker: Broker, registered: bool, ssh, replicas: Iterable[
                 fetchers = 1
             extra_names = tuple(dict.fromkeys(n for t, p, leader, follower in replicas
                                               for n in (replica_names(t, p, leader, fetchers) if follower else (log_end_offset(t, p),))))
-            host = h.jmx_host or broker.host
             at = clock.iso(now)
-            if not broker.jmx_port:
-                out.metrics = metrics_from(broker.id, at, JmxReading(), error="no JMX port in its registration (start it with "
-                                           "JMX_PORT): request queues unknown")
-            elif not host or not _HOST_RE.fullmatch(host):
-                out.metrics = metrics_from(broker.id, at, JmxReading(), error=f"no usable JMX host ({host!r}): request queues unknown")
+            run = jmx_read(config, broker, extra_names, version)
+            if run.argv is None:
+                out.metrics = metrics_from(broker.id, at, JmxReading(), error=f"{run.unavailable}: request queues unknown")
             else:
-                url = jmx_url(host, validate_port(broker.jmx_port))
-                argv = jmxtool_argv(validate_abs_path(config.kafka_home, "kafka_home"), url, h.jmx_heap, extra_names, version)
-                res = ssh.run(argv, h.jmx_timeout_s)
+                res = ssh.run(run.argv, run.timeout_s)
                 reading = parse_jmxtool_output(_text(res)) if res.ok else JmxReading()
-                err = None if res.ok else f"JmxTool {res.error or 'exit ' + str(res.exit_code)}: {_said(res.stderr)}"
+                err = None if res.ok else f"JmxTool {res.error or 'exit ' + str(res.exit_code)}: {tool_said(res.stderr)}"
                 out.metrics = metrics_from(broker.id, at, reading, err)
     except UnsafeValueError as exc:
         out.notes.append(f"broker {broker.id}: refused: {exc}")

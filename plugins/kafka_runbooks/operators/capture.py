@@ -52,8 +52,11 @@ def capture_plan(config, suspects, peers) -> str:
     c = config.capture
     intrusive = ("jmap -histo:live" + (", a heap dump" if c.heap_dump else "") + ", jhsdb where no gentle dump works"
                  if c.intrusive else "none (capture.intrusive is off)")
+    jmx = (f"one JmxTool read within {config.leadership.jmx_timeout_s:g}s" if config.leadership.jmx
+           else "no JMX read (leadership.jmx is off)")
     return (f"capture plan: brokers {sorted(set(suspects) | set(peers))} in parallel, non-intrusive only (thread dumps by "
-            f"jstack/jcmd/SIGQUIT, socket tables, logs, /proc, GC log; server.properties and command lines redacted), each "
+            f"jstack/jcmd/SIGQUIT, socket tables, logs, /proc, GC log, {jmx}; server.properties and command lines "
+            f"redacted), each "
             f"host within {c.host_deadline_s:g}s; suspects {sorted(suspects)} (at most {c.max_suspects}) get "
             f"{c.jstack_count} thread dumps and heap sizes; intrusive tools: {intrusive} -- only on a suspect proven "
             f"not serving by a direct check just before, one host at a time, under the cluster's maintenance lock, "

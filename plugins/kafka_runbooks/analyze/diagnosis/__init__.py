@@ -32,7 +32,7 @@ from .log_cleaner import log_cleaner_findings, oversized_offsets_findings
 from .probes import probe_findings
 from .replication import fetch_findings
 from .report_tables import broker_table, file_table, timeline
-from .requests import request_queue_findings, unknown_api_findings
+from .requests import request_metrics_unknown_findings, request_queue_findings, unknown_api_findings
 from .segments import segment_damage_findings
 from .signature_counts import signature_count_findings
 from .startup import startup_failure_findings
@@ -73,6 +73,6 @@ def diagnose(files: list[ParsedFile], kafka_version: str | None = None,
                 + unknown_api_findings(files, versions) + group_load_findings(files) + log_cleaner_findings(files)
                 + oversized_offsets_findings(files) + segment_damage_findings(files) + zk_session_findings(files, offsets, gc)
                 + zk_server_findings(files, offsets, gc, zk_configs, zk_zones) + zk_stats_findings(files) + gc_findings(gc)
-                + signature_count_findings(files) + startup_failure_findings(files) + request_queue_findings(files, versions) + process_findings(files)
+                + signature_count_findings(files) + startup_failure_findings(files) + request_queue_findings(files, versions) + request_metrics_unknown_findings(files) + process_findings(files)
                 + unparsable_findings(files))
     return sorted(findings, key=lambda x: _RANK[x.severity])

@@ -32,7 +32,7 @@ def unparsable_findings(files: list[ParsedFile]) -> list[Finding]:
         damaged = [n for n in notes if "damaged" in n or "invalid UTF-8" in n or "UTF-16" in n]
         if not reasons and not damaged:
             continue
-        if empty_optional(f):
+        if empty_optional(f) or (f.kind == "jmx" and f.command_error):  # a JMX read that failed: request_metrics_unknown
             continue
         if not reasons:
             out.append(Finding(kind="damaged_evidence", severity=Severity.INFO,

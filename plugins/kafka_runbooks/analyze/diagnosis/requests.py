@@ -1,5 +1,6 @@
 """Request handling seen in the logs and JMX: requests a broker could not parse (a client newer than the broker),
-and a request queue at its bound (before Kafka 2.2 controller requests wait behind client requests)."""
+a request queue at its bound (before Kafka 2.2 controller requests wait behind client requests), and a JMX read
+that gave no request queue (unknown, never taken as fine)."""
 
 from __future__ import annotations
 
@@ -119,4 +120,33 @@ def request_queue_findings(files: list[ParsedFile], versions: dict[int | None, s
                            broker_ids=(b,) if b is not None else (),
                            evidence=(Evidence(f.path, (), f"time {t}: RequestQueueSize {peak:.0f}", f.host),),
                            details={"peak": peak, "bound": bound, "samples": len(series)}))
+    return out
+
+
+def request_metrics_unknown_findings(files: list[ParsedFile]) -> list[Finding]:
+    """A JMX read of the capture whose JmxTool failed or had no answer within its bound (the manifest's command
+    error) and gave no RequestQueueSize: the request path's figures are unknown on that broker -- the health check's
+    ``request_metrics_unknown``, here citing the capture's own file. Beside it, the broker's direct Kafka checks of
+    the same capture: a broker that serves nothing may not answer JMX either (Kafka's RequestQueueSize gauge takes
+    the request queue's lock, which a stuck request path can hold; see its thread dumps)."""
+    out = []
+    probes = by_broker(files, "kafka_probe")
+    for b, fs in by_broker(files, "jmx").items():
+        unread = [f for f in fs if f.command_error and not f.result.series("RequestQueueSize")]
+        if not unread:
+            continue
+        f = unread[-1]
+        checks = [r for p in probes.get(b, []) for r in p.result.results]
+        failed = [r for r in checks if not r.ok]
+        beside = (f"; every direct Kafka check of it during the capture failed too ({len(failed)} of {len(checks)}: "
+                  f"{failed[-1].error}), so its silence is consistent with a request path that serves nothing"
+                  if checks and len(failed) == len(checks) else
+                  f"; it answered {len(checks) - len(failed)} of {len(checks)} direct Kafka checks during the capture" if checks else "")
+        out.append(Finding(
+            kind="request_metrics_unknown", severity=Severity.WARNING,
+            summary=f"{broker_label(b)}: request queues unknown: the capture's JmxTool read failed ({f.command_error}){beside}",
+            broker_ids=(b,) if b is not None else (),
+            evidence=(Evidence(f.path, (), f"JmxTool: {f.command_error}; {f.bytes} bytes of output "
+                                           f"(what the tool said: {f.path[:-len('.out')]}.err)", f.host),),
+            details={"command_error": f.command_error, "direct_checks": len(checks), "direct_checks_failed": len(failed)}))
     return out
