@@ -96,3 +96,43 @@ def test_a_leader_and_isr_of_the_epoch_the_follower_has_is_ignored_in_0_10_words
     assert {k: r.attrs[k] for k in ("broker", "controller", "correlation", "topic", "partition", "epoch", "current_epoch")} == {
         "broker": "2", "controller": "1", "correlation": "1", "topic": "orders", "partition": "0", "epoch": "0",
         "current_epoch": "0"}
+
+
+def test_a_follower_that_refuses_to_truncate_is_a_finding_naming_broker_partition_offsets_and_the_decision():
+    """Drill 003 on 0.10.2.1 (slot 9, 2026-11-25 12:54): broker 3 re-registered after its session loss, follows broker 2
+    for orders-5 and exits rather than truncate (unclean.leader.election.enable=false; pre-KIP-101
+    ReplicaFetcherThread.handleOffsetOutOfRange), then runs the shutdown hook's controlled shutdown."""
+    from kafka_runbooks.analyze.diagnosis import ParsedFile, diagnose
+    from kafka_runbooks.analyze.parsers import parse_content
+
+    s = sigs("broker3.server.log.truncation-halt")
+    (r,) = s["log_truncation_refused"]
+    assert r.level == "FATAL" and r.wording == "0.10.1 – 0.11" and r.line == 22
+    assert {k: r.attrs[k] for k in ("fetch_leader", "topic", "partition", "leader", "leader_offset", "broker", "replica_offset")} == {
+        "fetch_leader": "2", "topic": "orders", "partition": "5", "leader": "2", "leader_offset": "1102", "broker": "3",
+        "replica_offset": "1103"}
+    assert "controlled_shutdown_start" in s  # System.exit(1): the shutdown hook's controlled shutdown, not a halt
+
+    log = ParsedFile(path="hosts/b3/server_log.out", kind="server_log", broker_id=3,
+                     result=parse_content("server_log", fixture_bytes("real0102/broker3.server.log.truncation-halt")), seq="1")
+    (f,) = [x for x in diagnose([log], kafka_version="0.10.2.1") if x.kind == "log_truncation_refused"]
+    assert f.severity.value == "critical" and f.broker_ids == (3,) and f.partitions == ("orders-5",)
+    assert (f.details["leader"], f.details["leader_end_offset"], f.details["replica_end_offset"], f.details["records_only_here"]) == (2, 1102, 1103, 1)
+    assert "exist only on broker 3" in f.summary and "truncates them" in f.summary and "decides" in f.summary
+    (ev,) = f.evidence
+    assert ev.lines == (22,) and "Exiting because log truncation is not allowed for partition orders-5" in ev.excerpt
+
+
+def test_the_truncation_refusal_in_every_wording_of_kafkas_source():
+    from kafka_runbooks.analyze.signatures import SIGNATURES
+
+    rows = [s for s in SIGNATURES if s.name == "log_truncation_refused"]
+    assert [s.versions for s in rows] == ["0.9 – 0.10.0", "0.10.1 – 0.11", "1.0 – 2.0"]
+    for s in rows:
+        for e in s.examples:
+            msg = e.text.split("] ", 1)[1].split(" ", 1)[1].rsplit(" (kafka.", 1)[0]  # after the level, before the logger
+            a = s.match(msg)
+            assert a and a["leader_offset"] == "1102" and a["replica_offset"] == "1103" and a["broker"] == "3" and a["topic"] == "orders", (s.versions, msg)
+    # 0.11.0's lower-case "current leader 2's" (FatalExitError instead of System.exit) is read by the 0.10.1 row
+    assert rows[1].match("[ReplicaFetcherThread-0-2]: Exiting because log truncation is not allowed for partition orders-5, current "
+                         "leader 2's latest offset 7 is less than replica 3's latest offset 9")["partition"] == "5"

@@ -57,6 +57,8 @@ REAL010 = "real Kafka 0.10.2.1 broker run here on 2026-11-24, tests/analyze/fixt
 KAFKA_SRC = "wording from Kafka's source at that version (no real line recorded yet)"
 REAL0102_FENCE = ("real Kafka 0.10.2.1 lab (slot 3) run here on 2026-11-25 by tests/lab/test_kafka010.py (fence-fetcher, then "
                   "zk-flap), tests/analyze/fixtures/real0102/broker2.state-change.log.fence")
+REAL0102_HALT = ("real Kafka 0.10.2.1 lab (slot 9) run here on 2026-11-25 by drill 003's rebalance phase (broker 3's "
+                 "ZooKeeper session lost), tests/analyze/fixtures/real0102/broker3.server.log.truncation-halt")
 REAL23_LAB = "real Kafka 2.3.0 lab run here on 2026-11-24, tests/analyze/fixtures/real23/drill003.broker3.server.log"
 
 
@@ -161,6 +163,27 @@ SIGNATURES: tuple[Signature, ...] = (
       r"\[ReplicaFetcher replicaId=(?P<fetcher>" + ID + r"), leaderId=(?P<leader>" + ID + r"), fetcherId=[0-9]{1,9}\] Partition (?P<topic>" + T + r")-(?P<partition>[0-9]{1,9}) marked as failed",
       "the follower's fetcher stopped fetching the partition until the next LeaderAndIsr that resets it",
       (E("2.3.0", "[2026-11-24 20:57:59,501] WARN [ReplicaFetcher replicaId=3, leaderId=1, fetcherId=0] Partition orders-0 marked as failed (kafka.server.ReplicaFetcherThread)", REAL23),)),
+    # Before KIP-101 (leader epochs, 0.11) a follower whose log end is past its new leader's truncates to the leader's end
+    # (ReplicaFetcherThread.handleOffsetOutOfRange); with unclean.leader.election.enable=false for the topic it refuses:
+    # logs this FATAL and exits (0.9: Runtime.halt, no shutdown; 0.10.0 - 0.10.2: System.exit(1), 0.11 - 2.0: FatalExitError
+    # -> Exit.exit(1): the shutdown hook runs a controlled shutdown). 2.1+ no longer refuses.
+    S("log_truncation_refused", "kafka", "0.9 – 0.10.0", ("ReplicaFetcherThread",), ("because log truncation is not allowed for topic",),
+      r"\[ReplicaFetcherThread-[0-9]{1,9}-(?P<fetch_leader>" + ID + r")\][:,]? (?:Halting|Exiting) because log truncation is not allowed for topic (?P<topic>" + T + r"), Current leader (?P<leader>" + ID + r")'s latest offset (?P<leader_offset>" + N + r") is less than replica (?P<broker>" + ID + r")'s latest offset (?P<replica_offset>" + N + r")",
+      "as below, in 0.9 - 0.10.0's words (the topic only, no partition; 0.9 says 'Halting' and calls Runtime.halt: no controlled shutdown)",
+      (E("0.9.0.1", "[2017-03-02 10:00:00,000] FATAL [ReplicaFetcherThread-0-2], Halting because log truncation is not allowed for topic orders, Current leader 2's latest offset 1102 is less than replica 3's latest offset 1103 (kafka.server.ReplicaFetcherThread)",
+         KAFKA_SRC + " (0.9.0.1 ReplicaFetcherThread.handleOffsetOutOfRange)"),)),
+    S("log_truncation_refused", "kafka", "0.10.1 – 0.11", ("ReplicaFetcherThread",), ("because log truncation is not allowed for partition",),
+      r"\[ReplicaFetcherThread-[0-9]{1,9}-(?P<fetch_leader>" + ID + r")\][:,]? Exiting because log truncation is not allowed for partition (?P<topic>" + T + r")-(?P<partition>[0-9]{1,9}), [Cc]urrent leader (?P<leader>" + ID + r")'s latest offset (?P<leader_offset>" + N + r") is less than replica (?P<broker>" + ID + r")'s latest offset (?P<replica_offset>" + N + r")",
+      "(FATAL) this follower's log ends past its leader's and unclean.leader.election.enable is false for the topic, so it refused "
+      "to truncate and exited: the records past the leader's end exist only on this broker. Restarting it truncates them "
+      "(before KIP-101 nothing reconciles them); an operator decides first whether they must be saved (kafka-run-class "
+      "kafka.tools.DumpLogSegments on its partition directory) or are lost by the restart",
+      (E("0.10.2.1", "[2026-11-25 12:54:34,533] FATAL [ReplicaFetcherThread-0-2], Exiting because log truncation is not allowed for partition orders-5, Current leader 2's latest offset 1102 is less than replica 3's latest offset 1103 (kafka.server.ReplicaFetcherThread)", REAL0102_HALT),)),
+    S("log_truncation_refused", "kafka", "1.0 – 2.0", ("ReplicaFetcherThread",), ("because log truncation is not allowed for partition",),
+      r"\[ReplicaFetcher replicaId=(?P<broker>" + ID + r"), leaderId=(?P<leader>" + ID + r"), fetcherId=[0-9]{1,9}\] Exiting because log truncation is not allowed for partition (?P<topic>" + T + r")-(?P<partition>[0-9]{1,9}), current leader's latest offset (?P<leader_offset>" + N + r") is less than replica's latest offset (?P<replica_offset>" + N + r")",
+      "as above, in 1.0 - 2.0's words (the ids are in the fetcher's prefix)",
+      (E("1.0 – 2.0", "[2018-06-01 10:00:00,000] FATAL [ReplicaFetcher replicaId=3, leaderId=2, fetcherId=0] Exiting because log truncation is not allowed for partition orders-5, current leader's latest offset 1102 is less than replica's latest offset 1103 (kafka.server.ReplicaFetcherThread)",
+         KAFKA_SRC + " (1.0.0 ReplicaFetcherThread.handleOffsetOutOfRange)"),)),
     # The equal-epoch case is the one that leaves a follower that stopped fetching stopped (issue 16): the request's
     # leader epoch (``epoch``) equals the one the broker has (``current_epoch``, printed by 0.9 - 2.2; 2.3+ says
     # "matches"). A lower request epoch is an old request whose newer state the broker already applied: harmless

@@ -30,7 +30,7 @@ from .group_coordinator import group_load_findings
 from .jvm import gc_by_broker, gc_findings, process_findings
 from .log_cleaner import log_cleaner_findings, oversized_offsets_findings
 from .probes import probe_findings
-from .replication import fetch_findings
+from .replication import fetch_findings, truncation_refused_findings
 from .report_tables import broker_table, file_table, timeline
 from .requests import request_metrics_unknown_findings, request_queue_findings, unknown_api_findings
 from .segments import segment_damage_findings
@@ -70,6 +70,7 @@ def diagnose(files: list[ParsedFile], kafka_version: str | None = None,
     findings = (deadlock_findings(files, versions, kafka_version) + owner_unknown_findings(files)
                 + probe_findings(files, broker_ports, broker_hosts)
                 + close_wait_findings(files, broker_ports, broker_hosts) + fetch_findings(files, window, offsets, gc)
+                + truncation_refused_findings(files)
                 + unknown_api_findings(files, versions) + group_load_findings(files) + log_cleaner_findings(files)
                 + oversized_offsets_findings(files) + segment_damage_findings(files) + zk_session_findings(files, offsets, gc)
                 + zk_server_findings(files, offsets, gc, zk_configs, zk_zones) + zk_stats_findings(files) + gc_findings(gc)

@@ -190,3 +190,41 @@ def fetch_findings(files: list[ParsedFile], window: Window, offsets, gc) -> list
                                "; ".join(sorted({x["why"] for x in xs}))[:1000]),),
             details={"failures": xs[:100]}))
     return findings
+
+
+def truncation_refused_findings(files: list[ParsedFile]) -> list[Finding]:
+    """A follower that exited rather than truncate its log to its new leader's end (unclean election off, before
+    KIP-101): one finding per broker and partition, with both offsets and the decision it leaves to a person."""
+    out = []
+    for b, fs in logs_by_broker(files).items():
+        for f in fs:
+            s: LogSummary = f.result
+            by_partition: dict[str, list[LogRecord]] = defaultdict(list)
+            for r in s.signatures("log_truncation_refused"):
+                a = r.attrs
+                by_partition[f"{a.get('topic')}-{a['partition']}" if a.get("partition") else f"{a.get('topic')} (a partition of)"].append(r)
+            for part, recs in sorted(by_partition.items()):
+                a = recs[-1].attrs
+                broker = int(a["broker"]) if a.get("broker") else b
+                leader = a.get("leader") or a.get("fetch_leader")
+                lo, ro = int(a["leader_offset"]), int(a["replica_offset"])
+                who = broker_label(broker)
+                out.append(Finding(
+                    kind="log_truncation_refused", severity=Severity.CRITICAL,
+                    summary=(f"{who} exited rather than truncate {part} ({f.path}:{recs[-1].line}, {recs[-1].ts}): its log ends at "
+                             f"offset {ro}, its leader broker {leader}'s at {lo}, and unclean.leader.election.enable is false "
+                             f"for the topic. The {ro - lo} record(s) from offset {lo} on exist only on {who} (the leader was "
+                             "elected without them). Restarting it truncates them: before KIP-101 (Kafka < 0.11) nothing "
+                             "reconciles them. A person decides first: save them (DumpLogSegments on its copy of "
+                             f"{part}) or accept their loss, then restart it"
+                             + (f"; {len(recs)} such exits in this log" if len(recs) > 1 else "")),
+                    broker_ids=(broker,) if broker is not None else (), partitions=(part,) if a.get("partition") else (),
+                    evidence=(cite(f, recs),),
+                    details={"partition": part, "leader": int(leader) if leader else None, "leader_end_offset": lo,
+                             "replica_end_offset": ro, "records_only_here": ro - lo, "exits": len(recs),
+                             "wording": recs[-1].wording,
+                             "advice": ("Decide before restarting the broker: a restart truncates its log of this partition "
+                                        "to the leader's end. To keep the records, copy them out first (kafka-run-class "
+                                        "kafka.tools.DumpLogSegments --print-data-log on the partition's segment files); on "
+                                        "0.10 the JVM may hang in its own shutdown after this exit: kill it, then start it.")}))
+    return out
