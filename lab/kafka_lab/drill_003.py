@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 import time
 import uuid
@@ -32,6 +33,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from kafka_runbooks.config import load_cluster
+
+from .leadership import since_last_start
+from .procs import LabError, alive, process_start, tail, wait_until
 
 RETURNING = 3
 DAG_ID = "kafka_preferred_election"
@@ -153,6 +157,118 @@ class HealthChecker:
         return kind in self.first
 
 
+FATAL_LINE = re.compile(r"^\[[0-9:, -]{19,30}\] FATAL .{0,2000}$", re.M)
+MAX_TRUNCATION_HALTS = 3  # restarts after Kafka's truncation refusal in one phase; more is not the scene, it fails
+HUNG_SHUTDOWN_S = 30  # how long a JVM that refused to truncate may take to exit before it is killed
+
+
+class TruncationHalt(LabError):
+    """Broker RETURNING's fetcher refused to truncate its log to its new leader's end and exited: Kafka before
+    KIP-101 (ReplicaFetcherThread.handleOffsetOutOfRange) with unclean.leader.election.enable=false, when the leader
+    elected after the session loss ends before this broker's log (records it took that the leader never got)."""
+
+    def __init__(self, line: str, attrs: dict[str, str]) -> None:
+        super().__init__(f"broker {RETURNING} refused to truncate and exited: {line}")
+        self.line, self.attrs = line, attrs
+
+
+def fatal_reason(text: str) -> tuple[str | None, dict[str, str] | None]:
+    """One JVM's server.log text -> its first FATAL line, and the analysis' ``log_truncation_refused`` attributes when
+    the FATAL line is Kafka's truncation refusal (the one signature table reads it)."""
+    from kafka_runbooks.analyze.parsers.kafka_log import parse_kafka_log
+
+    lines = FATAL_LINE.findall(text) if "FATAL" in text else []
+    for r in parse_kafka_log("\n".join(lines)).signatures("log_truncation_refused"):
+        return r.raw, dict(r.attrs)
+    return (lines[0] if lines else None), None
+
+
+class ReturningWatch:
+    """Broker RETURNING's current JVM during a phase: its FATAL line (read from its server.log since its start) and
+    its exit end a wait at once, with the reason, instead of the wait running to its timeout."""
+
+    def __init__(self, lab) -> None:
+        self.lab = lab
+        self.halts: list[dict[str, Any]] = []
+        self.pid: int | None = None
+        self.born: float | None = None
+        self.rearm()
+
+    def rearm(self) -> None:
+        self.pid = self.lab.broker_pid(RETURNING)
+        self.born = process_start(self.pid) if self.pid else None
+
+    def check(self) -> None:
+        if self.lab.broker_pid(RETURNING) != self.pid:  # the drill restarted it
+            self.rearm()
+        log = self.lab.server_log(RETURNING)
+        line, attrs = fatal_reason(since_last_start(log, self.born))
+        if attrs:
+            raise TruncationHalt(line or "", attrs)
+        if not alive(self.pid):
+            raise LabError(f"broker {RETURNING} (pid {self.pid}) exited during the phase: "
+                           + (line or f"no FATAL line in its server.log, which ends:\n{tail(log, 15)}"))
+
+    def wait(self, cond: Callable[[], Any], timeout: float, what: str, interval: float = 0.5) -> Any:
+        """wait_until(cond), checking broker RETURNING on every round."""
+        deadline = time.monotonic() + timeout
+        last: Exception | None = None
+        while True:
+            self.check()
+            try:
+                value = cond()
+                if value:
+                    return value
+            except Exception as exc:  # noqa: BLE001 - transient (ZooKeeper, a broker restarting): asked again
+                last = exc
+            if time.monotonic() >= deadline:
+                raise LabError(f"timed out after {timeout:.1f}s waiting for {what}" + (f" (last error: {last!r})" if last else ""))
+            time.sleep(interval)
+
+    def through_halts(self, step: Callable[[], Any]) -> Any:
+        """``step()``; when broker RETURNING refused to truncate (during it, or as the cause of its LabError), does
+        what Kafka of that era asks of its operator -- who decided the records only that broker has may go --
+        restarts it (killed first if its JVM hangs in its own shutdown, as 0.10.2.1's did), counts it, and runs
+        ``step`` again."""
+        while True:
+            try:
+                try:
+                    return step()
+                except TruncationHalt:
+                    raise
+                except LabError:
+                    self.check()  # a truncation halt or an exit explains the failure: say that instead
+                    raise
+            except TruncationHalt as h:
+                self.restart_after(h)
+
+    def restart_after(self, h: TruncationHalt) -> None:
+        a = h.attrs
+        part = f"{a.get('topic')}-{a['partition']}" if a.get("partition") else a.get("topic")
+        self.halts.append({"partition": part, "leader": a.get("leader"), "leader_end_offset": a.get("leader_offset"),
+                           "replica_end_offset": a.get("replica_offset"), "line": h.line})
+        say(f"broker {RETURNING} exited rather than truncate {part}: its log ends at {a.get('replica_offset')}, leader "
+            f"{a.get('leader')}'s at {a.get('leader_offset')} (unclean.leader.election.enable=false). Kafka before KIP-101 "
+            f"(0.11) does this by design: the record(s) past the leader's end exist only on broker {RETURNING}, and a restart "
+            f"truncates them; the operator decides, here: they may go ({len(self.halts)} of at most {MAX_TRUNCATION_HALTS}). "
+            f"Its line: {h.line}")
+        if len(self.halts) > MAX_TRUNCATION_HALTS:
+            raise LabError(f"broker {RETURNING} refused to truncate {len(self.halts)} times in one phase") from h
+        pid = self.pid
+        if alive(pid):
+            try:
+                wait_until(lambda: not alive(pid), HUNG_SHUTDOWN_S, f"broker {RETURNING} (pid {pid}) to exit")
+            except LabError:
+                say(f"broker {RETURNING} (pid {pid}) still runs {HUNG_SHUTDOWN_S} s after its exit began (0.10's shutdown "
+                    "hook can hang behind its own fetcher): killing it, as the operator would")
+                self.lab.kill(RETURNING)
+                wait_until(lambda: not alive(pid), 30, f"broker {RETURNING} (pid {pid}) to be gone")
+        self.lab.start(RETURNING)
+        self.lab.wait_started(RETURNING)
+        self.rearm()
+        say(f"broker {RETURNING} restarted (pid {self.pid}); the phase goes on")
+
+
 def _load_failures(lab) -> int:
     try:
         return int(lab.load_stats().get("produced_failed") or 0)
@@ -192,13 +308,17 @@ def rebalance_phase(lab, config, flaps: int = 2, detect: bool = True) -> dict[st
             lab.stop(RETURNING)
             lab.start(RETURNING)
             lab.wait_started(RETURNING)
+            watch = ReturningWatch(lab)  # broker 3's exit or FATAL line ends each wait below with its reason
+            out["truncation_halts"] = watch.halts
             for n in range(flaps):
-                lab.wait_leads_preferred(RETURNING, 180)
+                watch.through_halts(lambda: watch.wait(lambda: lab.leads_preferred(RETURNING), 180,
+                                                       f"broker {RETURNING} to lead its preferred partitions again", 0.2))
                 say(f"the controller moved leadership back to broker {RETURNING} by itself ({time.monotonic() - t0:.0f} s after the "
                     f"stop); its session is lost now ({n + 1} of {flaps})")
-                lab.flap(RETURNING, times=1)
-            lab.wait_full_isr(180)
-            lab.wait_leads_preferred(RETURNING, 180)
+                watch.through_halts(lambda: lab.flap(RETURNING, times=1))
+            watch.through_halts(lambda: watch.wait(lab.full_isr, 180, "every partition to have a leader and a full ISR"))
+            watch.through_halts(lambda: watch.wait(lambda: lab.leads_preferred(RETURNING), 180,
+                                                   f"broker {RETURNING} to lead its preferred partitions again", 0.2))
             say(f"the controller moved leadership back to broker {RETURNING} by itself again ({time.monotonic() - t0:.0f} s after the stop)")
             time.sleep(5)
         out["divergence"] = sampler.figures()
@@ -216,7 +336,11 @@ def rebalance_phase(lab, config, flaps: int = 2, detect: bool = True) -> dict[st
             finally:
                 lab.release_controller_requests()
                 say(f"released the held controller requests ({held.get('attempt')} attempt(s))")
-            lab.wait_full_isr(180)
+            watch.through_halts(lambda: watch.wait(lab.full_isr, 180, "every partition to have a leader and a full ISR"))
+        if watch.halts:
+            say(f"broker {RETURNING} refused to truncate {len(watch.halts)} time(s) in this phase and was restarted each time: "
+                + "; ".join(f"{h['partition']} (its end {h['replica_end_offset']}, leader {h['leader']}'s {h['leader_end_offset']})"
+                            for h in watch.halts))
     finally:
         if checker:
             checker.__exit__(None, None, None)

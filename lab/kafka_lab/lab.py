@@ -416,10 +416,15 @@ class Lab(FaultsMixin, LeadershipMixin):
         wait_until(lambda: self.registration(broker_id) is None, timeout, f"broker {broker_id} registration to disappear",
                    interval=0.1)
 
+    @staticmethod
+    def _full_isr(ps: dict) -> bool:
+        return all(sorted(s["isr"]) == sorted(s["replicas"]) and s["leader"] in s["replicas"] for s in ps.values())
+
+    def full_isr(self) -> bool:
+        return self._full_isr(self.partitions())
+
     def wait_full_isr(self, timeout: float = 60) -> dict:
-        return self.wait_partitions(lambda ps: all(sorted(s["isr"]) == sorted(s["replicas"]) and s["leader"] in s["replicas"]
-                                                   for s in ps.values()), timeout,
-                                    "every partition to have a leader and a full ISR")
+        return self.wait_partitions(self._full_isr, timeout, "every partition to have a leader and a full ISR")
 
     def wait_partitions(self, predicate: Callable[[dict], bool], timeout: float, what: str) -> dict:
         def check():
