@@ -9,6 +9,10 @@ preferred election instead.
    session timeout) and they move away again -- twice (incident 003: 4 session losses, 3 elections). Then the controller's requests to broker 3 are held while the rebalance moves
    leadership back to it: broker 3's own metadata stays stale, as in the incident. The health check, running the
    whole time, raises ``rebalance_hazard``, ``election_storm`` and ``metadata_divergence`` with their evidence.
+   Every wait on broker 3 ends at once if its JVM exits (with the FATAL line of its server.log). On Kafka before
+   0.11 (no leader epochs) with unclean election off, the leader elected after a session loss may end before broker
+   3's log, and broker 3 exits rather than truncate (``log_truncation_refused``): Kafka's behaviour of that era, so the
+   drill says so, restarts it (which truncates the records only it had), counts it and goes on.
 2. Rebalance off (the default profile): the same return and flaps, and then what Kafka 2.3 did in the failed run of
    this drill (issue 16): broker 3's fetcher drops a partition it follows and never fetches it again (the lab's
    ``fence-fetcher``, Kafka's own code path). ``kafka_preferred_election``, approved at once (by this program, user
