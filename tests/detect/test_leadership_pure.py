@@ -209,6 +209,22 @@ def test_storm_cites_automatic_elections_from_the_controller_log():
     assert any(e.lines == (2,) for e in f.evidence)
 
 
+
+def test_0_10s_automatic_rebalance_elects_one_partition_a_line_and_every_line_is_automatic():
+    """Kafka 0.10.2.1's own controller.log (tests/analyze/fixtures/real0102/broker1.controller.log.rebalance, drill 003):
+    the imbalance check at TRACE, then one "Starting preferred replica leader election" line per partition over 2.1 s.
+    Each pairs with the check or the automatic line before it; a lone election later is manual."""
+    from pathlib import Path
+
+    text = (Path(__file__).parents[1] / "analyze" / "fixtures" / "real0102" / "broker1.controller.log.rebalance").read_text()
+    events = [e for e in controller_events(text, broker_id=1) if e.what == "preferred_election"]
+    assert len(events) == 20 and events[-1].at == "2026-11-25T12:54:22.480Z"
+    assert {(e.attrs["automatic"], e.attrs["controller"]) for e in events} == {("true", "1")}
+    assert events[0].attrs["partitions"] == "__consumer_offsets-19"
+    later = text + ("[2026-11-25 12:54:26,000] INFO [Controller 1]: Starting preferred replica leader election for partitions "
+                    "[orders,1] (kafka.controller.KafkaController)\n")
+    assert [e.attrs["automatic"] for e in controller_events(later) if e.what == "preferred_election"][-1] == "false"
+
 def _views(stale_leader=1, stale_epoch=426):
     return (MetadataView(1, "kafka1:9092", True, NOW, {"orders-0": (3, 435)}),
             MetadataView(2, "kafka2:9092", True, NOW, {"orders-0": (3, 435)}),

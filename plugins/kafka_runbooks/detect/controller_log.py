@@ -8,9 +8,11 @@ Kafka 2.3.0's own wordings (``kafka.controller.KafkaController``), seen on the l
     [..] INFO [Controller id=1] Newly added brokers: 3, deleted brokers: , bounced brokers: , all live brokers: 1,2,3
     [..] INFO [Controller id=1] 1 successfully elected as the controller. Epoch incremented to 4 and epoch zk version is now 4
 
-The controller logs "Processing automatic ..." at every ``leader.imbalance.check.interval.seconds`` whether or not
-anything moves; an automatic election is a "Starting preferred replica leader election" line logged by the same
-controller within ``AUTO_PAIR_S`` after it (a manual one -- the znode, the Admin API -- has none before it).
+The controller logs "Processing automatic ..." (0.10: "checking need to trigger partition rebalance", at TRACE) at every
+``leader.imbalance.check.interval.seconds`` whether or not anything moves; an automatic election is a "Starting
+preferred replica leader election" line logged by the same controller within ``AUTO_PAIR_S`` after it, or after the
+previous automatic one: 0.10 elects the partitions of one check one at a time, a line each, over seconds on a busy
+controller (a manual one -- the znode, the Admin API -- has none before it).
 
 The lines are classified by the analysis' one signature table (``analyze/signatures.py``: auto_preferred_election,
 preferred_election, preferred_election_failed, broker_change, controller_elected), through the Kafka log parser.
@@ -33,7 +35,7 @@ AUTO_PAIR_S = 2.0
 MAX_EXCERPT = 400
 
 WANTED = (AUTO_CHECK, ELECTION, ELECTION_FAILED, BROKER_CHANGE, CONTROLLER_ELECTED)
-_CONTROLLER_ID = re.compile(r"\[Controller id=(\d{1,10})\]")
+_CONTROLLER_ID = re.compile(r"\[Controller (?:id=)?(\d{1,10})\]")  # 2.x "[Controller id=1]", 0.10 "[Controller 1]:"
 
 
 def _partitions(raw: str) -> str:
@@ -69,7 +71,10 @@ def controller_events(text: str | bytes, since: dt.datetime | None = None, *, ut
         if what == ELECTION:
             attrs["partitions"] = _partitions(attrs.get("partitions", ""))
             prev = last_auto.get(attrs["controller"])
-            attrs["automatic"] = "true" if prev is not None and 0 <= (at - prev).total_seconds() <= AUTO_PAIR_S else "false"
+            automatic = prev is not None and 0 <= (at - prev).total_seconds() <= AUTO_PAIR_S
+            attrs["automatic"] = "true" if automatic else "false"
+            if automatic:
+                last_auto[attrs["controller"]] = at  # the check's next partition (0.10) pairs with this one
         if broker_id is not None:
             attrs["host_broker"] = str(broker_id)
         if lo is not None and at < lo:
