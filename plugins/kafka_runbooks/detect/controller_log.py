@@ -38,8 +38,15 @@ WANTED = (AUTO_CHECK, ELECTION, ELECTION_FAILED, BROKER_CHANGE, CONTROLLER_ELECT
 _CONTROLLER_ID = re.compile(r"\[Controller (?:id=)?(\d{1,10})\]")  # 2.x "[Controller id=1]", 0.10 "[Controller 1]:"
 
 
+_TOPIC_AND_PARTITION = re.compile(r"\[([^,\[\]\s]{1,249}),(\d{1,9})\]")  # 0.10's TopicAndPartition: "[orders,2]"
+
+
 def _partitions(raw: str) -> str:
-    """"orders-2,__consumer_offsets-3" or Kafka's Set(...)/[...] forms -> "orders-2,__consumer_offsets-3"."""
+    """"orders-2,__consumer_offsets-3", Kafka's Set(...) form or 0.10's "[orders,2],[__consumer_offsets,3]" ->
+    "orders-2,__consumer_offsets-3"."""
+    pairs = _TOPIC_AND_PARTITION.findall(raw)
+    if pairs:
+        return ",".join(f"{t}-{p}" for t, p in pairs)
     return ",".join(p for p in re.split(r"[\s,\[\]]+", raw.replace("Set(", "").replace(")", "")) if p)
 
 
