@@ -143,6 +143,9 @@ def test_four_eyes_by_id_and_by_name_under_an_auth_manager_whose_ids_are_numbers
     assert "started this run" in A.four_eyes_refusals("3", "Alice Example", ["3", "5"], "alice", names)[0]
     assert A.four_eyes_refusals("5", "bob", ["3", "5"], "alice", names) == []
     assert "answered as 'mallory'" in A.four_eyes_refusals("5", "mallory", ["3", "5"], "alice", names)[0]
+    # without the id -> name map (FAB configured by ids only) the starter's own answer still does not count: the HITL
+    # row carries the auth manager's user name, compared with the run's triggering_user_name
+    assert A.four_eyes_refusals("3", "alice", ["3", "5"], "alice", {}) == ["user '3' started this run and cannot approve it (four eyes)"]
 
 
 def test_a_run_nobody_started_needs_a_configured_approver_and_says_it_was_automatic():
