@@ -11,6 +11,7 @@ The whole list and the per (step, topic) rows are the plan's ``detail``, kept in
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import asdict, dataclass
 from typing import Any, Iterable, Mapping, Sequence
@@ -58,22 +59,32 @@ def split_line(line: str) -> tuple[str, str, str]:
 def kinds_of(line: str, min_isr: Mapping[str, int | None]) -> tuple[str, tuple[str, ...]]:
     """(topic, the kinds of effect) of one ``safety.blast_radius`` line."""
     topic, _, effects = split_line(line)
-    kinds = []
+    before, left, after = _effect_kinds(effects)
+    need = min_isr.get(topic)
+    if need is not None and left is not None and left <= need:
+        return topic, before + ("at_min_isr",) + after
+    return topic, before + after
+
+
+@functools.lru_cache(maxsize=4096)  # a plan's lines have few distinct texts (300 in 300,000 lines at 100 brokers)
+def _effect_kinds(effects: str) -> tuple[tuple[str, ...], int | None, tuple[str, ...]]:
+    """What a line's text says but at_min_isr (that depends on its topic): (the kinds before at_min_isr, how many
+    in-sync replicas are left when it loses one (None: it does not say), the kinds after)."""
+    before = []
     m = _LOSES.search(effects)
     if m:
-        kinds.append("losing_replica")
+        before.append("losing_replica")
     if "coordinator and leadership move" in effects:
-        kinds += ["leaderships_moving", "coordinators_moving"]
+        before += ["leaderships_moving", "coordinators_moving"]
     elif "leadership moves" in effects:
-        kinds.append("leaderships_moving")
-    if m:
-        need = min_isr.get(topic)
-        after = [x for x in (m["after"] or "").split(",") if x]
-        if need is not None and m["after"] is not None and len(after) <= need:
-            kinds.append("at_min_isr")
-    if "partition offline" in effects or "offline until" in effects:
-        kinds.append("offline")
-    return topic, tuple(kinds)
+        before.append("leaderships_moving")
+    left = len([x for x in m["after"].split(",") if x]) if m and m["after"] is not None else None
+    after = ("offline",) if "partition offline" in effects or "offline until" in effects else ()
+    return tuple(before), left, after
+
+
+def _no_counts() -> dict[str, int]:
+    return dict.fromkeys(("partitions", *KINDS), 0)
 
 
 def step_rows(broker_id: int, lines: Iterable[str], min_isr: Mapping[str, int | None] | None = None) -> list[TopicBlast]:
@@ -82,7 +93,7 @@ def step_rows(broker_id: int, lines: Iterable[str], min_isr: Mapping[str, int | 
     per: dict[str, dict[str, int]] = {}
     for line in lines:
         topic, kinds = kinds_of(line, min_isr)
-        c = per.setdefault(topic, {"partitions": 0, **{k: 0 for k in KINDS}})
+        c = per.get(topic) or per.setdefault(topic, _no_counts())
         c["partitions"] += 1
         for k in kinds:
             c[k] += 1
@@ -90,22 +101,28 @@ def step_rows(broker_id: int, lines: Iterable[str], min_isr: Mapping[str, int | 
             for topic in sorted(per, key=lambda t: (t not in INTERNAL, t))]
 
 
-_SORTED_IDS: dict[str, str] = {}  # "3,1,2" -> "[1,2,3]": a cluster has few distinct ISR lists, a big plan 300,000 lines
+@functools.lru_cache(maxsize=4096)  # a cluster has few distinct ISR lists, a big plan 300,000 lines
+def _sorted_id_list(ids: str) -> str:
+    """"3,1,2" -> "[1,2,3]"."""
+    return "[" + ",".join(sorted(ids.split(","), key=lambda x: (len(x), x))) + "]"
 
 
 def _sorted_ids(m: re.Match) -> str:
-    ids = m.group(1)
-    out = _SORTED_IDS.get(ids)
-    if out is None:
-        out = "[" + ",".join(sorted(ids.split(","), key=lambda x: (len(x), x))) + "]"
-        if len(_SORTED_IDS) < 100_000:
-            _SORTED_IDS[ids] = out
-    return out
+    return _sorted_id_list(m.group(1))
+
+
+@functools.lru_cache(maxsize=4096)
+def _normalized_effects(effects: str) -> str:
+    return _ID_LIST.sub(_sorted_ids, effects)
 
 
 def normalized(line: str) -> str:
-    """A line with its id lists sorted (an ISR listed in another order is the same)."""
-    return _ID_LIST.sub(_sorted_ids, line) if "[" in line else line
+    """A line with its id lists sorted (an ISR listed in another order is the same). Its text after the partition's
+    name is normalized once per distinct text (no id list spans the ": " between them)."""
+    if "[" not in line:
+        return line
+    name, sep, effects = line.partition(": ")
+    return (_ID_LIST.sub(_sorted_ids, name) if "[" in name else name) + sep + _normalized_effects(effects)
 
 
 def lines_sha256(lines: Iterable[str]) -> str:
@@ -135,7 +152,7 @@ def compact_step(broker_id: int, lines: Sequence[str], min_isr: Mapping[str, int
     keep: list[str] = []
     for line in lines:
         topic, kinds = kinds_of(line, min_isr)
-        c = per.setdefault(topic, {"partitions": 0, **{k: 0 for k in KINDS}})
+        c = per.get(topic) or per.setdefault(topic, _no_counts())
         c["partitions"] += 1
         for k in kinds:
             c[k] += 1

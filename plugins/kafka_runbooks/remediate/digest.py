@@ -35,8 +35,10 @@ def state_digest(snapshot: ClusterSnapshot, not_serving: Mapping[int, str] | Non
         "cluster": snapshot.cluster,
         "brokers": sorted((b.id, b.session_id, b.registration_zxid) for b in snapshot.brokers),
         "controller": [snapshot.controller_id, snapshot.controller_epoch],
+        # tuples, written as JSON arrays like lists: no new list per partition for the garbage collector to scan
+        # (200,000 of them cost ~1 s at 100,000 partitions)
         "partitions": sorted(
-            (p.topic, p.index, list(p.replicas), list(p.isr), p.leader, p.leader_epoch, p.min_insync_replicas, p.unclean_leader_election)
+            (p.topic, p.index, tuple(p.replicas), tuple(p.isr), p.leader, p.leader_epoch, p.min_insync_replicas, p.unclean_leader_election)
             for p in snapshot.partitions
         ),
         "reassigning": sorted(snapshot.reassigning),

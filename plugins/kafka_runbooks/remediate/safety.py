@@ -404,31 +404,41 @@ _COORDINATOR = {"__consumer_offsets": "group coordinator", "__transaction_state"
 def blast_radius(snapshot: ClusterSnapshot, broker_id: int, not_serving: Mapping[int, str] | None = None) -> list[str]:
     """What changes while ``broker_id`` is down, one line per partition starting with its name,
     internal topics first: in-sync replicas lost, leaderships that move, coordinators that move."""
-    not_serving = dict(not_serving or {})
+    stopped_stuck = broker_id in (not_serving or {})
     live = snapshot.live_broker_ids
+    texts: dict[tuple, str] = {}  # a broker's partitions share few (ISR, leads, role): 3 in 3,000 at 100 brokers
     out = []
     for p in sorted(snapshot.partitions_of(broker_id), key=partition_order):
-        effects = []
-        if broker_id in p.isr:
-            after = [r for r in p.isr if r != broker_id]
-            effects.append(f"loses in-sync replica {broker_id} (isr {_ids(p.isr)} -> {_ids(after)})")
-        if p.leader == broker_id:
-            candidates = [r for r in p.isr if r != broker_id and r in live]
-            role = _COORDINATOR.get(p.topic)
-            what = f"{role} and leadership move" if role else "leadership moves"
-            if candidates:
-                effects.append(f"{what} off broker {broker_id} (to one of {_ids(candidates)})")
-            elif broker_id in not_serving:
-                effects.append(
-                    # the evidence is in the step's reason: a line of the blast radius stays the same on fresh state
-                    f"already unavailable (leader {broker_id} is not serving); "
-                    f"offline until broker {broker_id} is back"
-                )
-            else:
-                effects.append(f"leader {broker_id} goes away with no other live in-sync replica: partition offline")
-        if effects:
-            out.append(f"{p.name}: " + "; ".join(effects))
+        key = (p.isr, p.leader == broker_id, _COORDINATOR.get(p.topic))
+        text = texts.get(key)
+        if text is None:
+            text = texts[key] = _stop_effects(broker_id, *key, live, stopped_stuck)
+        if text:
+            out.append(f"{p.name}: {text}")
     return out
+
+
+def _stop_effects(broker_id: int, isr: tuple[int, ...], leads: bool, role: str | None, live: frozenset[int],
+                  stuck: bool) -> str:
+    """One partition's line of :func:`blast_radius` after its name ("" when the stop changes nothing for it)."""
+    effects = []
+    if broker_id in isr:
+        after = [r for r in isr if r != broker_id]
+        effects.append(f"loses in-sync replica {broker_id} (isr {_ids(isr)} -> {_ids(after)})")
+    if leads:
+        candidates = [r for r in isr if r != broker_id and r in live]
+        what = f"{role} and leadership move" if role else "leadership moves"
+        if candidates:
+            effects.append(f"{what} off broker {broker_id} (to one of {_ids(candidates)})")
+        elif stuck:
+            effects.append(
+                # the evidence is in the step's reason: a line of the blast radius stays the same on fresh state
+                f"already unavailable (leader {broker_id} is not serving); "
+                f"offline until broker {broker_id} is back"
+            )
+        else:
+            effects.append(f"leader {broker_id} goes away with no other live in-sync replica: partition offline")
+    return "; ".join(effects)
 
 
 def unclean_warnings(snapshot: ClusterSnapshot, broker_ids: Iterable[int], settings: SafetySettings) -> list[str]:
