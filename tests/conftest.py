@@ -25,12 +25,15 @@ def _part(item) -> str:
     """Which lane of ``./run test`` runs the test: "lab" (the Kafka 2.3.0 lab), "lab010" (the Kafka 0.10.2.1 lab),
     "deployed" (tests/deployed: a deployment and a lab of their own), "lab-b" (the lab's own tests in tests/lab, on a
     2.3.0 lab of the second lane's slot after the deployed suite: they mostly wait on Kafka, and the first lane is
-    the longest; so do tests marked ``second_lane``), or "rest" (no lab)."""
+    the longest; so do tests marked ``second_lane``), "lab-c" (tests marked ``third_lane``, on a 2.3.0 lab of a third
+    slot after the tests without a lab), or "rest" (no lab)."""
     if "deployment" in item.fixturenames:
         return "deployed"
     if "lab010" in item.fixturenames:
         return "lab010"
     if _uses_lab(item):
+        if item.get_closest_marker("third_lane"):
+            return "lab-c"
         return "lab-b" if item.path.parent.name == "lab" or item.get_closest_marker("second_lane") else "lab"
     return "rest"
 
@@ -46,7 +49,7 @@ def _uses_lab(item) -> bool:
 def pytest_collection_modifyitems(config, items):
     """With KAFKA_RUNBOOKS_TEST_PART, only that lane's tests (``_part``). Without it, the tests on the Kafka 0.10.2.1
     lab run after every test on the 2.3.0 lab (the slot's addresses hold one lab: one switch)."""
-    if PART in ("lab", "lab010", "rest", "deployed", "lab-b"):
+    if PART in ("lab", "lab010", "rest", "deployed", "lab-b", "lab-c"):
         keep = [i for i in items if _part(i) == PART]
         config.hook.pytest_deselected(items=[i for i in items if i not in keep])
         items[:] = keep

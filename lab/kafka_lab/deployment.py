@@ -321,20 +321,24 @@ class Deployment:
     def stop(self, name: str, sig: int = signal.SIGTERM, timeout: float = STOP_TIMEOUT_S) -> bool:
         """Ends one process of the deployment (``sig`` to it, SIGKILL to its whole session after ``timeout``). True if
         it ran."""
-        pid = self.pid(name)
-        members = self.members(name)
-        if pid is None and not members:
-            return False
-        if pid is not None:
-            try:
-                os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
-            deadline = time.monotonic() + timeout
-            while self.pid(name) is not None and time.monotonic() < deadline:
-                time.sleep(0.2)
-        self._kill_session(name)
-        return True
+        return bool(self.stop_all([name], sig, timeout))
+
+    def stop_all(self, names: list[str], sig: int = signal.SIGTERM, timeout: float = STOP_TIMEOUT_S) -> list[str]:
+        """Ends the processes ``names`` together: ``sig`` to each, one shared ``timeout`` for them to exit, then SIGKILL
+        to whatever is left of their sessions. Returns the names that ran."""
+        ran = [n for n in names if self.pid(n) is not None or self.members(n)]
+        for name in ran:
+            if (pid := self.pid(name)) is not None:
+                try:
+                    os.kill(pid, sig)
+                except ProcessLookupError:
+                    pass
+        deadline = time.monotonic() + timeout
+        while any(self.pid(n) is not None for n in ran) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        for name in ran:
+            self._kill_session(name)
+        return ran
 
     def _kill_session(self, name: str) -> list[int]:
         killed = []
@@ -469,7 +473,7 @@ class Deployment:
     def down(self) -> list[str]:
         """Stops every process of the deployment (workers first), then Redis and PostgreSQL. Returns what ran."""
         try:
-            stopped = [n for n in reversed(self.process_names) if self.stop(n)]
+            stopped = self.stop_all(list(reversed(self.process_names)))
         finally:
             self.redis.down()
             self.postgres.down()

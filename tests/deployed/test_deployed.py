@@ -117,6 +117,20 @@ def test_incident_loop_detected_on_one_worker_answered_on_the_other(healthy, dep
     assert ("bob", "approval", "approve") in audit and ("bob", "approval_verified", "ok") in audit, audit
     assert any(a == "capture" for _, a, _ in audit) and ("bob", "restart_broker", "ok") in audit, audit
     assert [o for _, a, o in audit if a == "maintenance_lock"] == ["acquired", "released"], audit
+    # the engine's restart of a broker that serves nothing: its evidence (a direct check failing now AND the run's
+    # jvm_deadlock finding), then stop, (kill after the shorter grace if its shutdown hangs), old session waited out,
+    # start with a new session, the gates -- in that order
+    evidence = incident["plan"]["not_serving"]["3"]
+    assert "direct check failed" in evidence and "jvm_deadlock" in evidence, evidence
+    trail = state.audit_trail(conf["incident_id"])
+    actions = [e["action"] for e in trail if e.get("host") == "kafka_lab_host_3"]
+    wanted = ["stop_broker", "broker_stopped", "start_broker", "broker_registered", "gate_in_sync", "gate_coordinator", "restart_broker"]
+    assert [a for a in actions if a in wanted] == wanted, actions
+    stopped = next(e for e in trail if e["action"] == "broker_stopped")["details"]
+    assert ("kill_broker" in actions) == stopped["killed"]
+    gates = lab.cluster_settings()["lab"]["gates"]
+    for kill in (e for e in trail if e["action"] == "kill_broker"):  # not serving: the shorter grace, not stop_s
+        assert kill["details"]["grace_s"] == gates["stop_unserving_s"] < gates["stop_s"], kill
 
 
 # ---------------------------------------------------------------------------------------------------------------- (b)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-pytestmark = [pytest.mark.lab, pytest.mark.spark, pytest.mark.airflow, pytest.mark.second_lane, pytest.mark.timeout(2400)]
+pytestmark = [pytest.mark.lab, pytest.mark.spark, pytest.mark.airflow, pytest.mark.third_lane, pytest.mark.timeout(2400)]
 
 
 def test_drill_003_rebalance_hazard_then_deferred_election(lab_settings, airflow_db):
