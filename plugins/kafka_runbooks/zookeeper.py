@@ -98,6 +98,8 @@ class PipelinedReader:
         with PipelinedReader.beside(zk) as r:           # the server of a started KazooClient, its chroot
             r.children("/brokers/topics") -> [..] or None
             r.get_many(paths) -> {path: (bytes, ZnodeStat) or (None, None) when missing}
+            r.get_many(paths, parse) -> {path: parse(path, bytes or None, ZnodeStat or None)}, parsed while the server
+                                        answers the next requests
 
     A lost connection, a refused session or a reply that is not ZooKeeper's raises ``kazoo.exceptions.ConnectionLoss``.
     """
@@ -194,13 +196,18 @@ class PipelinedReader:
         (result,) = self._pipeline(GetChildren, [path]).values()
         return result
 
-    def get_many(self, paths) -> dict:
+    def get_many(self, paths, parse=None) -> dict:
+        """{path: (data, stat)}, ``(None, None)`` for a missing znode; with ``parse``: {path: parse(path, data, stat)},
+        called as the replies come in, while the server answers the requests sent after them."""
         from kazoo.protocol.serialization import GetData
 
-        return self._pipeline(GetData, list(paths))
+        return self._pipeline(GetData, list(paths), parse)
 
-    def _pipeline(self, request_cls, paths: list[str]) -> dict:
-        """Sends one ``request_cls`` (GetData or GetChildren) per path, ``WINDOW`` in flight; returns {path: reply}."""
+    def _pipeline(self, request_cls, paths: list[str], parse=None) -> dict:
+        """Sends one ``request_cls`` (GetData or GetChildren) per path, ``WINDOW`` in flight; returns {path: reply}.
+
+        Each turn sends the requests that replace the replies just received and only then parses those replies (the
+        caller's ``parse`` included): the server works on the new requests meanwhile, instead of waiting for them."""
         import select
         import struct
         import time
@@ -220,11 +227,13 @@ class PipelinedReader:
         sent = 0
         pending = bytearray()
         inbuf = bytearray()
+        received = memoryview(bytearray(1 << 20))  # every receive lands here: recv(1 MB) would map a fresh 1 MB each time
+        replies: list = []  # (path, reply) received, not yet handed to ``parse``
         sock = self._sock
         sock.setblocking(False)
         last_progress = time.monotonic()
         try:
-            while len(out) < len(paths):
+            while True:
                 while sent < len(paths) and len(by_xid) < self.WINDOW and len(pending) < (1 << 20):
                     self._xid = self._xid % 2147483647 + 1
                     path = paths[sent]
@@ -234,16 +243,23 @@ class PipelinedReader:
                     pending += b"\x00"
                     by_xid[self._xid] = path
                     sent += 1
+                if pending:
+                    try:
+                        del pending[:sock.send(pending)]
+                        last_progress = time.monotonic()
+                    except BlockingIOError:  # the socket's buffer is full: sent when select says it may be
+                        pass
+                for path, reply in replies:
+                    out[path] = reply if parse is None else parse(path, *reply)
+                replies.clear()
+                if sent == len(paths) and not by_xid:
+                    return out
                 readable, writable, _ = select.select([sock], [sock] if pending else [], [], 1.0)
-                if writable:
-                    n = sock.send(pending)
-                    del pending[:n]
-                    last_progress = time.monotonic()
                 if readable:
-                    chunk = sock.recv(1 << 20)
-                    if not chunk:
+                    nbytes = sock.recv_into(received)
+                    if not nbytes:
                         raise OSError("connection closed by the server")
-                    inbuf += chunk
+                    inbuf += received[:nbytes]
                     last_progress = time.monotonic()
                     pos = 0
                     view = memoryview(inbuf)
@@ -263,7 +279,7 @@ class PipelinedReader:
                             if path is None:
                                 raise OSError(f"a reply to xid {xid}, which was not asked")
                             if err == NoNodeError.code:
-                                out[path] = missing
+                                replies.append((path, missing))
                             elif err:
                                 raise EXCEPTIONS[err](f"{path}: ZooKeeper error {err}")
                             elif get_data:  # GetData.deserialize, without copying the frame first
@@ -272,10 +288,10 @@ class PipelinedReader:
                                 data_end = body + 4 + (n if n > 0 else 0)
                                 if data_end + stat_size > pos:
                                     raise OSError(f"a GetData reply of {length} bytes is too short")
-                                out[path] = (bytes(view[body + 4:data_end]) if n >= 0 else None,
-                                             ZnodeStat._make(stat_struct.unpack_from(inbuf, data_end)))
+                                replies.append((path, (bytes(view[body + 4:data_end]) if n >= 0 else None,
+                                                       ZnodeStat._make(stat_struct.unpack_from(inbuf, data_end)))))
                             else:
-                                out[path] = request_cls.deserialize(bytes(view[start + head_size:pos]), 0)
+                                replies.append((path, request_cls.deserialize(bytes(view[start + head_size:pos]), 0)))
                     finally:
                         view.release()
                     del inbuf[:pos]
@@ -284,4 +300,3 @@ class PipelinedReader:
         except OSError as exc:
             self.close()
             raise ConnectionLoss(f"ZooKeeper {self.server[0]}:{self.server[1]}: {exc}") from exc
-        return out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 
 import pytest
 from kazoo.exceptions import BadArgumentsError
@@ -276,7 +277,7 @@ def test_a_lost_pipelined_session_falls_back_to_kazoo(zk, monkeypatch):
     expected = read_snapshot(zk, "lab", pipelined=False)
     calls = []
 
-    def lost(self, paths):
+    def lost(self, paths, parse=None):
         calls.append(len(paths))
         self.close()
         raise ConnectionLoss("dropped")
@@ -300,3 +301,44 @@ def test_pipelined_reader_reads_many_and_missing_znodes(zk):
     assert [got[f"/n/{i}"][0] for i in range(300)] == [str(i).encode() for i in range(300)]
     assert got[f"/n/5"][1] == zk.get("/n/5")[1]
     assert got["/n/missing"] == (None, None) and got["/nothing/here"] == (None, None)
+
+
+def test_a_session_lost_while_replies_are_parsed_falls_back_to_kazoo_for_the_whole_batch(zk, monkeypatch):
+    """The partition states are parsed as their replies come in: a session lost midway leaves no half-read batch behind
+    (kazoo reads and parses all of it again; nothing is noted twice)."""
+    from kafka_runbooks.zookeeper import PipelinedReader
+
+    kafka_cluster(zk)
+    zk.create("/brokers/topics/late", j({"version": 1, "partitions": {"0": [1, 2], "1": [2, 1]}}))
+    zk.create("/brokers/topics/late/partitions/1/state", b"{not json", makepath=True)
+    expected = read_snapshot(zk, "lab", pipelined=False)
+    real, parsed = PipelinedReader.get_many, []
+
+    def dropped_while_parsing(self, paths, parse=None):
+        if parse is None:
+            return real(self, paths)
+
+        def parse_then_drop(path, data, stat):
+            parsed.append(path)
+            self._sock.shutdown(socket.SHUT_RDWR)
+            return parse(path, data, stat)
+        return real(self, paths, parse_then_drop)
+
+    monkeypatch.setattr(PipelinedReader, "get_many", dropped_while_parsing)
+    monkeypatch.setattr(PipelinedReader, "WINDOW", 1)
+    s = read_snapshot(zk, "lab")
+    assert parsed and len(parsed) < 6 and _same(s, expected)
+    assert len(s.unparsable) == 2 and len(s.partitions) == 4
+
+
+def test_decode_json_is_the_strict_decoder():
+    """decode_json's shortcut (the C scanner alone) gives what the strict decoder gives, and its errors."""
+    from kafka_runbooks.detect.snapshot import Unparsable, _DECODER, decode_json
+
+    for text in ('{"leader":1,"isr":[1]}', ' {"a": 1}\n', '[1, 2]', '"7"', "7", " 7 ", "1e400", '{"a":1,"a":2}'):
+        assert decode_json(text.encode()) == _DECODER.decode(text)
+    for text, why in (('{"a":1} x', "Extra data"), ("NaN", "non-standard JSON constant NaN"), ("-Infinity", "Infinity"),
+                      ("", "empty znode"), (" ", "Expecting value"), ('{"a":}', "Expecting value"), ("1" * 5000, "digits"),
+                      ("[" * 100_000, "nested too deeply")):
+        with pytest.raises(Unparsable, match=why):
+            decode_json(text.encode())
