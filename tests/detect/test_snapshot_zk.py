@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 
 import pytest
 from kazoo.exceptions import BadArgumentsError
@@ -276,7 +277,7 @@ def test_a_lost_pipelined_session_falls_back_to_kazoo(zk, monkeypatch):
     expected = read_snapshot(zk, "lab", pipelined=False)
     calls = []
 
-    def lost(self, paths):
+    def lost(self, paths, parse=None):
         calls.append(len(paths))
         self.close()
         raise ConnectionLoss("dropped")
@@ -287,16 +288,145 @@ def test_a_lost_pipelined_session_falls_back_to_kazoo(zk, monkeypatch):
     assert _same(read_snapshot(zk, "lab"), expected)  # no session at all: every read through kazoo
 
 
-def test_pipelined_reader_reads_many_and_missing_znodes(zk):
+@pytest.mark.parametrize("multi_read", [True, False])
+def test_pipelined_reader_reads_many_and_missing_znodes(zk, multi_read):
     from kafka_runbooks.zookeeper import PipelinedReader
 
     for i in range(300):
         zk.create(f"/n/{i}", str(i).encode(), makepath=True)
     paths = [f"/n/{i}" for i in range(300)] + ["/n/missing", "/nothing/here"]
     with PipelinedReader.beside(zk) as r:
-        r.WINDOW = 7  # many windows' worth
+        r.WINDOW, r.MULTI_READ_OPS, r.multi_read = 7, 3, multi_read  # many windows' and batches' worth
         got = r.get_many(paths)
+        assert r.multi_read is multi_read  # no fallback taken
         assert sorted(r.children("/n"), key=int) == [str(i) for i in range(300)] and r.children("/absent") is None
     assert [got[f"/n/{i}"][0] for i in range(300)] == [str(i).encode() for i in range(300)]
     assert got[f"/n/5"][1] == zk.get("/n/5")[1]
     assert got["/n/missing"] == (None, None) and got["/nothing/here"] == (None, None)
+
+
+@pytest.mark.parametrize("multi_read", [True, False])
+def test_a_session_lost_while_replies_are_parsed_falls_back_to_kazoo_for_the_whole_batch(zk, monkeypatch, multi_read):
+    """The partition states are parsed as their replies come in: a session lost midway leaves no half-read batch behind
+    (kazoo reads and parses all of it again; nothing is noted twice)."""
+    from kafka_runbooks.zookeeper import PipelinedReader
+
+    if not multi_read:
+        _single_reads(monkeypatch)
+    monkeypatch.setattr(PipelinedReader, "MULTI_READ_OPS", 2)
+
+    kafka_cluster(zk)
+    zk.create("/brokers/topics/late", j({"version": 1, "partitions": {"0": [1, 2], "1": [2, 1]}}))
+    zk.create("/brokers/topics/late/partitions/1/state", b"{not json", makepath=True)
+    expected = read_snapshot(zk, "lab", pipelined=False)
+    real, parsed = PipelinedReader.get_many, []
+
+    def dropped_while_parsing(self, paths, parse=None):
+        if parse is None:
+            return real(self, paths)
+
+        def parse_then_drop(path, data, stat):
+            parsed.append(path)
+            self._sock.shutdown(socket.SHUT_RDWR)
+            return parse(path, data, stat)
+        return real(self, paths, parse_then_drop)
+
+    monkeypatch.setattr(PipelinedReader, "get_many", dropped_while_parsing)
+    monkeypatch.setattr(PipelinedReader, "WINDOW", 1)
+    s = read_snapshot(zk, "lab")
+    assert parsed and len(parsed) < 6 and _same(s, expected)
+    assert len(s.unparsable) == 2 and len(s.partitions) == 4
+
+
+# --- multiRead (ZooKeeper >= 3.6): the same snapshot as single reads; single reads when the server is older or refuses
+def _single_reads(monkeypatch, version=(3, 4, 14)):
+    from kafka_runbooks import zookeeper
+
+    monkeypatch.setattr(zookeeper, "server_version", lambda host, port, timeout_s=2.0: version)
+
+
+def _requests_per_read(monkeypatch) -> list[int]:
+    """The znodes per request of every PipelinedReader read from now on (1: single reads, more: multiRead)."""
+    from kafka_runbooks.zookeeper import PipelinedReader
+
+    real, seen = PipelinedReader._pipeline, []
+
+    def spy(self, request_cls, paths, parse=None, ops=1):
+        seen.append(ops)
+        return real(self, request_cls, paths, parse, ops)
+
+    monkeypatch.setattr(PipelinedReader, "_pipeline", spy)
+    return seen
+
+
+def test_multi_read_and_single_reads_agree_on_a_big_hostile_cluster(zk, zookeeper, monkeypatch):
+    from kafka_lab.bigcluster import write_cluster
+
+    from kafka_runbooks import zookeeper as zkmod
+
+    assert zkmod.server_version(*zk.hosts[0]) >= (3, 6)  # the tests' Debian ZooKeeper (3.8): multiRead is used
+    write_cluster(zk, "/big", brokers=30, partitions=6000, topics=12)
+    zk.set("/big/brokers/topics/scale-0003/partitions/7/state", j({"leader": 2, "isr": "2", "leader_epoch": 0}))
+    zk.set("/big/brokers/topics/scale-0004/partitions/1/state", b'{"leader":1,"isr":[1],"pad":"' + b"A" * (1024 * 1024) + b'"}')
+    zk.set("/big/brokers/topics/scale-0004/partitions/2/state", b"\xff\xfe\x00garbage\x80")
+    zk.set("/big/brokers/topics/scale-0004/partitions/3/state", b"")
+    zk.delete("/big/brokers/topics/scale-0005/partitions/9", recursive=True)
+    zk.delete("/big/brokers/topics/scale-0006/partitions/0/state")
+    big = zookeeper.client(zk.chroot_path + "/big")
+    try:
+        seen = _requests_per_read(monkeypatch)
+        multi = read_snapshot(big, "big")
+        assert set(seen) == {1, 100}  # children and the few single reads, then multiRead
+        _single_reads(monkeypatch)
+        seen.clear()
+        single = read_snapshot(big, "big")
+        assert set(seen) == {1}
+    finally:
+        big.stop()
+        big.close()
+    assert len(multi.partitions) == 6000 - 6 and len(multi.unparsable) == 6, multi.unparsable
+    assert multi.to_dict() | {"taken_at": ""} == single.to_dict() | {"taken_at": ""}
+
+
+def test_multi_read_and_single_reads_agree_on_a_hostile_tree(zk, monkeypatch):
+    test_hostile_znodes_are_recorded_never_crash(zk)  # builds the tree (and checks the multiRead path on it)
+    multi = read_snapshot(zk, "lab")
+    _single_reads(monkeypatch)
+    assert multi.unparsable and _same(multi, read_snapshot(zk, "lab"))
+
+
+@pytest.mark.parametrize("version", [(3, 4, 14), (3, 5, 9), None])
+def test_single_reads_when_the_server_is_older_than_3_6_or_unknown(zk, monkeypatch, version):
+    kafka_cluster(zk)
+    expected = read_snapshot(zk, "lab", pipelined=False)
+    _single_reads(monkeypatch, version)
+    seen = _requests_per_read(monkeypatch)
+    assert _same(read_snapshot(zk, "lab"), expected) and set(seen) == {1}
+
+
+def test_a_refused_multi_read_falls_back_to_single_reads(zk, monkeypatch):
+    """A multiRead the server does not know (here an unknown opcode: ZooKeeper answers UNIMPLEMENTED and closes the
+    session, as 3.4/3.5 do for multiRead itself) is read again with single reads, on a new session, not by kazoo."""
+    from kafka_runbooks.detect import snapshot
+    from kafka_runbooks.zookeeper import PipelinedReader
+
+    kafka_cluster(zk)
+    expected = read_snapshot(zk, "lab", pipelined=False)
+    monkeypatch.setattr(PipelinedReader, "MULTI_READ", 99)
+    monkeypatch.setattr(snapshot, "_fetch_kazoo", lambda *a: pytest.fail("kazoo read what the reader should have"))
+    seen = _requests_per_read(monkeypatch)
+    assert _same(read_snapshot(zk, "lab"), expected)
+    assert seen[:3] == [1, 100, 1] and set(seen[3:]) == {1}  # children, the refused multiRead, then single reads only
+
+
+def test_decode_json_is_the_strict_decoder():
+    """decode_json's shortcut (the C scanner alone) gives what the strict decoder gives, and its errors."""
+    from kafka_runbooks.detect.snapshot import Unparsable, _DECODER, decode_json
+
+    for text in ('{"leader":1,"isr":[1]}', ' {"a": 1}\n', '[1, 2]', '"7"', "7", " 7 ", "1e400", '{"a":1,"a":2}'):
+        assert decode_json(text.encode()) == _DECODER.decode(text)
+    for text, why in (('{"a":1} x', "Extra data"), ("NaN", "non-standard JSON constant NaN"), ("-Infinity", "Infinity"),
+                      ("", "empty znode"), (" ", "Expecting value"), ('{"a":}', "Expecting value"), ("1" * 5000, "digits"),
+                      ("[" * 100_000, "nested too deeply")):
+        with pytest.raises(Unparsable, match=why):
+            decode_json(text.encode())
