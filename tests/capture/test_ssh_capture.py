@@ -52,6 +52,17 @@ def test_runner_runs_argv_quoted(ssh_host):
         assert bad.exit_code == 3 and bad.stderr == b"oops\n" and bad.error is None and not bad.ok
 
 
+def test_a_command_reads_an_empty_stdin_and_many_quick_commands_share_one_connection(ssh_host):
+    """stdin is /dev/null on the host (no EOF sent by us: paramiko can send it after its CLOSE when a command ends at
+    once, and OpenSSH then drops the whole connection); 100 commands that end at once, one connection, none refused."""
+    with StrictSSHHook(ssh_host.conn_ok) as r:
+        res = r.run(["cat"], timeout=10)
+        assert res.ok and res.stdout == b"", res
+        first = r.client
+        failed = [res for res in (r.run(["true"], timeout=10) for _ in range(100)) if not res.ok]
+        assert not failed and r.client is first, failed[:3]
+
+
 def test_runner_timeout_kills_and_records(ssh_host):
     with StrictSSHHook(ssh_host.conn_ok) as r:
         t0 = time.monotonic()

@@ -249,8 +249,10 @@ class StrictSSHHook(SSHHook):
             transport = client.get_transport()
             assert transport is not None
             chan = transport.open_session(timeout=self.connect_timeout)
-            chan.exec_command(command)
-            chan.shutdown_write()
+            # stdin from /dev/null on the host, not an EOF sent by us: paramiko can send that EOF after its CLOSE when
+            # the command ends at once, and OpenSSH then drops the whole connection ("ieof packet referred to
+            # nonexistent channel"), seen under load in a 0.10.2.1 drill: the next command's channel was refused
+            chan.exec_command(f"{command} </dev/null")
             with selectors.DefaultSelector() as sel:
                 sel.register(chan, selectors.EVENT_READ)
                 while True:
