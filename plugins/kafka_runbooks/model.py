@@ -716,6 +716,12 @@ TRANSACTION_STATE = "__transaction_state"
 INTERNAL_TOPICS = (CONSUMER_OFFSETS, TRANSACTION_STATE)  # their leaders are the group / transaction coordinators
 
 
+def partition_order(p: Partition) -> tuple[int, str, int]:
+    """The order partitions are listed in everywhere: internal topics (__consumer_offsets, __transaction_state) first,
+    then by topic and index."""
+    return (0 if p.topic in INTERNAL_TOPICS else 1, p.topic, p.index)
+
+
 @dataclass(frozen=True)
 class Step:
     """One action of a remediation plan on one broker: what it does, what it changes while it runs

@@ -15,7 +15,8 @@ from kafka_runbooks.config import HealthSettings, LeadershipSettings, ZooKeeperH
 from kafka_runbooks.detect import trends
 from kafka_runbooks.detect.activity import Activity, annotate
 from kafka_runbooks.detect.context import Context
-from kafka_runbooks.detect.evidence import partition_order, probe_evidence, state_evidence, trend_evidence
+from kafka_runbooks.detect.evidence import probe_evidence, state_evidence, trend_evidence
+from kafka_runbooks.model import partition_order
 from kafka_runbooks.detect.history import History, broker_series
 from kafka_runbooks.detect.isr import isr_shape, isr_suspects
 from kafka_runbooks.detect.serving import OPENS_INCIDENT as SERVING_INCIDENTS

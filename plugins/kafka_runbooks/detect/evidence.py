@@ -7,12 +7,7 @@ import json
 from typing import Iterable
 
 from kafka_runbooks.detect.trends import Trend
-from kafka_runbooks.model import CONSUMER_OFFSETS, CanaryResult, Evidence, FetchErrorSeen, HostProbe, KafkaCheck, Partition
-
-
-def partition_order(p: Partition) -> tuple[int, str, int]:
-    """__consumer_offsets first, then by topic and index."""
-    return (0 if p.topic == CONSUMER_OFFSETS else 1, p.topic, p.index)
+from kafka_runbooks.model import CanaryResult, Evidence, FetchErrorSeen, HostProbe, KafkaCheck, Partition, partition_order
 
 
 def state_source(p: Partition) -> str:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from kafka_runbooks.detect.evidence import partition_order
+from kafka_runbooks.model import partition_order
 from kafka_runbooks.model import ClusterSnapshot, Partition
 
 

@@ -25,7 +25,8 @@ from typing import Any, Iterable
 
 from kafka_runbooks import clock
 from kafka_runbooks.detect.context import Context
-from kafka_runbooks.detect.evidence import canary_evidence, partition_order, state_evidence
+from kafka_runbooks.detect.evidence import canary_evidence, state_evidence
+from kafka_runbooks.model import partition_order
 from kafka_runbooks.detect.history import Sample
 from kafka_runbooks.detect.leadership_state import LEADERSHIP, NOT_LEADER, divergence
 from kafka_runbooks.model import CONSUMER_OFFSETS, ClusterSnapshot, Evidence, Finding, LogLineSeen, Partition, Severity

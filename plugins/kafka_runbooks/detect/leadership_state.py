@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from kafka_runbooks.detect.history import Sample
-from kafka_runbooks.detect.evidence import partition_order
+from kafka_runbooks.model import partition_order
 from kafka_runbooks.model import ClusterSnapshot
 
 LEADERSHIP = "leadership"  # the history series

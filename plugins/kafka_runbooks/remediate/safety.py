@@ -46,7 +46,7 @@ import functools
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
-from kafka_runbooks.model import INTERNAL_TOPICS, ClusterSnapshot, Finding, KafkaCheck, Partition
+from kafka_runbooks.model import ClusterSnapshot, Finding, KafkaCheck, Partition, partition_order
 
 # partition assignments/states and topic configs; a garbled registration does not hide an ISR
 _BLOCKING_PREFIXES = ("/brokers/topics", "/config/topics", "/config/brokers", "/controller", "/admin")
@@ -79,11 +79,6 @@ class SafetySettings:
         # plan share their configs; a plan asks once per partition per step, 400,000 times at 100 brokers. One entry:
         # settings shared across snapshots (the default instance) keep no other snapshot's configs alive
         return [None, {}]
-
-
-def partition_order(p: Partition) -> tuple[int, str, int]:
-    """Internal topics (__consumer_offsets, __transaction_state) first, then by topic and index."""
-    return (0 if p.topic in INTERNAL_TOPICS else 1, p.topic, p.index)
 
 
 def _ids(xs: Iterable[int]) -> str:
