@@ -20,6 +20,11 @@ from .profile import broker_settings
 from .zookeeper import SYNC_LIMIT, TICK_TIME_MS, ZK_IDS
 
 STOPPED = ("T", "t")
+# How long a stop waits for Kafka's controlled shutdown at its worst: controlled.shutdown.max.retries (3) attempts, each
+# up to the profile's request.timeout.ms (10 s) plus controlled.shutdown.retry.backoff.ms (5 s), = 45 s, then the rest of
+# the shutdown. Seen: broker 3 of 0.10.2.1 at load 57, its controller slow to answer, failed all three attempts
+# ("Connection to 1 was disconnected before the response was read") and finished unclean 46 s after SIGTERM.
+STOP_TIMEOUT_S = 75
 # agent holds (java/LabFaultAgent.java) undone by reset() before anything else, and how
 HOLD_RELEASES = {"controller-requests-held": "release-controller-requests", "fetchers-held": "release-fetchers"}
 
@@ -58,7 +63,7 @@ class FaultsMixin:
             time.sleep(0.2)
         return out
 
-    def stop(self, b: int, timeout_s: float = 30, check: bool = True) -> subprocess.CompletedProcess:
+    def stop(self, b: int, timeout_s: float = STOP_TIMEOUT_S, check: bool = True) -> subprocess.CompletedProcess:
         """kafka-stop as the host's user: SIGTERM (controlled shutdown), waits up to ``timeout_s``, never SIGKILL."""
         return self.host_script(b, "kafka-stop", timeout=timeout_s + 30, check=check, env={"KAFKA_STOP_TIMEOUT_S": str(int(timeout_s))})
 
