@@ -118,15 +118,20 @@ def on_call_in_the_browser(d, lab, shots: Path) -> None:
 
 
 def _dag_list(b: Browser, d) -> None:
-    """The DAG list says what each product DAG does (the DAGs' own descriptions)."""
+    """The DAG list says what each product DAG does: its own description, shown (Airflow 3) when the pointer rests on
+    the DAG's name."""
     bob = b.page("bob")
     bob.goto(f"{d.url}/dags")
-    text = _wait_text(bob, re.escape(RESPONSE))
-    b.shot("bob", "dag-list")
-    for dag_id, description in ((ROLL, "Restart brokers one at a time, keeping a holder of every offsets partition up"),
+    _wait_text(bob, re.escape(RESPONSE))
+    for dag_id, description in ((ROLL, "Restart brokers one at a time, keeping a holder of every offsets partition up, "
+                                       "gated after each start."),
                                 (RESPONSE, "Capture evidence, analyze it on Spark, and restart the broker only after on-call approves.")):
-        assert dag_id in text, text[:3000]
-        assert description in text or bob.get_by_text(description).count() >= 1, (dag_id, description, text[:3000])
+        name = bob.get_by_test_id("dag-id").filter(has_text=re.compile(rf"^{re.escape(dag_id)}$"))
+        assert name.count() == 1, (dag_id, name.count(), _text(bob)[:3000])
+        name.hover()
+        bob.get_by_text(description, exact=True).wait_for(state="visible", timeout=30_000)
+        b.shot("bob", f"dag-list-{dag_id}")
+        bob.mouse.move(0, 0)
 
 
 def _roll(b: Browser, d) -> None:
@@ -204,9 +209,10 @@ def _plans_as_notes(b: Browser, d) -> None:
     assert note.startswith("**rolling_restart of lab: DRY RUN -- nothing was asked and nothing changed**"), note
     assert "Order: [1]" in note and "Blast radius:" in note and "1. broker 1:" in note, note
     bob.goto(f"{d.url}/dags/{ROLL}/runs/{q(dry)}")
-    text = _wait_text(bob, r"DRY RUN -- nothing was asked and nothing changed")
+    _wait_text(bob, r"DRY RUN -- nothing was asked and nothing changed")  # the note's first line, on the run's page
+    text = _whole_note(bob, "Blast radius:")
     b.shot("bob", "dry-run-plan-note")
-    assert "Blast radius:" in text and "broker 1:" in text, text[:3000]
+    assert "Order: [1]" in text and "broker 1: step 1 of 1" in text, text[:3000]  # markdown: the list's "1." is a marker
     assert "approve" not in {k for k, t in d.task_instances(ROLL, dry).items() if t["state"] in ("success", "failed")}
 
     note = d.run(ROLL, refused).get("note") or ""
@@ -218,9 +224,22 @@ def _plans_as_notes(b: Browser, d) -> None:
     assert f"refused; nothing changed. {one_line}" in close, close[-3000:]
     assert d.task_instances(ROLL, refused)["plan"]["state"] == "failed"
     bob.goto(f"{d.url}/dags/{ROLL}/runs/{q(refused)}")
-    text = _wait_text(bob, r"REFUSED -- nothing changed")
+    _wait_text(bob, r"REFUSED -- nothing changed")
+    text = _whole_note(bob, "no SSH connection for broker 4")
     b.shot("bob", "refused-plan-note")
-    assert "no SSH connection for broker 4" in text, text[:3000]
+    assert "refused: 1 of 1 step(s) -- broker 4: " in text, text[:3000]
+
+
+def _whole_note(page, needle: str) -> str:
+    """The run page's text with the whole note: as shown, or -- when the page shows only its beginning -- as its Note
+    button opens it."""
+    text = _text(page)
+    if needle in text:
+        return text
+    page.get_by_role("button", name=re.compile(r"note", re.I)).first.click()
+    dialog = page.get_by_role("dialog")
+    dialog.get_by_text(needle, exact=False).first.wait_for(timeout=30_000)
+    return dialog.inner_text()
 
 
 def deadlock_in_the_browser(d, incident_id: str, run_id: str, shots: Path) -> None:
