@@ -8,12 +8,13 @@
   that partition (Kafka 2.3: ``Utils.abs(groupId.hashCode) % offsets.topic.num.partitions``),
   through a confluent-kafka consumer (``Consumer.committed``), until none answers
   COORDINATOR_LOAD_IN_PROGRESS / NOT_COORDINATOR; corroborated by the broker's
-  ``Finished loading offsets`` lines. (The Admin API's coordinator calls are not used: librdkafka
+  ``Finished loading offsets`` lines; with progress -- which partitions still have no loaded coordinator, what they
+  answered, the time left. (The Admin API's coordinator calls are not used: librdkafka
   aborts the process when a coordinator request fails mid-flight, issue librdkafka#4605 -- exactly
   the moment this gate exists for.)
 * canary: the health check's canary (``KafkaHook.canary``: acks=all produce and consume back) on a
   partition led by each leader of the canary topic (a replica on every broker), within
-  ``canary.latency_bound_ms``.
+  ``canary.latency_bound_ms``; with progress -- the failed rounds so far, the last one's reason, the time left.
 
 Any gate failing raises :class:`GateFailed`, which halts the roll.
 """
