@@ -171,7 +171,7 @@ def _roll(b: Browser, d) -> None:
 
     log = _log(d, ROLL, run_id, "execute")
     # a gate's waiting line, when there is one, says how long the gate has left
-    for waiting in (ln for ln in log.splitlines() if re.search(r"gate (in-sync|coordinator|canary): waiting", ln)):
+    for waiting in (ln for ln in log.splitlines() if re.search(r"gate (in-sync|coordinator|canary): waiting, ", ln)):
         assert re.search(r", [\d.]+ s left", waiting), waiting
     for line in ("broker 2: safety check on fresh state passed", "broker 2: stopped in", "broker 2: registered again",
                  "broker 2: gate in-sync PASSED in", "broker 2: gate coordinator PASSED in", "broker 2: DONE in"):
