@@ -138,6 +138,8 @@ def test_a_refused_plan_has_a_one_line_summary_and_a_dry_run_a_readable_note():
     assert not ok.refused
     dry = progress.plan_note(ok, "a" * 64, dry_run=True, incident_url=None)
     assert "DRY RUN -- nothing was asked and nothing changed" in dry and "Order: [2, 3, 1]" in dry and "1. broker 2" in dry
+    # the order and the blast radius are paragraphs of their own in the note's Markdown, never run together
+    assert "\n\nBlast radius: " in dry
 
 
 def test_a_finished_run_says_what_it_did_how_long_and_what_it_left():

@@ -148,6 +148,7 @@ def plan_note(plan: Plan, digest: str, *, dry_run: bool, incident_url: str | Non
         out += [refusal_summary(plan), ""]
     out.append(f"Order: {list(plan.broker_order)}" + (f"; already done: {list(plan.completed)}" if plan.completed else "")
                + f"; digest {digest[:16]}")
+    out.append("")  # a paragraph each: Markdown (the run's note) would run the two lines together
     out.append(f"Blast radius: {headline(plan_counts(plan))}.")
     for i, s in enumerate(plan.steps, 1):
         c = step_counts(s)
