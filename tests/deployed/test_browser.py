@@ -5,10 +5,16 @@ login page as alice (maintenance) and bob (on call).
 A roll alice starts in the DAG's trigger form (which refuses a brokers value that is not a list of broker ids, saying
 why): the approval page says who asked and why and sums the blast radius up per topic; alice is told
 there that she cannot approve it and why; bob approves in the page; the run's log has one line per phase and gate,
-its last task a summary that is also the run's note. An incident response on a broker with no fault: the incident
-page lists it as needing a person, its report opens from there in the browser.
+its last task a summary that is also the run's note. A dry run's readable plan is its run's note, on the run's page; a
+refused plan (a broker the cluster does not have) says its one-line "refused: ..." summary as the note, and its close
+task "refused; nothing changed". The DAG list shows what each product DAG does. An incident response on a broker with
+no fault: the incident page lists it as needing a person, its report opens from there in the browser.
 
-Screenshots of every step: ``<KAFKA_RUNBOOKS_TEST_VAR>/deployed/screenshots/`` (printed).
+The deadlock of ``test_deployed.py`` (incident 001, detected, approved, restarted) is looked at by bob afterwards
+(:func:`deadlock_in_the_browser`): the list names it, its page has the audit trail, its report names the deadlock.
+
+Screenshots of every step: ``<KAFKA_RUNBOOKS_TEST_VAR>/deployed/screenshots/`` (printed; the deadlock's in its
+``incident-001/``).
 """
 
 from __future__ import annotations
@@ -103,10 +109,29 @@ def on_call_in_the_browser(d, lab, shots: Path) -> None:
     with sync_playwright() as pw:
         b = Browser(pw, d, shots)
         try:
+            _dag_list(b, d)
             _roll(b, d)
+            _plans_as_notes(b, d)
             _incident(b, d)
         finally:
             b.close()
+
+
+def _dag_list(b: Browser, d) -> None:
+    """The DAG list says what each product DAG does: its own description, shown (Airflow 3) when the pointer rests on
+    the DAG's name."""
+    bob = b.page("bob")
+    bob.goto(f"{d.url}/dags")
+    _wait_text(bob, re.escape(RESPONSE))
+    for dag_id, description in ((ROLL, "Restart brokers one at a time, keeping a holder of every offsets partition up, "
+                                       "gated after each start."),
+                                (RESPONSE, "Capture evidence, analyze it on Spark, and restart the broker only after on-call approves.")):
+        name = bob.get_by_test_id("dag-id").filter(has_text=re.compile(rf"^{re.escape(dag_id)}$"))
+        assert name.count() == 1, (dag_id, name.count(), _text(bob)[:3000])
+        name.hover()
+        bob.get_by_text(description, exact=True).wait_for(state="visible", timeout=30_000)
+        b.shot("bob", f"dag-list-{dag_id}")
+        bob.mouse.move(0, 0)
 
 
 def _roll(b: Browser, d) -> None:
@@ -145,6 +170,9 @@ def _roll(b: Browser, d) -> None:
     assert run["state"] == "success", run
 
     log = _log(d, ROLL, run_id, "execute")
+    # a gate's waiting line, when there is one, says how long the gate has left
+    for waiting in (ln for ln in log.splitlines() if re.search(r"gate (in-sync|coordinator|canary): waiting, ", ln)):
+        assert re.search(r", [\d.]+ s left", waiting), waiting
     for line in ("broker 2: safety check on fresh state passed", "broker 2: stopped in", "broker 2: registered again",
                  "broker 2: gate in-sync PASSED in", "broker 2: gate coordinator PASSED in", "broker 2: DONE in"):
         assert line in log, f"{line!r} not in the execute log:\n{log[-6000:]}"
@@ -164,6 +192,98 @@ def _roll(b: Browser, d) -> None:
     text = _wait_text(bob, r"Remediation")
     b.shot("bob", "roll-record")
     assert "closed" in text and "bob" in text and "approval" in text and "gate_in_sync" in text
+
+
+def _plans_as_notes(b: Browser, d) -> None:
+    """A dry run's readable plan is the run's note; a refused plan's note is its one-line summary first, and its close
+    task says "refused; nothing changed". Neither restarts anything (no approval is asked)."""
+    tag = int(time.time())
+    dry = d.trigger("alice", ROLL, {"cluster": "lab", "brokers": [1], "reason": f"browser test dry run {tag}", "mode": "dry-run"})
+    refused = d.trigger("alice", ROLL, {"cluster": "lab", "brokers": [4], "reason": f"browser test refused {tag}",
+                                        "mode": "execute", "canary": False})
+    d.wait_run(ROLL, dry, 600)
+    d.wait_run(ROLL, refused, 600)
+    bob = b.page("bob")
+
+    note = d.run(ROLL, dry).get("note") or ""
+    assert note.startswith("**rolling_restart of lab: DRY RUN -- nothing was asked and nothing changed**"), note
+    assert "Order: [1]" in note and "Blast radius:" in note and "1. broker 1:" in note, note
+    bob.goto(f"{d.url}/dags/{ROLL}/runs/{q(dry)}")
+    _wait_text(bob, r"DRY RUN -- nothing was asked and nothing changed")  # the note's first line, on the run's page
+    text = _whole_note(bob, "Blast radius:")
+    b.shot("bob", "dry-run-plan-note")
+    assert "Order: [1]" in text and "broker 1: step 1 of 1" in text, text[:3000]  # markdown: the list's "1." is a marker
+    assert "approve" not in {k for k, t in d.task_instances(ROLL, dry).items() if t["state"] in ("success", "failed")}
+
+    note = d.run(ROLL, refused).get("note") or ""
+    lines = note.splitlines()
+    assert "REFUSED -- nothing changed" in lines[0], note
+    one_line = lines[2]
+    assert one_line.startswith("refused: 1 of 1 step(s) -- broker 4: ") and "no SSH connection for broker 4" in one_line, note
+    close = _log(d, ROLL, refused, "close")
+    assert f"refused; nothing changed. {one_line}" in close, close[-3000:]
+    assert d.task_instances(ROLL, refused)["plan"]["state"] == "failed"
+    bob.goto(f"{d.url}/dags/{ROLL}/runs/{q(refused)}")
+    _wait_text(bob, r"REFUSED -- nothing changed")
+    text = _whole_note(bob, "no SSH connection for broker 4")
+    b.shot("bob", "refused-plan-note")
+    assert "refused: 1 of 1 step(s) -- broker 4: " in text, text[:3000]
+
+
+def _whole_note(page, needle: str) -> str:
+    """The run page's text with the whole note: as shown, or -- when the page shows only its beginning -- as its Note
+    button opens it."""
+    text = _text(page)
+    if needle in text:
+        return text
+    page.get_by_role("button", name=re.compile(r"note", re.I)).first.click()
+    dialog = page.get_by_role("dialog")
+    dialog.get_by_text(needle, exact=False).first.wait_for(timeout=30_000)
+    return dialog.inner_text()
+
+
+def deadlock_in_the_browser(d, incident_id: str, run_id: str, shots: Path) -> None:
+    """bob looks at the deadlock incident (001) after it was answered: the list names it with what the analysis found,
+    its page (opened from the list, as a person would) has the audit trail of capture, approval, restart and gates, and
+    its report, opened from there, names the deadlock."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        b = Browser(pw, d, shots)
+        try:
+            bob = b.page("bob")
+            bob.goto(f"{d.url}/kafka-runbooks/incidents")
+            _wait_text(bob, re.escape(incident_id))
+            row = bob.locator("table.incidents tr", has=bob.get_by_role("link", name=incident_id, exact=True))
+            assert row.count() == 1, row.count()
+            cells = [c.strip() for c in row.locator("td").all_inner_texts()]
+            b.shot("bob", "incidents")
+            assert cells[1] == "closed" and "analysis: jvm_deadlock" in cells[3] and cells[4] == "3", cells
+            row.get_by_role("link", name=incident_id, exact=True).click()
+            bob.wait_for_url(re.compile(rf"/kafka-runbooks/incidents/lab/{re.escape(q(incident_id))}$"))
+            text = _wait_text(bob, r"Audit trail")
+            b.shot("bob", "incident")
+            assert f"Incident {incident_id}" in text and "jvm_deadlock" in text and "JVM deadlock on broker 3" in text, text[:3000]
+            timeline = bob.locator("table.timeline").inner_text()
+            for action in ("open_incident", "capture", "approval", "stop_broker", "broker_registered", "gate_in_sync",
+                           "gate_coordinator", "restart_broker"):
+                assert action in timeline, (action, timeline[:3000])
+            assert "bob" in timeline
+            runs = bob.locator("ul.runs").inner_text()
+            assert f"{RESPONSE} / {run_id}" in runs, runs
+            # the run's Incident tab leads to the same page
+            page_url = bob.url
+            bob.goto(f"{d.url}/kafka-runbooks/runs/{RESPONSE}/{q(run_id)}")
+            bob.wait_for_load_state("load")
+            assert bob.url == page_url, (bob.url, page_url)
+            bob.locator("#report-link").click()
+            bob.wait_for_load_state("load")
+            text = _text(bob)
+            b.shot("bob", "report")
+            assert bob.url.endswith("/report"), bob.url
+            assert "jvm_deadlock" in text and "JVM deadlock on broker 3" in text and "Lock cycle on broker 3" in text, text[:3000]
+        finally:
+            b.close()
 
 
 def _trigger_in_the_form(b: Browser, d, reason: str) -> str:

@@ -58,7 +58,8 @@ def _product(d):
 # ---------------------------------------------------------------------------------------------------------------- (a)
 def test_incident_loop_detected_on_one_worker_answered_on_the_other(healthy, deployed_lab):
     """001 (deadlock) → the scheduled health check on worker1 opens the incident → the response on worker2: capture,
-    Spark, report, plan → bob approves through REST → restart → verified → closed."""
+    Spark, report, plan → bob approves through REST → restart → verified → closed; then bob looks at it in Chromium
+    (the incident list, its page and audit trail, its report naming the deadlock)."""
     d, lab = healthy, deployed_lab
     d.set_paused(RESPONSE, True)  # the run the health check starts waits until the workers are switched below
     d.consume("worker2", False)
@@ -131,6 +132,13 @@ def test_incident_loop_detected_on_one_worker_answered_on_the_other(healthy, dep
     gates = lab.cluster_settings()["lab"]["gates"]
     for kill in (e for e in trail if e["action"] == "kill_broker"):  # not serving: the shorter grace, not stop_s
         assert kill["details"]["grace_s"] == gates["stop_unserving_s"] < gates["stop_s"], kill
+
+    # issue 19: on-call sees the same in a real browser -- the list, the incident's page and timeline, its report
+    from test_browser import DEPLOYED_VAR as BROWSER_VAR, deadlock_in_the_browser
+
+    shots = BROWSER_VAR / "screenshots" / "incident-001"
+    print(f"\n[screenshots of incident 001 in {shots}]")
+    deadlock_in_the_browser(d, conf["incident_id"], run_id, shots)
 
 
 # ---------------------------------------------------------------------------------------------------------------- (b)

@@ -75,7 +75,7 @@ def test_a_restart_reads_as_one_line_per_phase_and_gate_per_broker():
         ("start_broker", "ok", {"broker_id": 2, "duration_s": 0.2}),
         ("broker_registered", "ok", {"broker_id": 2, "seconds": {"start_register": 7.5}}),
         ("in_sync_progress", "waiting", {"broker_id": 2, "still_missing": 12, "waiting_for": [f"t-{i}" for i in range(12)],
-                                         "log_recovery": {"loaded": 40}}),
+                                         "log_recovery": {"loaded": 40}, "left_s": 283.42}),
         ("gate_in_sync", "ok", {"broker_id": 2, "gate": "in_sync", "seconds": 9.87, "partitions": 40}),
         ("gate_coordinator", "ok", {"broker_id": 2, "seconds": 1.2, "probed": [1, 4]}),
         ("restart_broker", "ok", {"broker_id": 2, "timing": {"total_s": 52.0}, "report": {"killed": True}}),
@@ -85,9 +85,35 @@ def test_a_restart_reads_as_one_line_per_phase_and_gate_per_broker():
     assert len(text) == len(entries)
     assert "broker 2: STOP TIMED OUT: process [pid 7] outlived the stop command by 30s; KILLED" in text[4]
     assert text[8] == ("broker 2: gate in-sync: waiting, 12 partition(s) still out of the ISR (t-0, t-1, t-2, t-3, t-4 and "
-                       "7 more); log recovery: loaded 40")
+                       "7 more); log recovery: loaded 40, 283.4 s left")
     assert text[9] == "broker 2: gate in-sync PASSED in 9.9 s: back in the ISR of all 40 partition(s)"
     assert text[11] == "broker 2: DONE in 52.0 s (it had to be KILLED after the stop timeout)"
+
+
+def test_the_coordinator_and_canary_gates_waits_read_as_lines_with_the_time_left():
+    from kafka_runbooks.remediate.executor import MAX_LISTED, coordinator_progress_details
+
+    pending = list(range(30))
+    errors = {p: ["COORDINATOR_LOAD_IN_PROGRESS"] for p in pending[:25]} | {27: ["NOT_COORDINATOR", "NOT_COORDINATOR"]}
+    d = coordinator_progress_details(pending, errors, 412.06)
+    # bounded: at most MAX_LISTED partitions named, their errors with them
+    assert d["still_pending"] == 30 and len(d["waiting_for"]) == MAX_LISTED == len(d["errors_seen"])
+    assert d["waiting_for"][:2] == ["__consumer_offsets-0", "__consumer_offsets-1"] and d["left_s"] == 412.1
+    assert d["answered"] == {"COORDINATOR_LOAD_IN_PROGRESS": 25, "NOT_COORDINATOR": 1}  # counted over all 30
+    text = progress.line("coordinator_progress", "waiting", {"broker_id": 3, **d})
+    assert text == ("broker 3: gate coordinator: waiting, 30 offsets partition(s) still loading or not answering from a "
+                    "loaded coordinator (__consumer_offsets-0, __consumer_offsets-1, __consumer_offsets-2, "
+                    "__consumer_offsets-3, __consumer_offsets-4 and 25 more); answered COORDINATOR_LOAD_IN_PROGRESS (25), "
+                    "NOT_COORDINATOR (1), 412.1 s left")
+    small = coordinator_progress_details([3, 7], {}, 5.0)
+    assert progress.line("coordinator_progress", "waiting", {"broker_id": 1, **small}) == (
+        "broker 1: gate coordinator: waiting, 2 offsets partition(s) still loading or not answering from a loaded "
+        "coordinator (__consumer_offsets-3, __consumer_offsets-7), 5.0 s left")
+    assert progress.line("canary_progress", "waiting", {"broker_id": 2, "failed_rounds": 3, "left_s": 100,
+                                                         "last_failure": "round at 4.1s: leader 2: -185 timed out"}) == (
+        "broker 2: gate canary: waiting, 3 round(s) failed so far, last round at 4.1s: leader 2: -185 timed out, 100.0 s left")
+    # a waiting line is said at INFO: nothing failed yet
+    assert [r for r in progress.lines([{"action": "coordinator_progress", "outcome": "waiting", "details": small}])]
 
 
 def test_connection_chatter_goes_to_debug(caplog):
@@ -112,6 +138,8 @@ def test_a_refused_plan_has_a_one_line_summary_and_a_dry_run_a_readable_note():
     assert not ok.refused
     dry = progress.plan_note(ok, "a" * 64, dry_run=True, incident_url=None)
     assert "DRY RUN -- nothing was asked and nothing changed" in dry and "Order: [2, 3, 1]" in dry and "1. broker 2" in dry
+    # the order and the blast radius are paragraphs of their own in the note's Markdown, never run together
+    assert "\n\nBlast radius: " in dry
 
 
 def test_a_finished_run_says_what_it_did_how_long_and_what_it_left():

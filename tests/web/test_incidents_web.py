@@ -103,6 +103,9 @@ def test_the_list_shows_every_cluster_with_needs_person_first_and_escapes_everyt
     # needs_person, then the active one, then the ended one
     assert east.index(site.stuck) < east.index(site.deadlock) < east.index(site.closed)
     assert "1 recent ended" in east and "remediation: rolling_restart" in east
+    # what the analysis found, beside what the health check saw
+    row = east[east.index(site.deadlock):]
+    assert "analysis: jvm_deadlock" in row[: row.index("</tr>")]
     assert "Cluster west" in page
 
 

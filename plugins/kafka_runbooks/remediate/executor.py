@@ -397,11 +397,13 @@ def run(ex: Execution) -> dict[str, Any]:
                               "controlled_shutdown": report.controlled_shutdown, "killed": report.killed,
                               "stop_command": report.stop_command}
                     lock.check()
+                    gate_t0 = time.monotonic()
                     res = G.in_sync_gate(
                         zk, cfg.name, b, expected, timeout_s=cfg.gates.in_sync_s, poll_s=cfg.gates.poll_s,
-                        progress=lambda waiting, rec, _b=b: step_audit("in_sync_progress", "waiting",
-                                                                       details={"waiting_for": waiting[:MAX_LISTED],
-                                                                                "still_missing": len(waiting), "log_recovery": rec}),
+                        progress=lambda waiting, rec, _t0=gate_t0: step_audit(
+                            "in_sync_progress", "waiting",
+                            details={"waiting_for": waiting[:MAX_LISTED], "still_missing": len(waiting), "log_recovery": rec,
+                                     "left_s": round(max(0.0, cfg.gates.in_sync_s - (time.monotonic() - _t0)), 1)}),
                         recovery_log=lambda _h=host, _p=cfg.server_log(b): _h.tail(_p, 2000), guard=lock.check,
                     )
                     step_audit("gate_in_sync", "ok", details=res.to_dict())
@@ -415,6 +417,8 @@ def run(ex: Execution) -> dict[str, Any]:
                             timeout_s=cfg.gates.coordinator_s, poll_s=cfg.gates.poll_s, request_timeout_s=cfg.gates.probe_timeout_s,
                             broker_log=lambda _h=host, _p=cfg.server_log(b): _h.tail(_p, 5000),
                             led_by_broker=[p for p, leader in offsets_now.items() if leader == b], guard=lock.check,
+                            progress=lambda pending, errors, left: step_audit(
+                                "coordinator_progress", "waiting", details=coordinator_progress_details(pending, errors, left)),
                         )
                         step_audit("gate_coordinator", "ok", details=res.to_dict())
                         timing["coordinator_s"] = round(res.seconds, 2)
@@ -430,6 +434,9 @@ def run(ex: Execution) -> dict[str, Any]:
                             cfg.canary.topic, latency_bound_ms=cfg.canary.latency_bound_ms,
                             round_timeout_s=cfg.canary.timeout_s, timeout_s=cfg.gates.canary_s, poll_s=cfg.gates.poll_s,
                             guard=lock.check,
+                            progress=lambda rounds, last, left: step_audit(
+                                "canary_progress", "waiting",
+                                details={"failed_rounds": rounds, "last_failure": str(last)[:500], "left_s": round(left, 1)}),
                         )
                         step_audit("gate_canary", "ok", details=res.to_dict())
                         timing["canary_s"] = round(res.seconds, 2)
@@ -455,6 +462,18 @@ def run(ex: Execution) -> dict[str, Any]:
         wall_s = round(time.monotonic() - t_roll, 2)
     ledger.append(L.COMPLETED, ex.run_id, restarted=done, wall_s=wall_s)
     return {"restarted": done, "approved_by": ex.approver, "timings": ex.timings, "record_id": ex.record_id, "wall_s": wall_s}
+
+
+def coordinator_progress_details(pending: list[int], errors: Mapping[int, list[str]], left_s: float) -> dict[str, Any]:
+    """The audit details of one ``coordinator_progress`` entry, bounded: at most ``MAX_LISTED`` partitions named."""
+    named = sorted(pending)[:MAX_LISTED]
+    answered: dict[str, int] = {}
+    for p in pending:
+        for name in set(errors.get(p) or []):
+            answered[str(name)] = answered.get(str(name), 0) + 1
+    return {"waiting_for": [f"{CONSUMER_OFFSETS}-{p}" for p in named], "still_pending": len(pending),
+            "errors_seen": {str(p): list(errors.get(p) or [])[:5] for p in named if errors.get(p)},
+            "answered": dict(sorted(answered.items())[:10]), "left_s": round(max(0.0, left_s), 1)}
 
 
 def _halt(ex: Execution, ledger, audit, zk, broker_id: int | None, phase: str, reason: str,

@@ -8,12 +8,13 @@
   that partition (Kafka 2.3: ``Utils.abs(groupId.hashCode) % offsets.topic.num.partitions``),
   through a confluent-kafka consumer (``Consumer.committed``), until none answers
   COORDINATOR_LOAD_IN_PROGRESS / NOT_COORDINATOR; corroborated by the broker's
-  ``Finished loading offsets`` lines. (The Admin API's coordinator calls are not used: librdkafka
+  ``Finished loading offsets`` lines; with progress -- which partitions still have no loaded coordinator, what they
+  answered, the time left. (The Admin API's coordinator calls are not used: librdkafka
   aborts the process when a coordinator request fails mid-flight, issue librdkafka#4605 -- exactly
   the moment this gate exists for.)
 * canary: the health check's canary (``KafkaHook.canary``: acks=all produce and consume back) on a
   partition led by each leader of the canary topic (a replica on every broker), within
-  ``canary.latency_bound_ms``.
+  ``canary.latency_bound_ms``; with progress -- the failed rounds so far, the last one's reason, the time left.
 
 Any gate failing raises :class:`GateFailed`, which halts the roll.
 """
@@ -173,9 +174,13 @@ def in_sync_gate(zk, cluster: str, broker_id: int, expected: Iterable[str], *, t
 def coordinator_gate(consumer_config: Callable[[str], dict], partitions: Iterable[int], num_partitions: int, *,
                      timeout_s: float, poll_s: float, request_timeout_s: float,
                      broker_log: Callable[[], str], led_by_broker: Iterable[int],
-                     guard: Callable[[], None] | None = None) -> GateResult:
+                     guard: Callable[[], None] | None = None,
+                     progress: Callable[[list[int], dict[int, list[str]], float], None] | None = None) -> GateResult:
     """Every partition in ``partitions`` answers an OffsetFetch for its probe group.
-    ``consumer_config(group_id)`` gives the librdkafka config of a consumer in that group."""
+    ``consumer_config(group_id)`` gives the librdkafka config of a consumer in that group.
+    ``progress(pending, errors_seen, left_s)`` is called after a round of probes that left some partition
+    without a loaded coordinator (at most once per poll): at the first such round, when the pending set changed
+    (at most every 5 s), and at least every 30 s while it waits."""
     from confluent_kafka import Consumer, KafkaException, TopicPartition
 
     t0 = time.monotonic()
@@ -186,6 +191,7 @@ def coordinator_gate(consumer_config: Callable[[str], dict], partitions: Iterabl
     loaded_after: dict[int, float] = {}
     loaded_at: dict[int, str] = {}
     consumers: dict[int, Any] = {}
+    said: dict[str, Any] = {"pending": None, "at": None}
     try:
         deadline = t0 + timeout_s
         while pending:
@@ -221,6 +227,12 @@ def coordinator_gate(consumer_config: Callable[[str], dict], partitions: Iterabl
             if time.monotonic() >= deadline:
                 raise GateFailed("coordinator", f"__consumer_offsets partitions {sorted(pending)} have no loaded coordinator "
                                  f"after {timeout_s:g}s", {"errors_seen": seen_errors, "pending": sorted(pending)})
+            if progress is not None:
+                now, waiting = time.monotonic(), sorted(pending)
+                since = None if said["at"] is None else now - said["at"]
+                if since is None or (waiting != said["pending"] and since >= 5) or since >= 30:
+                    said.update(pending=waiting, at=now)
+                    progress(waiting, {p: list(seen_errors.get(p, [])) for p in waiting}, max(0.0, deadline - now))
             time.sleep(min(poll_s, max(0.0, deadline - time.monotonic())))
     finally:
         for c in consumers.values():
@@ -294,12 +306,16 @@ def canary_leaders(snapshot: ClusterSnapshot, topic: str) -> dict[int, int]:
 
 
 def canary_gate(hook, read_snapshot: Callable[[], ClusterSnapshot], topic: str, *, latency_bound_ms: float,
-                round_timeout_s: float, timeout_s: float, poll_s: float, guard: Callable[[], None] | None = None) -> GateResult:
+                round_timeout_s: float, timeout_s: float, poll_s: float, guard: Callable[[], None] | None = None,
+                progress: Callable[[int, str, float], None] | None = None) -> GateResult:
     """Rounds of ``KafkaHook.canary`` (one acks=all record to a partition led by each leader of the
     canary topic, consumed back) on the state as it is at each round; the gate passes at the first
-    round where every record made it and each round trip stayed within ``latency_bound_ms``."""
+    round where every record made it and each round trip stayed within ``latency_bound_ms``.
+    ``progress(failed_rounds, last_failure, left_s)`` is called after a failed round: the first, then at most
+    every 10 s."""
     t0 = time.monotonic()
     failures: list[str] = []
+    said_at: float | None = None
     while True:
         if guard is not None:
             guard()
@@ -323,4 +339,7 @@ def canary_gate(hook, read_snapshot: Callable[[], ClusterSnapshot], topic: str, 
         if time.monotonic() - t0 >= timeout_s:
             raise GateFailed("canary", f"no canary round succeeded within {latency_bound_ms:g} ms in {timeout_s:g}s",
                              {"failed_rounds": failures[-5:]})
+        if progress is not None and (said_at is None or time.monotonic() - said_at >= 10):
+            said_at = time.monotonic()
+            progress(len(failures), failures[-1], max(0.0, timeout_s - (said_at - t0)))
         time.sleep(poll_s)

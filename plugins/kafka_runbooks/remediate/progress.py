@@ -31,6 +31,11 @@ def _some(names: Sequence[Any], total: int | None = None) -> str:
     return shown + (f" and {total - MAX_NAMED} more" if total > MAX_NAMED else "")
 
 
+def _left(d: Mapping[str, Any]) -> str:
+    """", X s left" (the gate's time before its timeout), when the entry says it."""
+    return f", {_s(d.get('left_s'))} left" if d.get("left_s") is not None else ""
+
+
 def line(action: str, outcome: str, details: Mapping[str, Any] | None = None) -> str | None:
     """The readable line of one audit entry of a restart (None: nothing a person needs there)."""
     d = dict(details or {})
@@ -68,9 +73,17 @@ def line(action: str, outcome: str, details: Mapping[str, Any] | None = None) ->
         extra = f"; log recovery: {', '.join(f'{k} {v}' for k, v in sorted(rec.items()))}" if rec else ""
         names = [str(w).split(": ", 1)[0] for w in d.get("waiting_for") or []]
         return (f"{who}gate in-sync: waiting, {d.get('still_missing')} partition(s) still out of the ISR "
-                f"({_some(names, d.get('still_missing'))}){extra}")
+                f"({_some(names, d.get('still_missing'))}){extra}{_left(d)}")
     if action == "gate_in_sync":
         return f"{who}gate in-sync PASSED in {_s(d.get('seconds'))}: back in the ISR of all {d.get('partitions')} partition(s)"
+    if action == "coordinator_progress":
+        seen = d.get("answered") or {}
+        answered = f"; answered {', '.join(f'{n} ({k})' for n, k in sorted(seen.items()))}" if seen else ""
+        return (f"{who}gate coordinator: waiting, {d.get('still_pending')} offsets partition(s) still loading or not "
+                f"answering from a loaded coordinator ({_some(d.get('waiting_for') or [], d.get('still_pending'))}){answered}{_left(d)}")
+    if action == "canary_progress":
+        return (f"{who}gate canary: waiting, {d.get('failed_rounds')} round(s) failed so far, last {d.get('last_failure')}"
+                f"{_left(d)}")
     if action == "gate_coordinator":
         late = d.get("not_corroborated") or []
         return (f"{who}gate coordinator PASSED in {_s(d.get('seconds'))}: {len(d.get('probed') or [])} offsets partition(s) "
@@ -135,6 +148,7 @@ def plan_note(plan: Plan, digest: str, *, dry_run: bool, incident_url: str | Non
         out += [refusal_summary(plan), ""]
     out.append(f"Order: {list(plan.broker_order)}" + (f"; already done: {list(plan.completed)}" if plan.completed else "")
                + f"; digest {digest[:16]}")
+    out.append("")  # a paragraph each: Markdown (the run's note) would run the two lines together
     out.append(f"Blast radius: {headline(plan_counts(plan))}.")
     for i, s in enumerate(plan.steps, 1):
         c = step_counts(s)

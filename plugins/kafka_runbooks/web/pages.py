@@ -103,11 +103,23 @@ def _records_table(cluster: str, records: Iterable[Mapping[str, Any]]) -> str:
         rows.append(
             f"<tr{cls} data-status='{e(r.get('status'))}'><td><a href='{incident_url(cluster, r['id'])}'>{e(r['id'])}</a></td>"
             f"<td>{status(r.get('status'))}</td><td>{e(what)}</td><td>{e(_short(_finding(r), 300))}"
+            + (f"<br><span class='analysis'>analysis: {e(', '.join(_analysis(r)))}</span>" if _analysis(r) else "")
             + (f"<br><span class='muted'>{e(_short(r.get('status_reason'), 300))}</span>" if r.get("status_reason") else "")
             + f"</td><td>{e(', '.join(str(b) for b in r.get('broker_ids') or []))}</td><td>{e(r.get('opened_at'))}</td>"
             f"<td>{e(r.get('opened_by'))}</td><td>{e(r.get('closed_at') or '')}</td></tr>")
     rows.append("</table>")
     return "".join(rows)
+
+
+def _analysis(record: Mapping[str, Any], most: int = 5) -> list[str]:
+    """The kinds of the analysis' findings (what the evidence showed, e.g. jvm_deadlock behind a broker_unresponsive
+    trigger), each once, in the analysis' order; at most ``most`` and how many more."""
+    kinds: list[str] = []
+    for f in record.get("findings") or []:
+        k = str((f or {}).get("kind") or "") if isinstance(f, Mapping) else ""
+        if k and k not in kinds:
+            kinds.append(k)
+    return kinds[:most] + ([f"{len(kinds) - most} more"] if len(kinds) > most else [])
 
 
 def _short(value: Any, n: int) -> str:
