@@ -271,6 +271,11 @@ class HostProbe:
     # log lines of interest within the window: unknown API keys (002a), offsets loads started/finished
     # (002b), the log cleaner's death (002b), ZooKeeper session expiries (004)
     log_lines: tuple[LogLineSeen, ...] = ()
+    # the version the broker's JVM logged at its start (AppInfoParser's ``Kafka version : 0.10.2.1``; None: not found)
+    # and where it was read (``kafka_version_log``: "server.log", the stdout log's name (0.10 logs it to
+    # kafkaServer.out only), or "history": read by an earlier check of the same JVM; None: not looked for)
+    kafka_version_logged: str | None = None
+    kafka_version_log: str | None = None
 
     @property
     def stopped(self) -> bool:
@@ -320,6 +325,8 @@ class HostProbe:
             loader_read_bytes=d.get("loader_read_bytes"),
             offsets_dirs=tuple(OffsetsPartitionDir.from_dict(o) for o in d.get("offsets_dirs") or ()),
             log_lines=tuple(LogLineSeen.from_dict(x) for x in d.get("log_lines") or ()),
+            kafka_version_logged=d.get("kafka_version_logged"),
+            kafka_version_log=d.get("kafka_version_log"),
         )
 
 

@@ -125,6 +125,26 @@ def from_log_line(broker_id: int | None, version_text: str, detail: str = "") ->
     return Observation(broker_id, "log", v, None, detail or f"Kafka version : {version_text}") if v else None
 
 
+# AppInfoParser at the broker's start: "INFO Kafka version : 0.10.2.1 (org.apache.kafka.common.utils.AppInfoParser)"
+# (0.9 - 2.0, the space before the colon), "INFO Kafka version: 2.3.0 (org.apache.kafka.common.utils.AppInfoParser)"
+_LOGGED_RE = re.compile(r"^(?:\[(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)[^\]\n]*\])?[^\n]*?\bKafka version ?: ?([0-9][A-Za-z0-9._-]{0,39})"
+                        r"\s+\(org\.apache\.kafka\.common\.utils\.AppInfoParser\)", re.MULTILINE)
+# what a host's grep looks for (an ERE: the same line, in any of the broker's logs)
+LOGGED_GREP = r"Kafka version ?: ?[0-9][A-Za-z0-9._-]* \(org\.apache\.kafka\.common\.utils\.AppInfoParser\)"
+
+
+def logged_lines(log_text: str) -> list[tuple[str | None, str]]:
+    """Every ``Kafka version : N`` line AppInfoParser wrote into ``log_text``, oldest first: (its timestamp as logged,
+    local time "2026-11-24 21:08:35"; None when the line has none), N). A broker JVM writes it once, at its start."""
+    return [(ts.replace("T", " ") or None, v) for ts, v in _LOGGED_RE.findall(log_text or "") if parse(v)]
+
+
+def logged_version(log_text: str) -> str | None:
+    """The version of the newest such line (in a log appended across restarts: the newest JVM's), None without one."""
+    found = logged_lines(log_text)
+    return found[-1][1] if found else None
+
+
 def from_znode(broker_id: int, registration_version: int | None) -> Observation | None:
     if registration_version is None:
         return None

@@ -58,6 +58,31 @@ def test_010_version_is_read_from_the_brokers_and_a_wrong_setting_is_a_finding(o
     assert "kafka_version_mismatch" in {x.kind for x in findings}
 
 
+def test_010_version_is_exactly_0_10_2_1_from_the_brokers_own_log_line(on010):
+    """Each broker's own ``Kafka version : 0.10.2.1`` line (AppInfoParser at its start), which 0.10 writes to
+    kafkaServer.out only: the host probe reads it once per JVM (one grep), the health check's version is then exact;
+    the next check takes it from the history (no grep) while the JVM is the same."""
+    from kafka_runbooks.detect.host_probe import probe_all
+    from kafka_runbooks.detect.observe import check_once
+
+    lab, config = on010
+    snapshot, _, _ = observed(lab, config)
+    probes = probe_all(config, snapshot.brokers)  # nothing read before: each host greps its logs
+    assert [(p.broker_id, p.kafka_version_logged, p.kafka_version_log) for p in probes] == [
+        (b, "0.10.2.1", "kafkaServer.out or server.log") for b in (1, 2, 3)], [(p.broker_id, p.error) for p in probes]
+    for b in (1, 2, 3):  # 0.10's server.log never has the line: it came from kafkaServer.out
+        rc, out, _ = lab.ssh(b, ["grep", "-c", "Kafka version", config.server_log(b)])
+        assert (rc, out.strip()) == (1, "0"), (rc, out)
+    first, _ = check_once(config)
+    assert first.version.describe() == "0.10.2.1" and first.version.exact == "0.10.2.1", first.version.notes
+    assert {p.kafka_version_log for p in first.probes} <= {"kafkaServer.out or server.log", "history"}
+    second, findings = check_once(config)
+    assert [(p.kafka_version_logged, p.kafka_version_log) for p in second.probes] == [("0.10.2.1", "history")] * 3
+    assert second.version.describe() == "0.10.2.1" and "kafka_version_mismatch" not in {f.kind for f in findings}
+    logged = [o for b in second.version.brokers for o in b.observations if o.source == "log"]
+    assert [o.broker_id for o in logged] == [1, 2, 3] and all(o.exact for o in logged)
+
+
 def test_010_direct_check_without_describe_configs_and_metadata_views_without_epochs(on010):
     lab, config = on010
     snapshot, hook, kv = observed(lab, config)

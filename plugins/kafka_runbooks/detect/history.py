@@ -110,6 +110,8 @@ def broker_samples(snapshot: ClusterSnapshot) -> dict[str, Sample]:
                 loader_read_bytes=probe.loader_read_bytes,
                 offsets_segments_max=max((o.data_segments for o in probe.offsets_dirs), default=None),
                 unknown_api_requests=len(probe.lines("unknown_api_key")),
+                # the JVM's own "Kafka version : N" line ("": looked for, none): read once per JVM (observe.logged_versions)
+                kafka_version_logged=(probe.kafka_version_logged or "") if probe.kafka_version_log else None,
             )
         values.update(_leadership_values(snapshot, bid))
         out[broker_series(bid)] = Sample(at=snapshot.taken_at, values=values)

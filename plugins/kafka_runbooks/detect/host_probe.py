@@ -10,7 +10,9 @@ For one broker, within one deadline (``health.probe_host_deadline_s``), as argv 
 4. ``ss -Htani`` (``netstat -tan``) -- state counts, Recv-Q and byte counters of the broker's own
    connections;
 5. ``stat -c %Y`` and ``tail -c N`` of ``server.log`` -- when it was last written, and the fetch
-   errors its replica fetchers logged within the window (the analysis' ``fetch_errors``, ``analyze/parsers/kafka_log.py``).
+   errors its replica fetchers logged within the window (the analysis' ``fetch_errors``, ``analyze/parsers/kafka_log.py``);
+   the ``Kafka version : N`` line its JVM wrote at start, once per JVM (from that tail, else one ``grep`` of its
+   stdout log, kafkaServer.out: 0.10 writes it there only).
 
 Never raises for host problems: an unusable host is ``reachable=False`` with the error; a failing
 command leaves its figures ``None`` and says so in ``error``.
@@ -22,7 +24,7 @@ import datetime as dt
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Mapping
 
 from kafka_runbooks import clock, model
 from kafka_runbooks.capture import commands as C
@@ -74,8 +76,10 @@ def probe_host(
     runner,
     *,
     resolver: Resolver = resolve,
+    logged: tuple[int, str] | None = None,
 ) -> model.HostProbe:
-    """Probe one broker's host through ``runner`` (a StrictSSHHook, or anything with ``run`` and ``host``)."""
+    """Probe one broker's host through ``runner`` (a StrictSSHHook, or anything with ``run`` and ``host``).
+    ``logged``: (pid, version) an earlier check read of the broker's ``Kafka version`` line ("" for none found)."""
     h = config.health
     try:
         bid = C.validate_broker_id(broker.id)
@@ -168,6 +172,10 @@ def probe_host(
                 )
                 for e in errors[-MAX_FETCH_ERRORS_KEPT:]
             )
+        # 5b. the version the JVM logged at its start: once per JVM (``logged``: what an earlier check read of this pid)
+        if pid is not None:
+            started = now - dt.timedelta(seconds=fields["process_uptime_s"]) if fields.get("process_uptime_s") is not None else None
+            fields.update(_logged_version(config, host, bid, pid, started, offset, (tail, rolled_text), logged))
         # 6-9: memory, threads, __consumer_offsets on disk, the other log lines of interest (incidents 000, 002)
         _more(config, host, bid, fields, now, offset, tail, text, (rolled, rolled_text) if rolled else None)
     except _Deadline as exc:
@@ -177,6 +185,62 @@ def probe_host(
     except Exception as exc:  # noqa: BLE001 - SSHError or anything else: the host is unusable
         return model.HostProbe(broker_id=bid, reachable=False, error=f"{type(exc).__name__}: {exc}", **_safe(fields))
     return model.HostProbe(broker_id=bid, reachable=True, error="; ".join(host.problems) or None, **fields)
+
+
+def _newest_of_this_jvm(text: str, started: dt.datetime | None, offset: dt.timedelta) -> str | None:
+    """The newest ``Kafka version`` line of ``text`` if the JVM that started at ``started`` (UTC) wrote it: in a log
+    appended across restarts, a JVM that has not reached that line yet would otherwise get its predecessor's."""
+    from kafka_runbooks import versions
+
+    found = versions.logged_lines(text)
+    if not found:
+        return None
+    # several files' lines: the newest by time (a line without one counts as the newest so far)
+    ts, version = max(enumerate(found), key=lambda x: (x[1][0] or "9999", x[0]))[1]
+    if started is not None and ts:
+        try:
+            at = dt.datetime.strptime(ts, "%Y-%m-%d %H:%M:%S").replace(tzinfo=dt.timezone.utc) - offset
+        except ValueError:
+            at = None
+        # ps's elapsed seconds are whole: 2 s of slack
+        if at is not None and at < started - dt.timedelta(seconds=2):
+            return None
+    return version
+
+
+def _logged_version(config: ClusterConfig, host: "HostCommands", bid: int, pid: int, started: dt.datetime | None,
+                    offset: dt.timedelta, texts: tuple[str, ...], logged: tuple[int, str] | None) -> dict:
+    """The ``Kafka version : N`` line the broker's JVM (``pid``) wrote at its start (``versions.logged_version``):
+    what an earlier check of the same JVM read, else the server.log this probe already read (2.x logs it there too,
+    found when the broker started recently), else one ``grep`` of its stdout log (``capture.stdout_log``, in its log
+    directory: 0.10 logs ``org.apache.kafka.*`` to kafkaServer.out only; 2.x to both). A grep that fails leaves it
+    unread (read again next time); one that finds nothing is remembered as looked for. A line older than the JVM's
+    start (``started``, UTC) is its predecessor's: not this JVM's version, looked for again next time."""
+    from kafka_runbooks import versions
+
+    if logged is not None and logged[0] == pid:
+        return {"kafka_version_logged": logged[1] or None, "kafka_version_log": "history"}
+    for text in texts:  # the current file first: a line there is newer than any in the rolled one
+        found = _newest_of_this_jvm(text, started, offset)
+        if found:
+            return {"kafka_version_logged": found, "kafka_version_log": "server.log"}
+    stdout = C.validate_abs_path(config.stdout_log(bid), "stdout log path")
+    server_log = C.validate_abs_path(config.server_log(bid), "server log path")
+    name = f"{stdout.rsplit('/', 1)[-1]} or {server_log.rsplit('/', 1)[-1]}"
+    res = host.run("Kafka version line", ("grep", "-a", "-h", "-E", versions.LOGGED_GREP, "--", stdout, server_log))
+    if res is None or res.error is not None or res.exit_code not in (0, 1, 2):
+        return {}
+    if res.exit_code != 0:
+        host.problems.pop()  # 1: no such line; 2: a file missing (the other one's lines, if any, are on stdout)
+    text = (res.stdout or b"").decode("utf-8", "replace")
+    found = _newest_of_this_jvm(text, started, offset)
+    if found is None and versions.logged_lines(text):
+        return {}  # only its predecessors' lines so far: this JVM has not logged its own yet
+    errors = [x for x in (res.stderr or b"").decode("utf-8", "replace").splitlines() if x.strip()]
+    if found is None and res.exit_code == 2 and not all("No such file" in x for x in errors):
+        return {}  # a file it could not read: looked for again next time (a missing one -- no stdout log where the
+        # broker is not started by kafka-server-start.sh -daemon -- is looked for no more)
+    return {"kafka_version_logged": found, "kafka_version_log": name}
 
 
 LOADER_THREAD = "group-metadata-"  # comm of group-metadata-manager-N (15 characters): loads __consumer_offsets
@@ -300,12 +364,13 @@ def _safe(fields: dict) -> dict:
     return {k: v for k, v in fields.items() if k in ("ports", "addresses", "probed_at")}
 
 
-def _probe_one(config: ClusterConfig, broker: model.Broker, factory: Callable, resolver: Resolver) -> model.HostProbe:
+def _probe_one(config: ClusterConfig, broker: model.Broker, factory: Callable, resolver: Resolver,
+               logged: tuple[int, str] | None = None) -> model.HostProbe:
     from kafka_runbooks.hooks.ssh import opened_runner
 
     try:
         with opened_runner(factory, config.ssh_conn_id(broker.id)) as runner:
-            return probe_host(config, broker, runner, resolver=resolver)
+            return probe_host(config, broker, runner, resolver=resolver, logged=logged)
     except Exception as exc:  # noqa: BLE001 - missing/insecure connection config
         return model.HostProbe(broker_id=int(broker.id), reachable=False, error=f"{type(exc).__name__}: {exc}")
 
@@ -316,11 +381,14 @@ def probe_all(
     runner_factory: Callable | None = None,
     *,
     resolver: Resolver = resolve,
+    logged: Mapping[int, tuple[int, str]] | None = None,
 ) -> list[model.HostProbe]:
-    """Probe every broker's host in parallel; results in the order of ``brokers``."""
+    """Probe every broker's host in parallel; results in the order of ``brokers``. ``logged``: {broker id: (pid,
+    version)} of the ``Kafka version`` lines earlier checks read (``detect/observe.logged_versions``)."""
     brokers = list(brokers)
     if not brokers:
         return []
+    logged = logged or {}
     factory = runner_factory or default_runner_factory(config.capture.connect_timeout_s)
     with ThreadPoolExecutor(max_workers=min(32, len(brokers)), thread_name_prefix="probe") as pool:
-        return list(pool.map(lambda b: _probe_one(config, b, factory, resolver), brokers))
+        return list(pool.map(lambda b: _probe_one(config, b, factory, resolver, logged.get(b.id)), brokers))

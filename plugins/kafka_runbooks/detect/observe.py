@@ -28,6 +28,44 @@ def known_registrations(config) -> dict[int, Any]:
     return out
 
 
+def logged_versions(config) -> dict[int, tuple[int, str, int | None]]:
+    """{broker id: (pid, version, ZooKeeper session)} of the ``Kafka version : N`` line the health check last read of
+    each broker's JVM (its history; version "" when the JVM logged none): the host probe reads it once per JVM."""
+    from kafka_runbooks.detect.history import HistoryStore, broker_series
+
+    out: dict[int, tuple[int, str, int | None]] = {}
+    try:
+        store = HistoryStore(config)
+        for bid in config.hosts:
+            for sample in reversed(store.read(broker_series(bid))):
+                v, pid = sample.get("kafka_version_logged"), sample.get("pid")
+                if isinstance(v, str) and isinstance(pid, int):
+                    session = sample.get("session_id")
+                    out[bid] = (pid, v, session if isinstance(session, int) else None)
+                    break
+    except (OSError, ValueError, KeyError):
+        pass
+    return out
+
+
+def with_logged(kv, logged: Mapping[int, tuple[str, str]]):
+    """``kv`` (a ``versions.KafkaVersion`` without log observations) with each registered broker's own ``Kafka
+    version : N`` line added ({broker id: (N, where it was read)}): exact where a broker logged one."""
+    from kafka_runbooks import versions
+
+    per = {b.broker_id: list(b.observations) for b in kv.brokers}
+    added = False
+    for bid, (v, where) in sorted(logged.items()):
+        o = versions.from_log_line(bid, v, f"Kafka version : {v} ({where})") if bid in per and v else None
+        if o is not None:
+            per[bid].append(o)
+            added = True
+    if not added:
+        return kv
+    out = versions.cluster_version(per, kv.configured)
+    return versions.KafkaVersion(out.brokers, kv.configured, kv.notes + out.notes)
+
+
 def brokers_to_probe(config, snapshot, known: Mapping[int, Any] | None = None) -> tuple[list, list]:
     """(registered brokers + configured brokers that are not registered, the unregistered ids).
     An unregistered broker is its last known registration, else just its id (its SSH host and the
@@ -70,7 +108,8 @@ def take_snapshot(config, *, probe_hosts: bool = True, check_kafka: bool = True,
     """ClusterSnapshot from ZooKeeper; then, in parallel: host probes over SSH of every registered
     or configured broker, direct Kafka checks of each, the canary when the cluster enables it, the
     ZooKeeper probe of every ensemble member (four-letter words; SSH where configured), the version the brokers
-    report (ApiVersions, registration schema: ``KafkaHook.kafka_version``), and what
+    report (ApiVersions, registration schema: ``KafkaHook.kafka_version``; with the host probes, each JVM's own
+    ``Kafka version : N`` line, read once per JVM: ``logged_versions``), and what
     the leadership detectors read (each broker's own metadata; over SSH its election settings, controller
     log lines and request-path JMX: ``detect/leadership_observe.py``)."""
     import dataclasses
@@ -101,16 +140,21 @@ def take_snapshot(config, *, probe_hosts: bool = True, check_kafka: bool = True,
         for p in sorted(snapshot.partitions, key=lambda p: p.index):
             if p.topic == config.canary.topic and p.leader in snapshot.live_broker_ids:
                 led.setdefault(p.leader, p.index)
+    logged = logged_versions(config) if probe_hosts else {}
+    version = None
     if check_kafka:
         # first, and briefly (hooks/kafka.py VERSION_PROBE_S): JmxTool's invocation and the canary's producer depend on it
         from kafka_runbooks import versions
 
         version = hook.kafka_version(list(snapshot.brokers), config.health.kafka_probe_timeout_s, config.kafka_version)
-        snapshot = dataclasses.replace(snapshot, kafka_version=versions.to_dict(version))
+        # the JVMs' own "Kafka version : N" lines an earlier check read, where the registration is still theirs
+        early = {b.id: (logged[b.id][1], f"{config.capture.stdout_log} or server.log, read by an earlier check")
+                 for b in snapshot.brokers if b.id in logged and b.session_id is not None and logged[b.id][2] == b.session_id}
+        snapshot = dataclasses.replace(snapshot, kafka_version=versions.to_dict(with_logged(version, early)))
     with ThreadPoolExecutor(max_workers=5, thread_name_prefix="snapshot") as pool:
         lead = pool.submit(observe_leadership, config, snapshot, brokers, hosts=probe_hosts) if leadership and check_kafka else None
         ensemble = pool.submit(probe_ensemble, config, zk_hook.servers, ssh=probe_hosts) if probe_zookeeper else None
-        probes = pool.submit(probe_all, config, brokers) if probe_hosts else None
+        probes = pool.submit(probe_all, config, brokers, logged={b: (pid, v) for b, (pid, v, _) in logged.items()}) if probe_hosts else None
         checks = (pool.submit(hook.check_all, checkable, config.health.kafka_probe_timeout_s, unregistered=missing,
                               unregistered_timeout_s=config.health.unregistered_probe_timeout_s) if check_kafka else None)
         canary = (pool.submit(hook.canary, list(snapshot.brokers), led, config.canary.topic, config.canary.timeout_s,
@@ -118,6 +162,10 @@ def take_snapshot(config, *, probe_hosts: bool = True, check_kafka: bool = True,
                   if check_kafka and config.canary.enabled else None)
         if probes is not None:
             snapshot = snapshot.with_probes(probes.result())
+            if version is not None:  # every broker's own "Kafka version : N" line: the version exactly
+                found = {p.broker_id: (p.kafka_version_logged, p.kafka_version_log) for p in snapshot.probes
+                         if p.kafka_version_logged and p.kafka_version_log}
+                snapshot = dataclasses.replace(snapshot, kafka_version=versions.to_dict(with_logged(version, found)))
         if checks is not None:
             snapshot = snapshot.with_checks(checks.result(), canary.result() if canary is not None else ())
         if lead is not None:
