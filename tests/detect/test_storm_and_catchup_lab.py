@@ -19,6 +19,7 @@ health DAG gets it.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import time
@@ -109,15 +110,16 @@ def test_two_failovers_and_the_products_election_between_them_are_no_storm(healt
     activity = check("after the election")  # whose record the election is, and when it ended
     elections = [a for a in activity if a.kind == "preferred_election"]
     assert elections and elections[-1].ended, [a.describe() for a in activity]
-    # the next failover must fall outside the election's window (its end + activity.SLACK_S): then it is judged a
-    # failover, not the plan. The checks in between run as the schedule would.
+    # the next failover must fall outside the election's window (its end + activity.SLACK_S), and so must the check
+    # before it: a move between two checks is the plan's when the plan acted within that interval (widened by the
+    # slack). The checks in between run as the schedule would.
     from kafka_runbooks import clock
     from kafka_runbooks.detect.activity import SLACK_S
 
-    free_at = clock.parse(elections[-1].ended).timestamp() + SLACK_S + 2
-    while time.time() < free_at:
-        check("after the election")
+    free_at = clock.parse(elections[-1].ended) + dt.timedelta(seconds=SLACK_S + 1)
+    while clock.parse(last["snapshot"].taken_at) <= free_at:
         time.sleep(2)
+        check("after the election")
 
     # failover 2: a controlled shutdown, then the broker returns
     lab.stop(3)
@@ -164,7 +166,7 @@ def test_two_failovers_and_the_products_election_between_them_are_no_storm(healt
 
 TOPIC = "kafka-runbooks-catchup"
 RATE = 150_000  # bytes/s: broker 3's follower replication quota while it is out of the ISR
-BACKLOG = 8_000  # messages of 1 KiB written while broker 3 is down: ~8 MB, ~50 s at RATE
+BACKLOG = 12_000  # messages of 1 KiB written while broker 3 is down: ~13 MB, ~80 s at RATE: 3+ checks on a loaded machine
 
 
 def _set_configs(kind, name: str, values: dict[str, str | None], timeout: float = 30) -> None:
@@ -188,7 +190,9 @@ def test_a_follower_catching_up_says_when_it_will_be_in_sync_and_is_not_stuck(he
     from kafka_runbooks.config import ClusterConfig
 
     lab = healthy_lab
-    config = ClusterConfig.from_dict("lab", _clusters(lab, tmp_path)["lab"])
+    # JmxTool (a JVM start per broker and check) took over the default 15 s with the machine's load average at 35:
+    # the check then knows no log end offsets at all (request_metrics_unknown); this test is about the catch-up
+    config = ClusterConfig.from_dict("lab", _clusters(lab, tmp_path, leadership={"jmx_timeout_s": 60.0})["lab"])
     name = f"{TOPIC}-0"
     a = admin()
     a.create_topics([NewTopic(TOPIC, num_partitions=1, replica_assignment=[[1, 2, 3]],
@@ -228,13 +232,20 @@ def test_a_follower_catching_up_says_when_it_will_be_in_sync_and_is_not_stuck(he
             print(f"{t:5.1f} s: {f.summary}")
         print(f"broker 3 back in the ISR of {name} {in_sync_after:.0f} s after its start, {len(checks)} checks")
         assert checks[-1][1], f"broker 3 not back in the ISR of {name} within 180 s"
-        assert len(catching) >= 2, [(t, [f.kind for f in fs]) for t, _, fs in checks]
+        assert len(catching) >= 2, [(round(t), [f.kind if f.kind != "request_metrics_unknown" else f.summary[:200] for f in fs])
+                                    for t, _, fs in checks]
         rows = [(t, f.details["catching_up"][name]) for t, f in catching]
         behind = [v["behind"] for _, v in rows]
-        assert all(b2 < b1 for b1, b2 in zip(behind, behind[1:])), behind  # the lag shrinks check after check
+        # the lag shrinks check after check: Kafka's quota lets the follower fetch in bursts (one fetch of up to
+        # replica.fetch.max.bytes, then a pause), so two checks within one pause may see the same lag, never a bigger one
+        assert all(b2 <= b1 for b1, b2 in zip(behind, behind[1:])) and behind[-1] < behind[0], behind
         assert all(f.broker_ids == (3,) and f.severity.value == "info" for _, f in catching)
-        assert all(v["eta_s"] and v["eta_s"] > 0 and v["rate"] > 0 for _, v in rows), rows
-        assert all("in sync in about" in f.summary and f.details["eta_s"] is not None for _, f in catching)
+        # behind: when it will be in sync; as far as the leader (the ISR was read a few seconds before the log ends):
+        # caught up, rejoining
+        assert all(v["rate"] > 0 and (v["eta_s"] > 0 if v["behind"] > 0 else v["eta_s"] == 0) for _, v in rows), rows
+        assert all(("in sync in about" in f.summary) if v["behind"] > 0 else ("caught up" in f.summary)
+                   for (_, f), (_, v) in zip(catching, rows))
+        assert sum(v["behind"] > 0 for _, v in rows) >= 2, rows
         # the estimate of the first finding against what Kafka did
         t1, v1 = rows[0]
         print(f"first estimate at {t1:.0f} s: {v1['behind']:g} behind, in sync in ~{v1['eta_s']:.0f} s; it took {in_sync_after - t1:.0f} s")
