@@ -14,7 +14,7 @@ health DAG gets it.
 * A follower catching up: broker 3 returns to a partition it is far behind on, its fetching limited by Kafka's own
   replication quota (``follower.replication.throttled.rate``, what a throttled reassignment uses), so the catch-up
   lasts long enough for several checks: ``follower_catching_up`` with a shrinking lag and an estimate of when it will
-  be in sync, never ``follower_stuck``.
+  be in sync, never ``follower_stuck``; then the quota is lifted and it rejoins the ISR.
 """
 
 from __future__ import annotations
@@ -165,8 +165,10 @@ def test_two_failovers_and_the_products_election_between_them_are_no_storm(healt
 # --------------------------------------------------------------------------- 3: a follower catching up
 
 TOPIC = "kafka-runbooks-catchup"
-RATE = 150_000  # bytes/s: broker 3's follower replication quota while it is out of the ISR
-BACKLOG = 12_000  # messages of 1 KiB written while broker 3 is down: ~13 MB, ~80 s at RATE: 3+ checks on a loaded machine
+RATE = 100_000  # bytes/s: broker 3's follower replication quota while it is out of the ISR
+# messages of 1 KiB written while broker 3 is down: ~13 MB, ~2 min at RATE -- long enough for 3 checks with the machine's
+# load average at 40 (a check then took ~40 s); the test lifts the quota once it has seen what it needs
+BACKLOG = 12_000
 
 
 def _set_configs(kind, name: str, values: dict[str, str | None], timeout: float = 30) -> None:
@@ -218,7 +220,15 @@ def test_a_follower_catching_up_says_when_it_will_be_in_sync_and_is_not_stuck(he
         lab.start(3)
         t_start = time.monotonic()
         checks = []
-        while time.monotonic() - t_start < 180:
+
+        def catching_up():
+            return [(t, f) for t, _, fs in checks for f in fs if f.kind == "follower_catching_up" and name in f.partitions]
+
+        def seen_enough():  # three findings of it catching up, the lag smaller at the last than at the first
+            c = catching_up()
+            return len(c) >= 3 and c[-1][1].details["catching_up"][name]["behind"] < c[0][1].details["catching_up"][name]["behind"]
+
+        while time.monotonic() - t_start < 300 and not seen_enough():
             snapshot, findings = check_once(config)
             st = next(x for x in snapshot.partitions if x.name == name)
             checks.append((time.monotonic() - t_start, 3 in st.isr, findings))
@@ -227,11 +237,10 @@ def test_a_follower_catching_up_says_when_it_will_be_in_sync_and_is_not_stuck(he
         in_sync_after = checks[-1][0]
         stuck = [(t, f.summary[:300]) for t, _, fs in checks for f in fs if f.kind == "follower_stuck"]
         assert stuck == [], stuck
-        catching = [(t, f) for t, _, fs in checks for f in fs if f.kind == "follower_catching_up" and name in f.partitions]
+        catching = catching_up()
         for t, f in catching:
             print(f"{t:5.1f} s: {f.summary}")
-        print(f"broker 3 back in the ISR of {name} {in_sync_after:.0f} s after its start, {len(checks)} checks")
-        assert checks[-1][1], f"broker 3 not back in the ISR of {name} within 180 s"
+        print(f"{len(checks)} checks in {in_sync_after:.0f} s after broker 3's start; back in the ISR of {name}: {checks[-1][1]}")
         assert len(catching) >= 2, [(round(t), [f.kind if f.kind != "request_metrics_unknown" else f.summary[:200] for f in fs])
                                     for t, _, fs in checks]
         rows = [(t, f.details["catching_up"][name]) for t, f in catching]
@@ -246,10 +255,8 @@ def test_a_follower_catching_up_says_when_it_will_be_in_sync_and_is_not_stuck(he
         assert all(("in sync in about" in f.summary) if v["behind"] > 0 else ("caught up" in f.summary)
                    for (_, f), (_, v) in zip(catching, rows))
         assert sum(v["behind"] > 0 for _, v in rows) >= 2, rows
-        # the estimate of the first finding against what Kafka did
-        t1, v1 = rows[0]
-        print(f"first estimate at {t1:.0f} s: {v1['behind']:g} behind, in sync in ~{v1['eta_s']:.0f} s; it took {in_sync_after - t1:.0f} s")
-    finally:
+    finally:  # the quota lifted: broker 3 catches up at full speed and rejoins
         _set_configs(ConfigResource.Type.BROKER, "3", {"follower.replication.throttled.rate": None})
+        wait_until(lambda: set(lab.partitions([TOPIC])[(TOPIC, 0)]["isr"]) == {1, 2, 3}, 120, f"broker 3 back in the ISR of {name}")
         delete_topic(TOPIC)
         lab.wait_full_isr(120)
