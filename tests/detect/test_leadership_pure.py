@@ -137,10 +137,11 @@ def test_election_storm_from_epoch_churn_and_canary_not_leader():
                   "election_storm")
 
 
-def _checks_with(moves, sessions=None, every=60):
-    """A leadership sample every ``every`` s over the last 30 min (the moves at theirs), and each broker's series with
-    its session per check (``sessions``: {broker: [(seconds before, session or None when unregistered)]})."""
-    times = list(range(1800, -1, -every))
+def _checks_with(moves, sessions=None, every=60, oldest=1800):
+    """A leadership sample every ``every`` s from ``oldest`` s ago (default: the last 30 min; the moves at theirs), and
+    each broker's series with its session per check (``sessions``: {broker: [(seconds before, session or None when
+    unregistered)]})."""
+    times = list(range(oldest, -1, -every))
     h = {LEADERSHIP: [Sample(at(t), {"changes": {"orders-0": [a, b, c, d] for tt, a, b, c, d in moves if tt == t}}) for t in times]}
     for b in (1, 2, 3):
         changes = sorted((sessions or {}).get(b, []), reverse=True)
@@ -168,6 +169,20 @@ def test_moves_of_a_roll_a_controlled_shutdown_or_failovers_are_no_storm():
     # the same moves with no broker's session changing and nothing else explaining them: a storm
     bare = of(detect(s, history=_checks_with(roll[:3] + [(600, 1, 8, 2, 9)])), "election_storm")
     assert bare and bare[0].details["partitions"]["orders-0"]["why"] == ["unexplained"] * 4
+
+
+def test_a_failover_in_the_first_check_of_the_window_is_still_a_failover():
+    """The window's first check holds the moves since the check before it, which has aged out of the window: that check
+    is still the one to compare with. (Before: a failover there was "unexplained", one counted move for as long as it
+    stayed the window's first check -- with two more unexplained moves, a storm.)"""
+    s = snap(parts(leaders_of_3=3))
+    moves = [(1800, 3, 5, 1, 6), (1200, 1, 6, 3, 7), (600, 3, 7, 1, 8)]  # broker 3's failover 30 min ago, then two moves
+    h = _checks_with(moves, {3: [(1800, None), (1740, 33)]}, every=120, oldest=2400)
+    assert [x.at for x in h[LEADERSHIP]][:6:5] == [at(2400), at(1800)]  # the check before the failover: out of the window
+    assert not of(detect(s, history=h), "election_storm")
+    # the same moves with broker 3's session unchanged: three unexplained moves, a storm
+    (f,) = of(detect(s, history=_checks_with(moves, every=120, oldest=2400)), "election_storm")
+    assert f.details["partitions"]["orders-0"]["why"] == ["unexplained"] * 3
 
 
 def test_moves_inside_the_products_own_plan_are_no_storm_and_its_findings_are_annotated():

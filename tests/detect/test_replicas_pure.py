@@ -47,6 +47,11 @@ def test_catching_up_says_when_it_will_be_in_sync():
     v = R.classify([pt(0, 100, 1100, lag=1000), pt(10, 400, 1150, lag=750), pt(20, 700, 1200, lag=500)], 120)
     assert v.kind == R.CATCHING_UP and v.behind == 500 and v.rate == 25.0 and v.eta_s == 20.0
     assert "in sync in about 20 s" in v.reason
+    # caught up between the ISR's read and the log end offsets' (the lab: 6808, 4874, 2940, then 0 behind, still out of
+    # the ISR in ZooKeeper): not "0 offsets behind ... in sync in about 0 s"
+    done = R.classify([pt(0, 100, 1100, lag=1000), pt(10, 1200, 1200, lag=0)], 120)
+    assert done.kind == R.CATCHING_UP and done.behind == 0 and done.eta_s == 0.0
+    assert done.reason == "caught up: as far as its leader (1200) after catching up; it rejoins the ISR on its next fetch"
     slow = R.classify([pt(0, 100, 1100, lag=1000), pt(10, 200, 1300, lag=1100)], 120)
     assert slow.kind == R.CATCHING_UP and slow.eta_s is None and "not closing the gap" in slow.reason
 

@@ -311,7 +311,10 @@ def detect_election_storm(ctx: Context) -> list[Finding]:
     failovers (each moves a broker's leaderships once) and asked-for elections do not."""
     s, h = ctx.snapshot, ctx.leadership
     samples = _leadership_samples(ctx, h.window_s)
-    previous = {smp.at: prev.at for prev, smp in zip(samples, samples[1:])}
+    # each check's previous check from the whole history, not only the window: the first check in the window holds the
+    # moves since the check before it, which has aged out of the window -- without it a failover there is "unexplained"
+    every = list(ctx.history.get(LEADERSHIP, ()))
+    previous = {smp.at: prev.at for prev, smp in zip(every, every[1:])}
     churn = epoch_churn(samples)
     stormy = {}
     explained_total: dict[str, int] = {}

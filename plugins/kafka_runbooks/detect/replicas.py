@@ -176,6 +176,10 @@ def classify(points: Sequence[Point], stuck_after_s: float, fence_lines: Sequenc
     if first_same > 0 or (len(pts) >= 2 and pts[0].follower_leo < last.follower_leo):
         eta, rate = _eta(pts[first_same - 1:] if first_same > 0 else pts)
         if still_s < stuck_after_s:
+            if behind <= 0:  # seen on the lab: ZooKeeper's ISR read a few seconds before the log end offsets
+                return Verdict(CATCHING_UP, f"caught up: as far as its leader ({last.follower_leo:g}) after catching up; it rejoins "
+                               "the ISR on its next fetch", behind=behind, eta_s=0.0, rate=round(rate, 2) if rate is not None else None,
+                               no_fetcher=no_fetcher, points=tuple(pts))
             if eta is not None:
                 return Verdict(CATCHING_UP, f"catching up: {behind:g} offsets behind the leader, closing at {rate:.1f}/s: in sync in "
                                f"about {eta:.0f} s", behind=behind, eta_s=round(eta, 1), rate=round(rate, 2), no_fetcher=no_fetcher,
