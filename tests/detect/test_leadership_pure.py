@@ -354,3 +354,27 @@ def test_automatic_elections_between_two_checks_count_even_when_the_leader_looks
                                                           "epoch (1 automatic election(s) between the checks)"]
     quiet = dataclasses.replace(s, controller_log=())  # the same epochs without automatic elections: ISR changes
     assert not of(detect(quiet, history=h), "election_storm")
+
+
+def test_the_products_preferred_election_explains_only_moves_onto_the_preferred_replica():
+    """Seen on the lab (test_storm_and_catchup_lab): broker 3 crashed 19 s before the product's election started, within
+    the election's slack; its move away was called the election's. A preferred election moves a leadership only onto
+    the preferred replica: the move away is the failover, the move back the election's."""
+    from kafka_runbooks.detect import leadership as L
+    from kafka_runbooks.detect.activity import Activity
+    from kafka_runbooks.detect.context import Context
+
+    s = snap(parts(leaders_of_3=3))
+    moves = [(900, 3, 5, 1, 6), (840, 1, 6, 3, 7)]  # orders-0 prefers 3: away at the crash, back by the election
+    h = _checks_with(moves, {3: [(900, None), (880, 33)]}, every=60, oldest=1200)
+    election = Activity("lab-el-1", "preferred_election", (3,), started=at(881), ended=at(850), run="manual__1")
+    ctx = Context(snapshot=s, history=h, activity=(election,))
+    samples = L._leadership_samples(ctx, ctx.leadership.window_s)
+    previous = {smp.at: prev.at for prev, smp in zip(samples, samples[1:])}
+    whys = [L.why_moved(ctx, "orders-0", m, previous.get(m[0]))[0] for m in L.epoch_churn(samples)["orders-0"]]
+    assert whys == ["failover", "plan preferred_election lab-el-1"], whys
+    # a rolling restart explains a move either way
+    roll = dataclasses.replace(election, kind="rolling_restart")
+    ctx = Context(snapshot=s, history=h, activity=(roll,))
+    assert [L.why_moved(ctx, "orders-0", m, previous.get(m[0]))[0] for m in L.epoch_churn(samples)["orders-0"]] == \
+        ["plan rolling_restart lab-el-1"] * 2

@@ -21,7 +21,7 @@ counts is each broker's server.properties (Kafka's default: true).
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from kafka_runbooks import clock
 from kafka_runbooks.detect.context import Context
@@ -276,18 +276,25 @@ def _elections_within(ctx: Context, partition: str, t0: str | None, t1: str) -> 
             and partition in ((x.attrs.get("partitions") or "").split(",") + [x.attrs.get("partition") or ""])]
 
 
-def why_moved(ctx: Context, partition: str, move: tuple, before: str | None) -> tuple[str, int]:
+def why_moved(ctx: Context, partition: str, move: tuple, before: str | None,
+              preferred: Mapping[str, int] | None = None) -> tuple[str, int]:
     """Why ``partition``'s leader changed between the check at ``before`` and the one at move[0], and how many moves of
     a storm that is: "plan <kind> <record>" (the product's own remediation ran then: 0), "failover" (the old leader
     deregistered or re-registered -- a controlled shutdown, a crash, a session loss: the controller moves its leaderships
     once -- plus any automatic election back within the same interval), "automatic" (the controller's automatic
     preferred elections, each counted; incident 003), "epoch" (the leader is the same at both checks: an ISR change, or
     moves away and back between them -- the automatic elections within count), "election" (one somebody asked for: 0),
-    or "unexplained" (1)."""
+    or "unexplained" (1). A preferred election of the product's explains only a move onto the partition's preferred
+    replica (``preferred``: {partition: preferred replica}, else read from the snapshot): a crash just before it is a
+    failover."""
     from kafka_runbooks.detect.activity import covering
 
     at, old, _, new, _ = move
     plans = covering(ctx.activity, before, at)
+    if any(a.kind == "preferred_election" for a in plans):
+        if preferred is None:
+            preferred = preferred_replicas(ctx.snapshot)
+        plans = [a for a in plans if a.kind != "preferred_election" or preferred.get(partition) == new]
     if plans:
         return f"plan {plans[0].kind} {plans[0].record}", 0
     lines = _elections_within(ctx, partition, before, at)
@@ -304,6 +311,11 @@ def why_moved(ctx: Context, partition: str, move: tuple, before: str | None) -> 
     return UNEXPLAINED, 1
 
 
+def preferred_replicas(s) -> dict[str, int]:
+    """{partition: its preferred replica (the first of its replicas)}."""
+    return {p.name: p.replicas[0] for p in s.partitions if p.replicas}
+
+
 def detect_election_storm(ctx: Context) -> list[Finding]:
     """Leadership of the same partitions moving back and forth within the window without an operator's or the
     product's action: leader changes in the history, each explained when it can be (``why_moved``); the controllers'
@@ -318,8 +330,9 @@ def detect_election_storm(ctx: Context) -> list[Finding]:
     churn = epoch_churn(samples)
     stormy = {}
     explained_total: dict[str, int] = {}
+    preferred = preferred_replicas(s) if churn else {}
     for name, moves in churn.items():
-        whys = [(m, *why_moved(ctx, name, m, previous.get(m[0]))) for m in moves]
+        whys = [(m, *why_moved(ctx, name, m, previous.get(m[0]), preferred)) for m in moves]
         for _, w, _ in whys:
             key = w.split(" ")[0]
             explained_total[key] = explained_total.get(key, 0) + 1
