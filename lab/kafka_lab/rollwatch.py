@@ -205,3 +205,15 @@ class ZooKeeperWatcher:
                     out += sorted(prev - regs)
                 prev = regs
             return out
+
+    def registrations(self) -> list[tuple[float, list[int]]]:
+        """Every /brokers/ids seen, with seconds since the first: what a failed assertion shows."""
+        with self.lock:
+            t0 = self.registered[0][0] if self.registered else 0.0
+            return [(round(t - t0, 2), sorted(regs)) for t, regs in self.registered]
+
+    def isr_changes(self) -> list[tuple[float, int, tuple[int, ...]]]:
+        """Every __consumer_offsets ISR seen, with seconds since the first registration seen."""
+        with self.lock:
+            t0 = self.registered[0][0] if self.registered else 0.0
+            return [(round(t - t0, 2), p, isr) for t, p, isr in self.isr]

@@ -158,16 +158,18 @@ def test_full_roll_under_canary_load(roll_env, request):
         zk.stop()
         zk.close()
 
-    assert states(run) == {"plan": "success", "approve": "success", "execute": "success", "close": "success"}, states(run)
+    assert states(run) == {"plan": "success", "approve": "success", "execute": "success", "close": "success"}, (
+        states(run), [(e["action"], e["outcome"], e["details"]) for e in audit_of_record(settings, run)[1] if e["outcome"] != "ok"])
     result = xcom(run, "execute")
     order = result["restarted"]
-    assert sorted(order) == [1, 2, 3] and order[-1] == controller
+    assert sorted(order) == [1, 2, 3] and order[-1] == controller, (order, controller)
     assert all(lab.broker_pid(b) != pids[b] for b in (1, 2, 3))
 
     # what a ZooKeeper watcher saw during the roll
-    assert watcher.down_order() == order
-    assert watcher.most_holders_down() == 1
-    assert watcher.offsets_partitions_without_a_registered_in_sync_holder() == []
+    seen = watcher.registrations()
+    assert watcher.down_order() == order, seen
+    assert watcher.most_holders_down() == 1, seen
+    assert watcher.offsets_partitions_without_a_registered_in_sync_holder() == [], (seen, watcher.isr_changes())
 
     # the canary load, with the client's retries
     assert stats["sent"] > 0 and stats["failed"] == {} and stats["delivered"] == stats["sent"], stats
@@ -177,12 +179,13 @@ def test_full_roll_under_canary_load(roll_env, request):
     # the engine's own record of it
     record_id, audit = audit_of(settings, run)
     done = [e for e in audit if e["action"] == "restart_broker" and e["outcome"] == "ok"]
-    assert [e["details"]["broker_id"] for e in done] == order and {e["actor"] for e in done} == {APPROVER}
-    assert all(e["details"]["report"]["controlled_shutdown"] == "succeeded" for e in done)
+    trail = [(e["action"], e["outcome"], e["details"].get("broker_id")) for e in audit]
+    assert [e["details"]["broker_id"] for e in done] == order and {e["actor"] for e in done} == {APPROVER}, trail
+    assert all(e["details"]["report"]["controlled_shutdown"] == "succeeded" for e in done), [e["details"]["report"] for e in done]
     assert all(e["details"]["report"]["new_registration"]["session_id"] != e["details"]["report"]["old_registration"]["session_id"] for e in done)
-    assert [e["details"]["broker_id"] for e in audit if e["action"] == "gate_coordinator"] == order
-    assert [e["details"]["broker_id"] for e in audit if e["action"] == "gate_canary"] == order
-    assert [e["outcome"] for e in audit if e["action"] == "maintenance_lock"] == ["acquired", "released"]
+    assert [e["details"]["broker_id"] for e in audit if e["action"] == "gate_coordinator"] == order, trail
+    assert [e["details"]["broker_id"] for e in audit if e["action"] == "gate_canary"] == order, trail
+    assert [e["outcome"] for e in audit if e["action"] == "maintenance_lock"] == ["acquired", "released"], trail
     assert webhook.wait_for(lambda m: m["event"] == "approval_waiting")
     assert not [m for m in webhook.received if m["event"] == "halted"]
     print("ROLL FIGURES", json.dumps({"timings": result["timings"], "canary_load": stats}))
