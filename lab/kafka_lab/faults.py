@@ -134,9 +134,9 @@ class FaultsMixin:
         return sorted(k for k, st in self.partitions().items() if b in st["replicas"] and b in st["isr"] and st["leader"] not in (b, -1))
 
     # ------------------------------------------------------------------ ZooKeeper faults
-    def zk_flap(self, b: int, times: int = 3, timeout: float = 60) -> list[dict]:
+    def zk_flap(self, b: int, times: int = 3, timeout: float = 60, before_resume=None) -> list[dict]:
         """Makes broker b's ZooKeeper session expire ``times`` times (paused past the session timeout, resumed);
-        returns each new registration's czxid and session id."""
+        returns each new registration's czxid and session id. ``before_resume()`` runs once b is unregistered."""
         sessions = []
         for _ in range(times):
             old = self.registration(b)
@@ -145,6 +145,8 @@ class FaultsMixin:
             self.pause(b)
             try:
                 self.wait_unregistered(b, timeout)
+                if before_resume is not None:
+                    before_resume()
             finally:
                 self.resume(b)
             new = wait_until(lambda: (r := self.registration(b)) and r[1].czxid != old[1].czxid and r, timeout,

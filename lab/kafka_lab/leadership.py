@@ -32,6 +32,8 @@ STARTED = re.compile(r"\[Kafka ?Server (?:id=)?(\d+)\],? started")
 
 
 
+REBALANCE_CHECK = re.compile(r"preferred replicas by broker", re.IGNORECASE)  # the controller's rebalance check (DEBUG)
+
 START_MARK = "INFO Registered kafka:type=kafka.Log4jController MBean"  # a broker JVM's first server.log line
 
 
@@ -137,9 +139,14 @@ class LeadershipMixin:
         the automatic rebalance that moves leadership back to b reaches every broker but b. ZooKeeper and the
         other brokers say b leads; b does not know it. Needs the rebalance profile and b not the controller.
         Retried (released, flapped again) when the rebalance got there before the hold."""
+        interval = float(broker_settings(self.profile, self.kafka).get("leader.imbalance.check.interval.seconds", 10))
         for attempt in range(1, attempts + 1):
             self.wait_leads_preferred(b, timeout)
-            self.flap(b, times=1, timeout=timeout)
+            self.wait_started(b, timeout)
+            # b resumes right after one of the controller's rebalance checks: it re-registers and rejoins its ISRs
+            # within ~2 s, and the hold below gets most of the interval before the next check moves leadership back
+            # (resumed at a random moment, 0.10.2.1's check came 1 s after the registration four times in a row)
+            self.zk_flap(b, times=1, timeout=timeout, before_resume=lambda: self.wait_rebalance_check(interval + 5))
             mine = self.preferred_of(b)
             wait_until(lambda: all(b in st["isr"] for k, st in self.partitions().items() if k in mine), timeout,
                        f"broker {b} back in the ISR of its preferred partitions", interval=0.05)
@@ -151,6 +158,30 @@ class LeadershipMixin:
                 continue
             return {**held, "attempt": attempt, "partitions": [f"{t}-{p}" for t, p in mine]}
         raise LabError(f"could not hold the controller's requests to broker {b} before the rebalance in {attempts} attempts")
+
+    def wait_rebalance_check(self, timeout: float) -> bool:
+        """Until the active controller's next automatic-rebalance check: the "Preferred replicas by broker" line its
+        controller.log gets at each one, every leader.imbalance.check.interval.seconds (0.10.2.1 and 2.3.0 alike).
+        False when none came within ``timeout``."""
+        controller = (self.controller() or {}).get("brokerid")
+        if controller is None:
+            return False
+        log = self.log_path(int(controller), "controller.log")
+        offset = log.stat().st_size if log.exists() else 0
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            size = log.stat().st_size if log.exists() else 0
+            if size < offset:  # rolled by log4j
+                offset = 0
+            if size > offset:
+                with log.open("rb") as f:
+                    f.seek(offset)
+                    chunk = f.read(size - offset)
+                if REBALANCE_CHECK.search(chunk.decode(errors="replace")):
+                    return True
+                offset += chunk.rfind(b"\n") + 1  # a line still being written is read again
+            time.sleep(0.05)
+        return False
 
     def _view_leaders(self, b: int, keys) -> dict:
         view = self.views().get(b, {})
