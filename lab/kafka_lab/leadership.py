@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from pathlib import Path
@@ -135,7 +136,7 @@ class LeadershipMixin:
 
     def flap_then_hold(self, b: int, attempts: int = 4, timeout: float = 90) -> dict:
         """Incident 003 from 18:02 on: broker b leads its preferred partitions, loses its session (leadership
-        moves away), registers again and rejoins their ISRs; then the controller's requests to it are held, so
+        moves away), registers again and follows again (back in their ISRs); then the controller's requests to it are held, so
         the automatic rebalance that moves leadership back to b reaches every broker but b. ZooKeeper and the
         other brokers say b leads; b does not know it. Needs the rebalance profile and b not the controller.
         Retried (released, flapped again) when the rebalance got there before the hold."""
@@ -143,13 +144,13 @@ class LeadershipMixin:
         for attempt in range(1, attempts + 1):
             self.wait_leads_preferred(b, timeout)
             self.wait_started(b, timeout)
-            # b resumes right after one of the controller's rebalance checks: it re-registers and rejoins its ISRs
-            # within ~2 s, and the hold below gets most of the interval before the next check moves leadership back
-            # (resumed at a random moment, 0.10.2.1's check came 1 s after the registration four times in a row)
-            self.zk_flap(b, times=1, timeout=timeout, before_resume=lambda: self.wait_rebalance_check(interval + 5))
+            # b resumes right after one of the controller's rebalance checks, and the hold below comes as soon as b
+            # follows again: most of the interval is left before the next check moves leadership back (resumed at a
+            # random moment, 0.10.2.1's check came ~1 s after the registration, four attempts in a row)
+            (session,) = self.zk_flap(b, times=1, timeout=timeout, before_resume=lambda: self.wait_rebalance_check(interval + 5))
             mine = self.preferred_of(b)
-            wait_until(lambda: all(b in st["isr"] for k, st in self.partitions().items() if k in mine), timeout,
-                       f"broker {b} back in the ISR of its preferred partitions", interval=0.05)
+            wait_until(lambda: self._follows_again(b, mine, session["czxid"]), timeout,
+                       f"broker {b} following again in the ISR of its preferred partitions", interval=0.05)
             if self.leads_preferred(b):
                 continue  # the rebalance already moved them back: one more session loss
             held = self.hold_controller_requests(b)
@@ -158,6 +159,22 @@ class LeadershipMixin:
                 continue
             return {**held, "attempt": attempt, "partitions": [f"{t}-{p}" for t, p in mine]}
         raise LabError(f"could not hold the controller's requests to broker {b} before the rebalance in {attempts} attempts")
+
+    def _follows_again(self, b: int, mine, czxid: int) -> bool:
+        """b is back in the ISR of one of its preferred partitions, written after its new registration (``czxid``),
+        or of all of them: b led them before its session loss, so it has taken the controller's LeaderAndIsr that
+        made it their follower (one request for all of them) and the requests held from now on are the rebalance's.
+        Not waiting for every ISR leaves the hold most of the controller's check interval on a loaded machine (at
+        nice 19 beside a CI run, 0.10.2.1's broker 3 took more than 9 s to rejoin all 20)."""
+        kz = self.kazoo()
+        isrs = []
+        for t, p in mine:
+            data, stat = kz.get(f"/brokers/topics/{t}/partitions/{p}/state")
+            state = json.loads(data)
+            if b in state["isr"] and state["leader"] != b and stat.mzxid > czxid:
+                return True
+            isrs.append(b in state["isr"])
+        return all(isrs)
 
     def wait_rebalance_check(self, timeout: float) -> bool:
         """Until the active controller's next automatic-rebalance check: the "Preferred replicas by broker" line its
