@@ -523,6 +523,11 @@ def run_003(lab, detect: bool = True) -> tuple[bool, dict[str, Any]]:
             lab.release_controller_requests()
         except Exception:  # noqa: BLE001
             pass
+        if lab.profile != "default":  # a phase that failed: the lab's next user (a test) gets the baseline profile back
+            try:
+                lab.use_profile("default")
+            except Exception as exc:  # noqa: BLE001 - said; the phase's own error is the one raised
+                say(f"could not restore the default profile: {exc!r}")
     figures = {"rebalance_on": {k: v for k, v in on.items() if k != "findings"}, "deferred": {k: v for k, v in off.items() if k != "audit"}}
     wanted = {"rebalance_hazard", "election_storm", "metadata_divergence"} if detect else set()
     missing = sorted(wanted - set(on.get("findings") or {}))
