@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sqlite3
 import threading
+import time
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -53,6 +55,22 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_engines_after_fork)
 
 
+def _enable_wal(cur, timeout_s: float = SQLITE_BUSY_TIMEOUT_S) -> None:
+    """``PRAGMA journal_mode=WAL``, retried while the database is locked. Switching a new database's journal mode
+    takes its exclusive lock, and when two processes open it together SQLite answers one of them "database is locked"
+    at once, without waiting out the busy timeout (it would deadlock; measured here: 141 of 300 two-process races).
+    The mode is kept in the file: once one process has switched it, the other's pragma only reads it."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            cur.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.05)
+
+
 def _sqlite_engine(url: URL) -> Engine:
     engine = sa.create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S, "check_same_thread": False})
 
@@ -60,7 +78,7 @@ def _sqlite_engine(url: URL) -> Engine:
     def _connect(dbapi_conn, _record) -> None:
         dbapi_conn.isolation_level = None  # pysqlite must not BEGIN by itself: "begin" below does, IMMEDIATE when writing
         cur = dbapi_conn.cursor()
-        cur.execute("PRAGMA journal_mode=WAL")
+        _enable_wal(cur)
         cur.execute("PRAGMA synchronous=NORMAL")
         cur.execute("PRAGMA foreign_keys=ON")
         cur.close()
