@@ -334,7 +334,9 @@ def rebalance_phase(lab, config, flaps: int = 2, detect: bool = True) -> dict[st
             checker.wait_for("election_storm", 180)
             say(f"holding the controller's requests to broker {RETURNING} while the rebalance moves leadership back to it "
                 "(incident 003: broker 3's cache stayed at epoch 426 while ZooKeeper went to 435)")
-            held = lab.flap_then_hold(RETURNING)
+            held = watch.through_halts(lambda: lab.flap_then_hold(RETURNING))
+            for line in held.get("restarted") or ():
+                say(f"broker {RETURNING} restarted before the hold: {line}")
             try:
                 checker.wait_for("metadata_divergence", 90)
             finally:

@@ -25,8 +25,8 @@ from pathlib import Path
 
 from . import agent, hosts
 from .hosts import BROKER_IDS
-from .procs import LabError, process_start, wait_until
-from .profile import broker_settings
+from .procs import LabError, alive, process_start, wait_until
+from .profile import PROFILE_KEYS, broker_settings
 
 # 2.3: "[KafkaServer id=1] started"; 0.10: "[Kafka Server 1], started"
 STARTED = re.compile(r"\[Kafka ?Server (?:id=)?(\d+)\],? started")
@@ -35,6 +35,8 @@ STARTED = re.compile(r"\[Kafka ?Server (?:id=)?(\d+)\],? started")
 
 REBALANCE_CHECK = re.compile(r"preferred replicas by broker", re.IGNORECASE)  # the controller's rebalance check (DEBUG)
 
+# a follower's own lines about a partition it does not fetch (2.3.0 and 0.10.2.1 wordings)
+NOT_FOLLOWING_HINTS = re.compile(r"older epoch|[Ii]gnor|Truncat|[Rr]emoved fetcher|[Aa]dded fetcher|become-follower|OffsetOutOfRange|FATAL|ERROR")
 START_MARK = "INFO Registered kafka:type=kafka.Log4jController MBean"  # a broker JVM's first server.log line
 
 
@@ -56,11 +58,12 @@ class LeadershipMixin:
 
     # ------------------------------------------------------------------ profile
     def use_profile(self, profile: str, timeout: float = 300) -> list[str]:
-        """Every broker restarted with ``profile``'s settings (controller last); [] when already in use."""
+        """Every broker restarted with ``profile``'s settings (controller last); [] when every running broker has them
+        (read from its own JVM's KafkaConfig lines: a roll that failed half-way is done again)."""
         from .lab import CHROOT, zk_connect
 
         settings = broker_settings(profile, self.kafka)
-        if profile == self.profile and all(self._has_settings(b, settings) for b in BROKER_IDS):
+        if profile == self.profile and all(self._runs_settings(b, settings) for b in BROKER_IDS):
             return []
         self.profile = profile
         self._save(profile=profile)
@@ -81,13 +84,19 @@ class LeadershipMixin:
         self.wait_load(max(5.0, deadline - time.monotonic()))
         return done
 
-    def _has_settings(self, b: int, settings: dict) -> bool:
+    def _runs_settings(self, b: int, settings: dict) -> bool:
+        """b's server.properties has ``settings`` and its running JVM logged the profile keys among them with these
+        values (``\tkey = value``, its KafkaConfig lines since its start)."""
         path = self.host_dir(b) / "config" / "server.properties"
+        pid = self.broker_pid(b)
         try:
             lines = set(path.read_text().splitlines())
         except OSError:
             return False
-        return all(f"{k}={v}" in lines for k, v in settings.items())
+        if not pid or not all(f"{k}={v}" in lines for k, v in settings.items()):
+            return False
+        running = since_last_start(self.server_log(b), process_start(pid))
+        return all(f"\t{k} = {settings[k]}\n" in running for k in PROFILE_KEYS if k in settings)
 
     def wait_started(self, b: int, timeout: float = 90) -> None:
         """Until broker b's current JVM logged ``[KafkaServer id=b] started`` (its socket server serves)."""
@@ -134,13 +143,16 @@ class LeadershipMixin:
         them back, in the rebalance profile)."""
         wait_until(lambda: self.leads_preferred(b), timeout, f"broker {b} to lead its preferred partitions again", interval=0.2)
 
-    def flap_then_hold(self, b: int, attempts: int = 4, timeout: float = 90) -> dict:
+    def flap_then_hold(self, b: int, attempts: int = 4, timeout: float = 90, follow_timeout: float = 60) -> dict:
         """Incident 003 from 18:02 on: broker b leads its preferred partitions, loses its session (leadership
         moves away), registers again and follows again (back in their ISRs); then the controller's requests to it are held, so
         the automatic rebalance that moves leadership back to b reaches every broker but b. ZooKeeper and the
         other brokers say b leads; b does not know it. Needs the rebalance profile and b not the controller.
-        Retried (released, flapped again) when the rebalance got there before the hold."""
+        Retried (released, flapped again) when the rebalance got there before the hold, and after restarting b when it
+        did not follow again within ``follow_timeout`` (what was seen is in the result's ``restarted``). Raises at once
+        when b's JVM exited (the drill's watch reads why)."""
         interval = float(broker_settings(self.profile, self.kafka).get("leader.imbalance.check.interval.seconds", 10))
+        restarted: list[str] = []
         for attempt in range(1, attempts + 1):
             self.wait_leads_preferred(b, timeout)
             self.wait_started(b, timeout)
@@ -149,16 +161,39 @@ class LeadershipMixin:
             # random moment, 0.10.2.1's check came ~1 s after the registration, four attempts in a row)
             (session,) = self.zk_flap(b, times=1, timeout=timeout, before_resume=lambda: self.wait_rebalance_check(interval + 5))
             mine = self.preferred_of(b)
-            wait_until(lambda: self._follows_again(b, mine, session["czxid"]), timeout,
-                       f"broker {b} following again in the ISR of its preferred partitions", interval=0.05)
+            if not self._wait_follows_again(b, mine, session["czxid"], follow_timeout):
+                restarted.append(f"attempt {attempt}: {self._not_following(b, mine, session['czxid'], follow_timeout)}")
+                self.stop(b, check=False)
+                if alive(self.broker_pid(b)):
+                    self.kill(b)
+                self.start(b, timeout=timeout)
+                self.wait_started(b, timeout)
+                continue
             if self.leads_preferred(b):
                 continue  # the rebalance already moved them back: one more session loss
             held = self.hold_controller_requests(b)
             if self.leads_preferred(b) and all(v == b for v in self._view_leaders(b, mine).values()):
                 self.release_controller_requests()  # too late: b got the LeaderAndIsr before the hold
                 continue
-            return {**held, "attempt": attempt, "partitions": [f"{t}-{p}" for t, p in mine]}
-        raise LabError(f"could not hold the controller's requests to broker {b} before the rebalance in {attempts} attempts")
+            return {**held, "attempt": attempt, "partitions": [f"{t}-{p}" for t, p in mine], "restarted": restarted}
+        raise LabError(f"could not hold the controller's requests to broker {b} before the rebalance in {attempts} attempts"
+                       + (f"; restarted it when it did not follow again: {restarted}" if restarted else ""))
+
+    def _wait_follows_again(self, b: int, mine, czxid: int, timeout: float) -> bool:
+        """Until ``_follows_again``; False after ``timeout``. Raises when b's JVM exits meanwhile."""
+        pid = self.broker_pid(b)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if self._follows_again(b, mine, czxid):
+                    return True
+            except Exception:  # noqa: BLE001 - ZooKeeper busy: asked again
+                pass
+            if not alive(pid):
+                raise LabError(f"broker {b} (pid {pid}) exited after its session loss")
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
 
     def _follows_again(self, b: int, mine, czxid: int) -> bool:
         """b is back in the ISR of one of its preferred partitions, written after its new registration (``czxid``),
@@ -175,6 +210,27 @@ class LeadershipMixin:
                 return True
             isrs.append(b in state["isr"])
         return all(isrs)
+
+    def _not_following(self, b: int, mine, czxid: int, waited: float) -> str:
+        """What ZooKeeper and b's own server.log say about b's preferred partitions, when it did not follow again."""
+        kz = self.kazoo()
+        states = []
+        for t, p in mine:
+            try:
+                data, stat = kz.get(f"/brokers/topics/{t}/partitions/{p}/state")
+                st = json.loads(data)
+                states.append(f"{t}-{p}: leader {st['leader']} isr {st['isr']} epoch {st['leader_epoch']}"
+                              + (" (written after its registration)" if stat.mzxid > czxid else ""))
+            except Exception as exc:  # noqa: BLE001 - said as it is
+                states.append(f"{t}-{p}: {type(exc).__name__}")
+        pid = self.broker_pid(b)
+        text = since_last_start(self.server_log(b), process_start(pid) if pid else None)
+        names = {f"{t}-{p}" for t, p in mine}
+        lines = [ln for ln in text.splitlines()[-4000:] if any(n in ln for n in names)
+                 and NOT_FOLLOWING_HINTS.search(ln)]
+        return (f"broker {b} not back in the ISR of any of its {len(mine)} preferred partitions {waited:.0f} s after "
+                f"registering again; ZooKeeper: {'; '.join(states[:6])}{' ...' if len(states) > 6 else ''}; its server.log: "
+                + (" | ".join(lines[-6:]) if lines else "no line about them"))
 
     def wait_rebalance_check(self, timeout: float) -> bool:
         """Until the active controller's next automatic-rebalance check: the "Preferred replicas by broker" line its

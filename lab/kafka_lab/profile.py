@@ -67,6 +67,7 @@ PROFILES: dict[str, dict[str, str | int]] = {
 }
 
 DEFAULT_PROFILE = "default"
+PROFILE_KEYS = tuple(sorted({k for settings in PROFILES.values() for k in settings}))  # what tells the profiles apart
 
 # {Kafka version: (keys it does not know or whose default the lab keeps, settings of its own)}
 VERSIONS: dict[str, tuple[tuple[str, ...], dict[str, str | int]]] = {
