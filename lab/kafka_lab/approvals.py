@@ -153,32 +153,42 @@ class Responder:
         return run_id  # after the commit: a commit that fails is tried again, not counted
 
     def _until_resumed(self, run_id: str) -> None:
-        """The answer took once the task left AWAITING_INPUT. Under load dag.test()'s loop can write its stale copy of
-        the task back over the resume (seen: the HITL row answered, the task parked for good): then the resume event
-        is submitted again, from the recorded answer, until the task moves or ``timeout_s`` passes."""
+        """Until the answered task runs again (or has ended). Under load dag.test()'s loop can write its stale copy of
+        the task back over the resume: the HITL row answered, the task parked for good. Seen twice: once right away,
+        and once (a drill, 2026-11-28) a few seconds after the task had left AWAITING_INPUT for SCHEDULED, so leaving it
+        once is not enough. While the answered task is parked, the resume event is submitted again from the recorded
+        answer; after ``timeout_s`` this raises (and the caller's task is failed, never left waiting)."""
         from sqlalchemy import select
         from sqlalchemy.exc import OperationalError
 
         from airflow.models.hitl import HITLDetail
+        from airflow.models.taskinstance import TaskInstance as TI
         from airflow.models.trigger import handle_event_submit
         from airflow.triggers.base import TriggerEvent
         from airflow.utils.session import create_session
+        from airflow.utils.state import TaskInstanceState
 
+        not_yet = {TaskInstanceState.AWAITING_INPUT, TaskInstanceState.SCHEDULED, TaskInstanceState.QUEUED, None}
         deadline = time.monotonic() + self.timeout_s
         while not self._stop.is_set() and time.monotonic() < deadline:
-            self._stop.wait(2.0)
+            self._stop.wait(1.0)
             try:
                 with create_session() as session:
-                    parked = [ti for ti in self._awaiting(session) if ti.run_id == run_id and ti.id not in self._stale]
-                    if not parked:
+                    mine = [ti for ti in session.scalars(select(TI).where(TI.dag_id == self.dag_id, TI.task_id == self.task_id,
+                                                                          TI.run_id == run_id)).all()
+                            if ti.id not in self._stale]
+                    if mine and all(ti.state not in not_yet for ti in mine):
                         return
-                    for ti in parked:
+                    for ti in mine:
+                        if ti.state != TaskInstanceState.AWAITING_INPUT:
+                            continue
                         detail = session.scalar(select(HITLDetail).where(HITLDetail.ti_id == ti.id))
                         if detail is not None and detail.response_received:
                             handle_event_submit(TriggerEvent(detail.as_resume_event_payload()), task_instance=ti, session=session)
             except OperationalError:  # SQLite busy: tried again
                 continue
-        raise TimeoutError(f"{self.task_id} of {self.dag_id} answered but not resumed within {self.timeout_s:.0f} s")
+        if not self._stop.is_set():
+            raise TimeoutError(f"{self.task_id} of {self.dag_id} answered but not resumed within {self.timeout_s:.0f} s")
 
     def _sweep(self, ti) -> bool:
         """Let the scheduler's own AWAITING_INPUT timeout sweep resolve the task once it is due."""
