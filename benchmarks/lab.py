@@ -1,7 +1,7 @@
-"""Figures of the lab on real Kafka 2.3.0 (or 0.10.2.1: KAFKA_LAB_KAFKA=0.10.2.1) (prints them; asserts nothing): how
+"""Figures of the lab on real Kafka 2.3.0 (prints them; asserts nothing): how
 long the lab takes to come up, a broker to start, and each fault until Kafka (or ZooKeeper) shows its reaction.
 
-    KAFKA_RUNBOOKS_SLOT=N [KAFKA_LAB_KAFKA=0.10.2.1] python benchmarks/lab.py
+    KAFKA_RUNBOOKS_SLOT=N python benchmarks/lab.py
 """
 
 from __future__ import annotations

@@ -22,15 +22,12 @@ PART = os.environ.get("KAFKA_RUNBOOKS_TEST_PART")  # ./run test's lanes (see _pa
 
 
 def _part(item) -> str:
-    """Which lane of ``./run test`` runs the test: "lab" (the Kafka 2.3.0 lab), "lab010" (the Kafka 0.10.2.1 lab),
-    "deployed" (tests/deployed: a deployment and a lab of their own), "lab-b" (the lab's own tests in tests/lab, on a
+    """Which lane of ``./run test`` runs the test: "lab" (the Kafka 2.3.0 lab), "deployed" (tests/deployed: a deployment and a lab of their own), "lab-b" (the lab's own tests in tests/lab, on a
     2.3.0 lab of the second lane's slot after the deployed suite: they mostly wait on Kafka, and the first lane is
     the longest; so do tests marked ``second_lane``), "lab-c" (tests marked ``third_lane``, on a 2.3.0 lab of a third
     slot after the tests without a lab), or "rest" (no lab)."""
     if "deployment" in item.fixturenames:
         return "deployed"
-    if "lab010" in item.fixturenames:
-        return "lab010"
     if _uses_lab(item):
         if item.get_closest_marker("third_lane"):
             return "lab-c"
@@ -38,8 +35,8 @@ def _part(item) -> str:
     return "rest"
 
 
-# fixtures that start a lab (one lab per slot runs at a time: _LabPool switches between versions)
-LAB_FIXTURES = ("lab", "lab010")
+# fixtures that start a lab (one lab per slot)
+LAB_FIXTURES = ("lab",)
 
 
 def _uses_lab(item) -> bool:
@@ -47,13 +44,11 @@ def _uses_lab(item) -> bool:
 
 
 def pytest_collection_modifyitems(config, items):
-    """With KAFKA_RUNBOOKS_TEST_PART, only that lane's tests (``_part``). Without it, the tests on the Kafka 0.10.2.1
-    lab run after every test on the 2.3.0 lab (the slot's addresses hold one lab: one switch)."""
-    if PART in ("lab", "lab010", "rest", "deployed", "lab-b", "lab-c"):
+    """With KAFKA_RUNBOOKS_TEST_PART, only that lane's tests (``_part``)."""
+    if PART in ("lab", "rest", "deployed", "lab-b", "lab-c"):
         keep = [i for i in items if _part(i) == PART]
         config.hook.pytest_deselected(items=[i for i in items if i not in keep])
         items[:] = keep
-    items.sort(key=lambda i: "lab010" in i.fixturenames)  # stable: the order within each group is kept
 
 
 @pytest.fixture(scope="session")
@@ -64,46 +59,34 @@ def airflow_db():
     return AIRFLOW_TEST_HOME
 
 
-class _LabPool:
-    """At most one lab runs (a slot's loopback addresses hold one): asking for the other version stops the running one."""
-
-    def __init__(self) -> None:
-        self.current = None
-
-    def get(self, kafka: str):
-        from kafka_lab import Lab
-
-        if self.current is not None and self.current.kafka == kafka:
-            return self.current
-        self.close()
-        lab = Lab(TEST_VAR / ("lab" if kafka == "2.3.0" else f"lab-{kafka}"), kafka=kafka)
-        self.current = lab
-        lab.up()
-        return lab
-
-    def close(self) -> None:
-        if self.current is not None:
-            lab, self.current = self.current, None
-            lab.down()
-
-
 @pytest.fixture(scope="session")
-def _lab_pool():
-    pool = _LabPool()
+def _session_lab():
+    """The slot's one lab, started the first time a test asks for it and stopped at the session's end."""
+    from kafka_lab import Lab
+
+    started: list = []
+
+    def get():
+        if not started:
+            started.append(Lab(TEST_VAR / "lab"))  # before up(): a lab that failed half-way up is still taken down
+            started[0].up()
+        return started[0]
+
     try:
-        yield pool
+        yield get
     finally:
-        pool.close()
+        if started:
+            started[0].down()
 
 
 @pytest.fixture
-def lab(_lab_pool):
+def lab(_session_lab):
     """The practice cluster (3 ZooKeeper nodes, 3 sshd hosts, 3 real Kafka 2.3.0 brokers, load), one per session.
 
     Not under pytest's tmp dir: that is mode 700 and the broker hosts' users must reach the state dir.
     Tests that inject faults use ``healthy_lab``, which heals whatever the previous test left.
     """
-    return _lab_pool.get("2.3.0")
+    return _session_lab()
 
 
 @pytest.fixture
@@ -158,15 +141,3 @@ def state_db(request, tmp_path):
         return StateDb.embedded(tmp_path / "state")
     return request.getfixturevalue("postgres_state_db")
 
-
-@pytest.fixture
-def lab010(_lab_pool):
-    """The same practice cluster with real Kafka 0.10.2.1 brokers (the seed incidents' era); started after every 2.3.0
-    test has run (pytest_collection_modifyitems orders them)."""
-    return _lab_pool.get("0.10.2.1")
-
-
-@pytest.fixture
-def healthy_lab010(lab010):
-    lab010.reset()
-    return lab010

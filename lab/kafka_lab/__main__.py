@@ -1,6 +1,6 @@
 """python -m kafka_lab [--state DIR] COMMAND
 
-    up [--profile default|rebalance] [--kafka 2.3.0|0.10.2.1]
+    up [--profile default|rebalance]
                                        start the lab        down     stop it        status   what runs, where
     reset                              heal every fault     env      the Airflow env (export lines)
     hang B | unhang B | isolate B | unisolate B | deadlock B | kill-cleaner B
@@ -36,7 +36,6 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     up = sub.add_parser("up")
     up.add_argument("--profile", default=None)
-    up.add_argument("--kafka", default=None, help="Kafka version: 2.3.0 (default, or $KAFKA_LAB_KAFKA) or 0.10.2.1")
     sub.add_parser("profile").add_argument("name")
     for c in ("down", "status", "env", "reset", "release-controller-requests"):
         sub.add_parser(c)
@@ -80,7 +79,7 @@ def run(lab: Lab, a: argparse.Namespace):
     if a.cmd == "deploy":
         return deploy(lab, a.action, a.deploy_state)
     if a.cmd == "up":
-        lab.up(a.profile, a.kafka)
+        lab.up(a.profile)
         return (f"lab up in {lab.up_seconds:.1f}s (Kafka {lab.kafka}, profile {lab.profile}); state in {lab.state}; "
                 f"env: {lab.state / 'airflow.env'}")
     if a.cmd == "down":

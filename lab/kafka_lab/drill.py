@@ -1,9 +1,9 @@
-"""The demo drill: lab up (real Kafka 2.3.0, or 0.10.2.1 with ``--kafka 0.10.2.1``) → deadlock broker 3 → health check finds it → incident response runs
+"""The demo drill: lab up (real Kafka 2.3.0) → deadlock broker 3 → health check finds it → incident response runs
 capture, Spark analysis, report and plan → the approval is answered → broker 3 restarted →
 recovery verified → incident closed → lab torn down.
 
-    python -m kafka_lab.drill [--broker 3] [--reject] [--keep-lab] [--kafka 2.3.0|0.10.2.1]
-    python -m kafka_lab.drill 000|002a|002b|003|004|all|deployed [--kafka 0.10.2.1]
+    python -m kafka_lab.drill [--broker 3] [--reject] [--keep-lab]
+    python -m kafka_lab.drill 000|002a|002b|003|004|all|deployed
 
 The approval is answered by this program (user "drill-bot"), the way on-call would click Approve
 in the Airflow UI; it says so in its output.
@@ -96,13 +96,13 @@ def run_001(lab, dags, broker: int = 3, option: str = "Approve", finding_timeout
     return Drill001(ok, incident["id"], run.state)
 
 
-def run_drill(state_dir: Path, broker: int, option: str, keep_lab: bool, kafka: str | None = None) -> int:
+def run_drill(state_dir: Path, broker: int, option: str, keep_lab: bool) -> int:
     from kafka_lab import Lab
 
-    lab = Lab(state_dir, kafka=kafka)
+    lab = Lab(state_dir)
     t0 = time.monotonic()
     say(f"starting the lab in {state_dir} (3-node ZooKeeper, 3 sshd hosts, 3 Apache Kafka {lab.kafka} brokers, client load)")
-    lab.up(kafka=lab.kafka)
+    lab.up()
     try:
         say(f"lab up in {time.monotonic() - t0:.1f}s")
         prepare(state_dir / "airflow", lab.airflow_env())
@@ -116,14 +116,6 @@ def run_drill(state_dir: Path, broker: int, option: str, keep_lab: bool, kafka: 
         else:
             lab.down()
             say("lab torn down")
-
-
-def add_kafka_option(p) -> None:
-    """``--kafka``: the lab's Kafka version for a drill (every drill runs on 2.3.0 and on 0.10.2.1, the seeds' era)."""
-    from kafka_lab.kafka_home import DISTRIBUTIONS
-
-    p.add_argument("--kafka", default=None, choices=sorted(DISTRIBUTIONS),
-                   help="the lab's Kafka version (default 2.3.0, or $KAFKA_LAB_KAFKA)")
 
 
 # ``./run demo <name>``: the other incidents' drills, each in its own module (its ``main(argv)`` gets the name first)
@@ -144,10 +136,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--reject", action="store_true", help="answer Reject instead of Approve")
     p.add_argument("--keep-lab", action="store_true")
     p.add_argument("--verbose", action="store_true", help="show Airflow's INFO logs of every task")
-    add_kafka_option(p)
     args = p.parse_args(argv)
     os.environ.setdefault("AIRFLOW__LOGGING__LOGGING_LEVEL", "INFO" if args.verbose else "WARNING")
-    return run_drill(args.state_dir.resolve(), args.broker, "Reject" if args.reject else "Approve", args.keep_lab, args.kafka)
+    return run_drill(args.state_dir.resolve(), args.broker, "Reject" if args.reject else "Approve", args.keep_lab)
 
 
 if __name__ == "__main__":

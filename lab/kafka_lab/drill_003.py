@@ -544,15 +544,14 @@ def run_003(lab, detect: bool = True) -> tuple[bool, dict[str, Any]]:
     return ok, figures
 
 
-def run_drill(state_dir: Path, keep_lab: bool, detect: bool = True, report: Callable[[dict], None] | None = None,
-              kafka: str | None = None) -> int:
+def run_drill(state_dir: Path, keep_lab: bool, detect: bool = True, report: Callable[[dict], None] | None = None) -> int:
     from kafka_lab import Lab
     from kafka_lab.airflow_home import prepare
 
-    lab = Lab(state_dir, kafka=kafka)
+    lab = Lab(state_dir)
     t0 = time.monotonic()
     say(f"starting the lab in {state_dir} (3-node ZooKeeper, 3 sshd hosts, 3 Apache Kafka {lab.kafka} brokers, client load)")
-    lab.up(kafka=lab.kafka)
+    lab.up()
     try:
         say(f"lab up in {time.monotonic() - t0:.1f}s")
         prepare(state_dir / "airflow", lab.airflow_env())
@@ -579,10 +578,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--state-dir", type=Path, default=REPO / "var" / "drill-003")
     p.add_argument("--keep-lab", action="store_true")
     p.add_argument("--verbose", action="store_true", help="show Airflow's INFO logs of every task")
-    from kafka_lab.drill import add_kafka_option
-
-    add_kafka_option(p)
     argv = list(argv or [])
     args = p.parse_args(argv[1:] if argv[:1] == ["003"] else argv)  # kafka_lab.drill passes the name first
     os.environ.setdefault("AIRFLOW__LOGGING__LOGGING_LEVEL", "INFO" if args.verbose else "WARNING")
-    return run_drill(args.state_dir.resolve(), args.keep_lab, kafka=args.kafka)
+    return run_drill(args.state_dir.resolve(), args.keep_lab)

@@ -1,7 +1,7 @@
 """Every drill in one go, on one lab (``./run demo all``): the lab comes up once, each drill runs on it healed
 (``Lab.reset()``) with its own incident store and health history, and one line per drill says how it went.
 
-    python -m kafka_lab.drill all [--only 001,004] [--keep-lab] [--kafka 2.3.0|0.10.2.1]
+    python -m kafka_lab.drill all [--only 001,004] [--keep-lab]
 
 =====  ==========================================================================================================
 001    a JVM deadlock in broker 3 -> incident -> capture, analysis -> approved restart through the engine -> closed
@@ -27,7 +27,7 @@ import traceback
 from pathlib import Path
 
 from kafka_lab.airflow_home import REPO, load_dags, prepare
-from kafka_lab.drill import add_kafka_option, say
+from kafka_lab.drill import say
 
 ORDER = ("001", "000", "002a", "002b", "004", "003")
 
@@ -72,7 +72,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", default=",".join(ORDER), help="comma-separated drills, in this order")
     p.add_argument("--keep-lab", action="store_true")
     p.add_argument("--verbose", action="store_true", help="show Airflow's INFO logs of every task")
-    add_kafka_option(p)
     argv = list(argv or [])
     args = p.parse_args(argv[1:] if argv[:1] == ["all"] else argv)
     os.environ.setdefault("AIRFLOW__LOGGING__LOGGING_LEVEL", "INFO" if args.verbose else "WARNING")
@@ -81,10 +80,10 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         p.error(f"unknown drills {unknown}; one of {list(ORDER)}")
     state = args.state_dir.resolve()
-    lab = Lab(state, kafka=args.kafka)
+    lab = Lab(state)
     t_all = time.monotonic()
     say(f"starting the lab in {state} (3 Apache Kafka {lab.kafka} brokers) for drills {names}")
-    lab.up(kafka=lab.kafka)
+    lab.up()
     verdicts: list[tuple[str, bool, float, str]] = []
     try:
         say(f"lab up in {time.monotonic() - t_all:.1f}s")

@@ -1,5 +1,5 @@
-"""The drills of incidents 000, 002a, 002b and 004 (``./run demo 000|002a|002b|004 [--kafka 0.10.2.1]``): lab up
-(real Kafka 2.3.0 or 0.10.2.1, real ZooKeeper 3.8) → the incident's fault → the health check finds it and starts ONE response → capture, Spark
+"""The drills of incidents 000, 002a, 002b and 004 (``./run demo 000|002a|002b|004``): lab up
+(real Kafka 2.3.0, real ZooKeeper 3.8) → the incident's fault → the health check finds it and starts ONE response → capture, Spark
 analysis, report → a restart through the engine (000, 002b: the approval answered by this program as user
 "drill-bot", the way on-call would click in the Airflow UI) or an explanation handed to a person (002a, 004) →
 lab torn down.
@@ -28,7 +28,7 @@ from pathlib import Path
 
 from kafka_lab.airflow_home import REPO, load_dags, prepare, take_triggered_confs
 from kafka_lab.approvals import Responder
-from kafka_lab.drill import HEALTH, RESPONSE, DrillFailed, add_kafka_option, detect_until_finding, say
+from kafka_lab.drill import HEALTH, RESPONSE, DrillFailed, detect_until_finding, say
 
 INCIDENTS = ("000", "002a", "002b", "004")
 NEEDS_APPROVAL = ("000", "002b")  # a restart is proposed; the others are explained
@@ -132,16 +132,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--reject", action="store_true", help="000/002b: answer Reject instead of Approve")
     p.add_argument("--keep-lab", action="store_true")
     p.add_argument("--verbose", action="store_true", help="show Airflow's INFO logs of every task")
-    add_kafka_option(p)
     args = p.parse_args(argv)
     os.environ.setdefault("AIRFLOW__LOGGING__LOGGING_LEVEL", "INFO" if args.verbose else "WARNING")
     from kafka_lab import Lab
 
     state = args.state_dir.resolve()
-    lab = Lab(state, kafka=args.kafka)
+    lab = Lab(state)
     t0 = time.monotonic()
     say(f"starting the lab in {state} (3-node ZooKeeper, 3 sshd hosts, 3 Apache Kafka {lab.kafka} brokers, client load)")
-    lab.up(kafka=lab.kafka)
+    lab.up()
     try:
         say(f"lab up in {time.monotonic() - t0:.1f}s")
         prepare(state / "airflow", lab.airflow_env())

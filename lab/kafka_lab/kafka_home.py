@@ -1,17 +1,15 @@
 """Where the lab's Apache Kafka comes from: one implementation, used by the lab and by scripts/bootstrap.sh.
 
-Two versions run in the lab (``DISTRIBUTIONS``): 2.3.0 (the default) and 0.10.2.1 (the seed incidents' era).
-Order for a version V: its environment variable (``KAFKA_HOME`` for 2.3.0, ``KAFKA_HOME_0_10_2_1`` for 0.10.2.1;
-it must be a distribution of V: no silent fallback when the user named one), else
-``<repo>/../shared/kafka/kafka_<scala>-V``, else a copy already downloaded into ``<repo>/var/kafka/``, else (2.3.0
-only) the release downloaded from the Apache archive into ``<repo>/var/kafka/`` and checked against its published
-SHA-512 (``kafka_2.12-2.3.0.tgz.sha512``, written by ``gpg --print-md SHA512``). The archive's 0.10.2.1 does not
-start on the JDK 17 used here (its core needs ``javax.xml.bind``, gone since JDK 11, and its scripts pass GC flags
-JDK 17 rejects): ``../shared/kafka/kafka_2.11-0.10.2.1/README.md`` says how the runnable copy was rebuilt.
+The lab runs one version (``DISTRIBUTIONS``): Apache Kafka 2.3.0. (Kafka 0.10.2.1, the seed incidents' era, ran
+here until its distribution was withdrawn; what was recorded from it stays as test fixtures: docs/VERSIONS.md.)
+Order: ``KAFKA_HOME`` (it must be a 2.3.0 distribution: no silent fallback when the user named one), else
+``<repo>/../shared/kafka/kafka_2.12-2.3.0``, else a copy already downloaded into ``<repo>/var/kafka/``, else the
+release downloaded from the Apache archive into ``<repo>/var/kafka/`` and checked against its published SHA-512
+(``kafka_2.12-2.3.0.tgz.sha512``, written by ``gpg --print-md SHA512``).
 
 Standard library only, so that bootstrap can run it before anything is installed:
 
-    python3 lab/kafka_lab/kafka_home.py [--repo DIR] [--no-download] [--kafka 0.10.2.1]   # prints the Kafka directory
+    python3 lab/kafka_lab/kafka_home.py [--repo DIR] [--no-download]   # prints the Kafka directory
 """
 
 from __future__ import annotations
@@ -50,7 +48,7 @@ class Distribution:
         return f"Distribution({self.version!r})"
 
 
-DISTRIBUTIONS = {d.version: d for d in (Distribution(KAFKA_VERSION, SCALA_VERSION, True), Distribution("0.10.2.1", "2.11", False))}
+DISTRIBUTIONS = {d.version: d for d in (Distribution(KAFKA_VERSION, SCALA_VERSION, True),)}
 
 
 def distribution(version: str | None = None) -> Distribution:
@@ -158,10 +156,8 @@ def resolve(repo: Path = REPO, env: Mapping[str, str] | None = None, allow_downl
             return candidate.resolve()
         tried.append(f"{candidate} (absent)")
     if not allow_download or not dist.downloadable:
-        why = "" if dist.downloadable else (" The Apache archive's release does not start on JDK 17 (see "
-                                            "../shared/kafka/kafka_2.11-0.10.2.1/README.md for the rebuilt copy).")
         raise KafkaHomeError(f"Apache Kafka {dist.version} not found; tried: {'; '.join(tried)}. "
-                             f"Set {dist.env} to an unpacked {dist.name} directory.{why}")
+                             f"Set {dist.env} to an unpacked {dist.name} directory.")
     url = (base_url if base_url.endswith("/") else base_url + "/") + TARBALL
     try:
         return download(repo, base_url, timeout)
@@ -179,10 +175,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repo", type=Path, default=REPO)
     ap.add_argument("--no-download", action="store_true")
-    ap.add_argument("--kafka", default=KAFKA_VERSION, choices=sorted(DISTRIBUTIONS), help="the Kafka version")
     a = ap.parse_args(argv)
     try:
-        print(resolve(a.repo.resolve(), allow_download=not a.no_download, version=a.kafka))
+        print(resolve(a.repo.resolve(), allow_download=not a.no_download, version=KAFKA_VERSION))
     except KafkaHomeError as exc:
         print(f"kafka_home: {exc}", file=sys.stderr)
         return 1

@@ -1,6 +1,6 @@
-"""The practice cluster: a 3-node ZooKeeper ensemble, 3 SSH "hosts" each running a real Apache Kafka broker (2.3.0 by
-default, or 0.10.2.1: ``Lab(kafka="0.10.2.1")``, ``up --kafka``, ``KAFKA_LAB_KAFKA``) as its own user, the lab's
-topics, and an application load.
+"""The practice cluster: a 3-node ZooKeeper ensemble, 3 SSH "hosts" each running a real Apache Kafka 2.3.0 broker as its own
+user, the lab's topics, and an application load. (``kafka_home.DISTRIBUTIONS`` lists the versions the lab can run:
+2.3.0 alone since Kafka 0.10.2.1 was withdrawn; see docs/VERSIONS.md for what stays recorded from it.)
 
 Everything runs on the loopback addresses of this slot (net.py) and is started and stopped by this module. Every
 process the lab starts names the state directory in its command line and is recorded in a pid file, so ``down()``

@@ -2,8 +2,8 @@
 
 ``PROFILES[name]`` is merged over ``BASE`` and written into every broker's server.properties; the per-broker
 keys (id, listeners, directories, ZooKeeper) are added by ``hosts.py``. A Kafka version whose names or defaults
-differ has its own entry in ``VERSIONS`` (keys it does not know are left out, settings it spells otherwise are
-replaced): the 0.10.2.1 brokers get 0.10's names and keep 0.10's defaults where the lab has no reason to change them.
+differ would have its own entry in ``VERSIONS`` (keys it does not know left out, settings it spells otherwise
+replaced); the lab runs Kafka 2.3.0 only.
 """
 
 from __future__ import annotations
@@ -25,11 +25,9 @@ BASE: dict[str, str | int] = {
     "replica.socket.timeout.ms": 10000,
     "auto.leader.rebalance.enable": "false",
     "leader.imbalance.check.interval.seconds": 300,
-    # Kafka 2.3's default. 0.10's default is true (KIP-106 turned it off in 0.11): a 0.10 broker whose request handling
-    # is stuck shrinks the ISR of every partition it leads to itself (its followers' fetches go unanswered), so with
-    # 0.10's default the product rightly refuses to restart it (the controller would elect a replica that is behind).
-    # The lab sets it off on both versions, as 0.11's upgrade notes advise, so the drills' approved restarts can run;
-    # tests/lab/test_kafka010_product.py turns it back on for a topic and shows the refusal.
+    # Kafka 2.3's default (0.10's default was true; KIP-106 turned it off in 0.11). With it on, the product refuses
+    # to restart a broker that is the only in-sync replica of a partition (the controller would elect a replica that
+    # is behind): tests/remediate shows that refusal on the pure rules.
     "unclean.leader.election.enable": "false",
     # a consumer group forms at once instead of after 3 s
     "group.initial.rebalance.delay.ms": 0,
@@ -58,7 +56,7 @@ PROFILES: dict[str, dict[str, str | int]] = {
     # issue 7's drill: the controller moves leadership back to preferred replicas on its own, often. Kafka elects only
     # while more than leader.imbalance.per.broker.percentage of a broker's preferred partitions are led elsewhere, and
     # never retries one whose election failed (the broker not yet in its ISR) once the rest are back: at the default 10
-    # one of 20 stayed put for good (drill 003 on 0.10.2.1, 2026-11-25). 0: every check retries until all are back.
+    # one of 20 stayed put for good (drill 003 on Kafka 0.10.2.1, 2026-11-25). 0: every check retries until all are back.
     "rebalance": {
         "auto.leader.rebalance.enable": "true",
         "leader.imbalance.check.interval.seconds": 10,
@@ -72,15 +70,6 @@ PROFILE_KEYS = tuple(sorted({k for settings in PROFILES.values() for k in settin
 # {Kafka version: (keys it does not know or whose default the lab keeps, settings of its own)}
 VERSIONS: dict[str, tuple[tuple[str, ...], dict[str, str | int]]] = {
     "2.3.0": ((), {}),
-    "0.10.2.1": (
-        (
-            # 0.11's (KIP-134): a 0.10 group rebalances at once anyway
-            "group.initial.rebalance.delay.ms",
-            # 0.11's transactions (KIP-98): no __transaction_state before 0.11
-            "transaction.state.log.replication.factor", "transaction.state.log.min.isr",
-        ),
-        {},
-    ),
 }
 
 HEAP_OPTS = "-Xms128m -Xmx256m"

@@ -153,24 +153,9 @@ def test_unreachable_archive_error_says_what_was_tried_and_what_to_set(tmp_path,
     assert "set KAFKA_HOME" in msg and "unreachable" in msg
 
 
-
-def test_kafka_0_10_2_1_has_its_own_variable_and_is_never_downloaded(tmp_path):
-    d = kh.distribution("0.10.2.1")
-    assert (d.env, d.name, d.core_jar) == ("KAFKA_HOME_0_10_2_1", "kafka_2.11-0.10.2.1", "libs/kafka_2.11-0.10.2.1.jar")
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    # KAFKA_HOME names 2.3.0's distribution; 0.10.2.1 looks at its own variable, then ../shared/kafka
-    with pytest.raises(kh.KafkaHomeError) as e:
-        kh.resolve(repo, env={"KAFKA_HOME": str(fake_kafka(tmp_path))}, version="0.10.2.1")
-    msg = str(e.value)
-    assert "KAFKA_HOME_0_10_2_1 (not set)" in msg and "does not start on JDK 17" in msg and "download" not in msg.split(";")[-1][:20]
-    home = tmp_path / "shared" / "kafka" / d.name
-    (home / "bin").mkdir(parents=True)
-    (home / "libs").mkdir()
-    (home / "bin" / "kafka-server-start.sh").write_text("#!/bin/sh\n")
-    with pytest.raises(kh.KafkaHomeError, match="is not an Apache Kafka 0.10.2.1"):
-        kh.resolve(repo, env={"KAFKA_HOME_0_10_2_1": str(home)}, version="0.10.2.1")
-    (home / d.core_jar).write_bytes(b"PK")
-    assert kh.resolve(repo, env={}, version="0.10.2.1") == home.resolve()
-    with pytest.raises(kh.KafkaHomeError, match="not '0.9.0.1'"):
-        kh.distribution("0.9.0.1")
+def test_the_lab_runs_kafka_2_3_0_only():
+    """Kafka 0.10.2.1 was withdrawn (issue 27): asking for it, or any other version, is a clear error naming 2.3.0."""
+    assert sorted(kh.DISTRIBUTIONS) == ["2.3.0"]
+    for gone in ("0.10.2.1", "0.9.0.1"):
+        with pytest.raises(kh.KafkaHomeError, match=f"the lab runs Kafka 2.3.0, not '{gone}'"):
+            kh.distribution(gone)

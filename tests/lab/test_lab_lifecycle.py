@@ -1,7 +1,7 @@
 """down() leaves no process; the rebalance profile (issue 7) makes the controller move leadership back by itself.
 
-Runs last among the lab tests (file name): it takes the session's lab down and brings it up again, once in the
-rebalance profile and then back in the default one, so later tests find the usual lab.
+It takes the session's lab down and brings it up again, once in the rebalance profile and then (in ``finally``,
+whatever happened) back in the default one: the tests that run after it, in any order, find the usual lab.
 """
 
 from __future__ import annotations
