@@ -19,7 +19,7 @@ from kafka_runbooks import clock
 from kafka_runbooks.state import schema as S
 from kafka_runbooks.state.db import for_update, insert_ignoring_conflict
 
-_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")  # fullmatch: "$" would let a trailing newline through
 
 OPEN = "open"
 RESPONDING = "responding"
@@ -43,7 +43,7 @@ class IncidentExists(IncidentError):
 
 
 def validate_id(value: str, what: str = "incident id") -> str:
-    if not isinstance(value, str) or not _ID_RE.match(value) or ".." in value:
+    if not isinstance(value, str) or not _ID_RE.fullmatch(value) or ".." in value:
         raise IncidentError(f"invalid {what} {value!r}: letters, digits, '_', '.', '-' only")
     return value
 
