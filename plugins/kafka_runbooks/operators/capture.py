@@ -26,7 +26,8 @@ class MaintenanceLockGate:
         from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
         from kafka_runbooks.remediate.lock import MaintenanceLock
 
-        with ZooKeeperHook(self.config.zk_conn_id, timeout_s=self.config.capture.connect_timeout_s).session() as zk:
+        with ZooKeeperHook(self.config.zk_conn_id, timeout_s=self.config.capture.connect_timeout_s,
+                           cluster=self.config.name).session() as zk:
             lock = MaintenanceLock(zk, self.config.name, run=self.run_id, dag=self.dag_id, user=None,
                                    purpose="capture: intrusive JVM tools on a broker proven not serving")
             identity = lock.acquire(self.config.gates.lock_wait_s)
