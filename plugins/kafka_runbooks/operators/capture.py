@@ -84,13 +84,19 @@ class CaptureEvidenceOperator(BaseOperator):
         from kafka_runbooks.capture.collector import FAILED, capture_cluster
         from kafka_runbooks.config import load_cluster
         from kafka_runbooks.hooks.kafka import KafkaHook
-        from kafka_runbooks.incidents.store import IncidentStore
+        from kafka_runbooks.incidents.store import IncidentStore, ResponseRefused
         from kafka_runbooks.model import ClusterSnapshot, Finding
         from kafka_runbooks.state.bundles import BundleIndex
         from kafka_runbooks.detect.observe import brokers_to_probe, known_registrations
 
         config = load_cluster(self.incident["cluster"])
         incident_id = self.incident["incident_id"]
+        try:  # least power: at most capture.max_per_hour captures of a cluster in any hour, counted before any SSH
+            IncidentStore(config).start_capture(incident_id, cluster=config.name, per_hour=config.capture.max_per_hour,
+                                                actor=f"dag:{context['dag'].dag_id}/run:{context['run_id']}",
+                                                details={"brokers": list(self.incident["capture_broker_ids"])})
+        except ResponseRefused as exc:
+            raise AirflowFailException(str(exc)) from exc
         snapshot = ClusterSnapshot.from_dict(self.incident["snapshot"])
         trigger = self.incident.get("trigger")
         bundle = EvidenceBundle(
