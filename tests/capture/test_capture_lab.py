@@ -14,6 +14,7 @@ from kafka_runbooks.capture.collector import capture_cluster
 from kafka_runbooks.config import ClusterConfig
 from kafka_runbooks.detect.observe import brokers_to_probe, known_registrations, take_snapshot
 from kafka_runbooks.hooks.kafka import KafkaHook
+from kafka_runbooks.model import Finding, Severity
 from kafka_runbooks.operators.capture import MaintenanceLockGate
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(600)]
@@ -31,7 +32,11 @@ def capture(lab, tmp_path, suspects, **capture_settings):
     targets, missing = brokers_to_probe(config, snapshot, known)
     hook = KafkaHook(config.kafka_conn_id, listener=config.listener)
     bundle = EvidenceBundle(config.bundle_base, "lab", "inc-lab", capture_id=clock.stamp(micros=True))
-    gate = MaintenanceLockGate(config, {b.id: b for b in targets}, run_id="capture-test", dag_id="test")
+    # the incident's trigger, as the health check opens it for a broker that does not serve: what corroborates a direct
+    # check with no answer before the intrusive tools may pause the broker (capture.commands.intrusive_evidence)
+    trigger = [Finding("broker_unresponsive", Severity.CRITICAL, f"broker {b} failed its direct check, corroborated", broker_ids=(b,))
+               for b in suspects]
+    gate = MaintenanceLockGate(config, {b.id: b for b in targets}, run_id="capture-test", dag_id="test", findings=trigger)
     manifest = capture_cluster(config, snapshot, [1, 2, 3], bundle, suspects=suspects, known={b.id: b for b in targets},
                                checker=lambda: hook.check_all(targets, 5.0, unregistered=missing), intrusive=gate)
     return bundle, manifest

@@ -18,8 +18,10 @@ timeout is cut to what is left, and what could not run in time is recorded as sk
 5. suspect only: ``jcmd GC.heap_info`` (sizes, no GC).
 
 Nothing in that first phase stops or pauses a JVM. Then, for the suspects (at most ``capture.max_suspects``),
-ONE HOST AT A TIME and only under the cluster's maintenance lock (``IntrusiveGate``): a suspect proven not
-serving by a direct Kafka-protocol check taken just before gets the intrusive tools -- ``jhsdb jstack`` where no
+ONE HOST AT A TIME and only under the cluster's maintenance lock (``IntrusiveGate``): a suspect whose direct
+Kafka-protocol check taken just before had no answer (a time-out, a refused connection -- not an authentication
+failure, not an answer as another broker id), corroborated by a not-serving finding of it
+(``commands.intrusive_evidence``), gets the intrusive tools -- ``jhsdb jstack`` where no
 gentle dump worked, ``jmap -histo:live``, a heap dump where configured (written, fetched and removed as the
 JVM's user, in a 0700 directory) -- within ``capture.intrusive_deadline_s``. A suspect that answers gets none:
 pausing a serving broker beyond its ZooKeeper session would cause the very outage being documented.
@@ -566,8 +568,8 @@ def _intrusive_phase(config: ClusterConfig, bundle: EvidenceBundle, factory: Run
             for b in todo:
                 evidence = gate.not_serving(b)
                 if evidence is None:
-                    leave(b, f"broker {b} answered a direct Kafka-protocol check just now: it serves, and these tools "
-                             "would pause it", partial=False)
+                    leave(b, (getattr(gate, "why_not", None) or {}).get(b) or f"broker {b} answered a direct Kafka-protocol "
+                          "check just now: it serves, and these tools would pause it", partial=False)
                     continue
                 bundle.set_host(b, intrusive={"not_serving": evidence, "at": clock.now_iso()})
                 _intrusive_host(config, bundle, factory, b, sleep)

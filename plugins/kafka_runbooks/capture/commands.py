@@ -480,6 +480,47 @@ INTRUSIVE_TOOLS = ("jhsdb", "jmap -histo:live", "heap dump")
 GENTLE_DUMPS = ("jstack", "jcmd", "sigquit")
 
 
+# findings that say a broker does not serve, each corroborated there by an independent signal (detect/serving.py)
+NOT_SERVING_KINDS = ("broker_unresponsive", "broker_unregistered_alive")
+# how a direct check fails when nobody answers: no answer in time (librdkafka's _TIMED_OUT, a socket timeout) or the
+# connection refused or dropped (_TRANSPORT, ConnectionRefusedError). Not an authentication or TLS failure (the
+# product's own credential expired), not an answer as another broker id, not an unsupported request: those brokers
+# may serve everyone else, and the intrusive tools would pause them
+NO_ANSWER_CODES = frozenset(("_TIMED_OUT", "_MSG_TIMED_OUT", "_TIMED_OUT_QUEUE", "_TRANSPORT", "_ALL_BROKERS_DOWN",
+                             "TimeoutError", "timeout", "ConnectionRefusedError", "ConnectionResetError"))
+
+
+def _get(f, key: str):
+    return f.get(key) if isinstance(f, dict) else getattr(f, key, None)
+
+
+def not_serving_finding(findings, broker_id: int):
+    """The first of ``findings`` (Finding objects or their dicts) that says ``broker_id`` does not serve, or None."""
+    for f in findings or ():
+        if f is not None and _get(f, "kind") in NOT_SERVING_KINDS and int(broker_id) in {int(b) for b in _get(f, "broker_ids") or ()}:
+            return f
+    return None
+
+
+def intrusive_evidence(check, findings) -> tuple[str | None, str]:
+    """Whether the intrusive tools (jmap -histo:live, jhsdb, a heap dump) may run on ``check``'s broker: only when the
+    direct check taken just now found nobody answering (``NO_ANSWER_CODES``) AND a not-serving finding of that broker
+    corroborates it. -> (the evidence, "") or (None, why not)."""
+    bid = int(check.broker_id)
+    if check.ok:
+        return None, f"broker {bid} answered a direct Kafka-protocol check just now: it serves, and these tools would pause it"
+    code = str(check.error_code or "")
+    if code not in NO_ANSWER_CODES:
+        return None, (f"broker {bid}'s direct check failed with {code or 'no error code'} ({check.error}), not a time-out or a "
+                      "refused connection: it may serve everyone else, and these tools would pause it")
+    finding = not_serving_finding(findings, bid)
+    if finding is None:
+        return None, (f"broker {bid}'s direct check had no answer ({code}) but no not-serving finding of it corroborates "
+                      f"that (one of {', '.join(NOT_SERVING_KINDS)}): a busy broker is not paused on one slow answer")
+    return (f"direct check at {check.at} on {check.endpoint}: {check.error} ({code}), corroborated by {_get(finding, 'kind')}: "
+            f"{str(_get(finding, 'summary') or '')[:300]}"), ""
+
+
 @dataclass(frozen=True)
 class ToolPlan:
     """Which JVM tools a host gets, decided from its role and its process state. ``skipped``: tools
