@@ -113,3 +113,13 @@ def test_the_gate_opens_on_a_silent_or_refusing_broker_a_finding_accuses(tmp_pat
         free = s.getsockname()[1]
     refused = _gate(tmp_path, broker_ip(3), free, findings=[UNRESPONSIVE])
     assert refused.not_serving(3), refused.why_not
+
+
+def test_lock_detail_only_for_a_suspect_a_deadlock_or_not_serving_finding_accuses():
+    from kafka_runbooks.capture.commands import PEER, SUSPECT, lock_detail
+
+    deadlock = Finding("jvm_deadlock", Severity.CRITICAL, "deadlock", broker_ids=(5,))
+    cleaner = Finding("log_cleaner_not_running", Severity.WARNING, "cleaner", broker_ids=(3,))
+    assert lock_detail(SUSPECT, 3, [UNRESPONSIVE]) and lock_detail(SUSPECT, 5, [deadlock.to_dict()])
+    assert not lock_detail(PEER, 3, [UNRESPONSIVE])  # a peer: a plain dump, whatever accuses it
+    assert not lock_detail(SUSPECT, 3, [cleaner]) and not lock_detail(SUSPECT, 3, [None]) and not lock_detail(SUSPECT, 2, [UNRESPONSIVE])

@@ -66,7 +66,8 @@ def capture_plan(config, suspects, peers) -> str:
     jmx = (f"one JmxTool read within {config.leadership.jmx_timeout_s:g}s" if config.leadership.jmx
            else "no JMX read (leadership.jmx is off)")
     return (f"capture plan: brokers {sorted(set(suspects) | set(peers))} in parallel, non-intrusive only (thread dumps by "
-            f"jstack/jcmd/SIGQUIT, socket tables, logs, /proc, GC log, {jmx}; server.properties and command lines "
+            f"jstack/jcmd/SIGQUIT, one host at a time, with lock detail (-l) only on a suspect a not-serving finding "
+            f"accuses; socket tables, logs, /proc, GC log, {jmx}; server.properties and command lines "
             f"redacted), each "
             f"host within {c.host_deadline_s:g}s; suspects {sorted(suspects)} (at most {c.max_suspects}) get "
             f"{c.jstack_count} thread dumps and heap sizes; intrusive tools: {intrusive} -- only on a suspect whose "
