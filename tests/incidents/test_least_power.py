@@ -48,6 +48,21 @@ def test_one_response_per_cluster_at_a_time(state_db):
     assert store.claim_response(second["id"], cluster="lab", actor="a", run_id="run-2", active=active)["response_run"] == "run-2"
 
 
+def test_two_incidents_one_health_check_queued_responses_for_do_not_refuse_each_other(state_db):
+    """One check opened two incidents of the cluster and marked both responding for their queued runs: the first run
+    to start claims the cluster, the second is refused (not both)."""
+    store = IncidentStore(state_db)
+    a, b = _open(store, brokers=(1,)), _open(store, brokers=(2,))
+    store.responding(a["id"], actor="health", run_id="run-a")
+    store.responding(b["id"], actor="health", run_id="run-b")
+    active = lambda rec: True  # noqa: E731 - both runs queued or running
+    before = len(store.audit_trail(a["id"]))
+    assert store.claim_response(a["id"], cluster="lab", actor="run-a", run_id="run-a", active=active)["response_claimed"] == "run-a"
+    assert len(store.audit_trail(a["id"])) == before  # already responding for this run: no second status move
+    with pytest.raises(ResponseRefused, match="response run-a is working on cluster 'lab'"):
+        store.claim_response(b["id"], cluster="lab", actor="run-b", run_id="run-b", active=active)
+
+
 def test_two_runs_racing_for_a_cluster_get_it_once(state_db):
     store = IncidentStore(state_db)
     incidents = [_open(store, brokers=(b,)) for b in (1, 2, 3, 4)]

@@ -139,8 +139,9 @@ class IncidentStore:
 
     def claim_response(self, incident_id: str, *, cluster: str, actor: str, run_id: str,
                        active: Callable[[Mapping[str, Any]], bool]) -> dict[str, Any]:
-        """Marks the incident ``responding`` for ``run_id`` -- unless another incident of the cluster is ``responding``
-        for another run that ``active`` says still runs (queued or running): then :class:`ResponseRefused` naming it.
+        """Marks the incident ``responding`` for ``run_id`` and claimed by it -- unless another incident of the cluster is
+        claimed by another run that ``active`` says still runs (queued or running): then :class:`ResponseRefused`
+        naming it.
         One response per cluster at a time: the check and the mark are one transaction under the cluster's guard."""
         validate_id(incident_id)
         with self.db.write() as c:
@@ -150,15 +151,20 @@ class IncidentStore:
                                                                  t.c.id != incident_id)).all()
             for row in rows:
                 other = dict(row.record)
-                if other.get("response_run") and other.get("response_run") != run_id and active(other):
+                run = other.get("response_run")
+                # only a response that claimed its incident holds the cluster: one the health check marked and queued
+                # (two incidents opened by one check) does not, or each of the two would refuse the other
+                if run and run != run_id and other.get("response_claimed") == run and active(other):
                     raise ResponseRefused(f"response {other.get('response_run')} is working on cluster {cluster!r} (incident "
                                           f"{row.id}, brokers {other.get('broker_ids')}): one response per cluster at a time")
             current = self._locked_record(c, incident_id)
             if current.get("status") == RESPONDING and current.get("response_run") == run_id:
-                return self._get(c, incident_id)  # the health check marked it for this run already
+                # the health check marked it for this run already
+                return self._update(c, incident_id, {"response_claimed": run_id})
             previous = current.get("status")
             record = self._update(c, incident_id, {"status": RESPONDING, "status_reason": f"response run {run_id}",
-                                                   "note": f"{RESPONDING}: response run {run_id}", "response_run": run_id})
+                                                   "note": f"{RESPONDING}: response run {run_id}", "response_run": run_id,
+                                                   "response_claimed": run_id})
             self._audit(c, incident_id, actor=actor, action=f"status -> {RESPONDING}", outcome="ok",
                         details={"from": previous, "reason": f"response run {run_id}"})
             return record
