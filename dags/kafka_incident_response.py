@@ -12,6 +12,11 @@ What each incident gets (``remediate/choice.py``), with its runbook:
 * a client's unknown API keys (``runbooks/unsupported-client-request.md``, 002a) and a ZooKeeper follower
   dropping out (``runbooks/zookeeper-follower-drop.md``, 004): no restart -- captured, explained, recorded, and
   handed to a person. A ZooKeeper incident captures every ensemble member (``zookeeper_servers``).
+
+Least power: this one DAG serves every cluster, so ``max_active_runs`` (which would queue one cluster's response
+behind another's) is replaced by a per-cluster guard -- ``open_incident`` refuses a second response while another
+runs on the same cluster, and an ``incident_id`` of another cluster or other brokers; ``capture`` is refused past
+``capture.max_per_hour`` captures of the cluster in an hour (``incidents/store.py``).
 """
 
 from __future__ import annotations

@@ -238,10 +238,6 @@ def run(spark, bundle: str, out: str | None = None, kafka_version: str | None = 
         budget_s: float = 10.0, budget_per_mb_s: float = 1.0, log_scan: str = "auto", rg: str = "rg") -> dict:
     """``log_scan``: ``auto`` reads big logs with ripgrep inside the Spark tasks where the executor has ``rg``
     (the JVM scan otherwise), ``rg`` requires it (a task fails without it), ``jvm`` is the pure Spark path."""
-    import shutil
-
-    from kafka_runbooks.analyze import fastscan
-
     if log_scan not in LOG_SCANS:
         raise ValueError(f"log_scan must be one of {LOG_SCANS}, not {log_scan!r}")
 
@@ -251,6 +247,18 @@ def run(spark, bundle: str, out: str | None = None, kafka_version: str | None = 
     shown = U.local_path(bundle_uri) if U.is_local(bundle_uri) else bundle_uri  # as given: a path stays a path
     generated = _now()
     timings: dict[str, float] = {}
+    with _owner_only(spark):
+        return _run(spark, bundle_uri, out_uri, shown, generated, timings, t_start, kafka_version, split_mb=split_mb,
+                    window_minutes=window_minutes, budget_s=budget_s, budget_per_mb_s=budget_per_mb_s, log_scan=log_scan, rg=rg)
+
+
+def _run(spark, bundle_uri: str, out_uri: str, shown: str, generated: str, timings: dict[str, float], t_start: float,
+         kafka_version: str | None, *, split_mb: float | None, window_minutes: float, budget_s: float, budget_per_mb_s: float,
+         log_scan: str, rg: str) -> dict:
+    import shutil
+
+    from kafka_runbooks.analyze import fastscan
+
     try:
         manifest = read_manifest(bundle_uri)
     except Exception as exc:  # noqa: BLE001
@@ -433,7 +441,18 @@ def run(spark, bundle: str, out: str | None = None, kafka_version: str | None = 
     U.write_text(U.join(out_uri, "findings.json"), json.dumps(doc, indent=2, default=str))
     title = f"Kafka incident {manifest.get('incident_id', '')} ({manifest.get('cluster', '')})"
     U.write_text(U.join(out_uri, "report.html"), render_report(findings, report_tables, title=title))
+    U.restrict_tree(pq)  # part files the JVM executors wrote under a umask not ours (spark-submit's caller's)
     return doc
+
+
+def _owner_only(spark):
+    """What this job writes is the bundle owner's only, as the bundle is (files 0600, directories 0700): this driver's
+    umask while it runs (findings.json, report.html), Hadoop's for the JVM writers (``fs.permissions.umask-mode``: the
+    driver's and, through the job's configuration, the executors'); the executors' Python workers make their part files
+    0600 themselves (analyze/tables.py, analyze/nativescan.py); ``restrict_tree`` at the end covers any other writer."""
+    spark.conf.set("fs.permissions.umask-mode", "077")
+    spark.sparkContext._jsc.hadoopConfiguration().set("fs.permissions.umask-mode", "077")
+    return U.owner_only()
 
 
 def main(argv: list[str] | None = None) -> int:

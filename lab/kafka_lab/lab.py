@@ -544,7 +544,9 @@ class Lab(FaultsMixin, LeadershipMixin):
                 "gates": {"stop_s": 60.0, "stop_unserving_s": 10.0, "deregister_s": 30.0, "register_s": 90.0, "in_sync_s": 120.0,
                           "coordinator_s": 120.0, "canary_s": 60.0, "poll_s": 0.5, "lock_wait_s": 5.0},
                 "capture": {"jstack_count": 3, "jstack_interval_s": 1.0, "command_timeout_s": 30.0, "connect_timeout_s": 5.0,
-                            "log_tail_lines": 2000, "heap_dump": True, "remote_work_dir": "/tmp"},
+                            "log_tail_lines": 2000, "heap_dump": True, "remote_work_dir": "/tmp",
+                            # the lab's tests and drills respond to far more incidents an hour than a real cluster should
+                            "max_per_hour": 60},
                 # the lab's brokers log a line every 10 s (profile.py): a server.log silent for 30 s is silent
                 # a bad client's lines count for BAD_REQUEST_WINDOW_S (its drill sends every 3 s; reset() waits them out)
                 "health": {"log_silent_s": 30.0, "offsets_segments_max": 100, "offsets_load_expected_s": 5.0,

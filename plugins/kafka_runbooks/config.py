@@ -71,6 +71,9 @@ class CaptureSettings:
     # (--deep-iteration: no payloads) on the oldest and the newest segment of its largest offsets partition
     dump_log: bool = True
     dump_log_timeout_s: float = 120.0
+    # captures of one cluster started in any hour (each takes thread dumps of every broker): the next is refused,
+    # naming this cap; counted in the state database (audit entries "capture_started")
+    max_per_hour: int = 6
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "CaptureSettings":
@@ -79,6 +82,8 @@ class CaptureSettings:
             raise ConfigError("capture: jstack_count >= 1, jstack_interval_s >= 0, command_timeout_s > 0")
         if s.host_deadline_s <= 0 or s.jhsdb_timeout_s <= 0 or s.log_tail_bytes <= 0 or s.intrusive_deadline_s <= 0:
             raise ConfigError("capture: host_deadline_s, jhsdb_timeout_s, intrusive_deadline_s and log_tail_bytes must be > 0")
+        if s.max_per_hour < 1:
+            raise ConfigError("capture: max_per_hour must be >= 1")
         if s.max_suspects < 1:
             raise ConfigError("capture: max_suspects >= 1")
         if not s.stdout_log or "/" in s.stdout_log or s.stdout_log in (".", ".."):

@@ -14,7 +14,7 @@ _WINDOW = re.compile(r"^\s*([01]\d|2[0-3]):([0-5]\d)\s*-\s*([01]\d|2[0-3]|24):([
 def parse_window(text: str) -> tuple[int, int]:
     """"HH:MM-HH:MM" -> (start minute of the day, end minute); the end may be before the start (wraps
     midnight); "00:00-24:00" is the whole day. Raises ValueError naming the expected form."""
-    m = _WINDOW.match(str(text))
+    m = _WINDOW.fullmatch(str(text))
     if not m:
         raise ValueError(f"window {text!r} is not 'HH:MM-HH:MM' (UTC)")
     start = int(m.group(1)) * 60 + int(m.group(2))

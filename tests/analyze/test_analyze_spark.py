@@ -2,6 +2,8 @@
 
 import hashlib
 import json
+import os
+import stat
 import subprocess
 import sys
 import time
@@ -73,9 +75,10 @@ def spark_job(tmp_path_factory):
     submit = VENV_BIN / "spark-submit"
     assert submit.exists(), f"spark-submit not found at {submit}"
     t0 = time.monotonic()
+    # the usual umask of whoever starts spark-submit (an Airflow worker): the job itself makes its outputs owner-only
     r = subprocess.run([str(submit), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
                         str(REPO / "spark_apps" / "analyze_bundle.py"), "--bundle", str(bundle)],
-                       env=spark_env(), capture_output=True, text=True, timeout=240)
+                       env=spark_env(), capture_output=True, text=True, timeout=240, preexec_fn=lambda: os.umask(0o022))
     r.wall_s = time.monotonic() - t0
     assert r.returncode == 0, r.stderr[-4000:]
     return bundle, r
@@ -144,3 +147,13 @@ def test_spark_job_parquet_tables(spark_job, spark):
     # log_events holds signature records (and ERROR/FATAL ones): 2 fetch failures + 219's "Kafka version" line
     assert logs.where("signature = 'replica_fetch_error'").count() == 2 and logs.count() == 3
     assert {r["layout"] for r in logs.collect()} == {"kafka"}
+
+
+def test_spark_job_outputs_are_the_owners_only(spark_job):
+    """Issue 29 §3: report.html, findings.json and every directory and file of parquet/ (the executors' part files) are 0600 / 0700, as the bundle is, though spark-submit started under umask 022."""
+    bundle, _ = spark_job
+    modes = {str(p.relative_to(bundle)): stat.S_IMODE(p.stat().st_mode)
+             for p in [bundle / "findings.json", bundle / "report.html", bundle / "parquet", *(bundle / "parquet").rglob("*")]}
+    assert len(modes) > 20 and any(k.endswith(".parquet") for k in modes), sorted(modes)
+    wrong = {k: oct(m) for k, m in modes.items() if m != (0o700 if (bundle / k).is_dir() else 0o600)}
+    assert not wrong, wrong

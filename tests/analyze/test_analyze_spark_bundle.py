@@ -6,6 +6,7 @@ SparkSession (run_in_session); the spark-submit path is covered by test_analyze_
 test_analyze_standalone.py."""
 
 import json
+import stat
 
 import pytest
 
@@ -53,6 +54,24 @@ def real_bundle(tmp_path_factory, lab_stall, spark):
     assert native["timings"]["log_scan"] == {"rg": 8, "jvm": 0}, native["timings"]
     assert jvm["timings"]["log_scan"] == {"rg": 0, "jvm": 8}, jvm["timings"]
     return b, json.loads((b / "findings.json").read_text()), jvm_out, json.loads((jvm_out / "findings.json").read_text())
+
+
+def _modes(out):
+    paths = [out / "findings.json", out / "report.html", out / "parquet", *(out / "parquet").rglob("*")]
+    return {str(p.relative_to(out)): (p.is_dir(), stat.S_IMODE(p.stat().st_mode)) for p in paths}
+
+
+def test_both_scans_outputs_are_the_owners_only(real_bundle):
+    """Issue 29 §3: findings.json, report.html and the parquet/ tree -- part files from the executors' Python workers
+    (native scan) and from the JVM (the JVM scan: Hadoop's part, .crc and _SUCCESS files) -- are 0600 / 0700 like the
+    bundle, though this session's Spark JVM and its Python workers run under the tests' umask."""
+    b, _, jvm_out, _ = real_bundle
+    for out in (b, jvm_out):
+        modes = _modes(out)
+        assert any(k.endswith(".parquet") for k in modes), sorted(modes)
+        wrong = {k: oct(m) for k, (d, m) in modes.items() if m != (0o700 if d else 0o600)}
+        assert not wrong, (out, wrong)
+    assert any(k.endswith(".crc") for k in _modes(jvm_out)) and any(k.endswith("_SUCCESS") for k in _modes(jvm_out))
 
 
 @pytest.mark.parametrize("scan", ["rg", "jvm"])

@@ -14,6 +14,7 @@ from kafka_runbooks.capture.collector import capture_cluster
 from kafka_runbooks.config import ClusterConfig
 from kafka_runbooks.detect.observe import brokers_to_probe, known_registrations, take_snapshot
 from kafka_runbooks.hooks.kafka import KafkaHook
+from kafka_runbooks.model import Finding, Severity
 from kafka_runbooks.operators.capture import MaintenanceLockGate
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(600)]
@@ -31,8 +32,12 @@ def capture(lab, tmp_path, suspects, **capture_settings):
     targets, missing = brokers_to_probe(config, snapshot, known)
     hook = KafkaHook(config.kafka_conn_id, listener=config.listener)
     bundle = EvidenceBundle(config.bundle_base, "lab", "inc-lab", capture_id=clock.stamp(micros=True))
-    gate = MaintenanceLockGate(config, {b.id: b for b in targets}, run_id="capture-test", dag_id="test")
-    manifest = capture_cluster(config, snapshot, [1, 2, 3], bundle, suspects=suspects, known={b.id: b for b in targets},
+    # the incident's trigger, as the health check opens it for a broker that does not serve: what corroborates a direct
+    # check with no answer before the intrusive tools may pause the broker (capture.commands.intrusive_evidence)
+    trigger = [Finding("broker_unresponsive", Severity.CRITICAL, f"broker {b} failed its direct check, corroborated", broker_ids=(b,))
+               for b in suspects]
+    gate = MaintenanceLockGate(config, {b.id: b for b in targets}, run_id="capture-test", dag_id="test", findings=trigger)
+    manifest = capture_cluster(config, snapshot, [1, 2, 3], bundle, suspects=suspects, known={b.id: b for b in targets}, trigger=trigger[0],
                                checker=lambda: hook.check_all(targets, 5.0, unregistered=missing), intrusive=gate)
     return bundle, manifest
 
@@ -47,6 +52,9 @@ def test_a_hung_broker_gets_the_heavy_tools_and_its_peers_one_plain_jstack(healt
     assert m["suspects"] == [3] and m["status"] == "complete", m["status_reasons"]
     three = names(m, 3)
     assert [n for n in three if n.startswith("jstack-")] == ["jstack-1", "jstack-2", "jstack-3"]
+    # the lock detail (-l) on the accused suspect only; its peers' dumps are plain, and no two hosts' dumps ran at once
+    argvs = {(c["broker_id"], c["name"]): c["argv"] for c in m["commands"] if c["kind"] == "jstack"}
+    assert all(("-l" in a) == (b == 3) for (b, _), a in argvs.items()), argvs
     assert "jmap-histo" in three and "heap-info" in three
     # the intrusive tools ran after every gentle one, under the maintenance lock, on the broker proven not serving
     assert m["hosts"]["3"]["intrusive"]["not_serving"].startswith("direct check at") and m["intrusive"]["lock"]["purpose"].startswith("capture")

@@ -14,7 +14,8 @@ HOSTILE = ["1; rm -rf /", "$(reboot)", "12\n34", "`id`", "1 2", "-1", "", "0x10"
 
 def test_command_argv_and_kinds():
     s = CaptureSettings(log_tail_lines=500, log_tail_bytes=4096, remote_work_dir="/var/tmp", jvm_tool_prefix=("sudo", "-n", "-u", "kafka"))
-    assert C.jstack_command(4242, 2, s).argv == ("sudo", "-n", "-u", "kafka", "jstack", "-l", "4242")
+    assert C.jstack_command(4242, 2, s).argv == ("sudo", "-n", "-u", "kafka", "jstack", "4242")
+    assert C.jstack_command(4242, 2, s, locks=True).argv == ("sudo", "-n", "-u", "kafka", "jstack", "-l", "4242")
     assert C.jstack_command(4242, 2, s).kind == "jstack"
     assert C.jmap_histo_command(4242, s).argv == ("sudo", "-n", "-u", "kafka", "jmap", "-histo:live", "4242")
     assert C.heap_info_command(4242, s).argv == ("sudo", "-n", "-u", "kafka", "jcmd", "4242", "GC.heap_info")
@@ -79,7 +80,8 @@ def test_no_tool_that_pauses_a_jvm_runs_in_the_first_phase_and_peers_never_get_o
     assert ("heap dump", "heap dumps not configured for this cluster (capture.heap_dump)") in unconfigured.left_out
     off = C.tool_plan(C.SUSPECT, 42, "running", CaptureSettings(intrusive=False, heap_dump=True))
     assert off.intrusive == () and {t for t, why in off.left_out if "capture.intrusive is off" in why} == set(C.INTRUSIVE_TOOLS)
-    assert C.jcmd_thread_print_command(42, 2, s).argv == ("jcmd", "42", "Thread.print", "-l")
+    assert C.jcmd_thread_print_command(42, 2, s).argv == ("jcmd", "42", "Thread.print")
+    assert C.jcmd_thread_print_command(42, 2, s, locks=True).argv == ("jcmd", "42", "Thread.print", "-l")
 
 
 def test_heap_dump_commands_run_as_the_jvm_user_in_a_private_directory():

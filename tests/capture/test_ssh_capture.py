@@ -382,3 +382,36 @@ def test_probe_wrong_port_reports_no_process(ssh_host, tmp_path):
     with StrictSSHHook(ssh_host.conn_ok) as r:
         p = probe_host(cfg, model.Broker(1, ssh_host.host, 9999), r)
     assert p.reachable and p.pid is None and not p.process_alive and "no visible process" in p.error
+
+
+def test_thread_dumps_are_staggered_across_hosts_and_lock_detail_only_where_a_deadlock_is_suspected(ssh_host, tmp_path):
+    """Issue 29 §4: ``-l`` makes HotSpot walk the heap for java.util.concurrent lock owners at its safepoint. Broker 1
+    (a suspect its not-serving finding accuses) gets ``jstack -l``; broker 3 (a suspect nothing accuses) and broker 4 (a
+    peer) plain dumps; and no two hosts' thread dumps run at once. The three brokers are the one real JVM behind the
+    sshd (three SSH connections, captured in parallel as three hosts would be)."""
+    import datetime as dt
+
+    cfg = ClusterConfig(name="capt", zk_conn_id="zk_none", hosts={1: ssh_host.conn_ok, 3: ssh_host.conn_ok, 4: ssh_host.conn_ok},
+                        broker_port=ssh_host.broker_port, server_log_path=ssh_host.server_log, bundle_base=str(tmp_path),
+                        capture=CaptureSettings(jstack_count=2, jstack_interval_s=0.2, command_timeout_s=30, connect_timeout_s=3,
+                                                log_tail_lines=20, remote_work_dir=ssh_host.work_dir))
+    snap = model.ClusterSnapshot(cluster="capt", taken_at="2024-05-01T07:00:00Z", controller_id=1, partitions=(),
+                                 brokers=tuple(model.Broker(b, ssh_host.host, ssh_host.broker_port) for b in (1, 3, 4)))
+    trigger = model.Finding("broker_unresponsive", model.Severity.CRITICAL, "broker 1 failed its direct check; peers name it",
+                            broker_ids=(1,))
+    bundle = EvidenceBundle(cfg.bundle_base, cfg.name, "inc-stagger", trigger=trigger.to_dict())
+    m = capture_cluster(cfg, snap, [1, 3, 4], bundle, trigger=trigger, suspects=[1, 3])
+    dumps = {b: [c for c in m["commands"] if c["broker_id"] == b and c["kind"] == "jstack"] for b in (1, 3, 4)}
+    assert [len(dumps[b]) for b in (1, 3, 4)] == [2, 2, 1], {b: [c["name"] for c in d] for b, d in dumps.items()}
+    assert all(c["argv"][-2:] == ["-l", str(ssh_host.jvm_pid)] for c in dumps[1]), [c["argv"] for c in dumps[1]]
+    for b in (3, 4):
+        assert all("-l" not in c["argv"] and c["exit_code"] == 0 for c in dumps[b]), [c["argv"] for c in dumps[b]]
+    assert [m["hosts"][str(b)]["plan"]["lock_detail"] for b in (1, 3, 4)] == [True, False, False]
+    assert "Found one Java-level deadlock" in (bundle.path / dumps[1][0]["stdout"]).read_text()  # the suspect's detail kept
+
+    spans = sorted((dt.datetime.fromisoformat(c["started_at"].replace("Z", "+00:00")).timestamp(), c["duration_s"], b)
+                   for b, d in dumps.items() for c in d)
+    for (s1, d1, b1), (s2, _, b2) in zip(spans, spans[1:]):
+        assert s2 >= s1 + d1 - 0.01, f"broker {b2}'s dump began {s1 + d1 - s2:.3f} s before broker {b1}'s ended: {spans}"
+    turns = [t for b in (1, 3, 4) for t in m["hosts"][str(b)]["dump_turns"]]
+    assert len(turns) == 5 and all(t["had_turn"] for t in turns), turns

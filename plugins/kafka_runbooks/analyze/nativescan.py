@@ -399,9 +399,10 @@ def scan_file(rg: "str | RgRun", local_path: str, path: str, broker_id: int | No
         t = arrow_table(batch, schema)
         if writer is None:
             if U.is_local(d):
-                os.makedirs(U.local_path(d), exist_ok=True)
+                os.makedirs(U.local_path(d), mode=U.DIR_MODE, exist_ok=True)
                 target = os.path.join(U.local_path(d), name)
                 writer = pq.ParquetWriter(target, schema)
+                os.chmod(target, U.FILE_MODE)  # the bundle owner's only, whatever this executor's umask
             else:
                 fs, p = U._arrow_fs(d)
                 fs.create_dir(p, recursive=True)

@@ -150,7 +150,8 @@ def write_part(out_uri: str, table: str, rows: list[dict[str, Any]], key: str) -
     if U.is_local(d):
         import os
 
-        os.makedirs(U.local_path(d), exist_ok=True)
+        os.makedirs(U.local_path(d), mode=U.DIR_MODE, exist_ok=True)
+        U.private_file(os.path.join(U.local_path(d), name))
         pq.write_table(t, os.path.join(U.local_path(d), name))
     else:
         fs, path = U._arrow_fs(d)
@@ -169,8 +170,9 @@ def ensure_tables(out_uri: str) -> None:
             import os
 
             p = U.local_path(d)
-            os.makedirs(p, exist_ok=True)
+            os.makedirs(p, mode=U.DIR_MODE, exist_ok=True)
             if not any(n.endswith(".parquet") for n in os.listdir(p)):
+                U.private_file(os.path.join(p, "part-empty.parquet"))
                 pq.write_table(schema.empty_table(), os.path.join(p, "part-empty.parquet"))
         else:
             fs, path = U._arrow_fs(d)

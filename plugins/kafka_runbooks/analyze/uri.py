@@ -9,6 +9,7 @@ Python-side reads (the per-file survey, small evidence files) go through ``pyarr
 
 from __future__ import annotations
 
+import contextlib
 import os
 import posixpath
 from typing import BinaryIO
@@ -111,13 +112,54 @@ def list_manifests(base: str) -> list[str]:
     return sorted(f"{scheme}://{i.path}" for i in fs.get_file_info(sel) if i.path.endswith("/manifest.json"))
 
 
+OWNER_ONLY_UMASK = 0o077  # a bundle and what is made of it (findings.json, report.html, parquet/) are its owner's only
+FILE_MODE, DIR_MODE = 0o600, 0o700
+
+
+@contextlib.contextmanager
+def owner_only():
+    """Within it this process (the Spark driver) creates files 0600 and directories 0700; its umask is restored after."""
+    old = os.umask(OWNER_ONLY_UMASK)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+def private_file(path: str) -> None:
+    """Creates ``path`` empty and 0600 (or makes an existing one 0600), so that a writer opening it next (pyarrow)
+    truncates a file already its owner's only, whatever the writing process's umask."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, FILE_MODE)
+    try:
+        os.fchmod(fd, FILE_MODE)
+    finally:
+        os.close(fd)
+
+
+def restrict_tree(uri: str) -> None:
+    """A local tree written partly by processes with another umask (a JVM executor started by someone else, its Python
+    workers): directories 0700, files 0600. Remote stores keep their own permissions (a bucket policy, HDFS ACLs)."""
+    if not is_local(uri) or not os.path.isdir(local_path(uri)):
+        return
+    root = local_path(uri)
+    os.chmod(root, DIR_MODE)
+    for d, dirs, files in os.walk(root):
+        for n in dirs:
+            os.chmod(os.path.join(d, n), DIR_MODE, follow_symlinks=False)
+        for n in files:
+            if not os.path.islink(os.path.join(d, n)):
+                os.chmod(os.path.join(d, n), FILE_MODE)
+
+
 def write_text(uri: str, text: str) -> None:
-    """Write a small file atomically where the location allows it (local: temp file + rename)."""
+    """Write a small file atomically where the location allows it (local: temp file + rename), 0600 (its owner's only)."""
     if is_local(uri):
         p = local_path(uri)
-        os.makedirs(os.path.dirname(p), exist_ok=True)
+        os.makedirs(os.path.dirname(p), mode=DIR_MODE, exist_ok=True)
         tmp = p + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as fh:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+        os.fchmod(fd, FILE_MODE)  # an older temp file keeps its mode through O_CREAT
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
         os.replace(tmp, p)
         return

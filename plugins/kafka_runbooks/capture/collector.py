@@ -9,8 +9,11 @@ timeout is cut to what is left, and what could not run in time is recorded as sk
    ``/proc/<pid>/stat`` -- read FIRST, because it decides which tools may run (commands.tool_plan);
 2. socket tables (``ss -tanpi``: states, Recv-Q, byte counters), taken again between thread dumps
    and at the end, so the analysis can see queues grow while nothing is read;
-3. thread dumps: ``jstack -l``; when it cannot attach, ``jcmd Thread.print -l``, then SIGQUIT into
-   the broker's stdout file (the dump is cut out of ``kafkaServer.out``); a stopped process gets none here;
+3. thread dumps: ``jstack``; when it cannot attach, ``jcmd Thread.print``, then SIGQUIT into
+   the broker's stdout file (the dump is cut out of ``kafkaServer.out``); a stopped process gets none here.
+   The lock detail (``-l``: HotSpot walks the heap for java.util.concurrent lock owners at its safepoint) only on a
+   suspect a deadlock or not-serving finding accuses (``commands.lock_detail``); the hosts' dumps are staggered,
+   one at a time across the cluster (``DumpTurns``);
 4. logs: server.log, controller.log, state-change.log, log-cleaner.log, kafkaServer.out, the GC log;
    server.properties and the JVM's command line redacted by an allow-list (``capture/redact.py``); one JmxTool
    read of the broker's JMX, as the health check takes it (read-only, one light JVM on the host, within
@@ -18,8 +21,10 @@ timeout is cut to what is left, and what could not run in time is recorded as sk
 5. suspect only: ``jcmd GC.heap_info`` (sizes, no GC).
 
 Nothing in that first phase stops or pauses a JVM. Then, for the suspects (at most ``capture.max_suspects``),
-ONE HOST AT A TIME and only under the cluster's maintenance lock (``IntrusiveGate``): a suspect proven not
-serving by a direct Kafka-protocol check taken just before gets the intrusive tools -- ``jhsdb jstack`` where no
+ONE HOST AT A TIME and only under the cluster's maintenance lock (``IntrusiveGate``): a suspect whose direct
+Kafka-protocol check taken just before had no answer (a time-out, a refused connection -- not an authentication
+failure, not an answer as another broker id), corroborated by a not-serving finding of it
+(``commands.intrusive_evidence``), gets the intrusive tools -- ``jhsdb jstack`` where no
 gentle dump worked, ``jmap -histo:live``, a heap dump where configured (written, fetched and removed as the
 JVM's user, in a 0700 directory) -- within ``capture.intrusive_deadline_s``. A suspect that answers gets none:
 pausing a serving broker beyond its ZooKeeper session would cause the very outage being documented.
@@ -36,7 +41,10 @@ it is a failure and the host is partial).
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import logging
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
@@ -56,6 +64,30 @@ log = logging.getLogger(__name__)
 COMPLETE, PARTIAL, FAILED = "complete", "partial", "failed"
 MIN_COMMAND_S = 2.0  # below this much time left, a command is skipped rather than started
 KAFKA_CHECKS_FILE = "kafka-checks.json"
+DUMP_TURN_WAIT_S = 15.0  # longest a host waits for another host's thread dump to end before it takes its own anyway
+
+
+class DumpTurns:
+    """Thread dumps staggered across the cluster's hosts: one at a time (each brings its JVM to a safepoint; the
+    brokers of one cluster are not all paused together). A host waits for its turn at most ``DUMP_TURN_WAIT_S`` (and
+    never past its own deadline): a dump that hangs on one host does not cost the others theirs -- the manifest's
+    ``dump_turns`` says when a dump went ahead without its turn."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def turn(self, h: "_HostCapture", what: str):
+        bound = max(0.0, min(DUMP_TURN_WAIT_S, h.left() - MIN_COMMAND_S - 1.0))
+        t0 = time.monotonic()
+        got = self._lock.acquire(timeout=bound)
+        h.turns.append({"dump": what, "waited_s": round(time.monotonic() - t0, 2), "had_turn": got,
+                        **({} if got else {"why": f"another host's thread dump still ran after {bound:g} s"})})
+        try:
+            yield
+        finally:
+            if got:
+                self._lock.release()
 
 
 class Runner(Protocol):
@@ -132,6 +164,7 @@ def capture_cluster(
     for bid in ids:
         bundle.set_host(bid, role=C.SUSPECT if bid in suspect_ids else C.PEER, status=FAILED, status_reasons=[])
     checks: list[dict] = []
+    turns = DumpTurns()
     zk_members = list(zookeeper_members)
     with ThreadPoolExecutor(max_workers=min(32, len(ids) + 2) or 1, thread_name_prefix="capture") as pool:
         check_first = pool.submit(_checks, checker, "start") if checker else None
@@ -142,7 +175,7 @@ def capture_cluster(
             ensemble = pool.submit(capture_ensemble, config, bundle, zk_members, zookeeper_affected, factory)
         futures = {
             pool.submit(capture_host, config, snapshot, bid, bundle, factory, role=C.SUSPECT if bid in suspect_ids else C.PEER,
-                        known=known, sleep=sleep): bid
+                        known=known, sleep=sleep, turns=turns): bid
             for bid in ids
         }
         for fut in as_completed(futures):
@@ -233,6 +266,9 @@ class _HostCapture:
         self.absent: list[str] = []  # optional files that do not exist on this host
         self.fallbacks: list[str] = []  # thread-dump methods that failed before another one worked
         self.outputs: dict[str, CommandResult] = {}
+        self.turns: list[dict[str, Any]] = []  # each thread dump's wait for its turn (DumpTurns)
+        self.dump_turns: DumpTurns | None = None
+        self.lock_detail = False  # thread dumps with -l (commands.lock_detail)
         self.entries: dict[str, dict[str, Any]] = {}  # each command's record in the manifest
         self.captured = 0
 
@@ -313,6 +349,7 @@ def capture_host(
     role: str = C.SUSPECT,
     known: Mapping[int, model.Broker] | None = None,
     sleep: Callable[[float], None] = time.sleep,
+    turns: DumpTurns | None = None,
 ) -> None:
     bid = C.validate_broker_id(broker_id)
     broker = snapshot.broker(bid) if snapshot is not None else None
@@ -337,7 +374,7 @@ def capture_host(
         bundle.set_host(bid, reachable=True)
         # the brokers' version as the health check observed it (snapshot.kafka_version): which dump-log tool exists
         version = snapshot.version if snapshot is not None and snapshot.kafka_version else None
-        _capture_reachable_host(config, broker, bid, role, bundle, runner, sleep, version)
+        _capture_reachable_host(config, broker, bid, role, bundle, runner, sleep, version, turns)
     finally:
         try:
             runner.close()
@@ -345,9 +382,10 @@ def capture_host(
             pass
 
 
-def _capture_reachable_host(config, broker, bid, role, bundle, runner, sleep, version=None) -> None:
+def _capture_reachable_host(config, broker, bid, role, bundle, runner, sleep, version=None, turns=None) -> None:
     settings = config.capture
     h = _HostCapture(config, bundle, runner, bid, runner.address, sleep)
+    h.dump_turns = turns
     t = settings.command_timeout_s
     endpoint, problems = broker_endpoint(broker, config.listener, config.broker_port, [getattr(runner, "host", "")])
     for port in endpoint.ports:
@@ -376,12 +414,16 @@ def _capture_reachable_host(config, broker, bid, role, bundle, runner, sleep, ve
         state = process_state(h.text("process-state"), pid)
         h.do(C.process_stat_command(pid, t))
     plan = C.tool_plan(role, pid, state, settings)
+    if plan.thread_dumps and C.lock_detail(role, bid, [bundle.manifest.get("trigger")]):
+        plan = dataclasses.replace(plan, lock_detail=True)
+    h.lock_detail = plan.lock_detail
     for tool, why in plan.skipped:
         h.skip(tool, why)
     bundle.set_host(bid, left_out=[{"tool": tool, "reason": why} for tool, why in plan.left_out])
     bundle.set_host(bid, pid=pid, process_state=state, plan={"thread_dumps": plan.thread_dumps, "dump_methods": list(plan.dump_methods),
                                                             "heap_info": plan.heap_info, "intrusive": list(plan.intrusive),
-                                                            "jmx": plan.jmx and config.leadership.jmx})
+                                                            "jmx": plan.jmx and config.leadership.jmx,
+                                                            "lock_detail": plan.lock_detail})
     if pid is not None:
         h.do(C.proc_threads_command(pid, t))
 
@@ -418,7 +460,7 @@ def _capture_reachable_host(config, broker, bid, role, bundle, runner, sleep, ve
         method = _thread_dump(h, config, pid, i, methods)
         if method is None:
             break
-    bundle.set_host(bid, thread_dump_method=method, thread_dump_fallbacks=h.fallbacks)
+    bundle.set_host(bid, thread_dump_method=method, thread_dump_fallbacks=h.fallbacks, dump_turns=h.turns)
 
     # 4. logs (and the broker's configuration: its log dirs, for the data evidence below)
     props_res = h.do(C.config_file_command("server-properties", C.KIND_KAFKA_CONFIG, config.server_properties(bid), t), optional_file=True)
@@ -566,8 +608,8 @@ def _intrusive_phase(config: ClusterConfig, bundle: EvidenceBundle, factory: Run
             for b in todo:
                 evidence = gate.not_serving(b)
                 if evidence is None:
-                    leave(b, f"broker {b} answered a direct Kafka-protocol check just now: it serves, and these tools "
-                             "would pause it", partial=False)
+                    leave(b, (getattr(gate, "why_not", None) or {}).get(b) or f"broker {b} answered a direct Kafka-protocol "
+                          "check just now: it serves, and these tools would pause it", partial=False)
                     continue
                 bundle.set_host(b, intrusive={"not_serving": evidence, "at": clock.now_iso()})
                 _intrusive_host(config, bundle, factory, b, sleep)
@@ -672,7 +714,8 @@ def _thread_dump(h: _HostCapture, config: ClusterConfig, pid: int, i: int, metho
     The methods that failed before one worked are ``h.fallbacks`` (evidence about the JVM -- e.g. its attach
     listener did not answer -- with their commands in the manifest), not failures: the dump was captured."""
     n = len(h.failed)
-    method = _first_dump(h, config, pid, i, methods)
+    with (h.dump_turns.turn(h, f"thread dump {i}") if h.dump_turns is not None else contextlib.nullcontext()):
+        method = _first_dump(h, config, pid, i, methods)
     if method is not None and len(h.failed) > n:
         h.fallbacks += h.failed[n:]
         del h.failed[n:]
@@ -683,13 +726,13 @@ def _first_dump(h: _HostCapture, config: ClusterConfig, pid: int, i: int, method
     while methods:
         method = methods[0]
         if method == "jstack":
-            res = h.do(C.jstack_command(pid, i, h.settings))
+            res = h.do(C.jstack_command(pid, i, h.settings, locks=h.lock_detail))
             if res is None:
                 return None
             if res.exit_code == 0 and res.error is None and _looks_like_dump(h.text(f"jstack-{i}")):
                 return "jstack"
         elif method == "jcmd":
-            res = h.do(C.jcmd_thread_print_command(pid, i, h.settings))
+            res = h.do(C.jcmd_thread_print_command(pid, i, h.settings, locks=h.lock_detail))
             if res is None:
                 return None
             if res.exit_code == 0 and res.error is None and _looks_like_dump(h.text(f"jstack-jcmd-{i}")):

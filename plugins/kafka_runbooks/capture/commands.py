@@ -350,18 +350,20 @@ def process_stat_command(pid: int, timeout: float) -> CaptureCommand:
                           redact="command_line")
 
 
-def jstack_command(pid: int, index: int, settings: CaptureSettings) -> CaptureCommand:
+def jstack_command(pid: int, index: int, settings: CaptureSettings, *, locks: bool = False) -> CaptureCommand:
+    """``jstack PID``; ``locks``: ``jstack -l PID``, the lock detail (``ToolPlan.lock_detail``)."""
     pid = validate_pid(pid)
     index = validate_int(index, "jstack index", minimum=1, maximum=1000)
-    return CaptureCommand(f"jstack-{index}", KIND_JSTACK, (*_prefix(settings), "jstack", "-l", str(pid)), settings.command_timeout_s)
-
-
-def jcmd_thread_print_command(pid: int, index: int, settings: CaptureSettings) -> CaptureCommand:
-    """``jcmd PID Thread.print -l``: the same dump as jstack through the attach mechanism (jstack's format)."""
-    pid = validate_pid(pid)
-    index = validate_int(index, "jstack index", minimum=1, maximum=1000)
-    return CaptureCommand(f"jstack-jcmd-{index}", KIND_JSTACK, (*_prefix(settings), "jcmd", str(pid), "Thread.print", "-l"),
+    return CaptureCommand(f"jstack-{index}", KIND_JSTACK, (*_prefix(settings), "jstack", *(("-l",) if locks else ()), str(pid)),
                           settings.command_timeout_s)
+
+
+def jcmd_thread_print_command(pid: int, index: int, settings: CaptureSettings, *, locks: bool = False) -> CaptureCommand:
+    """``jcmd PID Thread.print`` (``-l`` with ``locks``): the same dump as jstack through the attach mechanism."""
+    pid = validate_pid(pid)
+    index = validate_int(index, "jstack index", minimum=1, maximum=1000)
+    return CaptureCommand(f"jstack-jcmd-{index}", KIND_JSTACK,
+                          (*_prefix(settings), "jcmd", str(pid), "Thread.print", *(("-l",) if locks else ())), settings.command_timeout_s)
 
 
 def jmx_command(config, broker, version=None) -> CaptureCommand | str:
@@ -480,6 +482,58 @@ INTRUSIVE_TOOLS = ("jhsdb", "jmap -histo:live", "heap dump")
 GENTLE_DUMPS = ("jstack", "jcmd", "sigquit")
 
 
+# findings that say a broker does not serve, each corroborated there by an independent signal (detect/serving.py)
+NOT_SERVING_KINDS = ("broker_unresponsive", "broker_unregistered_alive")
+# where a deadlock is suspected: the lock detail of the thread dumps (-l) is worth its cost there
+LOCK_DETAIL_KINDS = (*NOT_SERVING_KINDS, "jvm_deadlock")
+# how a direct check fails when nobody answers: no answer in time (librdkafka's _TIMED_OUT, a socket timeout) or the
+# connection refused or dropped (_TRANSPORT, ConnectionRefusedError). Not an authentication or TLS failure (the
+# product's own credential expired), not an answer as another broker id, not an unsupported request: those brokers
+# may serve everyone else, and the intrusive tools would pause them
+NO_ANSWER_CODES = frozenset(("_TIMED_OUT", "_MSG_TIMED_OUT", "_TIMED_OUT_QUEUE", "_TRANSPORT", "_ALL_BROKERS_DOWN",
+                             "TimeoutError", "timeout", "ConnectionRefusedError", "ConnectionResetError"))
+
+
+def _get(f, key: str):
+    return f.get(key) if isinstance(f, dict) else getattr(f, key, None)
+
+
+def not_serving_finding(findings, broker_id: int, kinds: Sequence[str] = NOT_SERVING_KINDS):
+    """The first of ``findings`` (Finding objects or their dicts) of ``kinds`` about ``broker_id`` (by default: that
+    says it does not serve), or None."""
+    for f in findings or ():
+        if f is not None and _get(f, "kind") in kinds and int(broker_id) in {int(b) for b in _get(f, "broker_ids") or ()}:
+            return f
+    return None
+
+
+def lock_detail(role: str, broker_id: int, findings) -> bool:
+    """Thread dumps with their lock detail (``jstack -l``, ``jcmd Thread.print -l``) only for a suspect a deadlock or
+    not-serving finding accuses: ``-l`` makes HotSpot walk the whole heap for the owners of java.util.concurrent locks at
+    its safepoint (the "concurrent locks" dump), a pause that grows with the heap. Every other host gets a plain dump
+    (its monitors, and HotSpot's own deadlock detection, are in it)."""
+    return role == SUSPECT and not_serving_finding(findings, broker_id, LOCK_DETAIL_KINDS) is not None
+
+
+def intrusive_evidence(check, findings) -> tuple[str | None, str]:
+    """Whether the intrusive tools (jmap -histo:live, jhsdb, a heap dump) may run on ``check``'s broker: only when the
+    direct check taken just now found nobody answering (``NO_ANSWER_CODES``) AND a not-serving finding of that broker
+    corroborates it. -> (the evidence, "") or (None, why not)."""
+    bid = int(check.broker_id)
+    if check.ok:
+        return None, f"broker {bid} answered a direct Kafka-protocol check just now: it serves, and these tools would pause it"
+    code = str(check.error_code or "")
+    if code not in NO_ANSWER_CODES:
+        return None, (f"broker {bid}'s direct check failed with {code or 'no error code'} ({check.error}), not a time-out or a "
+                      "refused connection: it may serve everyone else, and these tools would pause it")
+    finding = not_serving_finding(findings, bid)
+    if finding is None:
+        return None, (f"broker {bid}'s direct check had no answer ({code}) but no not-serving finding of it corroborates "
+                      f"that (one of {', '.join(NOT_SERVING_KINDS)}): a busy broker is not paused on one slow answer")
+    return (f"direct check at {check.at} on {check.endpoint}: {check.error} ({code}), corroborated by {_get(finding, 'kind')}: "
+            f"{str(_get(finding, 'summary') or '')[:300]}"), ""
+
+
 @dataclass(frozen=True)
 class ToolPlan:
     """Which JVM tools a host gets, decided from its role and its process state. ``skipped``: tools
@@ -497,6 +551,7 @@ class ToolPlan:
     skipped: tuple[tuple[str, str], ...] = ()
     left_out: tuple[tuple[str, str], ...] = ()
     jmx: bool = True  # one JmxTool read (every host, read-only): not of a process that cannot answer it
+    lock_detail: bool = False  # the dumps with -l (``lock_detail``): a suspect a deadlock or not-serving finding accuses
 
 
 def tool_plan(role: str, pid: int | None, process_state: str | None, settings: CaptureSettings) -> ToolPlan:

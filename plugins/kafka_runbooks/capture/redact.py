@@ -10,7 +10,9 @@ allow-list before they are written.  Pure.
   loses its value. Comment lines lose their text. Line numbers do not change (evidence cites them).
 * JVM command lines (``ps -o args``, which carries ``KAFKA_OPTS``, ``KAFKA_JMX_OPTS``, ...): a system
   property ``-Dkey=value`` keeps its value only for allow-listed keys; ``--override key=value`` (kafka.Kafka)
-  is judged as a server.properties line.
+  is judged as a server.properties line. A value is redacted whole: ``ps`` joins the arguments with spaces and drops
+  their quotes, so the words after a redacted value go with it until the next JVM option, ``--override`` or main
+  class -- and past those while a double quote is open or a JAAS configuration has not reached its ``;``.
 """
 
 from __future__ import annotations
@@ -148,31 +150,65 @@ def redact_properties(text: str, *, zookeeper: bool = False) -> str:
     return "\n".join(out)
 
 
+# what ends a redacted value in a command line: the next JVM option or ``--override``, or the program's main class.
+# ``ps`` prints the arguments joined by spaces, their quotes gone: a value holding a space
+# (``-Dvault.token=abc dEf123``, a JAAS configuration) runs on over the following words, so those words are
+# redacted with it until one of these begins the next argument. A word of the value that looks like one of these
+# ends it early: fail closed means redacting more, never less, so anything else counts as the value's.
+_NEXT_ARGUMENT = re.compile(r"-D\S|-X|-cp$|-classpath$|--class-path|-server$|-client$|-javaagent:|-agentlib:|-agentpath:"
+                            r"|-verbose|-ea$|-da$|-esa$|-dsa$|-jar$|--override$|--add-|--module|-splash:|-enable|-disable")
+MAIN_CLASSES = frozenset(("kafka.Kafka", "org.apache.zookeeper.server.quorum.QuorumPeerMain",
+                          "org.apache.zookeeper.server.ZooKeeperServerMain"))
+
+
+def _ends_value(token: str) -> bool:
+    return bool(_NEXT_ARGUMENT.match(token)) or token in MAIN_CLASSES
+
+
+def _value_tokens(tokens: list[str], i: int, value: str) -> int:
+    """How many tokens after ``tokens[i]`` (whose value part is ``value``) still belong to that value: every one
+    while a double quote is open or a JAAS configuration has not reached its ``;``, then every one up to the next
+    argument (``_ends_value``)."""
+    n = 0
+    seen = value
+    while i + n + 1 < len(tokens):
+        nxt = tokens[i + n + 1]
+        open_quote = seen.count('"') % 2 == 1
+        open_jaas = re.search(r"LoginModule|\brequired\b|\boptional\b|\bsufficient\b|\brequisite\b", seen) and not seen.rstrip().endswith(";")
+        if not (open_quote or open_jaas) and _ends_value(nxt):
+            break
+        seen += " " + nxt
+        n += 1
+    return n
+
+
 def redact_command_line(text: str) -> str:
     """Every JVM command line in ``text`` (one process per line, e.g. ``ps -o pid=,etimes=,rss=,args=``) with the values
-    of system properties off the allow-list, and of ``--override`` settings off Kafka's, replaced."""
+    of system properties off the allow-list, and of ``--override`` settings off Kafka's, replaced -- whole: the words
+    of a value that held a space go with it (``_value_tokens``)."""
     lines = []
     for line in text.split("\n"):
         tokens = line.split(" ")
         out = []
+        i = 0
         override = False
-        for tok in tokens:
-            if override:
-                key, eq, _ = tok.partition("=")
-                out.append(tok if not eq or allowed_key(key) else f"{key}={REDACTED}")
-                override = False
-                continue
-            if tok == "--override":
-                override = True
+        while i < len(tokens):
+            tok = tokens[i]
+            key = value = None
+            if override and "=" in tok:
+                key, _, value = tok.partition("=")
+                keep, shown = allowed_key(key), tok.split("=", 1)[0]
+            elif tok.startswith("-D") and "=" in tok:
+                key, _, value = tok[2:].partition("=")
+                keep, shown = key in JVM_PROPERTIES, "-D" + key
+            elif tok.startswith("-XX:") and _SECRET.search(tok):
+                keep, shown, value = False, tok.split("=", 1)[0], tok.partition("=")[2] if "=" in tok else None
+            override = tok == "--override"
+            if value is None or keep:
                 out.append(tok)
+                i += 1
                 continue
-            if tok.startswith("-D") and "=" in tok:
-                key = tok[2:].split("=", 1)[0]
-                out.append(tok if key in JVM_PROPERTIES else f"-D{key}={REDACTED}")
-                continue
-            if tok.startswith("-XX:") and _SECRET.search(tok):
-                out.append(tok.split("=", 1)[0] + ("=" + REDACTED if "=" in tok else ""))
-                continue
-            out.append(tok)
+            out.append(f"{shown}={REDACTED}")
+            i += 1 + _value_tokens(tokens, i, value)
         lines.append(" ".join(out))
     return "\n".join(lines)

@@ -21,9 +21,15 @@ An incident's status, and who moves it (every move is audited as ``status -> <ne
     resolved      its finding cleared for ``health.clear_checks`` checks in a row, by itself
 
 Only ``responding`` dedupes new detections (detect/: "dedupe only while a response is running").
+
+Least power: a response run takes an incident id only if it is its cluster's and covers its brokers
+(``get(id, cluster=, broker_ids=)``: :class:`IncidentMismatch` otherwise); one response per cluster at a time
+(``claim_response``: :class:`ResponseRefused` naming the running one); at most ``capture.max_per_hour`` captures of a
+cluster in any hour (``start_capture``, audited ``capture_started``: :class:`ResponseRefused` naming the cap).
 """
 
 from kafka_runbooks.state.incidents import (
+    CAPTURE_STARTED,
     CLOSED,
     NEEDS_PERSON,
     OPEN,
@@ -33,10 +39,13 @@ from kafka_runbooks.state.incidents import (
     TERMINAL,
     IncidentError,
     IncidentExists,
+    IncidentMismatch,
     IncidentStore,
+    ResponseRefused,
     new_incident_id,
     validate_id,
 )
 
-__all__ = ["CLOSED", "NEEDS_PERSON", "OPEN", "RESOLVED", "RESPONDING", "STATUSES", "TERMINAL", "IncidentError",
-           "IncidentExists", "IncidentStore", "new_incident_id", "validate_id"]
+__all__ = ["CAPTURE_STARTED", "CLOSED", "NEEDS_PERSON", "OPEN", "RESOLVED", "RESPONDING", "STATUSES", "TERMINAL",
+           "IncidentError", "IncidentExists", "IncidentMismatch", "IncidentStore", "ResponseRefused", "new_incident_id",
+           "validate_id"]

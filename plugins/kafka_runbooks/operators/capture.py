@@ -18,15 +18,18 @@ class MaintenanceLockGate:
     election takes, so no intrusive tool runs while the cluster is being changed, and no change starts meanwhile)
     and a direct Kafka-protocol check of the broker taken just before its tools run."""
 
-    def __init__(self, config, brokers, *, run_id: str, dag_id: str) -> None:
+    def __init__(self, config, brokers, *, run_id: str, dag_id: str, findings=()) -> None:
         self.config, self.brokers, self.run_id, self.dag_id = config, dict(brokers), run_id, dag_id
+        self.findings = [f for f in findings if f]  # what corroborates "not serving" (the incident's trigger)
+        self.why_not: dict[int, str] = {}  # why a broker did not get the intrusive tools (the collector records it)
 
     @contextlib.contextmanager
     def session(self):
         from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
         from kafka_runbooks.remediate.lock import MaintenanceLock
 
-        with ZooKeeperHook(self.config.zk_conn_id, timeout_s=self.config.capture.connect_timeout_s).session() as zk:
+        with ZooKeeperHook(self.config.zk_conn_id, timeout_s=self.config.capture.connect_timeout_s,
+                           cluster=self.config.name).session() as zk:
             lock = MaintenanceLock(zk, self.config.name, run=self.run_id, dag=self.dag_id, user=None,
                                    purpose="capture: intrusive JVM tools on a broker proven not serving")
             identity = lock.acquire(self.config.gates.lock_wait_s)
@@ -37,14 +40,22 @@ class MaintenanceLockGate:
                 lock.release()
 
     def not_serving(self, broker_id: int) -> str | None:
+        """The evidence that the broker does not serve -- a direct check taken now had no answer (time-out, refused
+        connection), corroborated by a not-serving finding of it (``capture.commands.intrusive_evidence``) -- or None,
+        the reason in ``why_not``."""
+        from kafka_runbooks.capture.commands import intrusive_evidence
         from kafka_runbooks.hooks.kafka import KafkaHook
 
         broker = self.brokers.get(int(broker_id))
         if broker is None:
-            return f"broker {broker_id} has no known endpoint: it cannot be reached, registered or not"
+            self.why_not[int(broker_id)] = f"broker {broker_id} has no known endpoint: no direct check can be taken"
+            return None
         check = KafkaHook(self.config.kafka_conn_id, listener=self.config.listener).check_broker(
             broker, self.config.health.kafka_probe_timeout_s)
-        return None if check.ok else f"direct check at {check.at} on {check.endpoint}: {check.error}"
+        evidence, why = intrusive_evidence(check, self.findings)
+        if evidence is None:
+            self.why_not[int(broker_id)] = why
+        return evidence
 
 
 def capture_plan(config, suspects, peers) -> str:
@@ -55,11 +66,13 @@ def capture_plan(config, suspects, peers) -> str:
     jmx = (f"one JmxTool read within {config.leadership.jmx_timeout_s:g}s" if config.leadership.jmx
            else "no JMX read (leadership.jmx is off)")
     return (f"capture plan: brokers {sorted(set(suspects) | set(peers))} in parallel, non-intrusive only (thread dumps by "
-            f"jstack/jcmd/SIGQUIT, socket tables, logs, /proc, GC log, {jmx}; server.properties and command lines "
+            f"jstack/jcmd/SIGQUIT, one host at a time, with lock detail (-l) only on a suspect a not-serving finding "
+            f"accuses; socket tables, logs, /proc, GC log, {jmx}; server.properties and command lines "
             f"redacted), each "
             f"host within {c.host_deadline_s:g}s; suspects {sorted(suspects)} (at most {c.max_suspects}) get "
-            f"{c.jstack_count} thread dumps and heap sizes; intrusive tools: {intrusive} -- only on a suspect proven "
-            f"not serving by a direct check just before, one host at a time, under the cluster's maintenance lock, "
+            f"{c.jstack_count} thread dumps and heap sizes; intrusive tools: {intrusive} -- only on a suspect whose "
+            f"direct check just before had no answer (a time-out, a refused connection) and that a not-serving finding "
+            f"accuses, one host at a time, under the cluster's maintenance lock, "
             f"within {c.intrusive_deadline_s:g}s per host")
 
 
@@ -83,13 +96,19 @@ class CaptureEvidenceOperator(BaseOperator):
         from kafka_runbooks.capture.collector import FAILED, capture_cluster
         from kafka_runbooks.config import load_cluster
         from kafka_runbooks.hooks.kafka import KafkaHook
-        from kafka_runbooks.incidents.store import IncidentStore
+        from kafka_runbooks.incidents.store import IncidentStore, ResponseRefused
         from kafka_runbooks.model import ClusterSnapshot, Finding
         from kafka_runbooks.state.bundles import BundleIndex
         from kafka_runbooks.detect.observe import brokers_to_probe, known_registrations
 
         config = load_cluster(self.incident["cluster"])
         incident_id = self.incident["incident_id"]
+        try:  # least power: at most capture.max_per_hour captures of a cluster in any hour, counted before any SSH
+            IncidentStore(config).start_capture(incident_id, cluster=config.name, per_hour=config.capture.max_per_hour,
+                                                actor=f"dag:{context['dag'].dag_id}/run:{context['run_id']}",
+                                                details={"brokers": list(self.incident["capture_broker_ids"])})
+        except ResponseRefused as exc:
+            raise AirflowFailException(str(exc)) from exc
         snapshot = ClusterSnapshot.from_dict(self.incident["snapshot"])
         trigger = self.incident.get("trigger")
         bundle = EvidenceBundle(
@@ -112,7 +131,8 @@ class CaptureEvidenceOperator(BaseOperator):
         suspects = [int(b) for b in self.incident["broker_ids"]][: config.capture.max_suspects]
         plan_text = capture_plan(config, suspects, self.incident["capture_broker_ids"])
         self.log.info("%s", plan_text)
-        gate = MaintenanceLockGate(config, {b.id: b for b in targets}, run_id=context["run_id"], dag_id=context["dag"].dag_id)
+        gate = MaintenanceLockGate(config, {b.id: b for b in targets}, run_id=context["run_id"], dag_id=context["dag"].dag_id,
+                                   findings=[trigger])
         zk_servers = list(self.incident.get("zookeeper_servers") or [])
         members = []
         if zk_servers:  # a ZooKeeper incident: every member of the ensemble, jstack of the affected one(s)

@@ -35,6 +35,18 @@ def needs_person(store, config, context, incident_id: str, *, actor: str, reason
     return record
 
 
+def _run_active(context, run_id: str | None) -> bool:
+    """Whether the response run ``run_id`` is queued or running in Airflow (unknown to it: not, as the health check
+    judges a stale response: ``detect.lifecycle.stale_responses``)."""
+    if not run_id or run_id == context.get("run_id"):
+        return False
+    try:
+        state = context["ti"].get_dagrun_state(context["dag"].dag_id, run_id)
+    except Exception:  # noqa: BLE001 - the run does not exist (deleted)
+        return False
+    return str(getattr(state, "value", state)) in ("queued", "running")
+
+
 class OpenIncidentOperator(BaseOperator):
     """Validates the request, opens (or resumes) the incident and records the cluster state at start."""
 
@@ -49,7 +61,7 @@ class OpenIncidentOperator(BaseOperator):
     def execute(self, context) -> dict[str, Any]:
         from kafka_runbooks.config import load_cluster
         from kafka_runbooks.incidents.request import parse_request
-        from kafka_runbooks.incidents.store import RESPONDING, IncidentError, IncidentStore
+        from kafka_runbooks.incidents.store import IncidentError, IncidentMismatch, IncidentStore, ResponseRefused
         from kafka_runbooks.detect.observe import known_registrations, take_snapshot
 
         try:
@@ -63,7 +75,9 @@ class OpenIncidentOperator(BaseOperator):
         actor = f"dag:{context['dag'].dag_id}/run:{context['run_id']}"
         if request.incident_id:
             try:
-                record = store.get(request.incident_id)
+                record = store.get(request.incident_id, cluster=config.name, broker_ids=request.broker_ids)
+            except IncidentMismatch as exc:  # another cluster's (or brokers') incident is never taken over
+                raise AirflowFailException(f"refused: {exc}") from exc
             except IncidentError:
                 record = store.open(
                     cluster=config.name,
@@ -74,9 +88,14 @@ class OpenIncidentOperator(BaseOperator):
                 )
         else:
             record = store.open(cluster=config.name, broker_ids=request.broker_ids, reason=request.reason, opened_by=actor)
-        if record.get("status") != RESPONDING or record.get("response_run") != context["run_id"]:
-            # a health-check run already marked it (same run id); a run started by hand takes it over
-            record = store.responding(record["id"], actor=actor, run_id=context["run_id"])
+        try:
+            # a health-check run already marked it (same run id); a run started by hand takes it over -- unless another
+            # response is working on the cluster: one at a time
+            record = store.claim_response(record["id"], cluster=config.name, actor=actor, run_id=context["run_id"],
+                                          active=lambda other: _run_active(context, other.get("response_run")))
+        except ResponseRefused as exc:
+            needs_person(store, config, context, record["id"], actor=actor, reason=f"refused: {exc}", stage="open_incident")
+            raise AirflowFailException(f"refused: {exc}") from exc
 
         unknown_zk = sorted(set(request.zookeeper_servers) - set(config.zookeeper.servers)) if config.zookeeper.servers else []
         if unknown_zk:

@@ -11,7 +11,8 @@ def cluster_param() -> Param:
     return Param(
         os.environ.get("KAFKA_RUNBOOKS_DEFAULT_CLUSTER", "lab"),
         type="string",
-        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$",
+        # "(?!\n)": jsonschema searches with Python's re, whose "$" also matches before a trailing newline
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$(?!\n)",
         description="Cluster name, a key of the kafka_runbooks_clusters Variable.",
     )
 

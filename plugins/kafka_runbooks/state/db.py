@@ -71,7 +71,28 @@ def _enable_wal(cur, timeout_s: float = SQLITE_BUSY_TIMEOUT_S) -> None:
             time.sleep(0.05)
 
 
+FILE_MODE = 0o600  # the embedded database holds the audit trail, plans and approvals: its owner's only
+
+
+def _private_sqlite_file(database: str | None) -> None:
+    """Creates the database file 0600 before SQLite does (SQLite makes it 0644 less the umask, and gives its -wal and
+    -shm files the database file's mode), and makes an existing one and its -wal/-shm 0600."""
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return
+    fd = os.open(database, os.O_RDWR | os.O_CREAT, FILE_MODE)
+    try:
+        os.fchmod(fd, FILE_MODE)
+    finally:
+        os.close(fd)
+    for suffix in ("-wal", "-shm", "-journal"):
+        try:
+            os.chmod(database + suffix, FILE_MODE)
+        except FileNotFoundError:
+            pass
+
+
 def _sqlite_engine(url: URL) -> Engine:
+    _private_sqlite_file(url.database)
     engine = sa.create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S, "check_same_thread": False})
 
     @sa.event.listens_for(engine, "connect")

@@ -9,9 +9,10 @@ notes are append-only (the database refuses UPDATE and DELETE on them); a record
 
 from __future__ import annotations
 
+import datetime as _dt
 import re
 import secrets
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import sqlalchemy as sa
 
@@ -19,7 +20,7 @@ from kafka_runbooks import clock
 from kafka_runbooks.state import schema as S
 from kafka_runbooks.state.db import for_update, insert_ignoring_conflict
 
-_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")  # fullmatch: "$" would let a trailing newline through
 
 OPEN = "open"
 RESPONDING = "responding"
@@ -28,10 +29,19 @@ NEEDS_PERSON = "needs_person"
 RESOLVED = "resolved"
 STATUSES = (OPEN, RESPONDING, CLOSED, NEEDS_PERSON, RESOLVED)
 TERMINAL = (CLOSED, RESOLVED)  # nothing more happens to these
+CAPTURE_STARTED = "capture_started"  # the audit entry the hourly cap of captures counts (``start_capture``)
 
 
 class IncidentError(ValueError):
     pass
+
+
+class IncidentMismatch(IncidentError):
+    """The incident exists but is not this run's: another cluster's, or about other brokers."""
+
+
+class ResponseRefused(IncidentError):
+    """Least power: another response is working on the cluster, or its captures reached the hourly cap."""
 
 
 class IncidentExists(IncidentError):
@@ -43,7 +53,7 @@ class IncidentExists(IncidentError):
 
 
 def validate_id(value: str, what: str = "incident id") -> str:
-    if not isinstance(value, str) or not _ID_RE.match(value) or ".." in value:
+    if not isinstance(value, str) or not _ID_RE.fullmatch(value) or ".." in value:
         raise IncidentError(f"invalid {what} {value!r}: letters, digits, '_', '.', '-' only")
     return value
 
@@ -112,10 +122,72 @@ class IncidentStore:
             self._audit(c, incident_id, actor=opened_by, action="open_incident", outcome="ok", details={"reason": reason})
         return record
 
-    def get(self, incident_id: str) -> dict[str, Any]:
+    def get(self, incident_id: str, *, cluster: str | None = None, broker_ids: Sequence[int] | None = None) -> dict[str, Any]:
+        """The record; with ``cluster`` (and ``broker_ids``) only if it is that cluster's (and covers those brokers):
+        another's is :class:`IncidentMismatch`, never taken over."""
         validate_id(incident_id)
         with self.db.read() as c:
-            return self._get(c, incident_id)
+            record = self._get(c, incident_id)
+        if cluster is not None and record.get("cluster") != cluster:
+            raise IncidentMismatch(f"incident {incident_id} belongs to cluster {record.get('cluster')!r}, not {cluster!r}: "
+                                   "a response of one cluster never takes over another's incident")
+        extra = sorted({int(b) for b in broker_ids or ()} - {int(b) for b in record.get("broker_ids") or ()})
+        if extra:
+            raise IncidentMismatch(f"incident {incident_id} is about brokers {sorted(record.get('broker_ids') or [])}, not "
+                                   f"{extra}: start a response for those brokers without this incident id")
+        return record
+
+    def claim_response(self, incident_id: str, *, cluster: str, actor: str, run_id: str,
+                       active: Callable[[Mapping[str, Any]], bool]) -> dict[str, Any]:
+        """Marks the incident ``responding`` for ``run_id`` and claimed by it -- unless another incident of the cluster is
+        claimed by another run that ``active`` says still runs (queued or running): then :class:`ResponseRefused`
+        naming it.
+        One response per cluster at a time: the check and the mark are one transaction under the cluster's guard."""
+        validate_id(incident_id)
+        with self.db.write() as c:
+            _cluster_guard(c, cluster)
+            t = S.incident
+            rows = c.execute(sa.select(t.c.id, t.c.record).where(t.c.cluster == cluster, t.c.status == RESPONDING,
+                                                                 t.c.id != incident_id)).all()
+            for row in rows:
+                other = dict(row.record)
+                run = other.get("response_run")
+                # only a response that claimed its incident holds the cluster: one the health check marked and queued
+                # (two incidents opened by one check) does not, or each of the two would refuse the other
+                if run and run != run_id and other.get("response_claimed") == run and active(other):
+                    raise ResponseRefused(f"response {other.get('response_run')} is working on cluster {cluster!r} (incident "
+                                          f"{row.id}, brokers {other.get('broker_ids')}): one response per cluster at a time")
+            current = self._locked_record(c, incident_id)
+            if current.get("status") == RESPONDING and current.get("response_run") == run_id:
+                # the health check marked it for this run already
+                return self._update(c, incident_id, {"response_claimed": run_id})
+            previous = current.get("status")
+            record = self._update(c, incident_id, {"status": RESPONDING, "status_reason": f"response run {run_id}",
+                                                   "note": f"{RESPONDING}: response run {run_id}", "response_run": run_id,
+                                                   "response_claimed": run_id})
+            self._audit(c, incident_id, actor=actor, action=f"status -> {RESPONDING}", outcome="ok",
+                        details={"from": previous, "reason": f"response run {run_id}"})
+            return record
+
+    def start_capture(self, incident_id: str, *, cluster: str, actor: str, per_hour: int, details: Mapping[str, Any] | None = None
+                      ) -> dict[str, Any]:
+        """Records that a capture of ``cluster`` starts (audit ``capture_started``), unless ``per_hour`` captures of the
+        cluster started in the last hour: then :class:`ResponseRefused` naming the cap. One transaction under the
+        cluster's guard: two racing runs cannot both take the last one."""
+        validate_id(incident_id)
+        since = clock.iso(clock.now() - _dt.timedelta(hours=1))
+        with self.db.write() as c:
+            _cluster_guard(c, cluster)
+            a, t = S.audit, S.incident
+            started = c.execute(sa.select(a.c.at, a.c.incident_id).join(t, t.c.id == a.c.incident_id).where(
+                t.c.cluster == cluster, a.c.action == CAPTURE_STARTED, a.c.at >= since).order_by(a.c.at)).all()
+            if len(started) >= per_hour:
+                raise ResponseRefused(
+                    f"capture refused: {len(started)} captures of cluster {cluster!r} started in the last hour (since "
+                    f"{started[0].at}, incidents {sorted({r.incident_id for r in started})}), the cap is capture.max_per_hour "
+                    f"= {per_hour}; the next is possible after {_plus_hour(started[-per_hour].at)}")
+            return self._audit(c, incident_id, actor=actor, action=CAPTURE_STARTED, outcome="ok",
+                               details={"cluster": cluster, "this_hour": len(started) + 1, "cap": per_hour, **dict(details or {})})
 
     def update(self, incident_id: str, **fields: Any) -> dict[str, Any]:
         """Sets ``fields`` on the record; ``note`` adds a note instead."""
@@ -260,6 +332,20 @@ class IncidentStore:
         if note:
             c.execute(sa.insert(S.incident_note).values(incident_id=incident_id, at=now, text=str(note)))
         return self._get(c, incident_id)
+
+
+def _cluster_guard(c, cluster: str) -> None:
+    """Serializes the cluster's least-power checks with their writes: PostgreSQL's transaction-scoped advisory lock
+    on the cluster's name; SQLite's writing transaction (BEGIN IMMEDIATE) already holds the database's write lock."""
+    if c.dialect.name == "postgresql":
+        c.execute(sa.text("SELECT pg_advisory_xact_lock(hashtext(:k))"), {"k": f"kafka_runbooks:cluster:{cluster}"})
+
+
+def _plus_hour(at: str) -> str:
+    try:
+        return clock.iso(clock.parse(at) + _dt.timedelta(hours=1))
+    except ValueError:
+        return "an hour after the oldest"
 
 
 def _without_notes(record: Mapping[str, Any]) -> dict[str, Any]:
