@@ -6,9 +6,10 @@ from __future__ import annotations
 import re
 
 import pytest
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaException, Producer
 
 from kafka_lab import broker_ip, wait_until
+from kafka_lab.hosts import client_bootstrap
 from kafka_lab.procs import alive, proc_state
 from kafka_lab.topics import CANARY, ORDERS, list_topics_at
 
@@ -77,8 +78,8 @@ def test_hang_stays_registered_leader_shrinks_isr_only_where_its_followers_are_b
     replica.lag.time.max.ms / 2 by b's own scheduler): a follower leaves the ISR when its log end offset as b last saw
     it differs from b's log end offset and it was last caught up more than replica.lag.time.max.ms ago (5 s here).
     So a partition b appended to just before it hung, records its followers had not fetched, shrinks to [b] (the orders
-    partitions b leads: the load writes to them while b's followers are paused for that moment; with the load alone,
-    whether a partition races the hang is chance), and so does one b appends to by itself after the hang (the
+    partitions b leads: a record is written to each while b's followers are paused for that moment; with the load
+    alone, whether a partition races the hang is chance), and so does one b appends to by itself after the hang (the
     __consumer_offsets partition of the load's group b coordinates: it expires the member it no longer hears from); a
     partition with nothing appended since its followers caught up (the canary: nothing produces to it) keeps its full
     ISR for as long as b hangs. Every partition b leads is judged by what its replicas hold on disk and by b's own
@@ -97,12 +98,18 @@ def test_hang_stays_registered_leader_shrinks_isr_only_where_its_followers_are_b
     orders = [k for k in led if k[0] == ORDERS]
     disk = lambda r, k: log_end_offset(lab.host_dir(r) / "data" / f"{k[0]}-{k[1]}")  # noqa: E731
     # b appends just before it hangs what its followers have not fetched, every time (the load alone races the hang):
-    # its followers are paused (SIGSTOP) for the moment the load takes to write to each orders partition b leads
+    # with its followers paused (SIGSTOP) a record goes to each orders partition b leads, acks=1 (b's append only)
+    producer = Producer({"bootstrap.servers": client_bootstrap(b), "client.id": "kafka-lab-test-hang", "acks": 1,
+                         "retries": 0, "message.timeout.ms": 8000})
+    assert producer.list_topics(ORDERS, timeout=10).topics[ORDERS].partitions  # connected to b before the pause
+    delivered = []
     for p in peers_of(b):
         lab.pause(p)
     try:
-        wait_until(lambda: all(disk(b, k) > max(disk(p, k) for p in peers_of(b)) for k in orders), 10,
-                   f"the load to append to {orders} on broker {b} while its followers are paused")
+        for t, i in orders:
+            producer.produce(t, value=b"appended just before the hang", partition=i, on_delivery=lambda e, m: delivered.append(e))
+        assert producer.flush(10) == 0 and delivered == [None] * len(orders), delivered
+        assert all(disk(b, k) > max(disk(p, k) for p in peers_of(b)) for k in orders)
         lab.hang(b)
     finally:
         for p in peers_of(b):
