@@ -140,7 +140,8 @@ def _offline_section(step, count: int) -> list[str]:
     names = offline_names(step.blast_radius)[:MAX_LISTED_PARTITIONS]
     more = count - len(names)
     return [f"   - **OFFLINE for the whole restart** ({count} partition(s): broker {step.broker_id} is their only live in-sync "
-            "replica; no other replica may lead them, no client can use them until it is back): "
+            "replica; with unclean leader election off no other replica may lead them; no client can use them until it is "
+            "back): "
             + ", ".join(_code(n) for n in names) + (f" and {more} more (every one on the incident page)" if more > 0 else "")]
 
 

@@ -54,7 +54,8 @@ def offline_warnings(computed: Iterable[tuple[int, list[str], list[str]]], shown
         if names:
             more = f" and {len(names) - shown} more (every one on the incident page)" if len(names) > shown else ""
             out.append(f"broker {bid}'s restart takes {len(names)} partition(s) OFFLINE for its whole duration (broker {bid} "
-                       f"is their only live in-sync replica; no other replica may lead them): {', '.join(names[:shown])}{more}")
+                       f"is their only live in-sync replica; with unclean leader election off no other replica may lead them): "
+                       f"{', '.join(names[:shown])}{more}")
     return out
 
 
