@@ -21,6 +21,7 @@ import hashlib
 from kafka_runbooks.model import Plan
 
 SHOWN_PER_KIND = 5  # blast radius lines a step carries per kind of effect
+SHOWN_OFFLINE = 40  # ... but the partitions a step takes OFFLINE: these the approval names (briefing.py)
 SHOWN_REFUSALS = 20  # refusals a step carries (every one is counted, and kept in the plan's detail)
 PLAN_TOPICS = 50  # per-topic totals a plan carries (the worst first)
 KINDS = ("losing_replica", "leaderships_moving", "coordinators_moving", "at_min_isr", "offline")
@@ -37,7 +38,7 @@ class TopicBlast:
     losing_replica: int
     leaderships_moving: int
     coordinators_moving: int
-    at_min_isr: int  # left with exactly min.insync.replicas in-sync replicas, or fewer
+    at_min_isr: int  # left with exactly min.insync.replicas in-sync replicas, or fewer (but not offline)
     offline: int
     min_isr: int | None
 
@@ -61,8 +62,8 @@ def kinds_of(line: str, min_isr: Mapping[str, int | None]) -> tuple[str, tuple[s
     topic, _, effects = split_line(line)
     before, left, after = _effect_kinds(effects)
     need = min_isr.get(topic)
-    if need is not None and left is not None and left <= need:
-        return topic, before + ("at_min_isr",) + after
+    if need is not None and left is not None and left <= need and not after:
+        return topic, before + ("at_min_isr",) + after  # an offline partition is offline, not "at min ISR"
     return topic, before + after
 
 
@@ -81,6 +82,11 @@ def _effect_kinds(effects: str) -> tuple[tuple[str, ...], int | None, tuple[str,
     left = len([x for x in m["after"].split(",") if x]) if m and m["after"] is not None else None
     after = ("offline",) if "partition offline" in effects or "offline until" in effects else ()
     return tuple(before), left, after
+
+
+def offline_names(lines: Iterable[str]) -> list[str]:
+    """The partitions ("orders-5") of the lines that say the partition goes offline while the step's broker is down."""
+    return [line.partition(": ")[0] for line in lines if "offline" in _effect_kinds(split_line(line)[2])[2]]
 
 
 def _no_counts() -> dict[str, int]:
@@ -144,11 +150,13 @@ def plan_blast_sha256(effects: Mapping[int, Sequence[str]]) -> str:
 
 def compact_step(broker_id: int, lines: Sequence[str], min_isr: Mapping[str, int | None] | None = None,
                  shown: int = SHOWN_PER_KIND) -> tuple[tuple[str, ...], dict[str, int], str, list[TopicBlast]]:
-    """(the lines a step carries: the first ``shown`` of each kind in their order, the count of every kind, the whole
-    list's fingerprint, the step's per-topic rows)."""
+    """(the lines a step carries: the first ``shown`` of each kind in their order -- of the offline ones the first
+    ``SHOWN_OFFLINE``, named on the approval --, the count of every kind, the whole list's fingerprint, the step's
+    per-topic rows)."""
     min_isr = min_isr or {}
     per: dict[str, dict[str, int]] = {}
     taken = {k: 0 for k in KINDS}
+    quota = {k: max(shown, SHOWN_OFFLINE) if k == "offline" else shown for k in KINDS}
     keep: list[str] = []
     for line in lines:
         topic, kinds = kinds_of(line, min_isr)
@@ -156,7 +164,7 @@ def compact_step(broker_id: int, lines: Sequence[str], min_isr: Mapping[str, int
         c["partitions"] += 1
         for k in kinds:
             c[k] += 1
-        if any(taken[k] < shown for k in kinds) or (not kinds and len(keep) < shown):
+        if any(taken[k] < quota[k] for k in kinds) or (not kinds and len(keep) < shown):
             keep.append(line)
             for k in kinds:
                 taken[k] += 1

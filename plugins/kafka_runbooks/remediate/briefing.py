@@ -110,7 +110,8 @@ def approval_body(
         if c["partitions"]:
             parts.append(f"   - while broker {step.broker_id} is down: {c['partitions']} partition(s) of "
                          f"{c['topics']} topic(s): {c['losing_replica']} lose an in-sync replica, {c['leaderships_moving']} "
-                         f"leaderships move, {c['at_min_isr']} at min ISR")
+                         f"leaderships move, {c['at_min_isr']} at min ISR" + (f", **{c['offline']} OFFLINE**" if c["offline"] else ""))
+            parts += _offline_section(step, c["offline"])
         else:
             parts.append(f"   - while broker {step.broker_id} is down: no partition loses an in-sync replica")
     if gates:
@@ -127,6 +128,21 @@ def approval_body(
     parts += _binding_section(binding, started_by)
     parts.append(f"\n**Reject**, or no answer within {approval_timeout}, makes no change.")
     return "\n".join(parts)
+
+
+def _offline_section(step, count: int) -> list[str]:
+    """The partitions the step takes offline, by name: its broker is their only live in-sync replica (a stuck leader
+    whose ISR shrank to itself), so they are unavailable for the whole restart -- nothing moves them or keeps them up."""
+    from kafka_runbooks.remediate.blast import offline_names
+
+    if not count:
+        return []
+    names = offline_names(step.blast_radius)[:MAX_LISTED_PARTITIONS]
+    more = count - len(names)
+    return [f"   - **OFFLINE for the whole restart** ({count} partition(s): broker {step.broker_id} is their only live in-sync "
+            "replica; with unclean leader election off no other replica may lead them; no client can use them until it is "
+            "back): "
+            + ", ".join(_code(n) for n in names) + (f" and {more} more (every one on the incident page)" if more > 0 else "")]
 
 
 def _binding_section(binding: Mapping | None, started_by: str | None) -> list[str]:

@@ -44,6 +44,21 @@ def safety_settings(config: ClusterConfig, static_configs: Mapping[int, Mapping[
     )
 
 
+def offline_warnings(computed: Iterable[tuple[int, list[str], list[str]]], shown: int = 20) -> list[str]:
+    """Per step that takes partitions offline (its broker is their only live in-sync replica: a stuck leader whose ISR
+    shrank to itself), what the approver must know, by name: they are OFFLINE for the whole restart, nothing moves
+    them and nothing keeps them up."""
+    out = []
+    for bid, effects, _ in computed:
+        names = blast.offline_names(effects)
+        if names:
+            more = f" and {len(names) - shown} more (every one on the incident page)" if len(names) > shown else ""
+            out.append(f"broker {bid}'s restart takes {len(names)} partition(s) OFFLINE for its whole duration (broker {bid} "
+                       f"is their only live in-sync replica; with unclean leader election off no other replica may lead them): "
+                       f"{', '.join(names[:shown])}{more}")
+    return out
+
+
 def not_holder_warnings(unresponsive: Mapping[int, str]) -> list[str]:
     """What the approver must know: brokers that count as no holder of anything (checked again before every stop)."""
     return [f"broker {b} is not a holder now: {why}; it is restarted first where the plan includes it, and checked again "
@@ -157,7 +172,7 @@ def plan_restart(
         elif bid in (unreachable or {}):
             why.append(f"its host cannot be reached over SSH now ({unreachable[bid]}): its stop and start could not be run")
         why += stop_refusals(state, bid, settings, stuck, silent)
-        computed.append((bid, blast_radius(state, bid, stuck), why))
+        computed.append((bid, blast_radius(state, bid, stuck, settings), why))
         state = restored(state, bid)
         stuck.pop(bid, None)
         silent.pop(bid, None)
@@ -188,7 +203,7 @@ def plan_restart(
         state_digest=state_digest(snapshot, not_serving),
         controller_id=snapshot.controller_id,
         controller_epoch=snapshot.controller_epoch,
-        warnings=tuple(not_holder_warnings(unresponsive) + unclean_warnings(snapshot, order, settings)),
+        warnings=tuple(offline_warnings(computed) + not_holder_warnings(unresponsive) + unclean_warnings(snapshot, order, settings)),
         not_serving=not_serving,
         completed=tuple(done),
         roll_id=roll_id,

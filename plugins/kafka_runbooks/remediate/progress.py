@@ -153,12 +153,25 @@ def plan_note(plan: Plan, digest: str, *, dry_run: bool, incident_url: str | Non
     for i, s in enumerate(plan.steps, 1):
         c = step_counts(s)
         out.append(f"{i}. broker {s.broker_id}: {s.reason} -- {c['losing_replica']} partition(s) lose a replica, "
-                   f"{c['leaderships_moving']} leadership(s) move" + (f"; REFUSED ({s.refusals_total} reason(s))" if s.refusals else ""))
+                   f"{c['leaderships_moving']} leadership(s) move" + _offline_said(s, c["offline"])
+                   + (f"; REFUSED ({s.refusals_total} reason(s))" if s.refusals else ""))
     for w in plan.warnings[:5]:
         out.append(f"- warning: {w}")
     if incident_url:
         out.append(f"\nIncident page: {incident_url}")
     return "\n".join(out)
+
+
+def _offline_said(step, count: int, shown: int = 10) -> str:
+    """"; 2 OFFLINE for the whole restart (orders-2, orders-5)": partitions whose only live in-sync replica is the step's
+    broker are never counted as kept up."""
+    from kafka_runbooks.remediate.blast import offline_names
+
+    if not count:
+        return ""
+    names = offline_names(step.blast_radius)[:shown]
+    return (f"; {count} OFFLINE for the whole restart (" + ", ".join(names)
+            + (f" and {count - len(names)} more" if count > len(names) else "") + ")")
 
 
 def run_summary(kind: str, cluster: str, result: Mapping[str, Any] | None, *, outcome: str,

@@ -396,15 +396,24 @@ def stop_refusals(
 _COORDINATOR = {"__consumer_offsets": "group coordinator", "__transaction_state": "transaction coordinator"}
 
 
-def blast_radius(snapshot: ClusterSnapshot, broker_id: int, not_serving: Mapping[int, str] | None = None) -> list[str]:
+def blast_radius(snapshot: ClusterSnapshot, broker_id: int, not_serving: Mapping[int, str] | None = None,
+                 settings: SafetySettings | None = None) -> list[str]:
     """What changes while ``broker_id`` is down, one line per partition starting with its name,
-    internal topics first: in-sync replicas lost, leaderships that move, coordinators that move."""
+    internal topics first: in-sync replicas lost, leaderships that move, coordinators that move, and the partitions
+    that go OFFLINE for the whole restart -- those whose only live in-sync replica is ``broker_id`` (a stuck leader's
+    ISR shrinks to itself once it had appended what its followers never fetched: Kafka 2.3's
+    ``Partition.getOutOfSyncReplicas``). ``settings``: to say whether unclean leader election could elect another
+    replica for them (the plan's; without it the line does not say)."""
     stopped_stuck = broker_id in (not_serving or {})
     live = snapshot.live_broker_ids
     texts: dict[tuple, str] = {}  # a broker's partitions share few (ISR, leads, role): 3 in 3,000 at 100 brokers
     out = []
     for p in sorted(snapshot.partitions_of(broker_id), key=partition_order):
-        key = (p.isr, p.leader == broker_id, _COORDINATOR.get(p.topic))
+        leads = p.leader == broker_id
+        unclean = None
+        if leads and settings is not None and not any(r != broker_id and r in live for r in p.isr):
+            unclean = unclean_enabled(p, snapshot, settings)  # few (value, source) pairs: part of the key
+        key = (p.isr, leads, _COORDINATOR.get(p.topic), unclean)
         text = texts.get(key)
         if text is None:
             text = texts[key] = _stop_effects(broker_id, *key, live, stopped_stuck)
@@ -413,8 +422,8 @@ def blast_radius(snapshot: ClusterSnapshot, broker_id: int, not_serving: Mapping
     return out
 
 
-def _stop_effects(broker_id: int, isr: tuple[int, ...], leads: bool, role: str | None, live: frozenset[int],
-                  stuck: bool) -> str:
+def _stop_effects(broker_id: int, isr: tuple[int, ...], leads: bool, role: str | None, unclean: tuple[bool, str] | None,
+                  live: frozenset[int], stuck: bool) -> str:
     """One partition's line of :func:`blast_radius` after its name ("" when the stop changes nothing for it)."""
     effects = []
     if broker_id in isr:
@@ -428,12 +437,22 @@ def _stop_effects(broker_id: int, isr: tuple[int, ...], leads: bool, role: str |
         elif stuck:
             effects.append(
                 # the evidence is in the step's reason: a line of the blast radius stays the same on fresh state
-                f"already unavailable (leader {broker_id} is not serving); "
-                f"offline until broker {broker_id} is back"
+                f"already unavailable (leader {broker_id} is not serving); OFFLINE for the whole restart: broker "
+                f"{broker_id} is its only live in-sync replica, offline until broker {broker_id} is back" + _unclean_clause(unclean)
             )
         else:
-            effects.append(f"leader {broker_id} goes away with no other live in-sync replica: partition offline")
+            effects.append(f"leader {broker_id} goes away with no other live in-sync replica: partition offline"
+                           + _unclean_clause(unclean))
     return "; ".join(effects)
+
+
+def _unclean_clause(unclean: tuple[bool, str] | None) -> str:
+    if unclean is None:
+        return ""
+    on, source = unclean
+    if on:
+        return f" (unclean.leader.election.enable=true, {source}: the controller may elect a replica that is behind)"
+    return f" (unclean.leader.election.enable=false, {source}: no other replica may lead it)"
 
 
 def unclean_warnings(snapshot: ClusterSnapshot, broker_ids: Iterable[int], settings: SafetySettings) -> list[str]:
