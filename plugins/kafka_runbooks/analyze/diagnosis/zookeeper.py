@@ -13,19 +13,27 @@ from .core import MAX_CITED_LINES, STALL_MS, broker_label, cite, logs_by_broker
 
 
 def session_outcomes(s: LogSummary) -> list[dict]:
-    """What followed each 'Client session timed out' of one log: the same session id re-established (a reconnect:
-    the session survived), Kafka's expiry wording or a new session id (it expired), the broker restarting, or
-    nothing the log shows."""
+    """What followed each time the ZooKeeper client timed out in one log: the same session id re-established (a
+    reconnect: the session survived), Kafka's expiry wording or a new session id (it expired), the broker restarting,
+    or nothing the log shows. One timeout is one event however many lines say it: the 3.4 client logs it as a WARN
+    ('Client session timed out, ...') and again as an INFO ('..., closing socket connection and attempting
+    reconnect'), and a client that keeps failing to reconnect says it again; the lines of one session with no
+    reconnection, expiry or restart between them are one event (its longest silence, its first line cited)."""
     events = sorted(s.signatures("zk_session_timeout") + s.signatures("zk_session_established")
                     + s.signatures("zk_session_expired") + s.signatures("kafka_version"), key=lambda r: r.line)
     out = []
     for k, r in enumerate(events):
         if r.signature != "zk_session_timeout":
             continue
-        outcome, by = "unknown", None
+        prev = events[k - 1] if k else None
+        if prev is not None and prev.signature == "zk_session_timeout" and prev.attrs.get("session") == r.attrs.get("session"):
+            continue  # the same event, said again: counted with its first line
+        outcome, by, lines, millis = "unknown", None, [r], int(r.attrs.get("millis", "0") or 0)
         for x in events[k + 1:]:
             if x.signature == "zk_session_timeout" and x.attrs.get("session") == r.attrs.get("session"):
-                continue  # the same silence logged again while reconnecting
+                lines.append(x)  # the same silence logged again while reconnecting
+                millis = max(millis, int(x.attrs.get("millis", "0") or 0))
+                continue
             if x.signature == "zk_session_expired":
                 outcome, by = "expired", x
             elif x.signature == "kafka_version":
@@ -34,8 +42,8 @@ def session_outcomes(s: LogSummary) -> list[dict]:
                 same = x.attrs.get("session", "").lower() == r.attrs.get("session", "").lower()
                 outcome, by = ("reconnected" if same else "new_session"), x
             break
-        out.append({"timeout": r, "outcome": outcome, "by": by, "millis": int(r.attrs.get("millis", "0") or 0),
-                    "session": r.attrs.get("session")})
+        out.append({"timeout": r, "outcome": outcome, "by": by, "millis": millis, "session": r.attrs.get("session"),
+                    "lines": lines})
     return out
 
 
@@ -85,7 +93,7 @@ def zk_session_findings(files: list[ParsedFile], offsets, gc) -> list[Finding]:
                 if renewed:
                     how.append(f"{len(renewed)} new session(s) after a timeout ("
                                + ", ".join(f"{o['session']} -> {o['by'].attrs.get('session')}" for o in renewed[:3]) + ")")
-                recs = exp + [o["timeout"] for o in silent] + [o["by"] for o in renewed]
+                recs = exp + [x for o in silent for x in o["lines"]] + [o["by"] for o in renewed]
                 out.append(Finding(
                     kind="zk_session_expired", severity=Severity.WARNING,
                     summary=(f"{broker_label(b)}'s ZooKeeper session expired {expired_n} time(s) ({'; '.join(how)})"
@@ -113,7 +121,7 @@ def zk_session_findings(files: list[ParsedFile], offsets, gc) -> list[Finding]:
             restarted = [o for o in kept if o["outcome"] == "restarted"]
             if restarted:
                 parts.append(f"{len(restarted)} time(s) the broker restarted before reconnecting")
-            recs = [o["timeout"] for o in kept] + [o["by"] for o in kept if o["by"] is not None]
+            recs = [x for o in kept for x in o["lines"]] + [o["by"] for o in kept if o["by"] is not None]
             out.append(Finding(
                 kind="zk_session_timeout", severity=Severity.INFO if not unknown else Severity.WARNING,
                 summary=(f"{broker_label(b)}'s ZooKeeper client heard nothing from its server for up to {longest} ms "
