@@ -106,3 +106,75 @@ def test_fetch_failures_after_a_zookeeper_silence_name_every_possible_cause():
     own = next(f for f in fs if f.kind == "fetch_failures_own_doing" and f.broker_ids == (3,))
     assert "46618 ms" in own.summary and "(the process was stalled)" not in own.summary
     assert "ZooKeeper server" in own.summary and "network" in own.summary
+
+
+# ---------------------------------------------------------------- 12. what was silent
+
+
+def _zk_log(name, server="2"):
+    return ParsedFile(f"zk/{server}/zookeeper.log", "zk_log", None, result=parse_log(fixture_bytes(name)), server=server)
+
+
+def test_a_zookeeper_server_that_cannot_load_its_database_and_exits_is_said():
+    """ZooKeeper 3.4.13: QuorumPeer.loadDataBase logs 'Unable to load database on disk' (EOFException in a
+    transaction log), QuorumPeerMain 'Unexpected exception, exiting abnormally'."""
+    fs = diagnose([_zk_log("written/zk3413_unable_to_load_database.zookeeper.log")])
+    z = next(f for f in fs if f.kind == "zk_database_load_failed")
+    assert z.severity.value == "critical" and "ZooKeeper server 2" in z.summary and "java.io.EOFException" in z.summary
+    assert "exiting abnormally" in z.summary and "it is not running" in z.summary and z.details["exited"]
+    assert {9, 25} <= set(z.evidence[0].lines)
+
+
+def test_a_load_failure_without_the_exit_line_does_not_claim_the_exit():
+    text = "\n".join(ln for ln in fixture_text("written/zk3413_unable_to_load_database.zookeeper.log").split("\n")
+                     if "exiting abnormally" not in ln)
+    fs = diagnose([ParsedFile("zk/2/zookeeper.log", "zk_log", None, result=parse_log(text.encode()), server="2")])
+    z = next(f for f in fs if f.kind == "zk_database_load_failed")
+    assert "does not show whether it exited" in z.summary and not z.details["exited"]
+
+
+def test_an_offsets_load_that_took_minutes_is_said():
+    fs = diagnose([_log(fixture_bytes("written/kafka23_offsets_load_slow.server.log"))])
+    s = next(f for f in fs if f.kind == "group_load_slow")
+    assert s.partitions == ("__consumer_offsets-7",) and "337,471 ms" in s.summary and s.broker_ids == (2,)
+    assert "group_load_unfinished" not in _kinds(fs)
+
+
+def test_a_quick_load_is_not_slow():
+    fs = diagnose([_log(fixture_bytes("real23/broker1.server.log.start"), "hosts/1/server.log", 1)])
+    assert "group_load_slow" not in _kinds(fs)
+
+
+def test_kafka_26_fetch_error_with_its_exception_on_the_next_line():
+    """Kafka 2.6.0 FetchSessionHandler.handleError: log.info("Error sending fetch request {} to node {}:", metadata,
+    node, t) -- the message ends at 'to node 2:' and the exception is the next line."""
+    data = fixture_bytes("written/kafka26_fetch_error_two_line.server.log")
+    recs = [r for r in parse_log(data).records if "Error sending fetch request" in (r.message or "")]
+    assert len(recs) == 2
+    for r in recs:
+        assert r.signature == "fetch_session_error", r.message
+        assert r.attrs["leader"] == "2" and r.attrs["node"] == "2" and r.attrs["disconnected_node"] == "2"
+    only_session_lines = b"\n".join(ln for ln in data.split(b"\n") if b"Error in response for fetch request" not in ln)
+    fs = diagnose([_log(only_session_lines, "hosts/1/server.log", 1)])
+    p = next(f for f in fs if f.kind == "peer_fetch_failures")
+    assert p.broker_ids == (2,) and p.details["count"] == 2 and p.details["causes"] == {"disconnected": 2}
+
+
+@pytest.mark.parametrize("name", ["jdk21/virtual_threads.dump_to_file.txt", "jdk21/virtual_threads.dump_to_file.json"])
+def test_a_dump_without_lock_data_says_a_deadlock_cannot_be_told(name):
+    """Real JDK 21.0.8 `jcmd PID Thread.dump_to_file -format=text|json` (recorded for issue 21): names and stacks
+    only. The report says it cannot tell, rather than saying nothing (which reads as 'no deadlock')."""
+    from kafka_runbooks.analyze.parsers import parse_thread_dumps
+
+    fs = diagnose([ParsedFile(f"hosts/1/{name.split('/')[-1]}", "jstack", 1, result=parse_thread_dumps(fixture_text(name)))])
+    u = next(f for f in fs if f.kind == "deadlock_unknown")
+    assert "cannot be told" in u.summary and "jstack -l" in u.summary and u.broker_ids == (1,)
+    assert "jvm_deadlock" not in _kinds(fs)
+
+
+def test_a_dump_with_lock_data_beside_it_needs_no_such_warning():
+    from kafka_runbooks.analyze.parsers import parse_thread_dumps
+
+    files = [ParsedFile(f"hosts/1/{n.split('/')[-1]}", "jstack", 1, result=parse_thread_dumps(fixture_text(n)))
+             for n in ("jdk21/virtual_threads.dump_to_file.json", "jdk21/virtual_threads.jstack-l.txt")]
+    assert "deadlock_unknown" not in _kinds(diagnose(files))

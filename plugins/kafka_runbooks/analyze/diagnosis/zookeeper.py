@@ -1,5 +1,6 @@
 """ZooKeeper, from both sides: the brokers' sessions (expired, or timed out and re-established), followers dropping
-out of the ensemble (syncLimit x tickTime, with what happened in the same minutes), a server starved of clients."""
+out of the ensemble (syncLimit x tickTime, with what happened in the same minutes), a server starved of clients, a
+server that could not load its database at start and exited."""
 
 from __future__ import annotations
 
@@ -223,4 +224,35 @@ def zk_stats_findings(files: list[ParsedFile]) -> list[Finding]:
                          + f"; packets received {f.result.packets_received}"),
                 evidence=(Evidence(f.path, (), f"connections {n}, mode {f.result.mode}, zxid {hex(f.result.zxid) if f.result.zxid is not None else '?'}", f.host),),
                 details={"server": k, "connections": conns, "epochs": sorted(epochs)}))
+    return out
+
+
+def zk_load_failed_findings(files: list[ParsedFile]) -> list[Finding]:
+    """A ZooKeeper server that could not load its database from disk at start ('Unable to load database on disk',
+    QuorumPeer.loadDataBase) and exited ('... exiting abnormally'): down until its data directory is repaired."""
+    out = []
+    for _, fs in logs_by_broker(files).items():
+        for f in fs:
+            s: LogSummary = f.result
+            fails = s.signatures("zk_load_database_failed")
+            if not fails:
+                continue
+            server = f.server or (str(f.broker_id) if f.broker_id is not None else f.host or f.path)
+            last = fails[-1]
+            exits = [r for r in s.signatures("zk_exiting_abnormally") if r.line > last.line]
+            cause = (last.exception or "").strip()
+            out.append(Finding(
+                kind="zk_database_load_failed", severity=Severity.CRITICAL,
+                summary=(f"ZooKeeper server {server} could not load its database from disk at {last.ts}"
+                         + (f" ({cause[:200]})" if cause else "")
+                         + (f" and exited ('{exits[0].attrs.get('reason', 'Unexpected exception')}, exiting abnormally', "
+                            f"line {exits[0].line}): it is not running" if exits else
+                            "; the log does not show whether it exited")
+                         + ": a truncated or corrupt snapshot or transaction log in its dataDir/dataLogDir (a full disk, a "
+                           "crash while writing) or an epoch file behind its data; the ensemble runs without it and loses "
+                           "quorum if one more server fails. Repair: move the damaged files aside and let it sync from the "
+                           "leader (a person decides; never on the last good copy)"
+                         + (f"; {len(fails)} failed starts in this log" if len(fails) > 1 else "")),
+                evidence=(cite(f, fails + exits[:1]),),
+                details={"server": server, "failed_starts": len(fails), "exited": bool(exits), "cause": cause or None}))
     return out
