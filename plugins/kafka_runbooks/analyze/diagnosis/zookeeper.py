@@ -254,5 +254,10 @@ def zk_load_failed_findings(files: list[ParsedFile]) -> list[Finding]:
                            "leader (a person decides; never on the last good copy)"
                          + (f"; {len(fails)} failed starts in this log" if len(fails) > 1 else "")),
                 evidence=(cite(f, fails + exits[:1]),),
-                details={"server": server, "failed_starts": len(fails), "exited": bool(exits), "cause": cause or None}))
+                details={"server": server, "failed_starts": len(fails), "exited": bool(exits), "cause": cause or None,
+                         "no_restart": True,  # restarting brokers (or the server as it is) does not repair its data
+                         "advice": (f"ZooKeeper server {server}: keep its dataDir as it is (copy it aside), read the "
+                                    "exception under 'Unable to load database on disk', then move the damaged snapshot or "
+                                    "log aside and start it empty so it syncs from the leader -- only while a quorum "
+                                    "of the other servers is up")}))
     return out
