@@ -178,3 +178,13 @@ def test_a_dump_with_lock_data_beside_it_needs_no_such_warning():
     files = [ParsedFile(f"hosts/1/{n.split('/')[-1]}", "jstack", 1, result=parse_thread_dumps(fixture_text(n)))
              for n in ("jdk21/virtual_threads.dump_to_file.json", "jdk21/virtual_threads.jstack-l.txt")]
     assert "deadlock_unknown" not in _kinds(diagnose(files))
+
+
+def test_a_real_zookeeper_38_that_cannot_load_its_database():
+    """Recorded here: Debian's ZooKeeper 3.8.0 (the lab's) as a one-server quorum whose dataDir holds acceptedEpoch 3
+    and currentEpoch 5: QuorumPeer 'Unable to load database on disk' (IOException: The accepted epoch, 3 is less than
+    the current epoch, 5), QuorumPeerMain 'Unexpected exception, exiting abnormally', the JVM exits with code 1."""
+    fs = diagnose([_zk_log("realzk38/zk1.zookeeper.log.load-failed", server="1")])
+    z = next(f for f in fs if f.kind == "zk_database_load_failed")
+    assert "The accepted epoch, 3 is less than the current epoch, 5" in z.summary and z.details["exited"]
+    assert z.evidence[0].lines == (79, 80, 86, 87) and z.details["no_restart"]

@@ -56,6 +56,8 @@ REAL23_1124 = "real Kafka 2.3.0 lab (slot 1) run here on 2026-11-24, tests/analy
 REAL010 = "real Kafka 0.10.2.1 broker run here on 2026-11-24, tests/analyze/fixtures/real010/"
 KAFKA_SRC = "wording from Kafka's source at that version (no real line recorded yet)"
 ZK_SRC = "wording from ZooKeeper's source at that version (no real line recorded yet)"
+REALZK38_LOAD = ("real ZooKeeper 3.8.0 server (Debian's) started here on 2026-11-29 with acceptedEpoch 3 < currentEpoch 5 in its "
+                 "dataDir, tests/analyze/fixtures/realzk38/zk1.zookeeper.log.load-failed")
 REAL0102_FENCE = ("real Kafka 0.10.2.1 lab (slot 3) run here on 2026-11-25 by tests/lab/test_kafka010.py (fence-fetcher, then "
                   "zk-flap), tests/analyze/fixtures/real0102/broker2.state-change.log.fence")
 REAL0102_HALT = ("real Kafka 0.10.2.1 lab (slot 9) run here on 2026-11-25 by drill 003's rebalance phase (broker 3's "
@@ -520,11 +522,12 @@ SIGNATURES: tuple[Signature, ...] = (
       "truncated or corrupt file, 'The accepted epoch, N is less than the current epoch, M'); it throws 'Unable to run "
       "quorum server' and exits: the ensemble runs without it until its data directory is repaired",
       (E("3.4.13", "2019-06-11 10:02:11,503 [myid:2] - ERROR [main:QuorumPeer@692] - Unable to load database on disk", ZK_SRC + " (release-3.4.13 QuorumPeer.loadDataBase)"),
-       E("3.8", "2026-06-11 10:02:11,503 [myid:2] - ERROR [main:QuorumPeer@1200] - Unable to load database on disk", ZK_SRC + " (release-3.8.4 QuorumPeer.loadDataBase)"))),
+       E("3.8.0", "2026-11-29 06:03:56,323 [myid:1] - ERROR [main:QuorumPeer@1200] - Unable to load database on disk", REALZK38_LOAD))),
     S("zk_exiting_abnormally", "zookeeper", "3.4 – 3.8", ("QuorumPeerMain", "ZooKeeperServerMain"), ("exiting abnormally",),
       r"(?P<reason>Invalid arguments|Invalid config|Unable to access datadir|Unable to start AdminServer|Unexpected exception), exiting abnormally",
       "(ERROR) the ZooKeeper server's main exits with an error status: it is not running",
-      (E("3.4.13", "2019-06-11 10:02:11,507 [myid:2] - ERROR [main:QuorumPeerMain@92] - Unexpected exception, exiting abnormally", ZK_SRC + " (release-3.4.13 QuorumPeerMain.main)"),)),
+      (E("3.4.13", "2019-06-11 10:02:11,507 [myid:2] - ERROR [main:QuorumPeerMain@92] - Unexpected exception, exiting abnormally", ZK_SRC + " (release-3.4.13 QuorumPeerMain.main)"),
+       E("3.8.0", "2026-11-29 06:03:56,360 [myid:1] - ERROR [main:QuorumPeerMain@114] - Unexpected exception, exiting abnormally", REALZK38_LOAD))),
 )
 
 # Attributes read from the exception line right under a record (the line after its header).
