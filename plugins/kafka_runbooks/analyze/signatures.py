@@ -55,6 +55,9 @@ PUB_ZK36 = "public ZooKeeper 3.6+ log (2023-03-27)"
 REAL23_1124 = "real Kafka 2.3.0 lab (slot 1) run here on 2026-11-24, tests/analyze/fixtures/real23/ (see its README)"
 REAL010 = "real Kafka 0.10.2.1 broker run here on 2026-11-24, tests/analyze/fixtures/real010/"
 KAFKA_SRC = "wording from Kafka's source at that version (no real line recorded yet)"
+ZK_SRC = "wording from ZooKeeper's source at that version (no real line recorded yet)"
+REALZK38_LOAD = ("real ZooKeeper 3.8.0 server (Debian's) started here on 2026-11-29 with acceptedEpoch 3 < currentEpoch 5 in its "
+                 "dataDir, tests/analyze/fixtures/realzk38/zk1.zookeeper.log.load-failed")
 REAL0102_FENCE = ("real Kafka 0.10.2.1 lab (slot 3) run here on 2026-11-25 by tests/lab/test_kafka010.py (fence-fetcher, then "
                   "zk-flap), tests/analyze/fixtures/real0102/broker2.state-change.log.fence")
 REAL0102_HALT = ("real Kafka 0.10.2.1 lab (slot 9) run here on 2026-11-25 by drill 003's rebalance phase (broker 3's "
@@ -132,10 +135,13 @@ SIGNATURES: tuple[Signature, ...] = (
       (E("2.x", "[2022-03-14 09:00:00,598] WARN [ReplicaFetcher replicaId=1, leaderId=2, fetcherId=0] Error in response for fetch request (type=FetchRequest, replicaId=1, maxWait=500, minBytes=1, maxBytes=10485760, fetchData={}, isolationLevel=READ_UNCOMMITTED, toForget=, metadata=(sessionId=2095832195, epoch=8913816)) (kafka.server.ReplicaFetcherThread)", PUB_2X),
        E("2.3.0", "[2026-11-22 13:59:07,466] WARN [ReplicaFetcher replicaId=3, leaderId=2, fetcherId=0] Error in response for fetch request (type=FetchRequest, replicaId=3, maxWait=500, minBytes=1, maxBytes=10485760, fetchData={t1-2=(fetchOffset=16380, logStartOffset=0, maxBytes=1048576, currentLeaderEpoch=Optional[0])}, isolationLevel=READ_UNCOMMITTED, toForget=, metadata=(sessionId=692838506, epoch=873)) (kafka.server.ReplicaFetcherThread)", REAL23))),
     S("fetch_session_error", "kafka", "1.1 – 4.x", ("FetchSessionHandler",), ("Error sending fetch request",),
-      r"\[ReplicaFetcher replicaId=(?P<fetcher>" + ID + r"), leaderId=(?P<leader>" + ID + r"), fetcherId=(?P<fetcher_id>[0-9]{1,9})\] Error sending fetch request \(sessionId=[A-Za-z0-9_-]{1,40}, epoch=[A-Za-z0-9_-]{1,40}\) to node (?P<node>" + ID + r"): (?P<cause>[A-Za-z0-9_.$]{1,200})",
-      "INFO line logged with each failed replica fetch since fetch sessions (KIP-227); the cause is inline",
+      r"\[ReplicaFetcher replicaId=(?P<fetcher>" + ID + r"), leaderId=(?P<leader>" + ID + r"), fetcherId=(?P<fetcher_id>[0-9]{1,9})\] Error sending fetch request \(sessionId=[A-Za-z0-9_-]{1,40}, epoch=[A-Za-z0-9_-]{1,40}\) to node (?P<node>" + ID + r"):(?: (?P<cause>[A-Za-z0-9_.$]{1,200}))?",
+      "INFO line logged with each failed replica fetch since fetch sessions (KIP-227); the cause is inline until 2.5, "
+      "on the line under it (the exception and its stack) from 2.6 (FetchSessionHandler.handleError: \"to node {}:\", t)",
       (E("2.x", "[2022-03-14 09:00:00,597] INFO [ReplicaFetcher replicaId=1, leaderId=2, fetcherId=0] Error sending fetch request (sessionId=2095832195, epoch=8913816) to node 2: java.io.IOException: Connection to 2 was disconnected before the response was read. (org.apache.kafka.clients.FetchSessionHandler)", PUB_2X),
-       E("2.3.0", "[2026-11-22 13:58:27,044] INFO [ReplicaFetcher replicaId=1, leaderId=3, fetcherId=0] Error sending fetch request (sessionId=1748714936, epoch=873) to node 3: java.io.IOException: Client was shutdown before response was read. (org.apache.kafka.clients.FetchSessionHandler)", REAL23))),
+       E("2.3.0", "[2026-11-22 13:58:27,044] INFO [ReplicaFetcher replicaId=1, leaderId=3, fetcherId=0] Error sending fetch request (sessionId=1748714936, epoch=873) to node 3: java.io.IOException: Client was shutdown before response was read. (org.apache.kafka.clients.FetchSessionHandler)", REAL23),
+       E("2.6 – 4.x", "[2021-03-01 10:00:00,597] INFO [ReplicaFetcher replicaId=1, leaderId=2, fetcherId=0] Error sending fetch request (sessionId=2095832195, epoch=8913816) to node 2: (org.apache.kafka.clients.FetchSessionHandler)",
+         KAFKA_SRC + " (2.6.0 FetchSessionHandler.handleError: log.info(\"Error sending fetch request {} to node {}:\", nextMetadata, node, t); the exception follows on its own line)"))),
     S("fetch_partition_error", "kafka", "1.0 – 4.x", ("ReplicaFetcherThread",), ("Error for partition",),
       r"\] Error for partition (?P<topic>" + T + r")-(?P<partition>[0-9]{1,9}) at offset (?P<offset>" + N + r")",
       "a per-partition error in a fetch response (e.g. UnknownTopicOrPartition while leadership moves): not a connectivity failure",
@@ -510,6 +516,18 @@ SIGNATURES: tuple[Signature, ...] = (
       "a transaction-log fsync was slow: followers stall and may be dropped (disk, or the process was paused)",
       (E("3.4", "2016-05-15 04:04:40,569 [myid:1] - WARN  [SyncThread:1:FileTxnLog@334] - fsync-ing the write ahead log in SyncThread:1 took 2243ms which will adversely effect operation latency. See the ZooKeeper troubleshooting guide", PUB_ZK34_FSYNC),
        E("3.8.0", "2026-11-22 14:01:31,002 [myid:2] - WARN  [SyncThread:2:FileTxnLog@394] - fsync-ing the write ahead log in SyncThread:2 took 6001ms which will adversely effect operation latency.File size is 67108880 bytes. See the ZooKeeper troubleshooting guide", REALZK38))),
+    S("zk_load_database_failed", "zookeeper", "3.4 – 3.8", ("QuorumPeer",), ("Unable to load database on disk",),
+      r"Unable to load database on disk",
+      "(ERROR) the server could not read its snapshot and transaction logs at start (the exception line says why: a "
+      "truncated or corrupt file, 'The accepted epoch, N is less than the current epoch, M'); it throws 'Unable to run "
+      "quorum server' and exits: the ensemble runs without it until its data directory is repaired",
+      (E("3.4.13", "2019-06-11 10:02:11,503 [myid:2] - ERROR [main:QuorumPeer@692] - Unable to load database on disk", ZK_SRC + " (release-3.4.13 QuorumPeer.loadDataBase)"),
+       E("3.8.0", "2026-11-29 06:03:56,323 [myid:1] - ERROR [main:QuorumPeer@1200] - Unable to load database on disk", REALZK38_LOAD))),
+    S("zk_exiting_abnormally", "zookeeper", "3.4 – 3.8", ("QuorumPeerMain", "ZooKeeperServerMain"), ("exiting abnormally",),
+      r"(?P<reason>Invalid arguments|Invalid config|Unable to access datadir|Unable to start AdminServer|Unexpected exception), exiting abnormally",
+      "(ERROR) the ZooKeeper server's main exits with an error status: it is not running",
+      (E("3.4.13", "2019-06-11 10:02:11,507 [myid:2] - ERROR [main:QuorumPeerMain@92] - Unexpected exception, exiting abnormally", ZK_SRC + " (release-3.4.13 QuorumPeerMain.main)"),
+       E("3.8.0", "2026-11-29 06:03:56,360 [myid:1] - ERROR [main:QuorumPeerMain@114] - Unexpected exception, exiting abnormally", REALZK38_LOAD))),
 )
 
 # Attributes read from the exception line right under a record (the line after its header).
@@ -566,6 +584,20 @@ EVIDENCE_SHAPES: tuple[tuple[str, str, str, str], ...] = (
      "broker_startup_failed with the exception under it as the cause", "real23/fatal-startup-oom.server.log"),
     ("the same, Kafka 0.10.2.1 (FATAL, KafkaServerStartable)", "server_log", "broker_startup_failed",
      "real010/fatal-startup-bind.server.log"),
+    # issue 32 (fixtures written from the projects' source, see tests/analyze/fixtures/README.md, or recorded)
+    ("ZooKeeper client 3.4.9-3.4.13: one timeout as a WARN and an INFO line (written)", "server_log",
+     "one zk_session_timeout event per timeout, not one per line", "written/zk349_client_timeout_warn_info.server.log"),
+    ("JDK 8 G1 -XX:+PrintGCDetails: [GC concurrent-*], [GC Worker ...] (written)", "gc_log",
+     "stop-the-world pauses only (young, remark, cleanup); concurrent phases counted apart", "written/jdk8_g1_print_gc_details.gc.log"),
+    ("JDK 8 CMS -XX:+PrintGCDetails: [CMS-concurrent-*] with [Times:] (written)", "gc_log",
+     "ParNew, initial mark and final remark are pauses; concurrent phases are not", "written/jdk8_cms_print_gc_details.gc.log"),
+    ("JDK 17 G1 -Xlog:gc*: a concurrent mark cycle", "gc_log", "Pause lines only", "jdk17_g1_concurrent_cycle.gc.log"),
+    ("Kafka 2.6+ 'Error sending fetch request ... to node N:' with the exception on the next line (written)", "server_log",
+     "fetch_session_error, its cause from the exception line", "written/kafka26_fetch_error_two_line.server.log"),
+    ("ZooKeeper 'Unable to load database on disk', then 'exiting abnormally' (written)", "zk_log",
+     "zk_database_load_failed (critical)", "written/zk3413_unable_to_load_database.zookeeper.log"),
+    ("offsets load finished after minutes (written)", "server_log", "group_load_slow",
+     "written/kafka23_offsets_load_slow.server.log"),
 )
 
 _BY_LOGGER: dict[str, list[Signature]] = {}

@@ -14,7 +14,23 @@ from typing import Any, Mapping
 
 API_CONN_ID = "kafka_runbooks_api"
 REFUSED_KEY = "refused"  # XCom of the plan task when its plan is refused: the close task says what was refused
-NOTE_MAX = 1000  # Airflow's dag_run_note.content
+NOTE_MAX = 1000  # Airflow's dag_run_note.content (String(1000)); the api-server answers 422 to a longer note
+NOTE_CUT = "\n… (cut; the whole summary is in the task's log)"
+
+
+def fit_note(text: str, limit: int = NOTE_MAX) -> str:
+    """``text`` as a run's note of at most ``limit`` characters: unchanged when it fits; else cut at the last line
+    break (or, in a line longer than a third of the budget, the last space) that leaves room for ``NOTE_CUT``, which
+    says it was cut. The suffix is inside the budget: the result is never longer than ``limit``."""
+    if len(text) <= limit:
+        return text
+    room = limit - len(NOTE_CUT)
+    head = text[:room]
+    cut = head.rfind("\n")
+    if cut < room * 2 // 3:  # no line break near the end: the last word boundary, else the hard limit
+        space = head.rfind(" ")
+        cut = max(cut, space if space >= room * 2 // 3 else room)
+    return head[:cut].rstrip() + NOTE_CUT
 
 
 def set_run_note(context, log, text: str) -> bool:
@@ -34,7 +50,7 @@ def set_run_note(context, log, text: str) -> bool:
     if not base.startswith(("http://", "https://")):
         base = f"{conn.schema or 'http'}://{base}" + (f":{conn.port}" if conn.port else "")
     ti = context["ti"]
-    note = text if len(text) <= NOTE_MAX else text[: NOTE_MAX - 20] + "\n… (cut; see the log)"
+    note = fit_note(text)
     q = lambda v: urllib.parse.quote(str(v), safe="")  # noqa: E731
     try:
         token = requests.post(f"{base}/auth/token", json={"username": conn.login, "password": conn.password}, timeout=15)

@@ -24,7 +24,7 @@ import datetime as dt
 from ...model import Finding, Severity
 from ..parsed_file import ParsedFile
 from .core import Window, as_summary, kafka_versions, mark_duplicate_logs, mark_virtual_thread_carriers
-from .deadlocks import deadlock_findings, owner_unknown_findings
+from .deadlocks import deadlock_findings, deadlock_unknown_findings, owner_unknown_findings
 from .evidence_quality import unparsable_findings
 from .group_coordinator import group_load_findings
 from .jvm import gc_by_broker, gc_findings, process_findings
@@ -38,7 +38,7 @@ from .signature_counts import signature_count_findings
 from .startup import startup_failure_findings
 from .sockets import (broker_addresses_of, broker_port_of, broker_ports_of, close_wait_findings,
                       on_broker_endpoint)
-from .zookeeper import zk_server_findings, zk_session_findings, zk_stats_findings
+from .zookeeper import zk_load_failed_findings, zk_server_findings, zk_session_findings, zk_stats_findings
 
 __all__ = ["ParsedFile", "Window", "diagnose", "broker_table", "file_table", "timeline", "kafka_versions",
            "mark_duplicate_logs", "on_broker_endpoint", "broker_ports_of", "broker_port_of", "broker_addresses_of"]
@@ -67,13 +67,13 @@ def diagnose(files: list[ParsedFile], kafka_version: str | None = None,
     versions.update(kafka_versions(files))
     gc = gc_by_broker(files)
     zk_configs = {f.server or f.path: f.result for f in files if f.kind == "zk_config" and f.result is not None and f.result.ok}
-    findings = (deadlock_findings(files, versions, kafka_version) + owner_unknown_findings(files)
+    findings = (deadlock_findings(files, versions, kafka_version) + owner_unknown_findings(files) + deadlock_unknown_findings(files)
                 + probe_findings(files, broker_ports, broker_hosts)
                 + close_wait_findings(files, broker_ports, broker_hosts) + fetch_findings(files, window, offsets, gc)
                 + truncation_refused_findings(files)
                 + unknown_api_findings(files, versions) + group_load_findings(files) + log_cleaner_findings(files)
                 + oversized_offsets_findings(files) + segment_damage_findings(files) + zk_session_findings(files, offsets, gc)
-                + zk_server_findings(files, offsets, gc, zk_configs, zk_zones) + zk_stats_findings(files) + gc_findings(gc)
+                + zk_server_findings(files, offsets, gc, zk_configs, zk_zones) + zk_stats_findings(files) + zk_load_failed_findings(files) + gc_findings(gc)
                 + signature_count_findings(files) + startup_failure_findings(files) + request_queue_findings(files, versions) + request_metrics_unknown_findings(files) + process_findings(files)
                 + unparsable_findings(files))
     return sorted(findings, key=lambda x: _RANK[x.severity])

@@ -160,3 +160,31 @@ def owner_unknown_findings(files: list[ParsedFile]) -> list[Finding]:
                            details={"waiting": [{"thread": n, "address": a, "class": c} for n, a, c in waits[:50]],
                                     "ownable_info": d.ownable_info, "ambiguity": why}))
     return out
+
+
+def lockless(d: JstackDump) -> bool:
+    """A dump that carries no lock information: jcmd's Thread.dump_to_file (JDK 19-24: the text format, and JSON
+    format 1) prints thread names and stacks only -- no states, no 'locked' / 'waiting to lock' lines."""
+    return d.format in ("text", "json") and not any(t.state for t in d.threads)
+
+
+def deadlock_unknown_findings(files: list[ParsedFile]) -> list[Finding]:
+    """A broker whose only thread dumps carry no lock data: whether its threads are deadlocked cannot be told (no
+    finding would read as 'no deadlock')."""
+    out = []
+    for b, pairs in dumps_by_broker(files).items():
+        if not pairs or not all(lockless(d) for _, d in pairs):
+            continue
+        paths = sorted({f.path for f, _ in pairs})
+        forms = sorted({"jcmd Thread.dump_to_file " + ("-format=json" if d.format == "json" else "-format=text") for _, d in pairs})
+        out.append(Finding(
+            kind="deadlock_unknown", severity=Severity.WARNING,
+            summary=(f"{broker_label(b)}: whether threads are deadlocked cannot be told: its thread dump(s) ({', '.join(paths)}; "
+                     f"{', '.join(forms)}) carry thread names and stacks only, no lock owners or waits; take "
+                     "`jstack -l <pid>` or `jcmd <pid> Thread.print -l` to see lock cycles"),
+            broker_ids=(b,) if b is not None else (),
+            evidence=tuple(Evidence(f.path, (d.first_line,) if d.first_line else (),
+                                    f"{len(d.threads)} threads, format {d.format}, no thread states or locks", f.host)
+                           for f, d in pairs[:MAX_CITED_LINES]),
+            details={"dumps": len(pairs), "formats": forms, "ambiguity": "no lock data: a deadlock can be neither shown nor ruled out"}))
+    return out

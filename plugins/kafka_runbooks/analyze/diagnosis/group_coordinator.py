@@ -1,5 +1,6 @@
 """The group coordinator: __consumer_offsets partitions whose loading started and never finished (their groups get
-NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS), with the loader thread's progress across thread dumps."""
+NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS), with the loader thread's progress across thread dumps; and loads
+that finished, but slowly (their groups got those errors for as long)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,12 @@ from ..parsers.logs import LogRecord
 from .core import broker_label, cite, dumps_by_broker, logs_by_broker
 
 
+# a load that took longer than this is slow: the health check's default offsets_load_expected_s (config.HealthSettings)
+SLOW_LOAD_MS = 60_000
+
+
 def group_load_findings(files: list[ParsedFile]) -> list[Finding]:
-    out = []
+    out = slow_load_findings(files)
     dumps = dumps_by_broker(files)
     for b, fs in logs_by_broker(files).items():
         for f in fs:
@@ -52,3 +57,29 @@ def _loader_progress(pairs: list[tuple[ParsedFile, JstackDump]]) -> str | None:
     tops = {x[1] for x in seen}
     return (f"the loader thread is progressing: its top frames differ across {len(seen)} dumps" if len(tops) > 1
             else f"the loader thread shows the same top frames in {len(seen)} dumps (stuck, or each dump caught it in one place)")
+
+
+def slow_load_findings(files: list[ParsedFile]) -> list[Finding]:
+    """__consumer_offsets partitions whose load finished after SLOW_LOAD_MS or more ('Finished loading ... in N
+    milliseconds'): their groups could not commit or join for that long."""
+    out = []
+    for b, fs in logs_by_broker(files).items():
+        for f in fs:
+            slow = [r for r in f.result.signatures("group_load_done") if int(r.attrs.get("millis") or 0) >= SLOW_LOAD_MS]
+            if not slow:
+                continue
+            slow.sort(key=lambda r: -int(r.attrs["millis"]))
+            worst = slow[0]
+            parts = sorted({r.attrs.get("partition") for r in slow}, key=lambda p: int(p or 0))
+            out.append(Finding(
+                kind="group_load_slow", severity=Severity.WARNING,
+                summary=(f"{broker_label(b)}: loading __consumer_offsets partition(s) {', '.join(parts)} took {SLOW_LOAD_MS // 1000} s "
+                         f"or more, the longest {int(worst.attrs['millis']):,} ms (__consumer_offsets-{worst.attrs.get('partition')}, "
+                         f"finished {worst.ts}): the groups it coordinates got NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS "
+                         "(no commits, no joins) that long; a slow load points at a large partition (compaction behind, "
+                         "or the log cleaner stopped)"),
+                broker_ids=(b,) if b is not None else (), partitions=tuple(f"__consumer_offsets-{p}" for p in parts),
+                evidence=(cite(f, slow),),
+                details={"partitions": parts, "millis": {r.attrs.get("partition"): int(r.attrs["millis"]) for r in slow},
+                         "slow_after_ms": SLOW_LOAD_MS}))
+    return out

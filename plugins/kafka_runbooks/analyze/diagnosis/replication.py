@@ -17,6 +17,8 @@ from .core import MAX_CITED_LINES, STALL_MS, Window, broker_label, cite, logs_by
 
 SELF_STALL_AFTER_S = 120  # its fetch errors within this long after the stall are its own doing
 EPISODE_GAP_S = 600  # fetch failures more than 10 min apart are different episodes
+# what a ZooKeeper client's silence shows: one of these stalled, the log alone does not say which (zk_session_timeout)
+ZK_SILENCE_MEANS = "the broker process, its ZooKeeper server or the network between them stalled"
 
 
 def self_stalls(logs: dict[int | None, list[ParsedFile]], gc: dict[int | None, list], offsets) -> dict[int | None, list[tuple[dt.datetime, str, ParsedFile, int]]]:
@@ -29,7 +31,7 @@ def self_stalls(logs: dict[int | None, list[ParsedFile]], gc: dict[int | None, l
                 ms = int(r.attrs.get("millis", "0") or 0)
                 t = utc_of(r, offsets, b)
                 if ms >= STALL_MS and t:
-                    out[b].append((t, f"its own ZooKeeper client heard nothing for {ms} ms (the process was stalled)", f, r.line))
+                    out[b].append((t, f"its own ZooKeeper client heard nothing for {ms} ms ({ZK_SILENCE_MEANS})", f, r.line))
             for name, why in (("controlled_shutdown_start", "its own controlled shutdown"),
                               ("broker_shutting_down", "its own shutdown")):
                 for r in s.signatures(name):
@@ -181,9 +183,13 @@ def fetch_findings(files: list[ParsedFile], window: Window, offsets, gc) -> list
     for x in excluded:
         by_rep[x["reporter"]].append(x)
     for rep, xs in by_rep.items():
+        # a shutdown, a stopped fetcher or a GC pause is the reporter's own doing; a ZooKeeper silence only shows it
+        # lost ZooKeeper and its leaders together, which is not evidence against the leaders
+        doing = ("are not counted against its leaders" if any(ZK_SILENCE_MEANS in x["why"] for x in xs)
+                 else "are its own doing, not its leaders'")
         findings.append(Finding(
             kind="fetch_failures_own_doing", severity=Severity.INFO,
-            summary=(f"{len(xs)} fetch failure(s) logged by {broker_label(rep)} are its own doing, not its leaders' "
+            summary=(f"{len(xs)} fetch failure(s) logged by {broker_label(rep)} {doing} "
                      f"(leaders named: {', '.join(map(str, sorted({x['leader'] for x in xs})))}): {xs[0]['why']}"),
             broker_ids=(rep,) if rep is not None else (),
             evidence=(Evidence(xs[0]["source"], tuple(sorted({x["line"] for x in xs}))[:MAX_CITED_LINES],

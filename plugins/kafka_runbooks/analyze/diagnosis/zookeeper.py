@@ -1,5 +1,6 @@
 """ZooKeeper, from both sides: the brokers' sessions (expired, or timed out and re-established), followers dropping
-out of the ensemble (syncLimit x tickTime, with what happened in the same minutes), a server starved of clients."""
+out of the ensemble (syncLimit x tickTime, with what happened in the same minutes), a server starved of clients, a
+server that could not load its database at start and exited."""
 
 from __future__ import annotations
 
@@ -13,19 +14,27 @@ from .core import MAX_CITED_LINES, STALL_MS, broker_label, cite, logs_by_broker
 
 
 def session_outcomes(s: LogSummary) -> list[dict]:
-    """What followed each 'Client session timed out' of one log: the same session id re-established (a reconnect:
-    the session survived), Kafka's expiry wording or a new session id (it expired), the broker restarting, or
-    nothing the log shows."""
+    """What followed each time the ZooKeeper client timed out in one log: the same session id re-established (a
+    reconnect: the session survived), Kafka's expiry wording or a new session id (it expired), the broker restarting,
+    or nothing the log shows. One timeout is one event however many lines say it: the 3.4 client logs it as a WARN
+    ('Client session timed out, ...') and again as an INFO ('..., closing socket connection and attempting
+    reconnect'), and a client that keeps failing to reconnect says it again; the lines of one session with no
+    reconnection, expiry or restart between them are one event (its longest silence, its first line cited)."""
     events = sorted(s.signatures("zk_session_timeout") + s.signatures("zk_session_established")
                     + s.signatures("zk_session_expired") + s.signatures("kafka_version"), key=lambda r: r.line)
     out = []
     for k, r in enumerate(events):
         if r.signature != "zk_session_timeout":
             continue
-        outcome, by = "unknown", None
+        prev = events[k - 1] if k else None
+        if prev is not None and prev.signature == "zk_session_timeout" and prev.attrs.get("session") == r.attrs.get("session"):
+            continue  # the same event, said again: counted with its first line
+        outcome, by, lines, millis = "unknown", None, [r], int(r.attrs.get("millis", "0") or 0)
         for x in events[k + 1:]:
             if x.signature == "zk_session_timeout" and x.attrs.get("session") == r.attrs.get("session"):
-                continue  # the same silence logged again while reconnecting
+                lines.append(x)  # the same silence logged again while reconnecting
+                millis = max(millis, int(x.attrs.get("millis", "0") or 0))
+                continue
             if x.signature == "zk_session_expired":
                 outcome, by = "expired", x
             elif x.signature == "kafka_version":
@@ -34,8 +43,8 @@ def session_outcomes(s: LogSummary) -> list[dict]:
                 same = x.attrs.get("session", "").lower() == r.attrs.get("session", "").lower()
                 outcome, by = ("reconnected" if same else "new_session"), x
             break
-        out.append({"timeout": r, "outcome": outcome, "by": by, "millis": int(r.attrs.get("millis", "0") or 0),
-                    "session": r.attrs.get("session")})
+        out.append({"timeout": r, "outcome": outcome, "by": by, "millis": millis, "session": r.attrs.get("session"),
+                    "lines": lines})
     return out
 
 
@@ -85,7 +94,7 @@ def zk_session_findings(files: list[ParsedFile], offsets, gc) -> list[Finding]:
                 if renewed:
                     how.append(f"{len(renewed)} new session(s) after a timeout ("
                                + ", ".join(f"{o['session']} -> {o['by'].attrs.get('session')}" for o in renewed[:3]) + ")")
-                recs = exp + [o["timeout"] for o in silent] + [o["by"] for o in renewed]
+                recs = exp + [x for o in silent for x in o["lines"]] + [o["by"] for o in renewed]
                 out.append(Finding(
                     kind="zk_session_expired", severity=Severity.WARNING,
                     summary=(f"{broker_label(b)}'s ZooKeeper session expired {expired_n} time(s) ({'; '.join(how)})"
@@ -113,7 +122,7 @@ def zk_session_findings(files: list[ParsedFile], offsets, gc) -> list[Finding]:
             restarted = [o for o in kept if o["outcome"] == "restarted"]
             if restarted:
                 parts.append(f"{len(restarted)} time(s) the broker restarted before reconnecting")
-            recs = [o["timeout"] for o in kept] + [o["by"] for o in kept if o["by"] is not None]
+            recs = [x for o in kept for x in o["lines"]] + [o["by"] for o in kept if o["by"] is not None]
             out.append(Finding(
                 kind="zk_session_timeout", severity=Severity.INFO if not unknown else Severity.WARNING,
                 summary=(f"{broker_label(b)}'s ZooKeeper client heard nothing from its server for up to {longest} ms "
@@ -215,4 +224,40 @@ def zk_stats_findings(files: list[ParsedFile]) -> list[Finding]:
                          + f"; packets received {f.result.packets_received}"),
                 evidence=(Evidence(f.path, (), f"connections {n}, mode {f.result.mode}, zxid {hex(f.result.zxid) if f.result.zxid is not None else '?'}", f.host),),
                 details={"server": k, "connections": conns, "epochs": sorted(epochs)}))
+    return out
+
+
+def zk_load_failed_findings(files: list[ParsedFile]) -> list[Finding]:
+    """A ZooKeeper server that could not load its database from disk at start ('Unable to load database on disk',
+    QuorumPeer.loadDataBase) and exited ('... exiting abnormally'): down until its data directory is repaired."""
+    out = []
+    for _, fs in logs_by_broker(files).items():
+        for f in fs:
+            s: LogSummary = f.result
+            fails = s.signatures("zk_load_database_failed")
+            if not fails:
+                continue
+            server = f.server or (str(f.broker_id) if f.broker_id is not None else f.host or f.path)
+            last = fails[-1]
+            exits = [r for r in s.signatures("zk_exiting_abnormally") if r.line > last.line]
+            cause = (last.exception or "").strip()
+            out.append(Finding(
+                kind="zk_database_load_failed", severity=Severity.CRITICAL,
+                summary=(f"ZooKeeper server {server} could not load its database from disk at {last.ts}"
+                         + (f" ({cause[:200]})" if cause else "")
+                         + (f" and exited ('{exits[0].attrs.get('reason', 'Unexpected exception')}, exiting abnormally', "
+                            f"line {exits[0].line}): it is not running" if exits else
+                            "; the log does not show whether it exited")
+                         + ": a truncated or corrupt snapshot or transaction log in its dataDir/dataLogDir (a full disk, a "
+                           "crash while writing) or an epoch file behind its data; the ensemble runs without it and loses "
+                           "quorum if one more server fails. Repair: move the damaged files aside and let it sync from the "
+                           "leader (a person decides; never on the last good copy)"
+                         + (f"; {len(fails)} failed starts in this log" if len(fails) > 1 else "")),
+                evidence=(cite(f, fails + exits[:1]),),
+                details={"server": server, "failed_starts": len(fails), "exited": bool(exits), "cause": cause or None,
+                         "no_restart": True,  # restarting brokers (or the server as it is) does not repair its data
+                         "advice": (f"ZooKeeper server {server}: keep its dataDir as it is (copy it aside), read the "
+                                    "exception under 'Unable to load database on disk', then move the damaged snapshot or "
+                                    "log aside and start it empty so it syncs from the leader -- only while a quorum "
+                                    "of the other servers is up")}))
     return out

@@ -7,6 +7,15 @@
   0.0070479 secs]``, ``[Full GC (...) ..., 1.1821630 secs]``, G1 ``[GC pause (G1 Evacuation Pause) (young), 0.0123 secs]``
   with the pause's wall time from the ``[Times: user=.. sys=.., real=N secs]`` line that closes the event.
 
+Only stop-the-world pauses are pauses. JDK 8: ``[GC pause ...`` (G1 young / mixed, with or without initial-mark),
+``[GC remark ...``, ``[GC cleanup ...`` (G1's STW phases of a marking cycle), ``[Full GC ...``, and ``[GC (cause)``,
+``[GC [ParNew|PSYoungGen|DefNew...``, ``[GC 123K->...`` (Parallel, Serial, ParNew, CMS's initial mark and final
+remark). Not pauses: G1's ``[GC concurrent-...`` phases (``concurrent-mark-end, 6.5 secs`` ran beside the
+application), CMS's ``[CMS-concurrent-...``, and the per-phase detail lines inside a G1 pause (``[GC Worker Start
+(ms)``, ``[GC Worker End (ms)``, ``[GC ref-proc``). JDK 9+ (``-Xlog:gc``): ``GC(N) Pause Young|Mixed|Remark|
+Cleanup|Full ...`` are pauses, ``GC(N) Concurrent ...`` are not. The concurrent phases are counted apart
+(``GcLog.concurrent``) so a report can say they were seen and not counted.
+
 Pure and linear: each line is read with anchored, bounded patterns and string searches.
 """
 
@@ -24,7 +33,10 @@ _UNI_TIME = re.compile(r"\[(?P<t>[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0
 _UNI_UP = re.compile(r"\[(?P<up>[0-9]{1,12}\.[0-9]{1,6})s\]", re.ASCII)
 _STOPPED = re.compile(r"Total time for which application threads were stopped: (?P<s>[0-9]{1,9}\.[0-9]{1,9}) seconds", re.ASCII)
 _J8_HEAD = re.compile(r"(?:(?P<date>[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}[+-][0-9]{4}): )?"
-                      r"(?:(?P<up>[0-9]{1,12}\.[0-9]{3}): )?\[(?P<kind>Full GC|GC pause|GC)\b", re.ASCII)
+                      r"(?:(?P<up>[0-9]{1,12}\.[0-9]{3}): )?\[(?P<kind>Full GC|GC)\b", re.ASCII)
+# what follows "[GC" in a JDK 8 event line that is a stop-the-world pause; "[GC concurrent-..." is a concurrent phase,
+# anything else ("[GC Worker Start (ms): ...", "[GC ref-proc, ...") a detail line inside an event
+_J8_STW = re.compile(r" ?(?:(?P<g1>pause)\b|(?P<remark>remark)\b|(?P<cleanup>cleanup)\b|\(|\[|[0-9]|--|,)", re.ASCII)
 _J8_SECS = re.compile(r", (?P<s>[0-9]{1,9}\.[0-9]{4,9}) secs\]", re.ASCII)
 _J8_REAL = re.compile(r"real=(?P<s>[0-9]{1,9}\.[0-9]{1,9}) secs", re.ASCII)
 _J8_CAUSE = re.compile(r"\((?P<c>[A-Za-z0-9 .-]{1,60})\)", re.ASCII)
@@ -36,7 +48,7 @@ class GcPause:
     at: str | None  # ISO time as logged (with its zone), when the log carries one
     uptime_s: float | None
     seconds: float
-    kind: str  # "young" | "full" | "remark" | "cleanup" | "mixed" | "safepoint" | "other"
+    kind: str  # "young" | "full" | "remark" | "cleanup" | "mixed" | "initial-mark" | "safepoint" | "other"
     cause: str
     text: str
 
@@ -50,6 +62,7 @@ class GcLog:
     pauses: list[GcPause] = field(default_factory=list)
     format: str | None = None  # "unified" | "jdk8"
     stopped: list[GcPause] = field(default_factory=list)  # "Total time ... stopped" safepoint lines
+    concurrent: int = 0  # JDK 8 "[GC concurrent-..." / "[CMS-concurrent-..." lines (beside the application: not pauses)
     unrecognized: LineTally = field(default_factory=LineTally)
     notes: list[str] = field(default_factory=list)
     unparsable: list[str] = field(default_factory=list)
@@ -100,18 +113,28 @@ def parse_gc_log(data: bytes | str | None) -> GcLog:
         if "[GC" in ln or "[Full GC" in ln:
             m = _J8_HEAD.match(ln.lstrip())
             if m:
+                kind = _j8_kind(m.group("kind"), ln.lstrip()[m.end():m.end() + 200])
+                if kind == "concurrent":
+                    g.format = g.format or "jdk8"
+                    g.concurrent += 1
+                    continue
+                if kind is None:
+                    continue  # a detail line inside an event ([GC Worker End (ms): ...])
                 g.format = g.format or "jdk8"
                 if pending is not None:  # the previous event had no [Times:] line: use its own duration
                     _flush_j8(g, pending, None)
                 cause = _J8_CAUSE.search(ln, m.end(), m.end() + 200)
-                pending = (i, m.group("date"), float(m.group("up")) if m.group("up") else None,
-                           "full" if m.group("kind") == "Full GC" else ("young" if "young" in ln[:200] or m.group("kind") == "GC" else "other"),
+                pending = (i, m.group("date"), float(m.group("up")) if m.group("up") else None, kind,
                            cause.group("c") if cause else "", ln)
                 if "[Times:" in ln:
                     _flush_j8(g, pending, ln)
                     pending = None
                 continue
-        if "[Times:" in ln and pending is not None:
+        if "[CMS-concurrent-" in ln:  # CMS's concurrent phases (with their own [Times:]): not pauses
+            g.format = g.format or "jdk8"
+            g.concurrent += 1
+            continue
+        if "[Times:" in ln and pending is not None and "concurrent" not in ln:  # CMS's concurrent phases print [Times:] too
             _flush_j8(g, pending, ln)
             pending = None
             continue
@@ -125,6 +148,25 @@ def parse_gc_log(data: bytes | str | None) -> GcLog:
     return g
 
 
+def _j8_kind(head: str, rest: str) -> str | None:
+    """The kind of a JDK 8 line starting ``[Full GC`` / ``[GC`` (``rest`` is what follows): a pause's kind,
+    "concurrent" for a concurrent phase, None for a detail line of an event."""
+    if head == "Full GC":
+        return "full"
+    if rest.startswith(" concurrent-"):
+        return "concurrent"
+    m = _J8_STW.match(rest)
+    if not m:
+        return None
+    if m.group("remark") or "Final Remark" in rest[:40]:
+        return "remark"
+    if m.group("cleanup"):
+        return "cleanup"
+    if m.group("g1"):
+        return "mixed" if "(mixed)" in rest else "young"
+    return "initial-mark" if "Initial Mark" in rest[:40] else "young"
+
+
 def _flush_j8(g: GcLog, p: tuple, times_line: str | None) -> None:
     i, date, up, kind, cause, head = p
     secs = None
@@ -132,8 +174,8 @@ def _flush_j8(g: GcLog, p: tuple, times_line: str | None) -> None:
         m = _J8_REAL.search(times_line)
         if m:
             secs = float(m.group("s"))
-    if secs is None:
-        ms = list(_J8_SECS.finditer(head))
+    if secs is None:  # the event's own duration (a concurrent phase's end printed inside its line is not it)
+        ms = list(_J8_SECS.finditer(head.split("[GC concurrent-")[0]))
         if ms:
             secs = float(ms[-1].group("s"))
     if secs is not None:
