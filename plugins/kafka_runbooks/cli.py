@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from importlib import resources
 from typing import Any, Sequence
@@ -22,22 +23,18 @@ EXAMPLE_DAG_FILE = "kafka_runbooks_dags.py"
 
 
 def _read(args: argparse.Namespace) -> tuple[str, Any]:
-    from kafka_runbooks.config import FILE_ENV, VARIABLE_NAME, raw_clusters
+    from kafka_runbooks.config import VARIABLE_NAME, raw_clusters
 
     if args.file:
         with open(args.file, encoding="utf-8") as fh:
             return args.file, json.load(fh)
     if args.variable:
-        from airflow.sdk import Variable  # noqa: F401 - fails early when Airflow is not installed
+        from airflow.sdk import Variable
 
-        import os
+        return f"Variable {VARIABLE_NAME}", Variable.get(VARIABLE_NAME, deserialize_json=True)
+    from kafka_runbooks.config import FILE_ENV
 
-        os.environ.pop(FILE_ENV, None)
-        return f"Variable {VARIABLE_NAME}", raw_clusters()
-    import os
-
-    source = os.environ.get(FILE_ENV) or f"Variable {VARIABLE_NAME}"
-    return source, raw_clusters()
+    return os.environ.get(FILE_ENV) or f"Variable {VARIABLE_NAME}", raw_clusters()
 
 
 def validate(args: argparse.Namespace) -> int:

@@ -16,8 +16,9 @@ time), its own run history, pause switch and failure alerts in the UI, and an as
 cluster that changed. A single DAG with mapped tasks shares one run across the fleet: its next run waits for the
 slowest cluster, and a watcher's event would have to be routed to one map index.
 
-The file reads only the Variable's cluster names and ``health`` sections at parse time (no ZooKeeper, no
-connection); a cluster whose settings are wrong gets no DAG and is named in the log; the others are unaffected.
+At parse time it reads the Variable and checks every section of each cluster (the typed model of settings_model.py
+and config.py's range checks; no ZooKeeper, no connection): a cluster whose settings are wrong gets no DAG, and a
+parse warning and the log name the cluster, the key and what was expected; the others are unaffected.
 """
 
 from __future__ import annotations
