@@ -3,7 +3,9 @@ that has Airflow and the wheel's own dependencies and nothing of the checkout (n
 run from an empty directory). There: Airflow finds the provider and the plugin through their entry points, the one
 DAG file of ``kafka-runbooks dag-file`` creates every DAG for a configured fleet of two clusters (a third, with a bad
 key, gets none and a warning naming the key), the Spark applications resolve through importlib.resources to files
-of the installed package, and ``kafka-runbooks validate`` refuses a bad setting with a sentence.
+of the installed package, ``kafka-runbooks validate`` refuses a bad setting with a sentence, and the venv's own
+``airflow api-server`` serves the incidents page. Not here: a drill through the installed package (the lab is a
+distribution of the repository's; the drills run in the lab lanes).
 
 Speed: a clean install of Airflow and PySpark writes ~1.2 GB (measured here: ~6 min under load). The dependencies
 are therefore installed once per machine and constraints/ci.txt into a cached virtualenv (``clean_venv``, built
@@ -21,10 +23,14 @@ import os
 import shutil
 import subprocess
 import sys
+import secrets
+import signal
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
+import requests
 
 REPO = Path(__file__).resolve().parents[2]
 CONSTRAINTS = REPO / "constraints" / "ci.txt"
@@ -144,8 +150,9 @@ def probed(clean_venv, tmp_path_factory) -> dict:
     # the team's DAG folder: the one file the package prints
     dag_file = _run([str(clean_venv / "bin" / "kafka-runbooks"), "dag-file"], cwd=tmp, env=env, timeout=300).stdout
     (dags / "kafka_runbooks_dags.py").write_text(dag_file)
-    fleet = {"east": {"zk_conn_id": "zk_east", "hosts": {"1": "east_1", "2": "east_2"}},
-             "west": {"zk_conn_id": "zk_west", "hosts": {"1": "west_1"}, "health": {"schedule": "*/10 * * * *"}},
+    bases = lambda c: {"incident_base": str(tmp / c / "incidents"), "bundle_base": str(tmp / c / "bundles")}  # noqa: E731
+    fleet = {"east": {"zk_conn_id": "zk_east", "hosts": {"1": "east_1", "2": "east_2"}, **bases("east")},
+             "west": {"zk_conn_id": "zk_west", "hosts": {"1": "west_1"}, "health": {"schedule": "*/10 * * * *"}, **bases("west")},
              "typo": {"zk_conn_id": "zk_typo", "hosts": {"1": "typo_1"}, "capture": {"stop_comand": ["x"]}}}
     settings = tmp / "clusters.json"
     settings.write_text(json.dumps(fleet))
@@ -195,3 +202,56 @@ def test_validate_refuses_a_bad_setting_with_a_sentence(probed):
     assert p.returncode == 1, p
     assert p.stdout.splitlines() == ["cluster 'c1': hosts.1: expected a string, got None",
                                      "cluster 'c1': health.watch_zookeeper: expected true or false, got 'false'"]
+
+
+def test_the_incidents_page_is_served_by_a_real_api_server_of_the_clean_venv(probed):
+    """``airflow api-server`` of the clean venv (its own SQLite metadata database) mounts the plugin found through the
+    entry point; the incidents page answers behind Airflow's authentication and lists the configured fleet."""
+    from kafka_lab.net import service_ip
+    from airflow_runs import free_port
+
+    venv, tmp = probed["venv"], probed["tmp"]
+    host = service_ip("api_server")
+    port = free_port(host)
+    password = secrets.token_urlsafe(16)
+    (tmp / "passwords.json").write_text(json.dumps({"vera": password}))
+    env = {**probed["env"], "AIRFLOW__CORE__AUTH_MANAGER":
+           "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
+           "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "vera:viewer",
+           "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(tmp / "passwords.json"),
+           "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False", "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_hex(32),
+           "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{tmp / 'airflow.db'}"}
+    _run([str(venv / "bin" / "python"), "-m", "airflow", "db", "migrate"], cwd=tmp, env=env, timeout=900)
+    url = f"http://{host}:{port}"
+    with open(tmp / "api-server.log", "wb") as log:
+        proc = subprocess.Popen([str(venv / "bin" / "python"), "-m", "airflow", "api-server", "-H", host, "-p", str(port), "-w", "1"], cwd=tmp,
+                                env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            assert proc.poll() is None, (tmp / "api-server.log").read_text()[-4000:]
+            try:
+                if requests.get(f"{url}/api/v2/monitor/health", timeout=2).status_code == 200:
+                    break
+            except requests.RequestException:
+                pass
+            assert time.monotonic() < deadline, (tmp / "api-server.log").read_text()[-4000:]
+            time.sleep(1)
+        assert requests.get(f"{url}/kafka-runbooks/incidents", timeout=30).status_code in (401, 403)
+        token = requests.post(f"{url}/auth/token", json={"username": "vera", "password": password}, timeout=30).json()["access_token"]
+        page = requests.get(f"{url}/kafka-runbooks/incidents", headers={"Authorization": f"Bearer {token}"}, timeout=60)
+        assert page.status_code == 200, page.text[:2000]
+        assert "<h1>Kafka incidents</h1>" in page.text
+        text = page.text
+        for c in ("east", "west"):
+            assert f"<h2 id='cluster-{c}'>Cluster {c}</h2><p>0 open, 0 recent ended.</p>" in text, text[-3000:]
+        # the cluster with the bad key is listed with its settings error, naming the key
+        assert "cannot read this cluster&#x27;s state: cluster &#x27;typo&#x27;: capture.stop_comand: unknown setting" in text \
+            or "cannot read this cluster's state: cluster &#x27;typo&#x27;: capture.stop_comand: unknown setting" in text, text[-3000:]
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
