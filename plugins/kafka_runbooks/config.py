@@ -24,6 +24,11 @@ class ConfigError(ValueError):
     """A cluster's settings are missing or wrong; the message says which and why."""
 
 
+class ClusterSettingsWarning(UserWarning):
+    """Warned while a DAG file is parsed for a cluster whose settings are wrong (it gets no DAG): Airflow records the
+    warning with the file; the message names the cluster, the key and what was expected."""
+
+
 def _section(cls, d: Mapping[str, Any] | None, name: str, tuples: tuple[str, ...] = ()):
     """A settings section from its dict: unknown keys are an error naming them; lists become tuples."""
     d = dict(d or {})
@@ -508,6 +513,19 @@ class ClusterConfig:
 
     @classmethod
     def from_dict(cls, name: str, d: Mapping[str, Any]) -> "ClusterConfig":
+        """One cluster's settings, checked in full: first the typed model (settings_model.py: shapes and strict types,
+        unknown and retired keys by name), then every section's range checks; errors name the cluster and the key."""
+        from kafka_runbooks.settings_model import check
+
+        check(name, d)
+        try:
+            return cls._from_checked(name, d)
+        except ConfigError as exc:
+            text = str(exc)
+            raise ConfigError(text if text.startswith("cluster ") else f"cluster {name!r}: {text}") from None
+
+    @classmethod
+    def _from_checked(cls, name: str, d: Mapping[str, Any]) -> "ClusterConfig":
         try:
             hosts = {int(k): str(v) for k, v in dict(d["hosts"]).items()}
             retired = sorted(set(d) & set(_RETIRED))
@@ -560,16 +578,16 @@ class HealthSchedule:
 
 def health_schedules(raw: Mapping[str, Any]) -> tuple[list[HealthSchedule], dict[str, str]]:
     """Every configured cluster's health schedule, and the clusters that cannot get one (name -> why): a cluster with
-    bad settings does not hide the others. Reads only the cluster's name and its ``health`` section (parse time)."""
+    bad settings does not hide the others. Every section of each cluster is checked (parse time; no I/O)."""
     default_cron = os.environ.get(HEALTH_SCHEDULE_ENV) or DEFAULT_HEALTH_SCHEDULE
     default_watch = os.environ.get(WATCH_ZOOKEEPER_ENV, "true").strip().lower() not in ("0", "false", "no", "off")
     out: list[HealthSchedule] = []
     errors: dict[str, str] = {}
-    for name in sorted(raw):
+    for name in sorted(raw, key=str):
         try:
             if not isinstance(name, str) or not _CLUSTER_NAME.fullmatch(name):
                 raise ConfigError(f"invalid cluster name {name!r}: letters, digits, '_', '.', '-'")
-            health = HealthSettings.from_dict((raw[name] or {}).get("health") or {})
+            health = ClusterConfig.from_dict(name, raw[name]).health  # every section, not only health
         except (ConfigError, AttributeError, TypeError) as exc:
             errors[str(name)] = str(exc)
             continue

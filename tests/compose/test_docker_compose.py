@@ -65,9 +65,9 @@ def test_every_component_of_the_product_is_a_service(resolved):
         assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].startswith("postgresql+psycopg2://airflow:pw-for-the-test@postgres:5432/")
         assert env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"] == "http://airflow-apiserver:8080/execution/"
         targets = {t: (src, mode) for src, t, *mode in (v.split(":") for v in svc["volumes"])}  # "source:target[:mode]"
-        for src, target in (("dags", "/opt/kafka-runbooks/dags"), ("plugins", "/opt/kafka-runbooks/plugins"),
-                            ("spark_apps", "/opt/kafka-runbooks/spark_apps")):
-            assert targets[target] == (str(REPO / src), ["ro"]), target
+        # the DAG folder is mounted; the product itself (plugin, Spark apps) is installed in the image as a package
+        assert targets["/opt/kafka-runbooks/dags"] == (str(REPO / "dags"), ["ro"])
+        assert not {"/opt/kafka-runbooks/plugins", "/opt/kafka-runbooks/spark_apps"} & set(targets)
         assert targets["/var/lib/kafka-runbooks/bundles"] == ("bundles", ["rw"])  # one store, shared by every service
         assert services[name]["depends_on"]["airflow-init"]["condition"] == "service_completed_successfully"
     assert "airflow-init" in services and "init.sh" in _command(services["airflow-init"])
@@ -100,8 +100,14 @@ def test_images_and_versions_are_the_ones_the_tests_run(resolved):
     python = f"{sys.version_info.major}.{sys.version_info.minor}"
     expected = f"apache/airflow:{airflow}-python{python}"
     assert airflow == "3.3.2"
-    for name in ("airflow-init", *AIRFLOW_SERVICES):
-        assert services[name]["build"]["args"]["AIRFLOW_IMAGE"] == expected, name
+    # each image is built once: by airflow-init (Airflow) and practice-keys (the Kafka hosts); the others run it by name
+    assert services["airflow-init"]["build"]["args"]["AIRFLOW_IMAGE"] == expected
+    builds = {name: svc["image"] for name, svc in services.items() if "build" in svc}
+    assert builds == {"airflow-init": "kafka-runbooks/airflow:3.3.2", "practice-keys": "kafka-runbooks/kafka-host:2.3.0"}
+    for name in AIRFLOW_SERVICES:
+        assert services[name]["image"] == builds["airflow-init"], name
+    for b in (1, 2, 3):
+        assert services[f"kafka{b}"]["image"] == builds["practice-keys"]
     assert _arg(REPO / "docker" / "airflow" / "Dockerfile", "AIRFLOW_IMAGE") == expected
     # PostgreSQL and Redis: the majors of the Debian servers the deployed suite starts (kafka_lab/servers.py)
     pg_major = max(int(p.name) for p in Path("/usr/lib/postgresql").iterdir() if p.name.isdigit())
@@ -113,9 +119,8 @@ def test_images_and_versions_are_the_ones_the_tests_run(resolved):
     assert all(services[f"zk{z}"]["image"] == "zookeeper:" + ".".join(zk.split(".")[:2]) for z in (1, 2, 3)), zk
     # Kafka: the lab's release and Scala build, on the lab's JDK major
     kafka_df = REPO / "docker" / "kafka" / "Dockerfile"
-    for b in (1, 2, 3):
-        args = services[f"kafka{b}"]["build"]["args"]
-        assert (args["KAFKA_VERSION"], args["SCALA_VERSION"]) == (kafka_home.KAFKA_VERSION, kafka_home.SCALA_VERSION) == ("2.3.0", "2.12")
+    args = services["practice-keys"]["build"]["args"]
+    assert (args["KAFKA_VERSION"], args["SCALA_VERSION"]) == (kafka_home.KAFKA_VERSION, kafka_home.SCALA_VERSION) == ("2.3.0", "2.12")
     assert (_arg(kafka_df, "KAFKA_VERSION"), _arg(kafka_df, "SCALA_VERSION")) == (kafka_home.KAFKA_VERSION, kafka_home.SCALA_VERSION)
     java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr
     jdk = re.search(r'version "(\d+)', java)[1]
@@ -129,16 +134,30 @@ def _load(path: Path, name: str):
     return mod
 
 
-def test_the_airflow_image_installs_the_pinned_runtime_dependencies():
-    deps = _load(REPO / "docker" / "airflow" / "install-deps.py", "install_deps").runtime_requirements(str(REPO / "pyproject.toml"))
-    names = {d.split("==")[0] for d in deps}
-    assert {"apache-airflow", "apache-airflow-providers-celery", "apache-airflow-providers-ssh", "apache-airflow-providers-apache-spark",
-            "kazoo", "confluent-kafka", "pyspark", "psycopg2-binary"} <= names
-    assert not names & {"pytest", "hypothesis", "pytest-timeout"}
-    assert all("==" in d for d in deps)  # pinned, as in the venv the tests run
-    for d in deps:
-        name, version = d.split("==")
-        assert importlib.metadata.version(name.split("[")[0]) == version, d
+def test_the_airflow_image_installs_the_package_at_the_pinned_versions():
+    """The image installs the product as a package with constraints/ci.txt, whose pins are the versions installed here
+    (the versions the tests run); the test tools stay out of the image."""
+    dockerfile = (REPO / "docker" / "airflow" / "Dockerfile").read_text()
+    assert 'pip install --no-cache-dir -c /opt/kafka-runbooks/src/constraints/ci.txt "/opt/kafka-runbooks/src[deploy]"' in dockerfile
+    assert "PYTHONPATH" not in dockerfile
+    pins = dict(line.split("==") for line in (REPO / "constraints" / "ci.txt").read_text().splitlines()
+                if line and not line.startswith("#"))
+    for name in ("apache-airflow", "apache-airflow-providers-celery", "apache-airflow-providers-ssh",
+                 "apache-airflow-providers-apache-spark", "kazoo", "confluent-kafka", "pyspark", "psycopg2-binary", "celery"):
+        assert pins[name] == importlib.metadata.version(name), name
+    import tomllib
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    runtime = {re.split(r"[<>=!\[; ]", d, maxsplit=1)[0].lower() for d in project["dependencies"] + project["optional-dependencies"]["deploy"]}
+    assert not runtime & {"pytest", "hypothesis", "pytest-timeout", "playwright"}
+
+
+def test_the_practice_ssh_key_is_private():
+    """The practice-keys service leaves the private key 0600, owned by the Airflow image's user, and nothing else."""
+    text = (REPO / "docker-compose.yml").read_text()
+    (entry,) = [line for line in text.splitlines() if "ssh-keygen" in line]
+    assert "chmod 0600 /keys/id_ed25519;" in entry and "chown 50000:0 /keys/id_ed25519;" in entry
+    assert re.findall(r"chmod (\d+) /keys/id_ed25519\b(?!\.pub)", entry) == ["0600"]
 
 
 def test_the_practice_cluster_settings_are_valid_and_its_hosts_run_sshd(tmp_path, monkeypatch):

@@ -65,7 +65,7 @@ class KafkaHook(BaseHook):
 
     conn_name_attr = "kafka_conn_id"
     default_conn_name = "kafka_default"
-    conn_type = "generic"
+    conn_type = "kafka_runbooks_kafka"  # provider.py registers it (a connection of type generic works too)
     hook_name = "Kafka clients (kafka-runbooks)"
 
     def __init__(self, kafka_conn_id: str | None = None, *, listener: str | None = None) -> None:

@@ -30,7 +30,7 @@ class ZooKeeperHook(BaseHook):
 
     conn_name_attr = "zk_conn_id"
     default_conn_name = "zookeeper_default"
-    conn_type = "generic"
+    conn_type = "kafka_runbooks_zookeeper"  # provider.py registers it (a connection of type generic works too)
     hook_name = "ZooKeeper (kafka-runbooks)"
 
     def __init__(self, zk_conn_id: str = default_conn_name, *, timeout_s: float = 10.0, tries: int = 3,

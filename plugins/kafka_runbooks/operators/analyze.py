@@ -16,11 +16,13 @@ from airflow.sdk.exceptions import AirflowFailException
 
 import kafka_runbooks
 from kafka_runbooks.operators.links import LINKS
+from kafka_runbooks.spark_apps_path import ANALYZE_BUNDLE, FLEET_ANALYTICS, app_path
 
 PACKAGE_DIR = Path(kafka_runbooks.__file__).resolve().parent
-SPARK_APPS = PACKAGE_DIR.parents[1] / "spark_apps"
-DEFAULT_APP = SPARK_APPS / "analyze_bundle.py"
-FLEET_APP = SPARK_APPS / "fleet_analytics.py"
+# package data (importlib.resources): the same file in an installed wheel, an editable install and the checkout
+DEFAULT_APP = app_path(ANALYZE_BUNDLE)
+FLEET_APP = app_path(FLEET_ANALYTICS)
+SPARK_APPS = DEFAULT_APP.parent
 
 
 def package_zip(dest_dir: str) -> str:

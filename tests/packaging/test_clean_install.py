@@ -1,0 +1,257 @@
+"""The product as a team adopts it (issue 31): the wheel built from this checkout, installed into a clean virtualenv
+that has Airflow and the wheel's own dependencies and nothing of the checkout (no editable install, no PYTHONPATH,
+run from an empty directory). There: Airflow finds the provider and the plugin through their entry points, the one
+DAG file of ``kafka-runbooks dag-file`` creates every DAG for a configured fleet of two clusters (a third, with a bad
+key, gets none and a warning naming the key), the Spark applications resolve through importlib.resources to files
+of the installed package, ``kafka-runbooks validate`` refuses a bad setting with a sentence, and the venv's own
+``airflow api-server`` serves the incidents page. Not here: a drill through the installed package (the lab is a
+distribution of the repository's; the drills run in the lab lanes).
+
+Speed: a clean install of Airflow and PySpark writes ~1.2 GB (measured here: ~6 min under load). The dependencies
+are therefore installed once per machine and constraints/ci.txt into a cached virtualenv (``clean_venv``, built
+from a wheelhouse that ``pip wheel`` fills from pip's cache; both under ~/.cache/kafka-runbooks); every run then
+installs the freshly built wheel into it with ``--no-index`` and ``pip check`` confirms its requirements are met by
+what the venv holds, so the test is about this checkout's wheel, not about PyPI.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import secrets
+import signal
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+REPO = Path(__file__).resolve().parents[2]
+CONSTRAINTS = REPO / "constraints" / "ci.txt"
+CACHE = Path(os.environ.get("KAFKA_RUNBOOKS_CLEAN_INSTALL_CACHE") or Path.home() / ".cache" / "kafka-runbooks")
+DEPLOYMENT_DAGS = {"kafka_incident_response", "kafka_rolling_restart", "kafka_preferred_election",
+                   "kafka_preferred_election_schedule", "kafka_fleet_analytics"}
+
+pytestmark = pytest.mark.timeout(3600)  # the first run on a machine installs Airflow and PySpark (minutes)
+
+
+def _run(argv, **kw) -> subprocess.CompletedProcess:
+    p = subprocess.run(argv, capture_output=True, text=True, **kw)
+    assert p.returncode == 0, f"{argv} exited {p.returncode}:\n{p.stdout[-4000:]}\n{p.stderr[-4000:]}"
+    return p
+
+
+def _clean_env(tmp: Path) -> dict[str, str]:
+    """The environment of the clean venv's processes: nothing of the checkout or of the tests' Airflow."""
+    keep = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "JAVA_HOME", "PIP_FIND_LINKS", "PIP_INDEX_URL", "PIP_CONFIG_FILE")
+    env = {k: v for k, v in os.environ.items() if k in keep}
+    env.update(AIRFLOW_HOME=str(tmp / "airflow"), AIRFLOW__CORE__LOAD_EXAMPLES="false",
+               AIRFLOW__CORE__PLUGINS_FOLDER=str(tmp / "airflow" / "plugins"), PYTHONNOUSERSITE="1")
+    (tmp / "airflow" / "plugins").mkdir(parents=True, exist_ok=True)
+    return env
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    """Built from a copy of what the distribution is made of (no build/ left in the checkout, nothing else picked up)."""
+    src, dist = tmp_path_factory.mktemp("src"), tmp_path_factory.mktemp("dist")
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(REPO / name, src / name)
+    shutil.copytree(REPO / "spark_apps", src / "spark_apps", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(REPO / "plugins" / "kafka_runbooks", src / "plugins" / "kafka_runbooks", symlinks=True,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dist), str(src)], timeout=900)
+    (whl,) = dist.glob("kafka_runbooks-*.whl")
+    return whl
+
+
+@pytest.fixture(scope="module")
+def clean_venv(wheel, tmp_path_factory) -> Path:
+    """A virtualenv with the wheel's dependencies at constraints/ci.txt, cached per machine (see the module's doc)."""
+    key = hashlib.sha256(CONSTRAINTS.read_bytes() + sys.version.encode()).hexdigest()[:16]
+    CACHE.mkdir(parents=True, exist_ok=True)
+    venv, wheelhouse, done = CACHE / f"clean-venv-{key}", CACHE / f"wheelhouse-{key}", CACHE / f"clean-venv-{key}.done"
+    with open(CACHE / f"clean-venv-{key}.lock", "w") as lock:
+        # another lane or worktree building or using the same venv: wait for it (held until this module is done)
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield from _install(venv, wheelhouse, done, wheel, tmp_path_factory)
+
+
+def _install(venv: Path, wheelhouse: Path, done: Path, wheel: Path, tmp_path_factory):
+    if not done.exists():
+        shutil.rmtree(venv, ignore_errors=True)
+        _run([sys.executable, "-m", "pip", "wheel", "-q", "-w", str(wheelhouse), "-c", str(CONSTRAINTS), str(wheel)],
+             timeout=1800)
+        _run([sys.executable, "-m", "venv", str(venv)], timeout=300)  # this interpreter's base, no system site
+        _run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-index", "--find-links", str(wheelhouse),
+              "-c", str(CONSTRAINTS), str(wheel)], timeout=3000)
+        done.touch()
+    tmp = tmp_path_factory.mktemp("clean")
+    # this checkout's wheel; `pip check`: its requirements (and every other's) are met by what the venv holds
+    _run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-index", "--force-reinstall", "--no-deps",
+          str(wheel)], cwd=tmp, env=_clean_env(tmp), timeout=600)
+    _run([str(venv / "bin" / "python"), "-m", "pip", "check"], cwd=tmp, env=_clean_env(tmp), timeout=300)
+    yield venv
+
+
+PROBE = textwrap.dedent('''
+    import json, os, sys, warnings
+    from importlib import metadata
+    out = {"sys_path_has_checkout": any(p.startswith(REPO) for p in sys.path if p)}
+    import kafka_runbooks
+    out["package_file"] = kafka_runbooks.__file__
+    out["lab_importable"] = True
+    try:
+        import kafka_lab  # noqa: F401
+    except ImportError:
+        out["lab_importable"] = False
+    # (1) the entry points, resolved as Airflow resolves them
+    eps = {ep.group: ep for group in ("apache_airflow_provider", "airflow.plugins")
+           for ep in metadata.entry_points(group=group) if ep.dist and ep.dist.name == "kafka-runbooks"}
+    out["entry_points"] = sorted(eps)
+    info = eps["apache_airflow_provider"].load()()
+    out["provider_info"] = info
+    from airflow.providers_manager import ProvidersManager
+    pm = ProvidersManager()
+    out["providers"] = sorted(pm.providers)
+    out["hooks"] = {t: (h.hook_class_name if h else None) for t, h in pm.hooks.items() if t.startswith("kafka_runbooks")}
+    from airflow import plugins_manager
+    out["plugins"] = {p["name"]: str(p.get("source")) for p in plugins_manager.get_plugin_info()}
+    out["plugin_errors"] = plugins_manager.get_import_errors()
+    # (2) the one DAG file, in a DAG folder of its own, for a fleet of two clusters and a bad third
+    from airflow.dag_processing.dagbag import DagBag
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        bag = DagBag(os.environ["AIRFLOW__CORE__DAGS_FOLDER"])
+    out["dag_ids"] = sorted(bag.dag_ids)
+    out["import_errors"] = {k: str(v) for k, v in bag.import_errors.items()}
+    out["warnings"] = [str(w.message) for w in caught] + [w for ws in bag.captured_warnings.values() for w in ws]
+    out["dag_files"] = sorted({dag.fileloc for dag in bag.dags.values()})
+    # (3) the Spark applications: files of the installed package
+    from kafka_runbooks.operators.analyze import DEFAULT_APP, FLEET_APP
+    out["spark_apps"] = [str(DEFAULT_APP), str(FLEET_APP)]
+    out["spark_apps_are_files"] = DEFAULT_APP.is_file() and FLEET_APP.is_file()
+    print("PROBE " + json.dumps(out))
+''')
+
+
+@pytest.fixture(scope="module")
+def probed(clean_venv, tmp_path_factory) -> dict:
+    tmp = tmp_path_factory.mktemp("adopt")
+    env = _clean_env(tmp)
+    dags = tmp / "dags"
+    dags.mkdir()
+    # the team's DAG folder: the one file the package prints
+    dag_file = _run([str(clean_venv / "bin" / "kafka-runbooks"), "dag-file"], cwd=tmp, env=env, timeout=300).stdout
+    (dags / "kafka_runbooks_dags.py").write_text(dag_file)
+    bases = lambda c: {"incident_base": str(tmp / c / "incidents"), "bundle_base": str(tmp / c / "bundles")}  # noqa: E731
+    fleet = {"east": {"zk_conn_id": "zk_east", "hosts": {"1": "east_1", "2": "east_2"}, **bases("east")},
+             "west": {"zk_conn_id": "zk_west", "hosts": {"1": "west_1"}, "health": {"schedule": "*/10 * * * *"}, **bases("west")},
+             "typo": {"zk_conn_id": "zk_typo", "hosts": {"1": "typo_1"}, "capture": {"stop_comand": ["x"]}}}
+    settings = tmp / "clusters.json"
+    settings.write_text(json.dumps(fleet))
+    env.update(AIRFLOW__CORE__DAGS_FOLDER=str(dags), KAFKA_RUNBOOKS_CLUSTERS_FILE=str(settings))
+    p = _run([str(clean_venv / "bin" / "python"), "-c", f"REPO = {str(REPO)!r}\n" + PROBE], cwd=tmp, env=env, timeout=600)
+    (line,) = [ln for ln in p.stdout.splitlines() if ln.startswith("PROBE ")]
+    return {"venv": clean_venv, "tmp": tmp, "env": env, **json.loads(line[len("PROBE "):])}
+
+
+def test_the_installed_package_is_the_wheel_not_the_checkout(probed):
+    assert not probed["sys_path_has_checkout"]
+    assert Path(probed["package_file"]).is_relative_to(probed["venv"]), probed["package_file"]
+    assert not probed["lab_importable"]  # the fault injector is not part of the product
+
+
+def test_airflow_finds_the_provider_and_the_plugin_through_their_entry_points(probed):
+    assert probed["entry_points"] == ["airflow.plugins", "apache_airflow_provider"]
+    info = probed["provider_info"]
+    assert info["package-name"] == "kafka-runbooks" and info["versions"] == ["0.1.0"]
+    assert "kafka-runbooks" in probed["providers"]
+    assert probed["hooks"] == {"kafka_runbooks_zookeeper": "kafka_runbooks.hooks.zookeeper.ZooKeeperHook",
+                               "kafka_runbooks_kafka": "kafka_runbooks.hooks.kafka.KafkaHook"}
+    (source,) = probed["plugins"].values()
+    assert list(probed["plugins"]) == ["kafka_runbooks"] and "kafka-runbooks" in source and "KafkaRunbooksPlugin" in source, source
+    assert probed["plugin_errors"] == {}
+
+
+def test_one_dag_file_creates_every_dag_for_the_configured_fleet(probed):
+    assert probed["import_errors"] == {}
+    assert set(probed["dag_ids"]) == DEPLOYMENT_DAGS | {"kafka_health_check_east", "kafka_health_check_west"}
+    assert [Path(f).name for f in probed["dag_files"]] == ["kafka_runbooks_dags.py"]
+    # the bad cluster: no DAG, and a warning that names it and the key
+    assert any("'typo'" in w and "capture.stop_comand" in w and "unknown setting" in w for w in probed["warnings"]), probed["warnings"]
+
+
+def test_the_spark_applications_are_files_of_the_installed_package(probed):
+    assert probed["spark_apps_are_files"]
+    for app in probed["spark_apps"]:
+        assert Path(app).is_relative_to(probed["venv"]) and "/kafka_runbooks/spark_apps/" in app, app
+
+
+def test_validate_refuses_a_bad_setting_with_a_sentence(probed):
+    bad = probed["tmp"] / "bad.json"
+    bad.write_text(json.dumps({"c1": {"zk_conn_id": "zk", "hosts": {"1": None}, "health": {"watch_zookeeper": "false"}}}))
+    p = subprocess.run([str(probed["venv"] / "bin" / "kafka-runbooks"), "validate", str(bad)], capture_output=True,
+                       text=True, cwd=probed["tmp"], env=probed["env"], timeout=300)
+    assert p.returncode == 1, p
+    assert p.stdout.splitlines() == ["cluster 'c1': hosts.1: expected a string, got None",
+                                     "cluster 'c1': health.watch_zookeeper: expected true or false, got 'false'"]
+
+
+def test_the_incidents_page_is_served_by_a_real_api_server_of_the_clean_venv(probed):
+    """``airflow api-server`` of the clean venv (its own SQLite metadata database) mounts the plugin found through the
+    entry point; the incidents page answers behind Airflow's authentication and lists the configured fleet."""
+    from kafka_lab.net import service_ip
+    from airflow_runs import free_port
+
+    venv, tmp = probed["venv"], probed["tmp"]
+    host = service_ip("api_server")
+    port = free_port(host)
+    password = secrets.token_urlsafe(16)
+    (tmp / "passwords.json").write_text(json.dumps({"vera": password}))
+    env = {**probed["env"], "AIRFLOW__CORE__AUTH_MANAGER":
+           "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
+           "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "vera:viewer",
+           "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(tmp / "passwords.json"),
+           "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False", "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_hex(32),
+           "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{tmp / 'airflow.db'}"}
+    _run([str(venv / "bin" / "python"), "-m", "airflow", "db", "migrate"], cwd=tmp, env=env, timeout=900)
+    url = f"http://{host}:{port}"
+    with open(tmp / "api-server.log", "wb") as log:
+        proc = subprocess.Popen([str(venv / "bin" / "python"), "-m", "airflow", "api-server", "-H", host, "-p", str(port), "-w", "1"], cwd=tmp,
+                                env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            assert proc.poll() is None, (tmp / "api-server.log").read_text()[-4000:]
+            try:
+                if requests.get(f"{url}/api/v2/monitor/health", timeout=2).status_code == 200:
+                    break
+            except requests.RequestException:
+                pass
+            assert time.monotonic() < deadline, (tmp / "api-server.log").read_text()[-4000:]
+            time.sleep(1)
+        assert requests.get(f"{url}/kafka-runbooks/incidents", timeout=30).status_code in (401, 403)
+        token = requests.post(f"{url}/auth/token", json={"username": "vera", "password": password}, timeout=30).json()["access_token"]
+        page = requests.get(f"{url}/kafka-runbooks/incidents", headers={"Authorization": f"Bearer {token}"}, timeout=60)
+        assert page.status_code == 200, page.text[:2000]
+        assert "<h1>Kafka incidents</h1>" in page.text
+        text = page.text
+        for c in ("east", "west"):
+            assert f"<h2 id='cluster-{c}'>Cluster {c}</h2><p>0 open, 0 recent ended.</p>" in text, text[-3000:]
+        # the cluster with the bad key is listed with its settings error, naming the key
+        assert "cannot read this cluster&#x27;s state: cluster &#x27;typo&#x27;: capture.stop_comand: unknown setting" in text \
+            or "cannot read this cluster's state: cluster &#x27;typo&#x27;: capture.stop_comand: unknown setting" in text, text[-3000:]
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
