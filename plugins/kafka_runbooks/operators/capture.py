@@ -42,7 +42,8 @@ class MaintenanceLockGate:
         broker = self.brokers.get(int(broker_id))
         if broker is None:
             return f"broker {broker_id} has no known endpoint: it cannot be reached, registered or not"
-        check = KafkaHook(self.config.kafka_conn_id, listener=self.config.listener).check_broker(
+        check = KafkaHook(self.config.kafka_conn_id, listener=self.config.listener).knows(
+            b for b in self.brokers.values() if b.session_id is not None).check_broker(
             broker, self.config.health.kafka_probe_timeout_s)
         return None if check.ok else f"direct check at {check.at} on {check.endpoint}: {check.error}"
 
