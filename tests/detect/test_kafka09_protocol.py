@@ -60,7 +60,7 @@ def cluster09(zk, zookeeper, monkeypatch):
             {"conn_type": "generic", "host": zookeeper.hosts, "extra": {"chroot": zk.chroot_path}}))
         config = ClusterConfig.from_dict("c09", {
             "zk_conn_id": "kr_zk_09", "hosts": {str(b): f"ssh_b{b}" for b in IDS},
-            "health": {"kafka_probe_timeout_s": 3.0}, "leadership": {"view_timeout_s": 3.0},
+            "health": {"kafka_probe_timeout_s": 5.0}, "leadership": {"view_timeout_s": 5.0},
             "canary": {"enabled": True, "topic": CANARY, "timeout_s": 2.0}})
         yield config, servers
     finally:
@@ -129,15 +129,16 @@ def test_plan_and_restart_steps_serving_checks_ask_0_9_brokers_no_unknown_key(cl
     assert sorted(checks) == [1, 2] and all(c.ok for c in checks.values()) and not unresponsive, checks
     assert plan.steps or plan.refusals
 
-    # a restart step: the holders checked again right before the stop; one of them hung now is no holder
-    servers[2].hang()
-    _, unresponsive, checks, _ = serving_evidence(config, snapshot, [3], {}, [])
-    assert checks[1].ok and not checks[2].ok and 2 in unresponsive, checks
-    # the coordinator gate's consumers: the config the step gives them, used by a librdkafka client here
+    # the coordinator gate's consumers: the config a restart step gives them, used by a librdkafka client here
     consumer = probe_consumer_config(types.SimpleNamespace(config=config), snapshot)("kr-probe")
     assert consumer["api.version.request"] is False and consumer["broker.version.fallback"] == "0.9.0"
     admin = AdminClient({k: v for k, v in consumer.items() if k not in ("group.id", "enable.auto.commit", "session.timeout.ms")})
     assert TOPIC in admin.list_topics(timeout=10).topics
+    _no_unknown_key(servers, asked=(1, 2))
+    # a restart step: the holders checked again right before the stop; one of them hung now is no holder
+    servers[2].hang()
+    _, unresponsive, checks, _ = serving_evidence(config, snapshot, [3], {}, [])
+    assert checks[1].ok and not checks[2].ok and 2 in unresponsive, checks
     _no_unknown_key(servers, asked=(1, 2))
 
 
