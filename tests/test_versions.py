@@ -137,3 +137,16 @@ def test_the_hook_decides_per_broker_and_for_every_client_it_creates():
     # a base that decided nothing is set up as for 0.9; a decided one is kept
     assert client_config({}, "h1:9092", 1.0)["api.version.request"] is False
     assert client_config({"api.version.request": True}, "h1:9092", 1.0)["api.version.request"] is True
+
+
+def test_docs_versions_names_only_recordings_and_tests_that_exist():
+    import re
+
+    root = Path(__file__).parents[1]
+    doc = (root / "docs" / "VERSIONS.md").read_text()
+    named = set(re.findall(r"`((?:real0102/|tests/)[^`\s]+)`", doc))
+    assert len(named) > 10
+    missing = [n for n in named if "*" not in n and not ((root / "tests/analyze/fixtures" / n) if n.startswith("real0102/") else (root / n)).exists()]
+    assert missing == []
+    for f in V.FEATURES:  # every branch of the capability table has its row
+        assert f"`{f}`" in doc, f
