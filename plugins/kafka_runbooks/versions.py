@@ -63,10 +63,12 @@ class Feature:
 
 FEATURES: dict[str, Feature] = {f.name: f for f in (
     Feature("api_versions", (0, 10, 0), "the ApiVersions request (API key 18)", "KIP-35",
-            "never asked (versions.asking): the version comes from the broker's log line and registration or stays "
-            "unknown; a 0.9 broker that is sent API key 18 drops every request of that network thread's batch (seed 002)"),
+            "a broker that may be older than it (versions.asking: unknown, or registration schema < 3 without a log line "
+            ">= 0.10.0) is never asked it: its version comes from its log line and registration or stays unknown (a 0.9 "
+            "broker sent API key 18 drops every request of that network thread's batch, seed 002)"),
     Feature("describe_configs", (0, 11, 0), "DescribeConfigs (API key 32)", "KIP-133",
-            "the direct check of a broker is ApiVersions + Metadata on a connection to that broker alone"),
+            "the direct check of a broker is ApiVersions + Metadata on a connection to that broker alone (Metadata v0 "
+            "alone where the broker may be older than 0.10.0: versions.asking)"),
     Feature("idempotent_producer", (0, 11, 0), "the idempotent producer (InitProducerId, API key 22)", "KIP-98",
             "the canary produces with acks=all and counts the duplicates of its own retries itself"),
     Feature("unclean_off_by_default", (0, 11, 0), "unclean.leader.election.enable=false by default", "KIP-106",
