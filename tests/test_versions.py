@@ -131,6 +131,9 @@ def test_the_hook_decides_per_broker_and_for_every_client_it_creates():
     hook = KafkaHook(listener=None)
     assert hook.asking(new).api_versions and not hook.asking(old).api_versions
     assert hook.librdkafka_settings([new]) == {"api.version.request": True}
+    # where ApiVersions may be sent the property is left at librdkafka's default (setting it makes librdkafka warn)
+    ok = client_config(hook.librdkafka_base([new]), "h1:9092", 1.0)
+    assert "api.version.request" not in ok and "broker.version.fallback" not in ok and not any(k.startswith("kafka_runbooks") for k in ok)
     hook.knows([new, old])  # a client bootstrapped at the new broker may still reach the old one
     assert hook.librdkafka_base([new])["api.version.request"] is False
     assert KafkaHook(logged={2: "0.10.2.1"}).librdkafka_settings([new, old]) == {"api.version.request": True}

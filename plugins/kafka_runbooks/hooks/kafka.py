@@ -48,6 +48,10 @@ VERSION_PROBE_S = 2.0
 
 # librdkafka properties a connection may not set: they decide where the client goes
 _RESERVED = ("bootstrap.servers", "metadata.broker.list", "group.id")
+# marks a base whose api.version.request was decided (KafkaHook.librdkafka_base); client_config removes it. Where
+# ApiVersions may be sent the property is left at librdkafka's default (true): setting it makes librdkafka 2.x warn
+# that it is deprecated on every client
+_DECIDED = "kafka_runbooks.api_version_decided"
 
 
 def client_config(base: Mapping[str, Any], bootstrap: str, timeout_s: float) -> dict[str, Any]:
@@ -58,9 +62,10 @@ def client_config(base: Mapping[str, Any], bootstrap: str, timeout_s: float) -> 
     from kafka_runbooks import versions
 
     ms = max(1000, int(timeout_s * 1000))
-    decided = {} if "api.version.request" in base else versions.LEGACY_CLIENT
+    undecided = not base.get(_DECIDED) and "api.version.request" not in base
+    base = {k: v for k, v in base.items() if k != _DECIDED}
     return {
-        **decided,
+        **(versions.LEGACY_CLIENT if undecided else {}),
         **base,
         "bootstrap.servers": bootstrap,
         "socket.timeout.ms": ms,
@@ -109,8 +114,12 @@ class KafkaHook(BaseHook):
     def librdkafka_base(self, bootstrap: Iterable[Broker]) -> dict[str, Any]:
         """``base_config()`` with ``api.version.request`` decided for every broker a client bootstrapped at
         ``bootstrap`` may reach (those and the registered brokers the hook knows): false with the matching
-        ``broker.version.fallback`` when any of them may be older than 0.10.0 or is unknown (seed 002)."""
-        return {**self.base_config(), **self.librdkafka_settings(bootstrap)}
+        ``broker.version.fallback`` when any of them may be older than 0.10.0 or is unknown (seed 002); else left at
+        librdkafka's default (true). For ``client_config`` only (it removes the mark of a decided base)."""
+        settings = self.librdkafka_settings(bootstrap)
+        if settings.get("api.version.request"):
+            settings = {}  # librdkafka's default: not set (librdkafka warns on every client that sets it)
+        return {**self.base_config(), **settings, _DECIDED: True}
 
     def librdkafka_settings(self, bootstrap: Iterable[Broker]) -> dict[str, Any]:
         """``api.version.request`` (and ``broker.version.fallback``) alone, as ``librdkafka_base`` decides them."""
