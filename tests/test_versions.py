@@ -84,3 +84,72 @@ def test_every_feature_names_its_change_and_what_is_done_without_it():
     for f in V.FEATURES.values():
         assert f.ref and f.without and f.since >= (0, 10, 0)
     assert "| DescribeConfigs (API key 32) | 0.11.0 | KIP-133 |" in V.render_markdown()
+
+
+SEED002 = Path(__file__).parent / "detect" / "fixtures" / "seed002_processor.log"
+OUT_0102 = REAL0102 / "broker1.kafkaServer.out.start"
+
+
+def test_what_a_broker_may_be_asked_is_decided_before_asking_it():
+    """Seed 002 (its own log, verbatim): API key 18 is out of 0.9's ApiKeys. Only the broker itself allows ApiVersions:
+    a registration schema no 0.9 broker writes (3 by 0.10.0/0.10.1, 4 by 0.10.2+ -- 2.3.0 and the recorded 0.10.2.1
+    lab wrote 4), or its own log line at 0.10.0+ (the recorded 0.10.2.1 kafkaServer.out); anything else, unknown
+    included, gets the branch that is safe for 0.9."""
+    import re
+
+    key = int(re.search(r"ArrayIndexOutOfBoundsException: (\d+)", SEED002.read_text()).group(1))
+    assert key == 18 and key not in V.KEYS_0_9 and V.KEYS_0_9 == frozenset(range(17))
+    for schema in (3, 4, 5, 6):
+        assert V.asking(1, schema).api_versions, schema
+    for schema in (None, 1, 2):
+        a = V.asking(1, schema)
+        assert not a.api_versions and "no ApiVersions" in a.why and a.fallback in ("0.9.0", "0.8.0"), a
+    assert "inter.broker.protocol.version" in V.asking(1, 2).why
+    # the JVM's own recorded line allows it where the schema (2: a 0.10.2.1 broker with an old protocol version) does not
+    logged = V.logged_version(OUT_0102.read_text())
+    assert logged == "0.10.2.1" and V.asking(1, 2, logged).api_versions
+    assert not V.asking(1, 4, "0.9.0.1").api_versions and V.asking(1, 4, "0.9.0.1").fallback == "0.9.0.1"
+    # the setting can only forbid: 0.9 forbids even on schema 4; 0.10+ alone allows nothing (a rolling upgrade from 0.9)
+    assert not V.asking(1, 4, None, "0.9.0.1").api_versions and "kafka_version setting" in V.asking(1, 4, None, "0.9.0.1").why
+    assert not V.asking(1, 2, None, "0.10.2.1").api_versions and V.asking(1, 4, None, "0.10.2.1").api_versions
+
+
+def test_every_librdkafka_client_of_a_cluster_that_may_hold_a_0_9_broker_sends_no_api_versions():
+    assert V.client_settings([V.asking(1, 4), V.asking(2, 4)]) == {"api.version.request": True}
+    assert V.client_settings([V.asking(1, 4), V.asking(2, 2)]) == {"api.version.request": False, "broker.version.fallback": "0.9.0"}
+    assert V.client_settings([V.asking(1, 1), V.asking(2, 2)])["broker.version.fallback"] == "0.8.0"
+    assert V.client_settings([]) == V.LEGACY_CLIENT == {"api.version.request": False, "broker.version.fallback": "0.9.0"}
+    assert "closes the connection" not in V.FEATURES["api_versions"].without and "seed 002" in V.FEATURES["api_versions"].without
+
+
+def test_the_hook_decides_per_broker_and_for_every_client_it_creates():
+    from kafka_runbooks.hooks.kafka import KafkaHook, client_config
+    from kafka_runbooks.model import Broker
+
+    new = Broker(1, "h1", 9092, schema_version=4)
+    old = Broker(2, "h2", 9092, schema_version=2)
+    hook = KafkaHook(listener=None)
+    assert hook.asking(new).api_versions and not hook.asking(old).api_versions
+    assert hook.librdkafka_settings([new]) == {"api.version.request": True}
+    # where ApiVersions may be sent the property is left at librdkafka's default (setting it makes librdkafka warn)
+    ok = client_config(hook.librdkafka_base([new]), "h1:9092", 1.0)
+    assert "api.version.request" not in ok and "broker.version.fallback" not in ok and not any(k.startswith("kafka_runbooks") for k in ok)
+    hook.knows([new, old])  # a client bootstrapped at the new broker may still reach the old one
+    assert hook.librdkafka_base([new])["api.version.request"] is False
+    assert KafkaHook(logged={2: "0.10.2.1"}).librdkafka_settings([new, old]) == {"api.version.request": True}
+    # a base that decided nothing is set up as for 0.9; a decided one is kept
+    assert client_config({}, "h1:9092", 1.0)["api.version.request"] is False
+    assert client_config({"api.version.request": True}, "h1:9092", 1.0)["api.version.request"] is True
+
+
+def test_docs_versions_names_only_recordings_and_tests_that_exist():
+    import re
+
+    root = Path(__file__).parents[1]
+    doc = (root / "docs" / "VERSIONS.md").read_text()
+    named = set(re.findall(r"`((?:real0102/|tests/)[^`\s]+)`", doc))
+    assert len(named) > 10
+    missing = [n for n in named if "*" not in n and not ((root / "tests/analyze/fixtures" / n) if n.startswith("real0102/") else (root / n)).exists()]
+    assert missing == []
+    for f in V.FEATURES:  # every branch of the capability table has its row
+        assert f"`{f}`" in doc, f

@@ -305,7 +305,7 @@ class LeadershipMixin:
         out: dict[int, dict] = {}
         for b in BROKER_IDS:
             try:
-                md = fetch_metadata(hosts.host_name(b), KAFKA_REPLICATION_PORT, timeout)
+                md = fetch_metadata(hosts.host_name(b), KAFKA_REPLICATION_PORT, timeout, ask_versions=True)  # 2.3: epochs
                 out[b] = {(p.topic, p.index): (p.leader, p.leader_epoch) for p in md.partitions}
             except Exception as exc:  # noqa: BLE001 - the caller wants to see who did not answer
                 out[b] = {"error": type(exc).__name__}

@@ -10,11 +10,20 @@ The version is read from the cluster, never trusted from the ``kafka_version`` s
 * the broker's own log line ``Kafka version : 0.10.2.1`` (``AppInfoParser``, at start; 0.10 logs it to
   kafkaServer.out only, 2.x to server.log too) -- exact;
 * its ``ApiVersions`` answer (KIP-35, 0.10.0+): the API keys and versions it speaks bound the release from below and
-  above (``from_api_versions``; a 0.9 broker closes the connection instead);
+  above (``from_api_versions``) -- asked only of a broker known to be 0.10.0 or newer (``asking``, below);
 * its registration znode's ``version`` field -- a floor only (an upgraded broker writes the old schema while its
   inter.broker.protocol.version is old).
 
-What is unknown takes the conservative branch: ``has()`` is True only when every observed broker is known to be at
+What a broker may be asked is decided BEFORE anything is sent to it (``asking``; seed 002): a 0.9 broker does not know
+ApiVersions (API key 18). Its network thread's ``ApiKeys.forId(18)`` throws ``ArrayIndexOutOfBoundsException: 18``
+("Processor got uncaught exception", 0.9.0.1's ``SocketServer``), which ends that thread's pass over every request it
+selected in the same poll: those requests -- other clients', and replication and controller requests between brokers --
+are dropped unanswered; the connection that sent key 18 is not closed and gets no answer either. A broker that may be
+older than 0.10.0 is therefore never sent ApiVersions or any key 0.9 does not know, by the product's own wire code
+(``hooks/kafka_wire.py``: Metadata v0 alone) or by librdkafka (``client_settings``: ``api.version.request=false`` and
+the matching ``broker.version.fallback``).
+
+What is unknown takes the conservative branch (for what may be sent, the branch that is safe for 0.9): ``has()`` is True only when every observed broker is known to be at
 or above the release that brought the feature. The branch a broker without the feature gets works on every version
 (Metadata instead of DescribeConfigs, the ``/admin/preferred_replica_election`` znode instead of ElectLeaders,
 JmxTool read until its first row, ``kafka.tools.DumpLogSegments``, acks=all without idempotence); the one place
@@ -54,9 +63,12 @@ class Feature:
 
 FEATURES: dict[str, Feature] = {f.name: f for f in (
     Feature("api_versions", (0, 10, 0), "the ApiVersions request (API key 18)", "KIP-35",
-            "the version comes from the broker's log line or stays unknown (a 0.9 broker closes the connection)"),
+            "a broker that may be older than it (versions.asking: unknown, or registration schema < 3 without a log line "
+            ">= 0.10.0) is never asked it: its version comes from its log line and registration or stays unknown (a 0.9 "
+            "broker sent API key 18 drops every request of that network thread's batch, seed 002)"),
     Feature("describe_configs", (0, 11, 0), "DescribeConfigs (API key 32)", "KIP-133",
-            "the direct check of a broker is ApiVersions + Metadata on a connection to that broker alone"),
+            "the direct check of a broker is ApiVersions + Metadata on a connection to that broker alone (Metadata v0 "
+            "alone where the broker may be older than 0.10.0: versions.asking)"),
     Feature("idempotent_producer", (0, 11, 0), "the idempotent producer (InitProducerId, API key 22)", "KIP-98",
             "the canary produces with acks=all and counts the duplicates of its own retries itself"),
     Feature("unclean_off_by_default", (0, 11, 0), "unclean.leader.election.enable=false by default", "KIP-106",
@@ -91,7 +103,9 @@ API_MARKERS: tuple[tuple[Version, int, int, str], ...] = (
     ((2, 4, 0), 45, 0, "AlterPartitionReassignments (KIP-455)"),
 )
 
-# registration znode "version" -> the oldest broker that writes it (ZkUtils.registerBrokerInZk / BrokerInfo)
+# registration znode "version" -> the oldest broker that writes it (ZkUtils.registerBrokerInZk / BrokerInfo; read at the
+# 0.9.0.1, 0.10.0.0, 0.10.1.0 and 0.10.2.1 tags: 2; 3 or 2; 3 or 2; 4 or 2 -- 2 while inter.broker.protocol.version is
+# older than 0.10.0). No recorded pre-2.3 registration znode is kept (docs/VERSIONS.md).
 ZNODE_FLOOR: dict[int, Version] = {1: (0, 8, 0), 2: (0, 9, 0), 3: (0, 10, 0), 4: (0, 10, 2), 5: (2, 7, 0)}
 
 
@@ -370,3 +384,86 @@ def render_markdown() -> str:
     for f in FEATURES.values():
         rows.append(f"| {f.what} | {text(f.since)} | {f.ref} | {f.without} |")
     return "\n".join(rows) + "\n"
+
+
+# --------------------------------------------------------------------------- what a broker may be asked (seed 002)
+
+# the API keys 0.9.0.1 knows (ApiKeys.java at the 0.9.0.1 tag: PRODUCE(0) .. LIST_GROUPS(16)); forId of any other key
+# throws ArrayIndexOutOfBoundsException in the network thread (its codeToType array has 17 entries)
+KEYS_0_9 = frozenset(range(17))
+# librdkafka's broker.version.fallback when nothing places a broker lower: 0.9.0 (seed 002 ran 0.9.0.1; librdkafka
+# matches the value by prefix and documents "0.9.0, 0.8.2, 0.8.1, 0.8.0" as the values below 0.10; it warns that both
+# properties are deprecated -- librdkafka 3.x will drop brokers older than 0.10.0 altogether)
+FALLBACK: Version = (0, 9, 0)
+# every librdkafka client of a cluster that may hold a broker older than 0.10.0
+LEGACY_CLIENT: dict = {"api.version.request": False, "broker.version.fallback": text(FALLBACK)}
+
+
+@dataclass(frozen=True)
+class Asking:
+    """What the product may send one broker, decided before anything is sent to it.
+
+    ``api_versions`` True: the broker is known to be 0.10.0 or newer (KIP-35), so ApiVersions may be asked and the
+    versions of other requests negotiated from its answer. False (unknown included, the branch that is safe for 0.9):
+    only requests every version since 0.9.0 knows, at version 0 -- the product's own wire code sends Metadata v0 alone,
+    librdkafka clients get ``api.version.request=false`` and ``broker.version.fallback`` = ``text(oldest)``."""
+
+    broker_id: int | None
+    api_versions: bool
+    why: str
+    oldest: Version = FALLBACK  # the oldest release it may be, when not api_versions
+
+    @property
+    def fallback(self) -> str:
+        return text(self.oldest)
+
+
+def asking(broker_id: int | None, schema_version: int | None, logged: str | None = None,
+           configured: str | None = None) -> Asking:
+    """From the three things known before a broker is asked anything: its registration's schema ``version`` (0.9.0
+    writes 2; 0.10.0/0.10.1 write 3 and 0.10.2+ 4 unless inter.broker.protocol.version is older than 0.10.0, then 2:
+    ZkUtils.registerBrokerInZk at each tag), the ``Kafka version : N`` line its running JVM logged (``logged``), and the
+    cluster's ``kafka_version`` setting (``configured``).
+
+    A setting or a log line older than 0.10.0 forbids ApiVersions (the setting is the operator's word: on a doubt the
+    0.9-safe branch). Only the broker itself allows it: its log line at 0.10.0 or newer, or a registration schema of 3+,
+    which no 0.9 broker writes. A setting of 0.10+ alone allows nothing (in a rolling upgrade from 0.9 the setting may
+    already name the new release while a broker still runs 0.9; those brokers all write schema 2). No registration read
+    (an unregistered broker's last known endpoint) and schema 1/2: not known, the 0.9-safe branch."""
+    since = FEATURES["api_versions"].since
+    lows = []
+    said = parse(configured)
+    if said is not None and _cmp_prefix(said, since) < 0:
+        lows.append((said, f"the kafka_version setting says {configured}"))
+    own = parse(logged)
+    if own is not None and _cmp_prefix(own, since) < 0:
+        lows.append((own, f"its log says Kafka version : {logged}"))
+    if lows:
+        oldest = min((v for v, _ in lows), key=lambda v: tuple(v) + (0,) * (4 - len(v)))
+        return Asking(broker_id, False, "; ".join(w for _, w in lows) + f" (older than {text(since)}: no ApiVersions)", oldest)
+    if own is not None:
+        return Asking(broker_id, True, f"its log says Kafka version : {logged}")
+    floor = ZNODE_FLOOR.get(int(schema_version)) if isinstance(schema_version, int) else None
+    if floor is None and isinstance(schema_version, int) and schema_version > max(ZNODE_FLOOR):
+        floor = ZNODE_FLOOR[max(ZNODE_FLOOR)]
+    if floor is not None and _cmp_prefix(floor, since) >= 0:
+        return Asking(broker_id, True, f"its registration's schema version {schema_version} is written by {text(floor)} or newer only")
+    if floor is None:
+        return Asking(broker_id, False, "no registration schema and no log line read: its version is unknown, asked as 0.9 "
+                      f"(no ApiVersions)")
+    why = (f"its registration's schema version {schema_version} is written by {text(floor)} and by newer brokers whose "
+           f"inter.broker.protocol.version is older than {text(since)}: it may be older than {text(since)} (no ApiVersions)")
+    return Asking(broker_id, False, why, min(floor, FALLBACK))
+
+
+def client_settings(askings: Iterable[Asking]) -> dict:
+    """The librdkafka properties of every client for brokers ``askings`` (all a client may reach: its bootstrap brokers
+    and the registered ones its Metadata answers name): ApiVersions only when every one of them may be asked it; else
+    ``api.version.request=false`` with ``broker.version.fallback`` = the oldest release any of them may be. Nothing
+    known (no brokers): as for 0.9."""
+    askings = list(askings)
+    old = [a for a in askings if not a.api_versions]
+    if askings and not old:
+        return {"api.version.request": True}
+    oldest = min((a.oldest for a in old), key=lambda v: tuple(v) + (0,) * (4 - len(v)), default=FALLBACK)
+    return {"api.version.request": False, "broker.version.fallback": text(oldest)}

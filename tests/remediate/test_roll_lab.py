@@ -237,7 +237,7 @@ def test_coordinator_gate_holds_while_a_large_offsets_partition_loads(roll_env, 
         DataWatch(zk, "/brokers/topics/__consumer_offsets/partitions/7/state", on_state)
         lab.kill(leader)
         assert moved.wait(120), "leadership of __consumer_offsets-7 never moved"
-        base = client_config({}, bootstrap_all(), 10.0)
+        base = client_config({"api.version.request": True}, bootstrap_all(), 10.0)  # the lab's 2.3.0 brokers
         result = coordinator_gate(
             lambda g: {**base, "group.id": g, "enable.auto.commit": False}, [7], 50,
             timeout_s=120, poll_s=0.05, request_timeout_s=0.5,

@@ -12,6 +12,9 @@ rejected requests with an API key they do not know. One finding per client addre
   ``InvalidRequestException: Unknown API key N``, 0.10.1 - 0.11: ``... Error getting request for apiKey: N``, seen on
   the lab's 0.10.2.1): only that client's connection is closed.
 
+The product itself is never that client: a broker that may be older than 0.10.0 is sent no ApiVersions and no key
+it does not know, by the product's wire code or its librdkafka clients (``versions.asking``).
+
 The client is named by what the broker saw: its address and port (Kafka's connection id
 ``local-peer-index``) and the sockets that address holds on the broker now (the socket table). Its client id
 is NOT in the broker's log: Kafka rejects the request header before reading it.

@@ -133,23 +133,26 @@ def take_snapshot(config, *, probe_hosts: bool = True, check_kafka: bool = True,
         return unreachable_snapshot(config, zk_hook, exc, probe_zookeeper=probe_zookeeper, ssh=probe_hosts)
     snapshot = dataclasses.replace(snapshot, configured_broker_ids=tuple(sorted(config.hosts)))
     brokers, missing = brokers_to_probe(config, snapshot, known)
-    hook = KafkaHook(config.kafka_conn_id, listener=config.listener)
+    logged = logged_versions(config) if probe_hosts else {}
+    # the JVMs' own "Kafka version : N" lines an earlier check read, where the registration is still theirs
+    early = {b.id: (logged[b.id][1], f"{config.capture.stdout_log} or server.log, read by an earlier check")
+             for b in snapshot.brokers if b.id in logged and b.session_id is not None and logged[b.id][2] == b.session_id}
+    # what each broker may be asked is decided before anything is sent (versions.asking, seed 002): its registration,
+    # its JVM's own log line, the setting
+    hook = KafkaHook(config.kafka_conn_id, listener=config.listener, kafka_version=config.kafka_version,
+                     logged={b: v for b, (v, _) in early.items() if v}).knows(snapshot.brokers)
     checkable = [b for b in brokers if b.endpoints or b.id not in missing]
     led = {}
     if config.canary.enabled:
         for p in sorted(snapshot.partitions, key=lambda p: p.index):
             if p.topic == config.canary.topic and p.leader in snapshot.live_broker_ids:
                 led.setdefault(p.leader, p.index)
-    logged = logged_versions(config) if probe_hosts else {}
     version = None
     if check_kafka:
         # first, and briefly (hooks/kafka.py VERSION_PROBE_S): JmxTool's invocation and the canary's producer depend on it
         from kafka_runbooks import versions
 
         version = hook.kafka_version(list(snapshot.brokers), config.health.kafka_probe_timeout_s, config.kafka_version)
-        # the JVMs' own "Kafka version : N" lines an earlier check read, where the registration is still theirs
-        early = {b.id: (logged[b.id][1], f"{config.capture.stdout_log} or server.log, read by an earlier check")
-                 for b in snapshot.brokers if b.id in logged and b.session_id is not None and logged[b.id][2] == b.session_id}
         snapshot = dataclasses.replace(snapshot, kafka_version=versions.to_dict(with_logged(version, early)))
     with ThreadPoolExecutor(max_workers=5, thread_name_prefix="snapshot") as pool:
         lead = pool.submit(observe_leadership, config, snapshot, brokers, hosts=probe_hosts) if leadership and check_kafka else None

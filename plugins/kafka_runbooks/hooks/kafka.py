@@ -14,6 +14,15 @@ an answer proves N itself read and answered a request. A stuck or stopped N time
 A broker without DescribeConfigs (Kafka < 0.11, KIP-133: librdkafka says ``_UNSUPPORTED_FEATURE`` at once, from
 that broker's own ApiVersions answer) is asked ApiVersions and Metadata on a connection to it alone instead
 (``hooks/kafka_wire.py``); its answer names the broker at the address asked. ``KafkaCheck.method`` says which.
+
+What a broker may be asked is decided before it is asked anything (``versions.asking``, seed 002): from its
+registration's schema version, its own ``Kafka version : N`` log line (``logged``) and the ``kafka_version`` setting
+(which can only forbid). A broker that may be older than 0.10.0 -- unknown included: the branch safe for 0.9 -- is
+never sent ApiVersions (API key 18, which makes a 0.9 broker drop every request of that network-thread batch): its
+direct check and metadata view are Metadata v0 alone (method ``Metadata v0``), the version probe skips it, and every
+librdkafka client that may reach it (bootstrapped at it, or at a broker of a cluster it is registered in) gets
+``api.version.request=false`` and ``broker.version.fallback`` (``librdkafka_base``). A client whose caller decided
+nothing (``client_config`` of a base without ``api.version.request``) is set up as for 0.9.
 """
 
 from __future__ import annotations
@@ -39,13 +48,24 @@ VERSION_PROBE_S = 2.0
 
 # librdkafka properties a connection may not set: they decide where the client goes
 _RESERVED = ("bootstrap.servers", "metadata.broker.list", "group.id")
+# marks a base whose api.version.request was decided (KafkaHook.librdkafka_base); client_config removes it. Where
+# ApiVersions may be sent the property is left at librdkafka's default (true): setting it makes librdkafka 2.x warn
+# that it is deprecated on every client
+_DECIDED = "kafka_runbooks.api_version_decided"
 
 
 def client_config(base: Mapping[str, Any], bootstrap: str, timeout_s: float) -> dict[str, Any]:
     """librdkafka configuration for a short-lived client of ``bootstrap``: bounded in time, logging
-    through Python rather than to stderr, never retrying for longer than ``timeout_s``."""
+    through Python rather than to stderr, never retrying for longer than ``timeout_s``. ``base`` should come from
+    ``KafkaHook.librdkafka_base`` (it decides ``api.version.request``); a base that decided nothing gets the settings
+    that are safe for 0.9 (``versions.LEGACY_CLIENT``: no ApiVersions, seed 002)."""
+    from kafka_runbooks import versions
+
     ms = max(1000, int(timeout_s * 1000))
+    undecided = not base.get(_DECIDED) and "api.version.request" not in base
+    base = {k: v for k, v in base.items() if k != _DECIDED}
     return {
+        **(versions.LEGACY_CLIENT if undecided else {}),
         **base,
         "bootstrap.servers": bootstrap,
         "socket.timeout.ms": ms,
@@ -68,11 +88,45 @@ class KafkaHook(BaseHook):
     conn_type = "kafka_runbooks_kafka"  # provider.py registers it (a connection of type generic works too)
     hook_name = "Kafka clients (kafka-runbooks)"
 
-    def __init__(self, kafka_conn_id: str | None = None, *, listener: str | None = None) -> None:
+    def __init__(self, kafka_conn_id: str | None = None, *, listener: str | None = None, kafka_version: str | None = None,
+                 logged: Mapping[int, str] | None = None) -> None:
         super().__init__()
         self.kafka_conn_id = kafka_conn_id
         self.listener = listener
+        self.configured = kafka_version  # the cluster's kafka_version setting: only ever forbids ApiVersions
+        self.logged = dict(logged or {})  # {broker id: the version its running JVM logged}
+        self._known: dict[int, Broker] = {}  # the cluster's registered brokers, as told (``knows``)
         self._base: dict[str, Any] | None = None
+
+    def knows(self, brokers: Iterable[Broker]) -> "KafkaHook":
+        """Tells the hook the cluster's registered brokers: a librdkafka client may reach any of them (its Metadata
+        answers name them all), so each one's ``asking`` decides every client's ``api.version.request``."""
+        for b in brokers:
+            self._known[b.id] = b
+        return self
+
+    def asking(self, broker: Broker):
+        """What ``broker`` may be asked (``versions.Asking``), decided before it is asked anything."""
+        from kafka_runbooks import versions
+
+        return versions.asking(broker.id, broker.schema_version, self.logged.get(broker.id), self.configured)
+
+    def librdkafka_base(self, bootstrap: Iterable[Broker]) -> dict[str, Any]:
+        """``base_config()`` with ``api.version.request`` decided for every broker a client bootstrapped at
+        ``bootstrap`` may reach (those and the registered brokers the hook knows): false with the matching
+        ``broker.version.fallback`` when any of them may be older than 0.10.0 or is unknown (seed 002); else left at
+        librdkafka's default (true). For ``client_config`` only (it removes the mark of a decided base)."""
+        settings = self.librdkafka_settings(bootstrap)
+        if settings.get("api.version.request"):
+            settings = {}  # librdkafka's default: not set (librdkafka warns on every client that sets it)
+        return {**self.base_config(), **settings, _DECIDED: True}
+
+    def librdkafka_settings(self, bootstrap: Iterable[Broker]) -> dict[str, Any]:
+        """``api.version.request`` (and ``broker.version.fallback``) alone, as ``librdkafka_base`` decides them."""
+        from kafka_runbooks import versions
+
+        reach = {**self._known, **{b.id: b for b in bootstrap}}
+        return versions.client_settings(self.asking(b) for b in reach.values())
 
     def base_config(self) -> dict[str, Any]:
         if self._base is None:
@@ -95,10 +149,14 @@ class KafkaHook(BaseHook):
         """An AdminClient bootstrapped at ``broker`` alone (keep a reference until its futures resolve)."""
         from confluent_kafka.admin import AdminClient
 
-        return AdminClient(client_config(self.base_config(), broker_address(broker, self.listener), timeout_s))
+        return AdminClient(client_config(self.librdkafka_base([broker]), broker_address(broker, self.listener), timeout_s))
 
     def check_broker(self, broker: Broker, timeout_s: float, *, registered: bool = True) -> KafkaCheck:
-        """Ask ``broker`` itself a question within ``timeout_s``. Never raises for broker problems."""
+        """Ask ``broker`` itself a question within ``timeout_s``. Never raises for broker problems.
+
+        A broker that may be older than 0.10.0 (or whose cluster may hold one: librdkafka would send ApiVersions to
+        it) is never given to librdkafka: Metadata on a connection to it alone (v0 without ApiVersions where it may
+        be 0.9 itself), the branch that is safe for 0.9 (``versions.asking``)."""
         from confluent_kafka import KafkaException
         from confluent_kafka.admin import ConfigResource
 
@@ -107,6 +165,8 @@ class KafkaHook(BaseHook):
             endpoint = broker_address(broker, self.listener)
         except KeyError as exc:
             return KafkaCheck(broker.id, "", ok=False, error=str(exc.args[0]), at=at, error_code="NO_ENDPOINT", registered=registered)
+        if not self.librdkafka_settings([broker])["api.version.request"]:
+            return self._check_without_describe_configs(broker, timeout_s, registered=registered, at=at, refused=False)
         t0 = time.monotonic()
 
         def elapsed() -> float:
@@ -121,7 +181,7 @@ class KafkaHook(BaseHook):
             err = exc.args[0] if exc.args else exc
             code = err.name() if hasattr(err, "name") else None
             if code == "_UNSUPPORTED_FEATURE":
-                return self._check_without_describe_configs(broker, timeout_s, registered=registered, at=at)
+                return self._check_without_describe_configs(broker, timeout_s, registered=registered, at=at, refused=True)
             return KafkaCheck(broker.id, endpoint, ok=False, latency_ms=elapsed(), error=f"no answer within {timeout_s:g}s: {err}",
                               at=at, error_code=code, registered=registered, method="DescribeConfigs")
         except Exception as exc:  # noqa: BLE001 - a future that never resolved, a client that could not start
@@ -136,17 +196,22 @@ class KafkaHook(BaseHook):
         return KafkaCheck(broker.id, endpoint, ok=True, latency_ms=elapsed(), answered_by=broker.id, at=at, registered=registered,
                           method="DescribeConfigs")
 
-    def _check_without_describe_configs(self, broker: Broker, timeout_s: float, *, registered: bool, at: str) -> KafkaCheck:
-        """The direct check of a broker older than 0.11: ApiVersions + Metadata on a connection to it alone."""
+    def _check_without_describe_configs(self, broker: Broker, timeout_s: float, *, registered: bool, at: str,
+                                        refused: bool) -> KafkaCheck:
+        """The direct check of a broker older than 0.11 (``refused``: librdkafka said DescribeConfigs is unsupported),
+        or of one librdkafka may not be given: ApiVersions + Metadata on a connection to it alone, or Metadata v0 alone
+        where the broker may be older than 0.10.0 (``versions.asking``; unknown included). Either answer proves the
+        broker at that address read and answered a request; a hung broker accepts the connection and never answers."""
         from kafka_runbooks import versions
         from kafka_runbooks.hooks.kafka_wire import WireError, fetch_metadata
 
-        method = "ApiVersions+Metadata"
+        ask = self.asking(broker).api_versions
+        method = "ApiVersions+Metadata" if ask else "Metadata v0"
         host, port = broker.endpoint(self.listener)
         endpoint = f"{host}:{port}"
         t0 = time.monotonic()
         try:
-            md = fetch_metadata(host, port, timeout_s, self.base_config())
+            md = fetch_metadata(host, port, timeout_s, self.base_config(), ask_versions=ask)
         except (OSError, WireError, ValueError) as exc:
             return KafkaCheck(broker.id, endpoint, ok=False, latency_ms=round((time.monotonic() - t0) * 1000, 1),
                               error=f"no answer within {timeout_s:g}s: {type(exc).__name__}: {exc}", at=at,
@@ -154,7 +219,7 @@ class KafkaHook(BaseHook):
                               registered=registered, method=method)
         ms = round((time.monotonic() - t0) * 1000, 1)
         seen = versions.from_api_versions(broker.id, md.api_versions)
-        if versions.cluster_version({broker.id: [seen]}).has("describe_configs"):
+        if refused and versions.cluster_version({broker.id: [seen]}).has("describe_configs"):
             # librdkafka said the broker lacks it, its own answer says it has it: believe neither
             return KafkaCheck(broker.id, endpoint, ok=False, latency_ms=ms, at=at, registered=registered, method=method,
                               error=f"DescribeConfigs refused as unsupported, yet the broker's ApiVersions says {seen.describe()}",
@@ -176,6 +241,7 @@ class KafkaHook(BaseHook):
         if not brokers:
             return []
         unregistered = set(unregistered)
+        self.knows(b for b in brokers if b.id not in unregistered)
         short = min(timeout_s, unregistered_timeout_s) if unregistered_timeout_s else timeout_s
 
         def one(b: Broker) -> KafkaCheck:
@@ -188,7 +254,9 @@ class KafkaHook(BaseHook):
     def kafka_version(self, brokers: Iterable[Broker], timeout_s: float, configured: str | None = None):
         """The version the brokers report (``kafka_runbooks.versions.KafkaVersion``): each broker's ApiVersions
         answer, asked on a connection to it alone, and its registration's schema version. A broker that does not
-        answer is known by its registration alone; the setting ``configured`` is only compared, never believed."""
+        answer is known by its registration alone; the setting ``configured`` is only compared, never believed.
+        A broker that may be older than 0.10.0 (``asking``; unknown included) is not asked: its registration alone
+        places it, and a note says why (seed 002: ApiVersions would make a 0.9 broker drop a batch of requests)."""
         from kafka_runbooks import versions
         from kafka_runbooks.hooks.kafka_wire import WireError, api_versions
 
@@ -198,6 +266,10 @@ class KafkaHook(BaseHook):
 
         def one(b: Broker) -> list:
             seen = [versions.from_znode(b.id, b.schema_version)]
+            may = self.asking(b)
+            if not may.api_versions:
+                notes.append(f"broker {b.id}: not asked ApiVersions: {may.why}")
+                return [o for o in seen if o is not None]
             try:
                 host, port = b.endpoint(self.listener)
                 seen.append(versions.from_api_versions(b.id, api_versions(host, port, timeout_s, self.base_config())))
@@ -207,6 +279,7 @@ class KafkaHook(BaseHook):
 
         if not brokers:
             return versions.KafkaVersion((), configured, ("no registered broker to ask",))
+        self.knows(brokers)
         with ThreadPoolExecutor(max_workers=min(16, len(brokers)), thread_name_prefix="kafka-version") as pool:
             observed = dict(zip((b.id for b in brokers), pool.map(one, brokers)))
         kv = versions.cluster_version(observed, configured)
@@ -215,7 +288,8 @@ class KafkaHook(BaseHook):
     def metadata_view(self, broker: Broker, timeout_s: float) -> MetadataView:
         """What ``broker``'s own metadata cache says: a Metadata request on a connection to that broker alone,
         on the configured listener (``hooks/kafka_wire.py``: librdkafka would ask any broker). Never raises for
-        broker problems."""
+        broker problems. Metadata v0 alone (no leader epochs, no controller) where the broker may be older than 0.10.0
+        (``asking``); no recording of a pre-2.1 broker's Metadata answer is kept (docs/VERSIONS.md)."""
         from kafka_runbooks.hooks.kafka_wire import WireError, fetch_metadata
 
         at = clock.now_iso()
@@ -225,8 +299,8 @@ class KafkaHook(BaseHook):
             return MetadataView(broker.id, "", ok=False, at=at, error=str(exc.args[0]))
         endpoint = f"{host}:{port}"
         t0 = time.monotonic()
-        try:
-            md = fetch_metadata(host, port, timeout_s, self.base_config())
+        try:  # Metadata v0 alone (no leader epochs) where the broker may be older than 0.10.0: versions.asking
+            md = fetch_metadata(host, port, timeout_s, self.base_config(), ask_versions=self.asking(broker).api_versions)
         except (OSError, WireError, ValueError) as exc:
             return MetadataView(broker.id, endpoint, ok=False, at=at, error=f"{type(exc).__name__}: {exc}",
                                 latency_ms=round((time.monotonic() - t0) * 1000, 1))
@@ -239,6 +313,7 @@ class KafkaHook(BaseHook):
         brokers = list(brokers)
         if not brokers:
             return []
+        self.knows(brokers)
         with ThreadPoolExecutor(max_workers=min(16, len(brokers)), thread_name_prefix="kafka-view") as pool:
             return list(pool.map(lambda b: self.metadata_view(b, timeout_s), brokers))
 
@@ -251,7 +326,11 @@ class KafkaHook(BaseHook):
         ``kafka_runbooks.versions.KafkaVersion``: Kafka >= 0.11, KIP-98); before that (and when the version is unknown)
         a retried produce whose first attempt did land writes the record twice, so the canary counts the copies of its
         own record itself: the partition is read from its end before the produce (ListOffsets), and every record
-        carrying this round's token is counted (``CanaryResult.duplicates``)."""
+        carrying this round's token is counted (``CanaryResult.duplicates``). No recording of the non-idempotent branch
+        against a real pre-0.11 broker is kept (docs/VERSIONS.md).
+
+        Every librdkafka client here (producer, consumer, ListOffsets admin) gets ``librdkafka_base(brokers)``: no
+        ApiVersions where any broker may be older than 0.10.0 (seed 002)."""
         import uuid
 
         from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
@@ -269,7 +348,8 @@ class KafkaHook(BaseHook):
         if not todo or not bootstrap:
             return [results[b] for b in sorted(results)]
         ms = max(1000, int(timeout_s * 1000))
-        base = client_config(self.base_config(), bootstrap, timeout_s)
+        # no ApiVersions from librdkafka where any broker may be older than 0.10.0 (seed 002): librdkafka_base
+        base = client_config(self.librdkafka_base(brokers), bootstrap, timeout_s)
         # bounded apart from the produce: a fresh client's bootstrap and ListOffsets take seconds on a loaded host
         before = self._end_offsets(base, topic, set(todo.values()), min(timeout_s, 5.0))
         producer = Producer({**base, "acks": "all", "message.timeout.ms": ms, "linger.ms": 0, "enable.idempotence": idempotent})

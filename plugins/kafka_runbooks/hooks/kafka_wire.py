@@ -14,6 +14,12 @@ range from (``versions.from_api_versions``). ``fetch_metadata`` is also the dire
 DescribeConfigs (before 0.11, KIP-133): ApiVersions and Metadata answered on a connection to that broker alone, the
 broker list of the answer naming the broker at the address asked (``Metadata.broker_at``).
 
+A broker that may be older than 0.10.0 (``versions.asking``: decided before anything is sent) is never sent
+ApiVersions: ``fetch_metadata(..., ask_versions=False)`` sends Metadata v0 alone, which every Kafka since 0.8 answers
+(0.9.0.1 answers any Metadata version in the v0 format). Seed 002: API key 18 makes a 0.9 broker's network thread
+throw ``ArrayIndexOutOfBoundsException: 18`` at ``ApiKeys.forId`` and drop every request it selected in that poll,
+replication between brokers included; the connection that sent it gets no answer (it is not closed).
+
 The decoding half is pure and bounded (every count and string length is checked against the bytes left);
 ``fetch_metadata`` and ``api_versions`` are the I/O. SASL is not spoken here: a SASL listener gets a
 clear error.
@@ -260,8 +266,9 @@ def _connect(host: str, port: int, timeout_s: float, config: dict[str, Any] | No
 
 
 def api_versions(host: str, port: int, timeout_s: float, config: dict[str, Any] | None = None) -> dict[int, tuple[int, int]]:
-    """The broker's ApiVersions answer ({api key: (min, max)}). A 0.9 broker (no ApiVersions, KIP-35) closes the
-    connection: WireError."""
+    """The broker's ApiVersions answer ({api key: (min, max)}). Only for a broker known to be 0.10.0 or newer
+    (``versions.asking``): a 0.9 broker does not answer it and drops every request of the same network-thread batch
+    (seed 002); here that is a timeout (socket.timeout), never a closed connection."""
     deadline = time.monotonic() + timeout_s
     raw, sock = _connect(host, port, timeout_s, config)
     try:
@@ -270,12 +277,19 @@ def api_versions(host: str, port: int, timeout_s: float, config: dict[str, Any] 
         raw.close()
 
 
-def fetch_metadata(host: str, port: int, timeout_s: float, config: dict[str, Any] | None = None) -> Metadata:
+def fetch_metadata(host: str, port: int, timeout_s: float, config: dict[str, Any] | None = None, *,
+                   ask_versions: bool = False) -> Metadata:
     """Ask the broker at host:port (and no other) for its metadata of every topic. Raises OSError (connect,
-    timeout) or WireError (unreadable answer, unsupported security protocol)."""
+    timeout) or WireError (unreadable answer, unsupported security protocol).
+
+    ``ask_versions`` (``versions.asking(...).api_versions``; default False, the branch safe for 0.9): ApiVersions first
+    and the highest Metadata version both sides speak. False: Metadata v0 alone -- no leader epochs, no controller
+    id, an empty ``api_versions``."""
     deadline = time.monotonic() + timeout_s
     raw, sock = _connect(host, port, timeout_s, config)
     try:
+        if not ask_versions:
+            return parse_metadata(_roundtrip(sock, API_METADATA, 0, 1, metadata_body(0), deadline), 0)
         versions = parse_api_versions(_roundtrip(sock, API_VERSIONS, 0, 1, b"", deadline))
         version = metadata_version(versions)
         md = parse_metadata(_roundtrip(sock, API_METADATA, version, 2, metadata_body(version), deadline), version)

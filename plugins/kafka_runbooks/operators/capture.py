@@ -50,7 +50,8 @@ class MaintenanceLockGate:
         if broker is None:
             self.why_not[int(broker_id)] = f"broker {broker_id} has no known endpoint: no direct check can be taken"
             return None
-        check = KafkaHook(self.config.kafka_conn_id, listener=self.config.listener).check_broker(
+        check = KafkaHook(self.config.kafka_conn_id, listener=self.config.listener).knows(
+            b for b in self.brokers.values() if b.session_id is not None).check_broker(
             broker, self.config.health.kafka_probe_timeout_s)
         evidence, why = intrusive_evidence(check, self.findings)
         if evidence is None:

@@ -167,20 +167,26 @@ def _version(text: str | None) -> tuple[int, int] | None:
 
 
 def method_refusals(config: ClusterConfig, version=None) -> list[str]:
-    """``admin`` on a Kafka known to be older than 2.2 has no API to elect with. On 2.2/2.3 it works for the preferred
+    """``admin`` on a Kafka not known to be 2.2 or newer has no API to elect with. On 2.2/2.3 it works for the preferred
     election (measured on the lab's 2.3.0: librdkafka 2.16 sends ElectLeaders v0, the broker elects the preferred
     replicas). ``version``: what the brokers report (``kafka_runbooks.versions.KafkaVersion``, versions' feature
-    ``elect_leaders_api``); without it the ``kafka_version`` setting; nothing known: it is tried (a broker's error
-    halts the batch). The default method, the znode, works on every ZooKeeper-mode Kafka (0.10.2.1 included)."""
-    if version is not None and version.brokers:
-        if election_method(config) == "admin" and version.lacks("elect_leaders_api"):
-            return [f"election.method 'admin' needs Kafka >= 2.2 (ElectLeaders, API key 43, KIP-183); cluster {config.name!r}'s "
-                    f"brokers report {version.describe()}: use method 'zookeeper' (or 'auto')"]
+    ``elect_leaders_api``); without it the ``kafka_version`` setting. Nothing known, or brokers not known to have it:
+    refused -- the branch that is safe for 0.9 too (API key 43 is one 0.9 does not know: seed 002). The default method,
+    the znode, works on every ZooKeeper-mode Kafka (0.9 and 0.10.2.1 included). No recording of ElectLeaders refused
+    by a pre-2.2 broker (librdkafka refuses it locally from the ApiVersions answer)."""
+    if election_method(config) != "admin":
         return []
+    if version is not None and version.brokers:
+        if version.has("elect_leaders_api"):
+            return []
+        why = "is older than 2.2" if version.lacks("elect_leaders_api") else "is not known to be 2.2 or newer"
+        return [f"election.method 'admin' needs Kafka >= 2.2 (ElectLeaders, API key 43, KIP-183); cluster {config.name!r}'s "
+                f"brokers report {version.describe()}, which {why}: use method 'zookeeper' (or 'auto')"]
     v = _version(config.kafka_version)
-    if election_method(config) == "admin" and v is not None and v < ADMIN_SINCE:
-        return [f"election.method 'admin' needs Kafka >= 2.2 (ElectLeaders, API key 43, KIP-183); cluster {config.name!r} runs "
-                f"{config.kafka_version}: use method 'zookeeper' (or 'auto')"]
+    if v is None or v < ADMIN_SINCE:
+        runs = f"runs {config.kafka_version}" if v is not None else "has no known version (nothing observed, no kafka_version)"
+        return [f"election.method 'admin' needs Kafka >= 2.2 (ElectLeaders, API key 43, KIP-183); cluster {config.name!r} "
+                f"{runs}: use method 'zookeeper' (or 'auto')"]
     return []
 
 

@@ -162,7 +162,7 @@ def _elect_admin(config: ClusterConfig, snapshot, partitions: list[str], timeout
 
     hook = KafkaHook(config.kafka_conn_id, listener=config.listener)
     bootstrap = ",".join(broker_address(b, config.listener) for b in snapshot.brokers)
-    admin = AdminClient(client_config(hook.base_config(), bootstrap, timeout_s))
+    admin = AdminClient(client_config(hook.librdkafka_base(snapshot.brokers), bootstrap, timeout_s))
     t0 = time.monotonic()
     tps = [TopicPartition(n.rpartition("-")[0], int(n.rpartition("-")[2])) for n in partitions]
     result = admin.elect_leaders(ElectionType.PREFERRED, tps).result(timeout=timeout_s)  # no kwargs: ENVIRONMENT.md

@@ -305,7 +305,8 @@ def probe_consumer_config(ex: Execution, snapshot: ClusterSnapshot):
             addresses.append(broker_address(b, cfg.listener))
         except KeyError:
             continue
-    base = client_config(hook.base_config(), ",".join(addresses), cfg.gates.probe_timeout_s)
+    # no ApiVersions from librdkafka where a broker may be older than 0.10.0 (versions.asking, seed 002)
+    base = client_config(hook.librdkafka_base(snapshot.brokers), ",".join(addresses), cfg.gates.probe_timeout_s)
     return lambda group: {**base, "group.id": group, "enable.auto.commit": False, "session.timeout.ms": 10000}
 
 

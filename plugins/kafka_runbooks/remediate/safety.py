@@ -162,7 +162,8 @@ def _min_isr(p: Partition, snapshot: ClusterSnapshot, settings: SafetySettings) 
 
 def version_default(settings: SafetySettings) -> tuple[bool, str]:
     """Kafka's default of unclean.leader.election.enable: by the version the brokers report (KIP-106: off since
-    0.11), else the configured version, else assumed on."""
+    0.11), else the configured version, else assumed on (unknown: the branch of 0.9 and 0.10). No recording of an
+    unclean election on a pre-0.11 broker is kept (docs/VERSIONS.md)."""
     if settings.version is not None:
         kv = settings.version
         if kv.has("unclean_off_by_default"):
