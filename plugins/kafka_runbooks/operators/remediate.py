@@ -131,7 +131,6 @@ def use_approval(context, plan, config, nothing: str, canary: bool = False):
     not older than ``approvals.max_age_s`` and has not been used, and uses it (recorded in the ledger and the
     audit). Returns (decision, approver); AirflowFailException saying ``nothing`` and what changed otherwise.
     Every remediation's execute task calls this before it changes anything."""
-    from kafka_runbooks import clock
     from kafka_runbooks.incidents.store import IncidentStore
     from kafka_runbooks.operators.approval import approval_secret
     from kafka_runbooks.remediate.approvals import ApprovalError, Decision, usable_refusals
@@ -151,7 +150,7 @@ def use_approval(context, plan, config, nothing: str, canary: bool = False):
         refusals, entry = usable_refusals(ledger.entries(), secret=secret, dag_id=ti.dag_id, run_id=ti.run_id,
                                           plan_digest=digest, approvers=config.approvals.approvers,
                                           names=config.approvals.approver_names, plan=plan.to_dict(), binding=binding,
-                                          max_age_s=config.approvals.max_age_s, now=clock.now_iso(),
+                                          max_age_s=config.approvals.max_age_s, now=store.db.now(),  # the database's clock
                                           valid_until=(plan.conditions or {}).get("deadline_at"))
         if not refusals:
             decision = Decision.from_payload(entry["decision"])

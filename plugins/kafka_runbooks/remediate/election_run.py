@@ -88,18 +88,19 @@ def check_ready(config: ClusterConfig, conditions: Mapping[str, Any], series: li
     diagnosis when one is stuck). ``series``: the followers' samples of the earlier checks of this wait."""
     from kafka_runbooks.detect.snapshot import read_snapshot
     from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
-    from kafka_runbooks.remediate.lock import holders
+    from kafka_runbooks.remediate.lock import holders, zk_now
 
     with ZooKeeperHook(config.zk_conn_id, timeout_s=config.capture.connect_timeout_s).session() as zk:
         snapshot = read_snapshot(zk, config.name)
         held = holders(zk, config.name)
+        now = zk_now(zk, config.name)  # session ages on ZooKeeper's clock, never the worker's
     metrics, notes = [], []
     if conditions.get("max_bytes_in_per_s") is not None or conditions.get("max_requests_per_s") is not None:
         metrics, _, notes, _ = read_metrics(config, snapshot)
     stuck_s = float(conditions.get("stuck_s") or config.health.follower_stuck_s)
     followers, more = observe_followers(_with_stuck_s(config, stuck_s), snapshot, conditions.get("brokers") or (),
                                         series if series is not None else [])
-    why = E.readiness(snapshot, conditions, clock.now(), lock_holders=held, metrics=metrics, followers=followers)
+    why = E.readiness(snapshot, conditions, now, lock_holders=held, metrics=metrics, followers=followers)
     return why, {"at": snapshot.taken_at, "notes": notes + more, "controller": snapshot.controller_id,
                  "followers": {f"{b}:{n}": v.to_dict() for (b, n), v in followers.items()},
                  "stuck": E.stuck_diagnosis(conditions, followers)}
@@ -267,7 +268,7 @@ def run(ex: Execution) -> dict[str, Any]:
     from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
     from kafka_runbooks.incidents.store import IncidentStore
     from kafka_runbooks.remediate import progress
-    from kafka_runbooks.remediate.lock import LockBusy, LockLost, MaintenanceLock
+    from kafka_runbooks.remediate.lock import LockBusy, LockLost, MaintenanceLock, zk_now
 
     cfg = ex.config
     progress.quiet_connection_noise()
@@ -304,7 +305,8 @@ def run(ex: Execution) -> dict[str, Any]:
                         if n in by_name and n not in already and by_name[n].leader != E.preferred(by_name[n])]
                 target = snapshot.broker(batch.target)
                 check = hook.check_broker(target, cfg.health.kafka_probe_timeout_s) if target is not None and todo else None
-                refusals = E.batch_refusals(snapshot, ex.plan.conditions, clock.now(), batch.target, todo, check=check) if todo else []
+                refusals = E.batch_refusals(snapshot, ex.plan.conditions, zk_now(zk, cfg.name), batch.target, todo,
+                                            check=check) if todo else []
                 at = {"batch": batch_no, "batches": len(ex.plan.batches), "broker_id": batch.target}
                 audit("batch_check", "refused" if refusals else "ok",
                       {**at, "partitions": len(todo), "refusals": refusals,

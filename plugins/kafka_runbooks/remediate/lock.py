@@ -73,6 +73,23 @@ def lock_acl(zk) -> list | None:
     return list(CREATOR_ALL_ACL) + list(READ_ACL_UNSAFE) if getattr(zk, "auth_data", None) else None
 
 
+CLOCK_ROOT = "/kafka-runbooks/clock"
+
+
+def zk_now(zk, cluster: str):
+    """ZooKeeper's clock now: a scratch znode of the cluster written and its ``mtime`` read (the leader's time, the
+    clock every ``ctime`` of a registration is on). Ages of ZooKeeper sessions are computed against this, never against
+    the worker's clock (a worker 11 minutes fast would call a 0-second-old session stable)."""
+    path = f"{CLOCK_ROOT}/{validate_id(cluster, 'cluster name')}"
+    acl = lock_acl(zk)
+    try:
+        stat = zk.set(path, b"")
+    except Exception:  # noqa: BLE001 - NoNodeError the first time: created, then written
+        zk.ensure_path(path, acl=acl)
+        stat = zk.set(path, b"")
+    return clock.from_millis(stat.mtime)
+
+
 class MaintenanceLock:
     def __init__(self, zk, cluster: str, *, run: str, dag: str, user: str | None, purpose: str) -> None:
         from kazoo.recipe.lock import Lock
