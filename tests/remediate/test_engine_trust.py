@@ -27,14 +27,15 @@ class Broker:
 
     broker_id = 2
 
-    def __init__(self, on_stop=None):
-        self.commands: list[str] = []
+    def __init__(self, on_stop=None, down=False):
+        self.commands: list[str] = ["stop_command (by an earlier run)"] if down else []
         self.on_stop = on_stop
         self.config = SimpleNamespace(server_log=lambda b: f"/var/log/kafka/{b}/server.log", kill_command=())
 
     @property
     def phase(self) -> str:
-        return "started" if "start_command" in self.commands else "stopped" if "stop_command" in self.commands else "up"
+        return ("started" if "start_command" in self.commands else
+                "stopped" if any(c.startswith("stop_command") for c in self.commands) else "up")
 
     def processes(self):
         return {"up": [ProcessInfo(4242, "Sl", "Mon Nov 23 10:00:00 2026")], "stopped": [],
@@ -232,3 +233,18 @@ def test_the_stop_leaves_at_most_check_fresh_s_after_the_last_direct_check(engin
     restart_broker(broker, broker, GATES, lambda *a, **k: None, logging.getLogger("t"), before_stop=before_stop)
     assert events == ["check", "check", "stop"]
     assert [e["event"] for e in engine.ledger.entries()] == ["step_started"]
+
+
+def test_a_broker_already_down_is_started_not_stopped_and_the_audit_says_so():
+    """Issue 29 §3: the resume of a roll whose worker died after broker 2's stop: broker 2 is down (no process, no
+    registration). No stop command is sent and none is audited 'ok'; the audit says it was already down; the broker is
+    started and registers. (Before: ``stop_broker -> ok`` for a broker already down.)"""
+    from kafka_runbooks.remediate.steps import restart_broker
+
+    broker = Broker(down=True)
+    audits = []
+    report = restart_broker(broker, broker, GATES, lambda action, outcome, **kw: audits.append((action, outcome)),
+                            logging.getLogger("t"))
+    assert broker.commands[1:] == ["start_command"]
+    assert ("stop_broker", "skipped") in audits and ("stop_broker", "ok") not in audits
+    assert report.stop_command.startswith("skipped") and report.new_registration.session_id == 0x78
