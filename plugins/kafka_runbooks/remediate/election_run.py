@@ -155,6 +155,35 @@ def remove_our_znode(zk, partitions: list[str]) -> bool:
         return False
 
 
+def open_batch(entries: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """The ``step_started`` entry of an election batch that never ended (no ``step_done`` of that batch, no ``halted``
+    or ``completed`` after it): its worker died after the batch started. None otherwise. Pure."""
+    started: Mapping[str, Any] | None = None
+    for e in entries:
+        kind = e.get("event")
+        if kind == L.STEP_STARTED and "partitions" in e:
+            started = e
+        elif kind == L.STEP_DONE and started is not None and e.get("batch") == started.get("batch"):
+            started = None
+        elif kind in (L.HALTED, L.COMPLETED):
+            started = None
+    return started
+
+
+def clear_interrupted_batch(zk, entries: Iterable[Mapping[str, Any]]) -> str | None:
+    """After a worker died in an election batch: /admin/preferred_replica_election, when it still holds exactly what that
+    batch wrote (``remove_our_znode``: compared byte for byte, deleted at its version), is removed -- no controller runs
+    it later, unwatched. Somebody else's pending election is left. Returns what was done, or None (no open batch)."""
+    batch = open_batch(entries)
+    if batch is None:
+        return None
+    partitions = [str(n) for n in batch.get("partitions") or ()]
+    if remove_our_znode(zk, partitions):
+        return (f"{E.ZNODE} written by batch {batch.get('batch')} of run {batch.get('run_id')} (its worker died) was still "
+                f"pending; it was removed: no controller will run it later")
+    return f"batch {batch.get('batch')} of run {batch.get('run_id')} did not end; {E.ZNODE} holds nothing of it now"
+
+
 def _elect_admin(config: ClusterConfig, snapshot, partitions: list[str], timeout_s: float) -> float:
     from confluent_kafka import ElectionType, TopicPartition
     from confluent_kafka.admin import AdminClient
