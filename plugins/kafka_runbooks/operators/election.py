@@ -353,4 +353,3 @@ def clear_pending_election(config, entries) -> str | None:
     except Exception as exc:  # noqa: BLE001 - said on the record: on-call must look at the znode
         return (f"a batch's worker died and ZooKeeper could not be read to check /admin/preferred_replica_election "
                 f"({type(exc).__name__}: {exc}); check it by hand")
-

@@ -353,17 +353,19 @@ def stop_gate(records: Records, broker_id: int, check_now, fresh_s: float, *, mo
     cannot be committed, raises StepFailed with ``stopped=False``: nothing was stopped."""
     from kafka_runbooks.remediate.steps import StepFailed
 
-    def checked():
+    def checked(first: bool):
         t = monotonic()
         why, details = check_now()
         if why:
             records.audit("safety_check_before_stop", "refused", details={"broker_id": broker_id, "refusals": why, **details})
             raise StepFailed(broker_id, "safety check right before the stop", "; ".join(why[:10]) + "; nothing was stopped",
                              stopped=False, code="refused_before_stop")
+        if first:  # a check again (below) is recorded with the stop command: nothing is written between it and the stop
+            records.audit("safety_check_before_stop", "ok", details={"broker_id": broker_id, **details})
         return t, details
 
     def before_stop() -> dict[str, Any]:
-        t, details = checked()
+        t, details = checked(True)
         try:
             records.intent(L.STEP_STARTED, broker_id=broker_id, state=L.StepState.STOPPING.value, check=details)
         except L.RecordFailed as exc:
@@ -374,7 +376,7 @@ def stop_gate(records: Records, broker_id: int, check_now, fresh_s: float, *, mo
                 raise StepFailed(broker_id, "safety check right before the stop",
                                  f"no direct check of the holders within {fresh_s:g}s of the stop after {checks} tries; "
                                  "nothing was stopped", stopped=False, code="check_not_fresh")
-            t, details = checked()
+            t, details = checked(False)
             checks += 1
         return {"last_check": details, "checks": checks, "checked_s_before_stop": round(monotonic() - t, 3)}
 
