@@ -26,7 +26,7 @@ from kafka_runbooks.config import ClusterConfig
 from kafka_runbooks.model import CONSUMER_OFFSETS
 from kafka_runbooks.remediate import election as E
 from kafka_runbooks.remediate import ledger as L
-from kafka_runbooks.remediate.executor import Execution, Halted, Refused, describe_state
+from kafka_runbooks.remediate.executor import Execution, Halted, Records, Refused, describe_state
 
 log = logging.getLogger(__name__)
 
@@ -303,12 +303,12 @@ def run(ex: Execution) -> dict[str, Any]:
     progress.quiet_connection_noise()
     store = IncidentStore(cfg)
     ledger = L.Ledger(cfg, ex.record_id)
-    where = {"run_id": ex.run_id, "dag_id": ex.dag_id, "task_id": ex.task_id, "try": ex.try_number}
+    records = Records(ex, ledger, store)  # the intent before a batch is written must be committed; the rest best-effort
+    records.recorder.replay()
     method = E.election_method(cfg)
 
     def audit(action: str, outcome: str, details: Mapping[str, Any] | None = None) -> None:
-        store.audit(ex.record_id, actor=ex.approver, action=action, outcome=outcome, details={**(details or {}), **where})
-        progress.say(log, action, outcome, details)  # the same entry as one readable log line
+        records.audit(action, outcome, details=details)  # never raises: a failing database never skips a halt
 
     elected: list[str] = []
     batch_no = 0
@@ -321,7 +321,7 @@ def run(ex: Execution) -> dict[str, Any]:
             identity = lock.acquire(cfg.gates.lock_wait_s)
         except LockBusy as exc:
             audit("maintenance_lock", "busy", {"holders": exc.holders})
-            ledger.append("refused", ex.run_id, reason=str(exc))
+            records.event(L.REFUSED, reason=str(exc), code="lock_busy", sentence=str(exc), state=L.StepState.REFUSED.value)
             raise Refused(str(exc)) from exc
         audit("maintenance_lock", "acquired", identity)
         t_all = time.monotonic()
@@ -344,9 +344,11 @@ def run(ex: Execution) -> dict[str, Any]:
                     raise Halted(f"batch {batch_no}: refused on fresh state: " + "; ".join(refusals) + "; nothing of this batch was elected")
                 if not todo:
                     audit("elect_batch", "skipped", {**at, "why": "already led by the preferred replica, or elected by this election before"})
-                    ledger.append(L.STEP_DONE, ex.run_id, batch=batch_no, broker_id=batch.target, partitions=[], skipped=True)
+                    records.event(L.STEP_DONE, batch=batch_no, broker_id=batch.target, partitions=[], skipped=True)
                     continue
-                ledger.append(L.STEP_STARTED, ex.run_id, batch=batch_no, broker_id=batch.target, partitions=todo)
+                lock.fence()  # the lock proven in ZooKeeper before the batch is written
+                records.intent(L.STEP_STARTED, batch=batch_no, broker_id=batch.target, partitions=todo,
+                               state=L.StepState.STOPPING.value)  # committed before the znode is written, or nothing is
                 t0 = time.monotonic()
                 if method == "zookeeper":
                     pending[:] = todo
@@ -367,24 +369,29 @@ def run(ex: Execution) -> dict[str, Any]:
                           "elect_s": round(took, 2), **conv, "batch_s": round(time.monotonic() - t0, 2)}
                 ex.timings.append(timing)
                 audit("convergence", "ok", timing)
-                ledger.append(L.STEP_DONE, ex.run_id, batch=batch_no, broker_id=batch.target, partitions=todo, timing=timing)
+                records.event(L.STEP_DONE, batch=batch_no, broker_id=batch.target, partitions=todo, timing=timing,
+                              state=L.StepState.DONE.value)
                 elected += todo
         except Halted as exc:
-            _halt(ex, ledger, audit, zk, batch_no, str(exc), pending)
+            _halt(ex, records, audit, zk, batch_no, str(exc), pending)
         except LockLost as exc:
-            _halt(ex, ledger, audit, zk, batch_no, str(exc), pending)
+            _halt(ex, records, audit, zk, batch_no, str(exc), pending)
+        except L.RecordFailed as exc:
+            _halt(ex, records, audit, zk, batch_no, f"{exc}; nothing of this batch was written", pending)
         except Exception as exc:  # noqa: BLE001 - ZooKeeper, Kafka client: anything else halts the same way
-            _halt(ex, ledger, audit, zk, batch_no, f"unexpected error: {type(exc).__name__}: {exc}", pending)
+            _halt(ex, records, audit, zk, batch_no, f"unexpected error: {type(exc).__name__}: {exc}", pending)
         finally:
-            lock.release()
-            audit("maintenance_lock", "released")
+            try:
+                lock.release()
+            finally:
+                audit("maintenance_lock", "released")
     wall_s = round(time.monotonic() - t_all, 2)
-    ledger.append(L.COMPLETED, ex.run_id, elected=elected, wall_s=wall_s)
+    records.event(L.COMPLETED, elected=elected, wall_s=wall_s)
     return {"elected": elected, "batches": len(ex.plan.batches), "approved_by": ex.approver, "timings": ex.timings,
             "canary_failures": sum(t.get("canary_failures", 0) for t in ex.timings), "record_id": ex.record_id, "wall_s": wall_s}
 
 
-def _halt(ex: Execution, ledger, audit, zk, batch_no: int, reason: str, pending: list[str] | None = None) -> None:
+def _halt(ex: Execution, records: Records, audit, zk, batch_no: int, reason: str, pending: list[str] | None = None) -> None:
     from kafka_runbooks.detect.snapshot import read_snapshot
 
     if pending:
@@ -399,7 +406,7 @@ def _halt(ex: Execution, ledger, audit, zk, batch_no: int, reason: str, pending:
     except Exception:  # noqa: BLE001
         snapshot = None
     state = describe_state(snapshot, ex.config.hosts)
-    ledger.append(L.HALTED, ex.run_id, batch=batch_no, reason=reason, state=state)
+    records.event(L.HALTED, batch=batch_no, reason=reason, state=state)
     audit("halt", "failed", {"batch": batch_no, "reason": reason, "state": state})
     text = [f"preferred election of cluster {ex.config.name} HALTED at batch {batch_no} of {len(ex.plan.batches)}", reason,
             "cluster now:", *[f"  {line}" for line in state],
