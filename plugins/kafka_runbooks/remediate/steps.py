@@ -151,11 +151,13 @@ def restart_broker(zk, host: BrokerHost, gates: GateSettings, audit: Audit, log,
     checked = before_stop() if before_stop is not None else None
     t0 = time.monotonic()
     extra = {"before_stop": checked} if isinstance(checked, dict) else {}
-    if not report.old_processes:  # already down (a resumed step whose worker died after its stop): nothing to stop
+    if not report.old_processes and report.old_registration is None:
+        # already down -- no process, no registration (a resumed step whose worker died after its stop): nothing to stop
         audit = _after_stop(audit, log)
         report.stop_command = "skipped: no broker process was running"
-        audit("stop_broker", "skipped", details={"why": "no broker process is running on the host: the broker was already "
-                                                        "down; no stop command sent", **extra})
+        audit("stop_broker", "skipped", details={"why": "no broker process is running on the host and it is not registered "
+                                                        "in ZooKeeper: the broker was already down; no stop command sent",
+                                                 **extra})
     else:
         res = host.run("stop_command", stop_s)
         audit = _after_stop(audit, log)  # from here on the broker may be down: nothing recorded may keep it down
