@@ -125,6 +125,26 @@ def how_it_ended(store, record_id: str, progress) -> str:
     return "its last run ended without a halt"
 
 
+def read_cluster(config, nothing: str):
+    """The cluster's snapshot from its ZooKeeper; an ensemble that does not answer fails the task naming it (which
+    servers, which connection, how long it waited) -- never a bare ``KazooTimeoutError`` traceback."""
+    from kafka_runbooks.detect.observe import zookeeper_unreachable
+    from kafka_runbooks.detect.snapshot import read_snapshot
+    from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
+
+    hook = ZooKeeperHook(config.zk_conn_id, timeout_s=config.capture.connect_timeout_s)
+    try:
+        with hook.session() as zk:
+            return read_snapshot(zk, config.name)
+    except Exception as exc:  # noqa: BLE001 - an unreachable ensemble is said; anything else is raised as it is
+        if not zookeeper_unreachable(exc):
+            raise
+        raise AirflowFailException(
+            f"cluster {config.name!r}: its ZooKeeper ensemble {hook.hosts}{hook.chroot or ''} (connection "
+            f"{config.zk_conn_id!r}) did not answer ({type(exc).__name__}: {exc}; timeout "
+            f"{config.capture.connect_timeout_s:g} s); {nothing}") from exc
+
+
 def use_approval(context, plan, config, nothing: str, canary: bool = False):
     """Verifies that a sealed Approve of THIS plan -- and of everything that will run for it, built from the
     configuration now (``digest.execution_binding``, with this run's ``canary`` switch) -- in THIS run exists, is
@@ -247,8 +267,6 @@ class PlanRemediationOperator(BaseOperator):
         self.report = report
 
     def execute(self, context) -> dict[str, Any]:
-        from kafka_runbooks.detect.snapshot import read_snapshot
-        from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
         from kafka_runbooks.incidents.store import IncidentStore
         from kafka_runbooks.model import Finding
         from kafka_runbooks.remediate import ledger as L
@@ -268,8 +286,7 @@ class PlanRemediationOperator(BaseOperator):
         findings = [Finding.from_dict(f) for f in report.get("findings") or []]
 
         static, unread = static_config_state(config)
-        with ZooKeeperHook(config.zk_conn_id, timeout_s=config.capture.connect_timeout_s).session() as zk:
-            snapshot = read_snapshot(zk, config.name)
+        snapshot = read_cluster(config, "nothing was planned or changed")
         unread.update(unconfigured_replicas(config, snapshot))
         notes = [f"broker {b}: {why} (its min.insync.replicas is unknown: stops that depend on it are refused)"
                  for b, why in sorted(unread.items())]
