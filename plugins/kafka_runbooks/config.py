@@ -113,6 +113,8 @@ class GateSettings:
     poll_s: float = 2.0
     lock_wait_s: float = 30.0  # a second run waits this long for the cluster's maintenance lock, then refuses
     probe_timeout_s: float = 10.0  # one Kafka client request (coordinator probe, canary round trip)
+    # the last direct check of the holders is at most this old when a stop command leaves; older: checked again
+    check_fresh_s: float = 5.0
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "GateSettings":

@@ -76,7 +76,8 @@ def test_an_answer_from_outside_the_approvers_does_not_count(cluster_env):
 
     record = IncidentStore(ClusterConfig.from_dict("resttest", settings)).get(record_id)
     assert record["status"] == "closed" and "approval by mallory refused" in record["resolution"], record
-    assert "is not one of the cluster's approvers" in record["resolution"] and _states(run)["close"] == "success"
+    # issue 29 §3: a refused roll's DAG run ends failed (its close task fails after closing the record)
+    assert "is not one of the cluster's approvers" in record["resolution"] and _states(run)["close"] == "failed"
 
 
 def test_the_starter_answering_directly_does_not_count(cluster_env):

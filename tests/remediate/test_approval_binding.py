@@ -60,6 +60,7 @@ def execute_side(tmp_path, monkeypatch):
 
     monkeypatch.setattr(approval_op, "approval_secret", lambda conn_id: SECRET)
     monkeypatch.setattr(clock, "now_iso", lambda: "2026-11-22T14:05:00+00:00")
+    monkeypatch.setattr(StateDb, "now", lambda self: "2026-11-22T14:05:00.000Z")  # expiry is on the database's clock
     context = {"ti": SimpleNamespace(dag_id="kafka_rolling_restart", run_id="run-1", task_id="execute", try_number=1)}
 
     def use(config, plan, canary):

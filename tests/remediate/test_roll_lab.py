@@ -433,10 +433,10 @@ def test_the_executor_refuses_a_stop_when_a_holder_stops_answering_after_the_pla
     lab.hang(1)
     ex = E.Execution(config=config, plan=plan, record_id=plan.roll_id, dag_id="test", run_id=f"t-{uuid.uuid4().hex[:6]}",
                      task_id="execute", try_number=1, approver="oncall-carol", starter="someone", canary=False)
-    with pytest.raises(E.Halted) as halted:
+    with pytest.raises(E.Refused) as halted:  # issue 29 §3: nothing was stopped: a refusal, not a halt
         E.run(ex)
     text = str(halted.value)
-    assert f"HALTED at broker {target}" in text and "safety check on fresh state" in text, text
+    assert f"refused at broker {target}" in text and "safety check on fresh state" in text, text
     assert "broker 1: did not answer a direct Kafka-protocol check" in text, text
     assert lab.broker_pid(target) == pid
     from kafka_runbooks.incidents.store import IncidentStore
@@ -497,7 +497,7 @@ def test_a_holder_that_goes_silent_between_the_first_check_and_the_stop_refuses_
     ex = E.Execution(config=config, plan=plan, record_id=plan.roll_id, dag_id="test", run_id=f"t-{uuid.uuid4().hex[:6]}",
                      task_id="execute", try_number=1, approver="oncall-carol", starter="someone", canary=False)
     try:
-        with pytest.raises(E.Halted) as halted:
+        with pytest.raises(E.Refused) as halted:  # issue 29 §3: nothing was stopped: a refusal, not a halt
             E.run(ex)
     finally:
         if seen.get("hung"):
@@ -506,7 +506,7 @@ def test_a_holder_that_goes_silent_between_the_first_check_and_the_stop_refuses_
     (first,) = seen["first_check"]  # the step's first safety check passed, Y answering it
     assert first["outcome"] == "ok" and first["details"]["checked"][str(y)].startswith("ok"), first
     assert "last_check_passed" not in seen, text
-    assert f"HALTED at broker {x}" in text and "safety check right before the stop" in text, text
+    assert f"refused at broker {x}" in text and "safety check right before the stop" in text, text
     assert f"broker {y}: did not answer a direct Kafka-protocol check" in text and "nothing was stopped" in text, text
     assert lab.broker_pid(x) == pid and lab.registration(x)[1].ephemeralOwner == registration[1].ephemeralOwner
 
@@ -516,8 +516,9 @@ def test_a_holder_that_goes_silent_between_the_first_check_and_the_stop_refuses_
     assert last["details"]["checked"][str(y)].startswith("NO ANSWER"), last
     assert any(r.startswith(f"{pair}-0: the other in-sync replicas [{y}] are not serving; broker {x} is the last one that "
                             f"serves (broker {y}: did not answer a direct Kafka-protocol check") for r in last["details"]["refusals"]), last
-    (halt,) = [e for e in audit if e["action"] == "halt"]
+    (halt,) = [e for e in audit if e["action"] == "refused"]
     assert halt["details"]["phase"] == "safety check right before the stop" and halt["details"]["broker_id"] == x, halt
+    assert halt["details"]["code"] == "refused_before_stop" and not [e for e in audit if e["action"] == "halt"], audit
     assert not [e for e in audit if e["action"] in ("stop_broker", "kill_broker")], audit
     assert L.STEP_STARTED not in [e["event"] for e in L.Ledger(config, plan.roll_id).entries()]
 
@@ -550,7 +551,7 @@ def test_a_host_that_runs_another_broker_is_refused_before_anything_is_stopped(r
     pids = {b: lab.broker_pid(b) for b in (1, 2, 3)}
     ex = E.Execution(config=wrong, plan=plan, record_id=plan.roll_id, dag_id="test", run_id=f"t-{uuid.uuid4().hex[:6]}",
                      task_id="execute", try_number=1, approver="oncall-carol", starter="someone", canary=False)
-    with pytest.raises(E.Halted) as halted:
+    with pytest.raises(E.Refused) as halted:  # issue 29 §3: nothing was stopped: a refusal, not a halt
         E.run(ex)
     text = str(halted.value)
     assert "host identity" in text and "runs broker 3 (broker.id in" in text and "not broker 1" in text, text

@@ -72,14 +72,15 @@ class RemediationApprovalOperator(ApprovalOperator):
 
     def _setup(self):
         from kafka_runbooks.config import load_cluster
-        from kafka_runbooks.model import Plan
         from kafka_runbooks.remediate.digest import approval_digest, execution_binding
         from kafka_runbooks.remediate.ledger import Ledger
 
         if not isinstance(self.plan_output, dict) or "plan" not in self.plan_output:
             raise AirflowFailException("no plan to approve (see the plan task)")
         config = load_cluster(str(self.cluster))
-        plan = Plan.from_dict(self.plan_output["plan"])
+        from kafka_runbooks.operators.remediate import load_recorded_plan  # the plan as recorded, never XCom's copy
+
+        plan, _, _ = load_recorded_plan(self.plan_output, "nothing to approve")
         if plan.cluster != config.name:
             raise AirflowFailException(f"the plan is for cluster {plan.cluster!r}, not {config.name!r}")
         record_id = plan.roll_id

@@ -225,6 +225,10 @@ class CloseElectionOperator(BaseOperator):
             store.close(record_id, actor=actor, resolution=f"{choice[0]}: nothing was changed")
             return {"status": choice[0].lower(), "record_id": record_id}
         entries = Ledger(config, record_id).entries()
+        cleared = clear_pending_election(config, entries)
+        if cleared:
+            self.log.warning("%s", cleared)
+            store.audit(record_id, actor=actor, action="election_znode", outcome="checked", details={"what": cleared})
         last = next((e for e in reversed(entries) if e.get("event") in ("gave_up", "halted", "refused")), None)
         why = (last or {}).get("reason") or "the run stopped before electing (see the task logs)"
         if last is not None and last.get("event") == "gave_up":
@@ -333,3 +337,19 @@ class ScheduleErrorsOperator(BaseOperator):
         if self.errors:
             raise AirflowFailException("clusters not checked (audited in <cluster>-election-schedule):\n"
                                        + "\n".join(f"- {e}" for e in self.errors))
+
+
+def clear_pending_election(config, entries) -> str | None:
+    """The close of an election whose worker died mid-batch removes the batch's own pending
+    /admin/preferred_replica_election (``election_run.clear_interrupted_batch``); what it did, or None."""
+    from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
+    from kafka_runbooks.remediate.election_run import clear_interrupted_batch, open_batch
+
+    if open_batch(entries) is None:
+        return None
+    try:
+        with ZooKeeperHook(config.zk_conn_id, timeout_s=config.capture.connect_timeout_s).session() as zk:
+            return clear_interrupted_batch(zk, entries)
+    except Exception as exc:  # noqa: BLE001 - said on the record: on-call must look at the znode
+        return (f"a batch's worker died and ZooKeeper could not be read to check /admin/preferred_replica_election "
+                f"({type(exc).__name__}: {exc}); check it by hand")

@@ -44,12 +44,29 @@ def _truthy(value: Any) -> bool:
     return value is True or str(value).strip().lower() in ("true", "1", "yes", "execute")
 
 
-def find_resumable_roll(store, cluster: str) -> tuple[dict[str, Any], Any] | None:
+def resume_target(value: Any) -> str | None:
+    """The roll a ``resume`` form value names (its record id), None for a plain yes (the latest halted roll)."""
+    text = str(value or "").strip()
+    if not text or _truthy(text) or text.lower() in ("false", "0", "no", "none"):
+        return None
+    return text
+
+
+def find_resumable_roll(store, cluster: str, record_id: str | None = None) -> tuple[dict[str, Any], Any] | None:
     """The latest open rolling-restart record of ``cluster`` whose ledger says it halted -- or whose worker died in
-    the middle of a step (a ``step_started`` that never ended: ``executor.interrupted_step``)."""
+    the middle of a step (a ``step_started`` that never ended: ``executor.interrupted_step``). ``record_id``: only
+    that roll (None when it is not an open, resumable roll of ``cluster``)."""
     from kafka_runbooks.remediate.executor import interrupted_step
     from kafka_runbooks.remediate.ledger import Ledger, find_resumable
 
+    if record_id is not None:
+        for record in store.records(cluster, statuses=["open"]):
+            if record.get("id") == record_id and (record.get("trigger") or {}).get("kind") == ROLLING_RESTART:
+                ledger = Ledger(store.db, record_id)
+                p = ledger.progress()
+                if p.resumable or interrupted_step(ledger.entries()) is not None:
+                    return record, p
+        return None
     found = find_resumable(store, cluster, ROLLING_RESTART)
     for record in reversed(store.records(cluster)):
         if found is not None and str(record.get("opened_at") or "") <= str(found[0].get("opened_at") or ""):
@@ -62,13 +79,78 @@ def find_resumable_roll(store, cluster: str) -> tuple[dict[str, Any], Any] | Non
     return found
 
 
+def plan_reference(plan_output: Any) -> tuple[str, str, str]:
+    """(cluster, record id, digest): all XCom is trusted for -- which recorded plan."""
+    plan = (plan_output or {}).get("plan") if isinstance(plan_output, dict) else None
+    if not isinstance(plan, dict) or not plan.get("roll_id") or not plan_output.get("digest"):
+        raise ValueError("the plan task's output names no recorded plan (record and digest)")
+    return str(plan.get("cluster")), str(plan["roll_id"]), str(plan_output["digest"])
+
+
+def load_recorded_plan(plan_output: Any, nothing: str):
+    """(plan, config, findings) of the plan the plan task recorded (its ``planned`` ledger entry) under the digest the
+    plan output names; AirflowFailException saying ``nothing`` was done otherwise."""
+    from kafka_runbooks.remediate.ledger import Ledger, PlanNotRecorded, recorded_plan
+
+    try:
+        cluster, record_id, digest = plan_reference(plan_output)
+    except ValueError as exc:
+        raise AirflowFailException(f"{exc}; {nothing}") from exc
+    config = _config(cluster)
+    try:
+        plan, findings = recorded_plan(Ledger(config, record_id).entries(), digest)
+    except PlanNotRecorded as exc:
+        raise AirflowFailException(f"{exc}; {nothing}") from exc
+    if plan.cluster != config.name:
+        raise AirflowFailException(f"the recorded plan is of cluster {plan.cluster!r}, not {config.name!r}; {nothing}")
+    return plan, config, findings
+
+
+def how_it_ended(store, record_id: str, progress) -> str:
+    """How the roll's last run ended, for the resume's log: halted (why), or cut (the worker died: which broker's step,
+    its stop sent when)."""
+    from kafka_runbooks.remediate.executor import interrupted_step
+    from kafka_runbooks.remediate.ledger import Ledger
+
+    halted = progress.halted or {}
+    if halted.get("cut") and halted.get("broker_id") is not None:
+        return (f"its run {halted.get('cut_run') or halted.get('run_id')} was cut during broker {halted.get('broker_id')}'s step "
+                f"(down from {halted.get('down_since')})")
+    if halted:
+        return f"halted: {halted.get('reason')}"
+    step = interrupted_step(Ledger(store.db, record_id).entries())
+    if step is not None:
+        return (f"its run {step.get('run_id')} was cut during broker {step.get('broker_id')}'s step (stop command sent at "
+                f"{step.get('at')}): the broker is started if down, restarted if up")
+    return "its last run ended without a halt"
+
+
+def read_cluster(config, nothing: str):
+    """The cluster's snapshot from its ZooKeeper; an ensemble that does not answer fails the task naming it (which
+    servers, which connection, how long it waited) -- never a bare ``KazooTimeoutError`` traceback."""
+    from kafka_runbooks.detect.observe import zookeeper_unreachable
+    from kafka_runbooks.detect.snapshot import read_snapshot
+    from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
+
+    hook = ZooKeeperHook(config.zk_conn_id, timeout_s=config.capture.connect_timeout_s)
+    try:
+        with hook.session() as zk:
+            return read_snapshot(zk, config.name)
+    except Exception as exc:  # noqa: BLE001 - an unreachable ensemble is said; anything else is raised as it is
+        if not zookeeper_unreachable(exc):
+            raise
+        raise AirflowFailException(
+            f"cluster {config.name!r}: its ZooKeeper ensemble {hook.hosts}{hook.chroot or ''} (connection "
+            f"{config.zk_conn_id!r}) did not answer ({type(exc).__name__}: {exc}; timeout "
+            f"{config.capture.connect_timeout_s:g} s); {nothing}") from exc
+
+
 def use_approval(context, plan, config, nothing: str, canary: bool = False):
     """Verifies that a sealed Approve of THIS plan -- and of everything that will run for it, built from the
     configuration now (``digest.execution_binding``, with this run's ``canary`` switch) -- in THIS run exists, is
     not older than ``approvals.max_age_s`` and has not been used, and uses it (recorded in the ledger and the
     audit). Returns (decision, approver); AirflowFailException saying ``nothing`` and what changed otherwise.
     Every remediation's execute task calls this before it changes anything."""
-    from kafka_runbooks import clock
     from kafka_runbooks.incidents.store import IncidentStore
     from kafka_runbooks.operators.approval import approval_secret
     from kafka_runbooks.remediate.approvals import ApprovalError, Decision, usable_refusals
@@ -88,7 +170,7 @@ def use_approval(context, plan, config, nothing: str, canary: bool = False):
         refusals, entry = usable_refusals(ledger.entries(), secret=secret, dag_id=ti.dag_id, run_id=ti.run_id,
                                           plan_digest=digest, approvers=config.approvals.approvers,
                                           names=config.approvals.approver_names, plan=plan.to_dict(), binding=binding,
-                                          max_age_s=config.approvals.max_age_s, now=clock.now_iso(),
+                                          max_age_s=config.approvals.max_age_s, now=store.db.now(),  # the database's clock
                                           valid_until=(plan.conditions or {}).get("deadline_at"))
         if not refusals:
             decision = Decision.from_payload(entry["decision"])
@@ -185,8 +267,6 @@ class PlanRemediationOperator(BaseOperator):
         self.report = report
 
     def execute(self, context) -> dict[str, Any]:
-        from kafka_runbooks.detect.snapshot import read_snapshot
-        from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
         from kafka_runbooks.incidents.store import IncidentStore
         from kafka_runbooks.model import Finding
         from kafka_runbooks.remediate import ledger as L
@@ -206,8 +286,7 @@ class PlanRemediationOperator(BaseOperator):
         findings = [Finding.from_dict(f) for f in report.get("findings") or []]
 
         static, unread = static_config_state(config)
-        with ZooKeeperHook(config.zk_conn_id, timeout_s=config.capture.connect_timeout_s).session() as zk:
-            snapshot = read_snapshot(zk, config.name)
+        snapshot = read_cluster(config, "nothing was planned or changed")
         unread.update(unconfigured_replicas(config, snapshot))
         notes = [f"broker {b}: {why} (its min.insync.replicas is unknown: stops that depend on it are refused)"
                  for b, why in sorted(unread.items())]
@@ -223,16 +302,19 @@ class PlanRemediationOperator(BaseOperator):
             progress = ledger.progress()
             if progress.resumable or interrupted_step(ledger.entries()) is not None:
                 completed = list(progress.completed)
-        elif _truthy(self.resume):
-            found = find_resumable_roll(store, config.name)
+        elif _truthy(self.resume) or resume_target(self.resume):
+            named = resume_target(self.resume)
+            found = find_resumable_roll(store, config.name, named)
             if found is None:
-                raise AirflowFailException(f"resume: cluster {config.name!r} has no halted rolling restart to resume")
+                raise AirflowFailException(f"resume: roll {named!r} is not an open, halted rolling restart of cluster "
+                                           f"{config.name!r}" if named else
+                                           f"resume: cluster {config.name!r} has no halted rolling restart to resume")
             record, progress = found
             record_id = record["id"]
             requested = list(progress.requested or record.get("broker_ids") or [])
             completed = list(progress.completed)
-            self.log.warning("resuming roll %s: requested %s, already done %s, halted: %s", record_id, requested, completed,
-                             (progress.halted or {}).get("reason"))
+            self.log.warning("resuming roll %s: requested %s, already done %s; %s", record_id, requested, completed,
+                             how_it_ended(store, record_id, progress))
             if self.broker_ids and sorted(int(b) for b in self.broker_ids) != sorted(requested):
                 self.log.warning("resume continues the halted roll's brokers %s; the form's brokers %s are ignored",
                                  requested, list(self.broker_ids))
@@ -271,7 +353,8 @@ class PlanRemediationOperator(BaseOperator):
 
             PlanDetails(config).put(record_id, digest, plan)  # every line and refusal; the plan carries its fingerprint
             L.Ledger(config, record_id).append(L.PLANNED, context["ti"].run_id, plan=plan.to_dict(), digest=digest,
-                                                             starter=starter, notes=notes)
+                                                             starter=starter, notes=notes,
+                                                             findings=[f.to_dict() for f in findings])
             store.update(record_id, plan=plan.to_dict(), plan_digest=digest)
             store.audit(record_id, actor=starter or _actor(context), action="plan_restart",
                         outcome="refused" if plan.refused else "ok",
@@ -322,16 +405,14 @@ class ClusterChangingOperator(BaseOperator):
         self.plan_output = plan_output
 
     def approved_plan(self, context, nothing: str):
-        """(plan, config, decision, approver); AirflowFailException saying ``nothing`` was done otherwise."""
-        from kafka_runbooks.model import Plan
-
+        """(plan, config, decision, approver); AirflowFailException saying ``nothing`` was done otherwise. The plan is
+        the one the plan task recorded in the state database under the digest XCom refers to (``plan_reference``):
+        whatever else XCom carries is not read."""
         if not isinstance(self.plan_output, dict) or "plan" not in self.plan_output:
             raise AirflowFailException(f"no plan (see the plan task); {nothing}")
-        plan = Plan.from_dict(self.plan_output["plan"])
-        config = _config(plan.cluster)
-        if not plan.roll_id:
-            raise AirflowFailException(f"the plan has no record; {nothing}")
+        plan, config, findings = load_recorded_plan(self.plan_output, nothing)
         decision, approver = use_approval(context, plan, config, nothing, canary=_truthy(self.plan_output.get("canary")))
+        self.recorded_findings = findings
         return plan, config, decision, approver
 
 
@@ -346,11 +427,18 @@ class ExecutePlanOperator(ClusterChangingOperator):
         ti = context["ti"]
         store = IncidentStore(config)
 
-        fresh = fresh_plan(config, plan, canary=_truthy(self.plan_output.get("canary")))
-        changed = E.plan_changed(plan, fresh)
+        from kafka_runbooks.remediate import ledger as L
+
+        changed = L.waiver_refusals(plan, getattr(self, "recorded_findings", []))
+        if not changed:
+            fresh = fresh_plan(config, plan, canary=_truthy(self.plan_output.get("canary")))
+            changed = E.plan_changed(plan, fresh)
         if changed:
+            reason = L.Reason("plan_changed", "; ".join(changed))
+            L.Ledger(config, plan.roll_id).append(L.REFUSED, ti.run_id, state=L.StepState.REFUSED.value, reason=reason.sentence,
+                                                  **reason.to_dict())
             store.audit(plan.roll_id, actor=approver, action="execute_plan", outcome="refused",
-                        details={"refusals": changed, "run_id": ti.run_id})
+                        details={"refusals": changed, "run_id": ti.run_id, "code": reason.code})
             raise AirflowFailException("\n".join(changed) + "; nothing restarted")
         execution = E.Execution(
             config=config, plan=plan, record_id=plan.roll_id, dag_id=ti.dag_id, run_id=ti.run_id, task_id=ti.task_id,
@@ -398,39 +486,57 @@ class CloseRollOperator(BaseOperator):
             raise AirflowFailException("the plan was never computed (see the plan task)")
         config = _config(plan["cluster"])
         store = IncidentStore(config)
-        progress = Ledger(config, record_id).progress()
+        ledger = Ledger(config, record_id)
+        replay_journal(config, ledger, store)  # records the execute task kept locally while the database failed
+        entries = ledger.entries()
+        progress = L.progress(entries)
         actor = _actor(context)
         if progress.done and isinstance(self.result, dict):
-            store.close(record_id, actor=actor, resolution=f"restarted {self.result.get('restarted')} (in order), approved by "
-                                                           f"{self.result.get('approved_by')}; every gate passed")
-            text = summary.finished(context, self.log, config, record_id, plan.get("kind") or ROLLING_RESTART, self.result)
-            return {"status": "closed", "record_id": record_id, "restarted": self.result.get("restarted"), "summary": text}
+            restarted, cut = across_runs(entries)
+            store.close(record_id, actor=actor, resolution=f"restarted {restarted} (in order, across every run of this roll), "
+                                                           f"approved by {self.result.get('approved_by')}; every gate passed"
+                                                           + (f"; {cut}" if cut else ""))
+            text = summary.finished(context, self.log, config, record_id, plan.get("kind") or ROLLING_RESTART,
+                                    {**self.result, "restarted": restarted})
+            return {"status": "closed", "record_id": record_id, "restarted": restarted, "summary": text}
         choice = (self.decision or {}).get("chosen_options") if isinstance(self.decision, dict) else None
         refused = list((self.decision or {}).get("refusals") or []) if isinstance(self.decision, dict) else []
         if refused and not progress.completed and not progress.resumable:
             # an answer that did not count (four eyes, a changed plan): nothing ran; the record ends saying why
             who = ((self.decision or {}).get("responded_by_user") or {}).get("name") or "nobody"
             store.close(record_id, actor=actor, resolution=f"approval by {who} refused: {'; '.join(refused)}; nothing was changed")
-            return {"status": "refused", "record_id": record_id, "refusals": refused}
+            raise AirflowFailException(f"roll {record_id} refused: approval by {who} refused: {'; '.join(refused)}; "
+                                       "nothing was changed")
         if choice and choice[0] != "Approve":
             store.close(record_id, actor=actor, resolution=f"{choice[0]} by {(self.decision.get('responded_by_user') or {}).get('name') or 'nobody (timed out)'}: nothing was changed")
             return {"status": choice[0].lower(), "record_id": record_id}
-        ledger = Ledger(config, record_id)
-        step = interrupted_step(ledger.entries())
+        run_id = context["ti"].run_id
+        refusal = refused_in(entries, run_id)
+        if refusal is not None:
+            why = f"refused: {refusal.get('reason')}; nothing stopped"
+            if not progress.completed:
+                store.close(record_id, actor=actor, resolution=why)
+            else:
+                store.update(record_id, note=f"{why} by run {run_id}; brokers done before: {list(progress.completed)}; "
+                                             "resumable with resume=true")
+            raise AirflowFailException(f"roll {record_id} {why}")
+        step = interrupted_step(entries)
         if step is not None:
             # the worker died in the middle of a step: say exactly what state the cluster was left in, and make it resumable
             state = cluster_now(config)
             lines = interruption_report(step, state, config.hosts)
-            ledger.append(L.HALTED, context["ti"].run_id, broker_id=step.get("broker_id"), phase="interrupted",
-                          reason=lines[0], state=lines[1:-1], at_step=step.get("broker_id"))
+            ledger.append(L.HALTED, run_id, broker_id=step.get("broker_id"), phase="interrupted", code="worker_lost",
+                          reason=lines[0], state=lines[1:-1], at_step=step.get("broker_id"), cut=True,
+                          step_state=L.StepState.CUT.value, down_since=step.get("at"), cut_run=step.get("run_id"))
             store.audit(record_id, actor=actor, action="halt", outcome="failed",
-                        details={"broker_id": step.get("broker_id"), "phase": "interrupted", "reason": lines[0], "state": lines[1:-1]})
+                        details={"broker_id": step.get("broker_id"), "phase": "interrupted", "code": "worker_lost",
+                                 "reason": lines[0], "state": lines[1:-1]})
             store.update(record_id, note="halted: " + "; ".join(lines))
             raise AirflowFailException(f"roll {record_id} is not complete:\n" + "\n".join(lines))
-        lost = interrupted_execution(ledger.entries(), context["ti"].run_id)
+        lost = interrupted_execution(entries, run_id)
         if lost and not progress.resumable:  # the executor died with its worker between steps: nothing recorded how it ended
-            ledger.append(L.HALTED, context["ti"].run_id, reason=lost, at_step=None)
-            store.audit(record_id, actor=actor, action="halt", outcome="recorded", details={"reason": lost, "run_id": context["ti"].run_id})
+            ledger.append(L.HALTED, run_id, reason=lost, at_step=None, code="worker_lost", cut=True)
+            store.audit(record_id, actor=actor, action="halt", outcome="recorded", details={"reason": lost, "run_id": run_id})
             progress = ledger.progress()
         why = (progress.halted or {}).get("reason") or (
             "the run stopped before executing: nothing was changed (see the plan and approve tasks)" if not progress.completed
@@ -439,16 +545,49 @@ class CloseRollOperator(BaseOperator):
         raise AirflowFailException(f"roll {record_id} is not complete: {why}")
 
 
+def replay_journal(config, ledger, store) -> int:
+    """Writes what an execute task on this worker kept in its journal (``remediate/ledger.Journal``) while the state
+    database failed; the rest stays in the file (said in the log)."""
+    from kafka_runbooks.remediate import ledger as L
+
+    try:
+        return L.Journal.of(config, ledger.record_id).replay(L.store_writer(ledger, store))
+    except Exception:  # noqa: BLE001 - the journal stays; the close goes on from what the database has
+        return 0
+
+
+def refused_in(entries: Sequence[dict[str, Any]], run_id: str) -> dict[str, Any] | None:
+    """The ``refused`` entry of ``run_id`` (its execution ended before any stop), when it is its last word."""
+    from kafka_runbooks.remediate import ledger as L
+
+    mine = [e for e in entries if e.get("run_id") == run_id and e.get("event") in (L.REFUSED, L.HALTED, L.COMPLETED)]
+    return mine[-1] if mine and mine[-1].get("event") == L.REFUSED else None
+
+
+def across_runs(entries: Sequence[dict[str, Any]]) -> tuple[list[int], str]:
+    """(every broker restarted by the roll, in order, across all its runs; what cut a run, or "")."""
+    from kafka_runbooks.remediate import ledger as L
+
+    restarted = list(L.progress(entries).completed)
+    cuts = [e for e in entries if e.get("event") == L.HALTED and e.get("cut")]
+    said = []
+    for e in cuts:
+        where = (f"during broker {e.get('broker_id')}'s step (down from {e.get('down_since')})" if e.get("broker_id") is not None
+                 else "between steps")
+        said.append(f"run {e.get('cut_run') or e.get('run_id')} was cut {where} and resumed")
+    return restarted, "; ".join(said)
+
+
 def interrupted_execution(entries: Sequence[dict[str, Any]], run_id: str) -> str | None:
     """Why the roll must count as halted when ``run_id``'s execution used its approval and then recorded no end (no
-    step failure, halt or completion): its task died with its worker (SIGKILL, a lost machine) and Airflow failed it.
-    None when the execution ended by itself or never started."""
+    step failure, refusal, halt or completion): its task died with its worker (SIGKILL, a lost machine) and Airflow
+    failed it. None when the execution ended by itself or never started."""
     from kafka_runbooks.remediate import ledger as L
 
     mine = [e for e in entries if e.get("run_id") == run_id]
     if not any(e.get("event") == L.APPROVAL_USED for e in mine):
         return None
-    if any(e.get("event") in (L.STEP_FAILED, L.HALTED, L.COMPLETED) for e in mine):
+    if any(e.get("event") in (L.STEP_FAILED, L.HALTED, L.COMPLETED, L.REFUSED) for e in mine):
         return None
     done = {e.get("broker_id") for e in mine if e.get("event") == L.STEP_DONE}
     open_steps = [e.get("broker_id") for e in mine if e.get("event") == L.STEP_STARTED and e.get("broker_id") not in done]

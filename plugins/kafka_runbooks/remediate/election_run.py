@@ -26,7 +26,7 @@ from kafka_runbooks.config import ClusterConfig
 from kafka_runbooks.model import CONSUMER_OFFSETS
 from kafka_runbooks.remediate import election as E
 from kafka_runbooks.remediate import ledger as L
-from kafka_runbooks.remediate.executor import Execution, Halted, Refused, describe_state
+from kafka_runbooks.remediate.executor import Execution, Halted, Records, Refused, describe_state
 
 log = logging.getLogger(__name__)
 
@@ -88,18 +88,19 @@ def check_ready(config: ClusterConfig, conditions: Mapping[str, Any], series: li
     diagnosis when one is stuck). ``series``: the followers' samples of the earlier checks of this wait."""
     from kafka_runbooks.detect.snapshot import read_snapshot
     from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
-    from kafka_runbooks.remediate.lock import holders
+    from kafka_runbooks.remediate.lock import holders, zk_now
 
     with ZooKeeperHook(config.zk_conn_id, timeout_s=config.capture.connect_timeout_s).session() as zk:
         snapshot = read_snapshot(zk, config.name)
         held = holders(zk, config.name)
+        now = zk_now(zk, config.name)  # session ages on ZooKeeper's clock, never the worker's
     metrics, notes = [], []
     if conditions.get("max_bytes_in_per_s") is not None or conditions.get("max_requests_per_s") is not None:
         metrics, _, notes, _ = read_metrics(config, snapshot)
     stuck_s = float(conditions.get("stuck_s") or config.health.follower_stuck_s)
     followers, more = observe_followers(_with_stuck_s(config, stuck_s), snapshot, conditions.get("brokers") or (),
                                         series if series is not None else [])
-    why = E.readiness(snapshot, conditions, clock.now(), lock_holders=held, metrics=metrics, followers=followers)
+    why = E.readiness(snapshot, conditions, now, lock_holders=held, metrics=metrics, followers=followers)
     return why, {"at": snapshot.taken_at, "notes": notes + more, "controller": snapshot.controller_id,
                  "followers": {f"{b}:{n}": v.to_dict() for (b, n), v in followers.items()},
                  "stuck": E.stuck_diagnosis(conditions, followers)}
@@ -152,6 +153,35 @@ def remove_our_znode(zk, partitions: list[str]) -> bool:
         return True
     except (NoNodeError, BadVersionError):
         return False
+
+
+def open_batch(entries: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """The ``step_started`` entry of an election batch that never ended (no ``step_done`` of that batch, no ``halted``
+    or ``completed`` after it): its worker died after the batch started. None otherwise. Pure."""
+    started: Mapping[str, Any] | None = None
+    for e in entries:
+        kind = e.get("event")
+        if kind == L.STEP_STARTED and "partitions" in e:
+            started = e
+        elif kind == L.STEP_DONE and started is not None and e.get("batch") == started.get("batch"):
+            started = None
+        elif kind in (L.HALTED, L.COMPLETED):
+            started = None
+    return started
+
+
+def clear_interrupted_batch(zk, entries: Iterable[Mapping[str, Any]]) -> str | None:
+    """After a worker died in an election batch: /admin/preferred_replica_election, when it still holds exactly what that
+    batch wrote (``remove_our_znode``: compared byte for byte, deleted at its version), is removed -- no controller runs
+    it later, unwatched. Somebody else's pending election is left. Returns what was done, or None (no open batch)."""
+    batch = open_batch(entries)
+    if batch is None:
+        return None
+    partitions = [str(n) for n in batch.get("partitions") or ()]
+    if remove_our_znode(zk, partitions):
+        return (f"{E.ZNODE} written by batch {batch.get('batch')} of run {batch.get('run_id')} (its worker died) was still "
+                f"pending; it was removed: no controller will run it later")
+    return f"batch {batch.get('batch')} of run {batch.get('run_id')} did not end; {E.ZNODE} holds nothing of it now"
 
 
 def _elect_admin(config: ClusterConfig, snapshot, partitions: list[str], timeout_s: float) -> float:
@@ -267,18 +297,18 @@ def run(ex: Execution) -> dict[str, Any]:
     from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
     from kafka_runbooks.incidents.store import IncidentStore
     from kafka_runbooks.remediate import progress
-    from kafka_runbooks.remediate.lock import LockBusy, LockLost, MaintenanceLock
+    from kafka_runbooks.remediate.lock import LockBusy, LockLost, MaintenanceLock, zk_now
 
     cfg = ex.config
     progress.quiet_connection_noise()
     store = IncidentStore(cfg)
     ledger = L.Ledger(cfg, ex.record_id)
-    where = {"run_id": ex.run_id, "dag_id": ex.dag_id, "task_id": ex.task_id, "try": ex.try_number}
+    records = Records(ex, ledger, store)  # the intent before a batch is written must be committed; the rest best-effort
+    records.recorder.replay()
     method = E.election_method(cfg)
 
     def audit(action: str, outcome: str, details: Mapping[str, Any] | None = None) -> None:
-        store.audit(ex.record_id, actor=ex.approver, action=action, outcome=outcome, details={**(details or {}), **where})
-        progress.say(log, action, outcome, details)  # the same entry as one readable log line
+        records.audit(action, outcome, details=details)  # never raises: a failing database never skips a halt
 
     elected: list[str] = []
     batch_no = 0
@@ -291,7 +321,7 @@ def run(ex: Execution) -> dict[str, Any]:
             identity = lock.acquire(cfg.gates.lock_wait_s)
         except LockBusy as exc:
             audit("maintenance_lock", "busy", {"holders": exc.holders})
-            ledger.append("refused", ex.run_id, reason=str(exc))
+            records.event(L.REFUSED, reason=str(exc), code="lock_busy", sentence=str(exc), state=L.StepState.REFUSED.value)
             raise Refused(str(exc)) from exc
         audit("maintenance_lock", "acquired", identity)
         t_all = time.monotonic()
@@ -304,7 +334,8 @@ def run(ex: Execution) -> dict[str, Any]:
                         if n in by_name and n not in already and by_name[n].leader != E.preferred(by_name[n])]
                 target = snapshot.broker(batch.target)
                 check = hook.check_broker(target, cfg.health.kafka_probe_timeout_s) if target is not None and todo else None
-                refusals = E.batch_refusals(snapshot, ex.plan.conditions, clock.now(), batch.target, todo, check=check) if todo else []
+                refusals = E.batch_refusals(snapshot, ex.plan.conditions, zk_now(zk, cfg.name), batch.target, todo,
+                                            check=check) if todo else []
                 at = {"batch": batch_no, "batches": len(ex.plan.batches), "broker_id": batch.target}
                 audit("batch_check", "refused" if refusals else "ok",
                       {**at, "partitions": len(todo), "refusals": refusals,
@@ -313,9 +344,11 @@ def run(ex: Execution) -> dict[str, Any]:
                     raise Halted(f"batch {batch_no}: refused on fresh state: " + "; ".join(refusals) + "; nothing of this batch was elected")
                 if not todo:
                     audit("elect_batch", "skipped", {**at, "why": "already led by the preferred replica, or elected by this election before"})
-                    ledger.append(L.STEP_DONE, ex.run_id, batch=batch_no, broker_id=batch.target, partitions=[], skipped=True)
+                    records.event(L.STEP_DONE, batch=batch_no, broker_id=batch.target, partitions=[], skipped=True)
                     continue
-                ledger.append(L.STEP_STARTED, ex.run_id, batch=batch_no, broker_id=batch.target, partitions=todo)
+                lock.fence()  # the lock proven in ZooKeeper before the batch is written
+                records.intent(L.STEP_STARTED, batch=batch_no, broker_id=batch.target, partitions=todo,
+                               state=L.StepState.STOPPING.value)  # committed before the znode is written, or nothing is
                 t0 = time.monotonic()
                 if method == "zookeeper":
                     pending[:] = todo
@@ -336,24 +369,29 @@ def run(ex: Execution) -> dict[str, Any]:
                           "elect_s": round(took, 2), **conv, "batch_s": round(time.monotonic() - t0, 2)}
                 ex.timings.append(timing)
                 audit("convergence", "ok", timing)
-                ledger.append(L.STEP_DONE, ex.run_id, batch=batch_no, broker_id=batch.target, partitions=todo, timing=timing)
+                records.event(L.STEP_DONE, batch=batch_no, broker_id=batch.target, partitions=todo, timing=timing,
+                              state=L.StepState.DONE.value)
                 elected += todo
         except Halted as exc:
-            _halt(ex, ledger, audit, zk, batch_no, str(exc), pending)
+            _halt(ex, records, audit, zk, batch_no, str(exc), pending)
         except LockLost as exc:
-            _halt(ex, ledger, audit, zk, batch_no, str(exc), pending)
+            _halt(ex, records, audit, zk, batch_no, str(exc), pending)
+        except L.RecordFailed as exc:
+            _halt(ex, records, audit, zk, batch_no, f"{exc}; nothing of this batch was written", pending)
         except Exception as exc:  # noqa: BLE001 - ZooKeeper, Kafka client: anything else halts the same way
-            _halt(ex, ledger, audit, zk, batch_no, f"unexpected error: {type(exc).__name__}: {exc}", pending)
+            _halt(ex, records, audit, zk, batch_no, f"unexpected error: {type(exc).__name__}: {exc}", pending)
         finally:
-            lock.release()
-            audit("maintenance_lock", "released")
+            try:
+                lock.release()
+            finally:
+                audit("maintenance_lock", "released")
     wall_s = round(time.monotonic() - t_all, 2)
-    ledger.append(L.COMPLETED, ex.run_id, elected=elected, wall_s=wall_s)
+    records.event(L.COMPLETED, elected=elected, wall_s=wall_s)
     return {"elected": elected, "batches": len(ex.plan.batches), "approved_by": ex.approver, "timings": ex.timings,
             "canary_failures": sum(t.get("canary_failures", 0) for t in ex.timings), "record_id": ex.record_id, "wall_s": wall_s}
 
 
-def _halt(ex: Execution, ledger, audit, zk, batch_no: int, reason: str, pending: list[str] | None = None) -> None:
+def _halt(ex: Execution, records: Records, audit, zk, batch_no: int, reason: str, pending: list[str] | None = None) -> None:
     from kafka_runbooks.detect.snapshot import read_snapshot
 
     if pending:
@@ -368,7 +406,7 @@ def _halt(ex: Execution, ledger, audit, zk, batch_no: int, reason: str, pending:
     except Exception:  # noqa: BLE001
         snapshot = None
     state = describe_state(snapshot, ex.config.hosts)
-    ledger.append(L.HALTED, ex.run_id, batch=batch_no, reason=reason, state=state)
+    records.event(L.HALTED, batch=batch_no, reason=reason, state=state)
     audit("halt", "failed", {"batch": batch_no, "reason": reason, "state": state})
     text = [f"preferred election of cluster {ex.config.name} HALTED at batch {batch_no} of {len(ex.plan.batches)}", reason,
             "cluster now:", *[f"  {line}" for line in state],

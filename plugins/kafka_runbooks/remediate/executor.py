@@ -310,6 +310,80 @@ def probe_consumer_config(ex: Execution, snapshot: ClusterSnapshot):
     return lambda group: {**base, "group.id": group, "enable.auto.commit": False, "session.timeout.ms": 10000}
 
 
+class Records:
+    """The records of one execution, written through one :class:`ledger.Recorder`: the intent before a stop must be
+    committed (:meth:`intent`, else nothing is stopped); every other record is best-effort -- a bounded retry, then the
+    worker's local journal (``<incident_base>/journal/<record>.jsonl``), replayed when the database is back -- and never
+    raises: a failing database never skips a start, a gate or a halt."""
+
+    def __init__(self, ex: "Execution", ledger, store, recorder: L.Recorder | None = None) -> None:
+        self.ex, self.ledger, self.store = ex, ledger, store
+        self.recorder = recorder or L.Recorder(L.Journal.of(ex.config, ex.record_id), L.store_writer(ledger, store))
+        self.where = {"run_id": ex.run_id, "dag_id": ex.dag_id, "task_id": ex.task_id, "try": ex.try_number}
+
+    def _audit_item(self, action: str, outcome: str, host, command, details) -> dict[str, Any]:
+        return {"kind": "audit", "record_id": self.ex.record_id, "at": clock.now_iso(), "actor": self.ex.approver,
+                "action": action, "outcome": outcome, "host": host, "command": list(command) if command is not None else None,
+                "details": {**(details or {}), **self.where}}
+
+    def audit(self, action: str, outcome: str, *, host: str | None = None, command=None,
+              details: Mapping[str, Any] | None = None) -> None:
+        from kafka_runbooks.remediate import progress
+
+        self.recorder.best(self._audit_item(action, outcome, host, command, details))
+        try:
+            progress.say(log, action, outcome, details)  # the same entry as one readable log line
+        except Exception:  # noqa: BLE001 - a log line never stops the engine
+            log.exception("could not log %s %s", action, outcome)
+
+    def event(self, event: str, **fields: Any) -> None:
+        """A ledger entry after an action (best-effort)."""
+        self.recorder.best({"kind": "ledger", "event": event, "run_id": self.ex.run_id, "at": clock.now_iso(), **fields})
+
+    def intent(self, event: str, **fields: Any) -> None:
+        """A ledger entry that must be committed before the action it announces (``RecordFailed`` otherwise)."""
+        self.recorder.must({"kind": "ledger", "event": event, "run_id": self.ex.run_id, "at": clock.now_iso(), **fields})
+
+
+def stop_gate(records: Records, broker_id: int, check_now, fresh_s: float, *, monotonic=time.monotonic,
+              max_checks: int = 5):
+    """``before_stop`` of a step: check (``check_now() -> (refusals, details)``: the lock proven in ZooKeeper, the
+    state read again, every holder checked directly) -> the intent committed (``step_started``, state ``stopping``) ->
+    while the last check is older than ``fresh_s`` (the intent's write took long), check again, writing nothing in
+    between: the stop command leaves at most ``fresh_s`` after the last direct check. A refusal, or an intent that
+    cannot be committed, raises StepFailed with ``stopped=False``: nothing was stopped."""
+    from kafka_runbooks.remediate.steps import StepFailed
+
+    def checked(first: bool):
+        t = monotonic()
+        why, details = check_now()
+        if why:
+            records.audit("safety_check_before_stop", "refused", details={"broker_id": broker_id, "refusals": why, **details})
+            raise StepFailed(broker_id, "safety check right before the stop", "; ".join(why[:10]) + "; nothing was stopped",
+                             stopped=False, code="refused_before_stop")
+        if first:  # a check again (below) is recorded with the stop command: nothing is written between it and the stop
+            records.audit("safety_check_before_stop", "ok", details={"broker_id": broker_id, **details})
+        return t, details
+
+    def before_stop() -> dict[str, Any]:
+        t, details = checked(True)
+        try:
+            records.intent(L.STEP_STARTED, broker_id=broker_id, state=L.StepState.STOPPING.value, check=details)
+        except L.RecordFailed as exc:
+            raise StepFailed(broker_id, "intent", str(exc), stopped=False, code="intent_not_recorded") from exc
+        checks = 1
+        while monotonic() - t > fresh_s:
+            if checks >= max_checks:
+                raise StepFailed(broker_id, "safety check right before the stop",
+                                 f"no direct check of the holders within {fresh_s:g}s of the stop after {checks} tries; "
+                                 "nothing was stopped", stopped=False, code="check_not_fresh")
+            t, details = checked(False)
+            checks += 1
+        return {"last_check": details, "checks": checks, "checked_s_before_stop": round(monotonic() - t, 3)}
+
+    return before_stop
+
+
 def run(ex: Execution) -> dict[str, Any]:
     """Execute ``ex.plan``; returns what was done. Raises Refused (nothing changed) or Halted."""
     from kafka_runbooks.detect.snapshot import read_snapshot
@@ -326,12 +400,9 @@ def run(ex: Execution) -> dict[str, Any]:
     progress.quiet_connection_noise()
     store = IncidentStore(cfg)
     ledger = L.Ledger(cfg, ex.record_id)
-    where = {"run_id": ex.run_id, "dag_id": ex.dag_id, "task_id": ex.task_id, "try": ex.try_number}
-
-    def audit(action: str, outcome: str, *, host: str | None = None, command=None, details: Mapping[str, Any] | None = None) -> None:
-        store.audit(ex.record_id, actor=ex.approver, action=action, outcome=outcome, host=host, command=command,
-                    details={**(details or {}), **where})
-        progress.say(log, action, outcome, details)  # the same entry as one readable log line
+    records = Records(ex, ledger, store)
+    records.recorder.replay()  # what an earlier run of this record kept in the journal while the database failed
+    audit = records.audit
 
     done: list[int] = []
     with ZooKeeperHook(cfg.zk_conn_id, timeout_s=cfg.capture.connect_timeout_s).session() as zk:
@@ -340,7 +411,8 @@ def run(ex: Execution) -> dict[str, Any]:
             identity = lock.acquire(cfg.gates.lock_wait_s)
         except LockBusy as exc:
             audit("maintenance_lock", "busy", details={"holders": exc.holders})
-            ledger.append("refused", ex.run_id, reason=str(exc))
+            records.event(L.REFUSED, state=L.StepState.REFUSED.value, reason=str(exc),
+                          code="lock_busy", sentence=str(exc))
             raise Refused(str(exc)) from exc
         audit("maintenance_lock", "acquired", details=identity)
         t_roll = time.monotonic()
@@ -365,7 +437,7 @@ def run(ex: Execution) -> dict[str, Any]:
                     step_audit("host_identity", "refused" if wrong else "ok",
                                details={"reason": wrong} if wrong else {"server_properties": cfg.server_properties(b)})
                     if wrong:
-                        _halt(ex, ledger, audit, zk, b, "host identity", wrong, {})
+                        raise StepFailed(b, "host identity", wrong, stopped=False, code="host_identity")
                     fresh = read_fresh_state(zk, ex, b)
                     remaining = [s.broker_id for s in ex.plan.steps if s.broker_id not in ledger.progress().completed]
                     refusals = stop_refusals(fresh.snapshot, b, fresh.settings, fresh.not_serving, fresh.unresponsive)
@@ -375,23 +447,21 @@ def run(ex: Execution) -> dict[str, Any]:
                                    "unresponsive": fresh.unresponsive, "checked": _checked(fresh.checked),
                                    "state": describe_state(fresh.snapshot, cfg.hosts, b)})
                     if refusals:
-                        _halt(ex, ledger, audit, zk, b, "safety check on fresh state", "; ".join(refusals[:10]), {})
+                        raise StepFailed(b, "safety check on fresh state", "; ".join(refusals[:10]) + "; nothing was stopped",
+                                         stopped=False, code="refused_on_fresh_state")
                     t0 = time.monotonic()
                     offsets_before = G.offsets_partitions(fresh.snapshot)
                     expected = [p.name for p in fresh.snapshot.partitions_of(b)]
 
-                    def before_stop(_b=b, _fresh=fresh, _remaining=remaining) -> None:
-                        """The state re-read right before the stop command, every holder checked again (``last_check``)."""
-                        lock.check()
+                    def check_now(_b=b, _fresh=fresh, _remaining=remaining):
+                        """The lock proven in ZooKeeper, the state re-read, every holder checked again (``last_check``)."""
+                        fenced = lock.fence()
                         now = read_snapshot(zk, cfg.name)
                         why, unresponsive, checks = last_check(cfg, ex.plan, now, _b, _fresh, _remaining)
-                        step_audit("safety_check_before_stop", "refused" if why else "ok",
-                                   details={"refusals": why, "unresponsive": unresponsive, "checked": _checked(checks),
-                                            "controller": now.controller_id})
-                        if why:
-                            raise StepFailed(_b, "safety check right before the stop", "; ".join(why[:10]) + "; nothing was stopped")
-                        ledger.append(L.STEP_STARTED, ex.run_id, broker_id=_b)
+                        return why, {"unresponsive": unresponsive, "checked": _checked(checks), "controller": now.controller_id,
+                                     "lock": fenced}
 
+                    before_stop = stop_gate(records, b, check_now, cfg.gates.check_fresh_s)
                     report = restart_broker(zk, host, cfg.gates, step_audit, log, serving=b not in fresh.not_serving,
                                             before_stop=before_stop, guard=lock.check)
                     timing = {"broker_id": b, **{f"{k}_s": round(v, 2) for k, v in report.seconds.items()},
@@ -443,25 +513,29 @@ def run(ex: Execution) -> dict[str, Any]:
                         timing["canary_s"] = round(res.seconds, 2)
                 timing["total_s"] = round(time.monotonic() - t0, 2)
                 ex.timings.append(timing)
-                ledger.append(L.STEP_DONE, ex.run_id, broker_id=b, report=report.to_dict(), timing=timing)
+                records.event(L.STEP_DONE, broker_id=b, state=L.StepState.DONE.value, report=report.to_dict(), timing=timing)
                 step_audit("restart_broker", "ok", details={"report": report.to_dict(), "timing": timing})
                 done.append(b)
                 current = None
-        except Halted:
+        except (Halted, Refused):
             raise
         except StepFailed as exc:
-            _halt(ex, ledger, audit, zk, exc.broker_id, exc.phase, exc.reason, exc.logs)
+            if not exc.stopped and not done:
+                _refuse(ex, records, exc.broker_id, exc.phase, L.Reason(exc.code or "refused", exc.reason))
+            _halt(ex, records, zk, exc.broker_id, exc.phase, exc.reason, exc.logs, stopped=exc.stopped, code=exc.code)
         except G.GateFailed as exc:
-            _halt(ex, ledger, audit, zk, current, f"gate {exc.gate}", exc.reason, {}, exc.details)
+            _halt(ex, records, zk, current, f"gate {exc.gate}", exc.reason, {}, exc.details, code=f"gate_{exc.gate}")
         except LockLost as exc:
-            _halt(ex, ledger, audit, zk, current, "maintenance lock", str(exc), {})
+            _halt(ex, records, zk, current, "maintenance lock", str(exc), {}, code="lock_lost")
         except Exception as exc:  # noqa: BLE001 - SSH, ZooKeeper, Kafka client: anything else halts the same way
-            _halt(ex, ledger, audit, zk, current, "unexpected error", f"{type(exc).__name__}: {exc}", {})
+            _halt(ex, records, zk, current, "unexpected error", f"{type(exc).__name__}: {exc}", {}, code="unexpected")
         finally:
-            lock.release()
-            audit("maintenance_lock", "released")
+            try:
+                lock.release()
+            finally:
+                audit("maintenance_lock", "released")  # best-effort: never replaces the exception on its way out
         wall_s = round(time.monotonic() - t_roll, 2)
-    ledger.append(L.COMPLETED, ex.run_id, restarted=done, wall_s=wall_s)
+    records.event(L.COMPLETED, restarted=done, wall_s=wall_s)
     return {"restarted": done, "approved_by": ex.approver, "timings": ex.timings, "record_id": ex.record_id, "wall_s": wall_s}
 
 
@@ -477,8 +551,23 @@ def coordinator_progress_details(pending: list[int], errors: Mapping[int, list[s
             "answered": dict(sorted(answered.items())[:10]), "left_s": round(max(0.0, left_s), 1)}
 
 
-def _halt(ex: Execution, ledger, audit, zk, broker_id: int | None, phase: str, reason: str,
-          logs: Mapping[str, str], details: Mapping[str, Any] | None = None) -> None:
+def _refuse(ex: Execution, records: Records, broker_id: int | None, phase: str, reason: L.Reason) -> None:
+    """The run ends before any stop of this run: a refusal in the ledger (``refused``, with its code) and the audit;
+    nothing was changed. Raises Refused."""
+    records.event(L.STEP_FAILED, broker_id=broker_id, phase=phase, reason=reason.sentence, code=reason.code,
+                  state=L.StepState.REFUSED.value, stopped=False) if broker_id is not None else None
+    records.event(L.REFUSED, broker_id=broker_id, phase=phase, reason=reason.sentence, code=reason.code,
+                  state=L.StepState.REFUSED.value)
+    records.audit("refused", "refused", details={"broker_id": broker_id, "phase": phase, **reason.to_dict()})
+    raise Refused(f"{ex.plan.kind} of cluster {ex.config.name} refused"
+                  + (f" at broker {broker_id}" if broker_id is not None else "") + f": {phase}: {reason.sentence}")
+
+
+def _halt(ex: Execution, records: Records, zk, broker_id: int | None, phase: str, reason: str,
+          logs: Mapping[str, str], details: Mapping[str, Any] | None = None, *, stopped: bool = True,
+          code: str | None = None) -> None:
+    """Halts: the cluster as it is now, described; the ledger and the audit written best-effort (a failing database
+    never keeps the halt from being raised). Raises Halted."""
     from kafka_runbooks.detect.snapshot import read_snapshot
 
     try:
@@ -486,11 +575,13 @@ def _halt(ex: Execution, ledger, audit, zk, broker_id: int | None, phase: str, r
     except Exception:  # noqa: BLE001
         snapshot = None
     state = describe_state(snapshot, ex.config.hosts, broker_id)
+    code = code or "halted"
     if broker_id is not None:
-        ledger.append(L.STEP_FAILED, ex.run_id, broker_id=broker_id, phase=phase, reason=reason)
-    ledger.append(L.HALTED, ex.run_id, broker_id=broker_id, phase=phase, reason=reason, state=state, at_step=broker_id)
-    audit("halt", "failed", details={"broker_id": broker_id, "phase": phase, "reason": reason, "state": state,
-                                     "logs": {k: v[-4000:] for k, v in logs.items()}, **dict(details or {})})
+        records.event(L.STEP_FAILED, broker_id=broker_id, phase=phase, reason=reason, code=code, stopped=stopped,
+                      state=(L.StepState.HALTED if stopped else L.StepState.REFUSED).value)
+    records.event(L.HALTED, broker_id=broker_id, phase=phase, reason=reason, code=code, state=state, at_step=broker_id)
+    records.audit("halt", "failed", details={"broker_id": broker_id, "phase": phase, "reason": reason, "code": code, "state": state,
+                                             "logs": {k: v[-4000:] for k, v in logs.items()}, **dict(details or {})})
     text = [f"{ex.plan.kind} of cluster {ex.config.name} HALTED" + (f" at broker {broker_id}" if broker_id is not None else ""),
             f"{phase}: {reason}", "cluster now:", *[f"  {line}" for line in state]]
     for path, tail in logs.items():

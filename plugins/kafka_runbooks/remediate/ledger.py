@@ -14,8 +14,15 @@ another worker used it first). Reducing the entries (:func:`progress`) is pure.
 
 from __future__ import annotations
 
+import json
+import logging
+import os
+import threading
+import time
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from enum import Enum
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
 
 from kafka_runbooks.state.ledger import APPROVAL, APPROVAL_REQUESTED, APPROVAL_USED, ApprovalMarkerError, ApprovalUsed, LedgerStore
 
@@ -25,6 +32,39 @@ STEP_DONE = "step_done"
 STEP_FAILED = "step_failed"
 HALTED = "halted"
 COMPLETED = "completed"
+REFUSED = "refused"  # the run changed nothing: it ended before any stop (lock busy, plan changed, a check refused)
+CUT = "cut"  # the worker running the step died: the close task or the resume records it (``executor.interrupted_step``)
+
+log = logging.getLogger(__name__)
+
+
+class StepState(str, Enum):
+    """The state of one unit of work (a broker's restart), as the ledger records it (``state`` of an entry)."""
+
+    PLANNED = "planned"
+    CHECKING = "checking"
+    STOPPING = "stopping"  # the intent: committed before the stop command leaves
+    STOPPED = "stopped"
+    STARTING = "starting"
+    GATING = "gating"
+    DONE = "done"
+    REFUSED = "refused"  # ended before its stop command: nothing stopped
+    HALTED = "halted"  # ended after its stop command: the cluster is left as it is, described
+    CUT = "cut"  # its worker died mid-step
+
+
+@dataclass(frozen=True)
+class Reason:
+    """Why a unit of work was refused or halted: a stable ``code`` and the sentence on-call reads."""
+
+    code: str
+    sentence: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"code": self.code, "sentence": self.sentence}
+
+    def __str__(self) -> str:
+        return self.sentence
 
 
 @dataclass(frozen=True)
@@ -70,6 +110,8 @@ def progress(entries: Iterable[Mapping[str, Any]]) -> Progress:
             halted, done = e, False
         elif kind == COMPLETED:
             done, halted, failed = True, None, None
+        elif kind == REFUSED and completed and not done:  # a refused resume of a roll that did some: still resumable
+            halted = e
     return Progress(tuple(completed), failed, halted, done, requested, tuple(runs), tuple(partitions_done))
 
 
@@ -94,5 +136,178 @@ def find_resumable(store, cluster: str, kind: str) -> tuple[dict[str, Any], Prog
     return record, p
 
 
-__all__ = ["APPROVAL", "APPROVAL_REQUESTED", "APPROVAL_USED", "COMPLETED", "HALTED", "PLANNED", "STEP_DONE", "STEP_FAILED",
-           "STEP_STARTED", "ApprovalMarkerError", "ApprovalUsed", "Ledger", "Progress", "find_resumable", "progress"]
+class PlanNotRecorded(RuntimeError):
+    """No plan with that digest was recorded by the plan task of this record: nothing is approved or run from XCom."""
+
+
+def recorded_plan(entries: Iterable[Mapping[str, Any]], digest: str):
+    """(the plan, the findings recorded with it) of the ``planned`` entry with ``digest`` -- the plan the plan task
+    computed and recorded in the state database, whatever XCom carries. The digest is computed again from the recorded
+    plan. PlanNotRecorded otherwise."""
+    from kafka_runbooks.model import Plan
+    from kafka_runbooks.remediate.digest import plan_digest
+
+    for e in entries:
+        if e.get("event") == PLANNED and e.get("digest") == digest and isinstance(e.get("plan"), Mapping):
+            plan = Plan.from_dict(e["plan"])
+            if plan_digest(plan) != digest:
+                raise PlanNotRecorded(f"the recorded plan does not match its digest {str(digest)[:12]}")
+            return plan, list(e.get("findings") or [])
+    raise PlanNotRecorded(f"no plan with digest {str(digest)[:12]} was recorded for this record by its plan task")
+
+
+def waiver_refusals(plan, findings: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The not-serving waiver computed again from the findings recorded with the plan: a waived broker needs a recorded
+    stuck-thread / stalled-request finding naming it (the direct check is taken again at execute time)."""
+    from kafka_runbooks.remediate.safety import NOT_SERVING_FINDING_KINDS
+
+    named = {int(b) for f in findings if f.get("kind") in NOT_SERVING_FINDING_KINDS for b in f.get("broker_ids") or ()}
+    return [f"broker {b} is under the not-serving waiver, but no not-serving finding recorded with the plan names it: "
+            "the waiver is not honoured" for b in sorted(plan.not_serving) if int(b) not in named]
+
+
+# --------------------------------------------------------------------------- records that outlive a failing database
+
+class RecordFailed(RuntimeError):
+    """A record that must be committed before an action (the intent) could not be: the action is not taken."""
+
+
+class Journal:
+    """A local file of records the state database did not take (one JSON line each, appended and fsynced), under the
+    cluster's state directory: ``<incident_base>/journal/<record>.jsonl``. :meth:`replay` writes them to the database
+    when it is back (each with the time it was first tried) and keeps only those it still could not write."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self._lock = threading.Lock()
+
+    @classmethod
+    def of(cls, config: Any, record_id: str) -> "Journal":
+        from kafka_runbooks.state.incidents import validate_id
+
+        return cls(Path(config.incident_base) / "journal" / f"{validate_id(record_id, 'record id')}.jsonl")
+
+    def add(self, kind: str, payload: Mapping[str, Any]) -> None:
+        with self._lock:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            try:
+                os.write(fd, (json.dumps({"kind": kind, **payload}, default=str, sort_keys=True) + "\n").encode())
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+    def pending(self) -> list[dict[str, Any]]:
+        try:
+            text = self.path.read_text()
+        except FileNotFoundError:
+            return []
+        out = []
+        for line in text.splitlines():
+            try:
+                out.append(json.loads(line))
+            except ValueError:  # a line cut by a crash while it was written: nothing of it was acted on
+                continue
+        return out
+
+    def replay(self, write: Callable[[Mapping[str, Any]], None]) -> int:
+        """Writes every pending record in order with ``write``; stops at the first that fails (the order is kept) and
+        leaves it and the rest in the file. Returns how many were written."""
+        with self._lock:
+            items = self.pending()
+            n = 0
+            for item in items:
+                try:
+                    write(item)
+                except Exception as exc:  # noqa: BLE001 - still down: the rest waits in the file
+                    log.warning("the journal %s could not be replayed yet: %s", self.path, exc)
+                    break
+                n += 1
+            if n == len(items):
+                self.path.unlink(missing_ok=True)
+            elif n:
+                tmp = self.path.with_suffix(".tmp")
+                tmp.write_text("".join(json.dumps(i, default=str, sort_keys=True) + "\n" for i in items[n:]))
+                os.chmod(tmp, 0o600)
+                os.replace(tmp, self.path)
+            return n
+
+
+class Recorder:
+    """How the engine writes its records. The intent (:meth:`must`): a bounded retry, then :class:`RecordFailed` --
+    the action it announces is not taken. Everything after an action (:meth:`best`): a bounded retry, then the local
+    :class:`Journal`; it never raises, so a failing database never skips the start, a gate or a halt. Records go to the
+    database in order: while the journal holds any, a new one is journaled behind them (after one replay try)."""
+
+    def __init__(self, journal: Journal, write: Callable[[Mapping[str, Any]], None], *, attempts: int = 3,
+                 pause_s: float = 0.5, sleep: Callable[[float], None] = time.sleep) -> None:
+        self.journal = journal
+        self.write = write  # one record (kind "ledger" or "audit") to the database; raises when it cannot
+        self.attempts = max(1, int(attempts))
+        self.pause_s = pause_s
+        self.sleep = sleep
+
+    def _try(self, item: Mapping[str, Any]) -> Exception | None:
+        last: Exception | None = None
+        for i in range(self.attempts):
+            try:
+                if self.journal.pending() and self.journal.replay(self.write) == 0 and self.journal.pending():
+                    raise RecordFailed("earlier records are still waiting in the journal")
+                self.write(item)
+                return None
+            except Exception as exc:  # noqa: BLE001 - any failure of the database is retried, bounded
+                last = exc
+                if i + 1 < self.attempts:
+                    self.sleep(self.pause_s * (i + 1))
+        return last
+
+    def must(self, item: Mapping[str, Any]) -> None:
+        failed = self._try(item)
+        if failed is not None:
+            raise RecordFailed(f"the intent could not be recorded in the state database ({type(failed).__name__}: "
+                               f"{str(failed)[:300]}); nothing was done") from failed
+
+    def best(self, item: Mapping[str, Any]) -> bool:
+        """True when written to the database; False when it went to the journal (or, the disk failing too, only to
+        the log)."""
+        failed = self._try(item)
+        if failed is None:
+            return True
+        log.error("state database unavailable (%s: %s): %s kept in the journal %s", type(failed).__name__,
+                  str(failed)[:300], item.get("kind"), self.journal.path)
+        try:
+            self.journal.add(str(item.get("kind")), {**{k: v for k, v in item.items() if k != "kind"}, "journaled": True})
+        except Exception as exc:  # noqa: BLE001 - the record is in the log line above and below
+            log.error("the journal %s could not be written either (%s); the record: %s", self.journal.path, exc,
+                      json.dumps(dict(item), default=str)[:4000])
+        return False
+
+    def replay(self) -> int:
+        return self.journal.replay(self.write) if self.journal.pending() else 0
+
+
+def store_writer(ledger: "LedgerStore", store: Any) -> Callable[[Mapping[str, Any]], None]:
+    """Writes a journaled record: a ledger entry (its original ``at`` kept) or an audit entry (its ``at`` in details)."""
+
+    def write(item: Mapping[str, Any]) -> None:
+        item = dict(item)
+        kind = item.pop("kind", None)
+        if kind == "ledger":
+            event, run_id = item.pop("event"), item.pop("run_id")
+            ledger.append(event, run_id, **item)
+        elif kind == "audit":
+            record_id = item.pop("record_id")
+            at = item.pop("at", None)
+            details = dict(item.pop("details", None) or {})
+            if at and item.pop("journaled", False):
+                details["recorded_late"] = f"first tried at {at}; kept in the worker's journal while the database failed"
+            store.audit(record_id, details=details, **item)
+        else:
+            raise ValueError(f"unknown journal record {kind!r}")
+
+    return write
+
+
+__all__ = ["APPROVAL", "APPROVAL_REQUESTED", "APPROVAL_USED", "COMPLETED", "CUT", "HALTED", "PLANNED", "REFUSED", "STEP_DONE",
+           "STEP_FAILED", "STEP_STARTED", "ApprovalMarkerError", "ApprovalUsed", "Journal", "Ledger", "PlanNotRecorded", "Progress", "Reason",
+           "RecordFailed", "recorded_plan", "waiver_refusals", "Recorder", "StepState", "find_resumable", "progress", "store_writer"]

@@ -8,6 +8,12 @@ holder (run, user, purpose, since when), so a second run that cannot get the loc
 refuses naming who holds it. The lock is an ephemeral sequential znode: a worker that dies loses
 its ZooKeeper session and the lock with it. A holder whose session is suspended or lost stops
 holding the lock (:meth:`MaintenanceLock.check` raises) and must halt.
+
+:meth:`MaintenanceLock.fence` proves the lock with a ZooKeeper round trip -- its znode still exists and its
+``ephemeralOwner`` is this client's session -- and runs before every stop: kazoo's local flags do not see a lock node
+someone deleted (``rmr``), after which a second run may take the lock while this one still believes it holds it. When
+the ZooKeeper client authenticates (``auth_data``), the lock path is created with an ACL (all rights to its creator,
+read to everyone), so only the product's identity can delete a holder's node.
 """
 
 from __future__ import annotations
@@ -59,6 +65,31 @@ def holders(zk, cluster: str) -> list[dict[str, Any]]:
     return out
 
 
+def lock_acl(zk) -> list | None:
+    """The lock path's ACL when the client authenticates to the ensemble (``auth_data``): all rights to the creator
+    (the authenticated identity), read to anyone; None without auth (ZooKeeper's open ACL: nothing to tie it to)."""
+    from kazoo.security import CREATOR_ALL_ACL, READ_ACL_UNSAFE
+
+    return list(CREATOR_ALL_ACL) + list(READ_ACL_UNSAFE) if getattr(zk, "auth_data", None) else None
+
+
+CLOCK_ROOT = "/kafka-runbooks/clock"
+
+
+def zk_now(zk, cluster: str):
+    """ZooKeeper's clock now: a scratch znode of the cluster written and its ``mtime`` read (the leader's time, the
+    clock every ``ctime`` of a registration is on). Ages of ZooKeeper sessions are computed against this, never against
+    the worker's clock (a worker 11 minutes fast would call a 0-second-old session stable)."""
+    path = f"{CLOCK_ROOT}/{validate_id(cluster, 'cluster name')}"
+    acl = lock_acl(zk)
+    try:
+        stat = zk.set(path, b"")
+    except Exception:  # noqa: BLE001 - NoNodeError the first time: created, then written
+        zk.ensure_path(path, acl=acl)
+        stat = zk.set(path, b"")
+    return clock.from_millis(stat.mtime)
+
+
 class MaintenanceLock:
     def __init__(self, zk, cluster: str, *, run: str, dag: str, user: str | None, purpose: str) -> None:
         from kazoo.recipe.lock import Lock
@@ -80,6 +111,9 @@ class MaintenanceLock:
         from kazoo.exceptions import LockTimeout
 
         self.identity["since"] = clock.now_iso()
+        acl = lock_acl(self.zk)
+        if acl is not None:
+            self.zk.ensure_path(lock_path(self.cluster), acl=acl)
         self._lock = self._Lock(self.zk, lock_path(self.cluster), json.dumps(self.identity, sort_keys=True))
         try:
             got = self._lock.acquire(blocking=wait_s > 0, timeout=wait_s if wait_s > 0 else None)
@@ -99,6 +133,26 @@ class MaintenanceLock:
                 f"the ZooKeeper session holding the maintenance lock of cluster {self.cluster!r} was suspended or lost; "
                 "another run may hold it now: halting"
             )
+
+    def node(self) -> str | None:
+        """The full path of this holder's lock znode (None before it was created)."""
+        name = getattr(self._lock, "node", None) if self._lock is not None else None
+        return f"{lock_path(self.cluster)}/{name}" if name else None
+
+    def fence(self) -> dict[str, Any]:
+        """:meth:`check`, then a ZooKeeper round trip proving the lock: this holder's znode exists and is owned by this
+        session (``ephemeralOwner == client_id[0]``). LockLost otherwise. Returns what was proven (for the record)."""
+        self.check()
+        node = self.node()
+        session = (getattr(self.zk, "client_id", None) or (None,))[0]
+        stat = self.zk.exists(node) if node else None
+        if stat is None:
+            raise LockLost(f"the maintenance lock node {node} of cluster {self.cluster!r} no longer exists in ZooKeeper (deleted "
+                           "by someone): another run may hold the lock now; halting before the next stop")
+        if session is None or int(stat.ephemeralOwner) != int(session):
+            raise LockLost(f"the maintenance lock node {node} of cluster {self.cluster!r} is owned by session "
+                           f"{hex(int(stat.ephemeralOwner))}, not this run's {hex(int(session or 0))}: halting before the next stop")
+        return {"node": node, "session": hex(int(session)), "mzxid": int(stat.mzxid)}
 
     def release(self) -> None:
         if self._lock is not None:

@@ -5,7 +5,9 @@ Real Kafka refuses to start while its previous ZooKeeper session still holds ``/
 match current session``): the step starts the broker only after the old registration is gone, and
 then requires a live process registered with a NEW session within ``gates.register_s``. A broker
 that dies on start fails the step at once, with its own last log lines; nothing waits out a
-timeout pretending to be recovering. Every command is audited (who, what, where, when, outcome).
+timeout pretending to be recovering. Every command is audited (who, what, where, when, outcome); once the stop
+command has left, a failing audit is logged and never keeps the step from going on (the start, the waits): the
+engine's audit is best-effort with a journal (``executor.Records``), and this step does not trust it to be.
 
 The stop command is Kafka's controlled shutdown (SIGTERM to the broker); whether the broker's log
 says ``Controlled shutdown succeeded`` is recorded. ``kill_command`` is used only when configured
@@ -33,11 +35,14 @@ Audit = Callable[..., Any]  # audit(action, outcome, *, command=None, details=No
 class StepFailed(RuntimeError):
     """The step could not be completed; ``phase`` says where, ``logs`` holds the broker's own last lines."""
 
-    def __init__(self, broker_id: int, phase: str, reason: str, logs: Mapping[str, str] | None = None):
+    def __init__(self, broker_id: int, phase: str, reason: str, logs: Mapping[str, str] | None = None, *,
+                 stopped: bool = True, code: str | None = None):
         self.broker_id = broker_id
         self.phase = phase
         self.reason = reason
         self.logs = dict(logs or {})
+        self.stopped = stopped  # False: raised before the stop command left (a refusal: nothing was stopped)
+        self.code = code
         super().__init__(f"broker {broker_id}: {phase}: {reason}")
 
 
@@ -112,11 +117,25 @@ def fatal_start_lines(log_text: str) -> list[str]:
     return [line for line in log_text.splitlines() if any(f in line for f in FATAL_START)][:10]
 
 
+def _after_stop(audit: Audit, log) -> Audit:
+    """``audit`` for records after the stop command: a failure is logged, never raised (the broker must be started)."""
+
+    def record(action, outcome, **kw):
+        try:
+            audit(action, outcome, **kw)
+        except Exception as exc:  # noqa: BLE001 - the step goes on; the log keeps what the audit could not
+            log.error("audit %s -> %s could not be recorded (%s: %s); the step goes on: %s", action, outcome,
+                      type(exc).__name__, str(exc)[:300], kw.get("details"))
+
+    return record
+
+
 def restart_broker(zk, host: BrokerHost, gates: GateSettings, audit: Audit, log, *, serving: bool = True,
-                   before_stop: Callable[[], None] | None = None, guard: Callable[[], None] | None = None) -> RestartReport:
+                   before_stop: Callable[[], Any] | None = None, guard: Callable[[], None] | None = None) -> RestartReport:
     """``serving=False``: the broker was checked not serving just before; its stop gets ``gates.stop_unserving_s``.
-    ``before_stop`` runs right before the stop command (the last safety check on state read then; it raises to
-    refuse); ``guard`` (the maintenance lock's check) runs at every poll of every wait and raises to halt."""
+    ``before_stop`` runs right before the stop command (the last safety check on state read then, and the intent's
+    record; it raises to refuse, and what it returns is recorded with the stop); ``guard`` (the maintenance lock's
+    check) runs at every poll of every wait and raises to halt."""
     b = host.broker_id
     stop_s = gates.stop_s if serving else min(gates.stop_s, gates.stop_unserving_s)
     cfg = host.config
@@ -129,13 +148,23 @@ def restart_broker(zk, host: BrokerHost, gates: GateSettings, audit: Audit, log,
     log.debug("broker %s: stopping (registration %s, processes %s)", b, report.old_registration, report.old_processes)
 
     # -- stop (controlled shutdown)
-    if before_stop is not None:
-        before_stop()
+    checked = before_stop() if before_stop is not None else None
     t0 = time.monotonic()
-    res = host.run("stop_command", stop_s)
-    audit("stop_broker", "ok" if res.ok else "failed", command=res.argv, details={**_result_details(res), "processes": [p.to_dict() for p in report.old_processes]})
-    if not res.ok:
-        report.stop_command = f"exit {res.exit_code}: {res.error}" if res.error else f"exit {res.exit_code}"
+    extra = {"before_stop": checked} if isinstance(checked, dict) else {}
+    if not report.old_processes and report.old_registration is None:
+        # already down -- no process, no registration (a resumed step whose worker died after its stop): nothing to stop
+        audit = _after_stop(audit, log)
+        report.stop_command = "skipped: no broker process was running"
+        audit("stop_broker", "skipped", details={"why": "no broker process is running on the host and it is not registered "
+                                                        "in ZooKeeper: the broker was already down; no stop command sent",
+                                                 **extra})
+    else:
+        res = host.run("stop_command", stop_s)
+        audit = _after_stop(audit, log)  # from here on the broker may be down: nothing recorded may keep it down
+        audit("stop_broker", "ok" if res.ok else "failed", command=res.argv,
+              details={**_result_details(res), "processes": [p.to_dict() for p in report.old_processes], **extra})
+        if not res.ok:
+            report.stop_command = f"exit {res.exit_code}: {res.error}" if res.error else f"exit {res.exit_code}"
 
     def process_gone() -> bool | None:
         return True if not any((p.pid, p.started) in old for p in host.processes()) else None

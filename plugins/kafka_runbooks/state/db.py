@@ -183,6 +183,20 @@ class StateDb:
             with conn.begin():
                 yield conn
 
+    def now(self) -> str:
+        """The database server's clock now (``SELECT CURRENT_TIMESTAMP``), ISO-8601 UTC: what an approval's age is
+        measured on, never a worker's clock."""
+        import datetime as dt
+
+        from kafka_runbooks import clock
+
+        with self.read() as c:
+            if c.dialect.name == "sqlite":
+                value = c.exec_driver_sql("SELECT strftime('%Y-%m-%dT%H:%M:%fZ', 'now')").scalar()
+                return clock.iso(clock.parse(value))
+            value = c.execute(sa.text("SELECT CURRENT_TIMESTAMP")).scalar()
+        return clock.iso(value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc))
+
     # ------------------------------------------------------------------ schema
 
     def _ensure_head(self, engine: Engine) -> None:
