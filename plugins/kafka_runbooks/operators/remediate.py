@@ -15,6 +15,7 @@ from airflow.sdk import BaseOperator, BaseSensorOperator, PokeReturnValue, Trigg
 from airflow.sdk.exceptions import AirflowFailException
 
 from kafka_runbooks.policies import POOL  # per cluster at run time: kafka_runbooks/policies.py
+from kafka_runbooks import metrics
 from kafka_runbooks.operators.links import LINKS
 
 ROLLING_RESTART = "rolling_restart"
@@ -403,6 +404,7 @@ class CloseRollOperator(BaseOperator):
         if progress.done and isinstance(self.result, dict):
             store.close(record_id, actor=actor, resolution=f"restarted {self.result.get('restarted')} (in order), approved by "
                                                            f"{self.result.get('approved_by')}; every gate passed")
+            metrics.roll_finished(self.result)
             text = summary.finished(context, self.log, config, record_id, plan.get("kind") or ROLLING_RESTART, self.result)
             return {"status": "closed", "record_id": record_id, "restarted": self.result.get("restarted"), "summary": text}
         choice = (self.decision or {}).get("chosen_options") if isinstance(self.decision, dict) else None
@@ -411,6 +413,7 @@ class CloseRollOperator(BaseOperator):
             # an answer that did not count (four eyes, a changed plan): nothing ran; the record ends saying why
             who = ((self.decision or {}).get("responded_by_user") or {}).get("name") or "nobody"
             store.close(record_id, actor=actor, resolution=f"approval by {who} refused: {'; '.join(refused)}; nothing was changed")
+            metrics.plan_refused(refused)
             return {"status": "refused", "record_id": record_id, "refusals": refused}
         if choice and choice[0] != "Approve":
             store.close(record_id, actor=actor, resolution=f"{choice[0]} by {(self.decision.get('responded_by_user') or {}).get('name') or 'nobody (timed out)'}: nothing was changed")
