@@ -111,3 +111,25 @@ def test_a_pagerduty_connection_without_a_routing_key_is_refused_by_name():
     assert pagerduty.is_pagerduty(conn) and pagerduty.events_url(conn) == "https://events.pagerduty.com/v2/enqueue"
     with pytest.raises(ValueError, match="no routing key"):
         pagerduty.event_body(conn, "trigger", cluster="lab", record_id="x", summary="s")
+
+
+def test_the_incident_response_closing_the_incident_resolves_its_page(tmp_path, monkeypatch):
+    """CloseIncidentOperator, approved + restarted + verified: the incident closes and its PagerDuty page is resolved
+    on the incident's dedup key, audited."""
+    from kafka_runbooks.operators.incident import CloseIncidentOperator
+
+    config, store, rid = _setup(tmp_path, monkeypatch, "oncall_pd3")
+    store.audit(rid, actor="on-call notifier", action="page_approval_waiting", outcome="ok", details={})
+    ti = SimpleNamespace(dag_id="kafka_incident_response", run_id="manual__7", task_id="close_incident",
+                         xcom_pull=lambda task_ids=None, key=None: None)
+    context = {"ti": ti, "run_id": "manual__7", "dag": SimpleNamespace(dag_id="kafka_incident_response"),
+               "params": {"cluster": "lab"}}
+    op = CloseIncidentOperator(task_id="close_incident", incident={"cluster": "lab", "incident_id": rid},
+                               approval={"chosen_options": ["Approve"], "responded_by_user": {"name": "alice"}},
+                               restart={"restarted": [1]}, verify={"ok": True}, report={})
+    with WebhookReceiver(path="/v2/enqueue") as hook:
+        monkeypatch.setenv("AIRFLOW_CONN_ONCALL_PD3", _pd_connection(hook))
+        out = op.execute(context)
+    assert out["status"] == "closed"
+    assert hook.received == [{"routing_key": ROUTING_KEY, "event_action": "resolve", "dedup_key": f"lab/{rid}"}]
+    assert [e["outcome"] for e in store.audit_trail(rid) if e["action"] == "page_resolve"] == ["ok"]
