@@ -133,3 +133,51 @@ def test_the_incident_response_closing_the_incident_resolves_its_page(tmp_path, 
     assert out["status"] == "closed"
     assert hook.received == [{"routing_key": ROUTING_KEY, "event_action": "resolve", "dedup_key": f"lab/{rid}"}]
     assert [e["outcome"] for e in store.audit_trail(rid) if e["action"] == "page_resolve"] == ["ok"]
+
+
+def test_a_health_check_pages_an_incident_that_needs_a_person_and_resolves_it_when_the_problem_clears(tmp_path, monkeypatch):
+    """The health check (DetectFindingsOperator on recorded-shape snapshots, tests/detect/detect_builders.py): broker 3
+    hangs, its response run fails -> the incident needs a person -> PagerDuty trigger; the broker recovers for
+    ``clear_checks`` checks -> the incident resolves -> PagerDuty resolve, on the same dedup key."""
+    import dataclasses
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "detect"))
+    from detect_builders import at, check, fetch_error, probe, snapshot
+
+    from kafka_runbooks.config import load_cluster
+    from kafka_runbooks.incidents.store import IncidentStore
+    from kafka_runbooks.operators.detect import DetectFindingsOperator
+    from kafka_runbooks.state.snapshots import Snapshots
+
+    lab = {"zk_conn_id": "zk", "hosts": {"1": "h1", "2": "h2", "3": "h3"}, "incident_base": str(tmp_path / "incidents"),
+           "health": {"consecutive_checks": 2, "clear_checks": 2, "recheck_s": 0}, "approvals": {"oncall_conn_id": "oncall_pd4"}}
+    (tmp_path / "clusters.json").write_text(json.dumps({"lab": lab}))
+    monkeypatch.setenv("KAFKA_RUNBOOKS_CLUSTERS_FILE", str(tmp_path / "clusters.json"))
+    states: dict[str, str] = {}
+    ti = SimpleNamespace(get_dagrun_state=lambda dag_id, run_id: states.get(run_id, "running"))
+
+    def check_at(s, n):
+        ref = Snapshots(load_cluster("lab")).put(dataclasses.replace(s, taken_at=at(30 * n)))
+        return DetectFindingsOperator(task_id="detect", cluster="lab", snapshot=ref.to_dict()).execute(
+            {"dag": SimpleNamespace(dag_id="kafka_health_check"), "run_id": f"scheduled__{n}", "ti": ti})
+
+    def hung(n):
+        return snapshot(checks=[check(1), check(2), check(3, ok=False)],
+                        probes=[probe(1, errors=[fetch_error(1, 3, 30 * n - 5)]), probe(2), probe(3)])
+
+    with WebhookReceiver(path="/v2/enqueue") as hook:
+        monkeypatch.setenv("AIRFLOW_CONN_ONCALL_PD4", _pd_connection(hook))
+        check_at(hung(0), 0)
+        (start,) = check_at(hung(1), 1)
+        iid = start["conf"]["incident_id"]
+        states[f"health__{iid}"] = "failed"  # the response run failed without an outcome: a person owns it
+        check_at(hung(2), 2)
+        check_at(snapshot(), 3)
+        check_at(snapshot(), 4)
+    assert IncidentStore(load_cluster("lab")).get(iid)["status"] == "resolved"
+    assert [(m["event_action"], m["dedup_key"]) for m in hook.received] == [("trigger", f"lab/{iid}"), ("resolve", f"lab/{iid}")]
+    assert hook.received[0]["payload"]["severity"] == "error" and "needs a person" in hook.received[0]["payload"]["summary"]
+    actions = [(e["action"], e["outcome"]) for e in IncidentStore(load_cluster("lab")).audit_trail(iid) if e["action"].startswith("page_")]
+    assert actions == [("page_needs_person", "sent"), ("page_resolve", "ok")]

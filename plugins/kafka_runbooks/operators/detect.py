@@ -8,6 +8,7 @@ from typing import Any, Mapping, Sequence
 from airflow.sdk import BaseOperator
 
 from kafka_runbooks import metrics
+from kafka_runbooks.notify import pagerduty
 from kafka_runbooks.detect.observe import brokers_to_probe, known_registrations, take_snapshot
 
 RESPONSE_DAG = "kafka_incident_response"
@@ -163,6 +164,7 @@ class DetectFindingsOperator(BaseOperator):
                 store.update(a.incident_id, last_seen_at=snapshot.taken_at, last_seen_kind=a.finding.kind if a.finding else None)
             elif a.kind == "resolve" and a.incident_id:
                 metrics.incident_closed(store.resolve(a.incident_id, actor=actor, reason=a.reason, **dict(a.details)))
+                pagerduty.resolve(store, config, a.incident_id, actor=actor)  # its page (if any) resolved too
             elif a.kind == "restart_streak" and a.incident_id:
                 store.audit(a.incident_id, actor=actor, action="detected_again", outcome="new streak", details={"reason": a.reason})
         if links:
