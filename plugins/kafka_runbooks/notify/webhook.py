@@ -49,6 +49,29 @@ def webhook_url(conn) -> str:
     return f"{scheme}://{conn.host}{port}{path if path.startswith('/') else '/' + path}"
 
 
+def target(conn, cluster: str, record_id: str, payload: Mapping[str, Any], details: Mapping[str, Any]
+           ) -> tuple[str, dict[str, Any], dict[str, str]]:
+    """(url, body, headers) of a page: a PagerDuty Events v2 ``trigger`` deduplicated on the record when the
+    connection is a PagerDuty one (``notify/pagerduty.py``), else the chat webhook's ``payload`` with its bearer token."""
+    from kafka_runbooks.notify import pagerduty
+
+    if pagerduty.is_pagerduty(conn):
+        event = str(payload.get("event"))
+        body = pagerduty.event_body(conn, pagerduty.TRIGGER, cluster=cluster, record_id=record_id, summary=str(payload.get("text")),
+                                    severity=pagerduty.SEVERITY.get(event, "error"), details={"event": event, **dict(details)},
+                                    link=pagerduty.record_link(cluster, record_id))
+        return pagerduty.events_url(conn), body, {}
+    extra = dict(conn.extra_dejson or {})
+    headers = {str(k): str(v) for k, v in (extra.get("headers") or {}).items()}
+    if conn.password:
+        headers["Authorization"] = f"Bearer {conn.password}"
+    return webhook_url(conn), dict(payload), headers
+
+
+def clock_id() -> str:
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+
+
 def post(url: str, payload: Mapping[str, Any], headers: Mapping[str, str] | None = None, timeout_s: float = TIMEOUT_S) -> int:
     body = json.dumps(payload, default=str).encode("utf-8")
     req = urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": "application/json", **dict(headers or {})})
@@ -121,11 +144,10 @@ class OnCallWebhookNotifier(BaseNotifier):
                 return {"outcome": "not_sent", "attempts": 0, "errors": ["no on-call webhook configured (approvals.oncall_conn_id)"],
                         "conn_id": None}
             conn = BaseHook.get_connection(conn_id)
-            extra = dict(conn.extra_dejson or {})
-            headers = {str(k): str(v) for k, v in (extra.get("headers") or {}).items()}
-            if conn.password:
-                headers["Authorization"] = f"Bearer {conn.password}"
-            url = webhook_url(conn)
+            ti = context.get("ti") or context.get("task_instance")
+            record_id = record_of(context) or f"{getattr(ti, 'dag_id', '?')}/{getattr(ti, 'run_id', '?')}"
+            url, payload, headers = target(conn, str(self.cluster), record_id, payload,
+                                           {k: payload[k] for k in ("dag_id", "run_id", "task_id", "details")})
         except Exception as exc:  # noqa: BLE001 - never fail the run for a page
             log.error("could not notify on-call (%s): %r", self.event, exc)
             return {"outcome": "failed", "attempts": 0, "errors": [f"{type(exc).__name__}: {exc}"], "conn_id": conn_id}
@@ -189,11 +211,9 @@ def page(conn_id: str | None, cluster: str, text: str, details: Mapping[str, Any
         return False, "no on-call webhook configured (approvals.oncall_conn_id)"
     try:
         conn = BaseHook.get_connection(conn_id)
-        extra = dict(conn.extra_dejson or {})
-        headers = {str(k): str(v) for k, v in (extra.get("headers") or {}).items()}
-        if conn.password:
-            headers["Authorization"] = f"Bearer {conn.password}"
-        status = post(webhook_url(conn), payload, headers)
+        record_id = str((details or {}).get("incident") or f"{event}/{clock_id()}")
+        url, payload, headers = target(conn, cluster, record_id, payload, payload["details"])
+        status = post(url, payload, headers)
         return True, f"HTTP {status} through {conn_id}"
     except Exception as exc:  # noqa: BLE001 - never fail the health check for a page
         log.error("could not page on-call (%s): %r", FINDING, exc)

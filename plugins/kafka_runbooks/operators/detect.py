@@ -7,6 +7,8 @@ from typing import Any, Mapping, Sequence
 
 from airflow.sdk import BaseOperator
 
+from kafka_runbooks import metrics
+from kafka_runbooks.notify import pagerduty
 from kafka_runbooks.detect.observe import brokers_to_probe, known_registrations, take_snapshot
 
 RESPONSE_DAG = "kafka_incident_response"
@@ -125,6 +127,7 @@ class DetectFindingsOperator(BaseOperator):
             self.log.info("the product's own work on %s: %s", config.name, a.describe())
         for f in findings:
             self.log.warning("finding %s [%s] brokers=%s: %s", f.kind, f.severity.value, list(f.broker_ids), f.summary)
+            metrics.finding(f.kind)
         # what a running plan of the product causes is its own: annotated, and no competing incident, capture or plan
         findings = [f for f in findings if not during_plan(f)]
 
@@ -160,7 +163,8 @@ class DetectFindingsOperator(BaseOperator):
             elif a.kind == "note" and a.incident_id:
                 store.update(a.incident_id, last_seen_at=snapshot.taken_at, last_seen_kind=a.finding.kind if a.finding else None)
             elif a.kind == "resolve" and a.incident_id:
-                store.resolve(a.incident_id, actor=actor, reason=a.reason, **dict(a.details))
+                metrics.incident_closed(store.resolve(a.incident_id, actor=actor, reason=a.reason, **dict(a.details)))
+                pagerduty.resolve(store, config, a.incident_id, actor=actor)  # its page (if any) resolved too
             elif a.kind == "restart_streak" and a.incident_id:
                 store.audit(a.incident_id, actor=actor, action="detected_again", outcome="new streak", details={"reason": a.reason})
         if links:
@@ -193,6 +197,7 @@ class DetectFindingsOperator(BaseOperator):
                              "not opened again", exc.record["id"], key)
             return {"incident_id": exc.record["id"]}
         store.audit(record["id"], actor=actor, action="detected", outcome=f.kind, details={"why": a.reason})
+        metrics.incident_opened(record)
         self.log.warning("opened incident %s: %s", record["id"], a.reason)
         if f.details.get("page"):
             from kafka_runbooks.notify.webhook import page

@@ -12,6 +12,7 @@ from typing import Any, Sequence
 from airflow.sdk import BaseOperator, TriggerRule
 from airflow.sdk.exceptions import AirflowFailException
 
+from kafka_runbooks import metrics
 from kafka_runbooks.operators.remediate import ClusterChangingOperator, _actor, _config, _truthy
 
 GATES = (
@@ -218,6 +219,7 @@ class CloseElectionOperator(BaseOperator):
             store.close(record_id, actor=actor, resolution=f"preferred leadership restored for {len(self.result['elected'])} partition(s) "
                                                            f"in {self.result.get('batches')} batch(es), approved by {self.result.get('approved_by')}; "
                                                            f"canary failures {self.result.get('canary_failures')}")
+            metrics.election_finished(self.result)
             text = summary.election_finished(context, self.log, config, record_id, self.result, plan.get("requested") or ())
             return {"status": "closed", "record_id": record_id, "elected": self.result["elected"], "summary": text}
         choice = (self.decision or {}).get("chosen_options") if isinstance(self.decision, dict) else None

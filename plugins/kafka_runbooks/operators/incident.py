@@ -6,6 +6,7 @@ from typing import Any, Sequence
 
 from airflow.sdk import BaseOperator, TriggerRule
 from airflow.sdk.exceptions import AirflowFailException
+from kafka_runbooks import metrics
 from kafka_runbooks.operators.links import LINKS
 
 APPROVE = "Approve"
@@ -177,6 +178,9 @@ class CloseIncidentOperator(BaseOperator):
                      f"; peers {fu['peers']} still showed the symptom: kafka_rolling_restart proposed for them (its own approval)" if fu.get("peers") else "")
             record = store.close(incident_id, actor=actor,
                                  resolution=f"restarted {self.restart.get('restarted')} after approval by {who}; recovery verified{peers}")
+            from kafka_runbooks.notify.pagerduty import resolve  # the page about it, resolved (when on-call uses PagerDuty)
+            resolve(store, config, incident_id, actor=actor)
+            metrics.incident_closed(record, store.audit_trail(incident_id))
             summary.incident_outcome(context, self.log, config, incident_id, record["status"], record.get("resolution") or "",
                                      self.restart if isinstance(self.restart, dict) else None)
             return {"status": record["status"], "incident_id": incident_id, "report": report.get("report"), "follow_up": fu or None}
@@ -185,6 +189,7 @@ class CloseIncidentOperator(BaseOperator):
         if choice == APPROVE and refused and not self.restart:
             # the answer did not count (four eyes, a changed plan): nothing was restarted; a person owns it, told why
             note = f"approval by {who} refused: {'; '.join(refused)}; no change was made; evidence kept in {report.get('bundle_dir')}"
+            metrics.plan_refused(refused)
             record = needs_person(store, config, context, incident_id, actor=actor, reason=note[:2000], decision="refused")
             raise AirflowFailException(f"incident {incident_id} needs a person: {note}")
 

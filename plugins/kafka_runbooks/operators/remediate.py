@@ -15,6 +15,7 @@ from airflow.sdk import BaseOperator, BaseSensorOperator, PokeReturnValue, Trigg
 from airflow.sdk.exceptions import AirflowFailException
 
 from kafka_runbooks.policies import POOL  # per cluster at run time: kafka_runbooks/policies.py
+from kafka_runbooks import metrics
 from kafka_runbooks.operators.links import LINKS
 
 ROLLING_RESTART = "rolling_restart"
@@ -496,6 +497,7 @@ class CloseRollOperator(BaseOperator):
             store.close(record_id, actor=actor, resolution=f"restarted {restarted} (in order, across every run of this roll), "
                                                            f"approved by {self.result.get('approved_by')}; every gate passed"
                                                            + (f"; {cut}" if cut else ""))
+            metrics.roll_finished(self.result)
             text = summary.finished(context, self.log, config, record_id, plan.get("kind") or ROLLING_RESTART,
                                     {**self.result, "restarted": restarted})
             return {"status": "closed", "record_id": record_id, "restarted": restarted, "summary": text}
@@ -505,6 +507,7 @@ class CloseRollOperator(BaseOperator):
             # an answer that did not count (four eyes, a changed plan): nothing ran; the record ends saying why
             who = ((self.decision or {}).get("responded_by_user") or {}).get("name") or "nobody"
             store.close(record_id, actor=actor, resolution=f"approval by {who} refused: {'; '.join(refused)}; nothing was changed")
+            metrics.plan_refused(refused)
             raise AirflowFailException(f"roll {record_id} refused: approval by {who} refused: {'; '.join(refused)}; "
                                        "nothing was changed")
         if choice and choice[0] != "Approve":

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from kafka_runbooks import metrics
+
 API_CONN_ID = "kafka_runbooks_api"
 REFUSED_KEY = "refused"  # XCom of the plan task when its plan is refused: the close task says what was refused
 NOTE_MAX = 1000  # Airflow's dag_run_note.content (String(1000)); the api-server answers 422 to a longer note
@@ -83,6 +85,7 @@ def show_plan(context, log, config, plan, digest: str, dry_run: bool, snapshot, 
     if dry_run or plan.refused:
         set_run_note(context, log, progress.plan_note(plan, digest, dry_run=dry_run, incident_url=_page(config, plan.roll_id)))
     if plan.refused and not dry_run:
+        metrics.plan_refused(plan.refusals)
         context["ti"].xcom_push(key=REFUSED_KEY, value={"summary": one_line, "record_id": plan.roll_id, "cluster": plan.cluster,
                                                         "kind": plan.kind, "refusals": len(plan.refusals)})
     return {"summary": one_line}
