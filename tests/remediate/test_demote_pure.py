@@ -12,12 +12,12 @@ HUNG = {3: "direct check failed (timed out) and jvm_deadlock: broker 3"}
 
 def test_moves_every_partition_the_hung_broker_leads_to_a_serving_in_sync_replica_keeping_it_last():
     s = snap([P("orders", 0, [3, 1, 2], 3, [3, 1, 2]), P("orders", 1, [1, 2, 3], 1, [1, 2, 3]),
-              P("orders", 2, [3, 2, 1], 3, [3, 1])], controller=1)
+              P("orders", 2, [3, 2, 1], 3, [3, 1, 2])], controller=1)
     plan = plan_demote(s, 3, HUNG)
     assert not plan.refused
-    assert [(m.partition.name, m.replicas) for m in plan.moves] == [("orders-0", (1, 2, 3)), ("orders-2", (1, 2, 3))]
+    assert [(m.partition.name, m.replicas) for m in plan.moves] == [("orders-0", (1, 2, 3)), ("orders-2", (2, 1, 3))]
     assert json.loads(plan.reassignment()) == {"version": 1, "partitions": [
-        {"topic": "orders", "partition": 0, "replicas": [1, 2, 3]}, {"topic": "orders", "partition": 2, "replicas": [1, 2, 3]}]}
+        {"topic": "orders", "partition": 0, "replicas": [1, 2, 3]}, {"topic": "orders", "partition": 2, "replicas": [2, 1, 3]}]}
     assert json.loads(plan.election())["partitions"] == [{"topic": "orders", "partition": 0}, {"topic": "orders", "partition": 2}]
     assert plan.restore == {"orders-0": [3, 1, 2], "orders-2": [3, 2, 1]}
 
@@ -63,3 +63,27 @@ def test_coordinators_move_with_offsets_partitions_and_converged_reads_zookeeper
     assert len(converged(s, plan)) == 2
     after = snap([P("__consumer_offsets", 7, [1, 2, 3], 1, [1, 2]), P("orders", 0, [1, 2, 3], 3, [1, 2, 3])])
     assert converged(after, plan) == ["orders-0: led by 3, ISR [1, 2, 3]"]
+
+
+def test_the_original_order_is_written_back_only_where_the_set_is_unchanged_and_every_replica_is_in_sync():
+    from kafka_runbooks.remediate.demote import restore_payload
+
+    restore = {"orders-0": [3, 1, 2], "orders-1": [3, 2, 1], "orders-2": [3, 1, 2], "orders-3": [3, 1, 2]}
+    now = snap([P("orders", 0, [1, 2, 3], 1, [1, 2, 3]), P("orders", 1, [2, 1, 3], 2, [2, 1]),
+                P("orders", 2, [1, 2, 4], 1, [1, 2, 4]), P("orders", 3, [3, 1, 2], 3, [3, 1, 2])], brokers=(1, 2, 3, 4))
+    payload, left = restore_payload(restore, now)
+    assert json.loads(payload)["partitions"] == [{"topic": "orders", "partition": 0, "replicas": [3, 1, 2]}]
+    assert left == ["orders-1: not every replica is registered and in its ISR yet ([2, 1])",
+                    "orders-2: its replicas changed since the move ([1, 2, 4]): left as they are"]
+
+
+def test_a_partition_with_a_replica_out_of_sync_is_not_reordered_unless_the_election_alone_moves_it():
+    """Seen on the lab (Kafka 2.3, controller hung): the reassignment of __consumer_offsets-18, whose ISR lacked a
+    replica, waited for it to catch up from the hung leader; the znode stayed until the leader was released."""
+    s = snap([P("__consumer_offsets", 18, [1, 2, 3], 1, [1, 2]), P("orders", 4, [2, 1, 3], 1, [1, 2])], controller=1)
+    plan = plan_demote(s, 1, {1: "hung"})
+    assert [(m.partition.name, m.replicas, m.reorder) for m in plan.moves] == [("orders-4", (2, 1, 3), False)]
+    assert [st.partition.name for st in plan.stays_offline] == ["__consumer_offsets-18"]
+    assert "are out of its ISR" in plan.stays_offline[0].why
+    assert json.loads(plan.reassignment())["partitions"] == [] and not plan.reorders
+    assert json.loads(plan.election())["partitions"] == [{"topic": "orders", "partition": 4}]

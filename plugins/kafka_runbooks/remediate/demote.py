@@ -47,7 +47,8 @@ class Refusal:
 
 @dataclass(frozen=True)
 class Move:
-    """One partition B leads: its new replica order (the new leader first, B last)."""
+    """One partition B leads: its new replica order (the new leader first, B last), or, where B is not its preferred
+    replica, the same order (``reorder`` False: the preferred election alone moves it)."""
 
     partition: Partition
     replicas: tuple[int, ...]
@@ -55,6 +56,10 @@ class Move:
     @property
     def new_leader(self) -> int:
         return self.replicas[0]
+
+    @property
+    def reorder(self) -> bool:
+        return tuple(self.replicas) != tuple(self.partition.replicas)
 
     @property
     def coordinator(self) -> bool:
@@ -92,7 +97,12 @@ class DemotePlan:
     def reassignment(self) -> bytes:
         """``/admin/reassign_partitions`` (version 1, as kafka-reassign-partitions.sh writes it)."""
         return _json({"version": 1, "partitions": [
-            {"topic": m.partition.topic, "partition": m.partition.index, "replicas": list(m.replicas)} for m in self.moves]})
+            {"topic": m.partition.topic, "partition": m.partition.index, "replicas": list(m.replicas)}
+            for m in self.moves if m.reorder]})
+
+    @property
+    def reorders(self) -> bool:
+        return any(m.reorder for m in self.moves)
 
     def election(self) -> bytes:
         """``/admin/preferred_replica_election`` for the moved partitions."""
@@ -128,8 +138,14 @@ def plan_demote(snapshot: ClusterSnapshot, broker_id: int, not_serving: Mapping[
         target = _new_leader(p, b, snapshot.live_broker_ids, not_serving)
         if isinstance(target, str):
             stays.append(Stays(p, target))
-        else:
+        elif p.replicas[0] == target:
+            moves.append(Move(p, tuple(p.replicas)))  # B is not its preferred replica: the election alone moves it
+        elif set(p.replicas) <= set(p.isr):
             moves.append(Move(p, (target, *(r for r in p.replicas if r not in (target, b)), b)))
+        else:
+            lag = sorted(set(p.replicas) - set(p.isr))
+            stays.append(Stays(p, f"its replica(s) {lag} are out of its ISR: Kafka completes a reassignment only once every "
+                                  f"replica is in sync, and they would catch up from broker {b}, which serves nothing"))
     if not refusals and not moves:
         refusals.append(Refusal("nothing_to_move", f"broker {b} leads no partition that another serving in-sync "
                                                    f"replica could lead" + (f" ({len(stays)} stay offline)" if stays else "")))
@@ -157,7 +173,9 @@ def _cluster_refusals(snapshot: ClusterSnapshot, b: int, not_serving: Mapping[in
 
 
 def _new_leader(p: Partition, b: int, live: frozenset[int], not_serving: Mapping[int, str]) -> int | str:
-    """The first replica (in assignment order) that is registered, in the ISR and serving; else why none."""
+    """The first replica (in assignment order) that is registered, in the ISR and serving; else why none. (Measured on
+    Kafka 2.3: a reassignment of a partition whose ISR lacks a replica waits for it to catch up -- from the hung leader,
+    never -- so only partitions with every replica in sync are reordered: ``plan_demote``.)"""
     others = [r for r in p.isr if r != b]
     if not others:
         return f"its only in-sync replica is broker {b}; with unclean election off no other replica may lead it"
@@ -165,6 +183,28 @@ def _new_leader(p: Partition, b: int, live: frozenset[int], not_serving: Mapping
     if not serving:
         return f"its other in-sync replica(s) {sorted(others)} are not registered or not serving"
     return serving[0]
+
+
+def restore_payload(restore: Mapping[str, list[int]], snapshot: ClusterSnapshot) -> tuple[bytes | None, list[str]]:
+    """``/admin/reassign_partitions`` that writes the original replica order back (after B's restart passed its gates):
+    only partitions whose replica SET is still the one moved (an order nobody else changed since), every replica
+    registered and in the ISR (the reassignment completes at once; nothing is copied). (payload or None, what is
+    left out and why)."""
+    now = {p.name: p for p in snapshot.partitions}
+    back, left = [], []
+    for name, order in sorted(restore.items()):
+        p = now.get(name)
+        if p is None:
+            left.append(f"{name}: gone from ZooKeeper")
+        elif sorted(p.replicas) != sorted(order):
+            left.append(f"{name}: its replicas changed since the move ({list(p.replicas)}): left as they are")
+        elif list(p.replicas) == list(order):
+            continue
+        elif not set(order) <= set(p.isr) or not set(order) <= snapshot.live_broker_ids:
+            left.append(f"{name}: not every replica is registered and in its ISR yet ({list(p.isr)})")
+        else:
+            back.append({"topic": p.topic, "partition": p.index, "replicas": list(order)})
+    return (_json({"version": 1, "partitions": back}) if back else None), left
 
 
 def converged(snapshot: ClusterSnapshot, plan: DemotePlan) -> list[str]:
