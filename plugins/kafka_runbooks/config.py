@@ -415,6 +415,23 @@ class ElectionSettings:
         return s
 
 
+@dataclass(frozen=True)
+class MitigationSettings:
+    """Mitigate first (runbooks/mitigate-first.md): the incident response offers to move leadership off a broker that
+    does not serve before the capture. Off by default for now: the drills and end-to-end tests answer the restart's
+    approval only."""
+
+    enabled: bool = False  # offer the move (its own four-eyes approval) before the capture
+    approval_wait_s: float = 600.0  # the capture waits this long at most for that answer; none: nothing moves
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "MitigationSettings":
+        s = _section(cls, d, "mitigation")
+        if s.approval_wait_s <= 0:
+            raise ConfigError("mitigation: approval_wait_s > 0")
+        return s
+
+
 _SECTIONS = {
     "capture": CaptureSettings,
     "gates": GateSettings,
@@ -425,6 +442,7 @@ _SECTIONS = {
     "zookeeper_health": ZooKeeperHealthSettings,
     "leadership": LeadershipSettings,
     "election": ElectionSettings,
+    "mitigation": MitigationSettings,
 }
 _ARGV_FIELDS = ("stop_command", "start_command", "kill_command")
 # settings the remediation engine replaced: a clear error instead of a silently ignored value
@@ -471,6 +489,7 @@ class ClusterConfig:
     zookeeper_health: ZooKeeperHealthSettings = field(default_factory=ZooKeeperHealthSettings)
     leadership: LeadershipSettings = field(default_factory=LeadershipSettings)
     election: ElectionSettings = field(default_factory=ElectionSettings)
+    mitigation: MitigationSettings = field(default_factory=MitigationSettings)
 
     def ssh_conn_id(self, broker_id: int) -> str:
         try:

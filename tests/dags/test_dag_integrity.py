@@ -19,9 +19,15 @@ def test_dags_import_without_errors_and_have_the_stages(monkeypatch):
     response = bag.get_dag("kafka_incident_response")
     order = ["open_incident", "capture", "analyze", "report", "choose_remediation", "plan", "approve", "restart", "verify_recovery",
              "follow_up_peers", "close_incident"]
-    assert set(order) | {"explain"} == set(response.task_ids)
-    for upstream, downstream in zip(order, order[1:]):
-        assert upstream in response.get_task(downstream).upstream_task_ids, (upstream, downstream)
+    mitigation = ["open_incident", "plan_mitigation", "approve_mitigation", "mitigate", "capture"]
+    assert set(order) | set(mitigation) | {"explain", "restore_order"} == set(response.task_ids)
+    for chain in (order, mitigation, ["verify_recovery", "restore_order", "close_incident"]):
+        for upstream, downstream in zip(chain, chain[1:]):
+            assert upstream in response.get_task(downstream).upstream_task_ids, (upstream, downstream)
+    # mitigate first, then capture whatever the mitigation did; the move is approved like every change
+    assert response.get_task("capture").trigger_rule == "all_done"
+    assert isinstance(response.get_task("approve_mitigation"), RemediationApprovalOperator)
+    assert response.get_task("mitigate").retries == 0
     # the other branch: explained, nothing restarted (incidents 002a, 004), then the close-out
     assert "choose_remediation" in response.get_task("explain").upstream_task_ids
     assert "explain" in response.get_task("close_incident").upstream_task_ids

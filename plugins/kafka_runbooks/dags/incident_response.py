@@ -1,5 +1,11 @@
-"""Incident response: capture → analyze (Spark) → report → choose → (plan → approval → restart → verify →
-follow up on the peers) or explain → close.
+"""Incident response: mitigate first (move leadership off a broker that does not serve, its JVM untouched, after an
+approval; where the cluster's ``mitigation.enabled``) → capture → analyze (Spark) → report → choose → (plan → approval
+→ restart → verify → the original replica order back → follow up on the peers) or explain → close.
+
+Mitigate first (``operators/mitigate.py``, ``runbooks/mitigate-first.md``): for a suspect that fails a direct check now
+while the incident says it is not serving, the partitions it leads move to serving in-sync replicas through the same
+engine checks and four-eyes approval as every change; partitions whose only in-sync replica it is stay down until the
+restart, by name. Rejected, unanswered (``mitigation.approval_wait_s``), refused or halted: the capture goes on.
 
 The restart is a plan through the remediation engine (``operators/remediate.py``): the same safety rules on
 fresh state, approval bound to the plan and this run, maintenance lock, gates and halt as every other restart.
@@ -32,6 +38,7 @@ from kafka_runbooks.notify.webhook import APPROVAL_WAITING, HALTED, OnCallWebhoo
 from kafka_runbooks.operators.approval import DECISION_KEY, RemediationApprovalOperator
 from kafka_runbooks.operators.capture import CaptureEvidenceOperator
 from kafka_runbooks.operators.incident import CloseIncidentOperator, OpenIncidentOperator
+from kafka_runbooks.operators.mitigate import MitigateOperator, PlanMitigationOperator, RestoreOrderOperator
 from kafka_runbooks.operators.params import broker_ids_param, cluster_param
 from kafka_runbooks.operators.remediate import INCIDENT_RESTART, ClusterRecoveredSensor, ExecutePlanOperator, PlanRemediationOperator
 from kafka_runbooks.operators.response import FOLLOW_UP_KEY, ChooseRemediationOperator, ExplainIncidentOperator, FollowUpPeersOperator
@@ -74,7 +81,20 @@ def build() -> DAG:
                 "incident_id": "{{ params.incident_id }}",
             },
         )
-        capture = CaptureEvidenceOperator(task_id="capture", incident=incident.output)
+        # --- mitigate first: the clients before the diagnosis; the JVM is left for the capture
+        plan_mitigation = PlanMitigationOperator(task_id="plan_mitigation", incident=incident.output)
+        approve_mitigation = RemediationApprovalOperator(
+            task_id="approve_mitigation",
+            subject="Move leadership off Kafka broker(s) {{ params.broker_ids }} of {{ params.cluster }} now (capture, then restart)?",
+            plan_output=plan_mitigation.output,
+            max_wait_s=600,  # the capture waits for this answer: capped (mitigation.approval_wait_s caps it further)
+            notifiers=[OnCallWebhookNotifier(event=APPROVAL_WAITING,
+                                             message="moving leadership off {{ params.broker_ids }} on {{ params.cluster }}")],
+        )
+        mitigate = MitigateOperator(task_id="mitigate", plan_output=plan_mitigation.output, on_failure_callback=OnCallWebhookNotifier(
+            event=HALTED, message="moving leadership off {{ params.broker_ids }} on {{ params.cluster }}"))
+        # runs whatever the mitigation did (off, skipped, rejected, refused, halted): the evidence is taken in every case
+        capture = CaptureEvidenceOperator(task_id="capture", incident=incident.output, trigger_rule="all_done")
         analyze = AnalyzeBundleOperator(
             task_id="analyze",
             bundle_dir=xcom("capture", "bundle_dir"),
@@ -99,6 +119,7 @@ def build() -> DAG:
         )
         restart = ExecutePlanOperator(task_id="restart", plan_output=plan.output, on_failure_callback=halted)
         verify = ClusterRecoveredSensor(task_id="verify_recovery", incident=incident.output, timeout=RECOVERY_TIMEOUT.total_seconds())
+        restore = RestoreOrderOperator(task_id="restore_order", mitigation=xcom("mitigate"))
         follow_up = FollowUpPeersOperator(task_id="follow_up_peers", incident=incident.output, restart=xcom("restart"),
                                           remediation=xcom("choose_remediation", key="remediation"))
         close = CloseIncidentOperator(
@@ -113,7 +134,8 @@ def build() -> DAG:
             explanation=xcom("explain"),
             follow_up=xcom("follow_up_peers", key=FOLLOW_UP_KEY),
         )
+        incident >> plan_mitigation >> approve_mitigation >> mitigate >> capture
         incident >> capture >> analyze >> report >> choose >> [plan, explain]
-        plan >> approve >> restart >> verify >> follow_up >> close
+        plan >> approve >> restart >> verify >> [restore, follow_up] >> close
         explain >> close
     return dag

@@ -56,7 +56,8 @@ class RemediationApprovalOperator(ApprovalOperator):
 
     template_fields: Sequence[str] = (*ApprovalOperator.template_fields, "plan_output", "cluster")
 
-    def __init__(self, *, plan_output: Any = None, cluster: str = "{{ params.cluster }}", **kwargs: Any) -> None:
+    def __init__(self, *, plan_output: Any = None, cluster: str = "{{ params.cluster }}", max_wait_s: float | None = None,
+                 **kwargs: Any) -> None:
         kwargs.setdefault("defaults", self.REJECT)  # no answer in time is a Reject: nothing changes
         if kwargs["defaults"] not in (self.REJECT, [self.REJECT]):
             raise ValueError("a remediation approval may only default to Reject")
@@ -67,6 +68,7 @@ class RemediationApprovalOperator(ApprovalOperator):
         super().__init__(**kwargs)
         self.plan_output = plan_output
         self.cluster = cluster
+        self.max_wait_s = max_wait_s  # caps approvals.timeout_s (an approval other work waits on)
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -124,7 +126,8 @@ class RemediationApprovalOperator(ApprovalOperator):
         )
         ledger.append(REQUESTED, ti.run_id, **A.entry_for(request, secret), assigned=[u["id"] for u in assigned])
         self.assigned_users = assigned
-        self.response_timeout = timedelta(seconds=config.approvals.timeout_s)
+        caps = [config.approvals.timeout_s, self.max_wait_s, self.plan_output.get("approval_wait_s")]
+        self.response_timeout = timedelta(seconds=min(float(c) for c in caps if c))
         findings = [Finding.from_dict(f) for f in (self.plan_output.get("findings") or [])]
         commands = {
             s.broker_id: {w: config.argv(f"{w}_command", s.broker_id) for w in ("stop", "start", "kill")}

@@ -86,6 +86,9 @@ def approval_body(
     if plan.kind == "preferred_election":
         parts = list(header) + _findings_section(findings, report_path)
         return "\n".join(parts + _election_section(plan, approval_timeout, digest, gates) + _binding_section(binding, started_by))
+    if plan.kind == "demote":
+        parts = list(header) + _findings_section(findings, report_path)
+        return "\n".join(parts + _demote_section(plan, approval_timeout, digest, gates) + _binding_section(binding, started_by))
     totals, topic_count = plan_topics(plan, min_isr)
     parts = (list(header) + blast_summary(totals, plan_counts(plan, min_isr), incident_url, topic_count) + ["\n"]
              + _findings_section(findings, report_path))
@@ -159,6 +162,26 @@ def _binding_section(binding: Mapping | None, started_by: str | None) -> list[st
         f"seal key connection {_code(binding.get('seal_key_conn_id'))}."
         + (f" Started by: {_code(started_by)}." if started_by else ""),
     ]
+
+
+def _demote_section(plan: Plan, approval_timeout: str, digest: str | None, gates: Sequence[str]) -> list[str]:
+    """Mitigate first (``remediate/demote.py``): what moves where, what stays down, the JVM left alone."""
+    c = plan.conditions
+    b = c.get("broker_id")
+    parts = [f"\n### Plan: move leadership off broker {_code(b)} now (cluster {_code(plan.cluster)}; runs only after **Approve**)",
+             f"Broker {b}'s JVM is not touched: the capture takes its dumps afterwards, then the restart is planned and "
+             "approved on its own. Nothing is stopped or restarted here.",
+             _block(plan.blast_radius)]
+    if plan.not_serving:
+        parts.append("Not serving, on direct evidence:")
+        parts.append(_block(f"broker {x}: {why}" for x, why in sorted(plan.not_serving.items())))
+    if gates:
+        parts.append("Then it waits, bounded, for: " + "; ".join(gates) + ". Otherwise it halts and pages on-call.")
+    parts.append("\n### Bound to")
+    parts.append(f"plan digest {_code(digest or '?')}, computed at {_code(plan.computed_at)}. Only these partitions, in "
+                 "exactly these new replica orders, are moved; the original order is written back after the restart.")
+    parts.append(f"\n**Reject**, or no answer within {approval_timeout}, moves nothing; the capture goes on.")
+    return parts
 
 
 def _election_section(plan: Plan, approval_timeout: str, digest: str | None, gates: Sequence[str]) -> list[str]:

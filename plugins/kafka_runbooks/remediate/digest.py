@@ -58,7 +58,7 @@ def execution_binding(config, plan: Plan, canary: bool) -> dict[str, Any]:
     """What will run, from the cluster's configuration now (never from XCom) and the run's canary switch."""
     import dataclasses
 
-    brokers = sorted({*plan.broker_order, *plan.completed}) if plan.kind != "preferred_election" else []
+    brokers = sorted({*plan.broker_order, *plan.completed}) if plan.kind not in ("preferred_election", "demote") else []
     binding: dict[str, Any] = {
         "cluster": config.name,
         "kind": plan.kind,
@@ -79,7 +79,7 @@ def execution_binding(config, plan: Plan, canary: bool) -> dict[str, Any]:
         "unclean_leader_election": config.unclean_leader_election,
         "kafka_version": config.kafka_version,
     }
-    if plan.kind == "preferred_election":
+    if plan.kind in ("preferred_election", "demote"):  # a demotion waits for the controller with the election's bounds
         binding["election"] = json.loads(canonical(dataclasses.asdict(config.election)))
     return json.loads(canonical(binding))
 

@@ -1,0 +1,307 @@
+"""Mitigate first (issue 30), the I/O: move leadership off a broker that does not serve, under the cluster's
+maintenance lock, on fresh state, its JVM untouched. Decisions are ``remediate/demote.py``'s (pure).
+
+One run: the lock; fresh state from ZooKeeper and a direct check of the broker NOW (it must still fail: a broker that
+answers again is left alone); the plan again on that state -- only moves that are still needed AND exactly what was
+approved run (a partition the approval did not cover needs a new one); the intent in the ledger; the reassignment
+(``/admin/reassign_partitions``, refused if one is pending), waited for until the controller deleted it; the
+preferred election of the moved partitions (``/admin/preferred_replica_election``); then the gates: every moved
+partition led by a registered in-sync broker other than B (ZooKeeper) and each new leader's own metadata agreeing,
+the coordinators of moved ``__consumer_offsets`` partitions loaded, a canary round through every serving leader.
+Anything else halts, saying where and what the cluster looks like. A znode the controller did not take is removed again
+when it is still ours: nothing is left for a controller to run later.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Callable, Mapping
+
+from kafka_runbooks import clock
+from kafka_runbooks.model import CONSUMER_OFFSETS, Plan
+from kafka_runbooks.remediate import demote as D
+from kafka_runbooks.remediate import ledger as L
+from kafka_runbooks.remediate.executor import Execution, Halted, Refused, describe_state
+
+log = logging.getLogger(__name__)
+
+
+def to_plan(dplan: D.DemotePlan, snapshot, roll_id: str | None) -> Plan:
+    """The demotion as the engine's Plan: nothing restarts (no steps); what the approval binds is in ``conditions``
+    (every move's new replica order, what stays offline, the original order to restore)."""
+    return Plan(
+        cluster=dplan.cluster, steps=(), kind=D.KIND, requested=(dplan.broker_id,), computed_at=snapshot.taken_at,
+        refusals=tuple(str(r) for r in dplan.refusals), blast_radius=tuple(dplan.blast_radius()),
+        controller_id=snapshot.controller_id, controller_epoch=snapshot.controller_epoch,
+        not_serving={dplan.broker_id: dplan.evidence} if dplan.evidence else {}, roll_id=roll_id,
+        conditions={"broker_id": dplan.broker_id,
+                    "moves": {m.partition.name: list(m.replicas) for m in dplan.moves},
+                    "stays_offline": {s.partition.name: s.why for s in dplan.stays_offline},
+                    "restore": dplan.restore, "controller": dplan.controller},
+    )
+
+
+def approved_moves(plan: Plan) -> dict[str, list[int]]:
+    return {str(k): [int(r) for r in v] for k, v in (plan.conditions or {}).get("moves", {}).items()}
+
+
+def runnable(fresh: D.DemotePlan, approved: Mapping[str, list[int]]) -> tuple[list[D.Move], list[str]]:
+    """The fresh moves that were approved as they are now (same partition, same new order), and what is left out."""
+    run, left = [], []
+    for m in fresh.moves:
+        if approved.get(m.partition.name) == list(m.replicas):
+            run.append(m)
+        else:
+            left.append(f"{m.partition.name} -> {list(m.replicas)} was not approved in this form (needs a new approval)")
+    gone = sorted(set(approved) - {m.partition.name for m in fresh.moves})
+    if gone:
+        left.append(f"no longer led by broker {fresh.broker_id} or no longer movable: {', '.join(gone)}")
+    return run, left
+
+
+def write_and_wait(zk, path: str, payload: bytes, timeout_s: float, guard: Callable[[], None] | None = None) -> float:
+    """Creates ``path`` (Halted if it exists: somebody else's change is pending) and waits until the controller deletes
+    it; the seconds that took. Not taken in time: removed again when still ours, then Halted."""
+    from kazoo.exceptions import NodeExistsError
+
+    from kafka_runbooks.remediate.waits import Waker, wait_for
+
+    t0 = time.monotonic()
+    try:
+        zk.create(path, payload)
+    except NodeExistsError:
+        raise Halted(f"{path} already exists: another change is pending; nothing was written") from None
+    waker = Waker()
+    gone = wait_for(lambda: True if zk.exists(path, watch=waker) is None else None, timeout_s=timeout_s, poll_s=0.5,
+                    waker=waker, guard=guard)
+    if gone is None:
+        removed = remove_if_ours(zk, path, payload)
+        raise Halted(f"the controller did not take {path} within {timeout_s:g} s (no active controller, or it is stuck); "
+                     + ("the znode was removed again: no controller will run it later" if removed else
+                        "the znode is no longer ours or already gone"))
+    return time.monotonic() - t0
+
+
+def reorder_and_wait(zk, config, moving: D.DemotePlan, guard: Callable[[], None]) -> tuple[float, list[D.Move], list[str]]:
+    """Writes the reassignment and waits, bounded, until each reordered partition either shows its new order in
+    ZooKeeper (done) or lost a replica from its ISR since the plan (stuck: Kafka completes a reassignment only with every
+    replica in sync, and they would catch up from the hung broker -- seen on the lab when the hung leader shrank its ISR
+    after the plan was read). (seconds, the moves that may be elected, what is stuck). The controller keeps a stuck
+    partition's reassignment pending until its replicas are back in sync (Kafka before 2.4 cannot cancel one)."""
+    from kazoo.exceptions import NodeExistsError
+
+    from kafka_runbooks.detect.snapshot import read_snapshot
+
+    t0 = time.monotonic()
+    try:
+        zk.create(D.REASSIGN_ZNODE, moving.reassignment())
+    except NodeExistsError:
+        raise Halted(f"{D.REASSIGN_ZNODE} already exists: another reassignment is pending; nothing was written") from None
+    deadline = t0 + config.election.znode_timeout_s
+    while True:
+        guard()
+        now = {p.name: p for p in read_snapshot(zk, config.name).partitions}
+        done = [m for m in moving.moves if not m.reorder or tuple(now[m.partition.name].replicas) == tuple(m.replicas)]
+        stuck = [m for m in moving.moves if m not in done and not set(m.replicas) <= set(now[m.partition.name].isr)]
+        if len(done) + len(stuck) == len(moving.moves):
+            why = [f"{m.partition.name}: ISR now {list(now[m.partition.name].isr)}; its reassignment stays pending in the "
+                   f"controller until every replica is in sync again (after broker {moving.broker_id}'s restart)" for m in stuck]
+            return time.monotonic() - t0, done, why
+        if time.monotonic() >= deadline:
+            left = [m.partition.name for m in moving.moves if m not in done and m not in stuck]
+            raise Halted(f"the controller did not reorder {', '.join(left[:8])} within {config.election.znode_timeout_s:g} s "
+                         "(no active controller, or it is stuck); nothing was elected")
+        time.sleep(0.3)
+
+
+def remove_if_ours(zk, path: str, payload: bytes) -> bool:
+    from kazoo.exceptions import BadVersionError, NoNodeError
+
+    try:
+        data, stat = zk.get(path)
+        if data != payload:
+            return False
+        zk.delete(path, version=stat.version)
+        return True
+    except (NoNodeError, BadVersionError):
+        return False
+
+
+def fresh_demote(ex: Execution, zk) -> tuple[Any, D.DemotePlan, Any]:
+    """(snapshot, the plan again on it, the direct check of the broker now)."""
+    from kafka_runbooks.detect.snapshot import read_snapshot
+    from kafka_runbooks.hooks.kafka import KafkaHook
+
+    b = int(ex.plan.conditions["broker_id"])
+    snapshot = read_snapshot(zk, ex.config.name)
+    broker = snapshot.broker(b)
+    check = None
+    if broker is not None:
+        check = KafkaHook(ex.config.kafka_conn_id, listener=ex.config.listener).check_broker(
+            broker, ex.config.health.kafka_probe_timeout_s)
+    evidence = {}
+    if check is not None and not check.ok and ex.plan.not_serving.get(b):
+        evidence[b] = f"direct check failed now ({check.error or check.error_code or 'no answer'}); {ex.plan.not_serving[b]}"
+    return snapshot, D.plan_demote(snapshot, b, evidence), check
+
+
+def _gates(zk, ex: Execution, dplan: D.DemotePlan, moves: list[D.Move], guard) -> dict[str, Any]:
+    """ZooKeeper and the new leaders' own metadata agree that B leads none of the moved partitions; coordinators loaded;
+    a canary round through every serving leader. Halted otherwise."""
+    from kafka_runbooks.detect.snapshot import read_snapshot
+    from kafka_runbooks.hooks.kafka import KafkaHook
+    from kafka_runbooks.remediate.election_run import _coordinators_loaded
+    from kafka_runbooks.remediate.gates import canary_leaders
+
+    cfg = ex.config
+    hook = KafkaHook(cfg.kafka_conn_id, listener=cfg.listener)
+    moved = D.DemotePlan(dplan.cluster, dplan.broker_id, tuple(moves), (), (), dplan.controller, dplan.evidence)
+    t0 = time.monotonic()
+    deadline = t0 + cfg.election.convergence_s
+    while True:
+        guard()
+        snapshot = read_snapshot(zk, cfg.name)
+        left = D.converged(snapshot, moved)
+        if not left:
+            serving = [b for b in snapshot.brokers if b.id != dplan.broker_id]
+            left = _views_disagree(hook.metadata_views(serving, cfg.leadership.view_timeout_s), moved)
+        if not left:
+            break
+        if time.monotonic() >= deadline:
+            raise Halted(f"leadership did not leave broker {dplan.broker_id} within {cfg.election.convergence_s:g} s: "
+                         + "; ".join(left[:6]))
+        time.sleep(0.5)
+    out: dict[str, Any] = {"moved_s": round(time.monotonic() - t0, 2)}
+    by_leader: dict[int, list[int]] = {}
+    for m in moves:
+        if m.coordinator:
+            by_leader.setdefault(m.new_leader, []).append(m.partition.index)
+    for leader, parts in sorted(by_leader.items()):
+        guard()
+        out.setdefault("coordinators", {})[leader] = _coordinators_loaded(zk, ex, leader, sorted(parts), guard=guard)
+    if ex.canary:
+        led = {b: p for b, p in canary_leaders(snapshot, cfg.canary.topic).items() if b != dplan.broker_id}
+        brokers = [b for b in (snapshot.broker(x) for x in sorted(led)) if b is not None]
+        results = hook.canary(brokers, {b.id: led[b.id] for b in brokers}, cfg.canary.topic, cfg.canary.timeout_s)
+        bad = [f"leader {r.broker_id} partition {r.partition}: {r.error_code} {r.error}" for r in results if not r.ok]
+        if bad or not results:
+            raise Halted("canary produce/consume failed after the move: " + "; ".join(bad or ["no serving leader to write to"]))
+        out["canary"] = len(results)
+    return out
+
+
+def _views_disagree(views, moved: D.DemotePlan) -> list[str]:
+    """Each serving broker's own metadata must show no moved partition led by B (a stale view routes clients to B)."""
+    names = {m.partition.name for m in moved.moves}
+    out = []
+    for v in views:
+        if not v.ok:
+            out.append(f"broker {v.broker_id}'s metadata could not be read: {v.error}")
+            continue
+        still = sorted(n for n in names if v.leader_of(n) == moved.broker_id)
+        if still:
+            out.append(f"broker {v.broker_id} still says broker {moved.broker_id} leads {', '.join(still[:5])}")
+    return out
+
+
+def run(ex: Execution) -> dict[str, Any]:
+    """Runs the approved demotion. Raises Refused (nothing changed) or Halted (stopped after an action)."""
+    from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
+    from kafka_runbooks.incidents.store import IncidentStore
+    from kafka_runbooks.remediate.lock import LockBusy, LockLost, MaintenanceLock
+
+    cfg = ex.config
+    store = IncidentStore(cfg)
+    ledger = L.Ledger(cfg, ex.record_id)
+    where = {"run_id": ex.run_id, "dag_id": ex.dag_id, "task_id": ex.task_id, "try": ex.try_number}
+    b = int(ex.plan.conditions["broker_id"])
+
+    def audit(action: str, outcome: str, details: Mapping[str, Any] | None = None) -> None:
+        store.audit(ex.record_id, actor=ex.approver, action=action, outcome=outcome, details={**(details or {}), **where})
+
+    with ZooKeeperHook(cfg.zk_conn_id, timeout_s=cfg.capture.connect_timeout_s).session() as zk:
+        lock = MaintenanceLock(zk, cfg.name, run=ex.run_id, dag=ex.dag_id, user=ex.starter, purpose=D.KIND)
+        try:
+            identity = lock.acquire(cfg.gates.lock_wait_s)
+        except LockBusy as exc:
+            ledger.append("refused", ex.run_id, reason=str(exc))
+            raise Refused(str(exc)) from exc
+        audit("maintenance_lock", "acquired", identity)
+        phase = "checking"
+        try:
+            snapshot, fresh, check = fresh_demote(ex, zk)
+            moves, left = runnable(fresh, approved_moves(ex.plan))
+            refusals = [str(r) for r in fresh.refusals]
+            audit("demote_check", "refused" if refusals or not moves else "ok",
+                  {"broker_id": b, "refusals": refusals, "left_out": left, "moves": len(moves),
+                   "direct_check": check.to_dict() if check is not None else None})
+            if refusals or not moves:
+                why = "; ".join(refusals or left or ["nothing left to move"])
+                ledger.append("refused", ex.run_id, reason=why)
+                raise Refused(f"move of leadership off broker {b} refused on fresh state: {why}; nothing was changed")
+            moving = D.DemotePlan(fresh.cluster, b, tuple(moves), fresh.stays_offline, (), fresh.controller, fresh.evidence)
+            ledger.append(L.STEP_STARTED, ex.run_id, broker_id=b, phase="reassigning",
+                          partitions=[m.partition.name for m in moves], restore=moving.restore)
+            phase = "reassigning"
+            took_r, stuck, restore = 0.0, [], moving.restore  # every reorder asked for: a stuck one completes later
+            if moving.reorders:  # partitions B is the preferred replica of: B last first (none: the election alone)
+                took_r, moves, stuck = reorder_and_wait(zk, cfg, moving, lock.check)
+                audit("reassign", "ok" if not stuck else "partial",
+                      {"broker_id": b, "reordered": sum(m.reorder for m in moves), "stuck": stuck, "controller_s": round(took_r, 2)})
+                if not moves:
+                    raise Halted("no partition could be reordered: " + "; ".join(stuck[:6]))
+                moving = D.DemotePlan(fresh.cluster, b, tuple(moves), fresh.stays_offline, (), fresh.controller, fresh.evidence)
+            phase = "electing"
+            took_e = write_and_wait(zk, D.ELECTION_ZNODE, moving.election(), cfg.election.znode_timeout_s, guard=lock.check)
+            audit("elect", "ok", {"broker_id": b, "partitions": len(moves), "controller_s": round(took_e, 2)})
+            phase = "gating"
+            gates = _gates(zk, ex, moving, moves, lock.check)
+            timing = {"broker_id": b, "reassign_s": round(took_r, 2), "elect_s": round(took_e, 2), **gates}
+            audit("gates", "ok", timing)
+            ledger.append(L.STEP_DONE, ex.run_id, broker_id=b, partitions=[m.partition.name for m in moves], timing=timing)
+        except (Halted, LockLost) as exc:
+            _halt(ex, ledger, audit, zk, b, phase, str(exc))
+        except Refused:
+            raise
+        except Exception as exc:  # noqa: BLE001 - ZooKeeper, Kafka client: anything else halts the same way
+            _halt(ex, ledger, audit, zk, b, phase, f"unexpected error: {type(exc).__name__}: {exc}")
+        finally:
+            lock.release()
+            audit("maintenance_lock", "released")
+    ledger.append(L.COMPLETED, ex.run_id, moved=[m.partition.name for m in moves])
+    return {"broker_id": b, "moved": [m.partition.name for m in moves], "new_leaders": {m.partition.name: m.new_leader for m in moves},
+            "stays_offline": {**{s.partition.name: s.why for s in moving.stays_offline},
+                              **{w.split(":", 1)[0]: w.split(":", 1)[1].strip() for w in stuck}}, "left_out": left,
+            "restore": restore, "timing": timing, "approved_by": ex.approver, "record_id": ex.record_id,
+            "at": clock.now_iso()}
+
+
+def _halt(ex: Execution, ledger, audit, zk, b: int, phase: str, reason: str) -> None:
+    from kafka_runbooks.detect.snapshot import read_snapshot
+
+    try:
+        snapshot = read_snapshot(zk, ex.config.name)
+    except Exception:  # noqa: BLE001 - describe_state says "unknown"
+        snapshot = None
+    state = describe_state(snapshot, ex.config.hosts)
+    ledger.append(L.HALTED, ex.run_id, broker_id=b, phase=phase, reason=reason, state=state)
+    audit("halt", "failed", {"broker_id": b, "phase": phase, "reason": reason, "state": state})
+    raise Halted("\n".join([f"move of leadership off broker {b} of cluster {ex.config.name} HALTED while {phase}", reason,
+                            "cluster now:", *[f"  {line}" for line in state],
+                            f"broker {b}'s JVM was not touched (record {ex.record_id}); capture and the restart go on"]))
+
+
+def restore_order(zk, config, restore: Mapping[str, list[int]], guard: Callable[[], None] | None = None) -> dict[str, Any]:
+    """After B's restart passed its gates: the original replica order written back (``demote.restore_payload``), so the
+    deferred preferred election returns leadership to B. {"restored": [...], "left": [...], "controller_s"}."""
+    from kafka_runbooks.detect.snapshot import read_snapshot
+
+    payload, left = D.restore_payload(restore, read_snapshot(zk, config.name))
+    if payload is None:
+        return {"restored": [], "left": left, "controller_s": 0.0}
+    took = write_and_wait(zk, D.REASSIGN_ZNODE, payload, config.election.znode_timeout_s, guard=guard)
+    import json
+
+    restored = [f"{p['topic']}-{p['partition']}" for p in json.loads(payload)["partitions"]]
+    return {"restored": restored, "left": left, "controller_s": round(took, 2)}
