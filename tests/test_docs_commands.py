@@ -33,7 +33,8 @@ REPO = Path(__file__).resolve().parents[1]
 DOCS = [REPO / "README.md", REPO / "lab" / "README.md", *sorted((REPO / "docs").glob("*.md")),
         *sorted((REPO / "runbooks").glob("*.md"))]
 START = re.compile(r"^(?:\./run\b|python3? -m |python3? benchmarks/)")
-PLACEHOLDERS = {"<pytest args>": "--collect-only -q tests/test_versions.py", "<fault> <id>": "hang 3", "<id>": "000", "DIR": "var/docs-check"}
+PLACEHOLDERS = {"<pytest args>": "--collect-only -q tests/test_versions.py", "<fault> <id>": "hang 3", "<id>": "000", "DIR": "var/docs-check",
+                "<name>": "dags"}
 HARMLESS = {"python -m kafka_runbooks.analyze.signatures": "prints docs/SIGNATURES.md to stdout",
             "./run test --collect-only -q tests/test_versions.py": "pytest's own dry form (its parser is its own subclass)"}
 NOT_RUN = {"./run test": "the whole suite in three lanes; each lane is `python -m pytest`, checked as `./run test <pytest args>`"}
@@ -126,8 +127,8 @@ def test_every_documented_command_is_accepted_as_written(tmp_path):
     (tmp_path / "sitecustomize.py").write_text(SHIM)
     docs = documented()
     assert "./run bench scale --parts big --no-compare-kazoo" in docs  # the command issue 32 found refused
-    todo = [(cmd, written, where) for written, where in sorted(docs.items()) if written not in NOT_RUN
-            for cmd in expand(written)]
+    todo = [(cmd, written, where) for written, where in sorted(docs.items())
+            for cmd in expand(written) if cmd not in NOT_RUN]  # as expanded: "./run test   # ..." is ./run test
     with ThreadPoolExecutor(max_workers=4) as pool:  # each waits on its own process
         results = list(pool.map(lambda x: run_dry(x[0], tmp_path), todo))
     refused = []
