@@ -204,6 +204,13 @@ def test_a_finished_run_says_what_it_did_how_long_and_what_it_left():
                                      "killed": False, "stop_command": "ok"}]}
     assert "broker 1: 9.0 s (stop 3.0 s)\n" in progress.run_summary("rolling_restart", "c1", clean, outcome="DONE") + "\n"
     assert "1 partition(s) led by a broker other than their preferred replica (orders-0); run kafka_preferred_election" in text
+    # issue 32 point 7: the election DAG linked, and whether it is paused said
+    linked = progress.run_summary("rolling_restart", "c1", {"restarted": [1]}, outcome="DONE", imbalance=["orders-0"],
+                                  election=progress.election_hint(True, "/dags/kafka_preferred_election"))
+    assert ("run [kafka_preferred_election](/dags/kafka_preferred_election) to move leadership back (it is PAUSED: "
+            "unpause it first, or its run waits)") in linked
+    assert progress.election_hint(False, "/dags/kafka_preferred_election").endswith("to move leadership back")
+    assert "the product's DAGs arrive paused" in progress.election_hint(None)
 
 
 def test_an_election_reads_as_one_line_per_batch_and_gate():
@@ -309,3 +316,15 @@ def test_an_election_dry_run_reads_as_a_note():
     assert "1. broker 3: 8 partition(s) (orders-0, orders-1, orders-2, orders-3, orders-4 and 3 more)" in note
     assert "2. broker 3: 1 partition(s) (__consumer_offsets-1)" in note
     assert "the quiet window (01:00-05:00); gives up after 21600.0 s" in note
+
+
+def test_a_dry_run_whose_plan_would_be_refused_says_so_first():
+    """Issue 32 point 2: the note of a dry run of a refused plan says "would be refused: <why>" as its first words."""
+    s = _cluster()
+    plan = plan_restart(s, [4], CFG)  # a broker the cluster does not have
+    assert plan.refused
+    note = progress.plan_note(plan, "d" * 64, dry_run=True)
+    lines = note.splitlines()
+    assert lines[0] == "**rolling_restart of c1: DRY RUN -- WOULD BE REFUSED; nothing was asked and nothing changed**", lines[0]
+    assert lines[2] == progress.dry_run_refusal(plan) == "would be " + progress.refusal_summary(plan)
+    assert lines[2].startswith("would be refused: ")
