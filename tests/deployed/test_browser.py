@@ -348,7 +348,7 @@ def _trigger_in_the_form(b: Browser, d, reason: str) -> str:
     form = alice.get_by_role("dialog")
     form.locator("#element_reason").wait_for()
     text = form.inner_text()
-    for described in ("Broker ids to restart", "A JSON list of broker ids, e.g. [1, 2]", "Why (recorded with every action)",
+    for described in ("Broker ids to restart", "Choose from the configured brokers", "Why (recorded with every action)",
                       "dry-run shows the plan and changes nothing", "Gate every start on a canary",
                       "Continue the cluster's last halted roll"):
         assert described in text, (described, text[:3000])
@@ -358,13 +358,16 @@ def _trigger_in_the_form(b: Browser, d, reason: str) -> str:
     form.locator("#element_reason").fill(reason)
     assert submit.is_enabled()
     # issue 32 point 8: the brokers field offers exactly the configured brokers, in words; nothing else can be entered
-    brokers = form.locator("[data-scope=field][data-part=root]", has_text="Broker ids to restart")
+    from playwright.sync_api import expect
+
+    brokers = form.locator("[data-scope=field][data-part=root]", has_text="Broker ids to restart").last
     brokers.get_by_role("combobox").click()
+    alice.get_by_role("option").first.wait_for()
     offered = sorted(t.strip() for t in alice.get_by_role("option").all_inner_texts())
     assert offered == ["broker 1", "broker 2", "broker 3"], offered
-    alice.keyboard.type("9")
-    assert alice.get_by_role("option").count() == 0  # a broker the cluster does not have is not there to choose
     b.shot("alice", "form-brokers-only-configured")
+    alice.keyboard.type("9")
+    expect(alice.get_by_role("option")).to_have_count(0)  # a broker the cluster does not have is not there to choose
     alice.keyboard.press("Backspace")
     alice.get_by_role("option", name="broker 2", exact=True).click()
     alice.keyboard.press("Escape")
