@@ -180,7 +180,8 @@ def test_the_plugin_puts_the_page_in_the_navigation_and_on_every_run():
     from kafka_runbooks.web.plugin import KafkaRunbooksPlugin
 
     views = {v["destination"]: v for v in KafkaRunbooksPlugin.external_views}
-    assert views["nav"]["href"] == "/kafka-runbooks/incidents" and views["nav"]["url_route"]
+    # issue 32 point 4: opened as a page of its own, not in Airflow's sandboxed frame (no url_route)
+    assert views["nav"]["href"] == "/kafka-runbooks/incidents" and not views["nav"].get("url_route")
     assert views["dag_run"]["href"] == "/kafka-runbooks/runs/{DAG_ID}/{RUN_ID}"
 
 
@@ -206,7 +207,11 @@ def test_every_link_opens_in_the_top_window_and_the_fleet_overview_is_a_page(sit
         assert r.status_code in (200, 404), (path, r.text)
         anchors = _anchors(r.text)
         assert anchors, path
-        assert [a for a in anchors if "target='_top'" not in a] == [], path
+        # Airflow's pages in the top window; this app's own pages where they are (a sandboxed frame allows no other)
+        to_airflow = [a for a in anchors if "href='/dags/" in a or "href='/dag_runs" in a]
+        assert [a for a in to_airflow if "target='_top'" not in a] == [], path
+        assert [a for a in anchors if a not in to_airflow and "target=" in a] == [], path
+    assert any("href='/dags/kafka_rolling_restart/runs/" in a for a in _anchors(pages[f"/incidents/east/{site.closed}"].text))
     listing = pages["/incidents"].text
     assert "href='/kafka-runbooks/fleet'" in listing
     fleet = pages["/fleet"]
@@ -276,6 +281,8 @@ def test_a_quiet_page_says_whether_anything_watches_each_cluster(site, client, a
     with create_session() as session:
         session.execute(delete(Job).where(Job.job_type == "TriggererJob"))
     _sync_dags()
+    with create_session() as session:  # as it arrives (a metadata DB kept from an earlier run may have it unpaused)
+        session.execute(update(DagModel).where(DagModel.dag_id == "kafka_health_check_west").values(is_paused=True))
     west = _watch_of(client.get("/incidents").text, "west")
     assert "data-watched='no'" in west
     assert "kafka_health_check_west is PAUSED" in west and "never checked" in west

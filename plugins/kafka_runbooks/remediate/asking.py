@@ -96,5 +96,6 @@ def blast_summary(totals: Sequence[TopicTotal], counts: Mapping[str, int], incid
                          f"{'**' + str(t.offline) + '**' if t.offline else 0} | broker {t.worst_broker} |")
         if topic_count > min(len(totals), MAX_TOPICS):
             parts.append(f"... and {topic_count - min(len(totals), MAX_TOPICS)} more topics (on the incident page).")
+    parts.append("")  # a paragraph of its own, not a last row of the table
     parts.append("Every partition, step by step: " + (f"[on the incident page]({incident_url})" if incident_url else "the plan task's log") + ".")
     return parts

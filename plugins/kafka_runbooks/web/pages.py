@@ -45,13 +45,14 @@ def q(value: Any) -> str:
 
 
 def page(title: str, body: str) -> str:
-    """The whole page. Every link opens in the top window (``target=_top``): these pages are shown inside Airflow's
-    frame (its navigation's external view), and a link to Airflow's own pages must not nest a second UI there. Only
-    markup written here has ``<a `` in it: everything else is escaped."""
+    """The whole page. A link to Airflow's own pages opens in the top window (``target=_top``), never a second Airflow
+    UI inside a frame; a link to another page of this app stays where it is (Airflow 3.3 frames a run's Incident tab
+    with a sandbox that allows no top navigation: there, only this app's own links can work). Only markup written here
+    has ``<a `` in it: everything else is escaped."""
     html_ = (f"<!doctype html><html lang=en><head><meta charset=utf-8><title>{e(title)}</title><style>{CSS}</style></head>"
              f"<body><nav><a href='{PREFIX}/incidents'>All incidents</a><a href='{PREFIX}/fleet'>Fleet overview</a></nav>"
              f"{body}</body></html>")
-    return html_.replace("<a ", "<a target='_top' ")
+    return html_.replace("<a href='/dags/", "<a target='_top' href='/dags/").replace("<a href='/dag_runs", "<a target='_top' href='/dag_runs")
 
 
 def who(actor: Any) -> str:
