@@ -91,7 +91,7 @@ def bag():
 
     from kafka_lab.airflow_home import load_dags
 
-    os.environ["AIRFLOW_VAR_KAFKA_RUNBOOKS_CLUSTERS"] = json.dumps({"lab": {"zk_conn_id": "zk", "hosts": {"1": "h1"}}})
+    os.environ["AIRFLOW_VAR_KAFKA_RUNBOOKS_CLUSTERS"] = json.dumps({"lab": {"zk_conn_id": "zk", "hosts": {"1": "h1", "2": "h2", "3": "h3"}}})
     try:
         yield load_dags()
     finally:

@@ -12,6 +12,9 @@ import pytest
 from kafka_lab.airflow_home import load_dags
 from kafka_lab.approvals import Responder
 from kafka_runbooks.config import ClusterConfig
+from kafka_runbooks.remediate import host as _host
+
+REAL_UNREACHABLE_HOSTS = _host.unreachable_hosts  # before conftest.py's cluster_env keeps the plan-time probe out
 
 pytestmark = [pytest.mark.usefixtures("airflow_db"), pytest.mark.airflow, pytest.mark.timeout(600)]
 
@@ -114,6 +117,24 @@ def test_dry_run_shows_the_plan_and_changes_nothing(cluster_env):
     assert [s["broker_id"] for s in out["plan"]["steps"]] == [2, 3, 1]  # every broker, the controller (1) last
     assert _xcom(run, "close")["status"] == "dry run"
     assert not webhook.received
+
+
+def test_a_dry_run_whose_plan_would_be_refused_says_so_as_loudly_as_a_refusal(cluster_env, monkeypatch):
+    """Issue 32 point 2: the plan-time probe of broker 2's host (real: nothing listens at the stand-in's address) refuses
+    the plan; a dry run of it fails its plan task like a real refusal, says "would be refused: ..." first in the log and
+    as the note, and its close task says it -- not a green run whose refusal is a WARNING somewhere in a log."""
+    settings, webhook = cluster_env
+    monkeypatch.setattr(_host, "unreachable_hosts", REAL_UNREACHABLE_HOSTS)
+    run = load_dags().get_dag(DAG_ID).test(run_conf=_form(mode="dry-run"))
+    states = _states(run)
+    assert states["plan"] == "failed" and states["approve"] == "upstream_failed" and states["execute"] == "upstream_failed", states
+    refused = _xcom(run, "plan", "refused")
+    assert refused["dry_run"] is True and refused["summary"].startswith("refused: 1 of 1 step(s) -- broker 2: "), refused
+    close = _xcom(run, "close")
+    assert close["status"] == "dry run, would be refused", close
+    assert close["summary"].startswith("dry run: would be refused; nothing was asked and nothing changed. would be refused: 1 of 1")
+    # nothing was asked; on-call hears of it as of a refused plan (the plan task's failure callback)
+    assert [m["event"] for m in webhook.received] == ["halted"] and "dry run: would be refused" in webhook.received[0]["text"]
 
 
 def test_a_responder_that_cannot_answer_ends_the_wait_instead_of_hanging(cluster_env):

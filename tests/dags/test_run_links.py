@@ -9,7 +9,7 @@ import pytest
 pytestmark = pytest.mark.usefixtures("airflow_db")
 
 LINKED = {
-    "kafka_incident_response": ("open_incident", "analyze", "report", "plan", "approve", "restart", "close_incident"),
+    "kafka_incident_response": ("open_incident", "capture", "analyze", "report", "plan", "approve", "restart", "close_incident"),
     "kafka_rolling_restart": ("plan", "approve", "execute", "close"),
 }
 

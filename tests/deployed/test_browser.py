@@ -13,6 +13,13 @@ no fault: the incident page lists it as needing a person, its report opens from 
 The deadlock of ``test_deployed.py`` (incident 001, detected, approved, restarted) is looked at by bob afterwards
 (:func:`deadlock_in_the_browser`): the list names it, its page has the audit trail, its report names the deadlock.
 
+Issue 32 (points 2-8), in the same flows: the brokers field offers exactly the configured brokers (nothing else can be
+entered; REST gets a refusal); the approval page reads headline, blast radius, details and last, right above the
+buttons, why the starter may not approve; a dry run whose plan would be refused fails and says "would be refused" as
+its note; the incidents page says whether the cluster is watched; links in the plugin's pages, shown in Airflow's
+frame, open in the top window (no second Airflow UI inside it); the fleet overview is a page; a record's plan details
+are collapsed.
+
 Screenshots of every step: ``<KAFKA_RUNBOOKS_TEST_VAR>/deployed/screenshots/`` (printed; the deadlock's in its
 ``incident-001/``).
 """
@@ -111,7 +118,7 @@ def on_call_in_the_browser(d, lab, shots: Path) -> None:
         try:
             _dag_list(b, d)
             _roll(b, d)
-            _plans_as_notes(b, d)
+            _plans_as_notes(b, d, lab)
             _incident(b, d)
         finally:
             b.close()
@@ -145,7 +152,8 @@ def _roll(b: Browser, d) -> None:
     run_id = _trigger_in_the_form(b, d, reason)
     run = d.run(ROLL, run_id)
     assert run["triggering_user_name"] == "alice", run
-    assert run["conf"] == {"cluster": "lab", "brokers": [2], "reason": reason, "mode": "execute", "canary": False,
+    # Airflow's multi-select sends the chosen ids as strings; the plan reads them as broker ids
+    assert run["conf"] == {"cluster": "lab", "brokers": ["2"], "reason": reason, "mode": "execute", "canary": False,
                            "resume": False}, run["conf"]
     d.wait_task(ROLL, run_id, "approve", ("awaiting_input",), 600)
 
@@ -154,10 +162,19 @@ def _roll(b: Browser, d) -> None:
     text = _wait_text(alice, r"Asked by")
     b.shot("alice", "approval-request")
     assert "alice" in text and reason in text  # who asked, why
+    # issue 32 point 5: a headline (what, where, why, risk), the blast radius summary, then the details
+    body = text[text.index("Restart broker 2 of cluster lab"):]  # the body, after Airflow's own tabs ("Details" among them)
+    order = [body.index(x) for x in ("Why:", "Risk:", "Blast radius (summary)", "Details", "Diagnosis", "Who may answer:")]
+    assert order == sorted(order), (order, body[:4000])
     assert re.search(r"Who may answer:\s*bob,\s*carol", text), text[:3000]
-    assert "you cannot answer this request" in text and "alice started this run and may not approve it" in text
-    assert "Blast radius (summary)" in text and "__consumer_offsets" in text and "at min ISR" in text
-    assert text.index("Blast radius (summary)") < text.index("Diagnosis")
+    assert "you cannot answer this request" in text and "__consumer_offsets" in text and "at min ISR" in text
+    # issue 32 point 6: Airflow shows alice an enabled Approve; why she cannot is said right where she clicks
+    starter = alice.get_by_text("alice: you started this run, so you cannot approve it", exact=False).first
+    approve = alice.get_by_test_id("hitl-option-Approve")
+    said, button = starter.bounding_box(), approve.bounding_box()
+    assert said and button and 0 <= button["y"] - (said["y"] + said["height"]) < 300, (said, button)
+    starter.scroll_into_view_if_needed()
+    b.shot("alice", "approval-why-not-you-above-the-buttons")
 
     bob = b.page("bob")
     bob.goto(d.url + page_path)
@@ -192,17 +209,43 @@ def _roll(b: Browser, d) -> None:
     text = _wait_text(bob, r"Remediation")
     b.shot("bob", "roll-record")
     assert "closed" in text and "bob" in text and "approval" in text and "gate_in_sync" in text
+    # issue 32 point 5: the plan's per-broker details and the audit details are collapsed
+    details = bob.locator("details")
+    assert details.count() > 0 and not any(details.evaluate_all("els => els.map(e => e.open)")), details.count()
 
 
-def _plans_as_notes(b: Browser, d) -> None:
+def _plans_as_notes(b: Browser, d, lab) -> None:
     """A dry run's readable plan is the run's note; a refused plan's note is its one-line summary first, and its close
-    task says "refused; nothing changed". Neither restarts anything (no approval is asked)."""
+    task says "refused; nothing changed"; a dry run whose plan would be refused (issue 32 point 2) fails its plan task
+    and says "would be refused" as its note and in its close task. None restarts anything (no approval is asked).
+    The refusal is real: broker 3 is stopped, its partitions under-replicated, while the plans are made."""
+    from kafka_lab.procs import wait_until
+
     tag = int(time.time())
     dry = d.trigger("alice", ROLL, {"cluster": "lab", "brokers": [1], "reason": f"browser test dry run {tag}", "mode": "dry-run"})
-    refused = d.trigger("alice", ROLL, {"cluster": "lab", "brokers": [4], "reason": f"browser test refused {tag}",
-                                        "mode": "execute", "canary": False})
     d.wait_run(ROLL, dry, 600)
-    d.wait_run(ROLL, refused, 600)
+    # issue 32 point 8: a broker the cluster does not have, or not a whole number, is refused by the api-server; no run
+    for bad in ([4], [1.5]):
+        with pytest.raises(Exception, match=r"HTTP 4\d\d"):
+            d.trigger("alice", ROLL, {"cluster": "lab", "brokers": bad, "reason": f"browser test bad {tag}", "mode": "dry-run"})
+    from kafka_lab.deployment import HEALTH_DAG
+
+    d.set_paused(HEALTH_DAG, True)  # the health check would open an incident about broker 3 and respond to it meanwhile
+    lab.stop(3)
+    lab.wait_unregistered(3, timeout=120)
+    wait_until(lambda: not lab.full_isr() or None, 120, "a partition out of its ISR after broker 3 stopped", interval=2.0)
+    try:
+        refused = d.trigger("alice", ROLL, {"cluster": "lab", "brokers": [1], "reason": f"browser test refused {tag}",
+                                            "mode": "execute", "canary": False})
+        dry_refused = d.trigger("alice", ROLL, {"cluster": "lab", "brokers": [1], "reason": f"browser test dry refused {tag}",
+                                                "mode": "dry-run"})
+        d.wait_run(ROLL, refused, 600)
+        d.wait_run(ROLL, dry_refused, 600)
+    finally:
+        lab.start(3, timeout=180)
+        lab.wait_registered([1, 2, 3], timeout=180)
+        lab.wait_full_isr(timeout=300)
+        d.set_paused(HEALTH_DAG, False)
     bob = b.page("bob")
 
     note = d.run(ROLL, dry).get("note") or ""
@@ -219,15 +262,26 @@ def _plans_as_notes(b: Browser, d) -> None:
     lines = note.splitlines()
     assert "REFUSED -- nothing changed" in lines[0], note
     one_line = lines[2]
-    assert one_line.startswith("refused: 1 of 1 step(s) -- broker 4: ") and "no SSH connection for broker 4" in one_line, note
+    assert one_line.startswith("refused"), note
     close = _log(d, ROLL, refused, "close")
     assert f"refused; nothing changed. {one_line}" in close, close[-3000:]
     assert d.task_instances(ROLL, refused)["plan"]["state"] == "failed"
     bob.goto(f"{d.url}/dags/{ROLL}/runs/{q(refused)}")
     _wait_text(bob, r"REFUSED -- nothing changed")
-    text = _whole_note(bob, "no SSH connection for broker 4")
     b.shot("bob", "refused-plan-note")
-    assert "refused: 1 of 1 step(s) -- broker 4: " in text, text[:3000]
+
+    # issue 32 point 2: the dry run of the same refused plan, as loud
+    note = d.run(ROLL, dry_refused).get("note") or ""
+    lines = note.splitlines()
+    assert lines[0] == "**rolling_restart of lab: DRY RUN -- WOULD BE REFUSED; nothing was asked and nothing changed**", note
+    assert lines[2].startswith("would be refused"), note
+    tis = d.task_instances(ROLL, dry_refused)
+    assert tis["plan"]["state"] == "failed" and tis["approve"]["state"] != "success", tis
+    assert "dry run: would be refused" in _log(d, ROLL, dry_refused, "close")
+    assert "DRY RUN: would be refused" in _log(d, ROLL, dry_refused, "plan")
+    bob.goto(f"{d.url}/dags/{ROLL}/runs/{q(dry_refused)}")
+    _wait_text(bob, r"WOULD BE REFUSED")
+    b.shot("bob", "dry-run-would-be-refused-note")
 
 
 def _whole_note(page, needle: str) -> str:
@@ -294,7 +348,7 @@ def _trigger_in_the_form(b: Browser, d, reason: str) -> str:
     form = alice.get_by_role("dialog")
     form.locator("#element_reason").wait_for()
     text = form.inner_text()
-    for described in ("Broker ids to restart", "A JSON list of broker ids, e.g. [1, 2]", "Why (recorded with every action)",
+    for described in ("Broker ids to restart", "Choose from the configured brokers", "Why (recorded with every action)",
                       "dry-run shows the plan and changes nothing", "Gate every start on a canary",
                       "Continue the cluster's last halted roll"):
         assert described in text, (described, text[:3000])
@@ -303,31 +357,21 @@ def _trigger_in_the_form(b: Browser, d, reason: str) -> str:
     assert submit.is_disabled()  # the reason is required
     form.locator("#element_reason").fill(reason)
     assert submit.is_enabled()
-    brokers = _field(alice, form, "#element_brokers")
+    # issue 32 point 8: the brokers field offers exactly the configured brokers, in words; nothing else can be entered
+    from playwright.sync_api import expect
 
-    # problem 8: what is not a JSON list of broker ids is refused by the form itself, saying why, before any click
-    _type_json(alice, form, "1, 2")
-    error = brokers.locator("[data-part=error-text]")
-    assert error.inner_text().startswith("SyntaxError: ") and submit.is_disabled(), error.inner_text()
-    error.scroll_into_view_if_needed()
-    b.shot("alice", "form-brokers-not-json")
-    _type_json(alice, form, '["2"]')
-    assert error.inner_text() == "All elements in the array must be numbers." and submit.is_disabled()
-    # a number that is not a broker id passes the form's own check (Airflow's form checks an array's items only for
-    # being numbers): the api-server refuses it against the param's schema, and the form shows its reason; no run
-    runs_before = {r["dag_run_id"] for r in d.runs(ROLL)}
-    _type_json(alice, form, "[1.5]")
-    assert error.count() == 0 and submit.is_enabled()
-    submit.click()
-    alert = form.get_by_test_id("error-alert")
-    alert.wait_for()
-    assert "Invalid input for param brokers: 1.5 is not a multiple of 1" in alert.inner_text(), alert.inner_text()
-    alert.scroll_into_view_if_needed()
-    b.shot("alice", "form-brokers-refused-by-the-api")
-    assert {r["dag_run_id"] for r in d.runs(ROLL)} == runs_before
-
-    _type_json(alice, form, "[2]")
-    assert error.count() == 0
+    brokers = form.locator("[data-scope=field][data-part=root]", has_text="Broker ids to restart").last
+    brokers.get_by_role("combobox").click()
+    alice.get_by_role("option").first.wait_for()
+    offered = sorted(t.strip() for t in alice.get_by_role("option").all_inner_texts())
+    assert offered == ["broker 1", "broker 2", "broker 3"], offered
+    b.shot("alice", "form-brokers-only-configured")
+    alice.keyboard.type("9")
+    expect(alice.get_by_role("option")).to_have_count(0)  # a broker the cluster does not have is not there to choose
+    alice.keyboard.press("Backspace")
+    alice.get_by_role("option", name="broker 2", exact=True).click()
+    form.get_by_text("Cluster name, a key of", exact=False).click()  # closes the menu (Escape would close the dialog)
+    assert "broker 2" in brokers.inner_text(), brokers.inner_text()
     _field(alice, form, "input[name=element_mode]").get_by_role("combobox").click()
     alice.get_by_role("option", name="execute").click()
     assert form.locator("input[name=element_mode]").input_value() == "execute"
@@ -344,22 +388,6 @@ def _trigger_in_the_form(b: Browser, d, reason: str) -> str:
 def _field(page, form, selector: str):
     """The form's row (label, input, description, error) of the input ``selector``."""
     return form.locator("[data-scope=field][data-part=root]", has=page.locator(selector))
-
-
-def _type_json(page, form, text: str) -> None:
-    """Types ``text`` into the brokers field's JSON editor as a person would. The editor closes brackets and quotes
-    itself (and types over them), and an empty editor is reset to ``[]``: the old text is replaced by a stand-in
-    character first, the text typed after it, then the stand-in deleted."""
-    editor = form.locator("#element_brokers")
-    editor.locator(".view-lines").click()
-    page.keyboard.press("Control+A")
-    page.keyboard.type("x")
-    page.keyboard.press("End")
-    page.keyboard.type(text)
-    page.keyboard.press("Control+Home")
-    page.keyboard.press("Delete")
-    shown = "".join(editor.locator(".view-lines").inner_text().split()).replace("\xa0", "")
-    assert shown == "".join(text.split()), (text, shown)
 
 
 def _incident(b: Browser, d) -> None:
@@ -392,6 +420,10 @@ def _incident(b: Browser, d) -> None:
     text = _wait_text(bob, r"need a person")
     b.shot("bob", "incidents")
     assert "Cluster lab" in text
+    # issue 32 point 3: whether anything watches the cluster, beside "N open"
+    watch = bob.locator("div.watch").first.inner_text()
+    assert "last health check" in watch and "health-check DAG kafka_health_check_lab: active" in watch, watch
+    assert "triggerer alive" in watch, watch
     banner = bob.locator("#needs-person")
     assert banner.count() == 1
     bob.goto(f"{d.url}/kafka-runbooks/runs/{RESPONSE}/{q(run_id)}")
@@ -407,11 +439,21 @@ def _incident(b: Browser, d) -> None:
     bob.wait_for_load_state("load")
     b.shot("bob", "report")
     assert "/report" in bob.url and "broker" in _text(bob).lower()
-    # the Airflow navigation has the page (the plugin's external view, in Airflow's frame)
-    bob.goto(f"{d.url}/plugin/kafka-incidents")
-    frame = bob.frame_locator("iframe")
-    frame.locator("h1").wait_for()
-    b.shot("bob", "incidents-in-airflow")
+    # issue 32 point 4: the fleet overview is a page, linked from the incidents page; a link to Airflow's own pages
+    # opens in the top window (the plugin's pages are not framed by the navigation: a sandboxed frame allows no other)
+    bob.goto(f"{d.url}/kafka-runbooks/incidents")
+    bob.get_by_role("link", name="Fleet overview").click()
+    bob.wait_for_url(re.compile(r"/kafka-runbooks/fleet$"))
+    text = _wait_text(bob, r"Fleet overview")
+    b.shot("bob", "fleet-overview")
+    assert "lab" in text and "Waiting for approval" in text, text[:2000]
+    bob.goto(f"{d.url}/kafka-runbooks/runs/{RESPONSE}/{q(run_id)}")
+    link = bob.locator("ul.runs a").first
+    assert link.get_attribute("target") == "_top", link.get_attribute("target")
+    link.click()
+    bob.wait_for_url(re.compile(r"/dags/"))
+    assert bob.locator("iframe").count() == 0
+    b.shot("bob", "run-from-the-incident-page")
 
 
 def test_on_call_in_the_browser(healthy, deployed_lab):

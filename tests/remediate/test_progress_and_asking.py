@@ -12,7 +12,8 @@ from snapshot_builders import P, snap
 from kafka_runbooks.config import ClusterConfig
 from kafka_runbooks.model import Plan, Step
 from kafka_runbooks.remediate import progress
-from kafka_runbooks.remediate.asking import header, subject_suffix
+from kafka_runbooks.remediate import briefing
+from kafka_runbooks.remediate.asking import footer, header, subject_suffix
 from kafka_runbooks.remediate.blast import by_topic, headline, min_isr_by_topic, summarize
 from kafka_runbooks.remediate.briefing import approval_body
 from kafka_runbooks.remediate.plan import plan_restart, safety_settings
@@ -45,23 +46,67 @@ def test_the_blast_summary_counts_per_topic_from_the_planners_own_lines():
     assert "leaderships move" in headline(rows) and "left at min ISR" in headline(rows)
 
 
-def test_the_approval_page_says_who_asked_why_who_may_answer_and_that_others_cannot():
+def _page(starter="alice"):
     s = _cluster()
     plan = plan_restart(s, [1, 2], CFG, roll_id="c1-roll-1")
     assigned = [{"id": "bob", "name": "bob"}, {"id": "carol", "name": "carol"}]
-    head = header(starter="alice", automatic=None, why="kernel patch `[x](http://evil)`", assigned=assigned,
-                  approvers=["alice", "bob", "carol"], incident_url="/kafka-runbooks/incidents/c1/c1-roll-1")
+    head = header(starter=starter, automatic=None if starter else "run type scheduled", why="kernel patch `[x](http://evil)` " + "y" * 400,
+                  assigned=assigned, approvers=["alice", "bob", "carol"], incident_url="/kafka-runbooks/incidents/c1/c1-roll-1",
+                  what=briefing.what(plan), risk=briefing.risk(plan))
     body = approval_body([], plan, report_path=None, approval_timeout="1:00:00", header=head,
-                         min_isr=min_isr_by_topic(s, plan, safety_settings(CFG)), incident_url="/kafka-runbooks/incidents/c1/c1-roll-1")
-    assert body.startswith("**Asked by** `alice`. **Why:** `kernel patch '[x](http://evil)'`")
-    assert "**Who may answer:** `bob`, `carol`" in body
-    assert "you cannot answer this request" in body and "Access Denied" in body
-    assert "`alice` started this run and may not approve it" in body and "four eyes" in body
-    # the summary comes before the diagnosis and the steps; the full list is linked, not pasted
-    assert body.index("### Blast radius (summary)") < body.index("### Diagnosis") < body.index("### Plan")
+                         min_isr=min_isr_by_topic(s, plan, safety_settings(CFG)), incident_url="/kafka-runbooks/incidents/c1/c1-roll-1",
+                         footer=footer(starter=starter, assigned=assigned, approvers=["alice", "bob", "carol"]))
+    return body, assigned
+
+
+def test_the_approval_page_reads_headline_blast_radius_details_then_who_may_answer_above_the_buttons():
+    """Issue 32 points 5 and 6: a short headline (what, where, why in plain text cut short, risk), the blast radius
+    summary, the details; last -- right above Airflow's Approve and Reject -- who may answer, and to the person who
+    started the run that they cannot and why (Airflow shows them an enabled Approve and answers "Access Denied")."""
+    body, assigned = _page()
+    first = body.splitlines()[0]
+    assert first == "## Restart brokers 2, 1 of cluster c1, one at a time", first  # in the order they go (controller last)
+    why = body[body.index("**Why:**"):body.index("**Asked by**")]
+    assert "`" not in why.replace("\\`", "") and "](http" not in why and "http://" not in why  # plain, no code span, no link
+    assert "(the whole reason is on the incident page)" in why and len(why) < 420
+    assert "**Asked by** alice." in body and "**Risk:** " in body and "leaderships move" in body.split("\n### Blast")[0]
+    order = [body.index(x) for x in ("**Why:**", "### Blast radius (summary)", "## Details", "### Diagnosis", "### Plan",
+                                     "**Reject**, or no answer", "**Who may answer:**", "alice: you started this run")]
+    assert order == sorted(order), order
+    tail = body[body.index("**Who may answer:**"):]
+    assert tail.startswith("**Who may answer:** bob, carol (the cluster's approvers, except alice who started this run).")
+    assert "**alice: you started this run, so you cannot approve it** (four eyes" in tail and "Access Denied" in tail
+    assert "you cannot answer this request" in tail and "ask bob, carol" in tail
     assert "| `orders` | 4 | 4 |" in body and "[on the incident page](/kafka-runbooks/incidents/c1/c1-roll-1)" in body
     assert "orders-0: loses" not in body
-    assert subject_suffix("alice", assigned) == " (asked by alice; only bob, carol may answer)"
+    # the subject is short enough for Airflow's list of required actions
+    assert subject_suffix("alice", assigned) == " (asked by alice)"
+    assert len("Rolling restart of lab: approve the plan?" + subject_suffix("alice", assigned)) <= 60
+
+
+def test_an_automatic_run_is_said_as_such_and_names_the_approvers_not_asked():
+    body, _ = _page(starter=None)
+    assert "**Asked by** nobody: an automatic run" in body and "you started this run" not in body
+    assert body.index("### Plan") < body.index("**Who may answer:** bob, carol (the cluster's approvers).")
+
+
+def test_offline_partitions_of_a_not_serving_broker_are_said_to_be_already_offline():
+    """Issue 32 point 5: "1 OFFLINE" says why -- the deadlocked broker alone leads the partition: it is already
+    unavailable, and the restart is what brings it back."""
+    plan = Plan(cluster="lab", kind="incident_restart",
+                steps=(Step("restart_broker", 3, "step 1 of 1: broker 3 is not serving",
+                            blast_radius=("orders-1: loses in-sync replica 3 (isr 3 -> ); already unavailable (leader 3 is not "
+                                          "serving); offline until broker 3 is back", "orders-2: loses in-sync replica 3 (isr 1,3 -> 1)")),),
+                not_serving={3: "direct check failed and jvm_deadlock"})
+    body = approval_body([], plan, report_path=None, approval_timeout="1:00:00",
+                         header=header(starter="alice", automatic=None, why="deadlock", assigned=[{"id": "bob"}], approvers=["bob"],
+                                       incident_url=None, what=briefing.what(plan), risk=briefing.risk(plan)))
+    assert body.startswith("## Restart broker 3 of cluster lab")
+    assert "1 OFFLINE (already unavailable now: see OFFLINE below)" in body
+    line = next(ln for ln in body.splitlines() if ln.startswith("- **OFFLINE:**"))
+    assert "1 partition(s) are ALREADY unavailable, not made so by this plan: broker 3 is not serving" in line
+    assert "jvm\\_deadlock" in line and "it alone leads them (their only in-sync replica)" in line
+    assert body.index("- **OFFLINE:**") < body.index("| topic |")
 
 
 def test_a_restart_reads_as_one_line_per_phase_and_gate_per_broker():
@@ -159,6 +204,13 @@ def test_a_finished_run_says_what_it_did_how_long_and_what_it_left():
                                      "killed": False, "stop_command": "ok"}]}
     assert "broker 1: 9.0 s (stop 3.0 s)\n" in progress.run_summary("rolling_restart", "c1", clean, outcome="DONE") + "\n"
     assert "1 partition(s) led by a broker other than their preferred replica (orders-0); run kafka_preferred_election" in text
+    # issue 32 point 7: the election DAG linked, and whether it is paused said
+    linked = progress.run_summary("rolling_restart", "c1", {"restarted": [1]}, outcome="DONE", imbalance=["orders-0"],
+                                  election=progress.election_hint(True, "/dags/kafka_preferred_election"))
+    assert ("run [kafka_preferred_election](/dags/kafka_preferred_election) to move leadership back (it is PAUSED: "
+            "unpause it first, or its run waits)") in linked
+    assert progress.election_hint(False, "/dags/kafka_preferred_election").endswith("to move leadership back")
+    assert "the product's DAGs arrive paused" in progress.election_hint(None)
 
 
 def test_an_election_reads_as_one_line_per_batch_and_gate():
@@ -264,3 +316,15 @@ def test_an_election_dry_run_reads_as_a_note():
     assert "1. broker 3: 8 partition(s) (orders-0, orders-1, orders-2, orders-3, orders-4 and 3 more)" in note
     assert "2. broker 3: 1 partition(s) (__consumer_offsets-1)" in note
     assert "the quiet window (01:00-05:00); gives up after 21600.0 s" in note
+
+
+def test_a_dry_run_whose_plan_would_be_refused_says_so_first():
+    """Issue 32 point 2: the note of a dry run of a refused plan says "would be refused: <why>" as its first words."""
+    s = _cluster()
+    plan = plan_restart(s, [4], CFG)  # a broker the cluster does not have
+    assert plan.refused
+    note = progress.plan_note(plan, "d" * 64, dry_run=True)
+    lines = note.splitlines()
+    assert lines[0] == "**rolling_restart of c1: DRY RUN -- WOULD BE REFUSED; nothing was asked and nothing changed**", lines[0]
+    assert lines[2] == progress.dry_run_refusal(plan) == "would be " + progress.refusal_summary(plan)
+    assert lines[2].startswith("would be refused: ")

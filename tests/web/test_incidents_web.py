@@ -115,7 +115,7 @@ def test_one_incident_page_has_status_finding_brokers_actors_runs_timeline_files
     page = r.text
     assert "<script>" not in page and "<img" not in page
     assert "responding" in page and "deadlock &lt;script&gt;" in page
-    assert "bob" in page and "dag:kafka_health_check_east/run:scheduled__1" in page  # who acted
+    assert "bob" in page and "scheduled health check" in page  # who acted
     # the run, both ways: a link to Airflow's run page here, and /runs/<dag>/<run> back to this page
     assert "/dags/kafka_incident_response/runs/manual__2026-11-24T10%3A00%3A00%2B00%3A00" in page
     back = client.get(f"/runs/kafka_incident_response/{site.run}", follow_redirects=False)
@@ -180,5 +180,131 @@ def test_the_plugin_puts_the_page_in_the_navigation_and_on_every_run():
     from kafka_runbooks.web.plugin import KafkaRunbooksPlugin
 
     views = {v["destination"]: v for v in KafkaRunbooksPlugin.external_views}
-    assert views["nav"]["href"] == "/kafka-runbooks/incidents" and views["nav"]["url_route"]
+    # issue 32 point 4: opened as a page of its own, not in Airflow's sandboxed frame (no url_route)
+    assert views["nav"]["href"] == "/kafka-runbooks/incidents" and not views["nav"].get("url_route")
     assert views["dag_run"]["href"] == "/kafka-runbooks/runs/{DAG_ID}/{RUN_ID}"
+
+
+# ---------------------------------------------------------------------------------------------- issue 32
+
+
+def _anchors(page: str) -> list[str]:
+    import re
+
+    return re.findall(r"<a\b[^>]*>", page)
+
+
+def test_every_link_opens_in_the_top_window_and_the_fleet_overview_is_a_page(site, client):
+    """Issue 32 point 4: the pages are shown inside Airflow's frame; a link must not nest a second Airflow UI there. The
+    fleet overview is a page, linked from the incidents page."""
+    from kafka_runbooks.incidents.store import IncidentStore
+
+    IncidentStore(site.east).audit(site.closed, actor="alice", action="plan_restart", outcome="refused",
+                                   details={"run_id": "manual__2026-11-24T09:00:00+00:00"})
+    pages = {path: client.get(path) for path in ("/incidents", f"/incidents/east/{site.deadlock}", f"/incidents/east/{site.closed}",
+                                                  "/runs/kafka_rolling_restart/nosuchrun", "/fleet")}
+    for path, r in pages.items():
+        assert r.status_code in (200, 404), (path, r.text)
+        anchors = _anchors(r.text)
+        assert anchors, path
+        # Airflow's pages in the top window; this app's own pages where they are (a sandboxed frame allows no other)
+        to_airflow = [a for a in anchors if "href='/dags/" in a or "href='/dag_runs" in a]
+        assert [a for a in to_airflow if "target='_top'" not in a] == [], path
+        assert [a for a in anchors if a not in to_airflow and "target=" in a] == [], path
+    assert any("href='/dags/kafka_rolling_restart/runs/" in a for a in _anchors(pages[f"/incidents/east/{site.closed}"].text))
+    listing = pages["/incidents"].text
+    assert "href='/kafka-runbooks/fleet'" in listing
+    fleet = pages["/fleet"]
+    assert fleet.headers["content-type"].startswith("text/html") and "default-src 'none'" in fleet.headers["content-security-policy"]
+    assert "Fleet overview" in fleet.text and site.deadlock in fleet.text and "Cluster" in fleet.text
+    east = fleet.text[fleet.text.index(">east<"):]
+    assert site.stuck in east[: east.index("</tr>")]
+
+
+def test_who_acted_reads_as_people_and_the_health_check_and_every_run_names_its_dag(site, client):
+    """Issue 32 point 7: "By" and "Who acted" show the person or "scheduled health check", not ``dag:.../run:...``; a
+    run known only by its id (a refused roll's plan) links to its DAG's run, never "?"."""
+    from kafka_runbooks.incidents.store import IncidentStore
+
+    run = "manual__2026-11-24T09:00:00+00:00"
+    IncidentStore(site.east).audit(site.closed, actor="alice", action="plan_restart", outcome="refused", details={"run_id": run})
+    listing = client.get("/incidents").text
+    row = listing[listing.index(site.deadlock):]
+    row = row[: row.index("</tr>")]
+    assert "scheduled health check" in row and "dag:kafka_health_check" not in row
+    page = client.get(f"/incidents/east/{site.deadlock}").text
+    acted = page[page.index("Who acted"):]
+    acted = acted[: acted.index("</tr>")]
+    assert "scheduled health check" in acted and "bob" in acted and "dag:" not in acted, acted
+    closed = client.get(f"/incidents/east/{site.closed}").text
+    runs = closed[closed.index("<ul class='runs'>"):]
+    runs = runs[: runs.index("</ul>")]
+    assert "?" not in runs.replace("?run_id_pattern", "")
+    assert f"kafka_rolling_restart / {run}" in runs and "/dags/kafka_rolling_restart/runs/manual__2026-11-24T09%3A00%3A00%2B00%3A00" in runs
+
+
+def _sync_dags() -> None:
+    """The DAG files into Airflow's metadata DB, as the DAG processor does (a new DAG arrives paused)."""
+    from airflow.dag_processing.bundles.manager import DagBundlesManager
+    from airflow.dag_processing.dagbag import BundleDagBag, sync_bag_to_db
+    from airflow.utils.session import create_session
+
+    manager = DagBundlesManager()
+    with create_session() as session:
+        manager.sync_bundles_to_db(session=session)
+    for bundle in manager.get_all_dag_bundles():
+        if not bundle.is_initialized:
+            bundle.initialize()
+        sync_bag_to_db(BundleDagBag(dag_folder=bundle.path, bundle_path=bundle.path, bundle_name=bundle.name), bundle.name, bundle.version)
+
+
+def _watch_of(page: str, cluster: str) -> str:
+    part = page[page.index(f"id='cluster-{cluster}'"):]
+    return part[: part.index("</div>")]
+
+
+def test_a_quiet_page_says_whether_anything_watches_each_cluster(site, client, airflow_db):
+    """Issue 32 point 3: "0 open" must not pass for healthy while the health DAG is paused, has never run, or the
+    triggerer (the ZooKeeper watch) is down. Airflow's metadata DB is the real one (migrated, DAGs synced from the DAG
+    files as the DAG processor does); the triggerer's heartbeat row is written as a triggerer writes it."""
+    from datetime import timedelta
+
+    from airflow.jobs.job import Job
+    from airflow.models.dag import DagModel
+    from airflow.utils.session import create_session
+    from airflow.utils.state import JobState
+    from sqlalchemy import delete, update
+
+    from kafka_runbooks import clock
+    from kafka_runbooks.detect.history import HistoryStore
+
+    with create_session() as session:
+        session.execute(delete(Job).where(Job.job_type == "TriggererJob"))
+    _sync_dags()
+    with create_session() as session:  # as it arrives (a metadata DB kept from an earlier run may have it unpaused)
+        session.execute(update(DagModel).where(DagModel.dag_id == "kafka_health_check_west").values(is_paused=True))
+    west = _watch_of(client.get("/incidents").text, "west")
+    assert "data-watched='no'" in west
+    assert "kafka_health_check_west is PAUSED" in west and "never checked" in west
+    assert "no triggerer has ever run" in west
+
+    # unpaused, checked a minute ago, the triggerer alive: watched
+    with create_session() as session:
+        session.execute(update(DagModel).where(DagModel.dag_id == "kafka_health_check_west").values(is_paused=False))
+        session.add(Job(job_type="TriggererJob", state=JobState.RUNNING, latest_heartbeat=clock.parse(clock.now_iso()),
+                        heartrate=5))
+    from kafka_runbooks.config import ClusterConfig
+    import json, os
+
+    west_config = ClusterConfig.from_dict("west", json.loads(open(os.environ["KAFKA_RUNBOOKS_CLUSTERS_FILE"]).read())["west"])
+    minute_ago = (clock.parse(clock.now_iso()) - timedelta(minutes=1)).isoformat().replace("+00:00", "Z")
+    HistoryStore(west_config).update_state(lambda st: {**st, "last_check": minute_ago, "checks": 1})
+    west = _watch_of(client.get("/incidents").text, "west")
+    assert "data-watched='yes'" in west, west
+    assert "last health check" in west and "1 minute ago" in west and "triggerer alive" in west
+
+    # an hour without a check is said as a warning
+    hour_ago = (clock.parse(clock.now_iso()) - timedelta(minutes=61)).isoformat().replace("+00:00", "Z")
+    HistoryStore(west_config).update_state(lambda st: {**st, "last_check": hour_ago})
+    west = _watch_of(client.get("/incidents").text, "west")
+    assert "data-watched='no'" in west and "no check for 61 minutes" in west

@@ -99,7 +99,7 @@ class RemediationApprovalOperator(ApprovalOperator):
         from kafka_runbooks.model import Finding
         from kafka_runbooks.operators.links import incident_url
         from kafka_runbooks.remediate import approvals as A
-        from kafka_runbooks.remediate import asking
+        from kafka_runbooks.remediate import asking, briefing
         from kafka_runbooks.remediate.briefing import approval_body
 
         if isinstance(self.plan_output, dict) and self.plan_output.get("dry_run"):
@@ -140,7 +140,9 @@ class RemediationApprovalOperator(ApprovalOperator):
             approval_timeout=str(self.response_timeout), commands=commands, digest=digest,
             gates=self.plan_output.get("gates") or (), binding=binding, started_by=request.started_by,
             header=asking.header(starter=starter, automatic=automatic, why=self._why(config, plan, findings), assigned=assigned,
-                                 approvers=config.approvals.approvers, incident_url=page),
+                                 approvers=config.approvals.approvers, incident_url=page, what=briefing.what(plan),
+                                 risk=briefing.risk(plan)),
+            footer=asking.footer(starter=starter, assigned=assigned, approvers=config.approvals.approvers),
             incident_url=page,
         )
         self.log.info("asking %s to approve plan %s of run %s (started by %s)", [u["id"] for u in assigned], digest[:12], ti.run_id, starter)

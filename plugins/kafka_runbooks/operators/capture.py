@@ -11,6 +11,7 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
 from kafka_runbooks import clock
+from kafka_runbooks.operators.links import LINKS
 
 
 class MaintenanceLockGate:
@@ -85,6 +86,8 @@ class CaptureEvidenceOperator(BaseOperator):
     The audit records the capture's real status -- ``complete``, ``partial`` (with every reason:
     a stopped JVM, a failed command, a deadline) or ``failed`` -- and the task fails only when
     nothing at all could be captured."""
+
+    operator_extra_links = LINKS  # operators/links.py: the run's incident (its evidence bundles) and its report
 
     template_fields: Sequence[str] = ("incident",)
 

@@ -96,6 +96,15 @@ class PlanElectionOperator(BaseOperator):
             from kafka_runbooks.remediate.progress import election_plan_note
 
             set_run_note(context, self.log, election_plan_note(plan, digest, dry_run=True))  # the plan, readable in the UI
+            if plan.refused:  # as loud as a real refusal (issue 32 point 2): this task fails, the close task says why
+                from kafka_runbooks.operators.summary import REFUSED_KEY
+                from kafka_runbooks.remediate.progress import refusal_summary
+
+                one_line = refusal_summary(plan)
+                self.log.warning("DRY RUN: would be %s", one_line)
+                context["ti"].xcom_push(key=REFUSED_KEY, value={"summary": one_line, "record_id": None, "cluster": plan.cluster,
+                                                                "kind": plan.kind, "refusals": len(plan.refusals), "dry_run": True})
+                raise AirflowFailException(f"dry run: election would be {one_line}; nothing was asked and nothing changed")
         if not dry_run:
             L.Ledger(config, record_id).append(L.PLANNED, context["ti"].run_id, plan=plan.to_dict(), digest=digest,
                                                              starter=starter, resumed=bool(elected) or _truthy(self.resume))

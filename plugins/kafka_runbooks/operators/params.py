@@ -17,14 +17,49 @@ def cluster_param() -> Param:
     )
 
 
-def broker_ids_param(description: str) -> Param:
-    """A list of broker ids. Airflow's trigger form checks a JSON array's items only when they are declared ``number``
-    (not ``integer``): what is not JSON (``1, 2``) or not a list of numbers (``["1"]``) is refused by the form itself,
-    under the field, and Trigger stays disabled. What the form cannot check (``[1.5]``, ``[-1]``, ``[1, 1]``: whole,
-    >= 0, unique) the api-server refuses against this schema, and the form shows its reason ("Invalid input for param
-    brokers: 1.5 is not a multiple of 1"); no run starts. tests/deployed/test_browser.py tries each in Chromium."""
-    return Param([], type="array", items={"type": "number", "multipleOf": 1, "minimum": 0}, uniqueItems=True,
-                 description=description + ' A JSON list of broker ids, e.g. [1, 2].')
+MAX_BROKER_ID = 2**31 - 1
+
+
+def configured_brokers(raw=None) -> dict[int, list[str]]:
+    """Every broker id of the configured clusters (the Variable ``kafka_runbooks_clusters``, read at parse time as the
+    health-check DAG file does) -> the clusters that have it. Empty when nothing is configured or it cannot be read."""
+    if raw is None:
+        try:
+            from kafka_runbooks.config import raw_clusters
+
+            raw = raw_clusters(missing_ok=True)
+        except Exception:  # noqa: BLE001 - no Variable, no metadata DB: the form falls back to a JSON list of numbers
+            return {}
+    out: dict[int, list[str]] = {}
+    for name, settings in sorted((raw or {}).items()):
+        for b in ((settings or {}).get("hosts") or {}) if isinstance(settings, dict) else ():
+            if str(b).strip().isdigit() and 0 <= int(b) <= MAX_BROKER_ID:
+                out.setdefault(int(b), []).append(str(name))
+    return dict(sorted(out.items()))
+
+
+def broker_ids_param(description: str, brokers: dict[int, list[str]] | None = None) -> Param:
+    """A list of broker ids.
+
+    When clusters are configured (``brokers``: :func:`configured_brokers`), the form offers exactly their broker ids to
+    choose from (Airflow's multi-select: an array param with ``examples``; ``values_display`` names each as "broker 2"
+    with its clusters when there are several): a broker that does not exist cannot be entered, a fraction neither.
+    Airflow's multi-select sends the chosen ids as strings (``["2"]``), the REST API numbers (``[2]``): the schema
+    takes both, only for configured ids, each once -- anything else is refused by the api-server (no run starts), and
+    the plan refuses a broker the chosen cluster does not have.
+
+    Without configured clusters: a JSON list of whole numbers >= 0 (Airflow's form checks that its items are numbers).
+    tests/deployed/test_browser.py tries both in Chromium."""
+    brokers = configured_brokers() if brokers is None else brokers
+    if not brokers:
+        return Param([], type="array", items={"type": "number", "multipleOf": 1, "minimum": 0}, uniqueItems=True,
+                     description=description + ' A JSON list of broker ids, e.g. [1, 2].')
+    several = len({c for cs in brokers.values() for c in cs}) > 1
+    shown = {str(b): f"broker {b}" + (f" ({', '.join(cs)})" if several else "") for b, cs in brokers.items()}
+    return Param([], type="array", examples=list(brokers), values_display=shown,
+                 items={"type": ["integer", "string"], "enum": list(brokers) + [str(b) for b in brokers]}, uniqueItems=True,
+                 description=description + " Choose from the configured brokers"
+                 + (" (each with its cluster)." if several else "."))
 
 
 def maintenance_params(*, brokers: str, execute: str) -> dict[str, Param]:

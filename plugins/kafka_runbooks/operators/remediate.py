@@ -349,6 +349,10 @@ class PlanRemediationOperator(BaseOperator):
         )
         digest = plan_digest(plan)
         shown = show_plan(context, self.log, config, plan, digest, dry_run, snapshot, settings)
+        if dry_run and plan.refused:
+            # as loud as a real refusal (issue 32 point 2): the plan task fails, the note and the close task say why
+            raise AirflowFailException(f"dry run: would be {shown['summary']}; nothing was asked and nothing changed (every "
+                                       "reason is in the plan above)")
         if not dry_run:
             from kafka_runbooks.state.plans import PlanDetails
 

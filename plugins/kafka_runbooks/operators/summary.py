@@ -67,6 +67,44 @@ def set_run_note(context, log, text: str) -> bool:
     return True
 
 
+def dag_paused(log, dag_id: str) -> bool | None:
+    """Whether ``dag_id`` is paused, asked of the api-server's REST API as the service user of ``API_CONN_ID``; None
+    when it cannot be told (said in the log)."""
+    import urllib.parse
+
+    import requests
+    from airflow.sdk import BaseHook
+    from airflow.sdk.exceptions import AirflowNotFoundException
+
+    try:
+        conn = BaseHook.get_connection(API_CONN_ID)
+    except AirflowNotFoundException:
+        return None
+    base = (conn.host or "").rstrip("/")
+    if not base.startswith(("http://", "https://")):
+        base = f"{conn.schema or 'http'}://{base}" + (f":{conn.port}" if conn.port else "")
+    try:
+        token = requests.post(f"{base}/auth/token", json={"username": conn.login, "password": conn.password}, timeout=15)
+        token.raise_for_status()
+        r = requests.get(f"{base}/api/v2/dags/{urllib.parse.quote(dag_id, safe='')}",
+                         headers={"Authorization": f"Bearer {token.json()['access_token']}"}, timeout=15)
+        r.raise_for_status()
+        return bool(r.json().get("is_paused"))
+    except Exception as exc:  # noqa: BLE001 - the summary says "unknown"
+        log.info("whether %s is paused could not be read: %s", dag_id, type(exc).__name__ + ": " + str(exc)[:200])
+        return None
+
+
+def election_hint(log, left) -> str | None:
+    """The leftover-imbalance line's pointer to the election DAG: linked, and whether it is paused."""
+    from kafka_runbooks.operators.links import _base
+    from kafka_runbooks.remediate import progress
+
+    if not left:
+        return None
+    return progress.election_hint(dag_paused(log, progress.ELECTION_DAG), f"{_base()}/dags/{progress.ELECTION_DAG}")
+
+
 def _page(config, record_id: str | None) -> str | None:
     from kafka_runbooks.operators.links import incident_url
 
@@ -80,14 +118,16 @@ def show_plan(context, log, config, plan, digest: str, dry_run: bool, snapshot, 
 
     one_line = progress.refusal_summary(plan) if plan.refused else None
     if one_line:
-        log.warning("%s", one_line)
-    log.info("plan (%s):\n%s", "dry run" if dry_run else ("refused" if plan.refused else "to be approved"), rendered)
+        log.warning("%s", ("DRY RUN: " + progress.dry_run_refusal(plan)) if dry_run else one_line)
+    log.info("plan (%s):\n%s", ("dry run, would be refused" if plan.refused else "dry run") if dry_run
+             else ("refused" if plan.refused else "to be approved"), rendered)
     if dry_run or plan.refused:
         set_run_note(context, log, progress.plan_note(plan, digest, dry_run=dry_run, incident_url=_page(config, plan.roll_id)))
     if plan.refused and not dry_run:
         metrics.plan_refused(plan.refusals)
+    if plan.refused:  # a dry run's too: its plan task fails like a refused one, and the close task says why
         context["ti"].xcom_push(key=REFUSED_KEY, value={"summary": one_line, "record_id": plan.roll_id, "cluster": plan.cluster,
-                                                        "kind": plan.kind, "refusals": len(plan.refusals)})
+                                                        "kind": plan.kind, "refusals": len(plan.refusals), "dry_run": bool(dry_run)})
     return {"summary": one_line}
 
 
@@ -97,6 +137,10 @@ def refused_plan(context, plan_task: str = "plan") -> Mapping[str, Any] | None:
 
 
 def close_refused(context, log, refused: Mapping[str, Any]) -> dict[str, Any]:
+    if refused.get("dry_run"):
+        text = f"dry run: would be refused; nothing was asked and nothing changed. would be {refused.get('summary')}"
+        log.warning("%s", text)
+        return {"status": "dry run, would be refused", "record_id": refused.get("record_id"), "summary": text}
     text = f"refused; nothing changed. {refused.get('summary')}"
     log.warning("%s", text)
     return {"status": "refused", "record_id": refused.get("record_id"), "summary": text}
@@ -110,7 +154,7 @@ def finished(context, log, config, record_id: str, kind: str, result: Mapping[st
 
     left = progress.not_preferred(cluster_now(config))
     text = progress.run_summary(kind, config.name, result, outcome="DONE, every gate passed", imbalance=left,
-                                incident_url=_page(config, record_id))
+                                incident_url=_page(config, record_id), election=election_hint(log, left))
     log.info("summary:\n%s", text)
     IncidentStore(config).update(record_id, note="summary: " + text.replace("\n", "; "), leadership_not_preferred=len(left))
     set_run_note(context, log, text)
@@ -144,7 +188,7 @@ def incident_outcome(context, log, config, incident_id: str, status: str, text: 
 
     left = progress.not_preferred(cluster_now(config)) if result and result.get("restarted") else []
     summary = progress.run_summary("incident response", config.name, result, outcome=f"incident {incident_id} {status}: {text}",
-                                   imbalance=left, incident_url=_page(config, incident_id))
+                                   imbalance=left, incident_url=_page(config, incident_id), election=election_hint(log, left))
     log.info("summary:\n%s", summary)
     set_run_note(context, log, summary)
     return summary

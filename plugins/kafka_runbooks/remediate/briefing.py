@@ -73,25 +73,30 @@ def approval_body(
     header: Sequence[str] = (),
     min_isr: Mapping[str, int | None] | None = None,
     incident_url: str | None = None,
+    footer: Sequence[str] = (),
 ) -> str:
     """``commands``: broker -> {"stop": argv, "start": argv, "kill": argv} as the configuration gives them
     now (shown; the executor builds them again from the configuration when it runs and refuses if they differ).
     ``binding``: ``digest.execution_binding`` -- what the approval binds besides the plan (shown, sealed).
     ``header``: who asked, why, who may answer (``asking.header``), shown first; then the blast radius summary per
-    topic (``min_isr``: per topic, for "at min ISR"), whose full list is on ``incident_url``."""
+    topic (``min_isr``: per topic, for "at min ISR"), whose full list is on ``incident_url``; then the details; then
+    ``footer`` (``asking.footer``: who may answer, right above the buttons)."""
     from kafka_runbooks.remediate.asking import blast_summary
     from kafka_runbooks.remediate.blast import plan_counts, plan_topics, step_counts
 
     commands = commands or {}
     if plan.kind == "preferred_election":
-        parts = list(header) + _findings_section(findings, report_path)
-        return "\n".join(parts + _election_section(plan, approval_timeout, digest, gates) + _binding_section(binding, started_by))
+        parts = list(header) + ["\n## Details"] + _findings_section(findings, report_path)
+        return "\n".join(parts + _election_section(plan, approval_timeout, digest, gates) + _binding_section(binding, started_by)
+                         + list(footer))
     if plan.kind == "demote":
-        parts = list(header) + _findings_section(findings, report_path)
-        return "\n".join(parts + _demote_section(plan, approval_timeout, digest, gates) + _binding_section(binding, started_by))
+        parts = list(header) + ["\n## Details"] + _findings_section(findings, report_path)
+        return "\n".join(parts + _demote_section(plan, approval_timeout, digest, gates) + _binding_section(binding, started_by)
+                         + list(footer))
     totals, topic_count = plan_topics(plan, min_isr)
-    parts = (list(header) + blast_summary(totals, plan_counts(plan, min_isr), incident_url, topic_count) + ["\n"]
-             + _findings_section(findings, report_path))
+    parts = (list(header) + blast_summary(totals, plan_counts(plan, min_isr), incident_url, topic_count,
+                                          offline_why=offline_reasons(plan, min_isr))
+             + ["\n## Details"] + _findings_section(findings, report_path))
     parts.append(f"\n### Plan: {_code(plan.kind)} of cluster {_code(plan.cluster)} (runs only after **Approve**, one broker at a time)")
     if plan.completed:
         parts.append(f"Already restarted by this roll (never restarted again): {_code(list(plan.completed))}")
@@ -130,7 +135,64 @@ def approval_body(
     )
     parts += _binding_section(binding, started_by)
     parts.append(f"\n**Reject**, or no answer within {approval_timeout}, makes no change.")
-    return "\n".join(parts)
+    return "\n".join(parts + list(footer))
+
+
+def what(plan: Plan) -> str:
+    """The headline's "what, where": "Restart broker 3 of cluster lab" / "Restart brokers 1, 2, 3 of cluster lab, one at
+    a time" / "Preferred-replica election on cluster lab"."""
+    if plan.kind == "preferred_election":
+        return f"Preferred-replica election on cluster {plan.cluster}"
+    if plan.kind == "demote":
+        return f"Move leadership off broker {(plan.conditions or {}).get('broker_id')} of cluster {plan.cluster} now"
+    order = [s.broker_id for s in plan.steps]
+    if len(order) == 1:
+        return f"Restart broker {order[0]} of cluster {plan.cluster}"
+    return f"Restart brokers {', '.join(map(str, order))} of cluster {plan.cluster}, one at a time"
+
+
+def risk(plan: Plan, min_isr: Mapping[str, int | None] | None = None) -> str:
+    """The headline's risk: the blast radius in one sentence (``blast.headline``), offline partitions said plainly."""
+    from kafka_runbooks.remediate.blast import headline, plan_counts
+
+    if plan.kind == "preferred_election":
+        return f"leadership of {sum(len(b.partitions) for b in plan.batches)} partition(s) moves, in batches"
+    if plan.kind == "demote":
+        c = plan.conditions or {}
+        return (f"leadership of {len(c.get('moves') or {})} partition(s) moves to serving in-sync replicas; "
+                f"{len(c.get('stays_offline') or {})} stay unavailable until the restart; nothing is stopped")
+    counts = plan_counts(plan, min_isr)
+    text = headline(counts)
+    if counts.get("offline"):
+        already = all(s.broker_id in plan.not_serving for s in plan.steps if step_offline(s, min_isr))
+        text += (" (already unavailable now: see OFFLINE below)" if already else " (see OFFLINE below)")
+    return text
+
+
+def step_offline(step, min_isr: Mapping[str, int | None] | None = None) -> int:
+    from kafka_runbooks.remediate.blast import step_counts
+
+    return step_counts(step, min_isr)["offline"]
+
+
+def offline_reasons(plan: Plan, min_isr: Mapping[str, int | None] | None = None) -> list[str]:
+    """Why each step's OFFLINE count is what it is, in words: a broker proven not serving (``plan.not_serving``) that is
+    the only in-sync replica of a partition leaves it ALREADY unavailable -- nothing answers for it now, the restart is
+    what brings it back; any other broker would take it offline."""
+    from kafka_runbooks.remediate.asking import plain
+
+    out = []
+    for s in plan.steps:
+        n = step_offline(s, min_isr)
+        if not n:
+            continue
+        if s.broker_id in plan.not_serving:
+            out.append(f"{n} partition(s) are ALREADY unavailable, not made so by this plan: broker {s.broker_id} is not "
+                       f"serving ({plain(plan.not_serving[s.broker_id], 200)}) and it alone leads them (their only in-sync "
+                       f"replica). They stay offline until it is back; the restart is what brings them back.")
+        else:
+            out.append(f"{n} partition(s) go offline while broker {s.broker_id} is down: it is their only in-sync replica.")
+    return out
 
 
 def _offline_section(step, count: int) -> list[str]:

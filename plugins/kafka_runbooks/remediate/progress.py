@@ -138,14 +138,26 @@ def refusal_summary(plan: Plan) -> str:
     return f"{head} -- {shown}" + (f"; and {len(reasons) - 4} more" if len(reasons) > 4 else "")
 
 
+def dry_run_refusal(plan: Plan) -> str:
+    """A dry run's refusal as loud as a real one: "would be refused: <the one-line summary>"."""
+    return "would be " + refusal_summary(plan)
+
+
+def _plan_head(plan: Plan, dry_run: bool) -> list[str]:
+    """The note's first lines: what the plan is and what happened -- a dry run whose plan would be refused says so
+    first, in the same words as a refusal (issue 32 point 2)."""
+    if dry_run and plan.refused:
+        return [f"**{plan.kind} of {plan.cluster}: DRY RUN -- WOULD BE REFUSED; nothing was asked and nothing changed**", "",
+                dry_run_refusal(plan), ""]
+    what = "DRY RUN -- nothing was asked and nothing changed" if dry_run else ("REFUSED -- nothing changed" if plan.refused else "to be approved")
+    return [f"**{plan.kind} of {plan.cluster}: {what}**", ""] + ([refusal_summary(plan), ""] if plan.refused else [])
+
+
 def plan_note(plan: Plan, digest: str, *, dry_run: bool, incident_url: str | None = None) -> str:
     """The readable plan (Markdown), for the run's note and the log of a dry run or a refused plan."""
     from kafka_runbooks.remediate.blast import headline, plan_counts, step_counts
 
-    what = "DRY RUN -- nothing was asked and nothing changed" if dry_run else ("REFUSED -- nothing changed" if plan.refused else "to be approved")
-    out = [f"**{plan.kind} of {plan.cluster}: {what}**", ""]
-    if plan.refused:
-        out += [refusal_summary(plan), ""]
+    out = _plan_head(plan, dry_run)
     out.append(f"Order: {list(plan.broker_order)}" + (f"; already done: {list(plan.completed)}" if plan.completed else "")
                + f"; digest {digest[:16]}")
     out.append("")  # a paragraph each: Markdown (the run's note) would run the two lines together
@@ -174,9 +186,22 @@ def _offline_said(step, count: int, shown: int = 10) -> str:
             + (f" and {count - len(names)} more" if count > len(names) else "") + ")")
 
 
+ELECTION_DAG = "kafka_preferred_election"
+
+
+def election_hint(paused: bool | None, url: str | None = None) -> str:
+    """Where to go about leftover imbalance: the election DAG, linked (Markdown) when its page's URL is known, and
+    whether it is paused -- the product's DAGs arrive paused, and a paused DAG's run waits for good."""
+    name = f"[{ELECTION_DAG}]({url})" if url and not set(url) & set("()[]<> `") else ELECTION_DAG
+    state = (" (it is PAUSED: unpause it first, or its run waits)" if paused else "" if paused is False
+             else " (unpause it first if it is paused: the product's DAGs arrive paused)")
+    return f"run {name} to move leadership back{state}"
+
+
 def run_summary(kind: str, cluster: str, result: Mapping[str, Any] | None, *, outcome: str,
-                imbalance: Sequence[str] = (), incident_url: str | None = None) -> str:
-    """What a run did, how long it took, what it left (e.g. leadership off its preferred replicas)."""
+                imbalance: Sequence[str] = (), incident_url: str | None = None, election: str | None = None) -> str:
+    """What a run did, how long it took, what it left (e.g. leadership off its preferred replicas). ``election``:
+    :func:`election_hint` (default: unknown whether the election DAG is paused)."""
     result = dict(result or {})
     out = [f"{kind} of {cluster}: {outcome}"]
     timings = result.get("timings") or []
@@ -187,7 +212,7 @@ def run_summary(kind: str, cluster: str, result: Mapping[str, Any] | None, *, ou
         out.append(f"  broker {t.get('broker_id')}: {_s(t.get('total_s'))} ({', '.join(parts)})" + "".join(f"; {x}" for x in _stop_said(t)))
     if imbalance:
         out.append(f"left: {len(imbalance)} partition(s) led by a broker other than their preferred replica "
-                   f"({_some(list(imbalance))}); run kafka_preferred_election to move leadership back")
+                   f"({_some(list(imbalance))}); {election or election_hint(None)}")
     elif result.get("restarted"):
         out.append("left: every partition led by its preferred replica")
     if incident_url:
@@ -331,10 +356,7 @@ def election_summary(cluster: str, result: Mapping[str, Any] | None, *, imbalanc
 def election_plan_note(plan: Plan, digest: str, *, dry_run: bool) -> str:
     """An election's readable plan (Markdown) for the run's note: per batch, the target broker and its partitions; what
     it would wait for."""
-    what = "DRY RUN -- nothing was asked and nothing changed" if dry_run else ("REFUSED -- nothing changed" if plan.refused else "to be approved")
-    out = [f"**{plan.kind} of {plan.cluster}: {what}**", ""]
-    if plan.refused:
-        out += [refusal_summary(plan), ""]
+    out = _plan_head(plan, dry_run)
     total = sum(len(b.partitions) for b in plan.batches)
     out.append(f"{total} partition(s) in {len(plan.batches)} batch(es); digest {digest[:16]}")
     for i, b in enumerate(plan.batches, 1):

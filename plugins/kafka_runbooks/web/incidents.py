@@ -24,6 +24,9 @@ RECENT = 50  # ended records shown per cluster
 ACTIVE = (NEEDS_PERSON, OPEN, RESPONDING)
 _ACTOR_RUN = re.compile(r"^dag:(?P<dag>[^/]+)/run:(?P<run>.+)$")
 RESPONSE_DAG = "kafka_incident_response"
+# the DAG whose runs act on a record of this kind (its plan, approval, ledger): an incident's is the response's
+DAG_OF_KIND = {"rolling_restart": "kafka_rolling_restart", "preferred_election": "kafka_preferred_election",
+               "election_schedule": "kafka_preferred_election_schedule"}
 
 
 class NotFound(LookupError):
@@ -130,8 +133,10 @@ def actors_of(record: Mapping[str, Any], audit: Sequence[Mapping[str, Any]]) -> 
 
 def runs_of(db, record: Mapping[str, Any], audit: Sequence[Mapping[str, Any]]) -> list[RunRef]:
     """The DAG runs this record belongs to: its response run, the runs that asked for and used an approval of it,
-    wrote its ledger, or acted in its audit trail."""
+    wrote its ledger, or acted in its audit trail. A run known only by its id (a ledger entry, an audit entry's
+    ``run_id``) is taken to be of the DAG that acts on records of this kind (:data:`DAG_OF_KIND`)."""
     out: dict[str, RunRef] = {}
+    usual = DAG_OF_KIND.get(str(kind_of(record) or ""), RESPONSE_DAG)
 
     def add(dag_id: str | None, run_id: Any, why: str) -> None:
         if not run_id:
@@ -149,14 +154,14 @@ def runs_of(db, record: Mapping[str, Any], audit: Sequence[Mapping[str, Any]]) -
             add(m["dag"], m["run"], "audit")
         details = e.get("details") or {}
         if isinstance(details, dict) and details.get("run_id"):
-            add(None, details["run_id"], "audit")
+            add(usual, details["run_id"], "audit")
     rid = str(record.get("id"))
     with db.read() as c:
         for r in c.execute(sa.select(S.approval.c.dag_id, S.approval.c.run_id).where(S.approval.c.record_id == rid)
                            .order_by(S.approval.c.id)):
             add(r.dag_id, r.run_id, "approval")
         for r in c.execute(sa.select(S.ledger.c.run_id).where(S.ledger.c.record_id == rid).distinct()):
-            add(None, r.run_id, "ledger")
+            add(usual, r.run_id, "ledger")
     return list(out.values())
 
 

@@ -29,7 +29,11 @@ th{background:#edf2f7} code,pre{font-family:ui-monospace,monospace;font-size:.85
 .status.closed,.status.resolved{background:#38a169;color:#fff}
 .banner{border:2px solid #c53030;background:#fff5f5;padding:.6rem;margin:.6rem 0}
 .muted{color:#718096} .timeline td.at{white-space:nowrap} nav a{margin-right:1rem}
+.watch{margin:.3rem 0 .6rem 0} .warning{border:2px solid #dd6b20;background:#fffaf0;padding:.4rem;margin:.3rem 0;font-weight:600}
 """
+
+HEALTH_DAG_PREFIX = "kafka_health_check_"
+
 
 
 def e(value: Any) -> str:
@@ -41,8 +45,30 @@ def q(value: Any) -> str:
 
 
 def page(title: str, body: str) -> str:
-    return (f"<!doctype html><html lang=en><head><meta charset=utf-8><title>{e(title)}</title><style>{CSS}</style></head>"
-            f"<body><nav><a href='{PREFIX}/incidents'>All incidents</a></nav>{body}</body></html>")
+    """The whole page. A link to Airflow's own pages opens in the top window (``target=_top``), never a second Airflow
+    UI inside a frame; a link to another page of this app stays where it is (Airflow 3.3 frames a run's Incident tab
+    with a sandbox that allows no top navigation: there, only this app's own links can work). Only markup written here
+    has ``<a `` in it: everything else is escaped."""
+    html_ = (f"<!doctype html><html lang=en><head><meta charset=utf-8><title>{e(title)}</title><style>{CSS}</style></head>"
+             f"<body><nav><a href='{PREFIX}/incidents'>All incidents</a><a href='{PREFIX}/fleet'>Fleet overview</a></nav>"
+             f"{body}</body></html>")
+    return html_.replace("<a href='/dags/", "<a target='_top' href='/dags/").replace("<a href='/dag_runs", "<a target='_top' href='/dag_runs")
+
+
+def who(actor: Any) -> str:
+    """A person's name as recorded, or what a run is in words: ``dag:kafka_health_check_lab/run:scheduled__...`` is
+    "scheduled health check", ``dag:kafka_incident_response/run:...`` "incident response (automatic)"."""
+    a = "" if actor is None else str(actor)
+    if not a.startswith("dag:") or "/run:" not in a:
+        return a
+    dag, run = a[len("dag:"):].split("/run:", 1)
+    if dag.startswith(HEALTH_DAG_PREFIX):
+        if run.startswith("manual__"):
+            return "health check (started by hand)"
+        if run.startswith("asset_triggered__"):
+            return "health check (ZooKeeper change)"
+        return "scheduled health check"
+    return f"{dag.removeprefix('kafka_').replace('_', ' ')} (automatic run)"
 
 
 def incident_url(cluster: str, incident_id: str) -> str:
@@ -72,8 +98,11 @@ def _finding(record: Mapping[str, Any]) -> str:
 # ---------------------------------------------------------------------------------------------- list
 
 
-def list_page(clusters: Mapping[str, Sequence[Mapping[str, Any]]], errors: Mapping[str, str]) -> str:
-    """Every cluster's active and recent records; needs_person ones in a banner at the top."""
+def list_page(clusters: Mapping[str, Sequence[Mapping[str, Any]]], errors: Mapping[str, str],
+              watch: Mapping[str, Mapping[str, Any]] | None = None) -> str:
+    """Every cluster's active and recent records; needs_person ones in a banner at the top. ``watch``: per cluster,
+    whether anything looks (``web/watch.py``): its last check, its health DAG paused or not, the triggerer."""
+    watch = watch or {}
     parts = ["<h1>Kafka incidents</h1>"]
     waiting = [(c, r) for c, rs in clusters.items() for r in rs if r.get("status") == NEEDS_PERSON]
     if waiting:
@@ -83,6 +112,8 @@ def list_page(clusters: Mapping[str, Sequence[Mapping[str, Any]]], errors: Mappi
         parts.append("</ul></div>")
     for name in sorted(set(clusters) | set(errors)):
         parts.append(f"<h2 id='cluster-{e(name)}'>Cluster {e(name)}</h2>")
+        if name in watch:
+            parts.append(_watch_block(watch[name]))
         if name in errors:
             parts.append(f"<p class='banner'>cannot read this cluster's state: {e(errors[name])}</p>")
             continue
@@ -92,6 +123,14 @@ def list_page(clusters: Mapping[str, Sequence[Mapping[str, Any]]], errors: Mappi
         if records:
             parts.append(_records_table(name, records))
     return page("Kafka incidents", "".join(parts))
+
+
+def _watch_block(w: Mapping[str, Any]) -> str:
+    out = [f"<div class='watch' data-watched='{'no' if w.get('warnings') else 'yes'}'>"]
+    out += [f"<p class='warning'>NOT WATCHED? {e(x)}</p>" for x in w.get("warnings") or ()]
+    out += [f"<span class='muted'>{e(x)}</span><br>" for x in w.get("lines") or ()]
+    out.append("</div>")
+    return "".join(out)
 
 
 def _records_table(cluster: str, records: Iterable[Mapping[str, Any]]) -> str:
@@ -106,7 +145,7 @@ def _records_table(cluster: str, records: Iterable[Mapping[str, Any]]) -> str:
             + (f"<br><span class='analysis'>analysis: {e(', '.join(_analysis(r)))}</span>" if _analysis(r) else "")
             + (f"<br><span class='muted'>{e(_short(r.get('status_reason'), 300))}</span>" if r.get("status_reason") else "")
             + f"</td><td>{e(', '.join(str(b) for b in r.get('broker_ids') or []))}</td><td>{e(r.get('opened_at'))}</td>"
-            f"<td>{e(r.get('opened_by'))}</td><td>{e(r.get('closed_at') or '')}</td></tr>")
+            f"<td>{e(who(r.get('opened_by')))}</td><td>{e(r.get('closed_at') or '')}</td></tr>")
     rows.append("</table>")
     return "".join(rows)
 
@@ -143,9 +182,9 @@ def detail_page(cluster: str, view: IncidentView, bundles: Sequence[tuple[Mappin
     parts.append("<table class='facts'>")
     facts = [("Cluster", e(cluster)), ("Status", status(r.get("status"))), ("Kind", e(_kind(r))),
              ("Finding / reason", e(_finding(r))), ("Brokers", e(", ".join(str(b) for b in r.get("broker_ids") or []))),
-             ("Opened", f"{e(r.get('opened_at'))} by {e(r.get('opened_by'))}"), ("Ended", e(r.get("closed_at") or "—")),
+             ("Opened", f"{e(r.get('opened_at'))} by {e(who(r.get('opened_by')))}"), ("Ended", e(r.get("closed_at") or "—")),
              ("Resolution", e(r.get("resolution") or r.get("status_reason") or "—")),
-             ("Who acted", e(", ".join(view.actors)))]
+             ("Who acted", e(", ".join(dict.fromkeys(who(a) for a in view.actors))))]
     parts += [f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in facts]
     parts.append("</table>")
 
@@ -165,7 +204,8 @@ def detail_page(cluster: str, view: IncidentView, bundles: Sequence[tuple[Mappin
     if view.runs:
         parts.append("<ul class='runs'>")
         for run in view.runs:
-            parts.append(f"<li><a href='{e(run_url(run))}'>{e(run.dag_id or '?')} / {e(run.run_id)}</a> <span class='muted'>({e(run.why)})</span></li>")
+            name = f"{run.dag_id} / {run.run_id}" if run.dag_id else f"run {run.run_id} (its DAG is not recorded: the link searches every DAG)"
+            parts.append(f"<li><a href='{e(run_url(run))}'>{e(name)}</a> <span class='muted'>({e(run.why)})</span></li>")
         parts.append("</ul>")
     else:
         parts.append("<p class='muted'>no DAG run recorded</p>")
@@ -183,7 +223,7 @@ def detail_page(cluster: str, view: IncidentView, bundles: Sequence[tuple[Mappin
         if a.get("command"):
             extra.append("command " + " ".join(str(x) for x in a["command"]))
         text = json.dumps(details, sort_keys=True, default=str) if details else ""
-        parts.append(f"<tr><td class='at'>{e(a.get('at'))}</td><td>{e(a.get('actor'))}</td><td>{e(a.get('action'))}</td>"
+        parts.append(f"<tr><td class='at'>{e(a.get('at'))}</td><td>{e(who(a.get('actor')))}</td><td>{e(a.get('action'))}</td>"
                      f"<td>{e(a.get('outcome'))}</td><td>{e('; '.join(extra))}"
                      + (f"<details><summary>{e(_short(text, 120))}</summary><pre>{e(_short(text, 20000))}</pre></details>" if text else "")
                      + "</td></tr>")
@@ -250,6 +290,36 @@ def _plan_section(plan: Mapping[str, Any], summary: Any, detail: Any = None) -> 
         parts.append(f"<details><summary>broker {e(s.broker_id)}: {e(s.reason)} — {s.partitions_touched} partition(s)</summary>"
                      f"<pre>{e(chr(10).join(lines))}</pre></details>")
     return "".join(parts)
+
+
+def fleet_page(doc: Mapping[str, Any]) -> str:
+    """The fleet overview (``GET /api/fleet``) as a page: per cluster its last check, open incidents and remediations,
+    approvals waiting."""
+    parts = [f"<h1>Fleet overview</h1><p class='muted'>as of {e(doc.get('generated_at'))}; "
+             f"<a href='{PREFIX}/api/fleet'>as JSON</a></p>",
+             "<table class='fleet'><tr><th>Cluster</th><th>Last check</th><th>Open incidents</th><th>Open remediations</th>"
+             "<th>Waiting for approval</th></tr>"]
+    for c in doc.get("clusters") or []:
+        name = c.get("cluster")
+        if c.get("error"):
+            parts.append(f"<tr><td>{e(name)}</td><td colspan=4 class='banner'>{e(c['error'])}</td></tr>")
+            continue
+        age = c.get("last_check_age_s")
+        last = (f"{e(c.get('last_check'))} ({e(int(age // 60))} min ago)" if c.get("last_check") and age is not None
+                else "<span class='warning'>never</span>")
+
+        def items(rs):
+            return "<br>".join(f"<a href='{incident_url(name, r['id'])}'>{e(r['id'])}</a> {status(r.get('status'))} "
+                               f"{e(r.get('kind'))} {e(', '.join(map(str, r.get('broker_ids') or [])))}" for r in rs) or "none"
+
+        waiting = "<br>".join(f"<a href='{incident_url(name, w['record_id'])}'>{e(w['record_id'])}</a>: {e(w.get('dag_id'))} "
+                              f"asks {e(', '.join(w.get('assigned') or []))} ({e(w.get('waiting_s'))} s)"
+                              for w in c.get("waiting_for_approval") or []) or "none"
+        parts.append(f"<tr><td><a href='{PREFIX}/incidents#cluster-{q(name)}'>{e(name)}</a></td><td>{last}</td>"
+                     f"<td>{items(c.get('open_incidents') or [])}</td><td>{items(c.get('open_remediations') or [])}</td>"
+                     f"<td>{waiting}</td></tr>")
+    parts.append("</table>")
+    return page("Fleet overview", "".join(parts))
 
 
 def runs_page(dag_id: str, run_id: str, found: Sequence[tuple[str, Mapping[str, Any]]]) -> str:

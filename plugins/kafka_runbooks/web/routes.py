@@ -82,11 +82,40 @@ def _bundles(config, view) -> list[tuple[dict, list[dict], str | None]]:
     return out
 
 
+def _watch(names) -> dict[str, dict[str, Any]]:
+    """Per cluster: is it watched (``web/watch.py``) -- its last check (state database), its health DAG and the
+    triggerer (Airflow's metadata database, read by the api-server this runs in)."""
+    from kafka_runbooks.config import health_schedules, raw_clusters
+    from kafka_runbooks.web import watch as W
+    from kafka_runbooks.web.app import fleet_document
+
+    names = sorted(names)
+    doc = fleet_document()
+    fleet = {c["cluster"]: c for c in doc["clusters"]}
+    schedules = {s.cluster: s for s in health_schedules(raw_clusters(missing_ok=True))[0]}
+    try:
+        facts, problem = W.airflow_facts([W.health_dag_id(n) for n in names]), None
+    except Exception as exc:  # noqa: BLE001 - said on the page as a warning: the page never pretends all is well
+        facts, problem = None, f"{type(exc).__name__}: {str(exc)[:300]}"
+    out = {}
+    for n in names:
+        s = schedules.get(n)
+        out[n] = W.watch_status(n, fleet.get(n), facts, now=doc["generated_at"], stale_s=W.stale_after_s(s.cron if s else None),
+                                watch_zookeeper=s.watch_zookeeper if s else True, facts_error=problem)
+    return out
+
+
 def add(app: FastAPI, reader) -> None:
     @app.get("/incidents", dependencies=[reader], response_class=HTMLResponse)
     def incidents_page() -> HTMLResponse:
         records, errors = _all_records()
-        return _html(P.list_page(records, errors))
+        return _html(P.list_page(records, errors, _watch(set(records) | set(errors))))
+
+    @app.get("/fleet", dependencies=[reader], response_class=HTMLResponse)
+    def fleet_page() -> HTMLResponse:
+        from kafka_runbooks.web.app import fleet_document
+
+        return _html(P.fleet_page(fleet_document()))
 
     @app.get("/api/incidents", dependencies=[reader])
     def incidents_json() -> dict[str, Any]:
