@@ -12,6 +12,8 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
+from kafka_runbooks import versions
+
 CONSUMER_OFFSETS = "__consumer_offsets"
 
 
@@ -656,8 +658,6 @@ class ClusterSnapshot:
     @property
     def version(self):
         """The brokers' version as observed (kafka_runbooks.versions.KafkaVersion; unknown when not observed)."""
-        from kafka_runbooks import versions
-
         return versions.from_dict(self.kafka_version)
 
 

@@ -7,7 +7,7 @@ import subprocess
 
 from kafka_runbooks.analyze.diagnosis import ParsedFile, broker_table, diagnose
 from kafka_runbooks.analyze.parsers import parse_content
-from kafka_runbooks.capture import commands as C
+from kafka_runbooks.host import commands as C
 from kafka_runbooks.config import CaptureSettings
 
 

@@ -41,14 +41,15 @@ def observed(lab, config):
 
 def test_010_version_is_read_from_the_brokers_and_a_wrong_setting_is_a_finding(on010):
     from kafka_runbooks import versions
+    from kafka_runbooks.detect.version_check import mismatch_findings
 
     lab, config = on010
     snapshot, hook, kv = observed(lab, config)
     assert kv.known and kv.describe() == ">= 0.10.2, < 0.11.0 (every broker)"
     assert [b.schema_version for b in snapshot.brokers] == [4, 4, 4]  # a floor only: 2.3 writes 4 too
     assert [f for f in versions.FEATURES if kv.has(f)] == ["api_versions"]
-    assert versions.mismatch_findings(kv, "0.10.2.1") == [] and versions.mismatch_findings(kv, "0.10") == []
-    (f,) = versions.mismatch_findings(kv, "2.3.0")
+    assert mismatch_findings(kv, "0.10.2.1") == [] and mismatch_findings(kv, "0.10") == []
+    (f,) = mismatch_findings(kv, "2.3.0")
     assert f.kind == "kafka_version_mismatch" and "brokers 1, 2, 3 are >= 0.10.2, < 0.11.0 (ApiVersions)" in f.summary
     # the health check itself: the setting says 2.3.0, the brokers say otherwise
     from kafka_runbooks.detect.observe import check_once
@@ -143,7 +144,7 @@ def test_010_canary_without_idempotence_counts_its_own_duplicates(on010):
 
 
 def test_010_dump_log_runs_dumplogsegments_the_only_tool_0_10_has(on010):
-    from kafka_runbooks.capture.commands import dump_log_command
+    from kafka_runbooks.host.commands import dump_log_command
 
     lab, config = on010
     _, _, kv = observed(lab, config)

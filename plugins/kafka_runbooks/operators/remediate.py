@@ -15,6 +15,7 @@ from airflow.sdk import BaseOperator, BaseSensorOperator, PokeReturnValue, Trigg
 from airflow.sdk.exceptions import AirflowFailException
 
 from kafka_runbooks.policies import POOL  # per cluster at run time: kafka_runbooks/policies.py
+from kafka_runbooks.truth import truthy as _truthy
 from kafka_runbooks.operators.links import LINKS
 
 ROLLING_RESTART = "rolling_restart"
@@ -38,10 +39,6 @@ def _config(cluster: str):
         return load_cluster(str(cluster))
     except ConfigError as exc:
         raise AirflowFailException(str(exc)) from exc
-
-
-def _truthy(value: Any) -> bool:
-    return value is True or str(value).strip().lower() in ("true", "1", "yes", "execute")
 
 
 def find_resumable_roll(store, cluster: str) -> tuple[dict[str, Any], Any] | None:
@@ -458,15 +455,10 @@ def interrupted_execution(entries: Sequence[dict[str, Any]], run_id: str) -> str
 
 
 def cluster_now(config):
-    """The cluster's state now (None when ZooKeeper cannot be read: the close-out says so)."""
-    from kafka_runbooks.detect.snapshot import read_snapshot
-    from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
+    """The cluster's state now (None when ZooKeeper cannot be read): ``runbook.cluster.cluster_now``."""
+    from kafka_runbooks.runbook.cluster import cluster_now as now  # keeps DAG parsing fast: ZooKeeper client at run time
 
-    try:
-        with ZooKeeperHook(config.zk_conn_id, timeout_s=config.capture.connect_timeout_s).session() as zk:
-            return read_snapshot(zk, config.name)
-    except Exception:  # noqa: BLE001 - describe_state says "unknown"
-        return None
+    return now(config)
 
 
 class ClusterRecoveredSensor(BaseSensorOperator):
@@ -482,7 +474,7 @@ class ClusterRecoveredSensor(BaseSensorOperator):
 
     def poke(self, context) -> PokeReturnValue:
         from kafka_runbooks.detect.detectors import detect
-        from kafka_runbooks.operators.detect import take_snapshot
+        from kafka_runbooks.detect.observe import take_snapshot  # keeps DAG parsing fast: the clients load at run time
 
         config = _config(self.incident["cluster"])
         snapshot = take_snapshot(config, probe_hosts=False)

@@ -1,14 +1,14 @@
 """The top of the approval page (the HITL request's subject and body): who asked, why, who may answer -- and, for
 anybody else, that Airflow will refuse their answer and why, before they click -- then the blast radius as a
 summary per topic (the full list is on the incident page). Pure: strings in, Markdown out; every value from a
-cluster or a person goes through ``briefing._code`` (a code span: no link, no HTML)."""
+cluster or a person goes through ``markdown.code_span`` (a code span: no link, no HTML)."""
 
 from __future__ import annotations
 
 from typing import Mapping, Sequence
 
 from kafka_runbooks.remediate.blast import TopicTotal, headline
-from kafka_runbooks.remediate.briefing import _code
+from kafka_runbooks.remediate.markdown import code_span as _code
 
 MAX_TOPICS = 25
 
