@@ -120,7 +120,7 @@ def test_010_002a_unknown_api_key_32_is_explained_with_its_client_and_nothing_re
     client = service_ip("lab_bad_client")
     assert client in incident["explanation"]["detected"] and incident["explanation"]["advice"]
     # the analysis of the captured bundle: broker 2's 0.10 wording ("Unexpected ApiKeys id `32`"), the client's address
-    unknown = [f for f in _findings(incident) if f["kind"] == "unknown_api_request"]
+    unknown = [f for f in _findings(incident) if f["kind"] == "unknown_api_requests"]
     assert unknown and 2 in unknown[0]["broker_ids"], [f["kind"] for f in _findings(incident)]
     assert "32" in json.dumps(unknown[0]) and client in json.dumps(unknown[0])
     assert {b: lab.broker_pid(b) for b in (1, 2, 3)} == pids, "a bad client must not restart anything"
@@ -140,5 +140,5 @@ def test_010_004_zookeeper_follower_drop_is_found_after_the_fact_and_nothing_res
     trigger = incident["trigger"]
     assert trigger["kind"] == "zookeeper_follower_dropped" and str(trigger["details"]["subject"]) == str(follower), trigger
     assert f"syncLimit {SYNC_LIMIT} x tickTime {TICK_TIME_MS} ms" in trigger["details"]["sync_timeout"]["arithmetic"]
-    assert [f for f in _findings(incident) if f["kind"] == "zk_follower_drop"], [f["kind"] for f in _findings(incident)]
+    assert [f for f in _findings(incident) if f["kind"] == "zookeeper_follower_dropped"], [f["kind"] for f in _findings(incident)]
     assert {b: lab.broker_pid(b) for b in (1, 2, 3)} == pids and {z: lab.zk_pid(z) for z in (1, 2, 3)} == zk_pids
