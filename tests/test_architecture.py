@@ -122,11 +122,11 @@ UNCOMMENTED_FUNCTION_IMPORTS_BASELINE: dict[str, int] = {
     "kafka_runbooks.web.pages": 1,
     "kafka_runbooks.web.plugin": 1,
     "kafka_runbooks.web.routes": 9,
-    "spark_apps.analyze_bundle": 2,
+    "spark_apps.analyze_bundle": 1,
 }
 
 MAX_FUNCTION_LINES = 80
-LENGTH_CHECKED = ("kafka_runbooks.detect", "kafka_runbooks.analyze.parsers", "kafka_runbooks.remediate")
+LENGTH_CHECKED = ("kafka_runbooks.detect", "kafka_runbooks.analyze.parsers", "kafka_runbooks.remediate", "spark_apps")
 # Longer functions allowed for now, with their length today (may only shrink). The engine's files are being
 # reworked by the engine unification (issue 28's "one engine loop"): remediate/executor.py, steps.py,
 # election_run.py, lock.py, ledger.py, approvals.py; their functions are split there.
