@@ -32,6 +32,7 @@ import argparse
 import datetime as dt
 import json
 import pickle
+import shutil
 import sys
 import time
 import zlib
@@ -233,61 +234,19 @@ def _densities(bundle_uri: str, log_entries: list[dict]) -> list[float]:
 LOG_SCANS = ("auto", "rg", "jvm")
 
 
-def run(spark, bundle: str, out: str | None = None, kafka_version: str | None = None, *,
-        split_mb: float | None = DEFAULT_SPLIT_MB, window_minutes: float = DEFAULT_WINDOW_MIN,
-        budget_s: float = 10.0, budget_per_mb_s: float = 1.0, log_scan: str = "auto", rg: str = "rg") -> dict:
-    """``log_scan``: ``auto`` reads big logs with ripgrep inside the Spark tasks where the executor has ``rg``
-    (the JVM scan otherwise), ``rg`` requires it (a task fails without it), ``jvm`` is the pure Spark path."""
-    if log_scan not in LOG_SCANS:
-        raise ValueError(f"log_scan must be one of {LOG_SCANS}, not {log_scan!r}")
-
-    t_start = time.monotonic()
-    bundle_uri = U.to_uri(bundle)
-    out_uri = U.to_uri(out) if out else bundle_uri
-    shown = U.local_path(bundle_uri) if U.is_local(bundle_uri) else bundle_uri  # as given: a path stays a path
-    generated = _now()
-    timings: dict[str, float] = {}
-    with _owner_only(spark):
-        return _run(spark, bundle_uri, out_uri, shown, generated, timings, t_start, kafka_version, split_mb=split_mb,
-                    window_minutes=window_minutes, budget_s=budget_s, budget_per_mb_s=budget_per_mb_s, log_scan=log_scan, rg=rg)
+def _unreadable_manifest(shown: str, generated: str, out_uri: str, exc: Exception) -> dict:
+    """The findings of a bundle whose manifest cannot be read: one unparsable finding, written with its report."""
+    f = Finding("unparsable", Severity.WARNING, f"manifest.json could not be read: {exc.__class__.__name__}: {exc}",
+                evidence=(Evidence("manifest.json", excerpt=str(exc)),),
+                details={"path": "manifest.json", "kind": "manifest", "reasons": [str(exc)]})
+    doc = findings_document(shown, generated, [f])
+    U.write_text(U.join(out_uri, "findings.json"), json.dumps(doc, indent=2))
+    U.write_text(U.join(out_uri, "report.html"), render_report([f], {"bundle": shown, "generated_at": generated}))
+    return doc
 
 
-def _run(spark, bundle_uri: str, out_uri: str, shown: str, generated: str, timings: dict[str, float], t_start: float,
-         kafka_version: str | None, *, split_mb: float | None, window_minutes: float, budget_s: float, budget_per_mb_s: float,
-         log_scan: str, rg: str) -> dict:
-    import shutil
-
-    from kafka_runbooks.analyze import fastscan
-
-    try:
-        manifest = read_manifest(bundle_uri)
-    except Exception as exc:  # noqa: BLE001
-        f = Finding("unparsable", Severity.WARNING, f"manifest.json could not be read: {exc.__class__.__name__}: {exc}",
-                    evidence=(Evidence("manifest.json", excerpt=str(exc)),),
-                    details={"path": "manifest.json", "kind": "manifest", "reasons": [str(exc)]})
-        doc = findings_document(shown, generated, [f])
-        U.write_text(U.join(out_uri, "findings.json"), json.dumps(doc, indent=2))
-        U.write_text(U.join(out_uri, "report.html"), render_report([f], {"bundle": shown, "generated_at": generated}))
-        return doc
-
-    entries, manifest_problems = manifest_entries(manifest)
-    sc = spark.sparkContext
-    par = sc.defaultParallelism
-    log_entries = [e for e in entries if e["kind"] in LOG_KINDS and e.get("stream") != "stderr" and U.safe_relative(e["path"])]
-    if split_mb is None:
-        split = auto_split_bytes(sum(int(e.get("bytes") or 0) for e in log_entries if isinstance(e.get("bytes"), int)), par)
-    else:
-        split = int(split_mb * (1 << 20))
-    fastscan.configure(spark, split)
-    timings["split_mb"] = round(split / (1 << 20), 4)
-    bu, bb, bps, ou = bundle_uri, budget_s, budget_per_mb_s, out_uri
-    rg_exe = None if log_scan == "jvm" else rg
-    need_rg = log_scan == "rg"
-    # Independent jobs run side by side (Spark schedules concurrent jobs of one application): the Python tasks
-    # of the small files overlap the survey and the JVM scan; results are put back in the order of a serial run.
-    pool = ThreadPoolExecutor(max_workers=6, thread_name_prefix="analyze-job")
-    tables.clear(out_uri)
-
+def _python_files_job(sc, par: int, bu: str, bb: float, bps: float, ou: str):
+    """The job that parses files in Python tasks, one file per task (run beside the log job)."""
     def python_files(es: list[dict]) -> tuple[list[list[ParsedFile]], tuple[float, float] | None]:
         """-> the ParsedFiles of each entry, in order, and when the job ran (start, end on the monotonic clock)."""
         if not es:
@@ -297,60 +256,58 @@ def _run(spark, bundle_uri: str, out_uri: str, shown: str, generated: str, timin
                      .map(lambda e: load_entry(bu, e, bb, bps, ou)).collect()]
         return per_entry, (t0, time.monotonic())
 
-    # the other files: the small ones ride in the log tasks, the others get tasks of their own (started now)
-    py_first = [e for e in entries if e not in log_entries]
-    riders = [k for k, e in enumerate(py_first) if log_entries and rides(_bytes(e))]
-    own = sorted(set(range(len(py_first))) - set(riders))
-    py_first_job = pool.submit(python_files, [py_first[k] for k in own])
-    ports, hosts, snap_versions, bad = _snapshot_info(bundle_uri, entries, manifest)
-    pq = U.join(out_uri, "parquet")
-    # planning the JVM scan beside the survey only pays when the JVM scan will likely run (it costs driver CPU)
-    jvm_likely = log_scan == "jvm" or (log_scan == "auto" and not shutil.which(rg))
-    warm = (pool.submit(fastscan.warm_up, spark, [U.join(bu, e["path"]) for e in log_entries], split)
-            if log_entries and jvm_likely else None)
+    return python_files
 
-    # 1. survey the logs and read them natively where the executor can: one task per core, of equal work (a log
-    #    cut into pieces where a task's share ends), so no core idles while another reads the last log; the other
-    #    files are parsed in the same tasks
+
+def _log_job(sc, par: int, log_entries: list[dict], py_first: list[dict], riders: list[int], args: tuple,
+             densities, timings: dict) -> tuple[list, dict[int, list[ParsedFile]], dict[str, list[str]]]:
+    """Step 1: survey the logs and read them natively where the executor can: one task per core, of equal work (a
+    log cut into pieces where a task's share ends), so no core idles while another reads the last log; the small
+    other files (``riders``, indexes into ``py_first``) are parsed in the same tasks. ``args``: (bundle URI, split,
+    out URI, rg or None, rg required, budget_s, budget_per_mb_s). -> (survey, ParsedFiles of the riders by their
+    ``py_first`` index, notes by path)."""
+    bu, split, ou, rg_exe, need_rg, bb, bps = args
     t = time.monotonic()
+    tasks = plan_log_tasks([_bytes(e) for e in log_entries], par, rg_exe is not None, densities)
+    timings["plan_s"] = round(time.monotonic() - t, 3)
+    work = [[("log", w, log_entries[w[0]]) for w in task] for task in tasks]
+    for k, ks in enumerate(plan_riders(len(work), [_bytes(py_first[riders[j]]) for j in range(len(riders))])):
+        work[k].extend(("file", riders[j], py_first[riders[j]]) for j in ks)
+    # a task's results travel pickled and compressed (their sample rows are text: ~20x smaller), under Spark's
+    # direct result size (spark.task.maxDirectResultSize, 1 MiB): a bigger one goes through the block manager
+    blobs = (sc.parallelize(work, len(work))
+             .map(lambda task: zlib.compress(pickle.dumps(run_log_task(task, bu, split, ou, rg_exe, need_rg, bb, bps),
+                                                          pickle.HIGHEST_PROTOCOL), 1))
+             .collect())
+    done = [r for blob in blobs for r in pickle.loads(zlib.decompress(blob))]
+    timings["log_job_s"] = round(time.monotonic() - t, 3)
+    parts: dict[int, list] = {}
+    costs: dict[str, float] = {}
+    parsed: list[tuple[int, list[ParsedFile]]] = []
+    for kind, w, r in done:
+        if kind == "file":
+            parsed.append((w, r["files"]))
+        else:
+            parts.setdefault(w[0], []).append(r)
+        for c, v in r["cost"].items():
+            costs[c] = costs.get(c, 0.0) + v
     surveys = []
-    riding: dict[int, list[ParsedFile]] = {}  # the other files parsed in the log tasks, by their py_first index
     scan_notes: dict[str, list[str]] = {}
-    if log_entries:
-        tasks = plan_log_tasks([_bytes(e) for e in log_entries], par, rg_exe is not None,
-                               _densities(bundle_uri, log_entries) if rg_exe and U.is_local(bundle_uri) else None)
-        timings["plan_s"] = round(time.monotonic() - t, 3)
-        work = [[("log", w, log_entries[w[0]]) for w in task] for task in tasks]
-        for k, ks in enumerate(plan_riders(len(work), [_bytes(py_first[riders[j]]) for j in range(len(riders))])):
-            work[k].extend(("file", riders[j], py_first[riders[j]]) for j in ks)
-        # a task's results travel pickled and compressed (their sample rows are text: ~20x smaller), under Spark's
-        # direct result size (spark.task.maxDirectResultSize, 1 MiB): a bigger one goes through the block manager
-        blobs = (sc.parallelize(work, len(work))
-                 .map(lambda task: zlib.compress(pickle.dumps(run_log_task(task, bu, split, ou, rg_exe, need_rg, bb, bps),
-                                                              pickle.HIGHEST_PROTOCOL), 1))
-                 .collect())
-        done = [r for blob in blobs for r in pickle.loads(zlib.decompress(blob))]
-        timings["log_job_s"] = round(time.monotonic() - t, 3)
-        parts: dict[int, list] = {}
-        costs: dict[str, float] = {}
-        parsed: list[tuple[int, list[ParsedFile]]] = []
-        for kind, w, r in done:
-            if kind == "file":
-                parsed.append((w, r["files"]))
-            else:
-                parts.setdefault(w[0], []).append(r)
-            for c, v in r["cost"].items():
-                costs[c] = costs.get(c, 0.0) + v
-        riding = dict(parsed)  # py_first index -> its ParsedFiles
-        for i, e in enumerate(log_entries):  # back in manifest order
-            sd, res = combine_pieces(e, parts[i], out_uri)
-            surveys.append((e, sd, res))
-            given_up = [p["problem"] for p in parts[i] if p.get("problem")]
-            if given_up:
-                scan_notes[e["path"]] = [f"native scan given up, read again: {x}" for x in given_up]
-        timings["log_tasks"] = {k: round(v, 3) for k, v in sorted(costs.items())}  # summed over the logs' tasks
-        timings["log_task_count"] = len(tasks)
-    timings["survey_s"] = round(time.monotonic() - t, 3)
+    for i, e in enumerate(log_entries):  # back in manifest order
+        sd, res = combine_pieces(e, parts[i], ou)
+        surveys.append((e, sd, res))
+        given_up = [p["problem"] for p in parts[i] if p.get("problem")]
+        if given_up:
+            scan_notes[e["path"]] = [f"native scan given up, read again: {x}" for x in given_up]
+    timings["log_tasks"] = {k: round(v, 3) for k, v in sorted(costs.items())}  # summed over the logs' tasks
+    timings["log_task_count"] = len(tasks)
+    return surveys, dict(parsed), scan_notes
+
+
+def _sort_surveyed(surveys: list) -> tuple[list, list, list[dict], list[ParsedFile]]:
+    """Each surveyed log: read by the Spark job (natively, or ``scan`` by the JVM scan), handed to the Python path
+    (not Spark-readable; and a broker stdout's thread dumps), or ``early``: unreadable or not the captured file.
+    -> (scan, read, py_then, early)."""
     scan: list[tuple[dict, Survey]] = []
     read: list[tuple[dict, Survey, ParsedFile | None]] = []  # every log read by the Spark job, in manifest order
     py_then: list[dict] = []
@@ -375,37 +332,43 @@ def _run(spark, bundle_uri: str, out_uri: str, shown: str, generated: str, timin
                 py_then.append(dict(e, kind="jstack", embedded_in=e["kind"]))
         else:
             py_then.append(e)
-    # 2. python path: each task parses one file and writes its rows as Parquet part files (beside the scan)
-    py_then_job = pool.submit(python_files, py_then)
+    return scan, read, py_then, early
 
-    # 3. the JVM scan: log_events of the big logs, written by the executors
+
+def _jvm_scan(spark, scan: list, bundle_uri: str, split: int, pq: str, timings: dict):
+    """Step 3: the JVM scan of the big logs not read natively: their log_events, written by the executors (the
+    frame, persisted, for the aggregates; None without such logs)."""
+    from kafka_runbooks.analyze import fastscan  # pyspark's: loaded when a job runs, not when the module is read
+
     t = time.monotonic()
-    if warm is not None:
-        warm.result()
-    timings["log_scan"] = {"rg": sum(1 for *_, n in read if n is not None), "jvm": len(scan)}
     events_df = None
     if scan:
         events_df = fastscan.events_frame(spark, [fastscan.ScanFile(e["path"], U.join(bundle_uri, e["path"]), e.get("broker_id"),
                                                                     s.layout, s.first_line_of_split) for e, s in scan], split)
     timings["scan_build_s"] = round(time.monotonic() - t, 3)
     if events_df is not None:
-        from pyspark import StorageLevel
+        from pyspark import StorageLevel  # pyspark is the executor's: imported where the scan runs
 
         events_df = events_df.persist(StorageLevel.MEMORY_AND_DISK)  # signature rows only: small; aggregated below
         events_df.write.mode("overwrite").parquet(U.join(U.join(pq, "log_events"), "source=spark"))
     timings["scan_s"] = round(time.monotonic() - t, 3)
-    (own_files, first_span), (then_files, then_span) = py_first_job.result(), py_then_job.result()
-    by_entry = {**riding, **dict(zip(own, own_files))}
-    files = [pf for k in range(len(py_first)) for pf in by_entry[k]] + [pf for pfs in then_files for pf in pfs]
-    spans = [x for x in (first_span, then_span) if x is not None]
-    # from the first Python job's start to the last one's end (they overlap the survey and the scan above)
-    timings["python_files_s"] = round(max(b for _, b in spans) - min(a for a, _ in spans), 3) if spans else 0.0
-    tables.write_part(out_uri, "files", [{"path": e["path"], "kind": e["kind"], "broker_id": e.get("broker_id"),
-                                          "bytes": s.size, "read_by": "spark", "layout": s.layout,
-                                          "parsed_share": s.sampled_share} for e, s, _ in read], "spark-files")
-    tables.ensure_tables(out_uri)
+    return events_df
 
-    # 4. driver: aggregates for the JVM-scanned logs, and the connection table (side by side)
+
+def _logs_and_split(entries: list[dict], split_mb: float | None, par: int) -> tuple[list[dict], int]:
+    """The logs the Spark job reads, and the bytes a task's share of them ends at."""
+    log_entries = [e for e in entries if e["kind"] in LOG_KINDS and e.get("stream") != "stderr" and U.safe_relative(e["path"])]
+    if split_mb is None:
+        split = auto_split_bytes(sum(int(e.get("bytes") or 0) for e in log_entries if isinstance(e.get("bytes"), int)), par)
+    else:
+        split = int(split_mb * (1 << 20))
+    return log_entries, split
+
+
+def _aggregates(events_df, scan: list, read: list, pool: ThreadPoolExecutor, files: list[ParsedFile], ports: dict,
+                hosts: dict, timings: dict) -> list[dict]:
+    """Step 4, on the driver: the summaries of the JVM-scanned logs (added to ``files`` in the order of ``read``),
+    and the connection table (side by side)."""
     t = time.monotonic()
     jvm_read = iter(())
     if events_df is not None:
@@ -415,10 +378,24 @@ def _run(spark, bundle_uri: str, out_uri: str, shown: str, generated: str, timin
     conn_rows = _connection_rows(files, ports, hosts)
     pool.shutdown()
     timings["aggregates_s"] = round(time.monotonic() - t, 3)
+    return conn_rows
 
-    # 5. findings and report
-    files.extend(early)
-    files.extend(bad)
+
+def _python_files(first: tuple, then: tuple, riding: dict[int, list[ParsedFile]], own: list[int], n_first: int,
+                  timings: dict) -> list[ParsedFile]:
+    """The files parsed by the Python path, in manifest order: the first job's (and the riders', by their index
+    among the first), then the second job's; and how long the Python jobs ran."""
+    (own_files, first_span), (then_files, then_span) = first, then
+    by_entry = {**riding, **dict(zip(own, own_files))}
+    files = [pf for k in range(n_first) for pf in by_entry[k]] + [pf for pfs in then_files for pf in pfs]
+    spans = [x for x in (first_span, then_span) if x is not None]
+    # from the first Python job's start to the last one's end (they overlap the survey and the scan above)
+    timings["python_files_s"] = round(max(b for _, b in spans) - min(a for a, _ in spans), 3) if spans else 0.0
+    return files
+
+
+def _annotate(files: list[ParsedFile], scan_notes: dict[str, list[str]], entries: list[dict], manifest_problems) -> None:
+    """The scan's notes and the manifest's optional marks on each file; the manifest's own problems as a file."""
     for pf in files:
         pf.notes.extend(scan_notes.get(pf.path, ()))
     optional = {e["path"] for e in entries if e.get("optional")}
@@ -426,6 +403,14 @@ def _run(spark, bundle_uri: str, out_uri: str, shown: str, generated: str, timin
         pf.optional = pf.path in optional
     for p in manifest_problems:
         files.append(ParsedFile(path="manifest.json", kind="manifest", problems=[p]))
+
+
+def _write_findings(files: list[ParsedFile], manifest: dict, facts: tuple, conn_rows: list[dict], shown: str,
+                    generated: str, bundle_uri: str, out_uri: str, window_minutes: float, kafka_version: str | None,
+                    timings: dict, t_start: float) -> dict:
+    """Step 5: the findings of every parsed file, written as findings.json and report.html. ``facts``: (broker
+    ports, broker hosts, versions from the snapshot)."""
+    ports, hosts, snap_versions = facts
     window = incident_window(manifest, window_minutes)
     findings = diagnose(files, kafka_version=kafka_version, broker_ports=ports, broker_hosts=hosts,
                         broker_versions=snap_versions, window=window, utc_offsets=_utc_offsets(manifest),
@@ -434,14 +419,27 @@ def _run(spark, bundle_uri: str, out_uri: str, shown: str, generated: str, timin
     timings["total_s"] = round(time.monotonic() - t_start, 3)
     ftable = file_table(files)
     report_tables = {"bundle": shown, "generated_at": generated, "brokers": broker_table(files, ports, hosts),
-              "connections": conn_rows, "timeline": timeline(files), "files": ftable, "window": window.describe(),
-              "timings": timings}
+                     "connections": conn_rows, "timeline": timeline(files), "files": ftable, "window": window.describe(),
+                     "timings": timings}
     doc = findings_document(shown, generated, findings, bundle_uri=bundle_uri, window=window.describe(), files=ftable, timings=timings,
                             incident_id=manifest.get("incident_id"), cluster=manifest.get("cluster"))
     U.write_text(U.join(out_uri, "findings.json"), json.dumps(doc, indent=2, default=str))
     title = f"Kafka incident {manifest.get('incident_id', '')} ({manifest.get('cluster', '')})"
     U.write_text(U.join(out_uri, "report.html"), render_report(findings, report_tables, title=title))
-    U.restrict_tree(pq)  # part files the JVM executors wrote under a umask not ours (spark-submit's caller's)
+    return doc
+
+
+def run(spark, bundle: str, out: str | None = None, kafka_version: str | None = None, *,
+        split_mb: float | None = DEFAULT_SPLIT_MB, window_minutes: float = DEFAULT_WINDOW_MIN,
+        budget_s: float = 10.0, budget_per_mb_s: float = 1.0, log_scan: str = "auto", rg: str = "rg") -> dict:
+    """``log_scan``: ``auto`` reads big logs with ripgrep inside the Spark tasks where the executor has ``rg``
+    (the JVM scan otherwise), ``rg`` requires it (a task fails without it), ``jvm`` is the pure Spark path.
+    Everything it writes is the bundle owner's only (``_owner_only``)."""
+    with _owner_only(spark):
+        doc = _run(spark, bundle, out, kafka_version, split_mb=split_mb, window_minutes=window_minutes, budget_s=budget_s,
+                   budget_per_mb_s=budget_per_mb_s, log_scan=log_scan, rg=rg)
+    out_uri = U.to_uri(out) if out else U.to_uri(bundle)
+    U.restrict_tree(U.join(out_uri, "parquet"))  # part files the JVM executors wrote under a umask not ours
     return doc
 
 
@@ -453,6 +451,83 @@ def _owner_only(spark):
     spark.conf.set("fs.permissions.umask-mode", "077")
     spark.sparkContext._jsc.hadoopConfiguration().set("fs.permissions.umask-mode", "077")
     return U.owner_only()
+
+
+def _run(spark, bundle: str, out: str | None, kafka_version: str | None, *, split_mb: float | None,
+         window_minutes: float, budget_s: float, budget_per_mb_s: float, log_scan: str, rg: str) -> dict:
+    from kafka_runbooks.analyze import fastscan  # pyspark's: loaded when a job runs, not when the module is read
+
+    if log_scan not in LOG_SCANS:
+        raise ValueError(f"log_scan must be one of {LOG_SCANS}, not {log_scan!r}")
+
+    t_start = time.monotonic()
+    bundle_uri = U.to_uri(bundle)
+    out_uri = U.to_uri(out) if out else bundle_uri
+    shown = U.local_path(bundle_uri) if U.is_local(bundle_uri) else bundle_uri  # as given: a path stays a path
+    generated = _now()
+    timings: dict[str, float] = {}
+    try:
+        manifest = read_manifest(bundle_uri)
+    except Exception as exc:  # noqa: BLE001
+        return _unreadable_manifest(shown, generated, out_uri, exc)
+
+    entries, manifest_problems = manifest_entries(manifest)
+    sc = spark.sparkContext
+    par = sc.defaultParallelism
+    log_entries, split = _logs_and_split(entries, split_mb, par)
+    fastscan.configure(spark, split)
+    timings["split_mb"] = round(split / (1 << 20), 4)
+    rg_exe = None if log_scan == "jvm" else rg
+    # Independent jobs run side by side (Spark schedules concurrent jobs of one application): the Python tasks
+    # of the small files overlap the survey and the JVM scan; results are put back in the order of a serial run.
+    pool = ThreadPoolExecutor(max_workers=6, thread_name_prefix="analyze-job")
+    tables.clear(out_uri)
+    python_files = _python_files_job(sc, par, bundle_uri, budget_s, budget_per_mb_s, out_uri)
+
+    # the other files: the small ones ride in the log tasks, the others get tasks of their own (started now)
+    py_first = [e for e in entries if e not in log_entries]
+    riders = [k for k, e in enumerate(py_first) if log_entries and rides(_bytes(e))]
+    own = sorted(set(range(len(py_first))) - set(riders))
+    py_first_job = pool.submit(python_files, [py_first[k] for k in own])
+    ports, hosts, snap_versions, bad = _snapshot_info(bundle_uri, entries, manifest)
+    pq = U.join(out_uri, "parquet")
+    # planning the JVM scan beside the survey only pays when the JVM scan will likely run (it costs driver CPU)
+    jvm_likely = log_scan == "jvm" or (log_scan == "auto" and not shutil.which(rg))
+    warm = (pool.submit(fastscan.warm_up, spark, [U.join(bundle_uri, e["path"]) for e in log_entries], split)
+            if log_entries and jvm_likely else None)
+
+    # 1. the log job (the riders parsed in its tasks)
+    t = time.monotonic()
+    surveys, riding, scan_notes = [], {}, {}
+    if log_entries:
+        densities = _densities(bundle_uri, log_entries) if rg_exe and U.is_local(bundle_uri) else None
+        args = (bundle_uri, split, out_uri, rg_exe, log_scan == "rg", budget_s, budget_per_mb_s)
+        surveys, riding, scan_notes = _log_job(sc, par, log_entries, py_first, riders, args, densities, timings)
+    timings["survey_s"] = round(time.monotonic() - t, 3)
+    scan, read, py_then, early = _sort_surveyed(surveys)
+    # 2. python path: each task parses one file and writes its rows as Parquet part files (beside the scan)
+    py_then_job = pool.submit(python_files, py_then)
+
+    # 3. the JVM scan
+    if warm is not None:
+        warm.result()
+    timings["log_scan"] = {"rg": sum(1 for *_, n in read if n is not None), "jvm": len(scan)}
+    events_df = _jvm_scan(spark, scan, bundle_uri, split, pq, timings)
+    files = _python_files(py_first_job.result(), py_then_job.result(), riding, own, len(py_first), timings)
+    tables.write_part(out_uri, "files", [{"path": e["path"], "kind": e["kind"], "broker_id": e.get("broker_id"),
+                                          "bytes": s.size, "read_by": "spark", "layout": s.layout,
+                                          "parsed_share": s.sampled_share} for e, s, _ in read], "spark-files")
+    tables.ensure_tables(out_uri)
+
+    # 4. driver: aggregates for the JVM-scanned logs, and the connection table (side by side)
+    conn_rows = _aggregates(events_df, scan, read, pool, files, ports, hosts, timings)
+
+    # 5. findings and report
+    files.extend(early)
+    files.extend(bad)
+    _annotate(files, scan_notes, entries, manifest_problems)
+    return _write_findings(files, manifest, (ports, hosts, snap_versions), conn_rows, shown, generated, bundle_uri,
+                           out_uri, window_minutes, kafka_version, timings, t_start)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -26,6 +26,7 @@ import time
 
 from kafka_runbooks.analyze import tables as T
 from kafka_runbooks.analyze import uri as U
+from kafka_runbooks.findings import canonical  # reports written before one name per kind hold old spellings
 
 FLEET_TABLES = ("log_events", "connections", "lock_edges", "zk_stats", "gc_pauses")
 
@@ -51,7 +52,7 @@ def _finding_rows(b: dict) -> list[tuple]:
     for f in doc.get("findings") or []:
         bids = f.get("broker_ids") or [None]
         for bid in bids:
-            rows.append((b["cluster"], b["date"], b["incident_id"], b["dir"], f.get("kind"), f.get("severity"),
+            rows.append((b["cluster"], b["date"], b["incident_id"], b["dir"], canonical(f.get("kind") or ""), f.get("severity"),
                          bid, f.get("summary"), json.dumps(f.get("details") or {}, sort_keys=True, default=str)[:20000],
                          doc.get("generated_at")))
     return rows
@@ -61,7 +62,7 @@ def _drop_rows(b: dict) -> list[tuple]:
     doc = json.loads(U.read_text(U.join(b["dir"], "findings.json")))
     rows = []
     for f in doc.get("findings") or []:
-        if f.get("kind") != "zk_follower_drop":
+        if canonical(f.get("kind") or "") != "zookeeper_follower_dropped":
             continue
         for d in (f.get("details") or {}).get("drops") or []:
             at = str(d.get("at") or "")
@@ -78,7 +79,7 @@ QUERIES = {
         SELECT cluster, broker_id, kind, count(DISTINCT incident_id) AS incidents, count(*) AS findings,
                min(date) AS first_date, max(date) AS last_date
         FROM fleet_findings
-        WHERE kind IN ('close_wait_pileup', 'jvm_deadlock') AND date >= '{since}'
+        WHERE kind IN ('broker_socket_pileup', 'jvm_deadlock') AND date >= '{since}'
         GROUP BY cluster, broker_id, kind
         ORDER BY incidents DESC, cluster, broker_id""",
     "zk_follower_drops_by_server_and_hour": """

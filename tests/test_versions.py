@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from kafka_runbooks import versions as V
+from kafka_runbooks.detect.version_check import mismatch_findings
 
 REAL0102 = Path(__file__).parent / "analyze" / "fixtures" / "real0102"
 
@@ -67,7 +68,7 @@ def test_mismatch_with_the_setting():
     assert V.KafkaVersion(kv.brokers, None).mismatch() is None and V.KafkaVersion((), "2.3.0").mismatch() is None
     exact = V.cluster_version({1: [V.from_log_line(1, "0.10.2.1")]}, "0.10.1.1")
     assert exact.mismatch() == "kafka_version is '0.10.1.1' but broker 1 runs 0.10.2.1"
-    (f,) = V.mismatch_findings(kv, "2.3.0")
+    (f,) = mismatch_findings(kv, "2.3.0")
     assert f.kind == "kafka_version_mismatch" and f.broker_ids == (1, 2, 3) and f.details["observed"]["describe"] == kv.describe()
 
 

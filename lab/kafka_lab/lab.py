@@ -34,9 +34,8 @@ from .net import (JMX_PORT, KAFKA_CLIENT_PORT, KAFKA_REPLICATION_PORT, SSH_PORT,
 from .procs import (LabError, alive, forget_stale_attach_sockets, pids_mentioning, port_open, proc_state, read_pid, run,
                     signal_if_ours, spawn, wait_until)
 from .profile import DEFAULT_PROFILE, broker_settings
-from .zookeeper import ZK_IDS, ZONES, zk_user
+from .zookeeper import CHROOT, ZK_IDS, ZONES, zk_user
 
-CHROOT = "/kafka"
 CLUSTER = "lab"
 # Airflow users allowed to approve the lab's remediations (the drill answers as drill-bot)
 APPROVERS = ("drill-bot", "oncall-alice", "oncall-bob", "oncall-carol", "oncall-dave")

@@ -27,6 +27,7 @@ from . import agent, hosts
 from .hosts import BROKER_IDS
 from .procs import LabError, alive, process_start, wait_until
 from .profile import PROFILE_KEYS, broker_settings
+from .zookeeper import CHROOT, connect_string
 
 # 2.3: "[KafkaServer id=1] started"; 0.10: "[Kafka Server 1], started"
 STARTED = re.compile(r"\[Kafka ?Server (?:id=)?(\d+)\],? started")
@@ -60,15 +61,13 @@ class LeadershipMixin:
     def use_profile(self, profile: str, timeout: float = 300) -> list[str]:
         """Every broker restarted with ``profile``'s settings (controller last); [] when every running broker has them
         (read from its own JVM's KafkaConfig lines: a roll that failed half-way is done again)."""
-        from .lab import CHROOT, zk_connect
-
         settings = broker_settings(profile, self.kafka)
         if profile == self.profile and all(self._runs_settings(b, settings) for b in BROKER_IDS):
             return []
         self.profile = profile
         self._save(profile=profile)
         for b in BROKER_IDS:
-            hosts.write_server_properties(self.host_dir(b), b, zk_connect() + CHROOT, settings, self.kafka)
+            hosts.write_server_properties(self.host_dir(b), b, connect_string() + CHROOT, settings, self.kafka)
         deadline = time.monotonic() + timeout
         controller = (self.controller() or {}).get("brokerid")
         done = []

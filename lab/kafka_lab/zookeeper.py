@@ -16,6 +16,7 @@ from kafka_runbooks.zookeeper import four_letter
 from .net import ZK_CLIENT_PORT, ZK_ELECTION_PORT, ZK_QUORUM_PORT, zk_ip
 
 ZK_IDS = (1, 2, 3)
+CHROOT = "/kafka"  # the lab's brokers keep their znodes under it
 TICK_TIME_MS = 500
 INIT_LIMIT = 10
 SYNC_LIMIT = 5  # a follower silent for SYNC_LIMIT x TICK_TIME_MS (2.5 s) is dropped by the leader

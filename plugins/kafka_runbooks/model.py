@@ -12,6 +12,8 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
+from kafka_runbooks import versions
+
 CONSUMER_OFFSETS = "__consumer_offsets"
 
 
@@ -656,8 +658,6 @@ class ClusterSnapshot:
     @property
     def version(self):
         """The brokers' version as observed (kafka_runbooks.versions.KafkaVersion; unknown when not observed)."""
-        from kafka_runbooks import versions
-
         return versions.from_dict(self.kafka_version)
 
 
@@ -687,13 +687,17 @@ class Evidence:
 class Finding:
     """Something a detector or the analysis concluded, with the evidence that proves it."""
 
-    kind: str  # e.g. "broker_unresponsive", "jvm_deadlock", "under_replicated", "unparsable"
+    kind: str  # one of findings.FindingKind (kept as its plain string: what XCom, JSON, Arrow and the state DB hold)
     severity: Severity
     summary: str
     broker_ids: tuple[int, ...] = ()
     partitions: tuple[str, ...] = ()
     evidence: tuple[Evidence, ...] = ()
     details: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if type(self.kind) is not str:
+            object.__setattr__(self, "kind", str(self.kind))
 
     def to_dict(self) -> dict[str, Any]:
         return {

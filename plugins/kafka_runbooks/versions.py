@@ -351,24 +351,6 @@ def assumed(configured: str | None) -> KafkaVersion:
     return cluster_version({None: [o]} if o else {}, configured)
 
 
-def mismatch_findings(kv: KafkaVersion, configured: str | None):
-    """A finding when the configured ``kafka_version`` disagrees with what the brokers report (else [])."""
-    from kafka_runbooks.model import Evidence, Finding, Severity
-
-    why = KafkaVersion(kv.brokers, configured, kv.notes).mismatch()
-    if not why:
-        return []
-    seen = "; ".join(o.describe() for b in kv.brokers for o in b.observations)
-    return [Finding(
-        kind="kafka_version_mismatch", severity=Severity.WARNING,
-        summary=f"{why}. The runbooks follow what the brokers report ({kv.describe()}), not the setting: correct "
-                f"kafka_version in the cluster's settings",
-        broker_ids=tuple(sorted(b.broker_id for b in kv.brokers if b.broker_id is not None)),
-        evidence=(Evidence(source="kafka:ApiVersions", excerpt=seen[:2000]),),
-        details={"problem": "configuration", "configured": configured, "observed": to_dict(kv)},
-    )]
-
-
 def cluster_version(per_broker: Mapping[int, Iterable[Observation]], configured: str | None = None) -> KafkaVersion:
     brokers = tuple(narrow(b, obs) for b, obs in sorted(per_broker.items()))
     notes = tuple(f"broker {b.broker_id}: {c}" for b in brokers for c in b.conflicts)

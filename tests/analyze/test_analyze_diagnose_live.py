@@ -54,8 +54,8 @@ def test_seed_diagnosis_with_version():
     assert {15, 17, 27, 36, 55, 63} <= set(f.evidence[0].lines)
     assert "waiting to lock <0x000000070dbce4c8>" in f.evidence[0].excerpt
     kinds = {x.kind for x in findings}
-    assert {"close_wait_pileup", "peer_fetch_failures"} <= kinds
-    cw = next(x for x in findings if x.kind == "close_wait_pileup")
+    assert {"broker_socket_pileup", "peer_fetch_failures"} <= kinds
+    cw = next(x for x in findings if x.kind == "broker_socket_pileup")
     assert cw.broker_ids == (219,) and cw.details["states_on_port"] == {"CLOSE_WAIT": 10, "ESTABLISHED": 1}
     pf = next(x for x in findings if x.kind == "peer_fetch_failures")
     assert pf.broker_ids == (219,) and pf.details["reporters"] == [217, 218]

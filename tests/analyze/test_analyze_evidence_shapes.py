@@ -218,7 +218,7 @@ def test_macos_netstat_An_is_read_and_its_cut_addresses_are_said():
     assert cut.local_port is None and any("netstat -A's 18 characters" in n for n in t.notes)
     fs = diagnose([ParsedFile("hosts/1/sockets.out", "sockets_netstat", 1, result=t)], broker_ports={1: 9092},
                   broker_hosts={1: "192.168.1.10"})
-    assert "close_wait_pileup" in _kinds(fs)
+    assert "broker_socket_pileup" in _kinds(fs)
 
 
 def test_a_table_with_lines_but_no_rows_is_never_silently_fine():

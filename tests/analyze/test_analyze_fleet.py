@@ -62,7 +62,7 @@ def test_close_wait_and_deadlocks_by_broker_last_30_days(fleet):
     _, _, doc = fleet
     rows = {(r["cluster"], r["broker_id"], r["kind"]): r for r in doc["answers"]["close_wait_and_deadlocks_by_broker"]}
     assert rows[("prod-a", 219, "jvm_deadlock")]["incidents"] == 2
-    assert rows[("prod-a", 219, "close_wait_pileup")]["incidents"] == 2
+    assert rows[("prod-a", 219, "broker_socket_pileup")]["incidents"] == 2
     assert ("prod-b", 219, "jvm_deadlock") not in rows  # its only deadlock is older than 30 days
     assert rows[("prod-a", 219, "jvm_deadlock")]["first_date"] == "2026-11-20"
 

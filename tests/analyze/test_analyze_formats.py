@@ -80,7 +80,7 @@ def test_zk_follower_drop_seed004_with_sync_arithmetic():
              ParsedFile("zk/37/zookeeper.log", "zk_log", None, result=__import__("kafka_runbooks.analyze.parsers", fromlist=["x"]).parse_log(
                  fixture_bytes("seed004_zk37_leader.log")), server="37"),
              ParsedFile("zk/13/zoo.cfg", "zk_config", None, result=parse_properties("tickTime=2000\ninitLimit=10\nsyncLimit=5\n"), server="13")]
-    f = next(x for x in diagnose(files, zk_zones={"13": "us-east-1a"}) if x.kind == "zk_follower_drop")
+    f = next(x for x in diagnose(files, zk_zones={"13": "us-east-1a"}) if x.kind == "zookeeper_follower_dropped")
     assert "follower(s) 13 dropped out of the ensemble 1 time(s)" in f.summary and "rejoined after 104 ms" in f.summary
     assert "the leader dropped learner(s) 13" in f.summary
     assert "syncLimit 5 x tickTime 2000 ms = 10000 ms" in f.summary
@@ -96,7 +96,7 @@ def test_zk_follower_drop_real_38_ensemble():
     files = [ParsedFile(f"zk/{z}/zookeeper.log", "zk_log", None, result=parse_log(fixture_bytes(f"real23/zk{z}.zookeeper.log")), server=str(z))
              for z in (1, 2, 3)]
     files.append(ParsedFile("zk/1/zoo.cfg", "zk_config", None, result=parse_properties(fixture_bytes("real23/zk1.zoo.cfg")), server="1"))
-    f = next(x for x in diagnose(files) if x.kind == "zk_follower_drop")
+    f = next(x for x in diagnose(files) if x.kind == "zookeeper_follower_dropped")
     assert "follower(s) 1, 2 dropped out of the ensemble 2 time(s)" in f.summary
     assert "the leader dropped learner(s) 1, 2" in f.summary and "= 2000 ms" in f.summary
 
@@ -175,7 +175,7 @@ def test_listings_du_and_ls():
     big = "/var/kafka/__consumer_offsets-19:\n" + "".join(
         f"-rw-r--r-- 1 kafka kafka 104857600 Oct 12 16:52 {i * 1000:020d}.log\n" for i in range(2000))
     f = next(x for x in diagnose([ParsedFile("hosts/3/ls.out", "log_dir_listing", 3, result=parse_listing(big))])
-             if x.kind == "oversized_offsets_partition")
+             if x.kind == "offsets_partition_oversized")
     assert "__consumer_offsets-19: 2000 segments" in f.summary
 
 

@@ -80,14 +80,14 @@ def test_a_single_reporter_of_many_leaders_is_ambiguous():
 
 def test_unknown_api_key_names_the_key_the_version_and_the_client():
     seed = ParsedFile("hosts/3/server.log", "server_log", 3, result=parse_log(fixture_bytes("seed002_processor.log")))
-    f = next(x for x in diagnose([seed], broker_versions={3: "0.9.0.1"}) if x.kind == "unknown_api_request")
+    f = next(x for x in diagnose([seed], broker_versions={3: "0.9.0.1"}) if x.kind == "unknown_api_requests")
     assert "API key 18 (ApiVersions, added in Kafka 0.10.0)" in f.summary and "drops every request selected in the same poll" in f.summary
     assert f.severity.value == "critical" and f.details["no_restart"] is True
     real = _log("hosts/1/server.log", "real23/broker1.server.log.badrequest", 1)
     table = parse_sockets("State Recv-Q Send-Q Local Address:Port Peer Address:Port Process\n"
                           "ESTAB 0 0 127.102.1.1:9092 127.0.0.1:48908 users:((\"java\",pid=29181,fd=140))\n")
     fs = diagnose([real, ParsedFile("hosts/1/ss.out", "sockets_ss", 1, result=table)])
-    f = next(x for x in fs if x.kind == "unknown_api_request")
+    f = next(x for x in fs if x.kind == "unknown_api_requests")
     assert "API key 99 (unknown to Kafka's API list)" in f.summary and "127.0.0.1:48908 x1" in f.summary
     assert f.details["socket_table_matches"] == ["hosts/1/ss.out:2 ESTABLISHED 127.102.1.1:9092 <- 127.0.0.1:48908 (pid 29181)"]
 

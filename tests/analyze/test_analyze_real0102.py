@@ -68,7 +68,7 @@ def test_controller_and_cleaner_in_0_10_words():
 
 
 def test_jmxtool_0_10_output_is_read():
-    from kafka_runbooks.detect.jmxtool import OBJECT_NAMES, REQUEST_QUEUE, parse_jmxtool_output
+    from kafka_runbooks.host.jmxtool import OBJECT_NAMES, REQUEST_QUEUE, parse_jmxtool_output
 
     reading = parse_jmxtool_output(fixture_text("real0102/jmxtool.csv"))
     values = reading.values

@@ -118,7 +118,7 @@ def test_spark_job_findings(spark_job):
     assert set(unp) == {"hosts/218/open_files.out", "hosts/217/jstack-1.out", "hosts/217/open_files.out"}
     assert "sha256 mismatch" in unp["hosts/217/open_files.out"]["summary"]
     kinds = {x["kind"] for x in doc["findings"]}
-    assert {"close_wait_pileup", "peer_fetch_failures"} <= kinds
+    assert {"broker_socket_pileup", "peer_fetch_failures"} <= kinds
 
 
 def test_spark_job_report(spark_job):

@@ -86,8 +86,8 @@ def test_findings_of_the_real_bundle(real_bundle, scan):
     assert {"deadlock", "probes_and_recv_q"} == {f["details"]["cause"] for f in by["request_handling_stalled"]}
     assert "peer_fetch_failures" not in by  # a pause and a shutdown: the reporters' own doing
     assert {tuple(f["broker_ids"]) for f in by["fetch_failures_own_doing"]} == {(1,), (2,), (3,)}
-    assert "follower(s) 1, 2 dropped out" in by["zk_follower_drop"][0]["summary"]
-    assert "= 2000 ms" in by["zk_follower_drop"][0]["summary"]
+    assert "follower(s) 1, 2 dropped out" in by["zookeeper_follower_dropped"][0]["summary"]
+    assert "= 2000 ms" in by["zookeeper_follower_dropped"][0]["summary"]
     assert by["zk_session_expired"][0]["broker_ids"] == [3]
     assert "own_controlled_shutdown" in by and "preferred_elections" in by
     dmg = {f["details"]["path"]: f for f in by["damaged_evidence"]}

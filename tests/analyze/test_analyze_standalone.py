@@ -96,7 +96,7 @@ def test_standalone_master_gives_the_same_findings_as_local(standalone, tmp_path
     remote = json.loads((bundle / "findings.json").read_text())
     assert _comparable(remote) == _comparable(local) and local["findings"]
     kinds = {f["kind"] for f in remote["findings"]}
-    assert {"jvm_deadlock", "zk_follower_drop", "fetch_failures_own_doing"} <= kinds
+    assert {"jvm_deadlock", "zookeeper_follower_dropped", "fetch_failures_own_doing"} <= kinds
     # the work ran on the standalone worker: its executor wrote a log for this application
     apps = list((standalone["dir"] / "work").glob("app-*"))
     assert apps, "no application directory on the worker"

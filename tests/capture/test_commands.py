@@ -6,7 +6,7 @@ import shlex
 
 import pytest
 
-from kafka_runbooks.capture import commands as C
+from kafka_runbooks.host import commands as C
 from kafka_runbooks.config import CaptureSettings
 
 HOSTILE = ["1; rm -rf /", "$(reboot)", "12\n34", "`id`", "1 2", "-1", "", "0x10", "１２"]
@@ -206,7 +206,7 @@ def test_listen_sockets_as_jvm_user():
 
 
 def test_newest_rolled_log_and_its_commands():
-    from kafka_runbooks.capture.commands import newest_rolled, rolled_log_command, rolled_logs_command
+    from kafka_runbooks.host.commands import newest_rolled, rolled_log_command, rolled_logs_command
 
     listing = "\0".join(["1700000100.5 server.log.2026-11-22-22", "1700003600.0 server.log.2026-11-22-23",
                           "1700000000 server.log.2026-11-21", "1800000000 server.log.9999-12-31-23;id",
@@ -237,7 +237,7 @@ def test_the_capture_reads_jmx_once_exactly_as_the_health_check_does():
     cannot answer (stopped, zombie)."""
     from kafka_runbooks import versions
     from kafka_runbooks.config import ClusterConfig, LeadershipSettings
-    from kafka_runbooks.detect.jmxtool import LIGHT_JVM, jmx_read
+    from kafka_runbooks.host.jmxtool import LIGHT_JVM, jmx_read
     from kafka_runbooks.model import Broker
 
     cfg = ClusterConfig(name="c1", zk_conn_id="zk", hosts={1: "ssh_b1"}, kafka_home="/opt/kafka",

@@ -7,11 +7,11 @@ import json
 
 import pytest
 
-from kafka_runbooks.capture import commands as C
+from kafka_runbooks.host import commands as C
 from kafka_runbooks.capture.bundle import EvidenceBundle, verify
 from kafka_runbooks.capture.zookeeper import capture_member
 from kafka_runbooks.config import ClusterConfig
-from kafka_runbooks.detect import procfs
+from kafka_runbooks.host import procfs
 from kafka_runbooks.detect.zk_probe import Member
 from kafka_runbooks.hooks.ssh import CommandResult
 

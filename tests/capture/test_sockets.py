@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kafka_runbooks.capture import sockets as S
+from kafka_runbooks.host import sockets as S
 
 SS_LISTEN = """\
 LISTEN 0      50     [::ffff:127.0.0.11]:9092            *:*    users:(("java",pid=1111,fd=120))

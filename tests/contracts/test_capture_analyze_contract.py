@@ -7,7 +7,7 @@ import subprocess
 
 from kafka_runbooks.analyze.diagnosis import ParsedFile, broker_table, diagnose
 from kafka_runbooks.analyze.parsers import parse_content
-from kafka_runbooks.capture import commands as C
+from kafka_runbooks.host import commands as C
 from kafka_runbooks.config import CaptureSettings
 
 
@@ -51,5 +51,5 @@ def test_connections_are_counted_on_each_brokers_own_address():
     hosts = {1: "127.0.0.11", 3: "127.0.0.13"}
     rows = {r["broker_id"]: r["connection_states"] for r in broker_table(files, {1: 9092, 3: 9092}, hosts)}
     assert rows[1] == {"ESTABLISHED": 2} and rows[3] == {"CLOSE_WAIT": 6}
-    pileups = [f for f in diagnose(files, broker_ports={1: 9092, 3: 9092}, broker_hosts=hosts) if f.kind == "close_wait_pileup"]
+    pileups = [f for f in diagnose(files, broker_ports={1: 9092, 3: 9092}, broker_hosts=hosts) if f.kind == "broker_socket_pileup"]
     assert [f.broker_ids for f in pileups] == [(3,)]

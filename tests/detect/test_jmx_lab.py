@@ -10,7 +10,7 @@ import os
 import pytest
 
 from kafka_runbooks.config import ClusterConfig
-from kafka_runbooks.detect.jmxtool import REQUEST_QUEUE
+from kafka_runbooks.host.jmxtool import REQUEST_QUEUE
 from kafka_runbooks.detect.observe import check_once
 from kafka_runbooks.detect.snapshot import read_snapshot
 from kafka_runbooks.hooks.zookeeper import ZooKeeperHook

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kafka_runbooks.detect.jmxtool import (FAILED_PRODUCE, REQUEST_QUEUE, fetcher_lag, jmxtool_argv, log_end_offset,
+from kafka_runbooks.host.jmxtool import (FAILED_PRODUCE, REQUEST_QUEUE, fetcher_lag, jmxtool_argv, log_end_offset,
                                           metrics_from, metrics_summary, parse_jmxtool_output, replica_names)
 
 FIXTURES = Path(__file__).with_name("fixtures")

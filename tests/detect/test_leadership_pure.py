@@ -10,7 +10,7 @@ from kafka_runbooks.config import LeadershipSettings
 from kafka_runbooks.detect.controller_log import controller_events
 from kafka_runbooks.detect.detectors import OPENS_INCIDENT, detect
 from kafka_runbooks.detect.history import Sample, broker_series
-from kafka_runbooks.detect.jmxtool import FAILED_PRODUCE, REQUEST_QUEUE, request_metric
+from kafka_runbooks.host.jmxtool import FAILED_PRODUCE, REQUEST_QUEUE, request_metric
 from kafka_runbooks.detect.leadership import RUNBOOK, imbalance
 from kafka_runbooks.detect.leadership_state import LEADERSHIP, leadership_sample
 from kafka_runbooks.model import Broker, CanaryResult, MetadataView, RequestMetrics

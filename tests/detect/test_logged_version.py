@@ -15,6 +15,7 @@ from kafka_runbooks import model, versions
 from kafka_runbooks.config import ClusterConfig
 from kafka_runbooks.detect.host_probe import probe_host
 from kafka_runbooks.detect.observe import with_logged
+from kafka_runbooks.detect.version_check import mismatch_findings
 from kafka_runbooks.hooks.ssh import CommandResult
 
 FIXTURES = Path(__file__).resolve().parents[1] / "analyze" / "fixtures"
@@ -141,5 +142,5 @@ def test_the_line_makes_the_apiversions_range_exact():
     bad = with_logged(kv, {1: ("2.3.0", "server.log")})
     assert any("its log says 2.3.0 but broker 1 api_versions: >= 0.10.2, < 0.11.0" in n for n in bad.notes), bad.notes
     # the configured setting is compared with the exact version
-    (f,) = versions.mismatch_findings(exact, "2.3.0")
+    (f,) = mismatch_findings(exact, "2.3.0")
     assert "brokers 1, 2, 3 run 0.10.2.1" in f.summary

@@ -11,7 +11,7 @@ from kafka_runbooks.detect import replicas as R
 from kafka_runbooks.detect.broker_log import lines_of_interest
 from kafka_runbooks.detect.detectors import OPENS_INCIDENT, detect
 from kafka_runbooks.detect.history import Sample
-from kafka_runbooks.detect.jmxtool import REQUEST_QUEUE, fetcher_lag, log_end_offset
+from kafka_runbooks.host.jmxtool import REQUEST_QUEUE, fetcher_lag, log_end_offset
 from kafka_runbooks.model import Broker, ClusterSnapshot, HostProbe, LogLineSeen, Partition, RequestMetrics
 
 T0 = dt.datetime(2026, 11, 24, 21, 0, tzinfo=dt.timezone.utc)

@@ -130,7 +130,7 @@ def test_002a_unknown_api_key_is_explained_with_its_client_and_nothing_restarted
 
     assert service_ip("lab_bad_client") in incident["explanation"]["detected"] and incident["explanation"]["advice"]
     _, bundle, manifest, findings = _bundle(store, incident_id)
-    unknown = [f for f in findings if f["kind"] == "unknown_api_request"]
+    unknown = [f for f in findings if f["kind"] == "unknown_api_requests"]
     assert unknown and 2 in unknown[0]["broker_ids"], [f["kind"] for f in findings]
     assert "60" in json.dumps(unknown[0]) and service_ip("lab_bad_client") in json.dumps(unknown[0])
     assert {b: lab.broker_pid(b) for b in (1, 2, 3)} == pids, "a bad client must not restart anything"
@@ -147,7 +147,7 @@ def test_002b_dead_log_cleaner_is_restarted_through_the_engine_and_compacts_agai
     assert states["plan"] == "success" and states["explain"] == "skipped", states
     incident, bundle, manifest, findings = _bundle(store, incident_id)
     kinds = {(f["kind"], tuple(f["broker_ids"])) for f in findings}
-    assert ("log_cleaner_missing", (1,)) in kinds or ("log_cleaner_dead", (1,)) in kinds, kinds
+    assert ("log_cleaner_not_running", (1,)) in kinds, kinds
     assert any(c["kind"] == "dump_log" for c in manifest["commands"]), "kafka-dump-log of the offsets segments"
     # the plan went through the engine: never deletes segments, restarts broker 1, waits for coordinator loading
     assert "delete" not in json.dumps(incident["plan"]["steps"]).lower()
@@ -184,6 +184,6 @@ def test_004_zookeeper_follower_drop_is_explained_with_its_arithmetic_and_nothin
         assert any(p.startswith(f"zookeeper/{z}/") and "mntr" in p for p in files), (z, files)
         assert any(p.startswith(f"zookeeper/{z}/") and "zoo-cfg" in p for p in files), (z, files)
     assert any(p.startswith(f"zookeeper/{follower}/") and "jstack" in p for p in files), files
-    drops = [f for f in findings if f["kind"] == "zk_follower_drop"]
+    drops = [f for f in findings if f["kind"] == "zookeeper_follower_dropped"]
     assert drops, [f["kind"] for f in findings]
     assert {b: lab.broker_pid(b) for b in (1, 2, 3)} == pids and {z: lab.zk_pid(z) for z in (1, 2, 3)} == zk_pids

@@ -23,9 +23,10 @@ def on23(healthy_lab, monkeypatch):
 
 def test_23_every_branch_takes_the_newer_side(on23):
     from kafka_runbooks import versions
-    from kafka_runbooks.capture.commands import dump_log_command
+    from kafka_runbooks.detect.version_check import mismatch_findings
+    from kafka_runbooks.host.commands import dump_log_command
     from kafka_runbooks.detect.jmx import kip291_note
-    from kafka_runbooks.detect.jmxtool import REQUEST_QUEUE, jmxtool_argv
+    from kafka_runbooks.host.jmxtool import REQUEST_QUEUE, jmxtool_argv
     from kafka_runbooks.detect.leadership_observe import read_hosts
     from kafka_runbooks.detect.snapshot import read_snapshot
     from kafka_runbooks.hooks.kafka import KafkaHook
@@ -42,8 +43,8 @@ def test_23_every_branch_takes_the_newer_side(on23):
     # a setting that lies is not believed: the brokers say 2.3
     kv = hook.kafka_version(snapshot.brokers, 5.0, "0.10.2.1")
     assert kv.describe() == ">= 2.3.0, < 2.4.0 (every broker)" and all(kv.has(f) for f in versions.FEATURES)
-    assert versions.mismatch_findings(kv, "0.10.2.1")[0].kind == "kafka_version_mismatch"
-    assert versions.mismatch_findings(kv, "2.3.0") == []
+    assert mismatch_findings(kv, "0.10.2.1")[0].kind == "kafka_version_mismatch"
+    assert mismatch_findings(kv, "2.3.0") == []
     # direct check: DescribeConfigs answered with the broker's own id
     assert [(c.ok, c.method, c.answered_by) for c in hook.check_all(snapshot.brokers, 5.0)] == [(True, "DescribeConfigs", b) for b in (1, 2, 3)]
     # metadata views carry the leader epoch (Metadata v7, KIP-320)

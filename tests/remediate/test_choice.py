@@ -32,20 +32,20 @@ def test_a_dead_log_cleaner_is_a_restart_without_peer_follow_up():
     ("zookeeper_follower_dropped", "zookeeper_member", "runbooks/zookeeper-follower-drop.md"),
 ])
 def test_a_bad_client_and_a_zookeeper_drop_are_explained_never_restarted(kind, problem, runbook):
-    analysis = [Finding("unknown_api_request", Severity.WARNING, "API key 60 (DescribeCluster, added in Kafka 2.8)", details={"no_restart": True}),
+    analysis = [Finding("unknown_api_requests", Severity.WARNING, "API key 60 (DescribeCluster, added in Kafka 2.8)", details={"no_restart": True}),
                 Finding("jvm_deadlock", Severity.CRITICAL, "unrelated")]
     r = remediation_for(trig(kind, problem, advice="pin the client"), analysis)
     assert r.kind == EXPLAIN and r.runbook == runbook and r.follow_up_peers is False
-    assert [f["kind"] for f in r.findings] == ["unknown_api_request"]
+    assert [f["kind"] for f in r.findings] == ["unknown_api_requests"]
     assert r.to_dict()["kind"] == "explain"
 
 
 def test_a_response_from_the_form_restarts_as_asked_and_tells_no_restart_findings():
     assert remediation_for(None, []).kind == RESTART
     # e.g. an earlier bad client's lines still in the captured logs: told, not a reason to refuse on-call's restart
-    said = [Finding("unknown_api_request", Severity.WARNING, "x", details={"no_restart": True, "advice": "pin it"})]
+    said = [Finding("unknown_api_requests", Severity.WARNING, "x", details={"no_restart": True, "advice": "pin it"})]
     r = remediation_for(None, said)
-    assert r.kind == RESTART and r.advice == "pin it" and "unknown_api_request" in r.reason
+    assert r.kind == RESTART and r.advice == "pin it" and "unknown_api_requests" in r.reason
 
 
 def peer(kind, b, summary="CLOSE_WAIT rose"):

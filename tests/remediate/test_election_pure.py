@@ -111,7 +111,7 @@ def test_ready_only_when_every_condition_holds():
 
 
 def test_traffic_thresholds_from_jmx():
-    from kafka_runbooks.detect.jmxtool import BYTES_IN
+    from kafka_runbooks.host.jmxtool import BYTES_IN
 
     ready = with_brokers(snap(moved_away()))
 
@@ -135,7 +135,7 @@ def test_deadline_and_give_up_reason():
 
 
 def test_convergence_needs_zookeeper_every_view_and_no_saturated_queue():
-    from kafka_runbooks.detect.jmxtool import REQUEST_QUEUE
+    from kafka_runbooks.host.jmxtool import REQUEST_QUEUE
 
     s = snap([P("orders", 0, (3, 1, 2), 3, (3, 1, 2)), P("orders", 1, (3, 1, 2), 1, (3, 1, 2))])
     agree = [MetadataView(b, f"kafka{b}:9092", True, leaders={"orders-0": (3, 1), "orders-1": (1, 0)}) for b in (1, 2, 3)]
@@ -153,7 +153,7 @@ def test_convergence_needs_zookeeper_every_view_and_no_saturated_queue():
 def test_convergence_never_passes_on_unknown_request_queues():
     """Issue 16 §3: JmxTool's answer was never read and the check passed batch after batch on no data. A broker whose
     queue was not read (JmxTool failed, answered without RequestQueueSize, or was not run) is unknown: not converged."""
-    from kafka_runbooks.detect.jmxtool import REQUEST_QUEUE
+    from kafka_runbooks.host.jmxtool import REQUEST_QUEUE
 
     s = snap([P("orders", 0, (3, 1, 2), 3, (3, 1, 2))])
     agree = [MetadataView(b, f"kafka{b}:9092", True, leaders={"orders-0": (3, 1)}) for b in (1, 2, 3)]

@@ -11,7 +11,7 @@ import threading
 from pathlib import Path
 from typing import Any, Mapping
 
-from kafka_runbooks.capture.commands import validate_broker_id
+from kafka_runbooks.host.argv import validate_broker_id
 from kafka_runbooks import clock
 from kafka_runbooks.hooks.ssh import CommandResult
 

@@ -51,12 +51,13 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
 
 from kafka_runbooks import clock, model
-from kafka_runbooks.capture import commands as C
-from kafka_runbooks.capture import sockets as S
+from kafka_runbooks.host import commands as C
+from kafka_runbooks.host import sockets as S
 from kafka_runbooks.capture.bundle import EvidenceBundle, atomic_write_json
+from kafka_runbooks.capture.redact import redact_file
 from kafka_runbooks.config import CaptureSettings, ClusterConfig
 from kafka_runbooks.detect.endpoints import broker_endpoint
-from kafka_runbooks.detect.procfs import process_state
+from kafka_runbooks.host.procfs import process_state
 from kafka_runbooks.hooks.ssh import CommandResult, SSHError, default_runner_factory
 
 log = logging.getLogger(__name__)
@@ -216,19 +217,6 @@ def _checks(checker: Checker, when: str) -> list[dict]:
         return [{"error": f"{type(exc).__name__}: {exc}", "during_capture": when}]
 
 
-def _redacted(how: str, path: Path, res: CommandResult) -> CommandResult:
-    """The file rewritten with its secrets redacted (capture/redact.py) before it is hashed and recorded (stderr holds
-    the tool's own messages -- ``cat: ...: No such file or directory`` -- never the file's content)."""
-    from kafka_runbooks.capture.redact import redact_command_line, redact_properties
-
-    fn = redact_command_line if how == "command_line" else (lambda t: redact_properties(t, zookeeper=how == "zookeeper_properties"))
-    data = Path(path).read_bytes() if Path(path).exists() else b""
-    clean = fn(data.decode("utf-8", "replace")).encode("utf-8")
-    Path(path).write_bytes(clean)
-    res.stdout_bytes = len(clean)
-    return res
-
-
 def _line_breaks(path: Path) -> int:
     n = 0
     try:
@@ -292,7 +280,7 @@ class _HostCapture:
             path.write_bytes(b"")
             res = CommandResult(cmd.argv, "", b"", b"", None, clock.now_iso(), 0.0, f"{type(exc).__name__}: {exc}", str(path))
         if cmd.redact:
-            res = _redacted(cmd.redact, path, res)
+            res = redact_file(cmd.redact, path, res)
         entry = self.bundle.record_command(self.bid, self.address, cmd.name, cmd.kind, res)
         entry["timeout_s"] = timeout  # the bound it really ran under (cut to what was left of the host's deadline)
         self.entries[cmd.name] = entry
@@ -679,7 +667,8 @@ def _offsets_evidence(h: _HostCapture, config: ClusterConfig, bid: int, server_p
     """Bytes per partition of every log dir, the segments of every __consumer_offsets partition, ``ls -lR`` of the
     largest one, and kafka-dump-log of its oldest and newest segments (.log, .index, .timeindex; ``version``, the
     brokers' as the health check observed it, picks the script or DumpLogSegments: commands.dump_log_command)."""
-    from kafka_runbooks.detect import procfs, zk_text
+    from kafka_runbooks.detect import zk_text
+    from kafka_runbooks.host import procfs
     from kafka_runbooks.detect.host_probe import log_dirs_of
 
     settings, t = h.settings, h.settings.command_timeout_s

@@ -1,5 +1,5 @@
 """Secrets stay out of evidence bundles: configuration files and JVM command lines are redacted by an
-allow-list before they are written.  Pure.
+allow-list before they are written.  Pure, but for ``redact_file``, which rewrites a captured file in place.
 
 * ``server.properties`` (and ``zoo.cfg``): a value is kept only when its key is on the allow-list -- every
   broker config Apache Kafka 2.3.0 declares (``kafka.server.KafkaConfig``'s own table, printed by
@@ -18,6 +18,10 @@ allow-list before they are written.  Pure.
 from __future__ import annotations
 
 import re
+from pathlib import Path
+from typing import TypeVar
+
+R = TypeVar("R")  # hooks/ssh.CommandResult: its stdout_bytes is set to the redacted size
 
 REDACTED = "[redacted by kafka-runbooks]"
 
@@ -212,3 +216,15 @@ def redact_command_line(text: str) -> str:
             i += 1 + _value_tokens(tokens, i, value)
         lines.append(" ".join(out))
     return "\n".join(lines)
+
+
+def redact_file(how: str, path: Path, res: R) -> R:
+    """The file rewritten with its secrets redacted before it is hashed and recorded (stderr holds the tool's own
+    messages -- ``cat: ...: No such file or directory`` -- never the file's content). ``how``: ``command_line``,
+    ``properties`` or ``zookeeper_properties``."""
+    fn = redact_command_line if how == "command_line" else (lambda t: redact_properties(t, zookeeper=how == "zookeeper_properties"))
+    data = Path(path).read_bytes() if Path(path).exists() else b""
+    clean = fn(data.decode("utf-8", "replace")).encode("utf-8")
+    Path(path).write_bytes(clean)
+    res.stdout_bytes = len(clean)
+    return res

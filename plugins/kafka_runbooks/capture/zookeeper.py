@@ -20,11 +20,12 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Iterable
 
 from kafka_runbooks import clock
-from kafka_runbooks.capture import commands as C
-from kafka_runbooks.capture import sockets as S
+from kafka_runbooks.host import commands as C
+from kafka_runbooks.host import sockets as S
 from kafka_runbooks.capture.bundle import EvidenceBundle
+from kafka_runbooks.capture.redact import redact_file
 from kafka_runbooks.config import ClusterConfig
-from kafka_runbooks.detect.procfs import process_state
+from kafka_runbooks.host.procfs import process_state
 from kafka_runbooks.detect.zk_probe import WORDS, Member
 from kafka_runbooks.hooks.ssh import CommandResult, SSHError
 from kafka_runbooks.zookeeper import four_letter
@@ -81,9 +82,7 @@ def capture_member(config: ClusterConfig, bundle: EvidenceBundle, m: Member, aff
                     path.write_bytes(b"")
                     res = CommandResult(cmd.argv, "", b"", b"", None, clock.now_iso(), 0.0, f"{type(exc).__name__}: {exc}", str(path))
                 if cmd.redact:
-                    from kafka_runbooks.capture.collector import _redacted
-
-                    res = _redacted(cmd.redact, path, res)
+                    res = redact_file(cmd.redact, path, res)
                 bundle.record_zk_command(m.server, runner.address, cmd.name, cmd.kind, res)["timeout_s"] = timeout
                 if optional and res.exit_code == 1 and b"No such file" in (res.stderr or b""):
                     skipped.append(f"{cmd.argv[-1]}: no such file on the host")

@@ -22,6 +22,7 @@ from kafka_runbooks.detect.isr import isr_shape, isr_suspects
 from kafka_runbooks.detect.serving import OPENS_INCIDENT as SERVING_INCIDENTS
 from kafka_runbooks.detect.serving import PROBLEM as NOT_SERVING
 from kafka_runbooks.detect.serving import detect_not_serving, detect_unregistered
+from kafka_runbooks.detect.version_check import mismatch_findings
 from kafka_runbooks.detect.clients import OPENS_INCIDENT as CLIENT_INCIDENTS
 from kafka_runbooks.detect.clients import detect_unknown_api_requests
 from kafka_runbooks.detect.jmx import detect_connection_storm, detect_request_metrics_unknown, detect_request_saturation
@@ -214,9 +215,7 @@ def detect_isr_suspects(ctx: Context) -> list[Finding]:
 
 def detect_version_mismatch(ctx: Context) -> list[Finding]:
     """The configured kafka_version against what the brokers report (kafka_runbooks.versions): a warning."""
-    from kafka_runbooks import versions
-
-    return versions.mismatch_findings(ctx.snapshot.version, ctx.kafka_version) if ctx.snapshot.kafka_version else []
+    return mismatch_findings(ctx.snapshot.version, ctx.kafka_version) if ctx.snapshot.kafka_version else []
 
 
 DETECTORS: tuple[Callable[[Context], list[Finding]], ...] = (

@@ -1,6 +1,6 @@
 """Where a broker is: the ports of its registered listeners and its addresses, host names resolved.
 
-Probes and capture filter sockets with the :class:`~kafka_runbooks.capture.sockets.Endpoint` built
+Probes and capture filter sockets with the :class:`~kafka_runbooks.host.sockets.Endpoint` built
 here: the configured listener's port first (``config.listener``), then the broker's other
 registered listeners, on every address its registered host names resolve to, plus the address of
 its SSH host. Names are resolved where the sockets are matched (this worker); a name that does not
@@ -13,7 +13,7 @@ import functools
 import socket
 from typing import Callable, Iterable
 
-from kafka_runbooks.capture.sockets import Endpoint, is_ip, norm_addr
+from kafka_runbooks.host.sockets import Endpoint, is_ip, norm_addr
 from kafka_runbooks.model import Broker
 
 Resolver = Callable[[str], tuple[str, ...]]

@@ -120,7 +120,7 @@ def broker_samples(snapshot: ClusterSnapshot) -> dict[str, Sample]:
 
 def _leadership_values(snapshot: ClusterSnapshot, bid: int) -> dict[str, Value]:
     """Issue 7's per-broker figures: its own metadata view answered, its canary's error, its request-path JMX."""
-    from kafka_runbooks.detect.jmxtool import metrics_summary
+    from kafka_runbooks.host.jmxtool import metrics_summary
 
     out: dict[str, Value] = {}
     view = snapshot.view_of(bid)

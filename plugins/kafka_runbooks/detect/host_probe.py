@@ -27,10 +27,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Iterable, Mapping
 
 from kafka_runbooks import clock, model
-from kafka_runbooks.capture import commands as C
-from kafka_runbooks.capture import sockets as S
+from kafka_runbooks.host import commands as C
+from kafka_runbooks.host import sockets as S
 from kafka_runbooks.config import ClusterConfig
-from kafka_runbooks.detect import procfs
+from kafka_runbooks.host import procfs
 from kafka_runbooks.detect.endpoints import Resolver, broker_endpoint, resolve
 from kafka_runbooks.analyze.parsers.kafka_log import UNREACHABLE_CAUSES, fetch_errors
 from kafka_runbooks.hooks.ssh import CommandResult, default_runner_factory

@@ -1,5 +1,5 @@
 """Request saturation and connection storms (incident 003): the detectors. Pure. What is read over JMX and how
-JmxTool's answer is read: ``detect/jmxtool.py`` (measured on the lab: ~1.9 s of wall time, a JVM start, per broker,
+JmxTool's answer is read: ``host/jmxtool.py`` (measured on the lab: ~1.9 s of wall time, a JVM start, per broker,
 all brokers in parallel).
 
 Before Kafka 2.2 (KIP-291, or without ``control.plane.listener.name`` configured after it) a broker queues the
@@ -16,7 +16,7 @@ from kafka_runbooks.detect import trends
 from kafka_runbooks.detect.context import Context
 from kafka_runbooks.detect.evidence import probe_evidence, trend_evidence
 from kafka_runbooks.detect.history import broker_series
-from kafka_runbooks.detect.jmxtool import (DEFAULT_QUEUED_MAX_REQUESTS, FAILED_FETCH, FAILED_PRODUCE, REQUEST_QUEUE,
+from kafka_runbooks.host.jmxtool import (DEFAULT_QUEUED_MAX_REQUESTS, FAILED_FETCH, FAILED_PRODUCE, REQUEST_QUEUE,
                                           REQUEST_TYPES, request_metric)
 from kafka_runbooks.model import Evidence, Finding, RequestMetrics, Severity
 

@@ -54,13 +54,13 @@ def read_host(config, broker: Broker, registered: bool, ssh, replicas: Iterable[
     (``detect/replicas.py``): their log end offsets and fetcher lags are read in the same JmxTool run, and a follower's
     state-change.log lines about them. ``version``: the brokers' version as observed, which decides how JmxTool is
     run."""
-    from kafka_runbooks.capture.commands import UnsafeValueError, validate_abs_path
+    from kafka_runbooks.host.argv import UnsafeValueError, validate_abs_path
     from kafka_runbooks.detect.controller_log import controller_events
     from kafka_runbooks.detect.broker_log import lines_of_interest
-    from kafka_runbooks.detect.jmxtool import JmxReading, jmx_read, log_end_offset, metrics_from, parse_jmxtool_output, replica_names
+    from kafka_runbooks.host.jmxtool import JmxReading, jmx_read, log_end_offset, metrics_from, parse_jmxtool_output, replica_names
     from kafka_runbooks.detect.leadership import STATIC_KEYS
-    from kafka_runbooks.detect.procfs import DATE_ARGV, host_clock_or_ours
-    from kafka_runbooks.remediate.host import parse_properties
+    from kafka_runbooks.host.procfs import DATE_ARGV, host_clock_or_ours
+    from kafka_runbooks.host.properties import parse_properties
 
     h = config.leadership
     out = HostLeadership(broker.id)

@@ -36,7 +36,7 @@ from typing import Any, Iterable, Sequence
 
 from kafka_runbooks import clock
 from kafka_runbooks.detect.broker_log import REPLICA_LINES
-from kafka_runbooks.detect.jmxtool import fetcher_lag, log_end_offset, replica_names
+from kafka_runbooks.host.jmxtool import fetcher_lag, log_end_offset, replica_names
 from kafka_runbooks.model import ClusterSnapshot, Evidence, Finding, LogLineSeen, Partition, Severity
 
 REPLICAS = "replicas"  # the history series

@@ -19,10 +19,11 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from kafka_runbooks import clock, model
-from kafka_runbooks.capture import commands as C
-from kafka_runbooks.capture import sockets as S
+from kafka_runbooks.host import commands as C
+from kafka_runbooks.host import sockets as S
 from kafka_runbooks.config import ClusterConfig
-from kafka_runbooks.detect import procfs, zk_text
+from kafka_runbooks.detect import zk_text
+from kafka_runbooks.host import procfs
 from kafka_runbooks.detect.host_probe import HostCommands
 from kafka_runbooks.zookeeper import four_letter
 

@@ -37,8 +37,9 @@ import paramiko
 from airflow.providers.ssh.hooks.ssh import SSHHook
 
 from kafka_runbooks import clock
-from kafka_runbooks.capture.commands import UnsafeValueError, validate_argv
+from kafka_runbooks.host.argv import UnsafeValueError, validate_argv
 from kafka_runbooks.hooks.quiet import quiet_connection_noise
+from kafka_runbooks.truth import truthy
 
 quiet_connection_noise()  # connection chatter at DEBUG (hooks/quiet.py)
 
@@ -85,7 +86,11 @@ class CommandResult:
 
 
 def _truthy(v: Any) -> bool:
-    return str(v).strip().lower() in ("true", "1", "yes", "on")
+    """``truth.truthy``, failing closed: a word it does not know counts as set (the connection is refused)."""
+    try:
+        return truthy(v)
+    except ValueError:
+        return True
 
 
 def _check_extras(conn_id: str, extra: dict) -> None:

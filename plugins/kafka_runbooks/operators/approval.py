@@ -27,6 +27,7 @@ from airflow.providers.standard.operators.hitl import ApprovalOperator
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from kafka_runbooks.operators.links import LINKS
+from kafka_runbooks.truth import truthy as _truthy  # the execute task reads the switch the same way
 
 DECISION_KEY = "decision"
 REQUESTED = "approval_requested"
@@ -88,7 +89,6 @@ class RemediationApprovalOperator(ApprovalOperator):
         record_id = plan.roll_id
         if not record_id:
             raise AirflowFailException("the plan has no record to bind the approval to")
-        from kafka_runbooks.operators.remediate import _truthy  # the execute task reads the switch the same way
 
         binding = execution_binding(config, plan, _truthy(self.plan_output.get("canary")))
         return config, plan, approval_digest(plan, binding), Ledger(config, record_id), binding

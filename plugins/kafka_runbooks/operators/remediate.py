@@ -16,6 +16,7 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from kafka_runbooks.policies import POOL  # per cluster at run time: kafka_runbooks/policies.py
 from kafka_runbooks import metrics
+from kafka_runbooks.truth import FALSE_WORDS, TRUE_WORDS, truthy as _truthy
 from kafka_runbooks.operators.links import LINKS
 
 ROLLING_RESTART = "rolling_restart"
@@ -41,16 +42,17 @@ def _config(cluster: str):
         raise AirflowFailException(str(exc)) from exc
 
 
-def _truthy(value: Any) -> bool:
-    return value is True or str(value).strip().lower() in ("true", "1", "yes", "execute")
-
-
 def resume_target(value: Any) -> str | None:
-    """The roll a ``resume`` form value names (its record id), None for a plain yes (the latest halted roll)."""
-    text = str(value or "").strip()
-    if not text or _truthy(text) or text.lower() in ("false", "0", "no", "none"):
+    """The roll a ``resume`` form value names (its record id), None for a yes/no value (yes: the latest halted roll)."""
+    text = str(value if value is not None else "").strip()
+    if text.lower() in TRUE_WORDS + FALSE_WORDS or value is True or value is False:
         return None
     return text
+
+
+def resume_wanted(value: Any) -> bool:
+    """A roll is to be resumed: a record id, or a yes (the one truthiness rule: any other word is an error)."""
+    return resume_target(value) is not None or _truthy(value)
 
 
 def find_resumable_roll(store, cluster: str, record_id: str | None = None) -> tuple[dict[str, Any], Any] | None:
@@ -303,7 +305,7 @@ class PlanRemediationOperator(BaseOperator):
             progress = ledger.progress()
             if progress.resumable or interrupted_step(ledger.entries()) is not None:
                 completed = list(progress.completed)
-        elif _truthy(self.resume) or resume_target(self.resume):
+        elif resume_wanted(self.resume):
             named = resume_target(self.resume)
             found = find_resumable_roll(store, config.name, named)
             if found is None:
@@ -604,15 +606,10 @@ def interrupted_execution(entries: Sequence[dict[str, Any]], run_id: str) -> str
 
 
 def cluster_now(config):
-    """The cluster's state now (None when ZooKeeper cannot be read: the close-out says so)."""
-    from kafka_runbooks.detect.snapshot import read_snapshot
-    from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
+    """The cluster's state now (None when ZooKeeper cannot be read): ``runbook.cluster.cluster_now``."""
+    from kafka_runbooks.runbook.cluster import cluster_now as now  # keeps DAG parsing fast: ZooKeeper client at run time
 
-    try:
-        with ZooKeeperHook(config.zk_conn_id, timeout_s=config.capture.connect_timeout_s).session() as zk:
-            return read_snapshot(zk, config.name)
-    except Exception:  # noqa: BLE001 - describe_state says "unknown"
-        return None
+    return now(config)
 
 
 class ClusterRecoveredSensor(BaseSensorOperator):
@@ -628,7 +625,7 @@ class ClusterRecoveredSensor(BaseSensorOperator):
 
     def poke(self, context) -> PokeReturnValue:
         from kafka_runbooks.detect.detectors import detect
-        from kafka_runbooks.operators.detect import take_snapshot
+        from kafka_runbooks.detect.observe import take_snapshot  # keeps DAG parsing fast: the clients load at run time
 
         config = _config(self.incident["cluster"])
         snapshot = take_snapshot(config, probe_hosts=False)

@@ -149,7 +149,7 @@ def close_refused(context, log, refused: Mapping[str, Any]) -> dict[str, Any]:
 def finished(context, log, config, record_id: str, kind: str, result: Mapping[str, Any]) -> str:
     """The summary of a finished restart: logged, noted on the record, set as the run's note."""
     from kafka_runbooks.incidents.store import IncidentStore
-    from kafka_runbooks.operators.remediate import cluster_now
+    from kafka_runbooks.runbook.cluster import cluster_now  # keeps DAG parsing fast: ZooKeeper client at run time
     from kafka_runbooks.remediate import progress
 
     left = progress.not_preferred(cluster_now(config))
@@ -165,7 +165,7 @@ def election_finished(context, log, config, record_id: str, result: Mapping[str,
     """The summary of a finished preferred-replica election (what was elected, the imbalance left): logged, noted on the
     record, set as the run's note."""
     from kafka_runbooks.incidents.store import IncidentStore
-    from kafka_runbooks.operators.remediate import cluster_now
+    from kafka_runbooks.runbook.cluster import cluster_now  # keeps DAG parsing fast: ZooKeeper client at run time
     from kafka_runbooks.remediate import progress
 
     now = cluster_now(config)
@@ -183,7 +183,7 @@ def election_finished(context, log, config, record_id: str, result: Mapping[str,
 
 def incident_outcome(context, log, config, incident_id: str, status: str, text: str, result: Mapping[str, Any] | None = None) -> str:
     """The response run's last word: what happened to the incident (logged and as the run's note)."""
-    from kafka_runbooks.operators.remediate import cluster_now
+    from kafka_runbooks.runbook.cluster import cluster_now  # keeps DAG parsing fast: ZooKeeper client at run time
     from kafka_runbooks.remediate import progress
 
     left = progress.not_preferred(cluster_now(config)) if result and result.get("restarted") else []

@@ -1,7 +1,7 @@
 """The top of the approval page (the HITL request's subject and body): who asked, why, who may answer -- and, for
 anybody else, that Airflow will refuse their answer and why, before they click -- then the blast radius as a
 summary per topic (the full list is on the incident page). Pure: strings in, Markdown out; every value from a
-cluster or a person goes through ``briefing._code`` (a code span: no link, no HTML) or :func:`plain` (escaped text).
+cluster or a person goes through ``markdown.code_span`` (a code span: no link, no HTML) or :func:`plain` (escaped text).
 
 Issue 32: the page reads top-down as a headline (what, where, why, risk), the blast radius summary, the details, and
 last -- right above Airflow's Approve and Reject buttons, which Airflow shows to everybody -- who may answer and why
@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 from kafka_runbooks.remediate.blast import TopicTotal, headline
-from kafka_runbooks.remediate.briefing import _code
+from kafka_runbooks.remediate.markdown import code_span as _code
 
 MAX_TOPICS = 25
 

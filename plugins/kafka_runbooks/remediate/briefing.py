@@ -7,22 +7,16 @@ file is put inside code spans/blocks so it cannot inject Markdown links or HTML 
 from __future__ import annotations
 
 import shlex
-from typing import Iterable, Mapping, Sequence
+from typing import Mapping, Sequence
 
 from kafka_runbooks.model import Finding, Plan, Severity
+from kafka_runbooks.remediate.asking import blast_summary
+from kafka_runbooks.remediate.blast import plan_counts, plan_topics, step_counts
+from kafka_runbooks.remediate.markdown import code_block as _block
+from kafka_runbooks.remediate.markdown import code_span as _code
 
 MAX_CITED_FINDINGS = 6
 MAX_LISTED_PARTITIONS = 40
-
-
-def _code(text: object) -> str:
-    s = str(text).replace("`", "'").replace("\n", " ")
-    return f"`{s}`"
-
-
-def _block(lines: Iterable[str]) -> str:
-    body = "\n".join(str(line).replace("```", "'''") for line in lines)
-    return f"```\n{body}\n```"
 
 
 def _rank(f: Finding) -> tuple[int, str]:
@@ -81,9 +75,6 @@ def approval_body(
     ``header``: who asked, why, who may answer (``asking.header``), shown first; then the blast radius summary per
     topic (``min_isr``: per topic, for "at min ISR"), whose full list is on ``incident_url``; then the details; then
     ``footer`` (``asking.footer``: who may answer, right above the buttons)."""
-    from kafka_runbooks.remediate.asking import blast_summary
-    from kafka_runbooks.remediate.blast import plan_counts, plan_topics, step_counts
-
     commands = commands or {}
     if plan.kind == "preferred_election":
         parts = list(header) + ["\n## Details"] + _findings_section(findings, report_path)

@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
+from kafka_runbooks.findings import canonical
 from kafka_runbooks.model import Finding
 
 RESTART = "restart"
@@ -58,8 +59,8 @@ def remediation_for(trigger: Mapping[str, Any] | None, findings: Sequence[Findin
     run's analysis findings."""
     problem = _problem(trigger)
     if problem in NO_RESTART_PROBLEMS:
-        related = [f.to_dict() for f in findings if f.details.get("no_restart") or f.kind in (
-            "unknown_api_request", "zk_follower_drop", "zk_server_starved", "zk_session_expired", "segment_damage")]
+        related = [f.to_dict() for f in findings if f.details.get("no_restart") or canonical(f.kind) in (
+            "unknown_api_requests", "zookeeper_follower_dropped", "zk_server_starved", "zk_session_expired", "segment_damage")]
         details = (trigger or {}).get("details") or {}
         return Remediation(EXPLAIN, f"{(trigger or {}).get('kind')}: nothing to restart -- "
                            + ("the client has to be fixed" if problem == "bad_client_requests" else

@@ -208,7 +208,7 @@ def deadline(approved_at: dt.datetime, settings: ElectionSettings) -> dt.datetim
 # --------------------------------------------------------------------------- readiness (the deferred wait)
 
 def rate(m: RequestMetrics | None, key: str) -> float | None:
-    from kafka_runbooks.detect.jmxtool import metrics_summary
+    from kafka_runbooks.host.jmxtool import metrics_summary
 
     return None if m is None or not m.ok else metrics_summary(m).get(key)
 
@@ -361,7 +361,7 @@ def convergence(snapshot: ClusterSnapshot, batch: Iterable[str], *, views: Itera
     when the request queues are not checked (``leadership.jmx`` off); otherwise every registered broker's queue must be
     read and below ``queue_ratio`` of its ``queued.max.requests`` -- a queue that could not be read is unknown, and an
     unknown queue is not a converged one."""
-    from kafka_runbooks.detect.jmxtool import DEFAULT_QUEUED_MAX_REQUESTS, REQUEST_QUEUE
+    from kafka_runbooks.host.jmxtool import DEFAULT_QUEUED_MAX_REQUESTS, REQUEST_QUEUE
 
     why: list[str] = []
     names = list(batch)

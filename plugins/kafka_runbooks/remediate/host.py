@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafka_runbooks.config import ClusterConfig
+from kafka_runbooks.host.properties import parse_properties  # noqa: F401 - the one parser; callers import it from here too
 
 MAX_LOG_READ = 4 << 20  # bytes of new log read at once
 READ_RETRY_PAUSE_S = 1.0
@@ -48,20 +49,6 @@ def parse_ps(text: str) -> list[ProcessInfo]:
         m = _PS_LINE.match(line)
         if m:
             out.append(ProcessInfo(int(m.group(1)), m.group(2), m.group(3)))
-    return out
-
-
-def parse_properties(text: str) -> dict[str, str]:
-    """A Java .properties file (the subset Kafka's server.properties uses): key=value / key: value,
-    # and ! comments, surrounding blanks trimmed, no line continuations."""
-    out: dict[str, str] = {}
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line[0] in "#!":
-            continue
-        m = re.match(r"^([^=:\s]+)\s*[=:\s]\s*(.*)$", line)
-        if m:
-            out[m.group(1)] = m.group(2).strip()
     return out
 
 

@@ -22,10 +22,10 @@ from typing import Any
 
 from fastapi import Depends, FastAPI, HTTPException
 
+from kafka_runbooks.web.common import PAGE_CSP, REPORT_CSP, SECURITY_HEADERS  # noqa: F401 - routes and tests read them here too
+from kafka_runbooks.web.common import configs as _configs
+
 PREFIX = "/kafka-runbooks"
-PAGE_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; frame-ancestors 'self'; base-uri 'none'; form-action 'none'"
-REPORT_CSP = "sandbox; default-src 'none'; style-src 'unsafe-inline'; img-src data:; frame-ancestors 'self'"
-SECURITY_HEADERS = {"X-Content-Type-Options": "nosniff", "Referrer-Policy": "same-origin", "Cache-Control": "no-store"}
 
 
 def _reader():
@@ -39,20 +39,6 @@ def _reader():
         return user
 
     return reader
-
-
-def _configs() -> tuple[list[Any], dict[str, str]]:
-    """Every configured cluster's settings; clusters whose settings cannot be read, with why."""
-    from kafka_runbooks.config import ConfigError, load_cluster, raw_clusters
-
-    raw = raw_clusters(missing_ok=True)
-    configs, errors = [], {}
-    for name in sorted(raw):
-        try:
-            configs.append(load_cluster(name, raw))
-        except ConfigError as exc:
-            errors[name] = str(exc)
-    return configs, errors
 
 
 def fleet_document(only: str | None = None) -> dict[str, Any]:

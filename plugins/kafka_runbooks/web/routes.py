@@ -13,13 +13,13 @@ from kafka_runbooks.web import pages as P
 
 
 def _html(text: str, status_code: int = 200) -> HTMLResponse:
-    from kafka_runbooks.web.app import PAGE_CSP, SECURITY_HEADERS
+    from kafka_runbooks.web.common import PAGE_CSP, SECURITY_HEADERS
 
     return HTMLResponse(text, status_code=status_code, headers={"Content-Security-Policy": PAGE_CSP, **SECURITY_HEADERS})
 
 
 def _config(cluster: str):
-    from kafka_runbooks.web.app import _configs
+    from kafka_runbooks.web.common import configs as _configs
 
     configs, errors = _configs()
     for c in configs:
@@ -42,7 +42,7 @@ def _view(cluster: str, incident_id: str):
 
 def _all_records() -> tuple[dict[str, list[dict[str, Any]]], dict[str, str]]:
     from kafka_runbooks.state import state_of
-    from kafka_runbooks.web.app import _configs
+    from kafka_runbooks.web.common import configs as _configs
 
     configs, errors = _configs()
     out: dict[str, list[dict[str, Any]]] = {}
@@ -56,7 +56,7 @@ def _all_records() -> tuple[dict[str, list[dict[str, Any]]], dict[str, str]]:
 
 def _records_of_run(dag_id: str, run_id: str) -> list[tuple[str, dict[str, Any]]]:
     from kafka_runbooks.state import state_of
-    from kafka_runbooks.web.app import _configs
+    from kafka_runbooks.web.common import configs as _configs
 
     configs, _ = _configs()
     groups: dict[Any, list[str]] = {}
@@ -138,7 +138,7 @@ def add(app: FastAPI, reader) -> None:
 
     @app.get("/incidents/{cluster}/{incident_id}/report", dependencies=[reader])
     def report(cluster: str, incident_id: str):
-        from kafka_runbooks.web.app import REPORT_CSP, SECURITY_HEADERS
+        from kafka_runbooks.web.common import REPORT_CSP, SECURITY_HEADERS
 
         config, view = _view(cluster, incident_id)
         path, problem = I.report_of(view, config.bundle_base)
@@ -149,7 +149,7 @@ def add(app: FastAPI, reader) -> None:
 
     @app.get("/incidents/{cluster}/{incident_id}/files/{capture}/{relpath:path}", dependencies=[reader])
     def bundle_file(cluster: str, incident_id: str, capture: str, relpath: str):
-        from kafka_runbooks.web.app import REPORT_CSP, SECURITY_HEADERS
+        from kafka_runbooks.web.common import REPORT_CSP, SECURITY_HEADERS
 
         config, view = _view(cluster, incident_id)
         try:

@@ -3,6 +3,7 @@ uncleanable, and __consumer_offsets partitions grown to many segments (compactio
 
 from __future__ import annotations
 
+from ...findings import FindingKind
 from ...model import Evidence, Finding, Severity
 from ..logsummary import LogSummary
 from ..parsed_file import ParsedFile
@@ -21,12 +22,12 @@ def log_cleaner_findings(files: list[ParsedFile]) -> list[Finding]:
             if died:
                 req = next((r.attrs.get("requirement") for r in died if r.attrs.get("requirement")), None)
                 out.append(Finding(
-                    kind="log_cleaner_dead", severity=Severity.CRITICAL,
+                    kind=FindingKind.LOG_CLEANER_NOT_RUNNING, severity=Severity.CRITICAL,
                     summary=(f"the log cleaner thread on {broker_label(b)} died ('Error due to'): compacted topics, __consumer_offsets "
                              "first, stop being compacted and grow until the broker restarts"
                              + (f"; cause: {req}" if req else "")),
                     broker_ids=(b,) if b is not None else (), evidence=(cite(f, died),),
-                    details={"requirement": req, "advice": "Restart the broker through the rolling-restart runbook (keeps one "
+                    details={"seen": "died", "requirement": req, "advice": "Restart the broker through the rolling-restart runbook (keeps one "
                              "holder of every offsets partition up); never delete segments by hand."}))
             if unclean:
                 parts = sorted({f"{r.attrs.get('topic')}-{r.attrs.get('partition')}" for r in unclean})
@@ -40,12 +41,12 @@ def log_cleaner_findings(files: list[ParsedFile]) -> list[Finding]:
         names = [t.name for t in last.threads]
         if last.full_dump and any(n.startswith(("kafka-request-handler", "data-plane-kafka-request-handler")) for n in names) \
                 and not any(n.startswith("kafka-log-cleaner-thread") for n in names):
-            out.append(Finding(kind="log_cleaner_missing", severity=Severity.WARNING,
+            out.append(Finding(kind=FindingKind.LOG_CLEANER_NOT_RUNNING, severity=Severity.WARNING,
                                summary=(f"no kafka-log-cleaner-thread in the last thread dump of {broker_label(b)} although its request "
                                         "handlers are there: the log cleaner is dead or disabled (log.cleaner.enable)"),
                                broker_ids=(b,) if b is not None else (),
                                evidence=(Evidence(last_f.path, (last.first_line,), f"{len(names)} threads, none named kafka-log-cleaner-thread-*", last_f.host),),
-                               details={"threads": len(names), "ambiguity": "log.cleaner.enable=false gives the same picture"}))
+                               details={"seen": "absent from the thread dump", "threads": len(names), "ambiguity": "log.cleaner.enable=false gives the same picture"}))
     return out
 
 
@@ -57,7 +58,7 @@ def oversized_offsets_findings(files: list[ParsedFile]) -> list[Finding]:
             if big:
                 big.sort(key=lambda p: -p.segments)
                 out.append(Finding(
-                    kind="oversized_offsets_partition", severity=Severity.WARNING,
+                    kind=FindingKind.OFFSETS_PARTITION_OVERSIZED, severity=Severity.WARNING,
                     summary=(f"{broker_label(b)}: {len(big)} __consumer_offsets partition(s) hold {SEGMENTS_OVERSIZED}+ segments "
                              f"({', '.join(f'{p.name}: {p.segments} segments, {p.log_bytes} bytes' for p in big[:5])}): compaction "
                              "is not keeping up or the log cleaner died; loading them after a leadership change is slow"),

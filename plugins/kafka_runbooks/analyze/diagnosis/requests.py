@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from ...findings import FindingKind
 from ...model import Evidence, Finding, Severity
 from ..known_bugs import parse_version
 from ..logsummary import LogSummary
@@ -86,7 +87,7 @@ def unknown_api_findings(files: list[ParsedFile], versions: dict[int | None, str
                             "broker-to-broker requests included")
             advice = ("Find the client by its address (and client id in its own logs) and pin its protocol/version to what "
                       f"the broker supports (Kafka {ver or 'of this broker'}), or upgrade the brokers. No restart is proposed.")
-            out.append(Finding(kind="unknown_api_request", severity=Severity.CRITICAL if s.count("processor_uncaught_exception") else Severity.WARNING,
+            out.append(Finding(kind=FindingKind.UNKNOWN_API_REQUESTS, severity=Severity.CRITICAL if s.count("processor_uncaught_exception") else Severity.WARNING,
                                summary=summary, broker_ids=(b,) if b is not None else (), evidence=(cite(f, recs),),
                                details={"api_keys": {k: _api_key_name(k) for k in keys}, "clients": [
                                    {"host": h, "port": p, "count": n} for (h, p), n in clients.items()],

@@ -7,6 +7,7 @@ import ipaddress
 from collections import Counter
 from typing import Iterable
 
+from ...findings import FindingKind
 from ...model import Evidence, Finding, Severity
 from ..parsed_file import ParsedFile
 from ..parsers.sockets import SocketTable
@@ -98,7 +99,7 @@ def close_wait_findings(files: list[ParsedFile], broker_ports: dict[int, int] | 
                 f"{o}: {c.get('CLOSE_WAIT', 0)} CLOSE_WAIT / {sum(c.values())}" for o, c in others.items())
         cited = cw[:MAX_CITED_LINES]
         findings.append(Finding(
-            kind="close_wait_pileup", severity=Severity.CRITICAL if len(cw) >= 100 else Severity.WARNING, summary=summary,
+            kind=FindingKind.BROKER_SOCKET_PILEUP, severity=Severity.CRITICAL if len(cw) >= 100 else Severity.WARNING, summary=summary,
             broker_ids=(b,) if b is not None else (),
             evidence=(Evidence(source=f.path, lines=tuple(r.line for r in cited),
                                excerpt="\n".join(f"{r.line}: {r.state} recv_q={r.recv_q} {r.local} <- {r.peer}" for r in cited[:10]),

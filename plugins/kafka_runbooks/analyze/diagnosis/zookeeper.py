@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from ...findings import FindingKind
 from ...model import Evidence, Finding, Severity
 from ..logsummary import LogSummary
 from ..parsed_file import ParsedFile
@@ -193,7 +194,7 @@ def zk_server_findings(files: list[ParsedFile], offsets, gc, zk_configs: dict[st
                + (f"; {arithmetic}" if arithmetic else "; syncLimit x tickTime unknown (no zoo.cfg in the bundle)")
                + (f"; same minutes: {'; '.join(corr[:5])}" if corr else "; no broker session expiry or GC pause in the same minutes"))
     out.append(Finding(
-        kind="zk_follower_drop", severity=Severity.WARNING, summary=summary, evidence=evidence,
+        kind=FindingKind.ZOOKEEPER_FOLLOWER_DROPPED, severity=Severity.WARNING, summary=summary, evidence=evidence,
         details={"drops": [{k: v for k, v in d.items() if k not in ("rec", "took")} for d in drops][:200],
                  "sync_timeout": arithmetic, "correlated": corr[:50],
                  "record": "each drop: time, server, rejoin time; zone/rack from the cluster settings when configured"}))

@@ -392,258 +392,278 @@ def parse_jstack(data: bytes | str | None) -> JstackDump:
 
 
 def _parse_section(lines: list[str], a: int, b: int, embedded: bool) -> JstackDump:
-    dump = JstackDump(first_line=a + 1, last_line=b, total_lines=b - a)
-    mode = "top"  # top | thread | ownable | dl_summary | dl_stacks | after
-    cur: ThreadInfo | None = None
-    dl_cur: DeadlockEntry | None = None
-    dl_list: list[DeadlockEntry] | None = None
-    dl_open = False
-    saw_trailer = False
-    recognized = 0
-    nonblank = 0
+    return _Section(lines, a, b, embedded).parse()
 
-    def close_thread() -> None:
-        nonlocal cur
-        if cur is not None:
-            (dump.deadlock_stacks if cur.source == "deadlock_stacks" else dump.threads).append(cur)
-        cur = None
 
-    for idx in range(a, b):
-        i = idx + 1
-        if not i & 0xFFF:
-            check_budget(f"line {i}")
-        ln = lines[idx]
-        if not ln.strip():
-            continue
-        if mode == "after" and not ln.startswith("Found one Java-level deadlock:"):
-            continue  # after the JNI trailer: jstack's deadlock report may follow; else heap summary / the log around
-        nonblank += 1
-        c0 = ln[0]
+class _Section:
+    """One dump's lines ``[a, b)`` read into a JstackDump: markers (dump and deadlock-report headings, separators, the
+    timestamp, SMR info), jstack's deadlock report, thread headers, and each thread's lines (state, frames, locks,
+    ownable synchronizers); then what the whole says about completeness."""
+
+    def __init__(self, lines: list[str], a: int, b: int, embedded: bool) -> None:
+        self.lines, self.a, self.b, self.embedded = lines, a, b, embedded
+        self.dump = JstackDump(first_line=a + 1, last_line=b, total_lines=b - a)
+        self.mode = "top"  # top | thread | ownable | dl_summary | dl_stacks | after
+        self.cur: ThreadInfo | None = None
+        self.dl_cur: DeadlockEntry | None = None
+        self.dl_list: list[DeadlockEntry] | None = None
+        self.dl_open = False
+        self.saw_trailer = False
+        self.recognized = 0
+        self.nonblank = 0
+
+    def parse(self) -> JstackDump:
+        for idx in range(self.a, self.b):
+            i = idx + 1
+            if not i & 0xFFF:
+                check_budget(f"line {i}")
+            ln = self.lines[idx]
+            if not ln.strip():
+                continue
+            if self.mode == "after" and not ln.startswith("Found one Java-level deadlock:"):
+                continue  # after the JNI trailer: jstack's deadlock report may follow; else heap summary / the log around
+            self.nonblank += 1
+            self._line(idx, i, ln)
+        self._close_thread()
+        self._finish()
+        return self.dump
+
+    def _close_thread(self) -> None:
+        if self.cur is not None:
+            (self.dump.deadlock_stacks if self.cur.source == "deadlock_stacks" else self.dump.threads).append(self.cur)
+        self.cur = None
+
+    def _line(self, idx: int, i: int, ln: str) -> None:
+        if self._marker(ln):
+            self.recognized += 1
+            return
+        if ln[0] == '"' and self.mode in ("top", "thread") and _short_header(ln) is not None \
+                and _next_nonblank(self.lines, idx, self.b).startswith(_REPORT_WAIT):
+            # jstack's deadlock report pasted without its 'Found one Java-level deadlock:' heading
+            self._close_thread()
+            self.dl_list = []
+            self.dump.deadlocks.append(self.dl_list)
+            self.mode = "dl_summary"
+            self.dump.notes.append(f"line {i}: jstack's deadlock report without its 'Found one Java-level deadlock:' "
+                                   "heading (an excerpt); its entries are read as the report")
+        if self.mode == "dl_summary":
+            if self._report_line(idx, i, ln):
+                self.recognized += 1
+            else:
+                self.dump.unrecognized.add(i, ln)
+            return
+        if ln[0] == '"' and self._thread_header(i, ln):
+            self.recognized += 1
+            return
+        if self.cur is None:
+            if not self.embedded:
+                self.dump.unrecognized.add(i, ln)
+            return
+        if not ln[0].isspace():
+            if self.embedded:  # the dump ended: back to the surrounding log
+                self._close_thread()
+                self.mode = "after"
+                return
+            self.dump.unrecognized.add(i, ln)
+            return
+        self.cur.last_line = i
+        if self._thread_line(i, ln):
+            self.recognized += 1
+        else:
+            self.dump.unrecognized.add(i, ln)
+
+    def _marker(self, ln: str) -> bool:
+        """A heading, separator, timestamp or SMR line (True: recognised, nothing more to read on it)."""
+        dump, c0 = self.dump, ln[0]
         if c0 == "F":
             if ln.startswith("Full thread dump "):
                 dump.full_dump = True
                 dump.jvm = ln[len("Full thread dump "):].rstrip().rstrip(":")
-                recognized += 1
-                continue
+                return True
             if ln.startswith("Found one Java-level deadlock:"):
-                close_thread()
-                dl_list = []
-                dump.deadlocks.append(dl_list)
-                dl_open, mode = True, "dl_summary"
-                recognized += 1
-                continue
+                self._close_thread()
+                self.dl_list = []
+                dump.deadlocks.append(self.dl_list)
+                self.dl_open, self.mode = True, "dl_summary"
+                return True
             m = _DL_END.match(ln)
             if m:
-                close_thread()
+                self._close_thread()
                 dump.reported_deadlock_count = int(m.group("n"))
-                dl_open, mode = False, "top"
-                recognized += 1
-                continue
+                self.dl_open, self.mode = False, "top"
+                return True
         if c0 == "J":
             if ln.startswith("Java stack information for the threads listed above:"):
-                close_thread()
-                mode = "dl_stacks"
-                recognized += 1
-                continue
+                self._close_thread()
+                self.mode = "dl_stacks"
+                return True
             if ln.startswith("JNI global ref"):
-                close_thread()
-                saw_trailer = True
-                mode = "after" if embedded or dump.full_dump else "top"
-                recognized += 1
-                continue
+                self._close_thread()
+                self.saw_trailer = True
+                self.mode = "after" if self.embedded or dump.full_dump else "top"
+                return True
         if c0 == "=" and not ln.strip("="):
-            recognized += 1
-            continue
+            return True
         if _TIMESTAMP.match(ln) and dump.timestamp is None and not dump.threads:
             dump.timestamp = ln.strip()
-            recognized += 1
-            continue
-        if mode == "top" and (ln.startswith("Threads class SMR info:") or ln.startswith("_java_thread_list=")
-                              or ln.strip() == "}" or ln.rstrip().rstrip(":").isdigit() or _SMR_BODY.match(ln)):
-            recognized += 1
-            continue
-        if c0 == '"' and mode in ("top", "thread") and _short_header(ln) is not None \
-                and _next_nonblank(lines, idx, b).startswith(_REPORT_WAIT):
-            # jstack's deadlock report pasted without its 'Found one Java-level deadlock:' heading
-            close_thread()
-            dl_list = []
-            dump.deadlocks.append(dl_list)
-            mode = "dl_summary"
-            dump.notes.append(f"line {i}: jstack's deadlock report without its 'Found one Java-level deadlock:' heading "
-                              "(an excerpt); its entries are read as the report")
-        if mode == "dl_summary":
+            return True
+        return self.mode == "top" and (ln.startswith("Threads class SMR info:") or ln.startswith("_java_thread_list=")
+                                       or ln.strip() == "}" or ln.rstrip().rstrip(":").isdigit() or bool(_SMR_BODY.match(ln)))
+
+    def _report_line(self, idx: int, i: int, ln: str) -> bool:
+        """A line of jstack's deadlock report (True: recognised)."""
+        name = _short_header(ln)
+        if name is not None and _next_nonblank(self.lines, idx, self.b).startswith(_STACK_LINE):
+            # the report's stacks without their 'Java stack information' heading: a stack, not a third entry
+            self._close_thread()
+            self.cur = ThreadInfo(name=name, line=i, header_text=ln.strip(), source="deadlock_stacks")
+            self.mode = "dl_stacks"
+            self.dump.notes.append(f"line {i}: the deadlock report's stacks follow without their 'Java stack information' "
+                                   "heading")
+            return True
+        if name is not None:
+            self.dl_cur = DeadlockEntry(thread=name, line=i)
+            assert self.dl_list is not None
+            self.dl_list.append(self.dl_cur)
+            return True
+        entry = self.dl_cur
+        if entry is None:
+            return False
+        m = _DL_WAIT_MON.match(ln)
+        if m:
+            entry.kind, entry.address, entry.cls = "monitor", m.group("addr"), m.group("cls")
+            return True
+        m = _DL_WAIT_SYNC.match(ln)
+        if m:
+            entry.kind, entry.address, entry.cls = "synchronizer", m.group("addr"), m.group("cls")
+            return True
+        s = ln.strip()
+        if s.startswith("waiting to lock") or s.startswith("waiting for"):
+            entry.kind = "other"
+            return True
+        if s.startswith("which is held by"):
+            held = s[len("which is held by"):].strip()
+            entry.held_by = held[1:-1] if held.startswith('"') and held.endswith('"') else held
+            entry.held_line = i
+            return True
+        return False
+
+    def _thread_header(self, i: int, ln: str) -> bool:
+        """A thread's header line, in any of the formats read (True: a new thread begins)."""
+        if self.mode == "dl_stacks":
             name = _short_header(ln)
-            if name is not None and _next_nonblank(lines, idx, b).startswith(_STACK_LINE):
-                # the report's stacks without their 'Java stack information' heading: a stack, not a third entry
-                close_thread()
-                cur = ThreadInfo(name=name, line=i, header_text=ln.strip(), source="deadlock_stacks")
-                mode = "dl_stacks"
-                dump.notes.append(f"line {i}: the deadlock report's stacks follow without their 'Java stack information' "
-                                  "heading")
-                recognized += 1
-                continue
             if name is not None:
-                dl_cur = DeadlockEntry(thread=name, line=i)
-                assert dl_list is not None
-                dl_list.append(dl_cur)
-                recognized += 1
-                continue
-            if dl_cur is not None:
-                m = _DL_WAIT_MON.match(ln)
-                if m:
-                    dl_cur.kind, dl_cur.address, dl_cur.cls = "monitor", m.group("addr"), m.group("cls")
-                    recognized += 1
-                    continue
-                m = _DL_WAIT_SYNC.match(ln)
-                if m:
-                    dl_cur.kind, dl_cur.address, dl_cur.cls = "synchronizer", m.group("addr"), m.group("cls")
-                    recognized += 1
-                    continue
-                s = ln.strip()
-                if s.startswith("waiting to lock") or s.startswith("waiting for"):
-                    dl_cur.kind = "other"
-                    recognized += 1
-                    continue
-                if s.startswith("which is held by"):
-                    held = s[len("which is held by"):].strip()
-                    dl_cur.held_by = held[1:-1] if held.startswith('"') and held.endswith('"') else held
-                    dl_cur.held_line = i
-                    recognized += 1
-                    continue
-            dump.unrecognized.add(i, ln)
-            continue
-        if c0 == '"':
-            if mode == "dl_stacks":
-                name = _short_header(ln)
-                if name is not None:
-                    close_thread()
-                    cur = ThreadInfo(name=name, line=i, header_text=ln.strip(), source="deadlock_stacks")
-                    recognized += 1
-                    continue
-            m = _VISUALVM.match(ln)
-            if m:
-                close_thread()
-                cur = ThreadInfo(name=m.group("name"), line=i, header_text=ln.strip(), tid=f"t@{m.group('tid')}")
-                dump.format = "visualvm"
-                mode = "thread"
-                recognized += 1
-                continue
-            t = _read_header(ln)
-            if t is not None:
-                close_thread()
-                t.line = i
-                cur = t
-                mode = "thread"
-                recognized += 1
-                continue
-            if _short_header(ln) is not None and mode == "top":
-                # an excerpt of a deadlock report's stacks without its heading
-                close_thread()
-                cur = ThreadInfo(name=_short_header(ln), line=i, header_text=ln.strip(), source="deadlock_stacks")
-                mode = "dl_stacks"
-                recognized += 1
-                continue
-        if cur is None:
-            if not embedded:
-                dump.unrecognized.add(i, ln)
-            continue
-        if not ln[0].isspace():
-            if embedded:  # the dump ended: back to the surrounding log
-                close_thread()
-                mode = "after"
-                continue
-            dump.unrecognized.add(i, ln)
-            continue
-        cur.last_line = i
+                self._close_thread()
+                self.cur = ThreadInfo(name=name, line=i, header_text=ln.strip(), source="deadlock_stacks")
+                return True
+        m = _VISUALVM.match(ln)
+        if m:
+            self._close_thread()
+            self.cur = ThreadInfo(name=m.group("name"), line=i, header_text=ln.strip(), tid=f"t@{m.group('tid')}")
+            self.dump.format = "visualvm"
+            self.mode = "thread"
+            return True
+        t = _read_header(ln)
+        if t is not None:
+            self._close_thread()
+            t.line = i
+            self.cur = t
+            self.mode = "thread"
+            return True
+        if _short_header(ln) is not None and self.mode == "top":
+            # an excerpt of a deadlock report's stacks without its heading
+            self._close_thread()
+            self.cur = ThreadInfo(name=_short_header(ln), line=i, header_text=ln.strip(), source="deadlock_stacks")
+            self.mode = "dl_stacks"
+            return True
+        return False
+
+    def _thread_line(self, i: int, ln: str) -> bool:
+        """An indented line of the current thread: its state, a frame, a lock, its ownable synchronizers."""
+        cur = self.cur
+        assert cur is not None
         s = ln.strip()
         if _OWNABLE_HDR.match(ln):
-            dump.ownable_info = True
-            mode = "ownable"
-            recognized += 1
-            continue
-        if mode == "ownable":
+            self.dump.ownable_info = True
+            self.mode = "ownable"
+            return True
+        if self.mode == "ownable":
             m = _OWNABLE.match(ln)
             if m:
                 cur.ownable_synchronizers.append(LockRef(_addr(m.group("addr")), m.group("cls"), i, None, s))
-                recognized += 1
-                continue
+                return True
             if _NONE.match(ln):
-                recognized += 1
-                continue
+                return True
         if s.startswith("java.lang.Thread.State:"):
             m = _STATE.match(ln)
             if m:
                 cur.state, cur.state_detail, cur.state_line = m.group("state"), m.group("detail"), i
-                recognized += 1
-                continue
+                return True
         if s.startswith("at "):
             cur.frames.append(Frame(s[3:].strip(), i))
-            recognized += 1
-            continue
+            return True
         if s.startswith("Carrying virtual thread"):
             m = _CARRYING.match(ln)
             if m:
                 cur.carrying, cur.carrying_line = int(m.group("tid")), i
-                recognized += 1
-                continue
-        if s.startswith("- "):
-            m = _LOCK.match(ln)
-            if m:
-                fi = len(cur.frames) - 1 if cur.frames else None
-                ref = LockRef(_addr(m.group("addr")), m.group("cls"), i, fi, s, m.group("owner"),
-                              f"t@{m.group('owner_tid')}" if m.group("owner_tid") else None)
-                verb = m.group("verb")
-                if verb == "locked":
-                    cur.locked.append(ref)
-                elif verb in ("waiting to lock", "waiting to re-lock in wait()"):
-                    cur.waiting_to_lock = cur.waiting_to_lock or ref
-                elif verb == "waiting on":
-                    cur.waiting_on.append(ref)
-                elif verb == "parking to wait for":
-                    cur.parking_for = cur.parking_for or ref
-                recognized += 1  # "eliminated": recognised and ignored (lock elided by the JIT)
-                continue
-            if _LOCK_NOREF.match(ln):
-                recognized += 1
-                continue
-        if _COMPILER.match(ln):
-            recognized += 1
-            continue
-        dump.unrecognized.add(i, ln)
-    close_thread()
+                return True
+        if s.startswith("- ") and self._lock_line(cur, i, ln, s):
+            return True
+        return bool(_COMPILER.match(ln))
 
-    if dump.full_dump and not saw_trailer and dump.format == "jstack":
-        dump.notes.append("no 'JNI global refs' line after the threads: normal for older JVMs and some tools, "
-                          "or the dump was cut (last thread: " + (repr(dump.threads[-1].name) if dump.threads else "none") + ")")
-    for t in dump.deadlock_stacks:
-        if t.state is None and t.awaited is not None:
-            t.state = "BLOCKED" if t.waiting_to_lock else "WAITING"
-            t.state_detail = "inferred from the deadlock section"
-    if dump.deadlock_stacks and not dump.threads and not dump.full_dump:
-        dump.format = "excerpt" if dump.format == "jstack" else dump.format
-    if recognized == 0:
-        dump.unparsable.append("no thread dump content recognised (no thread headers, no deadlock section)")
-        dump.complete = False
-    elif not dump.threads and not dump.deadlock_stacks and not dump.deadlocks:
-        dump.unparsable.append("no threads found")
-        dump.complete = False
-    if dl_open:
-        dump.complete = False
-        if all(e.held_by for dl in dump.deadlocks for e in dl):
-            dump.notes.append("the deadlock report ends without its 'Found N deadlock(s).' line (an excerpt); every "
-                              "entry names its holder")
-        else:
-            dump.unparsable.append("truncated deadlock section: no 'Found N deadlock(s).' line")
-    for dl in dump.deadlocks:
-        for e in dl:
-            if e.held_by is None:
-                dump.complete = False
-                dump.unparsable.append(f"deadlock entry for {e.thread!r} at line {e.line} has no 'which is held by' line")
-    if dump.unrecognized.count and dump.unrecognized.count * 2 > nonblank:
-        dump.unparsable.append(
-            f"{dump.unrecognized.count} of {nonblank} non-blank lines are not thread dump output "
-            f"(first at line {dump.unrecognized.samples[0].line})")
-    return dump
+    @staticmethod
+    def _lock_line(cur: ThreadInfo, i: int, ln: str, s: str) -> bool:
+        m = _LOCK.match(ln)
+        if m:
+            fi = len(cur.frames) - 1 if cur.frames else None
+            ref = LockRef(_addr(m.group("addr")), m.group("cls"), i, fi, s, m.group("owner"),
+                          f"t@{m.group('owner_tid')}" if m.group("owner_tid") else None)
+            verb = m.group("verb")
+            if verb == "locked":
+                cur.locked.append(ref)
+            elif verb in ("waiting to lock", "waiting to re-lock in wait()"):
+                cur.waiting_to_lock = cur.waiting_to_lock or ref
+            elif verb == "waiting on":
+                cur.waiting_on.append(ref)
+            elif verb == "parking to wait for":
+                cur.parking_for = cur.parking_for or ref
+            return True  # "eliminated": recognised and ignored (lock elided by the JIT)
+        return bool(_LOCK_NOREF.match(ln))
+
+    def _finish(self) -> None:
+        """What the whole section says: a cut dump, inferred deadlock states, an excerpt, what could not be read."""
+        dump = self.dump
+        if dump.full_dump and not self.saw_trailer and dump.format == "jstack":
+            dump.notes.append("no 'JNI global refs' line after the threads: normal for older JVMs and some tools, "
+                              "or the dump was cut (last thread: " + (repr(dump.threads[-1].name) if dump.threads else "none") + ")")
+        for t in dump.deadlock_stacks:
+            if t.state is None and t.awaited is not None:
+                t.state = "BLOCKED" if t.waiting_to_lock else "WAITING"
+                t.state_detail = "inferred from the deadlock section"
+        if dump.deadlock_stacks and not dump.threads and not dump.full_dump:
+            dump.format = "excerpt" if dump.format == "jstack" else dump.format
+        if self.recognized == 0:
+            dump.unparsable.append("no thread dump content recognised (no thread headers, no deadlock section)")
+            dump.complete = False
+        elif not dump.threads and not dump.deadlock_stacks and not dump.deadlocks:
+            dump.unparsable.append("no threads found")
+            dump.complete = False
+        if self.dl_open:
+            dump.complete = False
+            if all(e.held_by for dl in dump.deadlocks for e in dl):
+                dump.notes.append("the deadlock report ends without its 'Found N deadlock(s).' line (an excerpt); every "
+                                  "entry names its holder")
+            else:
+                dump.unparsable.append("truncated deadlock section: no 'Found N deadlock(s).' line")
+        for dl in dump.deadlocks:
+            for e in dl:
+                if e.held_by is None:
+                    dump.complete = False
+                    dump.unparsable.append(f"deadlock entry for {e.thread!r} at line {e.line} has no 'which is held by' line")
+        if dump.unrecognized.count and dump.unrecognized.count * 2 > self.nonblank:
+            dump.unparsable.append(
+                f"{dump.unrecognized.count} of {self.nonblank} non-blank lines are not thread dump output "
+                f"(first at line {dump.unrecognized.samples[0].line})")
 
 
 def _addr(a: str) -> str:

@@ -247,14 +247,14 @@ def parse_jmx(data: bytes | str | None) -> JmxSeries:
     """``kafka-run-class.sh kafka.tools.JmxTool --object-name ... [--reporting-interval N]``: a CSV header
     ("time","kafka.network:type=RequestChannel,name=RequestQueueSize:Value") then one row per interval; or, as the
     capture takes it from Kafka 2.0 on (``--one-time true --report-format csv``), one ``time,"<ms>"`` line then one
-    ``<object name>:<attribute>,"<value>"`` line per figure: one row (read by ``detect.jmxtool.parse_jmxtool_output``)."""
+    ``<object name>:<attribute>,"<value>"`` line per figure: one row (read by ``host.jmxtool.parse_jmxtool_output``)."""
     d = decode_evidence(data)
     j = JmxSeries()
     if d.problems:
         j.unparsable.extend(d.problems)
         return j
     if not re.search(r'^\s*"time"', d.text, re.M) and re.search(r'^\s*time,"', d.text, re.M):
-        from kafka_runbooks.detect.jmxtool import parse_jmxtool_output
+        from kafka_runbooks.host.jmxtool import parse_jmxtool_output
 
         reading = parse_jmxtool_output(d.text)
         if reading.problems:

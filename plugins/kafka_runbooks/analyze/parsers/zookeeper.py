@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from kafka_runbooks.host.properties import property_line
+
 from .base import decode_evidence, iter_lines
 
 
@@ -207,22 +209,17 @@ class Properties:
 
 
 def parse_properties(data: bytes | str | None) -> Properties:
-    """zoo.cfg / server.properties: key=value (or key: value), # and ! comments."""
+    """zoo.cfg / server.properties, read by ``host.properties.property_line``, with each key's line number."""
     d = decode_evidence(data)
     p = Properties()
     if d.problems:
         p.unparsable.extend(d.problems)
         return p
     for i, ln in iter_lines(d.text):
-        s = ln.strip()
-        if not s or s[0] in "#!":
-            continue
-        k, sep, v = s.partition("=")
-        if not sep:
-            k, sep, v = s.partition(":")
-        if sep and k.strip():
-            p.values[k.strip()] = v.strip()
-            p.lines[k.strip()] = i
+        kv = property_line(ln, blank_separates=False)  # a line of prose is no property here
+        if kv:
+            p.values[kv[0]] = kv[1]
+            p.lines[kv[0]] = i
     if not p.values:
         p.unparsable.append("no key=value lines")
     return p
