@@ -23,7 +23,7 @@ EXAMPLE_DAG_FILE = "kafka_runbooks_dags.py"
 
 
 def _read(args: argparse.Namespace) -> tuple[str, Any]:
-    from kafka_runbooks.config import VARIABLE_NAME, raw_clusters
+    from kafka_runbooks.config import VARIABLE_NAME, raw_clusters  # deferred: each subcommand loads only what it uses
 
     if args.file:
         with open(args.file, encoding="utf-8") as fh:
@@ -32,13 +32,13 @@ def _read(args: argparse.Namespace) -> tuple[str, Any]:
         from airflow.sdk import Variable
 
         return f"Variable {VARIABLE_NAME}", Variable.get(VARIABLE_NAME, deserialize_json=True)
-    from kafka_runbooks.config import FILE_ENV
+    from kafka_runbooks.config import FILE_ENV  # deferred: each subcommand loads only what it uses
 
     return os.environ.get(FILE_ENV) or f"Variable {VARIABLE_NAME}", raw_clusters()
 
 
 def validate(args: argparse.Namespace) -> int:
-    from kafka_runbooks.settings_model import all_errors
+    from kafka_runbooks.settings_model import all_errors  # deferred: each subcommand loads only what it uses
 
     try:
         source, raw = _read(args)
@@ -60,7 +60,7 @@ def validate(args: argparse.Namespace) -> int:
 
 
 def schema(args: argparse.Namespace) -> int:
-    from kafka_runbooks.settings_model import json_schema
+    from kafka_runbooks.settings_model import json_schema  # deferred: each subcommand loads only what it uses
 
     text = json.dumps(json_schema(), indent=2, sort_keys=True) + "\n"
     if args.output:

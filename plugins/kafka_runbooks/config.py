@@ -180,7 +180,7 @@ class HealthSettings:
     def from_dict(cls, d: Mapping[str, Any]) -> "HealthSettings":
         s = _section(cls, d, "health")
         if s.schedule is not None:
-            from kafka_runbooks.schedules import schedule_error
+            from kafka_runbooks.schedules import schedule_error  # deferred: loaded on first use, not when a DAG file is parsed
 
             why = schedule_error(s.schedule, "UTC")
             if why:
@@ -212,7 +212,7 @@ class ZooKeeperServer:
     @classmethod
     def from_dict(cls, server_id: str, d: Mapping[str, Any]) -> "ZooKeeperServer":
         s = _section(cls, d, f"zookeeper.servers.{server_id}")
-        from kafka_runbooks.zookeeper import parse_hosts
+        from kafka_runbooks.zookeeper import parse_hosts  # deferred: loaded on first use, not when a DAG file is parsed
 
         try:
             (_, _), = parse_hosts(s.address)
@@ -399,7 +399,7 @@ class ElectionSettings:
             raise ConfigError("election: stable_s, deadline_s, poll_s, convergence_s and znode_timeout_s must be > 0")
         if s.method not in ELECTION_METHODS:
             raise ConfigError(f"election.method must be one of {list(ELECTION_METHODS)}, not {s.method!r}")
-        from kafka_runbooks.schedules import parse_window
+        from kafka_runbooks.schedules import parse_window  # deferred: loaded on first use, not when a DAG file is parsed
 
         for w in s.window:
             try:
@@ -407,7 +407,7 @@ class ElectionSettings:
             except ValueError as exc:
                 raise ConfigError(f"election.window: {exc}") from None
         if s.schedule is not None:
-            from kafka_runbooks.schedules import schedule_error
+            from kafka_runbooks.schedules import schedule_error  # deferred: loaded on first use, not when a DAG file is parsed
 
             why = schedule_error(s.schedule, s.schedule_timezone)
             if why:
@@ -536,7 +536,7 @@ class ClusterConfig:
     def from_dict(cls, name: str, d: Mapping[str, Any]) -> "ClusterConfig":
         """One cluster's settings, checked in full: first the typed model (settings_model.py: shapes and strict types,
         unknown and retired keys by name), then every section's range checks; errors name the cluster and the key."""
-        from kafka_runbooks.settings_model import check
+        from kafka_runbooks.settings_model import check  # deferred: loaded on first use, not when a DAG file is parsed
 
         check(name, d)
         try:

@@ -55,12 +55,14 @@ class FindingKind(enum.StrEnum):
     UNPARSABLE = "unparsable"
     # analysis of an evidence bundle (docs/CONTRACTS.md, docs/SIGNATURES.md)
     JVM_DEADLOCK = "jvm_deadlock"
+    DEADLOCK_UNKNOWN = "deadlock_unknown"
     LOCK_OWNER_UNKNOWN = "lock_owner_unknown"
     REQUEST_HANDLING_STALLED = "request_handling_stalled"
     PROCESS_STOPPED = "process_stopped"
     GC_PAUSE_LONG = "gc_pause_long"
     BROKER_STARTUP_FAILED = "broker_startup_failed"
     GROUP_LOAD_UNFINISHED = "group_load_unfinished"
+    GROUP_LOAD_SLOW = "group_load_slow"
     LOG_CLEANER_UNCLEANABLE = "log_cleaner_uncleanable"
     LOG_TRUNCATION_REFUSED = "log_truncation_refused"
     SEGMENT_DAMAGE = "segment_damage"
@@ -68,6 +70,7 @@ class FindingKind(enum.StrEnum):
     EARLIER_FETCH_FAILURES = "earlier_fetch_failures"
     FETCH_FAILURES_OWN_DOING = "fetch_failures_own_doing"
     ZK_SERVER_STARVED = "zk_server_starved"
+    ZK_DATABASE_LOAD_FAILED = "zk_database_load_failed"
     ZK_SESSION_EXPIRED = "zk_session_expired"
     ZK_SESSION_TIMEOUT = "zk_session_timeout"
     DAMAGED_EVIDENCE = "damaged_evidence"
@@ -117,12 +120,14 @@ MEANING: dict[FindingKind, str] = {
     K.KAFKA_VERSION_MISMATCH: "the configured kafka_version disagrees with what the brokers report",
     K.UNPARSABLE: "something read (a znode, a captured file) could not be understood: that part is unknown",
     K.JVM_DEADLOCK: "a Java-level deadlock in a broker's thread dumps (broker-jvm-deadlock.md)",
+    K.DEADLOCK_UNKNOWN: "a broker's only thread dumps carry no lock data (jcmd Thread.dump_to_file): a deadlock cannot be told",
     K.LOCK_OWNER_UNKNOWN: "threads wait on a lock whose owner the thread dumps do not show",
     K.REQUEST_HANDLING_STALLED: "a broker's request handling stalled: its direct checks failed while it ran",
     K.PROCESS_STOPPED: "a broker's process stopped (T) or in uninterruptible sleep (D) in /proc",
     K.GC_PAUSE_LONG: "GC pauses long enough to stall the broker",
     K.BROKER_STARTUP_FAILED: "a broker's start failed (its log says why)",
     K.GROUP_LOAD_UNFINISHED: "a __consumer_offsets load started without a matching finish",
+    K.GROUP_LOAD_SLOW: "a __consumer_offsets load that finished, after 60 s or more (offsets-load-stalled.md)",
     K.LOG_CLEANER_UNCLEANABLE: "the log cleaner marked partitions uncleanable: no longer compacted",
     K.LOG_TRUNCATION_REFUSED: "a broker exited rather than truncate a partition below its high watermark",
     K.SEGMENT_DAMAGE: "kafka-dump-log found problems in a log segment",
@@ -130,6 +135,7 @@ MEANING: dict[FindingKind, str] = {
     K.EARLIER_FETCH_FAILURES: "fetch failures from a leader in earlier episodes",
     K.FETCH_FAILURES_OWN_DOING: "fetch failures a broker logged that are its own doing, not its leaders'",
     K.ZK_SERVER_STARVED: "a ZooKeeper server serving far fewer clients than its peers",
+    K.ZK_DATABASE_LOAD_FAILED: "a ZooKeeper server that could not load its database on disk and exited",
     K.ZK_SESSION_EXPIRED: "a broker's ZooKeeper session expired",
     K.ZK_SESSION_TIMEOUT: "a broker's ZooKeeper client heard nothing from its server for long",
     K.DAMAGED_EVIDENCE: "a captured file was analysed with damage (cut, undecodable)",

@@ -32,7 +32,7 @@ def create_dags(namespace: MutableMapping[str, Any] | None = None, *, clusters: 
         dag = importlib.import_module(f"kafka_runbooks.dags.{name}").build()
         dags[dag.dag_id] = dag
     if health_checks:
-        from kafka_runbooks.dags.health_check import health_check_dags
+        from kafka_runbooks.dags.health_check import health_check_dags  # deferred: the factory loads a DAG's module only when it builds it
 
         dags.update(health_check_dags(clusters))
     if namespace is not None:

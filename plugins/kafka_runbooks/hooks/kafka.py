@@ -59,7 +59,7 @@ def client_config(base: Mapping[str, Any], bootstrap: str, timeout_s: float) -> 
     through Python rather than to stderr, never retrying for longer than ``timeout_s``. ``base`` should come from
     ``KafkaHook.librdkafka_base`` (it decides ``api.version.request``); a base that decided nothing gets the settings
     that are safe for 0.9 (``versions.LEGACY_CLIENT``: no ApiVersions, seed 002)."""
-    from kafka_runbooks import versions
+    from kafka_runbooks import versions  # deferred: loaded on first use, not when a DAG file is parsed
 
     ms = max(1000, int(timeout_s * 1000))
     undecided = not base.get(_DECIDED) and "api.version.request" not in base
@@ -107,7 +107,7 @@ class KafkaHook(BaseHook):
 
     def asking(self, broker: Broker):
         """What ``broker`` may be asked (``versions.Asking``), decided before it is asked anything."""
-        from kafka_runbooks import versions
+        from kafka_runbooks import versions  # deferred: loaded on first use, not when a DAG file is parsed
 
         return versions.asking(broker.id, broker.schema_version, self.logged.get(broker.id), self.configured)
 
@@ -123,7 +123,7 @@ class KafkaHook(BaseHook):
 
     def librdkafka_settings(self, bootstrap: Iterable[Broker]) -> dict[str, Any]:
         """``api.version.request`` (and ``broker.version.fallback``) alone, as ``librdkafka_base`` decides them."""
-        from kafka_runbooks import versions
+        from kafka_runbooks import versions  # deferred: loaded on first use, not when a DAG file is parsed
 
         reach = {**self._known, **{b.id: b for b in bootstrap}}
         return versions.client_settings(self.asking(b) for b in reach.values())
@@ -202,8 +202,8 @@ class KafkaHook(BaseHook):
         or of one librdkafka may not be given: ApiVersions + Metadata on a connection to it alone, or Metadata v0 alone
         where the broker may be older than 0.10.0 (``versions.asking``; unknown included). Either answer proves the
         broker at that address read and answered a request; a hung broker accepts the connection and never answers."""
-        from kafka_runbooks import versions
-        from kafka_runbooks.hooks.kafka_wire import WireError, fetch_metadata
+        from kafka_runbooks import versions  # deferred: loaded on first use, not when a DAG file is parsed
+        from kafka_runbooks.hooks.kafka_wire import WireError, fetch_metadata  # deferred: loaded on first use, not when a DAG file is parsed
 
         ask = self.asking(broker).api_versions
         method = "ApiVersions+Metadata" if ask else "Metadata v0"
@@ -257,8 +257,8 @@ class KafkaHook(BaseHook):
         answer is known by its registration alone; the setting ``configured`` is only compared, never believed.
         A broker that may be older than 0.10.0 (``asking``; unknown included) is not asked: its registration alone
         places it, and a note says why (seed 002: ApiVersions would make a 0.9 broker drop a batch of requests)."""
-        from kafka_runbooks import versions
-        from kafka_runbooks.hooks.kafka_wire import WireError, api_versions
+        from kafka_runbooks import versions  # deferred: loaded on first use, not when a DAG file is parsed
+        from kafka_runbooks.hooks.kafka_wire import WireError, api_versions  # deferred: loaded on first use, not when a DAG file is parsed
 
         brokers = list(brokers)
         timeout_s = min(timeout_s, VERSION_PROBE_S)
@@ -290,7 +290,7 @@ class KafkaHook(BaseHook):
         on the configured listener (``hooks/kafka_wire.py``: librdkafka would ask any broker). Never raises for
         broker problems. Metadata v0 alone (no leader epochs, no controller) where the broker may be older than 0.10.0
         (``asking``); no recording of a pre-2.1 broker's Metadata answer is kept (docs/VERSIONS.md)."""
-        from kafka_runbooks.hooks.kafka_wire import WireError, fetch_metadata
+        from kafka_runbooks.hooks.kafka_wire import WireError, fetch_metadata  # deferred: loaded on first use, not when a DAG file is parsed
 
         at = clock.now_iso()
         try:

@@ -22,6 +22,8 @@ import logging
 import time
 from typing import Any, Callable, Mapping
 
+from kafka_runbooks.notify.http import ATTEMPTS, PAUSES_S, post
+
 log = logging.getLogger(__name__)
 
 CONN_TYPE = "pagerduty_events"
@@ -72,7 +74,7 @@ def event_body(conn, action: str, *, cluster: str, record_id: str, summary: str 
 
 def record_link(cluster: str, record_id: str) -> str | None:
     try:
-        from kafka_runbooks.operators.links import incident_url
+        from kafka_runbooks.urls import incident_url  # deferred: reads Airflow's configuration
 
         return incident_url(cluster, record_id)
     except Exception:  # noqa: BLE001 - a page without its link is still a page
@@ -82,7 +84,6 @@ def record_link(cluster: str, record_id: str) -> str | None:
 def deliver(url: str, body: Mapping[str, Any], attempts: int, pauses_s: tuple[float, ...],
             sleep: Callable[[float], None] | None = None) -> dict[str, Any]:
     """POSTs the event, retried like a webhook page: {"outcome": "ok"|"failed", "attempts", "errors", ...}."""
-    from kafka_runbooks.notify.webhook import post
 
     errors: list[str] = []
     for attempt in range(1, attempts + 1):
@@ -110,7 +111,6 @@ def _follow_up(action: str, store, conn_id: str | None, cluster: str, record_id:
     """Acknowledges or resolves the record's PagerDuty incident, audited; None when on-call is not on PagerDuty."""
     from airflow.sdk import BaseHook
 
-    from kafka_runbooks.notify.webhook import ATTEMPTS, PAUSES_S
 
     if not conn_id:
         return None

@@ -16,14 +16,13 @@ change what the run does.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
-import urllib.error
-import urllib.request
 from typing import Any, Mapping
 
 from airflow.sdk.bases.notifier import BaseNotifier
+
+from kafka_runbooks.notify.http import ATTEMPTS, PAUSES_S, TIMEOUT_S, post  # noqa: F401 - the names pages use here
 
 log = logging.getLogger(__name__)
 
@@ -32,9 +31,6 @@ HALTED = "halted"
 FINDING = "finding"  # a detection that pages on-call by itself (e.g. ZooKeeper unreachable): ``page()``
 NEEDS_PERSON = "needs_person"  # an incident that needs a person (``page_needs_person``)
 MAX_TEXT = 3500
-TIMEOUT_S = 10.0
-ATTEMPTS = 3
-PAUSES_S = (1.0, 3.0)  # between tries
 
 
 def webhook_url(conn) -> str:
@@ -53,7 +49,7 @@ def target(conn, cluster: str, record_id: str, payload: Mapping[str, Any], detai
            ) -> tuple[str, dict[str, Any], dict[str, str]]:
     """(url, body, headers) of a page: a PagerDuty Events v2 ``trigger`` deduplicated on the record when the
     connection is a PagerDuty one (``notify/pagerduty.py``), else the chat webhook's ``payload`` with its bearer token."""
-    from kafka_runbooks.notify import pagerduty
+    from kafka_runbooks.notify import pagerduty  # deferred: loaded on first use, not when a DAG file is parsed
 
     if pagerduty.is_pagerduty(conn):
         event = str(payload.get("event"))
@@ -70,13 +66,6 @@ def target(conn, cluster: str, record_id: str, payload: Mapping[str, Any], detai
 
 def clock_id() -> str:
     return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-
-
-def post(url: str, payload: Mapping[str, Any], headers: Mapping[str, str] | None = None, timeout_s: float = TIMEOUT_S) -> int:
-    body = json.dumps(payload, default=str).encode("utf-8")
-    req = urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": "application/json", **dict(headers or {})})
-    with urllib.request.urlopen(req, timeout=timeout_s) as resp:  # noqa: S310 - URL from an Airflow connection
-        return resp.status
 
 
 def _text(event: str, context: Mapping[str, Any], message: str | None) -> str:
@@ -110,7 +99,7 @@ class OnCallWebhookNotifier(BaseNotifier):
     def _conn_id(self) -> str | None:
         if self.conn_id:
             return self.conn_id
-        from kafka_runbooks.config import load_cluster
+        from kafka_runbooks.config import load_cluster  # deferred: loaded on first use, not when a DAG file is parsed
 
         return load_cluster(str(self.cluster)).approvals.oncall_conn_id
 
@@ -167,8 +156,8 @@ class OnCallWebhookNotifier(BaseNotifier):
         """The page's outcome in the audit trail of the run's record (found through the run's XComs and conf)."""
         ti = context.get("ti") or context.get("task_instance")
         try:
-            from kafka_runbooks.config import load_cluster
-            from kafka_runbooks.incidents.store import IncidentStore
+            from kafka_runbooks.config import load_cluster  # deferred: loaded on first use, not when a DAG file is parsed
+            from kafka_runbooks.incidents.store import IncidentStore  # deferred: loaded on first use, not when a DAG file is parsed
 
             record_id = record_of(context)
             if record_id is None:

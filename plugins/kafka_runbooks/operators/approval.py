@@ -81,7 +81,7 @@ class RemediationApprovalOperator(ApprovalOperator):
         if not isinstance(self.plan_output, dict) or "plan" not in self.plan_output:
             raise AirflowFailException("no plan to approve (see the plan task)")
         config = load_cluster(str(self.cluster))
-        from kafka_runbooks.operators.remediate import load_recorded_plan  # the plan as recorded, never XCom's copy
+        from kafka_runbooks.operators.recorded import load_recorded_plan  # the plan as recorded, never XCom's copy
 
         plan, _, _ = load_recorded_plan(self.plan_output, "nothing to approve")
         if plan.cluster != config.name:

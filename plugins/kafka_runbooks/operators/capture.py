@@ -26,8 +26,8 @@ class MaintenanceLockGate:
 
     @contextlib.contextmanager
     def session(self):
-        from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
-        from kafka_runbooks.remediate.lock import MaintenanceLock
+        from kafka_runbooks.hooks.zookeeper import ZooKeeperHook  # deferred: loaded when the task runs, not when a DAG file is parsed
+        from kafka_runbooks.remediate.lock import MaintenanceLock  # deferred: loaded when the task runs, not when a DAG file is parsed
 
         with ZooKeeperHook(self.config.zk_conn_id, timeout_s=self.config.capture.connect_timeout_s,
                            cluster=self.config.name).session() as zk:
@@ -44,8 +44,8 @@ class MaintenanceLockGate:
         """The evidence that the broker does not serve -- a direct check taken now had no answer (time-out, refused
         connection), corroborated by a not-serving finding of it (``capture.commands.intrusive_evidence``) -- or None,
         the reason in ``why_not``."""
-        from kafka_runbooks.capture.commands import intrusive_evidence
-        from kafka_runbooks.hooks.kafka import KafkaHook
+        from kafka_runbooks.capture.commands import intrusive_evidence  # deferred: loaded when the task runs, not when a DAG file is parsed
+        from kafka_runbooks.hooks.kafka import KafkaHook  # deferred: loaded when the task runs, not when a DAG file is parsed
 
         broker = self.brokers.get(int(broker_id))
         if broker is None:
@@ -96,14 +96,14 @@ class CaptureEvidenceOperator(BaseOperator):
         self.incident = incident
 
     def execute(self, context) -> dict[str, Any]:
-        from kafka_runbooks.capture.bundle import EvidenceBundle
-        from kafka_runbooks.capture.collector import FAILED, capture_cluster
-        from kafka_runbooks.config import load_cluster
-        from kafka_runbooks.hooks.kafka import KafkaHook
-        from kafka_runbooks.incidents.store import IncidentStore, ResponseRefused
-        from kafka_runbooks.model import ClusterSnapshot, Finding
-        from kafka_runbooks.state.bundles import BundleIndex
-        from kafka_runbooks.detect.observe import brokers_to_probe, known_registrations
+        from kafka_runbooks.capture.bundle import EvidenceBundle  # deferred: loaded when the task runs, not when a DAG file is parsed
+        from kafka_runbooks.capture.collector import FAILED, capture_cluster  # deferred: loaded when the task runs, not when a DAG file is parsed
+        from kafka_runbooks.config import load_cluster  # deferred: loaded when the task runs, not when a DAG file is parsed
+        from kafka_runbooks.hooks.kafka import KafkaHook  # deferred: loaded when the task runs, not when a DAG file is parsed
+        from kafka_runbooks.incidents.store import IncidentStore, ResponseRefused  # deferred: loaded when the task runs, not when a DAG file is parsed
+        from kafka_runbooks.model import ClusterSnapshot, Finding  # deferred: loaded when the task runs, not when a DAG file is parsed
+        from kafka_runbooks.state.bundles import BundleIndex  # deferred: loaded when the task runs, not when a DAG file is parsed
+        from kafka_runbooks.detect.observe import brokers_to_probe, known_registrations  # deferred: loaded when the task runs, not when a DAG file is parsed
 
         config = load_cluster(self.incident["cluster"])
         incident_id = self.incident["incident_id"]
@@ -140,8 +140,8 @@ class CaptureEvidenceOperator(BaseOperator):
         zk_servers = list(self.incident.get("zookeeper_servers") or [])
         members = []
         if zk_servers:  # a ZooKeeper incident: every member of the ensemble, jstack of the affected one(s)
-            from kafka_runbooks.detect.zk_probe import members as zk_members
-            from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
+            from kafka_runbooks.detect.zk_probe import members as zk_members  # deferred: loaded when the task runs, not when a DAG file is parsed
+            from kafka_runbooks.hooks.zookeeper import ZooKeeperHook  # deferred: loaded when the task runs, not when a DAG file is parsed
 
             members = zk_members(config, ZooKeeperHook(config.zk_conn_id).servers)
         manifest = capture_cluster(

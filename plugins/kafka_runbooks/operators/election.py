@@ -43,14 +43,14 @@ class PlanElectionOperator(BaseOperator):
         self.cluster, self.broker_ids, self.reason, self.mode, self.resume = cluster, broker_ids, reason, mode, resume
 
     def execute(self, context) -> dict[str, Any]:
-        from kafka_runbooks import clock
-        from kafka_runbooks.detect.snapshot import read_snapshot
-        from kafka_runbooks.hooks.kafka import KafkaHook
-        from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
-        from kafka_runbooks.incidents.store import IncidentStore
-        from kafka_runbooks.remediate import election as E
-        from kafka_runbooks.remediate import ledger as L
-        from kafka_runbooks.remediate.digest import plan_digest
+        from kafka_runbooks import clock  # deferred: loaded when the task runs, not when a DAG file is parsed
+        from kafka_runbooks.detect.snapshot import read_snapshot  # deferred: loaded when the task runs, not when a DAG file is parsed
+        from kafka_runbooks.hooks.kafka import KafkaHook  # deferred: loaded when the task runs, not when a DAG file is parsed
+        from kafka_runbooks.hooks.zookeeper import ZooKeeperHook  # deferred: loaded when the task runs, not when a DAG file is parsed
+        from kafka_runbooks.incidents.store import IncidentStore  # deferred: loaded when the task runs, not when a DAG file is parsed
+        from kafka_runbooks.remediate import election as E  # deferred: loaded when the task runs, not when a DAG file is parsed
+        from kafka_runbooks.remediate import ledger as L  # deferred: loaded when the task runs, not when a DAG file is parsed
+        from kafka_runbooks.remediate.digest import plan_digest  # deferred: loaded when the task runs, not when a DAG file is parsed
 
         config = _config(self.cluster)
         dry_run = str(self.mode).strip().lower() in ("dry-run", "dry_run", "dryrun", "plan")
@@ -81,7 +81,7 @@ class PlanElectionOperator(BaseOperator):
                                 trigger={"kind": E.KIND, "requested": brokers, "started_by": starter},
                                 opened_by=starter or _actor(context))
             record_id = record["id"]
-        from kafka_runbooks.hooks.kafka import KafkaHook
+        from kafka_runbooks.hooks.kafka import KafkaHook  # deferred: loaded when the task runs, not when a DAG file is parsed
 
         version = KafkaHook(config.kafka_conn_id, listener=config.listener).kafka_version(
             snapshot.brokers, config.health.kafka_probe_timeout_s, config.kafka_version)  # read from the brokers
@@ -92,13 +92,13 @@ class PlanElectionOperator(BaseOperator):
                       "\n".join([f"  {b.reason}: {', '.join(b.partitions)}" for b in plan.batches]
                                 + [f"  refused: {r}" for r in plan.refusals] + [f"  conditions: {dict(plan.conditions)}"]))
         if dry_run:
-            from kafka_runbooks.operators.summary import set_run_note
-            from kafka_runbooks.remediate.progress import election_plan_note
+            from kafka_runbooks.operators.summary import set_run_note  # deferred: loaded when the task runs, not when a DAG file is parsed
+            from kafka_runbooks.remediate.progress import election_plan_note  # deferred: loaded when the task runs, not when a DAG file is parsed
 
             set_run_note(context, self.log, election_plan_note(plan, digest, dry_run=True))  # the plan, readable in the UI
             if plan.refused:  # as loud as a real refusal (issue 32 point 2): this task fails, the close task says why
-                from kafka_runbooks.operators.summary import REFUSED_KEY
-                from kafka_runbooks.remediate.progress import refusal_summary
+                from kafka_runbooks.operators.summary import REFUSED_KEY  # deferred: loaded when the task runs, not when a DAG file is parsed
+                from kafka_runbooks.remediate.progress import refusal_summary  # deferred: loaded when the task runs, not when a DAG file is parsed
 
                 one_line = refusal_summary(plan)
                 self.log.warning("DRY RUN: would be %s", one_line)
@@ -114,8 +114,8 @@ class PlanElectionOperator(BaseOperator):
                         details={"refusals": list(plan.refusals), "plan": plan.to_dict(), "digest": digest, "run_id": context["ti"].run_id,
                                  "resume": _truthy(self.resume), "already_elected": elected})
             if plan.refused:
-                from kafka_runbooks.operators.summary import REFUSED_KEY
-                from kafka_runbooks.remediate.progress import refusal_summary
+                from kafka_runbooks.operators.summary import REFUSED_KEY  # deferred: loaded when the task runs, not when a DAG file is parsed
+                from kafka_runbooks.remediate.progress import refusal_summary  # deferred: loaded when the task runs, not when a DAG file is parsed
 
                 one_line = refusal_summary(plan)
                 store.close(record_id, actor=starter or _actor(context),
@@ -140,14 +140,14 @@ class WaitForElectionWindowOperator(BaseOperator):
         self.plan_output = plan_output
 
     def _plan(self):
-        from kafka_runbooks.model import Plan
+        from kafka_runbooks.model import Plan  # deferred: loaded when the task runs, not when a DAG file is parsed
 
         if not isinstance(self.plan_output, dict) or "plan" not in self.plan_output:
             raise AirflowFailException("no plan (see the plan task); nothing elected")
         return Plan.from_dict(self.plan_output["plan"])
 
     def execute(self, context) -> Any:
-        from kafka_runbooks.triggers.election import ElectionReadyTrigger
+        from kafka_runbooks.triggers.election import ElectionReadyTrigger  # deferred: loaded when the task runs, not when a DAG file is parsed
 
         plan = self._plan()
         config = _config(plan.cluster)
@@ -157,7 +157,7 @@ class WaitForElectionWindowOperator(BaseOperator):
                    method_name="execute_complete", timeout=deadline)
 
     def execute_complete(self, context, event: dict[str, Any]) -> dict[str, Any]:
-        from kafka_runbooks.incidents.store import IncidentStore
+        from kafka_runbooks.incidents.store import IncidentStore  # deferred: loaded when the task runs, not when a DAG file is parsed
 
         plan = self._plan()
         config = _config(plan.cluster)
@@ -167,7 +167,7 @@ class WaitForElectionWindowOperator(BaseOperator):
                     details=dict(event or {}))
         if status != "ready":
             reason = (event or {}).get("reason") or f"unexpected event {event!r}"
-            from kafka_runbooks.remediate.ledger import Ledger
+            from kafka_runbooks.remediate.ledger import Ledger  # deferred: loaded when the task runs, not when a DAG file is parsed
 
             Ledger(config, plan.roll_id).append("gave_up", context["ti"].run_id, reason=reason)
             raise AirflowFailException(reason)
@@ -179,7 +179,7 @@ class ExecuteElectionOperator(ClusterChangingOperator):
     """Uses the approval (sealed, this plan, this run, once), then runs the batches (``election_run.run``)."""
 
     def execute(self, context) -> dict[str, Any]:
-        from kafka_runbooks.remediate import election_run as R
+        from kafka_runbooks.remediate import election_run as R  # deferred: loaded when the task runs, not when a DAG file is parsed
 
         plan, config, decision, approver = self.approved_plan(context, "nothing elected")
         ti = context["ti"]
@@ -206,10 +206,10 @@ class CloseElectionOperator(BaseOperator):
         self.plan_output, self.decision, self.wait, self.result = plan_output, decision, wait, result
 
     def execute(self, context) -> dict[str, Any]:
-        from kafka_runbooks.incidents.store import IncidentStore
-        from kafka_runbooks.remediate.ledger import Ledger
+        from kafka_runbooks.incidents.store import IncidentStore  # deferred: loaded when the task runs, not when a DAG file is parsed
+        from kafka_runbooks.remediate.ledger import Ledger  # deferred: loaded when the task runs, not when a DAG file is parsed
 
-        from kafka_runbooks.operators import summary
+        from kafka_runbooks.operators import summary  # deferred: loaded when the task runs, not when a DAG file is parsed
 
         out = self.plan_output if isinstance(self.plan_output, dict) else {}
         plan = out.get("plan") or {}
@@ -259,8 +259,8 @@ class ScheduledElectionsOperator(BaseOperator):
     and does not stop the others (``ScheduleErrorsOperator``, last, fails the run naming it)."""
 
     def execute(self, context) -> list[dict[str, Any]]:
-        from kafka_runbooks.config import ConfigError, raw_clusters, load_cluster
-        from kafka_runbooks.schedules import due_at
+        from kafka_runbooks.config import ConfigError, raw_clusters, load_cluster  # deferred: loaded when the task runs, not when a DAG file is parsed
+        from kafka_runbooks.schedules import due_at  # deferred: loaded when the task runs, not when a DAG file is parsed
 
         start, end = context["data_interval_start"], context["data_interval_end"]
         raw = raw_clusters()
@@ -293,10 +293,10 @@ class ScheduledElectionsOperator(BaseOperator):
     def _decide(self, config, fire, context) -> dict[str, Any] | None:
         import dataclasses
 
-        from kafka_runbooks.detect.snapshot import read_snapshot
-        from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
-        from kafka_runbooks.remediate.election_schedule import imbalance_summary, skip_reason
-        from kafka_runbooks.remediate.host import read_static_configs
+        from kafka_runbooks.detect.snapshot import read_snapshot  # deferred: loaded when the task runs, not when a DAG file is parsed
+        from kafka_runbooks.hooks.zookeeper import ZooKeeperHook  # deferred: loaded when the task runs, not when a DAG file is parsed
+        from kafka_runbooks.remediate.election_schedule import imbalance_summary, skip_reason  # deferred: loaded when the task runs, not when a DAG file is parsed
+        from kafka_runbooks.remediate.host import read_static_configs  # deferred: loaded when the task runs, not when a DAG file is parsed
 
         with ZooKeeperHook(config.zk_conn_id, timeout_s=config.capture.connect_timeout_s).session() as zk:
             snapshot = read_snapshot(zk, config.name)
@@ -318,8 +318,8 @@ class ScheduledElectionsOperator(BaseOperator):
         return {"trigger_run_id": run_id, "conf": conf}
 
     def _audit(self, config, context, outcome: str, details: dict[str, Any]) -> None:
-        from kafka_runbooks.incidents.store import IncidentExists, IncidentStore
-        from kafka_runbooks.remediate.election_schedule import AUDIT_SUFFIX
+        from kafka_runbooks.incidents.store import IncidentExists, IncidentStore  # deferred: loaded when the task runs, not when a DAG file is parsed
+        from kafka_runbooks.remediate.election_schedule import AUDIT_SUFFIX  # deferred: loaded when the task runs, not when a DAG file is parsed
 
         store = IncidentStore(config)
         record_id = f"{config.name}-{AUDIT_SUFFIX}"
@@ -353,8 +353,8 @@ class ScheduleErrorsOperator(BaseOperator):
 def clear_pending_election(config, entries) -> str | None:
     """The close of an election whose worker died mid-batch removes the batch's own pending
     /admin/preferred_replica_election (``election_run.clear_interrupted_batch``); what it did, or None."""
-    from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
-    from kafka_runbooks.remediate.election_run import clear_interrupted_batch, open_batch
+    from kafka_runbooks.hooks.zookeeper import ZooKeeperHook  # deferred: loaded when the task runs, not when a DAG file is parsed
+    from kafka_runbooks.remediate.election_run import clear_interrupted_batch, open_batch  # deferred: loaded when the task runs, not when a DAG file is parsed
 
     if open_batch(entries) is None:
         return None

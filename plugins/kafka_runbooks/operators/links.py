@@ -12,19 +12,7 @@ import urllib.parse
 
 from airflow.sdk import BaseOperatorLink
 
-PREFIX = "/kafka-runbooks"
-
-
-def _base() -> str:
-    """The api-server's public URL when configured (``[api] base_url``), else a path on the same server."""
-    try:
-        from airflow.configuration import conf
-
-        base = conf.get("api", "base_url", fallback="") or ""
-    except Exception:  # noqa: BLE001 - a link is never worth failing a task
-        base = ""
-    base = base.rstrip("/")
-    return base if base.startswith(("http://", "https://")) else ""
+from kafka_runbooks.urls import PREFIX, _base, incident_url  # noqa: F401 - the links' own names, and their home before
 
 
 def run_path(dag_id: str, run_id: str, suffix: str = "") -> str:
@@ -47,9 +35,3 @@ class ReportLink(BaseOperatorLink):
 
 
 LINKS = (IncidentLink(), ReportLink())
-
-
-def incident_url(cluster: str, record_id: str) -> str:
-    """The record's page in the kafka-runbooks app (absolute when ``[api] base_url`` is set)."""
-    q = lambda v: urllib.parse.quote(str(v), safe="")  # noqa: E731
-    return f"{_base()}{PREFIX}/incidents/{q(cluster)}/{q(record_id)}"

@@ -16,6 +16,7 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from kafka_runbooks.operators.links import LINKS
+from kafka_runbooks.operators.recorded import _config
 from kafka_runbooks.operators.remediate import ClusterChangingOperator
 
 GATES = (
@@ -26,20 +27,11 @@ GATES = (
 )
 
 
-def _config(cluster: str):
-    from kafka_runbooks.config import ConfigError, load_cluster
-
-    try:
-        return load_cluster(str(cluster))
-    except ConfigError as exc:
-        raise AirflowFailException(str(exc)) from exc
-
-
 def _evidence(config, snapshot, suspects: Sequence[int]) -> tuple[dict[int, str], dict[int, Any]]:
     """{broker: evidence} for suspects that fail a direct check now AND that an open incident says are not serving."""
-    from kafka_runbooks.incidents.store import IncidentStore
-    from kafka_runbooks.remediate.executor import check_brokers
-    from kafka_runbooks.remediate.safety import incident_evidence
+    from kafka_runbooks.incidents.store import IncidentStore  # deferred: loaded when the task runs, not when a DAG file is parsed
+    from kafka_runbooks.remediate.executor import check_brokers  # deferred: loaded when the task runs, not when a DAG file is parsed
+    from kafka_runbooks.remediate.safety import incident_evidence  # deferred: loaded when the task runs, not when a DAG file is parsed
 
     said = incident_evidence(IncidentStore(config).records(config.name), snapshot)
     checks = check_brokers(config, snapshot, [b for b in suspects if b in said])
@@ -58,13 +50,13 @@ class PlanMitigationOperator(BaseOperator):
         self.incident = incident
 
     def execute(self, context) -> dict[str, Any]:
-        from kafka_runbooks.detect.snapshot import read_snapshot
-        from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
-        from kafka_runbooks.incidents.store import IncidentStore
-        from kafka_runbooks.remediate import demote as D
-        from kafka_runbooks.remediate import ledger as L
-        from kafka_runbooks.remediate.demote_run import to_plan
-        from kafka_runbooks.remediate.digest import plan_digest
+        from kafka_runbooks.detect.snapshot import read_snapshot  # deferred: loaded when the task runs, not when a DAG file is parsed
+        from kafka_runbooks.hooks.zookeeper import ZooKeeperHook  # deferred: loaded when the task runs, not when a DAG file is parsed
+        from kafka_runbooks.incidents.store import IncidentStore  # deferred: loaded when the task runs, not when a DAG file is parsed
+        from kafka_runbooks.remediate import demote as D  # deferred: loaded when the task runs, not when a DAG file is parsed
+        from kafka_runbooks.remediate import ledger as L  # deferred: loaded when the task runs, not when a DAG file is parsed
+        from kafka_runbooks.remediate.demote_run import to_plan  # deferred: loaded when the task runs, not when a DAG file is parsed
+        from kafka_runbooks.remediate.digest import plan_digest  # deferred: loaded when the task runs, not when a DAG file is parsed
 
         incident = self.incident if isinstance(self.incident, dict) else {}
         if not incident.get("broker_ids"):
@@ -108,8 +100,8 @@ class MitigateOperator(ClusterChangingOperator):
     """Moves leadership as approved (``remediate/demote_run.py``); never retries."""
 
     def execute(self, context) -> dict[str, Any]:
-        from kafka_runbooks.remediate import demote_run as R
-        from kafka_runbooks.remediate.executor import Execution, Halted, Refused
+        from kafka_runbooks.remediate import demote_run as R  # deferred: loaded when the task runs, not when a DAG file is parsed
+        from kafka_runbooks.remediate.executor import Execution, Halted, Refused  # deferred: loaded when the task runs, not when a DAG file is parsed
 
         plan, config, decision, approver = self.approved_plan(context, "leadership was not moved")
         ti = context["ti"]
@@ -137,11 +129,11 @@ class RestoreOrderOperator(BaseOperator):
         self.mitigation = mitigation
 
     def execute(self, context) -> dict[str, Any]:
-        from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
-        from kafka_runbooks.incidents.store import IncidentStore
-        from kafka_runbooks.remediate import demote as D
-        from kafka_runbooks.remediate.demote_run import restore_order
-        from kafka_runbooks.remediate.lock import MaintenanceLock
+        from kafka_runbooks.hooks.zookeeper import ZooKeeperHook  # deferred: loaded when the task runs, not when a DAG file is parsed
+        from kafka_runbooks.incidents.store import IncidentStore  # deferred: loaded when the task runs, not when a DAG file is parsed
+        from kafka_runbooks.remediate import demote as D  # deferred: loaded when the task runs, not when a DAG file is parsed
+        from kafka_runbooks.remediate.demote_run import restore_order  # deferred: loaded when the task runs, not when a DAG file is parsed
+        from kafka_runbooks.remediate.lock import MaintenanceLock  # deferred: loaded when the task runs, not when a DAG file is parsed
 
         m = self.mitigation if isinstance(self.mitigation, dict) else {}
         if not m.get("restore"):

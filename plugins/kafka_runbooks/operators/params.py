@@ -25,7 +25,7 @@ def configured_brokers(raw=None) -> dict[int, list[str]]:
     health-check DAG file does) -> the clusters that have it. Empty when nothing is configured or it cannot be read."""
     if raw is None:
         try:
-            from kafka_runbooks.config import raw_clusters
+            from kafka_runbooks.config import raw_clusters  # deferred: loaded when the task runs, not when a DAG file is parsed
 
             raw = raw_clusters(missing_ok=True)
         except Exception:  # noqa: BLE001 - no Variable, no metadata DB: the form falls back to a JSON list of numbers

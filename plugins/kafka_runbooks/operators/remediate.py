@@ -18,6 +18,7 @@ from kafka_runbooks.policies import POOL  # per cluster at run time: kafka_runbo
 from kafka_runbooks import metrics
 from kafka_runbooks.truth import FALSE_WORDS, TRUE_WORDS, truthy as _truthy
 from kafka_runbooks.operators.links import LINKS
+from kafka_runbooks.operators.recorded import _config, load_recorded_plan, plan_reference  # noqa: F401 - their home before
 
 ROLLING_RESTART = "rolling_restart"
 INCIDENT_RESTART = "incident_restart"
@@ -33,13 +34,6 @@ def _actor(context) -> str:
     return f"dag:{context['ti'].dag_id}/run:{context['ti'].run_id}"
 
 
-def _config(cluster: str):
-    from kafka_runbooks.config import ConfigError, load_cluster
-
-    try:
-        return load_cluster(str(cluster))
-    except ConfigError as exc:
-        raise AirflowFailException(str(exc)) from exc
 
 
 def resume_target(value: Any) -> str | None:
@@ -59,8 +53,8 @@ def find_resumable_roll(store, cluster: str, record_id: str | None = None) -> tu
     """The latest open rolling-restart record of ``cluster`` whose ledger says it halted -- or whose worker died in
     the middle of a step (a ``step_started`` that never ended: ``executor.interrupted_step``). ``record_id``: only
     that roll (None when it is not an open, resumable roll of ``cluster``)."""
-    from kafka_runbooks.remediate.executor import interrupted_step
-    from kafka_runbooks.remediate.ledger import Ledger, find_resumable
+    from kafka_runbooks.remediate.executor import interrupted_step  # deferred: loaded when the task runs, not when a DAG file is parsed
+    from kafka_runbooks.remediate.ledger import Ledger, find_resumable  # deferred: loaded when the task runs, not when a DAG file is parsed
 
     if record_id is not None:
         for record in store.records(cluster, statuses=["open"]):
@@ -82,38 +76,11 @@ def find_resumable_roll(store, cluster: str, record_id: str | None = None) -> tu
     return found
 
 
-def plan_reference(plan_output: Any) -> tuple[str, str, str]:
-    """(cluster, record id, digest): all XCom is trusted for -- which recorded plan."""
-    plan = (plan_output or {}).get("plan") if isinstance(plan_output, dict) else None
-    if not isinstance(plan, dict) or not plan.get("roll_id") or not plan_output.get("digest"):
-        raise ValueError("the plan task's output names no recorded plan (record and digest)")
-    return str(plan.get("cluster")), str(plan["roll_id"]), str(plan_output["digest"])
-
-
-def load_recorded_plan(plan_output: Any, nothing: str):
-    """(plan, config, findings) of the plan the plan task recorded (its ``planned`` ledger entry) under the digest the
-    plan output names; AirflowFailException saying ``nothing`` was done otherwise."""
-    from kafka_runbooks.remediate.ledger import Ledger, PlanNotRecorded, recorded_plan
-
-    try:
-        cluster, record_id, digest = plan_reference(plan_output)
-    except ValueError as exc:
-        raise AirflowFailException(f"{exc}; {nothing}") from exc
-    config = _config(cluster)
-    try:
-        plan, findings = recorded_plan(Ledger(config, record_id).entries(), digest)
-    except PlanNotRecorded as exc:
-        raise AirflowFailException(f"{exc}; {nothing}") from exc
-    if plan.cluster != config.name:
-        raise AirflowFailException(f"the recorded plan is of cluster {plan.cluster!r}, not {config.name!r}; {nothing}")
-    return plan, config, findings
-
-
 def how_it_ended(store, record_id: str, progress) -> str:
     """How the roll's last run ended, for the resume's log: halted (why), or cut (the worker died: which broker's step,
     its stop sent when)."""
-    from kafka_runbooks.remediate.executor import interrupted_step
-    from kafka_runbooks.remediate.ledger import Ledger
+    from kafka_runbooks.remediate.executor import interrupted_step  # deferred: loaded when the task runs, not when a DAG file is parsed
+    from kafka_runbooks.remediate.ledger import Ledger  # deferred: loaded when the task runs, not when a DAG file is parsed
 
     halted = progress.halted or {}
     if halted.get("cut") and halted.get("broker_id") is not None:
@@ -131,9 +98,9 @@ def how_it_ended(store, record_id: str, progress) -> str:
 def read_cluster(config, nothing: str):
     """The cluster's snapshot from its ZooKeeper; an ensemble that does not answer fails the task naming it (which
     servers, which connection, how long it waited) -- never a bare ``KazooTimeoutError`` traceback."""
-    from kafka_runbooks.detect.observe import zookeeper_unreachable
-    from kafka_runbooks.detect.snapshot import read_snapshot
-    from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
+    from kafka_runbooks.detect.observe import zookeeper_unreachable  # deferred: loaded when the task runs, not when a DAG file is parsed
+    from kafka_runbooks.detect.snapshot import read_snapshot  # deferred: loaded when the task runs, not when a DAG file is parsed
+    from kafka_runbooks.hooks.zookeeper import ZooKeeperHook  # deferred: loaded when the task runs, not when a DAG file is parsed
 
     hook = ZooKeeperHook(config.zk_conn_id, timeout_s=config.capture.connect_timeout_s)
     try:
@@ -154,11 +121,11 @@ def use_approval(context, plan, config, nothing: str, canary: bool = False):
     not older than ``approvals.max_age_s`` and has not been used, and uses it (recorded in the ledger and the
     audit). Returns (decision, approver); AirflowFailException saying ``nothing`` and what changed otherwise.
     Every remediation's execute task calls this before it changes anything."""
-    from kafka_runbooks.incidents.store import IncidentStore
-    from kafka_runbooks.operators.approval import approval_secret
-    from kafka_runbooks.remediate.approvals import ApprovalError, Decision, usable_refusals
-    from kafka_runbooks.remediate.digest import approval_digest, execution_binding
-    from kafka_runbooks.remediate.ledger import Ledger
+    from kafka_runbooks.incidents.store import IncidentStore  # deferred: loaded when the task runs, not when a DAG file is parsed
+    from kafka_runbooks.operators.approval import approval_secret  # deferred: loaded when the task runs, not when a DAG file is parsed
+    from kafka_runbooks.remediate.approvals import ApprovalError, Decision, usable_refusals  # deferred: loaded when the task runs, not when a DAG file is parsed
+    from kafka_runbooks.remediate.digest import approval_digest, execution_binding  # deferred: loaded when the task runs, not when a DAG file is parsed
+    from kafka_runbooks.remediate.ledger import Ledger  # deferred: loaded when the task runs, not when a DAG file is parsed
 
     ti = context["ti"]
     store = IncidentStore(config)
@@ -193,7 +160,7 @@ def use_approval(context, plan, config, nothing: str, canary: bool = False):
 def show_plan(context, log, config, plan, digest: str, dry_run: bool, snapshot, settings) -> dict[str, Any]:
     """The plan as a person reads it (``operators/summary.py``): a refusal's one-line summary first, the plan once,
     a dry run's plan as the run's note. Returns the refusal's one-line summary."""
-    from kafka_runbooks.operators import summary
+    from kafka_runbooks.operators import summary  # deferred: loaded when the task runs, not when a DAG file is parsed
 
     return summary.show_plan(context, log, config, plan, digest, dry_run, snapshot, settings, render_plan(plan, digest))
 
@@ -217,13 +184,13 @@ def fresh_plan(config, approved, canary: bool = False):
     """The approved plan computed again on the cluster as it is now -- the same evidence gathered the same way
     (static configs, the open incidents, direct checks of every holder and of every waived broker) -- for
     ``executor.plan_changed``."""
-    from kafka_runbooks.detect.snapshot import read_snapshot
-    from kafka_runbooks.hooks.kafka import KafkaHook
-    from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
-    from kafka_runbooks.incidents.store import IncidentStore
-    from kafka_runbooks.remediate.executor import serving_evidence, unconfigured_replicas
-    from kafka_runbooks.remediate.host import static_config_state, unreachable_hosts
-    from kafka_runbooks.remediate.plan import plan_restart, safety_settings
+    from kafka_runbooks.detect.snapshot import read_snapshot  # deferred: loaded when the task runs, not when a DAG file is parsed
+    from kafka_runbooks.hooks.kafka import KafkaHook  # deferred: loaded when the task runs, not when a DAG file is parsed
+    from kafka_runbooks.hooks.zookeeper import ZooKeeperHook  # deferred: loaded when the task runs, not when a DAG file is parsed
+    from kafka_runbooks.incidents.store import IncidentStore  # deferred: loaded when the task runs, not when a DAG file is parsed
+    from kafka_runbooks.remediate.executor import serving_evidence, unconfigured_replicas  # deferred: loaded when the task runs, not when a DAG file is parsed
+    from kafka_runbooks.remediate.host import static_config_state, unreachable_hosts  # deferred: loaded when the task runs, not when a DAG file is parsed
+    from kafka_runbooks.remediate.plan import plan_restart, safety_settings  # deferred: loaded when the task runs, not when a DAG file is parsed
 
     static, unread = static_config_state(config)
     with ZooKeeperHook(config.zk_conn_id, timeout_s=config.capture.connect_timeout_s).session() as zk:
@@ -270,13 +237,13 @@ class PlanRemediationOperator(BaseOperator):
         self.report = report
 
     def execute(self, context) -> dict[str, Any]:
-        from kafka_runbooks.incidents.store import IncidentStore
-        from kafka_runbooks.model import Finding
-        from kafka_runbooks.remediate import ledger as L
-        from kafka_runbooks.remediate.digest import plan_digest
-        from kafka_runbooks.remediate.executor import interrupted_step, serving_evidence, unconfigured_replicas
-        from kafka_runbooks.remediate.host import static_config_state, unreachable_hosts
-        from kafka_runbooks.remediate.plan import plan_restart, safety_settings
+        from kafka_runbooks.incidents.store import IncidentStore  # deferred: loaded when the task runs, not when a DAG file is parsed
+        from kafka_runbooks.model import Finding  # deferred: loaded when the task runs, not when a DAG file is parsed
+        from kafka_runbooks.remediate import ledger as L  # deferred: loaded when the task runs, not when a DAG file is parsed
+        from kafka_runbooks.remediate.digest import plan_digest  # deferred: loaded when the task runs, not when a DAG file is parsed
+        from kafka_runbooks.remediate.executor import interrupted_step, serving_evidence, unconfigured_replicas  # deferred: loaded when the task runs, not when a DAG file is parsed
+        from kafka_runbooks.remediate.host import static_config_state, unreachable_hosts  # deferred: loaded when the task runs, not when a DAG file is parsed
+        from kafka_runbooks.remediate.plan import plan_restart, safety_settings  # deferred: loaded when the task runs, not when a DAG file is parsed
 
         incident = self.incident if isinstance(self.incident, dict) else None
         cluster = incident["cluster"] if incident else self.cluster
@@ -338,7 +305,7 @@ class PlanRemediationOperator(BaseOperator):
                 opened_by=starter or _actor(context),
             )
             record_id = record["id"]
-        from kafka_runbooks.hooks.kafka import KafkaHook
+        from kafka_runbooks.hooks.kafka import KafkaHook  # deferred: loaded when the task runs, not when a DAG file is parsed
 
         version = KafkaHook(config.kafka_conn_id, listener=config.listener).kafka_version(
             snapshot.brokers, config.health.kafka_probe_timeout_s, config.kafka_version)  # read from the brokers
@@ -356,7 +323,7 @@ class PlanRemediationOperator(BaseOperator):
             raise AirflowFailException(f"dry run: would be {shown['summary']}; nothing was asked and nothing changed (every "
                                        "reason is in the plan above)")
         if not dry_run:
-            from kafka_runbooks.state.plans import PlanDetails
+            from kafka_runbooks.state.plans import PlanDetails  # deferred: loaded when the task runs, not when a DAG file is parsed
 
             PlanDetails(config).put(record_id, digest, plan)  # every line and refusal; the plan carries its fingerprint
             L.Ledger(config, record_id).append(L.PLANNED, context["ti"].run_id, plan=plan.to_dict(), digest=digest,
@@ -387,8 +354,8 @@ class PlanRemediationOperator(BaseOperator):
     def _not_serving(self, config, snapshot, findings):
         """The waiver's evidence: this run's stuck-thread / stalled-request findings AND a direct check failing now.
         Returns (evidence, the checks taken)."""
-        from kafka_runbooks.remediate.executor import check_brokers
-        from kafka_runbooks.remediate.safety import NOT_SERVING_FINDING_KINDS, not_serving_evidence
+        from kafka_runbooks.remediate.executor import check_brokers  # deferred: loaded when the task runs, not when a DAG file is parsed
+        from kafka_runbooks.remediate.safety import NOT_SERVING_FINDING_KINDS, not_serving_evidence  # deferred: loaded when the task runs, not when a DAG file is parsed
 
         suspects = sorted({b for f in findings if f.kind in NOT_SERVING_FINDING_KINDS for b in f.broker_ids})
         checks = check_brokers(config, snapshot, suspects)
@@ -427,14 +394,14 @@ class ExecutePlanOperator(ClusterChangingOperator):
     """Runs the approved restart plan through the engine, after checking it against fresh state."""
 
     def execute(self, context) -> dict[str, Any]:
-        from kafka_runbooks.incidents.store import IncidentStore
-        from kafka_runbooks.remediate import executor as E
+        from kafka_runbooks.incidents.store import IncidentStore  # deferred: loaded when the task runs, not when a DAG file is parsed
+        from kafka_runbooks.remediate import executor as E  # deferred: loaded when the task runs, not when a DAG file is parsed
 
         plan, config, decision, approver = self.approved_plan(context, "nothing restarted")
         ti = context["ti"]
         store = IncidentStore(config)
 
-        from kafka_runbooks.remediate import ledger as L
+        from kafka_runbooks.remediate import ledger as L  # deferred: loaded when the task runs, not when a DAG file is parsed
 
         changed = L.waiver_refusals(plan, getattr(self, "recorded_findings", []))
         if not changed:
@@ -474,12 +441,12 @@ class CloseRollOperator(BaseOperator):
         self.result = result
 
     def execute(self, context) -> dict[str, Any]:
-        from kafka_runbooks.incidents.store import IncidentStore
-        from kafka_runbooks.remediate import ledger as L
-        from kafka_runbooks.remediate.executor import interrupted_step, interruption_report
-        from kafka_runbooks.remediate.ledger import Ledger
+        from kafka_runbooks.incidents.store import IncidentStore  # deferred: loaded when the task runs, not when a DAG file is parsed
+        from kafka_runbooks.remediate import ledger as L  # deferred: loaded when the task runs, not when a DAG file is parsed
+        from kafka_runbooks.remediate.executor import interrupted_step, interruption_report  # deferred: loaded when the task runs, not when a DAG file is parsed
+        from kafka_runbooks.remediate.ledger import Ledger  # deferred: loaded when the task runs, not when a DAG file is parsed
 
-        from kafka_runbooks.operators import summary
+        from kafka_runbooks.operators import summary  # deferred: loaded when the task runs, not when a DAG file is parsed
 
         out = self.plan_output if isinstance(self.plan_output, dict) else {}
         plan = out.get("plan") or {}
@@ -557,7 +524,7 @@ class CloseRollOperator(BaseOperator):
 def replay_journal(config, ledger, store) -> int:
     """Writes what an execute task on this worker kept in its journal (``remediate/ledger.Journal``) while the state
     database failed; the rest stays in the file (said in the log)."""
-    from kafka_runbooks.remediate import ledger as L
+    from kafka_runbooks.remediate import ledger as L  # deferred: loaded when the task runs, not when a DAG file is parsed
 
     try:
         return L.Journal.of(config, ledger.record_id).replay(L.store_writer(ledger, store))
@@ -567,7 +534,7 @@ def replay_journal(config, ledger, store) -> int:
 
 def refused_in(entries: Sequence[dict[str, Any]], run_id: str) -> dict[str, Any] | None:
     """The ``refused`` entry of ``run_id`` (its execution ended before any stop), when it is its last word."""
-    from kafka_runbooks.remediate import ledger as L
+    from kafka_runbooks.remediate import ledger as L  # deferred: loaded when the task runs, not when a DAG file is parsed
 
     mine = [e for e in entries if e.get("run_id") == run_id and e.get("event") in (L.REFUSED, L.HALTED, L.COMPLETED)]
     return mine[-1] if mine and mine[-1].get("event") == L.REFUSED else None
@@ -575,7 +542,7 @@ def refused_in(entries: Sequence[dict[str, Any]], run_id: str) -> dict[str, Any]
 
 def across_runs(entries: Sequence[dict[str, Any]]) -> tuple[list[int], str]:
     """(every broker restarted by the roll, in order, across all its runs; what cut a run, or "")."""
-    from kafka_runbooks.remediate import ledger as L
+    from kafka_runbooks.remediate import ledger as L  # deferred: loaded when the task runs, not when a DAG file is parsed
 
     restarted = list(L.progress(entries).completed)
     cuts = [e for e in entries if e.get("event") == L.HALTED and e.get("cut")]
@@ -591,7 +558,7 @@ def interrupted_execution(entries: Sequence[dict[str, Any]], run_id: str) -> str
     """Why the roll must count as halted when ``run_id``'s execution used its approval and then recorded no end (no
     step failure, refusal, halt or completion): its task died with its worker (SIGKILL, a lost machine) and Airflow
     failed it. None when the execution ended by itself or never started."""
-    from kafka_runbooks.remediate import ledger as L
+    from kafka_runbooks.remediate import ledger as L  # deferred: loaded when the task runs, not when a DAG file is parsed
 
     mine = [e for e in entries if e.get("run_id") == run_id]
     if not any(e.get("event") == L.APPROVAL_USED for e in mine):
@@ -624,7 +591,7 @@ class ClusterRecoveredSensor(BaseSensorOperator):
         self.incident = incident
 
     def poke(self, context) -> PokeReturnValue:
-        from kafka_runbooks.detect.detectors import detect
+        from kafka_runbooks.detect.detectors import detect  # deferred: loaded when the task runs, not when a DAG file is parsed
         from kafka_runbooks.detect.observe import take_snapshot  # keeps DAG parsing fast: the clients load at run time
 
         config = _config(self.incident["cluster"])

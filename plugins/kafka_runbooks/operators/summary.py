@@ -97,8 +97,8 @@ def dag_paused(log, dag_id: str) -> bool | None:
 
 def election_hint(log, left) -> str | None:
     """The leftover-imbalance line's pointer to the election DAG: linked, and whether it is paused."""
-    from kafka_runbooks.operators.links import _base
-    from kafka_runbooks.remediate import progress
+    from kafka_runbooks.operators.links import _base  # deferred: loaded when the task runs, not when a DAG file is parsed
+    from kafka_runbooks.remediate import progress  # deferred: loaded when the task runs, not when a DAG file is parsed
 
     if not left:
         return None
@@ -106,7 +106,7 @@ def election_hint(log, left) -> str | None:
 
 
 def _page(config, record_id: str | None) -> str | None:
-    from kafka_runbooks.operators.links import incident_url
+    from kafka_runbooks.operators.links import incident_url  # deferred: loaded when the task runs, not when a DAG file is parsed
 
     return incident_url(config.name, record_id) if record_id else None
 
@@ -114,7 +114,7 @@ def _page(config, record_id: str | None) -> str | None:
 def show_plan(context, log, config, plan, digest: str, dry_run: bool, snapshot, settings, rendered: str) -> dict[str, Any]:
     """Logs the plan once (a refused plan: its one-line summary first); a dry run's and a refused plan's readable
     plan become the run's note; a refused plan is pushed for the close task (``REFUSED_KEY``)."""
-    from kafka_runbooks.remediate import progress
+    from kafka_runbooks.remediate import progress  # deferred: loaded when the task runs, not when a DAG file is parsed
 
     one_line = progress.refusal_summary(plan) if plan.refused else None
     if one_line:
@@ -148,9 +148,9 @@ def close_refused(context, log, refused: Mapping[str, Any]) -> dict[str, Any]:
 
 def finished(context, log, config, record_id: str, kind: str, result: Mapping[str, Any]) -> str:
     """The summary of a finished restart: logged, noted on the record, set as the run's note."""
-    from kafka_runbooks.incidents.store import IncidentStore
+    from kafka_runbooks.incidents.store import IncidentStore  # deferred: loaded when the task runs, not when a DAG file is parsed
     from kafka_runbooks.runbook.cluster import cluster_now  # keeps DAG parsing fast: ZooKeeper client at run time
-    from kafka_runbooks.remediate import progress
+    from kafka_runbooks.remediate import progress  # deferred: loaded when the task runs, not when a DAG file is parsed
 
     left = progress.not_preferred(cluster_now(config))
     text = progress.run_summary(kind, config.name, result, outcome="DONE, every gate passed", imbalance=left,
@@ -164,9 +164,9 @@ def finished(context, log, config, record_id: str, kind: str, result: Mapping[st
 def election_finished(context, log, config, record_id: str, result: Mapping[str, Any], brokers=()) -> str:
     """The summary of a finished preferred-replica election (what was elected, the imbalance left): logged, noted on the
     record, set as the run's note."""
-    from kafka_runbooks.incidents.store import IncidentStore
+    from kafka_runbooks.incidents.store import IncidentStore  # deferred: loaded when the task runs, not when a DAG file is parsed
     from kafka_runbooks.runbook.cluster import cluster_now  # keeps DAG parsing fast: ZooKeeper client at run time
-    from kafka_runbooks.remediate import progress
+    from kafka_runbooks.remediate import progress  # deferred: loaded when the task runs, not when a DAG file is parsed
 
     now = cluster_now(config)
     left = progress.not_preferred_by_broker(now)
@@ -184,7 +184,7 @@ def election_finished(context, log, config, record_id: str, result: Mapping[str,
 def incident_outcome(context, log, config, incident_id: str, status: str, text: str, result: Mapping[str, Any] | None = None) -> str:
     """The response run's last word: what happened to the incident (logged and as the run's note)."""
     from kafka_runbooks.runbook.cluster import cluster_now  # keeps DAG parsing fast: ZooKeeper client at run time
-    from kafka_runbooks.remediate import progress
+    from kafka_runbooks.remediate import progress  # deferred: loaded when the task runs, not when a DAG file is parsed
 
     left = progress.not_preferred(cluster_now(config)) if result and result.get("restarted") else []
     summary = progress.run_summary("incident response", config.name, result, outcome=f"incident {incident_id} {status}: {text}",

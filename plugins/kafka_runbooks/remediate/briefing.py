@@ -144,7 +144,7 @@ def what(plan: Plan) -> str:
 
 def risk(plan: Plan, min_isr: Mapping[str, int | None] | None = None) -> str:
     """The headline's risk: the blast radius in one sentence (``blast.headline``), offline partitions said plainly."""
-    from kafka_runbooks.remediate.blast import headline, plan_counts
+    from kafka_runbooks.remediate.blast import headline, plan_counts  # deferred: loaded on first use, not when a DAG file is parsed
 
     if plan.kind == "preferred_election":
         return f"leadership of {sum(len(b.partitions) for b in plan.batches)} partition(s) moves, in batches"
@@ -161,7 +161,7 @@ def risk(plan: Plan, min_isr: Mapping[str, int | None] | None = None) -> str:
 
 
 def step_offline(step, min_isr: Mapping[str, int | None] | None = None) -> int:
-    from kafka_runbooks.remediate.blast import step_counts
+    from kafka_runbooks.remediate.blast import step_counts  # deferred: loaded on first use, not when a DAG file is parsed
 
     return step_counts(step, min_isr)["offline"]
 
@@ -170,7 +170,7 @@ def offline_reasons(plan: Plan, min_isr: Mapping[str, int | None] | None = None)
     """Why each step's OFFLINE count is what it is, in words: a broker proven not serving (``plan.not_serving``) that is
     the only in-sync replica of a partition leaves it ALREADY unavailable -- nothing answers for it now, the restart is
     what brings it back; any other broker would take it offline."""
-    from kafka_runbooks.remediate.asking import plain
+    from kafka_runbooks.remediate.asking import plain  # deferred: loaded on first use, not when a DAG file is parsed
 
     out = []
     for s in plan.steps:
@@ -189,7 +189,7 @@ def offline_reasons(plan: Plan, min_isr: Mapping[str, int | None] | None = None)
 def _offline_section(step, count: int) -> list[str]:
     """The partitions the step takes offline, by name: its broker is their only live in-sync replica (a stuck leader
     whose ISR shrank to itself), so they are unavailable for the whole restart -- nothing moves them or keeps them up."""
-    from kafka_runbooks.remediate.blast import offline_names
+    from kafka_runbooks.remediate.blast import offline_names  # deferred: loaded on first use, not when a DAG file is parsed
 
     if not count:
         return []

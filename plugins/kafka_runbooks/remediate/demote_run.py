@@ -65,7 +65,7 @@ def write_and_wait(zk, path: str, payload: bytes, timeout_s: float, guard: Calla
     it; the seconds that took. Not taken in time: removed again when still ours, then Halted."""
     from kazoo.exceptions import NodeExistsError
 
-    from kafka_runbooks.remediate.waits import Waker, wait_for
+    from kafka_runbooks.remediate.waits import Waker, wait_for  # deferred: loaded on first use, not when a DAG file is parsed
 
     t0 = time.monotonic()
     try:
@@ -91,7 +91,7 @@ def reorder_and_wait(zk, config, moving: D.DemotePlan, guard: Callable[[], None]
     partition's reassignment pending until its replicas are back in sync (Kafka before 2.4 cannot cancel one)."""
     from kazoo.exceptions import NodeExistsError
 
-    from kafka_runbooks.detect.snapshot import read_snapshot
+    from kafka_runbooks.detect.snapshot import read_snapshot  # deferred: loaded on first use, not when a DAG file is parsed
 
     t0 = time.monotonic()
     try:
@@ -130,8 +130,8 @@ def remove_if_ours(zk, path: str, payload: bytes) -> bool:
 
 def fresh_demote(ex: Execution, zk) -> tuple[Any, D.DemotePlan, Any]:
     """(snapshot, the plan again on it, the direct check of the broker now)."""
-    from kafka_runbooks.detect.snapshot import read_snapshot
-    from kafka_runbooks.hooks.kafka import KafkaHook
+    from kafka_runbooks.detect.snapshot import read_snapshot  # deferred: loaded on first use, not when a DAG file is parsed
+    from kafka_runbooks.hooks.kafka import KafkaHook  # deferred: loaded on first use, not when a DAG file is parsed
 
     b = int(ex.plan.conditions["broker_id"])
     snapshot = read_snapshot(zk, ex.config.name)
@@ -149,10 +149,10 @@ def fresh_demote(ex: Execution, zk) -> tuple[Any, D.DemotePlan, Any]:
 def _gates(zk, ex: Execution, dplan: D.DemotePlan, moves: list[D.Move], guard) -> dict[str, Any]:
     """ZooKeeper and the new leaders' own metadata agree that B leads none of the moved partitions; coordinators loaded;
     a canary round through every serving leader. Halted otherwise."""
-    from kafka_runbooks.detect.snapshot import read_snapshot
-    from kafka_runbooks.hooks.kafka import KafkaHook
-    from kafka_runbooks.remediate.election_run import _coordinators_loaded
-    from kafka_runbooks.remediate.gates import canary_leaders
+    from kafka_runbooks.detect.snapshot import read_snapshot  # deferred: loaded on first use, not when a DAG file is parsed
+    from kafka_runbooks.hooks.kafka import KafkaHook  # deferred: loaded on first use, not when a DAG file is parsed
+    from kafka_runbooks.remediate.election_run import _coordinators_loaded  # deferred: loaded on first use, not when a DAG file is parsed
+    from kafka_runbooks.remediate.gates import canary_leaders  # deferred: loaded on first use, not when a DAG file is parsed
 
     cfg = ex.config
     hook = KafkaHook(cfg.kafka_conn_id, listener=cfg.listener)
@@ -207,9 +207,9 @@ def _views_disagree(views, moved: D.DemotePlan) -> list[str]:
 
 def run(ex: Execution) -> dict[str, Any]:
     """Runs the approved demotion. Raises Refused (nothing changed) or Halted (stopped after an action)."""
-    from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
-    from kafka_runbooks.incidents.store import IncidentStore
-    from kafka_runbooks.remediate.lock import LockBusy, LockLost, MaintenanceLock
+    from kafka_runbooks.hooks.zookeeper import ZooKeeperHook  # deferred: loaded on first use, not when a DAG file is parsed
+    from kafka_runbooks.incidents.store import IncidentStore  # deferred: loaded on first use, not when a DAG file is parsed
+    from kafka_runbooks.remediate.lock import LockBusy, LockLost, MaintenanceLock  # deferred: loaded on first use, not when a DAG file is parsed
 
     cfg = ex.config
     store = IncidentStore(cfg)
@@ -278,7 +278,7 @@ def run(ex: Execution) -> dict[str, Any]:
 
 
 def _halt(ex: Execution, ledger, audit, zk, b: int, phase: str, reason: str) -> None:
-    from kafka_runbooks.detect.snapshot import read_snapshot
+    from kafka_runbooks.detect.snapshot import read_snapshot  # deferred: loaded on first use, not when a DAG file is parsed
 
     try:
         snapshot = read_snapshot(zk, ex.config.name)
@@ -295,7 +295,7 @@ def _halt(ex: Execution, ledger, audit, zk, b: int, phase: str, reason: str) -> 
 def restore_order(zk, config, restore: Mapping[str, list[int]], guard: Callable[[], None] | None = None) -> dict[str, Any]:
     """After B's restart passed its gates: the original replica order written back (``demote.restore_payload``), so the
     deferred preferred election returns leadership to B. {"restored": [...], "left": [...], "controller_s"}."""
-    from kafka_runbooks.detect.snapshot import read_snapshot
+    from kafka_runbooks.detect.snapshot import read_snapshot  # deferred: loaded on first use, not when a DAG file is parsed
 
     payload, left = D.restore_payload(restore, read_snapshot(zk, config.name))
     if payload is None:

@@ -87,7 +87,7 @@ def _not_holders(plan: Plan) -> list[int]:
 
 def _seen_effects(plan: Plan) -> dict[int, set[str]]:
     """Each step's blast radius lines the plan carries (all of them when computed here), id lists sorted."""
-    from kafka_runbooks.remediate.blast import normalized
+    from kafka_runbooks.remediate.blast import normalized  # deferred: loaded on first use, not when a DAG file is parsed
 
     full = plan.detail.effects if plan.detail is not None else {}
     return {s.broker_id: {normalized(e) for e in full.get(s.broker_id, s.blast_radius)} for s in plan.steps}
@@ -96,7 +96,7 @@ def _seen_effects(plan: Plan) -> dict[int, set[str]]:
 def _blast_changes(approved: Plan, fresh: Plan) -> list[str]:
     """Each step whose whole blast radius differs (by its fingerprint; by its lines for a plan without one): the
     counts, and the lines known to differ."""
-    from kafka_runbooks.remediate.blast import KINDS, step_counts
+    from kafka_runbooks.remediate.blast import KINDS, step_counts  # deferred: loaded on first use, not when a DAG file is parsed
 
     out = []
     seen, now = _seen_effects(approved), _seen_effects(fresh)
@@ -206,7 +206,7 @@ class FreshState:
 def check_brokers(config: ClusterConfig, snapshot: ClusterSnapshot, broker_ids: Iterable[int]) -> dict[int, Any]:
     """Direct Kafka-protocol checks of the registered brokers among ``broker_ids``, in parallel, each bounded by
     ``health.kafka_probe_timeout_s`` (``KafkaHook.check_all``): {broker: KafkaCheck}."""
-    from kafka_runbooks.hooks.kafka import KafkaHook
+    from kafka_runbooks.hooks.kafka import KafkaHook  # deferred: loaded on first use, not when a DAG file is parsed
 
     brokers = [snapshot.broker(b) for b in sorted(set(broker_ids))]
     brokers = [b for b in brokers if b is not None]
@@ -224,7 +224,7 @@ def serving_evidence(config: ClusterConfig, snapshot: ClusterSnapshot, stopping:
     the waiver where its broker still fails its check; every broker that did not answer, or that an open
     incident says is not serving (``records``), as no holder. ``checked``: checks already taken for this decision.
     ``check``: how the brokers are checked (``check_brokers``: the KafkaHook, bounded, in parallel)."""
-    from kafka_runbooks.remediate.safety import holders_to_check, incident_evidence, unanswered
+    from kafka_runbooks.remediate.safety import holders_to_check, incident_evidence, unanswered  # deferred: loaded on first use, not when a DAG file is parsed
 
     stopping = list(stopping)
     wanted = set(waived) | {h for b in stopping for h in holders_to_check(snapshot, b)}
@@ -250,12 +250,12 @@ def read_fresh_state(zk, ex: Execution, broker_id: int) -> FreshState:
     """Everything the safety rules read for stopping ``broker_id``, now: the brokers' static configs over SSH, the
     open incidents, ZooKeeper, direct checks of every holder -- then ZooKeeper again (the state the stop is
     checked on is the newest; holders that appeared meanwhile are checked too)."""
-    from kafka_runbooks.detect.snapshot import read_snapshot
-    from kafka_runbooks.hooks.kafka import KafkaHook
-    from kafka_runbooks.incidents.store import IncidentStore
-    from kafka_runbooks.remediate.host import static_config_state
-    from kafka_runbooks.remediate.plan import safety_settings
-    from kafka_runbooks.remediate.safety import holders_to_check
+    from kafka_runbooks.detect.snapshot import read_snapshot  # deferred: loaded on first use, not when a DAG file is parsed
+    from kafka_runbooks.hooks.kafka import KafkaHook  # deferred: loaded on first use, not when a DAG file is parsed
+    from kafka_runbooks.incidents.store import IncidentStore  # deferred: loaded on first use, not when a DAG file is parsed
+    from kafka_runbooks.remediate.host import static_config_state  # deferred: loaded on first use, not when a DAG file is parsed
+    from kafka_runbooks.remediate.plan import safety_settings  # deferred: loaded on first use, not when a DAG file is parsed
+    from kafka_runbooks.remediate.safety import holders_to_check  # deferred: loaded on first use, not when a DAG file is parsed
 
     cfg = ex.config
     static, unread = static_config_state(cfg)
@@ -295,7 +295,7 @@ def unconfigured_replicas(config: ClusterConfig, snapshot: ClusterSnapshot) -> d
 
 def probe_consumer_config(ex: Execution, snapshot: ClusterSnapshot):
     """consumer_config(group) for the coordinator probes, bootstrapped at the live brokers."""
-    from kafka_runbooks.hooks.kafka import KafkaHook, broker_address, client_config
+    from kafka_runbooks.hooks.kafka import KafkaHook, broker_address, client_config  # deferred: loaded on first use, not when a DAG file is parsed
 
     cfg = ex.config
     hook = KafkaHook(cfg.kafka_conn_id, listener=cfg.listener)
@@ -328,7 +328,7 @@ class Records:
 
     def audit(self, action: str, outcome: str, *, host: str | None = None, command=None,
               details: Mapping[str, Any] | None = None) -> None:
-        from kafka_runbooks.remediate import progress
+        from kafka_runbooks.remediate import progress  # deferred: loaded on first use, not when a DAG file is parsed
 
         self.recorder.best(self._audit_item(action, outcome, host, command, details))
         try:
@@ -352,7 +352,7 @@ def stop_gate(records: Records, broker_id: int, check_now, fresh_s: float, *, mo
     while the last check is older than ``fresh_s`` (the intent's write took long), check again, writing nothing in
     between: the stop command leaves at most ``fresh_s`` after the last direct check. A refusal, or an intent that
     cannot be committed, raises StepFailed with ``stopped=False``: nothing was stopped."""
-    from kafka_runbooks.remediate.steps import StepFailed
+    from kafka_runbooks.remediate.steps import StepFailed  # deferred: loaded on first use, not when a DAG file is parsed
 
     def checked(first: bool):
         t = monotonic()
@@ -386,15 +386,15 @@ def stop_gate(records: Records, broker_id: int, check_now, fresh_s: float, *, mo
 
 def run(ex: Execution) -> dict[str, Any]:
     """Execute ``ex.plan``; returns what was done. Raises Refused (nothing changed) or Halted."""
-    from kafka_runbooks.detect.snapshot import read_snapshot
-    from kafka_runbooks.hooks.ssh import StrictSSHHook
-    from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
-    from kafka_runbooks.incidents.store import IncidentStore
-    from kafka_runbooks.remediate import gates as G
-    from kafka_runbooks.remediate import progress
-    from kafka_runbooks.remediate.host import BrokerHost
-    from kafka_runbooks.remediate.lock import LockBusy, LockLost, MaintenanceLock
-    from kafka_runbooks.remediate.steps import StepFailed, restart_broker
+    from kafka_runbooks.detect.snapshot import read_snapshot  # deferred: loaded on first use, not when a DAG file is parsed
+    from kafka_runbooks.hooks.ssh import StrictSSHHook  # deferred: loaded on first use, not when a DAG file is parsed
+    from kafka_runbooks.hooks.zookeeper import ZooKeeperHook  # deferred: loaded on first use, not when a DAG file is parsed
+    from kafka_runbooks.incidents.store import IncidentStore  # deferred: loaded on first use, not when a DAG file is parsed
+    from kafka_runbooks.remediate import gates as G  # deferred: loaded on first use, not when a DAG file is parsed
+    from kafka_runbooks.remediate import progress  # deferred: loaded on first use, not when a DAG file is parsed
+    from kafka_runbooks.remediate.host import BrokerHost  # deferred: loaded on first use, not when a DAG file is parsed
+    from kafka_runbooks.remediate.lock import LockBusy, LockLost, MaintenanceLock  # deferred: loaded on first use, not when a DAG file is parsed
+    from kafka_runbooks.remediate.steps import StepFailed, restart_broker  # deferred: loaded on first use, not when a DAG file is parsed
 
     cfg = ex.config
     progress.quiet_connection_noise()
@@ -498,7 +498,7 @@ def run(ex: Execution) -> dict[str, Any]:
                         why = G.canary_coverage(now, cfg.canary.topic)
                         if why:
                             raise G.GateFailed("canary", "; ".join(why))
-                        from kafka_runbooks.hooks.kafka import KafkaHook
+                        from kafka_runbooks.hooks.kafka import KafkaHook  # deferred: loaded on first use, not when a DAG file is parsed
 
                         res = G.canary_gate(
                             KafkaHook(cfg.kafka_conn_id, listener=cfg.listener), lambda: read_snapshot(zk, cfg.name),
@@ -568,7 +568,7 @@ def _halt(ex: Execution, records: Records, zk, broker_id: int | None, phase: str
           code: str | None = None) -> None:
     """Halts: the cluster as it is now, described; the ledger and the audit written best-effort (a failing database
     never keeps the halt from being raised). Raises Halted."""
-    from kafka_runbooks.detect.snapshot import read_snapshot
+    from kafka_runbooks.detect.snapshot import read_snapshot  # deferred: loaded on first use, not when a DAG file is parsed
 
     try:
         snapshot = read_snapshot(zk, ex.config.name)

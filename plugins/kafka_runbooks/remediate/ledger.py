@@ -144,8 +144,8 @@ def recorded_plan(entries: Iterable[Mapping[str, Any]], digest: str):
     """(the plan, the findings recorded with it) of the ``planned`` entry with ``digest`` -- the plan the plan task
     computed and recorded in the state database, whatever XCom carries. The digest is computed again from the recorded
     plan. PlanNotRecorded otherwise."""
-    from kafka_runbooks.model import Plan
-    from kafka_runbooks.remediate.digest import plan_digest
+    from kafka_runbooks.model import Plan  # deferred: loaded on first use, not when a DAG file is parsed
+    from kafka_runbooks.remediate.digest import plan_digest  # deferred: loaded on first use, not when a DAG file is parsed
 
     for e in entries:
         if e.get("event") == PLANNED and e.get("digest") == digest and isinstance(e.get("plan"), Mapping):
@@ -159,7 +159,7 @@ def recorded_plan(entries: Iterable[Mapping[str, Any]], digest: str):
 def waiver_refusals(plan, findings: Iterable[Mapping[str, Any]]) -> list[str]:
     """The not-serving waiver computed again from the findings recorded with the plan: a waived broker needs a recorded
     stuck-thread / stalled-request finding naming it (the direct check is taken again at execute time)."""
-    from kafka_runbooks.remediate.safety import NOT_SERVING_FINDING_KINDS
+    from kafka_runbooks.remediate.safety import NOT_SERVING_FINDING_KINDS  # deferred: loaded on first use, not when a DAG file is parsed
 
     named = {int(b) for f in findings if f.get("kind") in NOT_SERVING_FINDING_KINDS for b in f.get("broker_ids") or ()}
     return [f"broker {b} is under the not-serving waiver, but no not-serving finding recorded with the plan names it: "
@@ -183,7 +183,7 @@ class Journal:
 
     @classmethod
     def of(cls, config: Any, record_id: str) -> "Journal":
-        from kafka_runbooks.state.incidents import validate_id
+        from kafka_runbooks.state.incidents import validate_id  # deferred: loaded on first use, not when a DAG file is parsed
 
         return cls(Path(config.incident_base) / "journal" / f"{validate_id(record_id, 'record id')}.jsonl")
 

@@ -112,7 +112,7 @@ def say(log: logging.Logger, action: str, outcome: str, details: Mapping[str, An
 
 def quiet_connection_noise() -> None:
     """SSH and ZooKeeper connection chatter at DEBUG (``hooks/quiet.py``)."""
-    from kafka_runbooks.hooks.quiet import quiet_connection_noise as quiet
+    from kafka_runbooks.hooks.quiet import quiet_connection_noise as quiet  # deferred: loaded on first use, not when a DAG file is parsed
 
     quiet()
 
@@ -155,7 +155,7 @@ def _plan_head(plan: Plan, dry_run: bool) -> list[str]:
 
 def plan_note(plan: Plan, digest: str, *, dry_run: bool, incident_url: str | None = None) -> str:
     """The readable plan (Markdown), for the run's note and the log of a dry run or a refused plan."""
-    from kafka_runbooks.remediate.blast import headline, plan_counts, step_counts
+    from kafka_runbooks.remediate.blast import headline, plan_counts, step_counts  # deferred: loaded on first use, not when a DAG file is parsed
 
     out = _plan_head(plan, dry_run)
     out.append(f"Order: {list(plan.broker_order)}" + (f"; already done: {list(plan.completed)}" if plan.completed else "")
@@ -177,7 +177,7 @@ def plan_note(plan: Plan, digest: str, *, dry_run: bool, incident_url: str | Non
 def _offline_said(step, count: int, shown: int = 10) -> str:
     """"; 2 OFFLINE for the whole restart (orders-2, orders-5)": partitions whose only live in-sync replica is the step's
     broker are never counted as kept up."""
-    from kafka_runbooks.remediate.blast import offline_names
+    from kafka_runbooks.remediate.blast import offline_names  # deferred: loaded on first use, not when a DAG file is parsed
 
     if not count:
         return ""

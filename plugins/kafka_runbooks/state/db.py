@@ -188,7 +188,7 @@ class StateDb:
         measured on, never a worker's clock."""
         import datetime as dt
 
-        from kafka_runbooks import clock
+        from kafka_runbooks import clock  # deferred: loaded on first use, not when a DAG file is parsed
 
         with self.read() as c:
             if c.dialect.name == "sqlite":

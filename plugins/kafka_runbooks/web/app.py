@@ -24,6 +24,7 @@ from fastapi import Depends, FastAPI, HTTPException
 
 from kafka_runbooks.web.common import PAGE_CSP, REPORT_CSP, SECURITY_HEADERS  # noqa: F401 - routes and tests read them here too
 from kafka_runbooks.web.common import configs as _configs
+from kafka_runbooks.web.fleet import fleet_document
 
 PREFIX = "/kafka-runbooks"
 
@@ -39,21 +40,6 @@ def _reader():
         return user
 
     return reader
-
-
-def fleet_document(only: str | None = None) -> dict[str, Any]:
-    from kafka_runbooks.state.fleet import fleet_overview
-
-    configs, errors = _configs()
-    if only is not None:
-        configs = [c for c in configs if c.name == only]
-        errors = {k: v for k, v in errors.items() if k == only}
-        if not configs and not errors:
-            raise HTTPException(status_code=404, detail=f"no cluster {only!r} in the Variable kafka_runbooks_clusters")
-    doc = fleet_overview(configs)
-    doc["clusters"] = sorted(doc["clusters"] + [{"cluster": n, "error": f"settings: {why}"} for n, why in errors.items()],
-                             key=lambda e: e["cluster"])
-    return doc
 
 
 def create_app() -> FastAPI:

@@ -13,13 +13,13 @@ from kafka_runbooks.web import pages as P
 
 
 def _html(text: str, status_code: int = 200) -> HTMLResponse:
-    from kafka_runbooks.web.common import PAGE_CSP, SECURITY_HEADERS
+    from kafka_runbooks.web.common import PAGE_CSP, SECURITY_HEADERS  # deferred: loaded on first use, not when a DAG file is parsed
 
     return HTMLResponse(text, status_code=status_code, headers={"Content-Security-Policy": PAGE_CSP, **SECURITY_HEADERS})
 
 
 def _config(cluster: str):
-    from kafka_runbooks.web.common import configs as _configs
+    from kafka_runbooks.web.common import configs as _configs  # deferred: loaded on first use, not when a DAG file is parsed
 
     configs, errors = _configs()
     for c in configs:
@@ -31,7 +31,7 @@ def _config(cluster: str):
 
 
 def _view(cluster: str, incident_id: str):
-    from kafka_runbooks.state import state_of
+    from kafka_runbooks.state import state_of  # deferred: loaded on first use, not when a DAG file is parsed
 
     config = _config(cluster)
     try:
@@ -41,8 +41,8 @@ def _view(cluster: str, incident_id: str):
 
 
 def _all_records() -> tuple[dict[str, list[dict[str, Any]]], dict[str, str]]:
-    from kafka_runbooks.state import state_of
-    from kafka_runbooks.web.common import configs as _configs
+    from kafka_runbooks.state import state_of  # deferred: loaded on first use, not when a DAG file is parsed
+    from kafka_runbooks.web.common import configs as _configs  # deferred: loaded on first use, not when a DAG file is parsed
 
     configs, errors = _configs()
     out: dict[str, list[dict[str, Any]]] = {}
@@ -55,8 +55,8 @@ def _all_records() -> tuple[dict[str, list[dict[str, Any]]], dict[str, str]]:
 
 
 def _records_of_run(dag_id: str, run_id: str) -> list[tuple[str, dict[str, Any]]]:
-    from kafka_runbooks.state import state_of
-    from kafka_runbooks.web.common import configs as _configs
+    from kafka_runbooks.state import state_of  # deferred: loaded on first use, not when a DAG file is parsed
+    from kafka_runbooks.web.common import configs as _configs  # deferred: loaded on first use, not when a DAG file is parsed
 
     configs, _ = _configs()
     groups: dict[Any, list[str]] = {}
@@ -85,9 +85,9 @@ def _bundles(config, view) -> list[tuple[dict, list[dict], str | None]]:
 def _watch(names) -> dict[str, dict[str, Any]]:
     """Per cluster: is it watched (``web/watch.py``) -- its last check (state database), its health DAG and the
     triggerer (Airflow's metadata database, read by the api-server this runs in)."""
-    from kafka_runbooks.config import health_schedules, raw_clusters
-    from kafka_runbooks.web import watch as W
-    from kafka_runbooks.web.app import fleet_document
+    from kafka_runbooks.config import health_schedules, raw_clusters  # deferred: loaded on first use, not when a DAG file is parsed
+    from kafka_runbooks.web import watch as W  # deferred: loaded on first use, not when a DAG file is parsed
+    from kafka_runbooks.web.fleet import fleet_document  # deferred as the page's other reads
 
     names = sorted(names)
     doc = fleet_document()
@@ -113,7 +113,7 @@ def add(app: FastAPI, reader) -> None:
 
     @app.get("/fleet", dependencies=[reader], response_class=HTMLResponse)
     def fleet_page() -> HTMLResponse:
-        from kafka_runbooks.web.app import fleet_document
+        from kafka_runbooks.web.fleet import fleet_document  # deferred as the page's other reads
 
         return _html(P.fleet_page(fleet_document()))
 
@@ -138,7 +138,7 @@ def add(app: FastAPI, reader) -> None:
 
     @app.get("/incidents/{cluster}/{incident_id}/report", dependencies=[reader])
     def report(cluster: str, incident_id: str):
-        from kafka_runbooks.web.common import REPORT_CSP, SECURITY_HEADERS
+        from kafka_runbooks.web.common import REPORT_CSP, SECURITY_HEADERS  # deferred: loaded on first use, not when a DAG file is parsed
 
         config, view = _view(cluster, incident_id)
         path, problem = I.report_of(view, config.bundle_base)
@@ -149,7 +149,7 @@ def add(app: FastAPI, reader) -> None:
 
     @app.get("/incidents/{cluster}/{incident_id}/files/{capture}/{relpath:path}", dependencies=[reader])
     def bundle_file(cluster: str, incident_id: str, capture: str, relpath: str):
-        from kafka_runbooks.web.common import REPORT_CSP, SECURITY_HEADERS
+        from kafka_runbooks.web.common import REPORT_CSP, SECURITY_HEADERS  # deferred: loaded on first use, not when a DAG file is parsed
 
         config, view = _view(cluster, incident_id)
         try:
