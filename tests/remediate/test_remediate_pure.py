@@ -322,3 +322,12 @@ def test_issue_17_open_incidents_count_until_the_broker_registers_again():
     assert incident_evidence([{**record, "trigger": {"kind": "rolling_restart"}}], s) == {}
     later = dataclasses.replace(s, brokers=tuple(Broker(b.id, b.host, b.port, registered_at="2024-01-01T02:00:00Z") for b in s.brokers))
     assert incident_evidence([record], later) == {}  # restarted since: the finding is about its previous life
+
+
+def test_a_process_reads_as_a_person_reads_it_in_the_kill_line():
+    """Issue 32 point 7: the kill line said ``process [{'pid': 7, 'state': 'S', 'started': ...}]``."""
+    from kafka_runbooks.remediate.host import parse_ps
+
+    (p,) = parse_ps("  4242 Sl   Sun Nov 29 05:33:01 2026\n")
+    assert p.describe() == "pid 4242 (started Sun Nov 29 05:33:01 2026, state Sl)"
+    assert "{" not in p.describe()

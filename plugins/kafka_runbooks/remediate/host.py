@@ -38,6 +38,10 @@ class ProcessInfo:
     def to_dict(self) -> dict[str, Any]:
         return {"pid": self.pid, "state": self.state, "started": self.started}
 
+    def describe(self) -> str:
+        """As a person reads it in a log line: "pid 4242 (started Sun Nov 29 05:33:01 2026, state S)"."""
+        return f"pid {self.pid} (started {self.started}, state {self.state})"
+
 
 _PS_LINE = re.compile(r"^\s*(\d+)\s+(\S+)\s+(.+?)\s*$")
 

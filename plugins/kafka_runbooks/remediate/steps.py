@@ -171,7 +171,7 @@ def restart_broker(zk, host: BrokerHost, gates: GateSettings, audit: Audit, log,
 
     remaining = max(0.0, stop_s - (time.monotonic() - t0))
     if wait_for(process_gone, timeout_s=remaining, poll_s=gates.poll_s, guard=guard) is None:
-        alive = [p.to_dict() for p in host.processes() if (p.pid, p.started) in old]
+        alive = ", ".join(p.describe() for p in host.processes() if (p.pid, p.started) in old)  # as a person reads it
         if not cfg.kill_command:
             raise StepFailed(b, "stop", f"the broker process {alive} is still alive {stop_s:g}s after the stop command "
                              "and no kill_command is configured; the broker is left as it is", host.last_log_lines())
