@@ -34,9 +34,8 @@ def build() -> DAG:
             **maintenance_params(brokers="Broker ids to restart; empty = every broker of the cluster.",
                                  execute="asks for approval, then restarts"),
             "canary": Param(True, type="boolean", description="Gate every start on a canary produce/consume (the cluster's canary topic)."),
-            "resume": Param(False, type=["boolean", "string"],
-                            description="true: continue the cluster's last halted roll from its failed step; a roll's record id: "
-                                        "continue that roll only."),
+            # a boolean in the form (Airflow renders a switch); the operator also takes a roll's record id (resume_target)
+            "resume": Param(False, type="boolean", description="Continue the cluster's last halted roll from its failed step."),
         },
     ) as dag:
         plan = PlanRemediationOperator(
