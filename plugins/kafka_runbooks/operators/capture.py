@@ -105,6 +105,9 @@ class CaptureEvidenceOperator(BaseOperator):
         from kafka_runbooks.state.bundles import BundleIndex  # deferred: loaded when the task runs, not when a DAG file is parsed
         from kafka_runbooks.detect.observe import brokers_to_probe, known_registrations  # deferred: loaded when the task runs, not when a DAG file is parsed
 
+        if not isinstance(self.incident, dict) or not self.incident.get("incident_id"):
+            # it runs whatever the mitigation before it did (trigger rule all_done), so also after a failed open_incident
+            raise AirflowFailException("no incident was opened (see the open_incident task): nothing to capture")
         config = load_cluster(self.incident["cluster"])
         incident_id = self.incident["incident_id"]
         try:  # least power: at most capture.max_per_hour captures of a cluster in any hour, counted before any SSH
