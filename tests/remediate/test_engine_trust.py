@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -236,6 +237,27 @@ def test_the_stop_leaves_at_most_check_fresh_s_after_the_last_direct_check(engin
     restart_broker(broker, broker, GATES, lambda *a, **k: None, logging.getLogger("t"), before_stop=before_stop)
     assert events == ["check", "check", "stop"]
     assert [e["event"] for e in engine.ledger.entries()] == ["step_started"]
+
+
+def test_a_check_slower_than_check_fresh_s_is_not_stale_for_its_own_duration(engine):
+    """Seen in the deployed suite (load ~14): the holders' direct checks took longer than gates.check_fresh_s, and the
+    gate, which measured the check's age from its start, refused every try ("no direct check of the holders within 5s
+    of the stop after 5 tries"). The age runs from when the check was complete."""
+    records = engine.make_records()
+    from kafka_runbooks.remediate import executor as E
+    from kafka_runbooks.remediate.steps import restart_broker
+
+    events: list[str] = []
+    broker = Broker(on_stop=lambda: events.append("stop"))
+
+    def slow_check():
+        events.append("check")
+        time.sleep(0.5)  # longer than fresh_s below
+        return [], {}
+
+    before_stop = E.stop_gate(records, 2, slow_check, fresh_s=0.3)
+    restart_broker(broker, broker, GATES, lambda *a, **k: None, logging.getLogger("t"), before_stop=before_stop)
+    assert events == ["check", "stop"]
 
 
 def test_a_broker_already_down_is_started_not_stopped_and_the_audit_says_so():

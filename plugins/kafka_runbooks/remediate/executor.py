@@ -350,13 +350,14 @@ def stop_gate(records: Records, broker_id: int, check_now, fresh_s: float, *, mo
     """``before_stop`` of a step: check (``check_now() -> (refusals, details)``: the lock proven in ZooKeeper, the
     state read again, every holder checked directly) -> the intent committed (``step_started``, state ``stopping``) ->
     while the last check is older than ``fresh_s`` (the intent's write took long), check again, writing nothing in
-    between: the stop command leaves at most ``fresh_s`` after the last direct check. A refusal, or an intent that
+    between: the stop command leaves at most ``fresh_s`` after the last direct check was complete (its age runs from
+    when it ended: a check that itself takes longer than ``fresh_s`` on a loaded machine is not stale for that). A refusal, or an intent that
     cannot be committed, raises StepFailed with ``stopped=False``: nothing was stopped."""
     from kafka_runbooks.remediate.steps import StepFailed  # deferred: loaded on first use, not when a DAG file is parsed
 
     def checked(first: bool):
-        t = monotonic()
         why, details = check_now()
+        t = monotonic()  # when the check's evidence was complete: its own duration (slow on a loaded host) is not its age
         if why:
             records.audit("safety_check_before_stop", "refused", details={"broker_id": broker_id, "refusals": why, **details})
             raise StepFailed(broker_id, "safety check right before the stop", "; ".join(why[:10]) + "; nothing was stopped",
