@@ -36,7 +36,8 @@ START = re.compile(r"^(?:\./run\b|python3? -m |python3? benchmarks/)")
 PLACEHOLDERS = {"<pytest args>": "--collect-only -q tests/test_versions.py", "<fault> <id>": "hang 3", "<id>": "000", "DIR": "var/docs-check",
                 "<name>": "dags"}
 HARMLESS = {"python -m kafka_runbooks.analyze.signatures": "prints docs/SIGNATURES.md to stdout",
-            "./run test --collect-only -q tests/test_versions.py": "pytest's own dry form (its parser is its own subclass)"}
+            "./run test --collect-only -q tests/test_versions.py": "pytest's own dry form (its parser is its own subclass)",
+            "python -m pytest tests/test_architecture.py": "a pure test of a few seconds: it reads the imports, runs nothing"}
 NOT_RUN = {"./run test": "the whole suite in three lanes; each lane is `python -m pytest`, checked as `./run test <pytest args>`"}
 MARK = "KAFKA_RUNBOOKS_DOCS_ARGS_PARSED"
 SHIM = f'''

@@ -42,7 +42,8 @@ def test_provider_info_is_valid_for_airflow_and_names_real_classes():
     (plugin,) = info["plugins"]
     cls = _import(plugin["plugin-class"])
     assert issubclass(cls, AirflowPlugin) and cls.name == plugin["name"]
-    assert any(v["url_route"] == "kafka-incidents" for v in cls.external_views)
+    # the incidents view opens as a page of its own (no url_route: Airflow's framed plugin views block target=_top)
+    assert any(v.get("href") == "/kafka-runbooks/incidents" and not v.get("url_route") for v in cls.external_views), cls.external_views
 
 
 def test_the_distribution_declares_both_entry_points():
