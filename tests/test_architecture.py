@@ -135,7 +135,6 @@ LENGTH_CHECKED = ("kafka_runbooks.detect", "kafka_runbooks.analyze.parsers", "ka
 # reworked by the engine unification (issue 28's "one engine loop"): remediate/executor.py, steps.py,
 # election_run.py, lock.py, ledger.py, approvals.py; their functions are split there.
 LONG_FUNCTIONS_BASELINE: dict[str, int] = {
-    "kafka_runbooks.analyze.parsers.sockets.parse_sockets": 103,
     "kafka_runbooks.detect.host_probe.probe_host": 115,
     "kafka_runbooks.detect.serving._corroboration": 83,
     "kafka_runbooks.detect.snapshot._read_snapshot": 144,

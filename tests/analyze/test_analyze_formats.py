@@ -13,7 +13,7 @@ import pytest
 from kafka_runbooks.analyze.diagnosis import ParsedFile, diagnose, on_broker_endpoint
 from kafka_runbooks.analyze.parsers import (parse_cons, parse_dump_log, parse_gc_log, parse_jmx, parse_kafka_probe,
                                             parse_listing, parse_mntr, parse_properties, parse_sockets, parse_srvr)
-from kafka_runbooks.analyze.parsers.sockets import split_hostport
+from kafka_runbooks.host.sockets import split_host_port
 
 from analyze_helpers import FIXTURES, REPO, fixture_bytes, fixture_text
 
@@ -185,7 +185,7 @@ def test_listings_du_and_ls():
 def test_macos_netstat_counts_each_socket_once_and_labels_ports():
     t = parse_sockets(fixture_bytes("macos_netstat_an.txt"))
     assert t.ok and t.format == "netstat_bsd" and len(t.rows) == 24
-    assert split_hostport("127.0.0.1.9092", bsd=True) == ("127.0.0.1", 9092) and split_hostport("*.*", bsd=True) == ("*", None)
+    assert split_host_port("127.0.0.1.9092", bsd=True) == ("127.0.0.1", 9092) and split_host_port("*.*", bsd=True) == ("*", None)
     assert t.rows[15].local_host == "::1" and t.rows[15].local_port == 2181 and t.rows[15].state == "CLOSE_WAIT"
     assert t.rows[1].state == "FIN_WAIT2"  # BSD FIN_WAIT_2 normalised
     # both ends of every loopback connection are in the table: the listener's own sockets are its server side only

@@ -8,7 +8,8 @@ from kafka_runbooks.analyze.parsers.kafka_log import parse_kafka_log
 from kafka_runbooks.analyze.parsers.misc import (
     parse_heap_info, parse_jmap_histo, parse_open_files, parse_process_stat,
 )
-from kafka_runbooks.analyze.parsers.sockets import parse_sockets, split_hostport
+from kafka_runbooks.analyze.parsers.sockets import parse_sockets
+from kafka_runbooks.host.sockets import split_host_port
 
 from analyze_helpers import fixture_bytes, fixture_text
 
@@ -57,10 +58,10 @@ def test_ss_with_and_without_header():
     assert t.rows[0].local_host == "127.0.0.1" and t.rows[0].state == "ESTABLISHED"
 
 
-def test_split_hostport():
-    assert split_hostport("::ffff:192.168.1.219:9092") == ("192.168.1.219", 9092)
-    assert split_hostport("[::]:9092") == ("::", 9092)
-    assert split_hostport("*:*") == ("*", None)
+def test_split_host_port():
+    assert split_host_port("::ffff:192.168.1.219:9092") == ("192.168.1.219", 9092)
+    assert split_host_port("[::]:9092") == ("::", 9092)
+    assert split_host_port("*:*") == ("*", None)
 
 
 # ------------------------------------------------------------------ kafka log

@@ -20,7 +20,7 @@ def ep(addrs, *ports):
 
 
 def test_pid_from_ss_listener_on_the_brokers_own_address():
-    ls = S.parse_ss_listeners(SS_LISTEN)
+    ls = S.parse_listeners(SS_LISTEN)
     assert S.find_broker_pid(ls, ep(["127.0.0.11"], 9093, 9092)) == 1111
     # peer brokers on the same port belong to other users: no pid visible -> not ours
     assert S.find_broker_pid(ls, ep(["127.0.0.12"], 9092)) is None
@@ -33,7 +33,7 @@ def test_pid_from_ss_listener_on_the_brokers_own_address():
 
 def test_a_host_name_is_never_compared_with_an_address():
     # names must be resolved first (detect/endpoints.py); an unresolved name matches nothing but wildcards
-    ls = S.parse_ss_listeners(SS_LISTEN)
+    ls = S.parse_listeners(SS_LISTEN)
     assert S.Endpoint.of(["broker1.example", "127.0.0.11"], [9092]).addresses == frozenset({"127.0.0.11"})
     assert S.find_broker_pid(ls, ep(["broker1.example"], 9092)) is None
 
@@ -41,7 +41,7 @@ def test_a_host_name_is_never_compared_with_an_address():
 def test_pid_parser_tolerates_header_and_ipv6_wildcard():
     text = "State  Recv-Q Send-Q Local Address:Port Peer Address:Port Process\n" \
            "LISTEN 0 50 [::]:9092 [::]:* users:((\"java\",pid=42,fd=1))\n"
-    assert S.find_broker_pid(S.parse_ss_listeners(text), ep(["127.0.0.1"], 9092)) == 42
+    assert S.find_broker_pid(S.parse_listeners(text), ep(["127.0.0.1"], 9092)) == 42
 
 
 def test_pid_from_netstat():
@@ -51,7 +51,7 @@ tcp        0      0 127.0.0.11:2222         0.0.0.0:*               LISTEN      
 tcp6       0      0 127.0.0.11:9092         :::*                    LISTEN      555/java
 tcp6       0      0 :::9093                 :::*                    LISTEN      -
 """
-    ls = S.parse_netstat_listeners(text)
+    ls = S.parse_listeners(text)
     assert S.find_broker_pid(ls, ep(["127.0.0.11"], 9092)) == 555
     assert S.find_broker_pid(ls, ep(["127.0.0.11"], 9093)) is None
 
@@ -101,3 +101,20 @@ def test_ss_info_lines_give_byte_counters_and_queues():
     # without -i there are no counters (None, not 0)
     plain = S.summarize(S.parse_connections(SS_CONNS), ep(["127.0.0.11"], 9092))
     assert plain.bytes_received is None and plain.bytes_acked is None
+
+
+def test_the_probe_and_the_analysis_read_a_recorded_table_alike():
+    """One row reader (host/sockets.read_row) under both: the connections the host probe reads from a real table are
+    the analysis's rows of the same table (recorded from the 2.3.0 lab's ss and netstat)."""
+    from tests.analyze.analyze_helpers import fixture_bytes
+
+    from kafka_runbooks.analyze.parsers.sockets import parse_sockets
+
+    for name, netstat in (("real23/ss-tanp.txt", False), ("real23/netstat-anp.txt", True)):
+        text = fixture_bytes(name).decode()
+        probe = {(c.state, c.local_addr, c.local_port, c.peer_addr, c.peer_port) for c in S.parse_connections(text, netstat=netstat)}
+        table = {(r.state, r.local_host, r.local_port, r.peer_host, r.peer_port) for r in parse_sockets(text).rows
+                 if r.proto.startswith("tcp") and r.local_port is not None}
+        assert probe and probe == table, name
+        listeners = {(l.address, l.port) for l in S.parse_listeners(text)}
+        assert listeners == {(h, p) for s, h, p, _, _ in table if s == "LISTEN"}, name

@@ -387,13 +387,13 @@ def _capture_reachable_host(config, broker, bid, role, bundle, runner, sleep, ve
     if netstat:
         h.failed = [f for f in h.failed if not f.startswith("listen-sockets:")]
         h.do(C.listen_sockets_netstat_command(t))
-        listeners = S.parse_netstat_listeners(h.text("listen-sockets-netstat"))
+        listeners = S.parse_listeners(h.text("listen-sockets-netstat"))
     else:
-        listeners = S.parse_ss_listeners(h.text("listen-sockets"))
+        listeners = S.parse_listeners(h.text("listen-sockets"))
     pid = S.find_broker_pid(listeners, endpoint)
     if pid is None and settings.jvm_tool_prefix and not netstat:
         h.do(C.listen_sockets_command(t, settings.jvm_tool_prefix))  # see the JVM user's sockets
-        pid = S.find_broker_pid(S.parse_ss_listeners(h.text("listen-sockets-jvm-user")), endpoint)
+        pid = S.find_broker_pid(S.parse_listeners(h.text("listen-sockets-jvm-user")), endpoint)
     state = None
     if pid is None:
         notes.append(f"no visible process listening on ports {list(endpoint.ports)} at {sorted(endpoint.addresses) or 'any address'}")

@@ -116,7 +116,7 @@ def capture_member(config: ClusterConfig, bundle: EvidenceBundle, m: Member, aff
                 raw = text(do(C.config_file_command("pid-file", C.KIND_AUX, pid_file, t, redact=None)))
                 pid = int(raw.strip()) if raw.strip().isdigit() else None
             else:
-                listeners = S.parse_ss_listeners(text(do(C.CaptureCommand("listen-sockets", C.KIND_SOCKETS_SS, ("ss", "-Hltnp"), t))))
+                listeners = S.parse_listeners(text(do(C.CaptureCommand("listen-sockets", C.KIND_SOCKETS_SS, ("ss", "-Hltnp"), t))))
                 from kafka_runbooks.detect.endpoints import resolve
 
                 pid = S.find_broker_pid(listeners, S.Endpoint.of([*resolve(m.host), m.host], [m.port]))

@@ -102,13 +102,13 @@ def probe_host(
         res = host.run("listening sockets", ("ss", "-Hltnp"))
         netstat = res is not None and res.exit_code == C.EXIT_NOT_FOUND
         if netstat:
-            listeners = S.parse_netstat_listeners(host.text(host.run("listening sockets", ("netstat", "-ltnp"))))
+            listeners = S.parse_listeners(host.text(host.run("listening sockets", ("netstat", "-ltnp"))))
         else:
-            listeners = S.parse_ss_listeners(host.text(res))
+            listeners = S.parse_listeners(host.text(res))
         pid = S.find_broker_pid(listeners, endpoint)
         if pid is None and not netstat and config.capture.jvm_tool_prefix:
             argv = C.listen_sockets_command(h.probe_command_timeout_s, config.capture.jvm_tool_prefix).argv
-            listeners = S.parse_ss_listeners(host.text(host.run("listening sockets as the JVM user", argv)))
+            listeners = S.parse_listeners(host.text(host.run("listening sockets as the JVM user", argv)))
             pid = S.find_broker_pid(listeners, endpoint)
         fields["listening"] = pid is not None or S.listening(listeners, endpoint)
         fields["pid"] = pid

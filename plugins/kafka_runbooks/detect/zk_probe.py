@@ -98,7 +98,7 @@ def host_fields(config: ClusterConfig, member: Member, runner) -> dict:
             pid = int(text) if text.isdigit() else None
         else:
             C.validate_port(member.port)
-            listeners = S.parse_ss_listeners(host.text(host.run("listening sockets", ("ss", "-Hltnp"))))
+            listeners = S.parse_listeners(host.text(host.run("listening sockets", ("ss", "-Hltnp"))))
             pid = S.find_broker_pid(listeners, S.Endpoint.of([*_resolve(member.host), member.host], [member.port]))
         if pid is None:
             host.problems.append(f"no visible process of ZooKeeper server {member.server} (port {member.port})")
