@@ -318,3 +318,25 @@ def test_timestamps_are_normalised_with_their_fraction_and_zone():
     assert normalise_ts("2020-04-22 10:43:36") == ("2020-04-22T10:43:36.000", None)
     assert normalise_ts("2020-04-22 10:43:36,123456789") == ("2020-04-22T10:43:36.123", None)
     assert normalise_ts("19/07/12 11:01:43") == ("2019-07-12T11:01:43.000", None)
+
+
+def test_a_gc_pause_and_its_safepoint_line_are_one_stop():
+    """Recorded on JDK 17 with -Xlog:gc,safepoint: every GC pause is followed by the safepoint line of the same stop.
+    Counting both said "2 GC pauses" for one stop of the application (PrintGCApplicationStoppedTime double count)."""
+    g = parse_gc_log(fixture_bytes("jdk17_safepoints.gc.log"))
+    assert len(g.pauses) == 45 and len(g.stopped) == 45
+    stops = g.stops()
+    assert len(stops) == 45
+    full = [s for s in stops if s.kind == "full"]
+    assert len(full) == 2 and all(s.cause.startswith("Pause Full (System.gc())") for s in full)
+    by_line = {p.line: p for p in g.pauses}
+    for s in stops:  # a stop is at least as long as its pause: the safepoint adds the time to reach it
+        assert s.seconds >= by_line[s.line].seconds
+    # a long stop is one finding's one pause, not two: the last full GC made 9.4 s long, its safepoint 9.5 s
+    import dataclasses
+
+    g.pauses[-1] = dataclasses.replace(g.pauses[-1], seconds=9.4)
+    g.stopped[-1] = dataclasses.replace(g.stopped[-1], seconds=9.5)
+    files = [ParsedFile("hosts/3/gc.log", "gc_log", 3, result=g)]
+    f = next(x for x in diagnose(files) if x.kind == "gc_pause_long")
+    assert f.summary.startswith("broker 3: 1 GC pause(s)") and f.details["pauses_s"] == [9.5]

@@ -8,7 +8,9 @@ address, zone, role and status):
 2. over SSH (when the member has an SSH connection), argv only, within ``capture.host_deadline_s``: the host's
    load (``/proc/loadavg``), its ``zoo.cfg`` (``zk_config``: tickTime, syncLimit), the tail of its log
    (``zk_log``) and of its GC log (``gc_log``), its process (``ps``), and -- for the affected server only --
-   ``jstack -l`` as the JVM's user (``zookeeper.jvm_tool_prefix``).
+   a plain ``jstack`` as the JVM's user (``zookeeper.jvm_tool_prefix``): no ``-l``, whose concurrent-locks section
+   walks the heap at a safepoint and so pauses the server for longer (the rule the broker capture keeps: ``-l`` only
+   where a deadlock is suspected, and no ZooKeeper finding is one).
 
 A member ends ``complete``, ``partial`` (reasons) or ``failed`` (nothing captured).
 """
@@ -129,7 +131,7 @@ def capture_member(config: ClusterConfig, bundle: EvidenceBundle, m: Member, aff
                     if state in ("stopped", "tracing_stop", "zombie", "dead"):
                         skipped.append(f"jstack: the process is {state}")
                     else:
-                        do(C.CaptureCommand("jstack-1", C.KIND_JSTACK, (*prefix, "jstack", "-l", str(C.validate_pid(pid))), t))
+                        do(C.CaptureCommand("jstack-1", C.KIND_JSTACK, (*prefix, "jstack", str(C.validate_pid(pid))), t))
             else:
                 failed.append(f"no visible process listening on {m.address}")
             bundle.set_zookeeper(m.server, pid=pid, process_state=state)

@@ -15,7 +15,7 @@ def gc_by_broker(files: list[ParsedFile]) -> dict[int | None, list]:
     out: dict[int | None, list] = defaultdict(list)
     for b, fs in by_broker(files, "gc_log").items():
         for f in fs:
-            for p in f.result.pauses + f.result.stopped:
+            for p in f.result.stops():  # a GC pause and the safepoint line of the same stop count once
                 out[b].append((f, p))
     return out
 

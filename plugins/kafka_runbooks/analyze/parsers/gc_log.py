@@ -2,7 +2,9 @@
 
 - JDK 9+ unified logging (``-Xlog:gc*``, Kafka's default ``time,tags`` decorations and the default
   ``uptime,level,tags``):  ``[2026-11-22T13:57:32.123+0000][gc] GC(3) Pause Young (Normal) (G1 Evacuation Pause) 24M->4M(256M) 7.160ms``
-  and safepoint lines ``Total time for which application threads were stopped: 0.0123 seconds``.
+  and safepoint lines: JDK 9-16 ``Total time for which application threads were stopped: 0.0123 seconds``, JDK 17+
+  ``Safepoint "G1CollectFull", Time since last: .. ns, Reaching safepoint: .. ns, ..., Total: 1246912 ns``. A GC
+  pause and the safepoint line after it are one stop of the application (``GcLog.stops``), counted once.
 - JDK 8 ``-XX:+PrintGCDetails [-XX:+PrintGCDateStamps] [-XX:+PrintGCTimeStamps]``: ``[GC (Allocation Failure) ...,
   0.0070479 secs]``, ``[Full GC (...) ..., 1.1821630 secs]``, G1 ``[GC pause (G1 Evacuation Pause) (young), 0.0123 secs]``
   with the pause's wall time from the ``[Times: user=.. sys=.., real=N secs]`` line that closes the event.
@@ -31,7 +33,11 @@ _UNIFIED = re.compile(r"\[(?P<deco>[^\]\n]{1,80})\](?:\[[^\]\n]{0,80}\]){0,6}\s{
                       re.ASCII)
 _UNI_TIME = re.compile(r"\[(?P<t>[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,6})?(?:[+-][0-9]{4}|Z)?)\]", re.ASCII)
 _UNI_UP = re.compile(r"\[(?P<up>[0-9]{1,12}\.[0-9]{1,6})s\]", re.ASCII)
+_J8_PREFIX = re.compile(r"^(?:(?P<date>[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}[+-][0-9]{4}): )?"
+                        r"(?:(?P<up>[0-9]{1,12}\.[0-9]{3}): )?", re.ASCII)
 _STOPPED = re.compile(r"Total time for which application threads were stopped: (?P<s>[0-9]{1,9}\.[0-9]{1,9}) seconds", re.ASCII)
+# JDK 17+ -Xlog:safepoint: 'Safepoint "G1CollectFull", Time since last: .. ns, Reaching safepoint: .. ns, ..., Total: N ns'
+_SAFEPOINT = re.compile(r'\[safepoint\s{0,20}\] Safepoint "(?P<op>[A-Za-z0-9_]{1,60})", .{0,200}?Total: (?P<ns>[0-9]{1,15}) ns', re.ASCII)
 _J8_HEAD = re.compile(r"(?:(?P<date>[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}[+-][0-9]{4}): )?"
                       r"(?:(?P<up>[0-9]{1,12}\.[0-9]{3}): )?\[(?P<kind>Full GC|GC)\b", re.ASCII)
 # what follows "[GC" in a JDK 8 event line that is a stop-the-world pause; "[GC concurrent-..." is a concurrent phase,
@@ -72,7 +78,29 @@ class GcLog:
         return not self.unparsable
 
     def longest(self) -> GcPause | None:
-        return max(self.pauses + self.stopped, key=lambda p: p.seconds, default=None)
+        return max(self.stops(), key=lambda p: p.seconds, default=None)
+
+    def stops(self) -> list[GcPause]:
+        """Each time the application stood still, once. A safepoint line ("Total time for which application threads
+        were stopped", ``-XX:+PrintGCApplicationStoppedTime`` or ``-Xlog:safepoint``) reports the whole stop of the
+        GC pause(s) logged since the previous safepoint line (JDK 8 logs a young GC and the full GC that followed it
+        inside one safepoint): they are one stop -- the longest pause's line, its length the safepoint's (or the
+        pauses' sum, whichever is longer). A safepoint with no GC pause (a thread dump, a biased-lock revocation) is a
+        stop of its own; a pause no safepoint line follows (a log without them) too."""
+        out: list[GcPause] = []
+        pending: list[GcPause] = []
+        events = sorted([(p.line, 0, p) for p in self.pauses] + [(p.line, 1, p) for p in self.stopped], key=lambda e: e[:2])
+        for _, is_safepoint, p in events:
+            if not is_safepoint:
+                pending.append(p)
+                continue
+            if pending:
+                top = max(pending, key=lambda q: q.seconds)
+                p = GcPause(top.line, top.at, top.uptime_s, max(p.seconds, sum(q.seconds for q in pending)), top.kind,
+                            top.cause, top.text)
+            out.append(p)
+            pending = []
+        return out + pending
 
 
 def _kind(text: str) -> str:
@@ -103,11 +131,21 @@ def parse_gc_log(data: bytes | str | None) -> GcLog:
                 g.pauses.append(GcPause(i, tm.group("t") if tm else None, float(up.group("up")) if up else None,
                                         float(m.group("ms")) / 1000.0, _kind(m.group("what")), m.group("what").strip(), ln[:300]))
                 continue
+        if "Safepoint \"" in ln:
+            m = _SAFEPOINT.search(ln, 0, 400)
+            if m:
+                tm, up = _UNI_TIME.match(ln), _UNI_UP.search(ln, 0, 200)
+                g.format = g.format or "unified"
+                g.stopped.append(GcPause(i, tm.group("t") if tm else None, float(up.group("up")) if up else None,
+                                         int(m.group("ns")) / 1e9, "safepoint", m.group("op"), ln[:300]))
+                continue
         if "stopped:" in ln:
             m = _STOPPED.search(ln)
             if m:
-                tm = _UNI_TIME.match(ln)
-                g.stopped.append(GcPause(i, tm.group("t") if tm else None, None, float(m.group("s")), "safepoint",
+                tm, j8 = _UNI_TIME.match(ln), _J8_PREFIX.match(ln)
+                up = j8.group("up") if j8 else None
+                g.stopped.append(GcPause(i, tm.group("t") if tm else (j8.group("date") if j8 else None),
+                                         float(up) if up else None, float(m.group("s")), "safepoint",
                                          "application threads stopped", ln[:300]))
                 continue
         if "[GC" in ln or "[Full GC" in ln:
