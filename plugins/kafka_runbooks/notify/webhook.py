@@ -116,6 +116,10 @@ class OnCallWebhookNotifier(BaseNotifier):
         }
 
     def notify(self, context) -> None:
+        if self.event == HALTED and dry_run_refusal(context):
+            log.info("a dry run's plan would be refused: on-call is not paged (nothing was asked and nothing changed; "
+                     "the run's note and its close task say why)")
+            return
         outcome = self.send(context)
         self.record(context, outcome)
 
@@ -169,6 +173,17 @@ class OnCallWebhookNotifier(BaseNotifier):
                          "task_id": getattr(ti, "task_id", None)})
         except Exception as exc:  # noqa: BLE001 - never fail the run for a page
             log.error("could not record the on-call page (%s) in the audit trail: %r", self.event, exc)
+
+
+def dry_run_refusal(context) -> bool:
+    """The failed task is a dry run's plan task that failed because its plan would be refused (``operators/summary.py``
+    pushes that as the task's ``refused`` XCom before failing): nothing to page about."""
+    ti = context.get("ti") or context.get("task_instance")
+    try:
+        refused = ti.xcom_pull(task_ids=ti.task_id, key="refused") if hasattr(ti, "xcom_pull") else None
+    except Exception:  # noqa: BLE001 - no XCom: not a dry run's refusal, paged as usual
+        return False
+    return isinstance(refused, dict) and refused.get("dry_run") is True
 
 
 def record_of(context) -> str | None:
