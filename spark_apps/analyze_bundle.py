@@ -43,6 +43,7 @@ from kafka_runbooks.analyze import uri as U
 from kafka_runbooks.analyze.bundle import (findings_document, integrity_problems, load_entry, manifest_entries,
                                            read_manifest)
 from kafka_runbooks.analyze.diagnosis import ParsedFile, Window, broker_table, diagnose, file_table, timeline
+from kafka_runbooks.analyze.diagnosis.report_tables import chart_data
 from kafka_runbooks.analyze.logsummary import SAMPLE
 from kafka_runbooks.analyze.nativescan import (combine_pieces, literal_density, plan_log_tasks, plan_riders, rides, run_log_task,
                                                scanned_file)
@@ -420,7 +421,7 @@ def _write_findings(files: list[ParsedFile], manifest: dict, facts: tuple, conn_
     ftable = file_table(files)
     report_tables = {"bundle": shown, "generated_at": generated, "brokers": broker_table(files, ports, hosts),
                      "connections": conn_rows, "timeline": timeline(files), "files": ftable, "window": window.describe(),
-                     "timings": timings}
+                     "timings": timings, "charts": chart_data(files)}
     doc = findings_document(shown, generated, findings, bundle_uri=bundle_uri, window=window.describe(), files=ftable, timings=timings,
                             incident_id=manifest.get("incident_id"), cluster=manifest.get("cluster"))
     U.write_text(U.join(out_uri, "findings.json"), json.dumps(doc, indent=2, default=str))

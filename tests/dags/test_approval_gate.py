@@ -125,7 +125,10 @@ def test_a_dry_run_whose_plan_would_be_refused_says_so_as_loudly_as_a_refusal(cl
     as the note, and its close task says it -- not a green run whose refusal is a WARNING somewhere in a log."""
     settings, webhook = cluster_env
     monkeypatch.setattr(_host, "unreachable_hosts", REAL_UNREACHABLE_HOSTS)
-    run = load_dags().get_dag(DAG_ID).test(run_conf=_form(mode="dry-run"))
+    import structlog
+
+    with structlog.testing.capture_logs() as events:  # what Airflow's task runner logs (the same as a worker's)
+        run = load_dags().get_dag(DAG_ID).test(run_conf=_form(mode="dry-run"))
     states = _states(run)
     assert states["plan"] == "failed" and states["approve"] == "upstream_failed" and states["execute"] == "upstream_failed", states
     refused = _xcom(run, "plan", "refused")
@@ -133,8 +136,12 @@ def test_a_dry_run_whose_plan_would_be_refused_says_so_as_loudly_as_a_refusal(cl
     close = _xcom(run, "close")
     assert close["status"] == "dry run, would be refused", close
     assert close["summary"].startswith("dry run: would be refused; nothing was asked and nothing changed. would be refused: 1 of 1")
-    # nothing was asked; on-call hears of it as of a refused plan (the plan task's failure callback)
-    assert [m["event"] for m in webhook.received] == ["halted"] and "dry run: would be refused" in webhook.received[0]["text"]
+    # nothing was asked and nothing changed: on-call is not paged about a dry run (the person who started it reads it)
+    assert not webhook.received
+    # issue 32 point 7: the plan task fails without a traceback: Airflow's task runner says "Task exited" (exit code 1)
+    # after the refusal's sentence (logged by operators/refusal.py), not "Task failed with exception" with its frames
+    failed = [e for e in events if e.get("event") in ("Task failed with exception", "Task exited")]
+    assert [(e["event"], e.get("exit_code"), bool(e.get("exc_info"))) for e in failed] == [("Task exited", 1, False)], failed
 
 
 def test_a_responder_that_cannot_answer_ends_the_wait_instead_of_hanging(cluster_env):
@@ -144,3 +151,29 @@ def test_a_responder_that_cannot_answer_ends_the_wait_instead_of_hanging(cluster
         run = load_dags().get_dag(DAG_ID).test(run_conf=_form())
     assert isinstance(responder.error, ValueError) and "'Maybe' is not one of" in str(responder.error)
     assert _states(run)["approve"] == "failed" and _states(run)["execute"] == "upstream_failed", _states(run)
+
+
+def test_an_answered_approval_acknowledges_on_calls_pagerduty_incident(cluster_env, monkeypatch):
+    """Issue 31: on-call on PagerDuty (Events v2, a local receiver standing where events.pagerduty.com would be). The
+    approval waiting triggers the roll's PagerDuty incident; carol (an approver) answers Reject -- a person has it -- and
+    the same dedup key is acknowledged, audited with who answered. Nothing is restarted."""
+    import json
+
+    from kafka_lab.net import service_ip
+    from webhook_receiver import WebhookReceiver
+
+    settings, webhook = cluster_env
+    with WebhookReceiver(path="/v2/enqueue") as pd:
+        monkeypatch.setenv("AIRFLOW_CONN_RESTTEST_ONCALL", json.dumps({
+            "conn_type": "pagerduty_events", "host": service_ip("webhook"), "port": pd.port, "schema": "http",
+            "password": "R0UT1NGKEY0123456789abcdef012345"}))
+        with Responder(DAG_ID, "approve", "Reject", user="carol", timeout_s=120) as responder:
+            run = load_dags().get_dag(DAG_ID).test(run_conf=_form())
+    assert responder.error is None and responder.answered_run_ids
+    assert _states(run)["execute"] == "skipped", _states(run)
+    record_id, audit = _audit(settings, run)
+    events = [(m["event_action"], m["dedup_key"]) for m in pd.received]
+    assert events[:2] == [("trigger", f"resttest/{record_id}"), ("acknowledge", f"resttest/{record_id}")], events
+    acks = [e for e in audit if e["action"] == "page_acknowledge"]
+    assert [(e["outcome"], e["details"]["answered_by"]) for e in acks] == [("ok", "carol")], acks
+    assert not webhook.received  # the chat webhook is not on-call's connection here

@@ -266,6 +266,9 @@ def _plans_as_notes(b: Browser, d, lab) -> None:
     close = _log(d, ROLL, refused, "close")
     assert f"refused; nothing changed. {one_line}" in close, close[-3000:]
     assert d.task_instances(ROLL, refused)["plan"]["state"] == "failed"
+    # issue 32 point 7: the plan task's log ends with the refusal's sentence, not a traceback (operators/refusal.py)
+    plan_log = _log(d, ROLL, refused, "plan")
+    assert "Task failed with exception" not in plan_log and "Task exited" in plan_log, plan_log[-3000:]
     bob.goto(f"{d.url}/dags/{ROLL}/runs/{q(refused)}")
     _wait_text(bob, r"REFUSED -- nothing changed")
     b.shot("bob", "refused-plan-note")

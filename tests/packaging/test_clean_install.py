@@ -4,8 +4,10 @@ run from an empty directory). There: Airflow finds the provider and the plugin t
 DAG file of ``kafka-runbooks dag-file`` creates every DAG for a configured fleet of two clusters (a third, with a bad
 key, gets none and a warning naming the key), the Spark applications resolve through importlib.resources to files
 of the installed package, ``kafka-runbooks validate`` refuses a bad setting with a sentence, and the venv's own
-``airflow api-server`` serves the incidents page. Not here: a drill through the installed package (the lab is a
-distribution of the repository's; the drills run in the lab lanes).
+``airflow api-server`` serves the incidents page, and a DAG run of the installed package (``dag.test()`` of the
+venv's Airflow) reads a real ZooKeeper, probes each broker's host and refuses a dry-run roll of a stand-in cluster
+whose hosts cannot be reached. Not here: a whole drill against the lab's Kafka through the installed package (the lab
+is a distribution of the repository's; the drills run in the lab lanes).
 
 Speed: a clean install of Airflow and PySpark writes ~1.2 GB (measured here: ~6 min under load). The dependencies
 are therefore installed once per machine and constraints/ci.txt into a cached virtualenv (``clean_venv``, built
@@ -258,3 +260,74 @@ def test_the_incidents_page_is_served_by_a_real_api_server_of_the_clean_venv(pro
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=10)
+
+
+# -- a DAG run of the installed package against a real ZooKeeper ------------------------------------------------------
+
+import importlib.util as _ilu  # noqa: E402 - the ZooKeeper fixtures of tests/detect, as tests/dags/conftest.py loads them
+
+_ZK = "kafka_runbooks_tests_detect_conftest"
+if _ZK not in sys.modules:
+    _spec = _ilu.spec_from_file_location(_ZK, REPO / "tests" / "detect" / "conftest.py")
+    sys.modules[_ZK] = _ilu.module_from_spec(_spec)
+    _spec.loader.exec_module(sys.modules[_ZK])
+zookeeper = sys.modules[_ZK].zookeeper
+zk = sys.modules[_ZK].zk
+
+DAG_RUN = textwrap.dedent('''
+    import json, os, sys
+    from airflow.dag_processing.dagbag import DagBag
+    bag = DagBag(os.environ["AIRFLOW__CORE__DAGS_FOLDER"])
+    assert not bag.import_errors, bag.import_errors
+    run = bag.get_dag("kafka_rolling_restart").test(run_conf=json.loads(os.environ["RUN_CONF"]))
+    tis = {ti.task_id: ti for ti in run.get_task_instances()}
+    import kafka_runbooks.operators.remediate as remediate
+    print("RUN " + json.dumps({
+        "states": {k: str(getattr(ti.state, "value", ti.state)) for k, ti in tis.items()},
+        "refused": tis["plan"].xcom_pull(task_ids="plan", key="refused"),
+        "close": tis["close"].xcom_pull(task_ids="close"),
+        "module": remediate.__file__,
+        "sys_path_has_checkout": any(p.startswith(REPO) for p in sys.path if p)}, default=str))
+''')
+
+
+def test_a_roll_runs_through_the_installed_package_against_a_real_zookeeper(probed, zk, zookeeper):
+    """The DAG-run check of issue 31, in the clean venv (its Airflow, its own SQLite metadata database, the one DAG
+    file): a dry run of a rolling restart of a stand-in cluster -- three brokers registered in a real ZooKeeper (the
+    lab's), their hosts' SSH addresses where nothing listens -- reads the cluster through the installed package, probes
+    every host, and fails its plan task saying the plan would be refused (a host that cannot be reached over SSH);
+    the close task says "dry run, would be refused". Nothing of the checkout is imported. (A drill against the whole
+    lab through the installed package is not here: the lab is the repository's, and its drills run in the lab lanes.)"""
+    from kafka_lab.net import service_ip
+
+    down = service_ip("capture_ssh_down")  # nothing listens there
+    zk.ensure_path("/brokers/ids")
+    for b in (1, 2, 3):
+        zk.create(f"/brokers/ids/{b}", json.dumps({"endpoints": [f"PLAINTEXT://{down}:9092"], "host": down, "port": 9092,
+                                                    "jmx_port": -1, "timestamp": "1700000000000", "version": 4}).encode())
+    zk.create("/controller", json.dumps({"version": 1, "brokerid": 1, "timestamp": "1"}).encode())
+    zk.create("/controller_epoch", b"3")
+    zk.ensure_path("/brokers/topics")
+    venv, tmp = probed["venv"], probed["tmp"]
+    settings = tmp / "standin.json"
+    settings.write_text(json.dumps({"standin": {
+        "zk_conn_id": "standin_zk", "hosts": {str(b): f"standin_host_{b}" for b in (1, 2, 3)}, "kafka_version": "2.3.0",
+        "incident_base": str(tmp / "standin" / "incidents"), "capture": {"connect_timeout_s": 2.0}}}))
+    env = {**probed["env"], "KAFKA_RUNBOOKS_CLUSTERS_FILE": str(settings), "AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT": "0",
+           "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{tmp / 'dagrun.db'}",
+           "AIRFLOW_CONN_STANDIN_ZK": json.dumps({"conn_type": "generic", "host": zookeeper.hosts, "extra": {"chroot": zk.chroot_path}}),
+           "RUN_CONF": json.dumps({"cluster": "standin", "brokers": [2], "reason": "clean venv dry run", "mode": "dry-run",
+                                   "canary": False})}
+    for b in (1, 2, 3):
+        env[f"AIRFLOW_CONN_STANDIN_HOST_{b}"] = json.dumps({
+            "conn_type": "ssh", "host": down, "port": 2222, "login": "kafka",
+            "extra": {"host_key": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"}})
+    _run([str(venv / "bin" / "python"), "-m", "airflow", "db", "migrate"], cwd=tmp, env=env, timeout=900)
+    p = _run([str(venv / "bin" / "python"), "-c", f"REPO = {str(REPO)!r}\n" + DAG_RUN], cwd=tmp, env=env, timeout=900)
+    (line,) = [ln for ln in p.stdout.splitlines() if ln.startswith("RUN ")]
+    out = json.loads(line[len("RUN "):])
+    assert not out["sys_path_has_checkout"] and Path(out["module"]).is_relative_to(venv), out["module"]
+    assert out["states"]["plan"] == "failed" and out["states"]["approve"] == "upstream_failed", out["states"]
+    assert out["refused"]["dry_run"] is True, out["refused"]
+    assert out["refused"]["summary"].startswith("refused: 1 of 1 step(s) -- broker 2: its host cannot be reached over SSH"), out
+    assert out["close"]["status"] == "dry run, would be refused", out["close"]

@@ -49,3 +49,20 @@ def test_hostile_values_cannot_break_out_of_code_spans():
     assert "`</code>" not in body and "`[x](http://evil)" not in body
     # the only fences are ours: the excerpt's own ``` was neutralised
     assert body.count("```") % 2 == 0
+
+
+def test_the_body_reads_as_airflows_hitl_page_renders_it():
+    """Airflow 3.3's HITL page renders the body with react-markdown + remark-gfm and ``skipHtml`` (read in its UI
+    bundle): raw HTML such as ``<details>`` is dropped, nothing can be collapsed there (the long details are on the
+    incident page, collapsed). Rendered here the same way (CommonMark + GFM tables, HTML off, markdown-it): the body has
+    no raw HTML, and the gates' sentence is a paragraph of its own -- not run into the last step's list item (a
+    paragraph right after a list item, without a blank line, continues that item)."""
+    from markdown_it import MarkdownIt
+
+    body = approval_body([_finding()], PLAN, report_path="/b/report.html", approval_timeout="1:00:00",
+                         digest="f" * 64, gates=["back in every ISR", "controller settled"])
+    tokens = MarkdownIt("commonmark").enable("table").parse(body)
+    assert not [t for t in tokens if t.type in ("html_block", "html_inline")]
+    assert not [c for t in tokens for c in (t.children or []) if c.type == "html_inline"]
+    gates = next(i for i, t in enumerate(tokens) if t.type == "inline" and t.content.startswith("After each start"))
+    assert tokens[gates - 1].type == "paragraph_open" and tokens[gates - 1].level == 0, tokens[gates - 1]

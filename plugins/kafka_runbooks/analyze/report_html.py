@@ -10,6 +10,7 @@ import html
 from typing import Any, Iterable, Mapping
 
 from ..model import Finding
+from .charts import gc_chart, isr_chart
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:1.5rem;color:#1b1f23;max-width:1300px}
@@ -18,7 +19,7 @@ table{border-collapse:collapse;margin:.5rem 0;font-size:.9rem}th,td{border:1px s
 text-align:left;vertical-align:top}th{background:#f3f4f6}pre{background:#f6f8fa;padding:.5rem;overflow-x:auto;
 font-size:.8rem;white-space:pre-wrap;word-break:break-all}.critical{color:#fff;background:#b42318}
 .warning{background:#fedf89}.info{background:#d1e9ff}.sev{padding:.05rem .4rem;border-radius:.2rem;font-weight:600}
-.muted{color:#667085}code{font-size:.85rem}
+.muted{color:#667085}code{font-size:.85rem}figure.chart{margin:.5rem 0}figcaption{font-size:.85rem;color:#667085}
 """
 
 
@@ -39,7 +40,8 @@ def _states(d: Mapping[str, int] | None) -> str:
 
 
 def render_report(findings: list[Finding], tables: Mapping[str, Any] | None = None, title: str = "Kafka incident analysis") -> str:
-    """findings + tables {"bundle", "generated_at", "brokers": [...], "timeline": [...], "connections": [...]} -> HTML."""
+    """findings + tables {"bundle", "generated_at", "brokers": [...], "timeline": [...], "connections": [...],
+    "charts": report_tables.chart_data(...)} -> HTML."""
     t = dict(tables or {})
     parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{_e(title)}</title>",
              "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">",
@@ -55,6 +57,14 @@ def render_report(findings: list[Finding], tables: Mapping[str, Any] | None = No
              _e(", ".join(map(str, f.broker_ids))), _e(f.summary)] for f in findings]))
     else:
         parts.append("<p>No findings.</p>")
+
+    # charts (inline SVG): ISR changes and GC pauses, when the bundle has them
+    c = t.get("charts") or {}
+    drawn = [x for x in (isr_chart(c.get("isr_events") or [], int(c.get("isr_omitted") or 0)),
+                         gc_chart(c.get("gc_pauses") or [])) if x]
+    if drawn:
+        parts.append("<h2>Over time</h2>")
+        parts += drawn
 
     # deadlocks: lock cycle tables + advice
     for f in (x for x in findings if x.kind == "jvm_deadlock"):

@@ -47,10 +47,12 @@ def webhook_url(conn) -> str:
 
 def target(conn, cluster: str, record_id: str, payload: Mapping[str, Any], details: Mapping[str, Any]
            ) -> tuple[str, dict[str, Any], dict[str, str]]:
-    """(url, body, headers) of a page: a PagerDuty Events v2 ``trigger`` deduplicated on the record when the
-    connection is a PagerDuty one (``notify/pagerduty.py``), else the chat webhook's ``payload`` with its bearer token."""
-    from kafka_runbooks.notify import pagerduty  # deferred: loaded on first use, not when a DAG file is parsed
+    """(url, body, headers) of a page: a Slack message when the connection is a Slack one (``notify/slack.py``), a
+    PagerDuty Events v2 ``trigger`` deduplicated on the record when it is a PagerDuty one (``notify/pagerduty.py``), else the chat webhook's ``payload`` with its bearer token."""
+    from kafka_runbooks.notify import pagerduty, slack  # deferred: loaded on first use, not when a DAG file is parsed
 
+    if slack.is_slack(conn):  # the webhook URL is the connection's secret: no header, nothing else sent
+        return slack.webhook_url(conn), slack.message(payload, cluster, record_id), {}
     if pagerduty.is_pagerduty(conn):
         event = str(payload.get("event"))
         body = pagerduty.event_body(conn, pagerduty.TRIGGER, cluster=cluster, record_id=record_id, summary=str(payload.get("text")),
@@ -116,6 +118,10 @@ class OnCallWebhookNotifier(BaseNotifier):
         }
 
     def notify(self, context) -> None:
+        if self.event == HALTED and dry_run_refusal(context):
+            log.info("a dry run's plan would be refused: on-call is not paged (nothing was asked and nothing changed; "
+                     "the run's note and its close task say why)")
+            return
         outcome = self.send(context)
         self.record(context, outcome)
 
@@ -169,6 +175,27 @@ class OnCallWebhookNotifier(BaseNotifier):
                          "task_id": getattr(ti, "task_id", None)})
         except Exception as exc:  # noqa: BLE001 - never fail the run for a page
             log.error("could not record the on-call page (%s) in the audit trail: %r", self.event, exc)
+
+
+class OnCallSlackNotifier(OnCallWebhookNotifier):
+    """The on-call notifier tied to one Slack connection (``slack_webhook_conn_id``, conn_type ``slackwebhook`` as
+    Airflow's Slack provider has it; ``notify/slack.py``), like the provider's ``SlackWebhookNotifier``: the same
+    pages, tries and audit as :class:`OnCallWebhookNotifier`, whatever the cluster's ``approvals.oncall_conn_id``."""
+
+    def __init__(self, *, event: str, slack_webhook_conn_id: str, cluster: str = "{{ params.cluster }}",
+                 message: str | None = None) -> None:
+        super().__init__(event=event, cluster=cluster, message=message, conn_id=slack_webhook_conn_id)
+
+
+def dry_run_refusal(context) -> bool:
+    """The failed task is a dry run's plan task that failed because its plan would be refused (``operators/summary.py``
+    pushes that as the task's ``refused`` XCom before failing): nothing to page about."""
+    ti = context.get("ti") or context.get("task_instance")
+    try:
+        refused = ti.xcom_pull(task_ids=ti.task_id, key="refused") if hasattr(ti, "xcom_pull") else None
+    except Exception:  # noqa: BLE001 - no XCom: not a dry run's refusal, paged as usual
+        return False
+    return isinstance(refused, dict) and refused.get("dry_run") is True
 
 
 def record_of(context) -> str | None:

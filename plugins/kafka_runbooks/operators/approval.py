@@ -194,6 +194,11 @@ class RemediationApprovalOperator(ApprovalOperator):
         )
         ledger.append("approval", ti.run_id, **A.entry_for(decision, secret))
         self._audit(config, plan, decision)
+        if not timed_out and not refusals:  # a person who counts answered: on-call's PagerDuty page is acknowledged
+            from kafka_runbooks.incidents.store import IncidentStore  # deferred: loaded when the task runs, not when a DAG file is parsed
+            from kafka_runbooks.notify.pagerduty import acknowledge  # deferred: loaded when the task runs, not when a DAG file is parsed
+
+            acknowledge(IncidentStore(config), config, plan.roll_id, actor="approval", answered_by=decision.user_name)
         ti.xcom_push(key=DECISION_KEY, value={
             "chosen_options": [chosen] if chosen else [],
             "responded_by_user": user,

@@ -14,6 +14,7 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from kafka_runbooks import metrics
 from kafka_runbooks.operators.remediate import ClusterChangingOperator, _actor, _config, _truthy
+from kafka_runbooks.operators.refusal import refuse
 
 GATES = (
     "before each batch, on fresh state: the quiet window open, the target registered with a session older than stable_s, "
@@ -104,7 +105,7 @@ class PlanElectionOperator(BaseOperator):
                 self.log.warning("DRY RUN: would be %s", one_line)
                 context["ti"].xcom_push(key=REFUSED_KEY, value={"summary": one_line, "record_id": None, "cluster": plan.cluster,
                                                                 "kind": plan.kind, "refusals": len(plan.refusals), "dry_run": True})
-                raise AirflowFailException(f"dry run: election would be {one_line}; nothing was asked and nothing changed")
+                refuse(self, f"dry run: election would be {one_line}; nothing was asked and nothing changed")
         if not dry_run:
             L.Ledger(config, record_id).append(L.PLANNED, context["ti"].run_id, plan=plan.to_dict(), digest=digest,
                                                              starter=starter, resumed=bool(elected) or _truthy(self.resume))
@@ -123,7 +124,7 @@ class PlanElectionOperator(BaseOperator):
                 # the close task says what was refused (it has no plan to read: this task fails)
                 context["ti"].xcom_push(key=REFUSED_KEY, value={"summary": one_line, "record_id": record_id, "cluster": plan.cluster,
                                                                 "kind": plan.kind, "refusals": len(plan.refusals)})
-                raise AirflowFailException(f"election {one_line}; nothing changed (every reason is in the plan above)")
+                refuse(self, f"election {one_line}; nothing changed (every reason is in the plan above)")
         return {"plan": plan.to_dict(), "digest": digest, "dry_run": dry_run, "canary": config.election.canary,
                 "findings": [], "gates": [g for g in GATES if (config.election.canary or "canary" not in g) and (config.leadership.jmx or "JmxTool" not in g)]}
 

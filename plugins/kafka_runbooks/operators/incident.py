@@ -74,6 +74,7 @@ class OpenIncidentOperator(BaseOperator):
 
         store = IncidentStore(config)
         actor = f"dag:{context['dag'].dag_id}/run:{context['run_id']}"
+        opened_by = getattr(context.get("dag_run"), "triggering_user_name", None) or actor  # started by hand: the person
         if request.incident_id:
             try:
                 record = store.get(request.incident_id, cluster=config.name, broker_ids=request.broker_ids)
@@ -84,11 +85,11 @@ class OpenIncidentOperator(BaseOperator):
                     cluster=config.name,
                     broker_ids=request.broker_ids,
                     reason=request.reason,
-                    opened_by=actor,
+                    opened_by=opened_by,
                     incident_id=request.incident_id,
                 )
         else:
-            record = store.open(cluster=config.name, broker_ids=request.broker_ids, reason=request.reason, opened_by=actor)
+            record = store.open(cluster=config.name, broker_ids=request.broker_ids, reason=request.reason, opened_by=opened_by)
         try:
             # a health-check run already marked it (same run id); a run started by hand takes it over -- unless another
             # response is working on the cluster: one at a time

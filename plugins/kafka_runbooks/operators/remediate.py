@@ -18,6 +18,7 @@ from kafka_runbooks.policies import POOL  # per cluster at run time: kafka_runbo
 from kafka_runbooks import metrics
 from kafka_runbooks.truth import FALSE_WORDS, TRUE_WORDS, truthy as _truthy
 from kafka_runbooks.operators.links import LINKS
+from kafka_runbooks.operators.refusal import refuse
 from kafka_runbooks.operators.recorded import _config, load_recorded_plan, plan_reference  # noqa: F401 - their home before
 
 ROLLING_RESTART = "rolling_restart"
@@ -320,8 +321,8 @@ class PlanRemediationOperator(BaseOperator):
         shown = show_plan(context, self.log, config, plan, digest, dry_run, snapshot, settings)
         if dry_run and plan.refused:
             # as loud as a real refusal (issue 32 point 2): the plan task fails, the note and the close task say why
-            raise AirflowFailException(f"dry run: would be {shown['summary']}; nothing was asked and nothing changed (every "
-                                       "reason is in the plan above)")
+            refuse(self, f"dry run: would be {shown['summary']}; nothing was asked and nothing changed (every reason is in "
+                         "the plan above)")
         if not dry_run:
             from kafka_runbooks.state.plans import PlanDetails  # deferred: loaded when the task runs, not when a DAG file is parsed
 
@@ -338,8 +339,7 @@ class PlanRemediationOperator(BaseOperator):
                 if self.kind == ROLLING_RESTART and not completed:
                     # nothing was done and nothing can be: the roll's record ends here (an incident stays open)
                     store.close(record_id, actor=starter or _actor(context), resolution="plan refused; nothing was changed")
-                raise AirflowFailException(f"{shown['summary']}; nothing changed (every reason is in the plan above and on "
-                                           "the incident page)")
+                refuse(self, f"{shown['summary']}; nothing changed (every reason is in the plan above and on the incident page)")
         return {
             "plan": plan.to_dict(),
             "digest": digest,

@@ -114,7 +114,7 @@ def approval_body(
         else:
             parts.append(f"   - while broker {step.broker_id} is down: no partition loses an in-sync replica")
     if gates:
-        parts.append("After each start the run waits, bounded, for: " + "; ".join(gates) + ". Any gate failing halts the run and pages on-call.")
+        parts.append("\nAfter each start the run waits, bounded, for: " + "; ".join(gates) + ". Any gate failing halts the run and pages on-call.")
     if plan.warnings:
         parts.append("\n### Warnings")
         parts.append(_block(plan.warnings))
@@ -229,7 +229,7 @@ def _demote_section(plan: Plan, approval_timeout: str, digest: str | None, gates
         parts.append("Not serving, on direct evidence:")
         parts.append(_block(f"broker {x}: {why}" for x, why in sorted(plan.not_serving.items())))
     if gates:
-        parts.append("Then it waits, bounded, for: " + "; ".join(gates) + ". Otherwise it halts and pages on-call.")
+        parts.append("\nThen it waits, bounded, for: " + "; ".join(gates) + ". Otherwise it halts and pages on-call.")
     parts.append("\n### Bound to")
     parts.append(f"plan digest {_code(digest or '?')}, computed at {_code(plan.computed_at)}. Only these partitions, in "
                  "exactly these new replica orders, are moved; the original order is written back after the restart.")
@@ -259,7 +259,7 @@ def _election_section(plan: Plan, approval_timeout: str, digest: str | None, gat
             parts.append("   - **refused**:")
             parts.append(_block(step.refusals))
     if gates:
-        parts.append("After each batch it waits, bounded, for: " + "; ".join(gates) + ". Otherwise it halts and pages on-call.")
+        parts.append("\nAfter each batch it waits, bounded, for: " + "; ".join(gates) + ". Otherwise it halts and pages on-call.")
     if plan.warnings:
         parts.append("\n### Warnings")
         parts.append(_block(plan.warnings))

@@ -80,3 +80,25 @@ def timeline(files: list[ParsedFile], limit: int = 300) -> list[dict]:
                             "message": e.message[:400], "source": f.path, "line": e.line})
     out.sort(key=lambda r: r["timestamp"])
     return out[:limit]
+
+
+ISR_CHANGES = ("isr_shrink", "isr_expand")
+
+
+def chart_data(files: list[ParsedFile]) -> dict:
+    """What the report's charts are drawn from (``analyze/charts.py``): every broker's ISR changes (time in UTC, the
+    partition, the ISR before and after), how many of them the log summaries left out of their samples, and every GC
+    pause with its broker."""
+    mark_duplicate_logs(files)
+    summaries = [as_summary(f) for f in files]
+    isr, omitted = [], 0
+    for b, fs in logs_by_broker(summaries).items():
+        for f in fs:
+            omitted += sum((getattr(f.result, "omitted", None) or {}).get(s, 0) for s in ISR_CHANGES)
+            for e in f.result.events:
+                if e.signature in ISR_CHANGES:
+                    isr.append({"at": e.at(), "broker_id": b, "signature": e.signature, **{k: e.attrs.get(k) for k in (
+                        "topic", "partition", "from", "to")}})
+    gc = [{"at": p.at, "broker_id": f.broker_id, "seconds": p.seconds, "kind": p.kind}
+          for f in files if f.kind == "gc_log" and f.result is not None for p in getattr(f.result, "pauses", ())]
+    return {"isr_events": isr, "isr_omitted": omitted, "gc_pauses": gc}
