@@ -184,9 +184,10 @@ def waiver_evidence(config, snapshot, findings):
 
 
 def compute_plan(config, snapshot, requested, completed, *, kind: str, waived=None, checked=None, record_id=None,
-                 canary: bool = False, records=(), static=None, unread=None, log=None):
+                 canary: bool = False, records=(), static=None, unread=None, log=None,
+                 open_record: Callable[[], str] | None = None):
     """The restart plan on ``snapshot``: the serving evidence, the version the brokers report, the safety settings.
-    Returns (plan, settings, notes)."""
+    ``open_record``: opens the plan's record once the evidence is in (a new roll). Returns (plan, settings, notes)."""
     from kafka_runbooks.hooks.kafka import KafkaHook  # keeps DAG parsing fast: confluent_kafka loads when a task runs
     from kafka_runbooks.remediate.executor import serving_evidence  # keeps DAG parsing fast: the engine loads when a task runs
     from kafka_runbooks.remediate.host import unreachable_hosts  # keeps DAG parsing fast: paramiko loads when a task runs
@@ -198,6 +199,8 @@ def compute_plan(config, snapshot, requested, completed, *, kind: str, waived=No
     for b, c in sorted((checked or {}).items()):
         if log is not None:
             log.info("direct check of broker %s: %s", b, "ok" if c.ok else c.error)
+    if open_record is not None:
+        record_id = open_record()
     version = KafkaHook(config.kafka_conn_id, listener=config.listener).kafka_version(
         snapshot.brokers, config.health.kafka_probe_timeout_s, config.kafka_version)  # read from the brokers
     notes = list(notes) + [f"Kafka version as the brokers report it: {version.describe()}"] + list(version.notes)
@@ -231,14 +234,16 @@ def plan(request: Request, task: Task, config_of: Callable[[str], Any] = plans.l
         task.log.warning("%s", note)
     record_id, requested, completed = brokers_of(request, config, store, task)
     waived, checked = waiver_evidence(config, snapshot, findings) if request.kind == INCIDENT_RESTART else ({}, {})
-    records = store.records(config.name)  # the open incidents' evidence, before this roll's record exists
-    if record_id is None and not request.dry_run:
-        record_id = store.open(cluster=config.name, broker_ids=requested, reason=str(request.reason or "rolling restart"),
-                               trigger={"kind": ROLLING_RESTART, "requested": requested, "canary": canary,
-                                        "started_by": task.starter}, opened_by=task.starter or task.actor)["id"]
+
+    def open_record() -> str:  # a new roll's record, opened once the evidence is in (as before: nothing opened on a failure)
+        return store.open(cluster=config.name, broker_ids=requested, reason=str(request.reason or "rolling restart"),
+                          trigger={"kind": ROLLING_RESTART, "requested": requested, "canary": canary,
+                                   "started_by": task.starter}, opened_by=task.starter or task.actor)["id"]
+
     the_plan, _, more = compute_plan(config, snapshot, requested, completed, kind=request.kind, waived=waived, checked=checked,
-                                     record_id=record_id, canary=canary, records=records, static=static,
-                                     unread=unread, log=task.log)
+                                     record_id=record_id, canary=canary, records=store.records(config.name), static=static,
+                                     unread=unread, log=task.log,
+                                     open_record=open_record if record_id is None and not request.dry_run else None)
     digest = plan_digest(the_plan)
     from kafka_runbooks.runbook.summary import show_plan  # keeps DAG parsing fast: loaded when a task runs
 
@@ -255,7 +260,7 @@ def plan(request: Request, task: Task, config_of: Callable[[str], Any] = plans.l
     if the_plan.refused:
         if request.kind == ROLLING_RESTART and not completed:
             # nothing was done and nothing can be: the roll's record ends here (an incident stays open)
-            store.close(record_id, actor=task.starter or task.actor, resolution="plan refused; nothing was changed")
+            store.close(the_plan.roll_id, actor=task.starter or task.actor, resolution="plan refused; nothing was changed")
         raise Stop(f"{shown['summary']}; nothing changed (every reason is in the plan above and on the incident page)")
     return plans.output(the_plan, digest, notes=notes + more)
 
