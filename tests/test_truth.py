@@ -4,6 +4,8 @@ no; the SSH hook's read ``"on"`` as yes."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from kafka_runbooks.truth import truthy
@@ -25,12 +27,15 @@ def test_an_unknown_word_is_an_error(value):
         truthy(value)
 
 
-def test_the_operators_and_the_approval_read_switches_by_the_one_rule():
-    from kafka_runbooks.operators import approval, election, remediate
+def test_the_services_read_switches_by_the_one_rule():
+    """The form's switches (canary, resume) are read by the services (runbook/), the approval's canary is the one
+    recorded with the plan: all by the one rule."""
+    from kafka_runbooks.runbook import election, restart
 
-    assert remediate._truthy is truthy and approval._truthy is truthy and election._truthy is truthy
+    assert restart.truthy is truthy and election.truthy is truthy
+    config = SimpleNamespace(canary=SimpleNamespace(enabled=False))
     with pytest.raises(ValueError):
-        remediate._truthy("execute")  # the operators' old helper said yes to it
+        restart.canary_of(restart.Request(kind=restart.ROLLING_RESTART, canary="execute"), config)  # the old helper said yes
 
 
 @pytest.mark.parametrize("value", ["on", "enabled", "ture"])

@@ -15,7 +15,7 @@ from kafka_runbooks.config import ClusterConfig
 from kafka_runbooks.detect.observe import brokers_to_probe, known_registrations, take_snapshot
 from kafka_runbooks.hooks.kafka import KafkaHook
 from kafka_runbooks.model import Finding, Severity
-from kafka_runbooks.operators.capture import MaintenanceLockGate
+from kafka_runbooks.runbook.capture import MaintenanceLockGate
 
 pytestmark = [pytest.mark.lab, pytest.mark.timeout(600)]
 

@@ -4,7 +4,7 @@ Only a direct check that found nobody answering (a time-out, a refused connectio
 finding of that broker. Not an expired credential of the product's own client, not an answer as another broker id,
 not a slow answer of a busy broker that nothing else accuses.
 
-The decision is pure (``capture.commands.intrusive_evidence``); the gate (``operators.capture.MaintenanceLockGate``)
+The decision is pure (``capture.commands.intrusive_evidence``); the gate (``runbook.capture.MaintenanceLockGate``)
 is tried with the real KafkaHook (librdkafka) against loopback sockets of this slot: one that accepts and never
 answers (a hung broker's listener), one where nothing listens (refused)."""
 
@@ -92,7 +92,7 @@ def silent_listener():
 
 
 def _gate(tmp_path, host, port, **kw):
-    from kafka_runbooks.operators.capture import MaintenanceLockGate
+    from kafka_runbooks.runbook.capture import MaintenanceLockGate
 
     config = ClusterConfig(name="c", zk_conn_id="zk", hosts={3: "ssh3"}, server_log_path="/var/log/kafka/{broker_id}.log",
                            bundle_base=str(tmp_path), health=HealthSettings(kafka_probe_timeout_s=2.0))

@@ -55,6 +55,11 @@ def _product(d):
     return product_state(d)
 
 
+def _planned(state, record_id, digest):
+    """The plan the plan task recorded in the state database under the digest its XCom names."""
+    return next(e["plan"] for e in state.ledger(record_id) if e["event"] == "planned" and e["digest"] == digest)
+
+
 # ---------------------------------------------------------------------------------------------------------------- (a)
 def test_incident_loop_detected_on_one_worker_answered_on_the_other(healthy, deployed_lab):
     """001 (deadlock) → the scheduled health check on worker1 opens the incident → the response on worker2: capture,
@@ -161,9 +166,9 @@ def test_rolling_restart_survives_a_killed_worker(healthy, deployed_lab):
         victim = d.worker_of(execute)
         survivor = next(w for w in WORKERS if w != victim)
         plan = d.call("alice", "GET", f"/api/v2/dags/{ROLL}/dagRuns/{_q(run_id)}/taskInstances/plan/xcomEntries/return_value").json()["value"]
-        order = [s["broker_id"] for s in plan["plan"]["steps"]]
         record_id = plan["plan"]["roll_id"]
         state = _product(d)
+        order = [s["broker_id"] for s in _planned(state, record_id, plan["digest"])["steps"]]  # XCom names the plan
         wait_until(lambda: any(e["event"] == "step_done" and e["broker_id"] == order[0] for e in state.ledger(record_id)), 600,
                    f"broker {order[0]} to be done")
         killed = d.kill_worker(victim)
@@ -189,7 +194,7 @@ def test_rolling_restart_survives_a_killed_worker(healthy, deployed_lab):
         assert done["state"] == "success", {k: t["state"] for k, t in tis.items()}
         assert d.worker_of(tis["execute"]) == survivor
         resumed_plan = d.call("alice", "GET", f"/api/v2/dags/{ROLL}/dagRuns/{_q(resume_id)}/taskInstances/plan/xcomEntries/return_value").json()["value"]
-        assert order[0] not in [s["broker_id"] for s in resumed_plan["plan"]["steps"]]
+        assert order[0] not in [s["broker_id"] for s in _planned(state, record_id, resumed_plan["digest"])["steps"]]
         # every broker started exactly once across both runs: the finished one was never restarted again
         assert {b: _starts(lab, b) - starts[b] for b in (1, 2, 3)} == {1: 1, 2: 1, 3: 1}
         assert state.record(record_id)["status"] == "closed"

@@ -177,7 +177,10 @@ def test_schedule_skips_a_balanced_cluster_then_starts_the_approved_election_the
     states = {k[0]: str(v.state) for k, v in _tis(run).items()}
     assert states == {"plan": "success", "approve": "success", "wait": "success", "elect": "success", "close": "success"}, states
     tis = _tis(run)
-    new_plan = tis[("plan", -1)].xcom_pull(task_ids="plan")["plan"]
+    from kafka_runbooks.config import ClusterConfig
+    from kafka_runbooks.runbook.plans import load
+
+    new_plan = load(tis[("plan", -1)].xcom_pull(task_ids="plan"), "", lambda name: ClusterConfig.from_dict(name, settings)).plan.to_dict()
     assert new_plan["roll_id"] == record["id"] and new_plan["conditions"]["already_elected"] == sorted(done)
     planned = sorted(n for s in new_plan["batches"] for n in s["partitions"])
     assert planned == left and new_plan["conditions"]["method"] == "admin"

@@ -69,6 +69,13 @@ def _audit(settings, run):
     store = IncidentStore(ClusterConfig.from_dict("lab", settings))
     return store.get(record_id), store.audit_trail(record_id)
 
+def recorded_plan(settings, plan_output):
+    """The plan the plan task recorded in the state database, as a dict: its XCom names it (record and digest)."""
+    from kafka_runbooks.config import ClusterConfig
+    from kafka_runbooks.runbook.plans import load
+
+    return load(plan_output, "", lambda name: ClusterConfig.from_dict(name, settings)).plan.to_dict()
+
 
 def test_election_gives_up_outside_the_window_then_restores_preferred_leadership(election_env, monkeypatch):
     lab = election_env
@@ -100,7 +107,7 @@ def test_election_gives_up_outside_the_window_then_restores_preferred_leadership
     result = _xcom(run, "elect")
     assert sorted(result["elected"]) == sorted(mine)
     assert result["canary_failures"] == 0 and all(t["canary_rounds"] >= 1 and t["queue_checks"] >= 1 for t in result["timings"])
-    plan = _xcom(run, "plan")["plan"]
+    plan = recorded_plan(settings, _xcom(run, "plan"))
     assert len(plan["batches"]) == result["batches"] >= 2 and plan["steps"] == []
     assert lab.leads_preferred(3)
     views = lab.views()

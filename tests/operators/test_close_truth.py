@@ -65,13 +65,13 @@ def test_a_refusal_after_the_approval_was_used_is_a_refusal_and_fails_the_run(ro
         _close(plan, "run-1")
     closed = roll.store.get(record["id"])
     assert closed["status"] == "closed" and closed["resolution"].startswith("refused: cluster 'c1' is under maintenance")
-    from kafka_runbooks.operators.remediate import find_resumable_roll
+    from kafka_runbooks.runbook.restart import find_resumable_roll
 
     assert find_resumable_roll(roll.store, "c1") is None  # no later resume picks it up
 
 
 def test_resume_takes_up_only_the_roll_it_names(roll):
-    from kafka_runbooks.operators.remediate import find_resumable_roll, resume_target
+    from kafka_runbooks.runbook.restart import find_resumable_roll, resume_target
 
     first, _, ledger1 = roll.new_roll((1, 3))
     ledger1.append("step_done", "run-1", broker_id=1)

@@ -135,10 +135,13 @@ def test_findings_about_a_running_plans_brokers_open_no_competing_incident(incid
     from kafka_runbooks.detect.activity import Activity
 
     roll = Activity("lab-roll-1", "rolling_restart", (3,), started=at(60), ended=None, run="manual__1", holds_lock=True)
-    monkeypatch.setattr(DetectFindingsOperator, "_activity", lambda self, config: [roll])
+    import kafka_runbooks.runbook.detect as detect_service
+
+    monkeypatch.setattr(detect_service, "product_activity", lambda config, task: [roll])
     assert check_at(hung(0), 0) == [] and check_at(hung(1), 1) == [] and check_at(hung(2), 2) == []
     assert IncidentStore(lab_config()).records("lab") == []
-    monkeypatch.setattr(DetectFindingsOperator, "_activity", lambda self, config: [dataclasses.replace(roll, ended=at(200), holds_lock=False)])
+    monkeypatch.setattr(detect_service, "product_activity",
+                        lambda config, task: [dataclasses.replace(roll, ended=at(200), holds_lock=False)])
     check_at(hung(3), 3)
     (start,) = check_at(hung(4), 4)
     assert start["conf"]["finding"]["kind"] == "broker_unresponsive"

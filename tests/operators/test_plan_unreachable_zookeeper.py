@@ -11,10 +11,9 @@ import pytest
 
 
 def test_a_roll_planned_against_an_ensemble_that_does_not_answer_names_it(monkeypatch):
-    from airflow.sdk.exceptions import AirflowFailException
-
     from kafka_runbooks.config import ClusterConfig
-    from kafka_runbooks.operators.remediate import read_cluster
+    from kafka_runbooks.runbook.errors import Stop
+    from kafka_runbooks.runbook.restart import read_cluster
 
     with socket.socket() as s:  # a free port, closed again: connections are refused
         s.bind(("127.0.0.1", 0))
@@ -23,7 +22,7 @@ def test_a_roll_planned_against_an_ensemble_that_does_not_answer_names_it(monkey
                                                               "extra": {"chroot": "/kafka"}}))
     config = ClusterConfig.from_dict("c1", {"zk_conn_id": "krb_wrong_zk", "hosts": {"1": "ssh_b1"},
                                             "capture": {"connect_timeout_s": 1.0}})
-    with pytest.raises(AirflowFailException) as failed:
+    with pytest.raises(Stop) as failed:
         read_cluster(config, "nothing was planned or changed")
     text = str(failed.value)
     assert text.startswith(f"cluster 'c1': its ZooKeeper ensemble 127.0.0.1:{port}/kafka (connection 'krb_wrong_zk') "

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from types import SimpleNamespace
 
 import pytest
 
@@ -55,25 +54,24 @@ def _approve(tmp_path, config, plan, canary, **kw):
 @pytest.fixture
 def execute_side(tmp_path, monkeypatch):
     """``use_approval`` as the execute task calls it, at 14:05 on the approval's day, with the seal key."""
-    import kafka_runbooks.operators.approval as approval_op
     from kafka_runbooks import clock
+    from kafka_runbooks.runbook.task import Task
 
-    monkeypatch.setattr(approval_op, "approval_secret", lambda conn_id: SECRET)
     monkeypatch.setattr(clock, "now_iso", lambda: "2026-11-22T14:05:00+00:00")
     monkeypatch.setattr(StateDb, "now", lambda self: "2026-11-22T14:05:00.000Z")  # expiry is on the database's clock
-    context = {"ti": SimpleNamespace(dag_id="kafka_rolling_restart", run_id="run-1", task_id="execute", try_number=1)}
+    task = Task(dag_id="kafka_rolling_restart", run_id="run-1", task_id="execute", try_number=1)
 
     def use(config, plan, canary):
-        from kafka_runbooks.operators.remediate import use_approval
+        from kafka_runbooks.runbook.restart import use_approval
 
         config = dataclasses.replace(config, incident_base=str(tmp_path / "incidents"))
-        return use_approval(context, plan, config, "nothing restarted", canary=canary)
+        return use_approval(task, plan, config, "nothing restarted", canary=canary, secret_of=lambda conn_id: SECRET)
 
     return use
 
 
 def test_the_approved_plan_and_binding_are_usable_once(tmp_path, execute_side):
-    from airflow.sdk.exceptions import AirflowFailException
+    from kafka_runbooks.runbook.errors import Stop as AirflowFailException  # the service's; the operator makes it Airflow's
 
     config = dataclasses.replace(_config(), incident_base=str(tmp_path / "incidents"))
     plan = _plan(config)
@@ -94,7 +92,7 @@ def test_the_approved_plan_and_binding_are_usable_once(tmp_path, execute_side):
     ({"server_properties_path": "/etc/other/server.properties"}, "identity.server_properties_path"),
 ])
 def test_a_variable_edited_after_approve_refuses_naming_what_changed(tmp_path, execute_side, edit, named):
-    from airflow.sdk.exceptions import AirflowFailException
+    from kafka_runbooks.runbook.errors import Stop as AirflowFailException  # the service's; the operator makes it Airflow's
 
     approved = _config()
     plan = _plan(approved)
@@ -105,7 +103,7 @@ def test_a_variable_edited_after_approve_refuses_naming_what_changed(tmp_path, e
 
 
 def test_an_xcom_edited_after_approve_refuses_naming_what_changed(tmp_path, execute_side):
-    from airflow.sdk.exceptions import AirflowFailException
+    from kafka_runbooks.runbook.errors import Stop as AirflowFailException  # the service's; the operator makes it Airflow's
 
     config = _config()
     plan = _plan(config)
@@ -118,7 +116,7 @@ def test_an_xcom_edited_after_approve_refuses_naming_what_changed(tmp_path, exec
 
 
 def test_approvals_expire_after_max_age_except_an_elections_approved_deadline(tmp_path, execute_side):
-    from airflow.sdk.exceptions import AirflowFailException
+    from kafka_runbooks.runbook.errors import Stop as AirflowFailException  # the service's; the operator makes it Airflow's
 
     config = _config()
     plan = _plan(config)

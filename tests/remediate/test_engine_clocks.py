@@ -48,9 +48,10 @@ def test_a_session_registered_just_now_is_not_stable_on_a_worker_11_minutes_fast
 def test_an_expired_approval_is_expired_on_the_databases_clock_whatever_the_workers(tmp_path, monkeypatch):
     """Approved 15 minutes ago (``approvals.max_age_s`` = 600); the worker's clock runs 11 minutes slow, so on it the
     approval looks 4 minutes old. ``use_approval`` measures on the database's clock: expired, refused."""
-    from airflow.sdk.exceptions import AirflowFailException
-
     from kafka_runbooks import clock
+    from kafka_runbooks.runbook.errors import Stop
+    from kafka_runbooks.runbook.restart import use_approval
+    from kafka_runbooks.runbook.task import Task
 
     from test_approval_binding import SECRET, _approve, _config, _plan
 
@@ -59,15 +60,9 @@ def test_an_expired_approval_is_expired_on_the_databases_clock_whatever_the_work
     config = dataclasses.replace(_config(), incident_base=str(tmp_path / "incidents"))
     plan = _plan(config)
     _approve(tmp_path, config, plan, canary=False, responded_at=clock.iso(given))
-    import kafka_runbooks.operators.approval as approval_op
-    from types import SimpleNamespace
-
-    monkeypatch.setattr(approval_op, "approval_secret", lambda conn_id: SECRET)
-    from kafka_runbooks.operators.remediate import use_approval
-
-    context = {"ti": SimpleNamespace(dag_id="kafka_rolling_restart", run_id="run-1", task_id="execute", try_number=1)}
-    with pytest.raises(AirflowFailException, match=r"expired \(approvals.max_age_s = 600"):
-        use_approval(context, plan, config, "nothing restarted", canary=False)
+    task = Task(dag_id="kafka_rolling_restart", run_id="run-1", task_id="execute", try_number=1)
+    with pytest.raises(Stop, match=r"expired \(approvals.max_age_s = 600"):
+        use_approval(task, plan, config, "nothing restarted", canary=False, secret_of=lambda conn_id: SECRET)
 
 
 def test_the_database_clock_is_read_from_the_database(state_db, monkeypatch):

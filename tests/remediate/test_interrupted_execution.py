@@ -1,7 +1,7 @@
 """A roll whose execute task died with its worker (nothing recorded its end) counts as halted, so ``resume`` can
 continue it (the deployed suite kills a worker mid-roll: tests/deployed)."""
 
-from kafka_runbooks.operators.remediate import interrupted_execution
+from kafka_runbooks.runbook.restart import interrupted_execution
 
 
 def _e(event, run="r1", **kw):

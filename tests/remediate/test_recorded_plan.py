@@ -45,27 +45,24 @@ def test_a_waiver_written_into_the_plan_xcom_before_approve_is_not_honoured(reco
     binds the approval to the plan as recorded (no waiver), the execute side loads that same plan; an XCom whose
     digest is the forged plan's names no recorded plan and both refuse. (Before: both read XCom, so the approver was
     shown -- and the executor ran -- the forged waiver.)"""
-    from airflow.sdk.exceptions import AirflowFailException
-
-    from kafka_runbooks.operators.approval import RemediationApprovalOperator
     from kafka_runbooks.remediate.digest import plan_digest
+    from kafka_runbooks.runbook import approval, plans
+    from kafka_runbooks.runbook.errors import Stop
 
     config, plan = recorded
     forged = dataclasses.replace(plan, not_serving=dict(WAIVER))
     kept_digest = _xcom(forged, plan_digest(plan))  # the forged plan under the recorded plan's digest
-    _, shown, _, _, _ = RemediationApprovalOperator(task_id="approve", plan_output=kept_digest, cluster="c1")._setup()
+    shown = approval.bind(kept_digest, "c1", "nothing to approve").plan
     assert shown.not_serving == {} and plan_digest(shown) == plan_digest(plan)
 
-    from kafka_runbooks.operators.remediate import load_recorded_plan
-
-    runs, _, findings = load_recorded_plan(kept_digest, "nothing restarted")
+    runs = plans.load(kept_digest, "nothing restarted").plan
     assert runs.not_serving == {} and runs == dataclasses.replace(shown)
 
     own_digest = _xcom(forged, plan_digest(forged))  # the forged plan under its own digest: nothing recorded it
-    with pytest.raises(AirflowFailException, match="no plan with digest .* was recorded"):
-        RemediationApprovalOperator(task_id="approve", plan_output=own_digest, cluster="c1")._setup()
-    with pytest.raises(AirflowFailException, match="no plan with digest .* was recorded .*; nothing restarted"):
-        load_recorded_plan(own_digest, "nothing restarted")
+    with pytest.raises(Stop, match="no plan with digest .* was recorded"):
+        approval.bind(own_digest, "c1", "nothing to approve")
+    with pytest.raises(Stop, match="no plan with digest .* was recorded .*; nothing restarted"):
+        plans.load(own_digest, "nothing restarted")
 
 
 def test_a_waiver_is_recomputed_from_the_findings_recorded_with_the_plan():

@@ -101,6 +101,13 @@ def audit_of(settings, run):
     record_id = xcom(run, "plan")["plan"]["roll_id"]
     return record_id, IncidentStore(ClusterConfig.from_dict("lab", settings)).audit_trail(record_id)
 
+def recorded_plan(settings, plan_output):
+    """The plan the plan task recorded in the state database, as a dict: its XCom names it (record and digest)."""
+    from kafka_runbooks.config import ClusterConfig
+    from kafka_runbooks.runbook.plans import load
+
+    return load(plan_output, "", lambda name: ClusterConfig.from_dict(name, settings)).plan.to_dict()
+
 
 def audit_of_record(settings, run):
     """The audit of the record a run's plan task opened (also when the plan task failed: found by its run id)."""
@@ -288,7 +295,7 @@ def test_a_broker_that_does_not_come_back_halts_pages_and_resume_completes(roll_
 
     resumed = roll({"resume": True})
     assert states(resumed)["execute"] == "success", states(resumed)
-    plan = xcom(resumed, "plan")["plan"]
+    plan = recorded_plan(settings, xcom(resumed, "plan"))
     assert plan["roll_id"] == record_id and plan["completed"] == [first]
     assert [s["broker_id"] for s in plan["steps"]] == [second, controller]
     assert lab.broker_pid(first) == first_pid, "resume restarted a broker that was already done"
@@ -653,7 +660,7 @@ def test_a_worker_killed_mid_stop_leaves_a_resumable_roll_and_says_what_it_left(
         zk.close()
     resumed = roll({"resume": True, "canary": False})
     assert states(resumed)["execute"] == "success", states(resumed)
-    plan = xcom(resumed, "plan")["plan"]
+    plan = recorded_plan(settings, xcom(resumed, "plan"))
     assert plan["roll_id"] == record_id and [s["broker_id"] for s in plan["steps"]] == [b]
     assert "not registered in ZooKeeper: started first" in plan["steps"][0]["reason"]
     assert lab.broker_pid(b) not in (None, pid) and lab.registration(b) is not None

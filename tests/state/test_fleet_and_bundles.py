@@ -81,7 +81,7 @@ def test_one_unreadable_database_does_not_hide_the_others(tmp_path):
 
 
 def test_the_not_incident_kinds_are_the_remediations_own(state_db):
-    from kafka_runbooks.operators.remediate import ROLLING_RESTART
+    from kafka_runbooks.runbook.restart import ROLLING_RESTART
     from kafka_runbooks.remediate.election import KIND
 
     assert set(fleet.NOT_INCIDENTS) == {ROLLING_RESTART, KIND, "election_schedule"}

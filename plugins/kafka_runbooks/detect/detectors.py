@@ -36,7 +36,7 @@ from kafka_runbooks.detect.zookeeper import detect_zookeeper, detect_zookeeper_u
 from kafka_runbooks.model import ClusterSnapshot, Evidence, Finding, Severity
 
 # finding kinds that open an incident; of those, the ones naming brokers or ZooKeeper servers start a response
-# (leadership incidents never do: operators/detect.py leaves them to a person)
+# (leadership incidents never do: remediate/choice.first_response leaves them to a person)
 OPENS_INCIDENT = (*SERVING_INCIDENTS, "offline_partitions", *ZOOKEEPER_INCIDENTS, *CLIENT_INCIDENTS, *CLEANER_INCIDENTS,
                   *LEADERSHIP_INCIDENTS, *replicas.OPENS_INCIDENT)
 

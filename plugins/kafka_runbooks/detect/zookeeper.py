@@ -190,7 +190,7 @@ def _near(at: str | None, times: list[str], seconds: float) -> bool:
 def detect_zookeeper_unreachable(ctx: Context) -> list[Finding]:
     """The health check could not read the cluster's state from ZooKeeper (kazoo's connection timed out or was lost):
     which ensemble, which members answer their four-letter words and what they say, and since when no check could read
-    it (the history's ``leadership`` series). Critical; it pages on-call (``operators/detect.py``)."""
+    it (the history's ``leadership`` series). Critical; it pages on-call (``runbook/detect.py``)."""
     from kafka_runbooks.detect.leadership_state import LEADERSHIP
 
     s = ctx.snapshot

@@ -1,8 +1,8 @@
-"""Analyze: the bundle goes through the PySpark job; its findings and report join the incident."""
+"""Analyze: the bundle goes through the PySpark job (Airflow's SparkSubmitOperator, shipping the package); its findings
+and report join the incident (``runbook/analyze.py``)."""
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import tempfile
@@ -12,9 +12,9 @@ from typing import Any, Sequence
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import BaseOperator
-from airflow.sdk.exceptions import AirflowFailException
 
 import kafka_runbooks
+from kafka_runbooks.operators.glue import service
 from kafka_runbooks.operators.links import LINKS
 from kafka_runbooks.spark_apps_path import ANALYZE_BUNDLE, FLEET_ANALYTICS, app_path
 
@@ -98,28 +98,7 @@ class PublishReportOperator(BaseOperator):
         self.bundle_dir = bundle_dir
 
     def execute(self, context) -> dict[str, Any]:
-        from kafka_runbooks.config import load_cluster
-        from kafka_runbooks.incidents.store import IncidentStore
-        from kafka_runbooks.model import Finding
-        from kafka_runbooks.state.bundles import BundleIndex
+        from kafka_runbooks.runbook import analyze  # keeps DAG parsing fast: loaded when the task runs
 
-        path = Path(self.bundle_dir) / "findings.json"
-        report = Path(self.bundle_dir) / "report.html"
-        try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
-            findings = [Finding.from_dict(f) for f in doc["findings"]]
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise AirflowFailException(f"the analysis left no readable findings at {path}: {exc!r}") from exc
-        for f in findings:
-            self.log.warning("finding %s [%s]: %s", f.kind, f.severity.value, f.summary)
-        self.log.info("report: %s", report)
-        config = load_cluster(self.incident["cluster"])
-        store = IncidentStore(config)
-        store.update(
-            self.incident["incident_id"],
-            bundle_dir=str(self.bundle_dir),
-            report=str(report),
-            findings=[f.to_dict() for f in findings],
-        )
-        BundleIndex(config).record_analysis(str(self.bundle_dir), report=str(report), findings=len(findings))
-        return {"bundle_dir": str(self.bundle_dir), "report": str(report), "findings": [f.to_dict() for f in findings]}
+        with service(context, self.log) as task:
+            return analyze.publish(self.incident, str(self.bundle_dir), task)

@@ -1,91 +1,20 @@
-"""Capture: diagnostics from every broker host over SSH into an evidence bundle, before anything is touched."""
+"""Capture: diagnostics from every broker host over SSH into an evidence bundle, before anything is touched -- glue
+over ``runbook/capture.py``."""
 
 from __future__ import annotations
 
-import contextlib
-
-from pathlib import Path
 from typing import Any, Sequence
 
 from airflow.sdk import BaseOperator
-from airflow.sdk.exceptions import AirflowFailException
 
-from kafka_runbooks import clock
+from kafka_runbooks.operators.glue import service
 from kafka_runbooks.operators.links import LINKS
 
 
-class MaintenanceLockGate:
-    """``collector.IntrusiveGate`` for a real cluster: the cluster's maintenance lock (the one every restart and
-    election takes, so no intrusive tool runs while the cluster is being changed, and no change starts meanwhile)
-    and a direct Kafka-protocol check of the broker taken just before its tools run."""
-
-    def __init__(self, config, brokers, *, run_id: str, dag_id: str, findings=()) -> None:
-        self.config, self.brokers, self.run_id, self.dag_id = config, dict(brokers), run_id, dag_id
-        self.findings = [f for f in findings if f]  # what corroborates "not serving" (the incident's trigger)
-        self.why_not: dict[int, str] = {}  # why a broker did not get the intrusive tools (the collector records it)
-
-    @contextlib.contextmanager
-    def session(self):
-        from kafka_runbooks.hooks.zookeeper import ZooKeeperHook  # deferred: loaded when the task runs, not when a DAG file is parsed
-        from kafka_runbooks.remediate.lock import MaintenanceLock  # deferred: loaded when the task runs, not when a DAG file is parsed
-
-        with ZooKeeperHook(self.config.zk_conn_id, timeout_s=self.config.capture.connect_timeout_s,
-                           cluster=self.config.name).session() as zk:
-            lock = MaintenanceLock(zk, self.config.name, run=self.run_id, dag=self.dag_id, user=None,
-                                   purpose="capture: intrusive JVM tools on a broker proven not serving")
-            identity = lock.acquire(self.config.gates.lock_wait_s)
-            try:
-                yield identity
-                lock.check()
-            finally:
-                lock.release()
-
-    def not_serving(self, broker_id: int) -> str | None:
-        """The evidence that the broker does not serve -- a direct check taken now had no answer (time-out, refused
-        connection), corroborated by a not-serving finding of it (``capture.commands.intrusive_evidence``) -- or None,
-        the reason in ``why_not``."""
-        from kafka_runbooks.capture.commands import intrusive_evidence  # deferred: loaded when the task runs, not when a DAG file is parsed
-        from kafka_runbooks.hooks.kafka import KafkaHook  # deferred: loaded when the task runs, not when a DAG file is parsed
-
-        broker = self.brokers.get(int(broker_id))
-        if broker is None:
-            self.why_not[int(broker_id)] = f"broker {broker_id} has no known endpoint: no direct check can be taken"
-            return None
-        check = KafkaHook(self.config.kafka_conn_id, listener=self.config.listener).knows(
-            b for b in self.brokers.values() if b.session_id is not None).check_broker(
-            broker, self.config.health.kafka_probe_timeout_s)
-        evidence, why = intrusive_evidence(check, self.findings)
-        if evidence is None:
-            self.why_not[int(broker_id)] = why
-        return evidence
-
-
-def capture_plan(config, suspects, peers) -> str:
-    """What the capture will do, said before it starts (task log and audit)."""
-    c = config.capture
-    intrusive = ("jmap -histo:live" + (", a heap dump" if c.heap_dump else "") + ", jhsdb where no gentle dump works"
-                 if c.intrusive else "none (capture.intrusive is off)")
-    jmx = (f"one JmxTool read within {config.leadership.jmx_timeout_s:g}s" if config.leadership.jmx
-           else "no JMX read (leadership.jmx is off)")
-    return (f"capture plan: brokers {sorted(set(suspects) | set(peers))} in parallel, non-intrusive only (thread dumps by "
-            f"jstack/jcmd/SIGQUIT, one host at a time, with lock detail (-l) only on a suspect a not-serving finding "
-            f"accuses; socket tables, logs, /proc, GC log, {jmx}; server.properties and command lines "
-            f"redacted), each "
-            f"host within {c.host_deadline_s:g}s; suspects {sorted(suspects)} (at most {c.max_suspects}) get "
-            f"{c.jstack_count} thread dumps and heap sizes; intrusive tools: {intrusive} -- only on a suspect whose "
-            f"direct check just before had no answer (a time-out, a refused connection) and that a not-serving finding "
-            f"accuses, one host at a time, under the cluster's maintenance lock, "
-            f"within {c.intrusive_deadline_s:g}s per host")
-
-
 class CaptureEvidenceOperator(BaseOperator):
-    """Captures the suspect broker(s) and their peers in parallel, each host within its deadline, without
-    stopping or pausing any JVM; then the intrusive tools one suspect at a time, under the maintenance lock, only
-    where a direct check proves it is not serving (``capture/collector.py``).
-
-    The audit records the capture's real status -- ``complete``, ``partial`` (with every reason:
-    a stopped JVM, a failed command, a deadline) or ``failed`` -- and the task fails only when
-    nothing at all could be captured."""
+    """Captures the suspect broker(s) and their peers (``runbook.capture.capture``): in parallel, each host within its
+    deadline, without stopping or pausing any JVM; the intrusive tools only where a direct check proves a suspect is
+    not serving, under the maintenance lock. The task fails only when nothing at all could be captured."""
 
     operator_extra_links = LINKS  # operators/links.py: the run's incident (its evidence bundles) and its report
 
@@ -96,93 +25,7 @@ class CaptureEvidenceOperator(BaseOperator):
         self.incident = incident
 
     def execute(self, context) -> dict[str, Any]:
-        from kafka_runbooks.capture.bundle import EvidenceBundle  # deferred: loaded when the task runs, not when a DAG file is parsed
-        from kafka_runbooks.capture.collector import FAILED, capture_cluster  # deferred: loaded when the task runs, not when a DAG file is parsed
-        from kafka_runbooks.config import load_cluster  # deferred: loaded when the task runs, not when a DAG file is parsed
-        from kafka_runbooks.hooks.kafka import KafkaHook  # deferred: loaded when the task runs, not when a DAG file is parsed
-        from kafka_runbooks.incidents.store import IncidentStore, ResponseRefused  # deferred: loaded when the task runs, not when a DAG file is parsed
-        from kafka_runbooks.model import ClusterSnapshot, Finding  # deferred: loaded when the task runs, not when a DAG file is parsed
-        from kafka_runbooks.state.bundles import BundleIndex  # deferred: loaded when the task runs, not when a DAG file is parsed
-        from kafka_runbooks.detect.observe import brokers_to_probe, known_registrations  # deferred: loaded when the task runs, not when a DAG file is parsed
+        from kafka_runbooks.runbook import capture  # keeps DAG parsing fast: paramiko loads when the task runs
 
-        if not isinstance(self.incident, dict) or not self.incident.get("incident_id"):
-            # it runs whatever the mitigation before it did (trigger rule all_done), so also after a failed open_incident
-            raise AirflowFailException("no incident was opened (see the open_incident task): nothing to capture")
-        config = load_cluster(self.incident["cluster"])
-        incident_id = self.incident["incident_id"]
-        try:  # least power: at most capture.max_per_hour captures of a cluster in any hour, counted before any SSH
-            IncidentStore(config).start_capture(incident_id, cluster=config.name, per_hour=config.capture.max_per_hour,
-                                                actor=f"dag:{context['dag'].dag_id}/run:{context['run_id']}",
-                                                details={"brokers": list(self.incident["capture_broker_ids"])})
-        except ResponseRefused as exc:
-            raise AirflowFailException(str(exc)) from exc
-        snapshot = ClusterSnapshot.from_dict(self.incident["snapshot"])
-        trigger = self.incident.get("trigger")
-        bundle = EvidenceBundle(
-            config.bundle_base,
-            cluster=config.name,
-            incident_id=incident_id,
-            trigger=Finding.from_dict(trigger).to_dict() if trigger else None,
-            # one incident may be captured by several response runs; evidence is never overwritten
-            capture_id=clock.stamp(micros=True),
-        )
-        known = known_registrations(config)
-        targets, missing = brokers_to_probe(config, snapshot, known)
-        wanted = set(self.incident["capture_broker_ids"])
-        hook = KafkaHook(config.kafka_conn_id, listener=config.listener)
-        checkable = [b for b in targets if b.id in wanted and (b.endpoints or b.id not in missing)]
-
-        def checker():
-            return hook.check_all(checkable, config.health.kafka_probe_timeout_s, unregistered=missing)
-
-        suspects = [int(b) for b in self.incident["broker_ids"]][: config.capture.max_suspects]
-        plan_text = capture_plan(config, suspects, self.incident["capture_broker_ids"])
-        self.log.info("%s", plan_text)
-        gate = MaintenanceLockGate(config, {b.id: b for b in targets}, run_id=context["run_id"], dag_id=context["dag"].dag_id,
-                                   findings=[trigger])
-        zk_servers = list(self.incident.get("zookeeper_servers") or [])
-        members = []
-        if zk_servers:  # a ZooKeeper incident: every member of the ensemble, jstack of the affected one(s)
-            from kafka_runbooks.detect.zk_probe import members as zk_members  # deferred: loaded when the task runs, not when a DAG file is parsed
-            from kafka_runbooks.hooks.zookeeper import ZooKeeperHook  # deferred: loaded when the task runs, not when a DAG file is parsed
-
-            members = zk_members(config, ZooKeeperHook(config.zk_conn_id).servers)
-        manifest = capture_cluster(
-            config, snapshot, self.incident["capture_broker_ids"], bundle,
-            suspects=self.incident["broker_ids"], checker=checker, known={b.id: b for b in targets},
-            zookeeper_members=members, zookeeper_affected=zk_servers, intrusive=gate,
-        )
-        hosts = manifest.get("hosts", {})
-        unreachable = sorted(b for b, h in hosts.items() if not h.get("reachable"))
-        failed = [c for c in manifest.get("commands", []) if c.get("error") or c.get("exit_code") not in (0, None)]
-        status = manifest["status"]
-        store = IncidentStore(config)
-        store.audit(
-            incident_id,
-            actor=f"dag:{context['dag'].dag_id}/run:{context['run_id']}",
-            action="capture",
-            outcome=status,
-            details={
-                "bundle_dir": str(bundle.path),
-                "duration_s": manifest.get("duration_s"),
-                "hosts": {b: {"role": h.get("role"), "status": h.get("status"), "process_state": h.get("process_state"),
-                              "thread_dump_method": h.get("thread_dump_method")} for b, h in sorted(hosts.items())},
-                "zookeeper": {z: {"role": h.get("role"), "status": h.get("status")} for z, h in sorted((manifest.get("zookeeper") or {}).items())},
-                "reasons": manifest.get("status_reasons", []),
-                "plan": plan_text,
-                "intrusive": {b: h.get("intrusive") for b, h in sorted(hosts.items()) if h.get("intrusive")},
-                "intrusive_phase": manifest.get("intrusive"),
-                "suspects_capped": manifest.get("suspects_capped"),
-                "unreachable": unreachable,
-                "failed_commands": [f"{c['broker_id']}:{c['name']}" for c in failed],
-            },
-        )
-        store.update(incident_id, bundle_dir=str(bundle.path), capture_status=status)
-        BundleIndex(config).record_capture(str(bundle.path), manifest)
-        if status == FAILED:
-            raise AirflowFailException(f"capture failed on every host; nothing captured (see {bundle.path}): "
-                                       + "; ".join(manifest.get("status_reasons", [])[:5]))
-        self.log.info("bundle %s: capture %s in %ss, %d files; reasons: %s", bundle.path, status, manifest.get("duration_s"),
-                      len(manifest.get("files", [])), manifest.get("status_reasons"))
-        return {"bundle_dir": str(Path(bundle.path)), "unreachable": unreachable, "status": status,
-                "status_reasons": manifest.get("status_reasons", [])}
+        with service(context, self.log) as task:
+            return capture.capture(self.incident, task)

@@ -103,3 +103,32 @@ def peers_needing_restart(observations: Iterable[Sequence[Finding]], restarted: 
         if all(seen):
             why[p] = f"{seen[-1].kind} in {len(obs)} consecutive checks: {seen[-1].summary[:300]}"
     return sorted(why), why
+
+
+RESPOND = "respond"  # the incident response DAG is started for it
+PERSON = "person"  # no automatic response: the incident needs a person
+
+
+@dataclass(frozen=True)
+class FirstResponse:
+    """What a newly opened incident gets from detection: a response run (capture, analysis, then ``remediation_for``)
+    for the brokers and ZooKeeper servers it names, or a person, with the reason."""
+
+    kind: str  # RESPOND | PERSON
+    reason: str = ""
+    zookeeper_servers: tuple[str, ...] = ()
+
+
+def first_response(finding: Finding) -> FirstResponse:
+    """A finding that names no broker and no ZooKeeper server: a person (nothing to capture or restart). A leadership
+    problem: a person -- a restart would move leadership again (incident 003); on-call stops the automatic rebalance
+    and starts the deferred election, which waits until the broker is ready and traffic is quiet. Anything else: the
+    response run."""
+    d = finding.details
+    zk = (str(d["subject"]),) if d.get("problem") == "zookeeper_member" and d.get("server") else ()
+    if not finding.broker_ids and not zk:
+        return FirstResponse(PERSON, "no broker or ZooKeeper server named by the finding: nothing to capture or restart "
+                                     "automatically")
+    if d.get("problem") == "leadership":
+        return FirstResponse(PERSON, f"{finding.kind}: no automatic restart; see {d.get('runbook')} ({d.get('remediation')})")
+    return FirstResponse(RESPOND, zookeeper_servers=zk)

@@ -1,0 +1,129 @@
+"""Mitigate first (issue 30): the incident response's first change -- move leadership off the broker that does not
+serve, its JVM untouched -- as the application runs it, over ``remediate/demote.py`` (the plan) and
+``remediate/demote_run.py`` (the run).
+
+Plan (on fresh state, for the incident's suspects with direct evidence: a failed direct check now AND a finding of an
+open incident saying so) -> the same approval as every change (``runbook/approval.py``) -> the move under the
+maintenance lock -> after the restart, the original replica order written back. The mitigation has a record of its
+own (its ledger must never mark the broker "done" for the restart that follows). Nothing to move, or no evidence:
+Skip, saying why (the capture goes on); a refused or halted move stops (the capture goes on too)."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+from kafka_runbooks.runbook import plans
+from kafka_runbooks.runbook.errors import Skip, Stop
+from kafka_runbooks.runbook.task import Task
+
+GATES = (
+    "every moved partition led by a registered in-sync broker other than the hung one (ZooKeeper), and each serving "
+    "broker's own metadata agreeing",
+    "the coordinators of moved __consumer_offsets partitions loaded (an OffsetFetch answered)",
+    "a canary produce (acks=all) and consume through every serving leader",
+)
+
+
+def evidence(config, snapshot, suspects: Sequence[int]) -> tuple[dict[int, str], dict[int, Any]]:
+    """{broker: evidence} for suspects that fail a direct check now AND that an open incident says are not serving."""
+    from kafka_runbooks.incidents.store import IncidentStore  # keeps DAG parsing fast: loaded when a task runs
+    from kafka_runbooks.remediate.executor import check_brokers  # keeps DAG parsing fast: the clients load when a task runs
+    from kafka_runbooks.remediate.safety import incident_evidence  # keeps DAG parsing fast: loaded when a task runs
+
+    said = incident_evidence(IncidentStore(config).records(config.name), snapshot)
+    checks = check_brokers(config, snapshot, [b for b in suspects if b in said])
+    return ({b: f"direct check failed now ({c.error or c.error_code or 'no answer'}); {said[b]}"
+             for b, c in checks.items() if not c.ok}, checks)
+
+
+def plan(incident: Any, task: Task, config_of: Callable[[str], Any] = plans.load_config) -> dict[str, Any]:
+    """Plans moving leadership off the incident's not-serving broker; records it under a record of its own; returns the
+    reference to it. Skip when off, when nothing is to move or when it is refused."""
+    from kafka_runbooks.incidents.store import IncidentStore  # keeps DAG parsing fast: loaded when a task runs
+    from kafka_runbooks.remediate import demote as D  # keeps DAG parsing fast: loaded when a task runs
+    from kafka_runbooks.remediate.demote_run import to_plan  # keeps DAG parsing fast: the engine loads when a task runs
+    from kafka_runbooks.remediate.digest import plan_digest  # keeps DAG parsing fast: loaded when a task runs
+    from kafka_runbooks.runbook.cluster import read_snapshot_of  # keeps DAG parsing fast: kazoo loads when a task runs
+
+    incident = incident if isinstance(incident, dict) else {}
+    if not incident.get("broker_ids"):
+        raise Skip("no suspect broker: nothing to move (a ZooKeeper incident, or none named)")
+    config = config_of(incident["cluster"])
+    if not config.mitigation.enabled:
+        raise Skip(f"mitigation is off for cluster {config.name!r} (mitigation.enabled): leadership stays where it is; the "
+                   "capture goes on")
+    snapshot = read_snapshot_of(config)
+    found, checks = evidence(config, snapshot, [int(b) for b in incident["broker_ids"]])
+    for b, c in sorted(checks.items()):
+        task.log.info("direct check of broker %s: %s", b, "ok" if c.ok else c.error)
+    if not found:
+        raise Skip(f"no suspect of {sorted(incident['broker_ids'])} fails a direct check now while an open incident says it "
+                   "is not serving: leadership stays where it is; the capture goes on")
+    b = sorted(found)[0]
+    dplan = D.plan_demote(snapshot, b, found)
+    for line in dplan.blast_radius():
+        task.log.info("%s", line)
+    if dplan.refused:
+        raise Skip("moving leadership off broker %s is refused: %s; the capture goes on"
+                   % (b, "; ".join(str(r) for r in dplan.refusals)))
+    store = IncidentStore(config)
+    actor = task.starter or f"dag:{task.dag_id}"
+    record = store.open(cluster=config.name, broker_ids=[b], opened_by=actor,
+                        reason=f"move leadership off broker {b}, which does not serve (incident {incident.get('incident_id')})",
+                        trigger={"kind": D.KIND, "incident_id": incident.get("incident_id"), "broker_ids": [b]})
+    the_plan = to_plan(dplan, snapshot, record["id"])
+    digest = plan_digest(the_plan)
+    plans.record(config, the_plan, digest, task.run_id, canary=config.canary.enabled, gates=GATES,
+                 approval_wait_s=config.mitigation.approval_wait_s, starter=task.starter)
+    store.update(record["id"], plan=the_plan.to_dict(), plan_digest=digest)
+    store.audit(record["id"], actor=actor, action="plan_demote", outcome="ok",
+                details={"plan": the_plan.to_dict(), "digest": digest, "run_id": task.run_id})
+    return plans.output(the_plan, digest, incident_id=incident.get("incident_id"))
+
+
+def execute(plan_output: Any, task: Task, secret_of: Callable[[str], bytes],
+            config_of: Callable[[str], Any] = plans.load_config) -> dict[str, Any]:
+    """Moves leadership as approved (``remediate/demote_run.py``); Stop when refused or halted."""
+    from kafka_runbooks.remediate import demote_run as R  # keeps DAG parsing fast: the engine loads when a task runs
+    from kafka_runbooks.remediate.executor import Execution, Halted, Refused  # keeps DAG parsing fast
+    from kafka_runbooks.runbook.restart import approved  # keeps DAG parsing fast: loaded when a task runs
+
+    recorded, decision, approver = approved(plan_output, task, "leadership was not moved", secret_of, config_of)
+    plan = recorded.plan
+    ex = Execution(config=recorded.config, plan=plan, record_id=plan.roll_id, dag_id=task.dag_id, run_id=task.run_id,
+                   task_id=task.task_id, try_number=task.try_number, approver=approver, starter=decision.starter,
+                   canary=bool((decision.binding or {}).get("canary", {}).get("enabled")))
+    try:
+        result = R.run(ex)
+    except (Refused, Halted) as exc:
+        raise Stop(str(exc)) from exc
+    task.log.info("moved %d partition(s) off broker %s; staying down until its restart: %s",
+                  len(result["moved"]), result["broker_id"], sorted(result["stays_offline"]) or "none")
+    return result
+
+
+def restore(mitigation: Any, cluster: str, task: Task, config_of: Callable[[str], Any] = plans.load_config) -> dict[str, Any]:
+    """After the restart passed its gates and the cluster recovered: the mitigation's original replica order written
+    back under the maintenance lock, so the deferred preferred election returns leadership to the broker."""
+    from kafka_runbooks.hooks.zookeeper import ZooKeeperHook  # keeps DAG parsing fast: kazoo loads when a task runs
+    from kafka_runbooks.incidents.store import IncidentStore  # keeps DAG parsing fast: loaded when a task runs
+    from kafka_runbooks.remediate import demote as D  # keeps DAG parsing fast: loaded when a task runs
+    from kafka_runbooks.remediate.demote_run import restore_order  # keeps DAG parsing fast: the engine loads at run time
+    from kafka_runbooks.remediate.lock import MaintenanceLock  # keeps DAG parsing fast: kazoo loads when a task runs
+
+    m = mitigation if isinstance(mitigation, dict) else {}
+    if not m.get("restore"):
+        raise Skip("no mitigation ran in this response: no replica order to write back")
+    config = config_of(cluster)
+    with ZooKeeperHook(config.zk_conn_id, timeout_s=config.capture.connect_timeout_s).session() as zk:
+        lock = MaintenanceLock(zk, config.name, run=task.run_id, dag=task.dag_id, user=None, purpose=D.KIND)
+        lock.acquire(config.gates.lock_wait_s)
+        try:
+            out = restore_order(zk, config, m["restore"], guard=lock.check)
+        finally:
+            lock.release()
+    IncidentStore(config).audit(m["record_id"], actor=f"dag:{task.dag_id}", action="restore_order",
+                                outcome="ok" if not out["left"] else "partial", details=out)
+    for line in out["left"]:
+        task.log.warning("not written back: %s", line)
+    return out
