@@ -1,0 +1,156 @@
+"""The serving watch (issue 30): when it fires (pure: detect/serving_watch.py), and the trigger itself
+(triggers/serving.py) against a real ZooKeeper holding the registrations 0.9.0.1 writes and protocol-level 0.9
+stand-ins (tests/kafka09_server.py: what they stand for is in its docstring): it fires for a broker that accepts
+connections and never answers, never for brokers that answer, and sends a may-be-0.9 broker Metadata v0 only
+(never ApiVersions, seed 002). The same against the lab's real Kafka 2.3: tests/lab/test_serving_watch_lab.py."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from kafka_runbooks.detect.serving_watch import Answer, ServingWatch
+
+pytestmark = pytest.mark.timeout(120)
+
+_spec = importlib.util.spec_from_file_location("kafka_runbooks_tests_kafka09", Path(__file__).parents[1] / "kafka09_server.py")
+kafka09 = sys.modules.get(_spec.name) or importlib.util.module_from_spec(_spec)
+if _spec.name not in sys.modules:
+    sys.modules[_spec.name] = kafka09
+    _spec.loader.exec_module(kafka09)
+
+
+def _round(watch, now, ok=(), failed=()):
+    return watch.observe([Answer(b, True) for b in ok] + [Answer(b, False, f"h{b}:9092", "no answer within 3 s") for b in failed],
+                         now, f"t={now}")
+
+
+# ------------------------------------------------------------------------------------------------ pure: the decision
+def test_fires_after_n_failed_rounds_in_a_row_once_per_outage():
+    w = ServingWatch(failures=3, debounce_s=0)
+    assert _round(w, 0, ok=(1, 2, 3)) is None
+    assert _round(w, 5, ok=(1, 2), failed=(3,)) is None
+    assert _round(w, 10, ok=(1, 2), failed=(3,)) is None
+    fire = _round(w, 15, ok=(1, 2), failed=(3,))
+    assert fire is not None and list(fire.brokers) == [3]
+    assert fire.brokers[3] == {"failures": 3, "since": "t=5", "error": "no answer within 3 s", "endpoint": "h3:9092"}
+    assert "broker 3 did not answer 3 round(s) in a row" in fire.summary()
+    # still not answering: no second event for the same outage
+    assert all(_round(w, t, ok=(1, 2), failed=(3,)) is None for t in (20, 25, 30, 100, 1000))
+    assert w.not_answering() == [3]
+
+
+def test_an_answer_between_failures_starts_the_count_again():
+    w = ServingWatch(failures=2, debounce_s=0)
+    for t in range(0, 100, 10):  # fails one round in two: never two in a row
+        assert _round(w, t, failed=(3,) if t % 20 == 0 else (), ok=(1, 2) if t % 20 == 0 else (1, 2, 3)) is None
+
+
+def test_a_new_outage_after_an_answer_fires_again():
+    w = ServingWatch(failures=2, debounce_s=0)
+    _round(w, 0, failed=(3,))
+    assert _round(w, 1, failed=(3,)) is not None
+    assert _round(w, 2, ok=(3,)) is None
+    _round(w, 3, failed=(3,))
+    assert _round(w, 4, failed=(3,)) is not None
+
+
+def test_a_flapping_broker_fires_at_most_once_per_debounce():
+    w = ServingWatch(failures=2, debounce_s=60)
+    fired = []
+    for t in range(0, 300, 5):  # two rounds failed, one answered, again and again: an outage every 15 s
+        phase = (t // 5) % 3
+        if _round(w, t, ok=(1,) + ((3,) if phase == 2 else ()), failed=(3,) if phase < 2 else ()) is not None:
+            fired.append(t)
+    assert fired and all(b - a >= 60 for a, b in zip(fired, fired[1:])), fired
+    assert len(fired) == 5, fired  # 300 s / 60 s: the storm is cut to one event per debounce
+
+
+def test_a_second_broker_within_the_debounce_goes_out_when_it_ends():
+    w = ServingWatch(failures=1, debounce_s=30)
+    assert list(_round(w, 0, ok=(1,), failed=(3,)).brokers) == [3]
+    assert _round(w, 10, ok=(1,), failed=(2, 3)) is None  # broker 2 stopped too: held by the debounce
+    fire = _round(w, 30, ok=(1,), failed=(2, 3))
+    assert fire is not None and list(fire.brokers) == [2]  # 3 was already reported in this outage
+
+
+def test_a_broker_no_longer_registered_is_forgotten():
+    w = ServingWatch(failures=2, debounce_s=0)
+    _round(w, 0, ok=(1,), failed=(3,))
+    assert _round(w, 1, ok=(1,)) is None  # 3 deregistered: ZooKeeper's own watch says so
+    assert _round(w, 2, ok=(1,), failed=(3,)) is None  # registered again and failing: counted from one
+    assert _round(w, 3, ok=(1,), failed=(3,)) is not None
+
+
+def test_settings_are_checked():
+    from kafka_runbooks.config import ClusterConfig, ConfigError
+
+    base = {"zk_conn_id": "zk", "hosts": {"1": "h1"}}
+    h = ClusterConfig.from_dict("c", base).health
+    assert (h.serving_interval_s, h.serving_timeout_s, h.serving_failures, h.serving_debounce_s) == (5.0, 3.0, 2, 60.0)
+    for bad in ({"serving_failures": 0}, {"serving_timeout_s": 0}, {"serving_interval_s": -1}, {"watch_serving": "yes"}):
+        with pytest.raises(ConfigError):
+            ClusterConfig.from_dict("c", {**base, "health": bad})
+
+
+# ---------------------------------------------------------------------- the trigger: real ZooKeeper, 0.9 stand-ins
+IDS = (1, 2, 3)
+QUIET_ROUNDS_S = 3.0  # the watch must stay silent this long while every broker answers (a bound, not a speed claim)
+FIRE_BOUND_S = 20.0  # failures x (interval + timeout) is 2 s here; generous for a loaded machine
+
+
+@pytest.fixture
+def watched09(zk, zookeeper, monkeypatch):
+    servers = {b: kafka09.Kafka09Server(b).start() for b in IDS}
+    for s in servers.values():
+        s.set_cluster({b: x.address for b, x in servers.items()}, {"orders": {0: (1, [1, 2, 3], [1, 2, 3])}})
+    session = zookeeper.client(zk.chroot_path)
+    try:
+        for b, s in servers.items():
+            session.create(f"/brokers/ids/{b}", s.registration(), ephemeral=True, makepath=True)
+        monkeypatch.setenv("AIRFLOW_CONN_KR_ZK_WATCH", json.dumps(
+            {"conn_type": "generic", "host": zookeeper.hosts, "extra": {"chroot": zk.chroot_path}}))
+        monkeypatch.setenv("AIRFLOW_VAR_KAFKA_RUNBOOKS_CLUSTERS", json.dumps({"c09": {
+            "zk_conn_id": "kr_zk_watch", "hosts": {str(b): f"ssh_b{b}" for b in IDS},
+            "health": {"serving_interval_s": 0.5, "serving_timeout_s": 0.5, "serving_failures": 2, "serving_debounce_s": 0}}}))
+        yield servers
+    finally:
+        session.stop()
+        session.close()
+        for s in servers.values():
+            s.stop()
+
+
+def test_the_trigger_fires_for_a_0_9_broker_that_stops_answering_and_sends_it_metadata_v0_only(watched09):
+    from kafka_runbooks.triggers.serving import ServingWatchTrigger
+
+    servers = watched09
+    trigger = ServingWatchTrigger(cluster="c09")
+    assert trigger.serialize() == ("kafka_runbooks.triggers.serving.ServingWatchTrigger", {"cluster": "c09", "zk_conn_id": None})
+
+    async def scenario():
+        agen = trigger.run()
+        pending = asyncio.ensure_future(agen.__anext__())
+        try:
+            await asyncio.sleep(QUIET_ROUNDS_S)  # every broker answers: silence
+            assert not pending.done(), pending.result().payload if pending.done() else None
+            servers[3].hang()  # accepts connections, reads requests, never answers (a stuck request path)
+            event = await asyncio.wait_for(pending, FIRE_BOUND_S)
+            return event.payload
+        finally:
+            pending.cancel()
+            await asyncio.gather(pending, return_exceptions=True)
+            await agen.aclose()
+
+    payload = asyncio.run(scenario())
+    assert payload["cluster"] == "c09" and payload["changed"] == ["serving"], payload
+    assert list(payload["not_answering"]) == ["3"], payload
+    assert payload["not_answering"]["3"]["failures"] >= 2 and "no answer within 0.5 s" in payload["not_answering"]["3"]["error"]
+    # schema-2 registrations may be 0.9: Metadata (key 3) only, never ApiVersions (18) or any other key
+    assert {b: s.keys() for b, s in servers.items()} == {1: {3}, 2: {3}, 3: {3}}
+    assert all(not s.errors for s in servers.values())
