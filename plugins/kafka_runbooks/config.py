@@ -177,8 +177,8 @@ class HealthSettings:
     # answer serving_failures rounds in a row starts the health check, at most once per serving_debounce_s
     # (triggers/serving.py). watch_serving None: $KAFKA_RUNBOOKS_WATCH_SERVING, else true
     watch_serving: bool | None = None
-    serving_interval_s: float = 5.0
-    serving_timeout_s: float = 3.0
+    serving_interval_s: float = 2.0
+    serving_timeout_s: float = 2.0
     serving_failures: int = 2
     serving_debounce_s: float = 60.0
     # issue 16: a follower out of an ISR whose log end offset has not moved for this long, with no fetcher for the

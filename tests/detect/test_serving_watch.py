@@ -92,7 +92,7 @@ def test_settings_are_checked():
 
     base = {"zk_conn_id": "zk", "hosts": {"1": "h1"}}
     h = ClusterConfig.from_dict("c", base).health
-    assert (h.serving_interval_s, h.serving_timeout_s, h.serving_failures, h.serving_debounce_s) == (5.0, 3.0, 2, 60.0)
+    assert (h.serving_interval_s, h.serving_timeout_s, h.serving_failures, h.serving_debounce_s) == (2.0, 2.0, 2, 60.0)
     for bad in ({"serving_failures": 0}, {"serving_timeout_s": 0}, {"serving_interval_s": -1}, {"watch_serving": "yes"}):
         with pytest.raises(ConfigError):
             ClusterConfig.from_dict("c", {**base, "health": bad})
@@ -154,3 +154,74 @@ def test_the_trigger_fires_for_a_0_9_broker_that_stops_answering_and_sends_it_me
     # schema-2 registrations may be 0.9: Metadata (key 3) only, never ApiVersions (18) or any other key
     assert {b: s.keys() for b, s in servers.items()} == {1: {3}, 2: {3}, 3: {3}}
     assert all(not s.errors for s in servers.values())
+
+
+# --------------------------------------------------- pure: the watch's rounds count as one check in the health run
+def _finding(kind, b=3):
+    from kafka_runbooks.model import Finding, Severity
+
+    return Finding(kind, Severity.WARNING if kind == "broker_check_failed" else Severity.CRITICAL, kind, broker_ids=(b,),
+                   details={"problem": "broker_not_serving"})
+
+
+def test_the_watch_counts_as_one_check_so_the_first_corroborated_finding_opens():
+    from kafka_runbooks.config import HealthSettings
+    from kafka_runbooks.incidents.lifecycle import count_watch, pending, step
+
+    s = HealthSettings(consecutive_checks=2)
+    other = _finding("broker_unresponsive", 2)
+    state, _ = step({}, [other], {}, (), s, "2026-11-29T09:00:00.000Z")  # broker 2's streak: one check so far
+    state, counted = count_watch(state, {3: "2026-11-29T09:00:05.000Z"}, s)
+    assert counted == ["broker_not_serving:3"]
+    assert state["streaks"]["broker_not_serving:2"]["count"] == 1  # the watch looked at nothing else
+    again, counted = count_watch(state, {3: "2026-11-29T09:00:05.000Z"}, s)
+    assert counted == [] and again == state  # the same event is counted once (a retried task)
+    # the health check's own corroborated finding is the second check: the incident opens, no re-check wait
+    new, actions = step(state, [_finding("broker_unresponsive"), other], {}, (), s, "2026-11-29T09:00:12.000Z")
+    assert [(a.kind, a.key) for a in actions] == [("open", "broker_not_serving:3"), ("open", "broker_not_serving:2")]
+    # nothing corroborates it yet: no incident (a warning never opens), but a re-check is pending for it
+    new, actions = step(state, [_finding("broker_check_failed")], {}, (), s, "2026-11-29T09:00:12.000Z")
+    assert actions == [] and pending(new, s) == ["broker_not_serving:3"]
+
+
+def test_without_the_watch_the_first_check_does_not_open():
+    from kafka_runbooks.config import HealthSettings
+    from kafka_runbooks.incidents.lifecycle import pending, step
+
+    s = HealthSettings(consecutive_checks=2)
+    new, actions = step({}, [_finding("broker_unresponsive")], {}, (), s, "2026-11-29T09:00:12.000Z")
+    assert actions == [] and pending(new, s) == ["broker_not_serving:3"]
+
+
+class _Event:
+    def __init__(self, payload):
+        self.extra = {"from_trigger": True, "payload": payload}
+
+
+def test_only_fresh_serving_events_of_this_cluster_count():
+    from kafka_runbooks.operators.detect import watch_observations
+
+    now = "2026-11-29T09:05:00.000Z"
+    events = {"asset": [
+        _Event({"cluster": "lab", "changed": ["serving"], "at": "2026-11-29T09:04:55.000Z", "not_answering": {"3": {}}}),
+        _Event({"cluster": "lab", "changed": ["serving"], "at": "2026-11-29T09:01:00.000Z", "not_answering": {"1": {}}}),  # old
+        _Event({"cluster": "other", "changed": ["serving"], "at": "2026-11-29T09:04:58.000Z", "not_answering": {"2": {}}}),
+        _Event({"cluster": "lab", "changed": ["brokers"], "at": "2026-11-29T09:04:58.000Z"}),  # the ZooKeeper watch's
+    ]}
+    assert watch_observations({"triggering_asset_events": events}, "lab", now) == {3: "2026-11-29T09:04:55.000Z"}
+    assert watch_observations({}, "lab", now) == {}  # a cron run
+
+
+def test_brokers_that_did_not_answer_the_version_probe_get_no_jmx_read():
+    from kafka_runbooks import versions
+    from kafka_runbooks.detect.observe import unanswered
+    from kafka_runbooks.hooks.kafka import KafkaHook
+    from kafka_runbooks.model import Broker
+
+    brokers = [Broker(b, f"h{b}", 9092, schema_version=4) for b in (1, 2, 3)] + [Broker(4, "h4", 9092, schema_version=2)]
+    seen = {1: [versions.from_api_versions(1, {3: (0, 7), 18: (0, 2)})], 2: [versions.from_api_versions(2, {3: (0, 7), 18: (0, 2)})],
+            3: [versions.from_znode(3, 4)], 4: [versions.from_znode(4, 2)]}
+    kv = versions.cluster_version(seen)
+    kv = versions.KafkaVersion(kv.brokers, None, kv.notes + ("broker 3: no ApiVersions answer (TimeoutError: timed out)",))
+    # broker 3 was asked and did not answer; broker 4 may be 0.9 and was never asked: not in it
+    assert unanswered(KafkaHook(), brokers, kv) == {3: "broker 3: no ApiVersions answer (TimeoutError: timed out)"}

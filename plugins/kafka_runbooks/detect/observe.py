@@ -103,6 +103,17 @@ def unreachable_snapshot(config, zk_hook, exc: BaseException, *, probe_zookeeper
                            configured_broker_ids=tuple(sorted(config.hosts)), zookeeper=tuple(members), zookeeper_error=error)
 
 
+def unanswered(hook, brokers, version) -> dict[int, str]:
+    """{broker id: why} of the registered brokers that were asked ApiVersions by the version probe and did not answer
+    it (``KafkaHook.kafka_version``, bounded by VERSION_PROBE_S): their request path does not serve, so a JMX read of
+    their request metrics would wait behind it until its own bound (lab/README.md, hang: JmxTool's RMI thread parks in
+    ``RequestChannel``) -- the leadership observation skips it. A broker not asked (it may be 0.9) is never in it."""
+    answered = {o.broker_id for b in version.brokers for o in b.observations if o.source == "api_versions"}
+    notes = {n.split(":", 1)[0]: n for n in version.notes}
+    return {b.id: notes.get(f"broker {b.id}", "no ApiVersions answer") for b in brokers
+            if hook.asking(b).api_versions and b.id not in answered}
+
+
 def take_snapshot(config, *, probe_hosts: bool = True, check_kafka: bool = True, known: Mapping[int, Any] | None = None,
                   leadership: bool = True, probe_zookeeper: bool = True):
     """ClusterSnapshot from ZooKeeper; then, in parallel: host probes over SSH of every registered
@@ -154,8 +165,10 @@ def take_snapshot(config, *, probe_hosts: bool = True, check_kafka: bool = True,
 
         version = hook.kafka_version(list(snapshot.brokers), config.health.kafka_probe_timeout_s, config.kafka_version)
         snapshot = dataclasses.replace(snapshot, kafka_version=versions.to_dict(with_logged(version, early)))
+    silent = unanswered(hook, snapshot.brokers, version) if version is not None else {}
     with ThreadPoolExecutor(max_workers=5, thread_name_prefix="snapshot") as pool:
-        lead = pool.submit(observe_leadership, config, snapshot, brokers, hosts=probe_hosts) if leadership and check_kafka else None
+        lead = (pool.submit(observe_leadership, config, snapshot, brokers, hosts=probe_hosts, silent=silent)
+                if leadership and check_kafka else None)
         ensemble = pool.submit(probe_ensemble, config, zk_hook.servers, ssh=probe_hosts) if probe_zookeeper else None
         probes = pool.submit(probe_all, config, brokers, logged={b: (pid, v) for b, (pid, v, _) in logged.items()}) if probe_hosts else None
         checks = (pool.submit(hook.check_all, checkable, config.health.kafka_probe_timeout_s, unregistered=missing,

@@ -21,6 +21,40 @@ def health_dag_id(cluster: str) -> str:
     return f"{HEALTH_DAG_PREFIX}{cluster}"
 
 
+# a serving-watch event counts as a check of the brokers it names only while it is this fresh (a run queued behind a
+# long one starts later; an older event says little about now)
+WATCH_EVENT_MAX_AGE_S = 120.0
+
+
+def watch_observations(context, cluster: str, now: str) -> dict[int, str]:
+    """``{broker id: when}`` of the serving watch's events (``triggers/serving.py``) that started this run: the asset
+    events' payloads (Airflow keeps an AssetWatcher's TriggerEvent payload in the event's ``extra["payload"]``) naming
+    brokers of ``cluster`` that did not answer, at most ``WATCH_EVENT_MAX_AGE_S`` old. Empty for a cron run or a
+    ZooKeeper change."""
+    from kafka_runbooks import clock  # deferred: loaded on first use, not when a DAG file is parsed
+
+    out: dict[int, str] = {}
+    try:
+        events = [e for evs in (context.get("triggering_asset_events") or {}).values() for e in evs]
+    except Exception:  # noqa: BLE001 - no asset events in this context (a test's, an older Airflow's)
+        return out
+    for e in events:
+        extra = getattr(e, "extra", None) if not isinstance(e, dict) else e.get("extra")
+        payload = (extra or {}).get("payload") if isinstance(extra, dict) else None
+        if not isinstance(payload, dict) or payload.get("changed") != ["serving"] or payload.get("cluster") != cluster:
+            continue
+        at = str(payload.get("at") or "")
+        try:
+            if not at or (clock.parse(now) - clock.parse(at)).total_seconds() > WATCH_EVENT_MAX_AGE_S:
+                continue
+        except ValueError:
+            continue
+        for bid in (payload.get("not_answering") or {}):
+            if str(bid).isdigit():
+                out[int(bid)] = max(out.get(int(bid), ""), at)
+    return out
+
+
 class ClusterSnapshotOperator(BaseOperator):
     """Reads ZooKeeper, checks every broker directly, runs the canary and probes every host. The snapshot is kept in the
     state database; what it returns (XCom) is its ``state.snapshots.SnapshotRef``: a 100,000-partition snapshot is ~17 MB."""
@@ -101,8 +135,14 @@ class DetectFindingsOperator(BaseOperator):
         history_store = HistoryStore(config)
         store = IncidentStore(config)
         starts: list[dict[str, Any]] = []
+        from kafka_runbooks import clock  # deferred: loaded on first use, not when a DAG file is parsed
+
+        watch = watch_observations(context, config.name, clock.now_iso())
+        if watch:
+            self.log.info("started by the serving watch: brokers %s did not answer it (%s); that counts as one check of them",
+                          sorted(watch), watch)
         for observation in range(1, config.health.consecutive_checks + 1):
-            state = self._check(snapshot, config, history_store, store, context, starts)
+            state = self._check(snapshot, config, history_store, store, context, starts, watch if observation == 1 else None)
             waiting = lifecycle.pending(state, config.health)
             if not waiting or config.health.recheck_s <= 0 or observation == config.health.consecutive_checks:
                 break
@@ -112,7 +152,7 @@ class DetectFindingsOperator(BaseOperator):
             snapshot = take_snapshot(config, known=known_registrations(config))
         return starts
 
-    def _check(self, snapshot, config, history_store, store, context, starts: list) -> dict:
+    def _check(self, snapshot, config, history_store, store, context, starts: list, watch: dict[int, str] | None = None) -> dict:
         """One observation: history, detectors, lifecycle, incident moves. Returns the new state."""
         from kafka_runbooks.detect.activity import during_plan
         from kafka_runbooks.detect.detectors import detect
@@ -144,6 +184,10 @@ class DetectFindingsOperator(BaseOperator):
         actions: list[lifecycle.Action] = []
 
         def advance(state: dict) -> dict:
+            if watch:  # the serving watch's rounds first: they came before this snapshot
+                state, counted = lifecycle.count_watch(state, {b: at for b, at in watch.items() if at <= snapshot.taken_at}, config.health)
+                for key in counted:
+                    self.log.info("lifecycle: %s counted once for the serving watch's rounds", key)
             new, acts = lifecycle.step(state, findings, incidents, running, config.health, snapshot.taken_at)
             actions.extend(acts)
             return new
