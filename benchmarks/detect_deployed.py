@@ -73,9 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         for fault in args.faults:
             b = BROKER[fault]
             lab.reset()
-            wait_until(lambda: not [r for r in d.runs(HEALTH_DAG, limit=5) if r["state"] in ("queued", "running")], 600,
-                       "no health check running", interval=2.0)
-            time.sleep(5)  # the watch's rounds see every broker answer again
+            quiet(d, HEALTH_DAG)  # the runs the reset's own changes started (a restarted broker re-registers) are over
             since = time.time()
             getattr(lab, fault)(b)
             load = os.getloadavg()[0]
@@ -93,6 +91,23 @@ def main(argv: list[str] | None = None) -> int:
         lab.down()
     print(json.dumps(dict(rows), indent=1))
     return 0
+
+
+def quiet(d, dag_id: str, still_s: float = 20.0) -> None:
+    """Until no run of ``dag_id`` is queued or running and none started for ``still_s`` (an idle health check: the
+    run a watch starts is not queued behind another, max_active_runs=1)."""
+    from kafka_lab.procs import wait_until
+
+    def idle() -> bool:
+        runs = d.runs(dag_id, limit=5)
+        return not [r for r in runs if r["state"] in ("queued", "running")]
+
+    while True:
+        wait_until(idle, 600, "no health check running", interval=2.0)
+        newest = (d.runs(dag_id, limit=1) or [{}])[0].get("dag_run_id")
+        time.sleep(still_s)
+        if idle() and (d.runs(dag_id, limit=1) or [{}])[0].get("dag_run_id") == newest:
+            return
 
 
 def report(row, d, fault: str, b: int, since: float, incident: dict, load: float) -> None:
@@ -113,22 +128,22 @@ def report(row, d, fault: str, b: int, since: float, incident: dict, load: float
             payload = {}
         what = ",".join(payload.get("changed") or ["?"])
         detail = sorted(payload.get("not_answering") or {}) if what == "serving" else payload.get("after", {}).get("brokers")
-        row(f"  fault -> {what} watch event {detail}", f"{_ts(at) - since:.1f} s")
+        row(f"  {fault}: fault -> {what} watch event {detail}", f"{_ts(at) - since:.1f} s")
     try:
         run = d.run(HEALTH_DAG, run_id)
         tis = d.task_instances(HEALTH_DAG, run_id)
     except Exception as exc:  # noqa: BLE001 - figures only
-        row("  the health run", f"not read ({exc})")
+        row(f"  {fault}: the health run", f"not read ({exc})")
         return
-    row(f"  health run {run.get('run_type')}: fault -> run queued", f"{_ts(run.get('queued_at')) - since:.1f} s")
+    row(f"  {fault}: health run {run.get('run_type')}: fault -> run queued", f"{_ts(run.get('queued_at')) - since:.1f} s")
     for task in ("snapshot", "detect"):
         ti = tis.get(task) or {}
         q, s, e = _ts(ti.get("queued_when")), _ts(ti.get("start_date")), _ts(ti.get("end_date"))
         if s is None:
             continue
         waited = f"waited {s - q:.1f} s for a worker, " if q else ""
-        row(f"  {task} task", f"{waited}started at +{s - since:.1f} s, ran {((e or s) - s):.1f} s")
-    row("  detect start -> incident opened", f"{_ts(incident['opened_at']) - (_ts((tis.get('detect') or {}).get('start_date')) or since):.1f} s")
+        row(f"  {fault}: {task} task", f"{waited}started at {s - since:+.1f} s, ran {((e or s) - s):.1f} s")
+    row(f"  {fault}: detect start -> incident opened", f"{_ts(incident['opened_at']) - (_ts((tis.get('detect') or {}).get('start_date')) or since):.1f} s")
 
 
 if __name__ == "__main__":

@@ -53,9 +53,10 @@ def read_host(config, broker: Broker, registered: bool, ssh, replicas: Iterable[
     partition, leader, this broker is the follower) of the replicas out of their ISR it takes part in
     (``detect/replicas.py``): their log end offsets and fetcher lags are read in the same JmxTool run, and a follower's
     state-change.log lines about them. ``version``: the brokers' version as observed, which decides how JmxTool is
-    run. ``silent``: why the broker is known not to answer Kafka requests this check (``observe.unanswered``): JmxTool
-    is not run (its read would wait behind the same stuck request path until ``leadership.jmx_timeout_s``, the
-    longest part of a check of a hung broker); its request metrics are unknown, with that reason."""
+    run. ``silent``: why JmxTool is not run on this broker this check (``observe.take_snapshot``: the broker did not
+    answer Kafka requests, so its JMX read would wait behind the same stuck request path until
+    ``leadership.jmx_timeout_s``; or the run was started by the serving watch); its request metrics are unknown, with
+    that reason."""
     from kafka_runbooks.host.argv import UnsafeValueError, validate_abs_path
     from kafka_runbooks.detect.controller_log import controller_events
     from kafka_runbooks.detect.broker_log import lines_of_interest
@@ -105,8 +106,7 @@ def read_host(config, broker: Broker, registered: bool, ssh, replicas: Iterable[
             at = clock.iso(now)
             run = jmx_read(config, broker, extra_names, version)
             if silent:
-                out.metrics = metrics_from(broker.id, at, JmxReading(), error=f"JmxTool not run: the broker did not answer "
-                                           f"Kafka requests ({silent}); a JMX read waits behind its stuck request path")
+                out.metrics = metrics_from(broker.id, at, JmxReading(), error=f"JmxTool not run: {silent}")
             elif run.argv is None:
                 out.metrics = metrics_from(broker.id, at, JmxReading(), error=f"{run.unavailable}: request queues unknown")
             else:

@@ -69,8 +69,13 @@ class ClusterSnapshotOperator(BaseOperator):
     def execute(self, context) -> dict[str, Any]:
         from kafka_runbooks.config import load_cluster
 
+        from kafka_runbooks import clock  # deferred: loaded on first use, not when a DAG file is parsed
+
         config = load_cluster(self.cluster)
-        snapshot = take_snapshot(config, probe_hosts=self.probe_hosts, known=known_registrations(config))
+        watch = watch_observations(context, config.name, clock.now_iso())
+        if watch:
+            self.log.info("started by the serving watch (brokers %s did not answer it): no JmxTool read this run", sorted(watch))
+        snapshot = take_snapshot(config, probe_hosts=self.probe_hosts, known=known_registrations(config), jmx=not watch)
         self.log.info(
             "cluster %s: registered %s, configured %s, controller %s, %d partitions, %d unparsable znodes; checks %s",
             snapshot.cluster, sorted(snapshot.live_broker_ids), list(snapshot.configured_broker_ids), snapshot.controller_id,
@@ -149,7 +154,7 @@ class DetectFindingsOperator(BaseOperator):
             self.log.info("re-checking in %gs: %s seen once, not yet for %d consecutive checks",
                           config.health.recheck_s, waiting, config.health.consecutive_checks)
             time.sleep(config.health.recheck_s)
-            snapshot = take_snapshot(config, known=known_registrations(config))
+            snapshot = take_snapshot(config, known=known_registrations(config), jmx=not watch)
         return starts
 
     def _check(self, snapshot, config, history_store, store, context, starts: list, watch: dict[int, str] | None = None) -> dict:
