@@ -225,3 +225,19 @@ def test_brokers_that_did_not_answer_the_version_probe_get_no_jmx_read():
     kv = versions.KafkaVersion(kv.brokers, None, kv.notes + ("broker 3: no ApiVersions answer (TimeoutError: timed out)",))
     # broker 3 was asked and did not answer; broker 4 may be 0.9 and was never asked: not in it
     assert unanswered(KafkaHook(), brokers, kv) == {3: "broker 3: no ApiVersions answer (TimeoutError: timed out)"}
+
+
+def test_a_check_without_jmx_neither_counts_nor_clears_a_follower_stuck_streak():
+    from kafka_runbooks.config import HealthSettings
+    from kafka_runbooks.incidents.lifecycle import step
+    from kafka_runbooks.model import Finding, Severity
+
+    s = HealthSettings(consecutive_checks=2, clear_checks=1)
+    stuck = Finding("follower_stuck", Severity.CRITICAL, "stuck", broker_ids=(2,), details={"problem": "follower_stuck"})
+    state, _ = step({}, [stuck], {}, (), s, "2026-11-29T09:00:00.000Z")
+    kept, actions = step(state, [], {}, (), s, "2026-11-29T09:00:10.000Z", unobserved=("follower_stuck",))  # the watch's run
+    assert actions == [] and kept["streaks"]["follower_stuck:2"]["count"] == 1
+    _, actions = step(kept, [stuck], {}, (), s, "2026-11-29T09:00:20.000Z")
+    assert [a.kind for a in actions] == ["open"]  # the next check with JMX continues the streak
+    cleared, _ = step(state, [], {}, (), s, "2026-11-29T09:00:10.000Z")  # a check that did look: absent
+    assert "follower_stuck:2" not in cleared["streaks"]

@@ -62,12 +62,16 @@ def step(
     running: Iterable[str],
     settings: HealthSettings,
     at: str,
+    unobserved: Iterable[str] = (),
 ) -> tuple[dict[str, Any], list[Action]]:
     """One health check: (the new state, the actions to take).
 
     ``incidents``: the cluster's incident records by id; ``running``: ids of incidents whose
-    response run is running now (queued or running in Airflow)."""
+    response run is running now (queued or running in Airflow); ``unobserved``: problems this check could not see
+    (a run started by the serving watch reads no JMX: ``follower_stuck``): their streaks are neither counted nor
+    marked absent."""
     running = set(running)
+    unobserved = set(unobserved)
     streaks: dict[str, dict[str, Any]] = {k: dict(v) for k, v in (state.get("streaks") or {}).items()}
     actions: list[Action] = []
     present: dict[str, Finding] = {}
@@ -109,6 +113,8 @@ def step(
 
     for key in [k for k in streaks if k not in present]:
         st = streaks[key]
+        if st.get("problem") in unobserved:
+            continue
         st["count"] = 0
         st["absent"] = int(st.get("absent", 0)) + 1
         if st["absent"] < settings.clear_checks:

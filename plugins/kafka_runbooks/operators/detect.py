@@ -21,16 +21,19 @@ def health_dag_id(cluster: str) -> str:
     return f"{HEALTH_DAG_PREFIX}{cluster}"
 
 
+# what a check without JMX cannot see (a run the serving watch started: take_snapshot(jmx=False)): the follower's log
+# end offsets and fetcher lags come from the same JmxTool read
+NO_JMX_PROBLEMS = ("follower_stuck",)
 # a serving-watch event counts as a check of the brokers it names only while it is this fresh (a run queued behind a
 # long one starts later; an older event says little about now)
 WATCH_EVENT_MAX_AGE_S = 120.0
 
 
-def watch_observations(context, cluster: str, now: str) -> dict[int, str]:
+def watch_observations(context, cluster: str, now: str, max_age_s: float | None = WATCH_EVENT_MAX_AGE_S) -> dict[int, str]:
     """``{broker id: when}`` of the serving watch's events (``triggers/serving.py``) that started this run: the asset
     events' payloads (Airflow keeps an AssetWatcher's TriggerEvent payload in the event's ``extra["payload"]``) naming
-    brokers of ``cluster`` that did not answer, at most ``WATCH_EVENT_MAX_AGE_S`` old. Empty for a cron run or a
-    ZooKeeper change."""
+    brokers of ``cluster`` that did not answer, at most ``max_age_s`` old (None: any age -- was the run started by the
+    serving watch at all). Empty for a cron run or a ZooKeeper change."""
     from kafka_runbooks import clock  # deferred: loaded on first use, not when a DAG file is parsed
 
     out: dict[int, str] = {}
@@ -45,7 +48,7 @@ def watch_observations(context, cluster: str, now: str) -> dict[int, str]:
             continue
         at = str(payload.get("at") or "")
         try:
-            if not at or (clock.parse(now) - clock.parse(at)).total_seconds() > WATCH_EVENT_MAX_AGE_S:
+            if not at or (max_age_s is not None and (clock.parse(now) - clock.parse(at)).total_seconds() > max_age_s):
                 continue
         except ValueError:
             continue
@@ -72,7 +75,7 @@ class ClusterSnapshotOperator(BaseOperator):
         from kafka_runbooks import clock  # deferred: loaded on first use, not when a DAG file is parsed
 
         config = load_cluster(self.cluster)
-        watch = watch_observations(context, config.name, clock.now_iso())
+        watch = watch_observations(context, config.name, clock.now_iso(), max_age_s=None)
         if watch:
             self.log.info("started by the serving watch (brokers %s did not answer it): no JmxTool read this run", sorted(watch))
         snapshot = take_snapshot(config, probe_hosts=self.probe_hosts, known=known_registrations(config), jmx=not watch)
@@ -142,23 +145,27 @@ class DetectFindingsOperator(BaseOperator):
         starts: list[dict[str, Any]] = []
         from kafka_runbooks import clock  # deferred: loaded on first use, not when a DAG file is parsed
 
-        watch = watch_observations(context, config.name, clock.now_iso())
+        started = bool(watch_observations(context, config.name, clock.now_iso(), max_age_s=None))  # its snapshot read no JMX
+        watch = watch_observations(context, config.name, clock.now_iso()) if started else None
         if watch:
             self.log.info("started by the serving watch: brokers %s did not answer it (%s); that counts as one check of them",
                           sorted(watch), watch)
         for observation in range(1, config.health.consecutive_checks + 1):
-            state = self._check(snapshot, config, history_store, store, context, starts, watch if observation == 1 else None)
+            counted = ((watch or {}) if observation == 1 else {}) if started else None  # the watch's rounds: once
+            state = self._check(snapshot, config, history_store, store, context, starts, counted)
             waiting = lifecycle.pending(state, config.health)
             if not waiting or config.health.recheck_s <= 0 or observation == config.health.consecutive_checks:
                 break
             self.log.info("re-checking in %gs: %s seen once, not yet for %d consecutive checks",
                           config.health.recheck_s, waiting, config.health.consecutive_checks)
             time.sleep(config.health.recheck_s)
-            snapshot = take_snapshot(config, known=known_registrations(config), jmx=not watch)
+            snapshot = take_snapshot(config, known=known_registrations(config), jmx=not started)
         return starts
 
     def _check(self, snapshot, config, history_store, store, context, starts: list, watch: dict[int, str] | None = None) -> dict:
-        """One observation: history, detectors, lifecycle, incident moves. Returns the new state."""
+        """One observation: history, detectors, lifecycle, incident moves. Returns the new state. ``watch`` (a run the
+        serving watch started; None otherwise): the brokers its rounds count one check of (``lifecycle.count_watch``);
+        the snapshot read no JMX, so ``NO_JMX_PROBLEMS`` are not observed."""
         from kafka_runbooks.detect.activity import during_plan
         from kafka_runbooks.detect.detectors import detect
         from kafka_runbooks.detect.record import record_check
@@ -193,7 +200,8 @@ class DetectFindingsOperator(BaseOperator):
                 state, counted = lifecycle.count_watch(state, {b: at for b, at in watch.items() if at <= snapshot.taken_at}, config.health)
                 for key in counted:
                     self.log.info("lifecycle: %s counted once for the serving watch's rounds", key)
-            new, acts = lifecycle.step(state, findings, incidents, running, config.health, snapshot.taken_at)
+            new, acts = lifecycle.step(state, findings, incidents, running, config.health, snapshot.taken_at,
+                                       unobserved=NO_JMX_PROBLEMS if watch is not None else ())
             actions.extend(acts)
             return new
 
