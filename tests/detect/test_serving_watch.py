@@ -241,3 +241,35 @@ def test_a_check_without_jmx_neither_counts_nor_clears_a_follower_stuck_streak()
     assert [a.kind for a in actions] == ["open"]  # the next check with JMX continues the streak
     cleared, _ = step(state, [], {}, (), s, "2026-11-29T09:00:10.000Z")  # a check that did look: absent
     assert "follower_stuck:2" not in cleared["streaks"]
+
+
+class _Host:
+    """The SSH runner's interface (``run(argv, timeout)``), recording every command: `date` answers, the rest fail."""
+
+    def __init__(self):
+        self.calls = []
+
+    def run(self, argv, timeout):
+        from kafka_runbooks.hooks.ssh import CommandResult
+
+        a = tuple(argv)
+        self.calls.append(a)
+        ok = a[0] == "date"
+        return CommandResult(a, " ".join(a), b"1795900000.000 +0000\n" if ok else b"", b"" if ok else b"no\n", 0 if ok else 1,
+                             "2026-11-29T00:00:00+00:00", 0.01)
+
+
+def test_no_jmxtool_jvm_is_started_for_a_broker_known_not_to_answer():
+    from kafka_runbooks.config import ClusterConfig
+    from kafka_runbooks.detect.leadership_observe import read_host
+    from kafka_runbooks.model import Broker
+
+    config = ClusterConfig.from_dict("c", {"zk_conn_id": "zk", "hosts": {"3": "h3"}, "kafka_home": "/opt/kafka"})
+    broker = Broker(3, "h3", 9092, jmx_port=9999)
+    asked = _Host()
+    read_host(config, broker, True, asked)
+    assert any("kafka.tools.JmxTool" in " ".join(c) for c in asked.calls), asked.calls  # the usual read
+    skipped = _Host()
+    out = read_host(config, broker, True, skipped, silent="the broker did not answer Kafka requests (timed out)")
+    assert not any("JmxTool" in " ".join(c) for c in skipped.calls), skipped.calls
+    assert not out.metrics.ok and out.metrics.error == "JmxTool not run: the broker did not answer Kafka requests (timed out)"
