@@ -273,3 +273,10 @@ def test_no_jmxtool_jvm_is_started_for_a_broker_known_not_to_answer():
     out = read_host(config, broker, True, skipped, silent="the broker did not answer Kafka requests (timed out)")
     assert not any("JmxTool" in " ".join(c) for c in skipped.calls), skipped.calls
     assert not out.metrics.ok and out.metrics.error == "JmxTool not run: the broker did not answer Kafka requests (timed out)"
+
+
+def test_a_sasl_cluster_is_not_watched_rather_than_every_broker_counted_as_silent():
+    from kafka_runbooks.triggers.serving import unsupported
+
+    assert unsupported({}) is None and unsupported({"security.protocol": "ssl"}) is None
+    assert "SASL_SSL" in unsupported({"security.protocol": "SASL_SSL"})

@@ -77,6 +77,14 @@ async def ask(broker, listener: str | None, timeout_s: float, tls: dict[str, Any
     return Answer(broker.id, True, endpoint, None, time.monotonic() - t0)
 
 
+def unsupported(tls: dict[str, Any]) -> str | None:
+    """Why the watch cannot ask this cluster's brokers anything (a SASL listener: not spoken by ``kafka_wire``), or
+    None. Such a cluster is not watched for serving (said in the log), rather than every broker counted as not
+    answering."""
+    protocol = str((tls or {}).get("security.protocol", "PLAINTEXT")).upper()
+    return None if protocol in ("PLAINTEXT", "SSL") else f"security.protocol {protocol} is not spoken by the serving watch"
+
+
 class ServingWatchTrigger(BaseEventTrigger):
     def __init__(self, cluster: str, zk_conn_id: str | None = None) -> None:
         super().__init__()
@@ -149,6 +157,12 @@ class ServingWatchTrigger(BaseEventTrigger):
                         watch.failures, watch.debounce_s = h.serving_failures, h.serving_debounce_s
                     except Exception as exc:  # noqa: BLE001 - the last settings go on
                         self.log.warning("cluster %s: settings not read again (%s: %s)", self.cluster, type(exc).__name__, exc)
+                why = unsupported(tls)
+                if why:  # said once per settings read; the cron and the ZooKeeper watch still check the cluster
+                    if t0 - loaded < h.serving_interval_s:
+                        self.log.error("cluster %s: not watched for serving: %s", self.cluster, why)
+                    await asyncio.sleep(h.serving_interval_s)
+                    continue
                 try:
                     registrations = await asyncio.wait_for(blocking(read_registrations, zk, registrations), h.serving_timeout_s)
                 except Exception as exc:  # noqa: BLE001 - ZooKeeper slow or lost: the last registrations are asked
