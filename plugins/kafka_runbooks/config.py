@@ -172,6 +172,15 @@ class HealthSettings:
     # $KAFKA_RUNBOOKS_WATCH_ZOOKEEPER, else true)
     schedule: str | None = None
     watch_zookeeper: bool | None = None
+    # issue 30: a watch in the triggerer asks every registered broker one tiny request (ApiVersions v0, or Metadata v0
+    # where the broker may be 0.9) every serving_interval_s, each bounded by serving_timeout_s; a broker that does not
+    # answer serving_failures rounds in a row starts the health check, at most once per serving_debounce_s
+    # (triggers/serving.py). watch_serving None: $KAFKA_RUNBOOKS_WATCH_SERVING, else true
+    watch_serving: bool | None = None
+    serving_interval_s: float = 2.0
+    serving_timeout_s: float = 2.0
+    serving_failures: int = 2
+    serving_debounce_s: float = 60.0
     # issue 16: a follower out of an ISR whose log end offset has not moved for this long, with no fetcher for the
     # partition, is stuck (detect/replicas.py); the preferred election gives up on it instead of waiting
     follower_stuck_s: float = 120.0
@@ -187,6 +196,10 @@ class HealthSettings:
                 raise ConfigError(f"health.schedule: {why}")
         if s.watch_zookeeper is not None and not isinstance(s.watch_zookeeper, bool):
             raise ConfigError("health.watch_zookeeper must be true or false")
+        if s.watch_serving is not None and not isinstance(s.watch_serving, bool):
+            raise ConfigError("health.watch_serving must be true or false")
+        if s.serving_interval_s <= 0 or s.serving_timeout_s <= 0 or s.serving_failures < 1 or s.serving_debounce_s < 0:
+            raise ConfigError("health: serving_interval_s > 0, serving_timeout_s > 0, serving_failures >= 1, serving_debounce_s >= 0")
         if s.consecutive_checks < 1 or s.clear_checks < 1 or s.history_samples < 2 or s.kafka_probe_timeout_s <= 0:
             raise ConfigError("health: consecutive_checks >= 1, clear_checks >= 1, history_samples >= 2, kafka_probe_timeout_s > 0")
         if s.trend_samples < 2 or s.trend_samples > s.history_samples:
@@ -585,6 +598,7 @@ def raw_clusters(*, missing_ok: bool = False) -> Mapping[str, Any]:
 
 HEALTH_SCHEDULE_ENV = "KAFKA_RUNBOOKS_HEALTH_SCHEDULE"
 WATCH_ZOOKEEPER_ENV = "KAFKA_RUNBOOKS_WATCH_ZOOKEEPER"
+WATCH_SERVING_ENV = "KAFKA_RUNBOOKS_WATCH_SERVING"
 DEFAULT_HEALTH_SCHEDULE = "*/5 * * * *"
 
 
@@ -595,6 +609,7 @@ class HealthSchedule:
     cluster: str
     cron: str
     watch_zookeeper: bool
+    watch_serving: bool = False
 
 
 def health_schedules(raw: Mapping[str, Any]) -> tuple[list[HealthSchedule], dict[str, str]]:
@@ -602,6 +617,7 @@ def health_schedules(raw: Mapping[str, Any]) -> tuple[list[HealthSchedule], dict
     bad settings does not hide the others. Every section of each cluster is checked (parse time; no I/O)."""
     default_cron = os.environ.get(HEALTH_SCHEDULE_ENV) or DEFAULT_HEALTH_SCHEDULE
     default_watch = os.environ.get(WATCH_ZOOKEEPER_ENV, "true").strip().lower() not in ("0", "false", "no", "off")
+    default_serving = os.environ.get(WATCH_SERVING_ENV, "true").strip().lower() not in ("0", "false", "no", "off")
     out: list[HealthSchedule] = []
     errors: dict[str, str] = {}
     for name in sorted(raw, key=str):
@@ -613,7 +629,8 @@ def health_schedules(raw: Mapping[str, Any]) -> tuple[list[HealthSchedule], dict
             errors[str(name)] = str(exc)
             continue
         out.append(HealthSchedule(name, health.schedule or default_cron,
-                                  default_watch if health.watch_zookeeper is None else health.watch_zookeeper))
+                                  default_watch if health.watch_zookeeper is None else health.watch_zookeeper,
+                                  default_serving if health.watch_serving is None else health.watch_serving))
     return out, errors
 
 

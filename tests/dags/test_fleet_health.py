@@ -27,26 +27,31 @@ def _bag(monkeypatch, clusters: dict):
 def test_every_cluster_gets_its_own_health_check(monkeypatch):
     from airflow.sdk import Asset, AssetOrTimeSchedule, CronTriggerTimetable
 
+    from kafka_runbooks.triggers.serving import ServingWatchTrigger
     from kafka_runbooks.triggers.zookeeper import ZooKeeperChangeTrigger
 
     monkeypatch.setenv("KAFKA_RUNBOOKS_HEALTH_SCHEDULE", "*/7 * * * *")
     bag = _bag(monkeypatch, {"east": _cluster(), "west": _cluster(schedule="*/2 * * * *"),
-                             "quiet": _cluster(watch_zookeeper=False),
+                             "quiet": _cluster(watch_zookeeper=False, watch_serving=False),
+                             "serving": _cluster(watch_zookeeper=False),
                              "broken": _cluster(schedule="every tuesday"), "bad name!": _cluster()})
     health = sorted(d for d in bag.dag_ids if d.startswith("kafka_health_check"))
-    assert health == ["kafka_health_check_east", "kafka_health_check_quiet", "kafka_health_check_west"]
+    assert health == ["kafka_health_check_east", "kafka_health_check_quiet", "kafka_health_check_serving", "kafka_health_check_west"]
     for name, cron in (("east", "*/7 * * * *"), ("west", "*/2 * * * *")):
         dag = bag.get_dag(f"kafka_health_check_{name}")
         assert dag.max_active_runs == 1 and f"cluster:{name}" in dag.tags
         assert isinstance(dag.timetable, AssetOrTimeSchedule) and dag.timetable.timetable.expression == cron
         asset = dag.timetable.asset_condition
         assert isinstance(asset, Asset) and asset.uri == f"kafka-runbooks://zookeeper/{name}"
-        (watcher,) = asset.watchers
-        assert isinstance(watcher.trigger, ZooKeeperChangeTrigger) and watcher.trigger.cluster == name
+        zookeeper, serving = asset.watchers
+        assert isinstance(zookeeper.trigger, ZooKeeperChangeTrigger) and zookeeper.trigger.cluster == name
+        assert isinstance(serving.trigger, ServingWatchTrigger) and serving.trigger.cluster == name
         assert {t.task_id: getattr(t, "cluster", None) for t in dag.tasks if t.task_id != "start_incident_response"} == \
             {"snapshot": name, "detect": name}
     quiet = bag.get_dag("kafka_health_check_quiet")
     assert isinstance(quiet.timetable, CronTriggerTimetable)  # no watcher: cron only
+    (only,) = bag.get_dag("kafka_health_check_serving").timetable.asset_condition.watchers  # the serving watch alone
+    assert isinstance(only.trigger, ServingWatchTrigger)
     assert "Why one DAG per cluster" in bag.get_dag("kafka_health_check_east").doc_md
 
     # a cluster added to the Variable: its DAG at the next parse, no code change

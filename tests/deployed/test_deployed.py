@@ -8,6 +8,7 @@ deployment's PostgreSQL after the others.
 
 from __future__ import annotations
 
+import json
 import re
 import time
 import uuid
@@ -260,6 +261,40 @@ def test_election_waits_in_the_real_triggerer(healthy, deployed_lab):
               f"{ {k: d.worker_of(t) for k, t in tis.items() if t['state'] in RAN} }]")
     finally:
         d.set_paused(HEALTH, False)
+
+
+# ---------------------------------------------------------------------------------------------------------------- (e)
+def test_the_serving_watch_in_the_real_triggerer_starts_the_health_check_of_a_hung_broker(healthy, deployed_lab):
+    """Issue 30: broker 2's request path hangs -- ZooKeeper sees nothing -- and the serving watch running in the
+    deployment's triggerer updates the health check's asset naming broker 2; the run it starts opens the incident.
+    (Its response is paused and then declined: nothing is captured or restarted.)"""
+    from kafka_runbooks.incidents.store import IncidentStore
+
+    d, lab = healthy, deployed_lab
+    rows = wait_until(lambda: d.metadata_query("SELECT t.classpath, j.hostname FROM trigger t JOIN job j ON j.id = t.triggerer_id "
+                                               "WHERE t.classpath LIKE '%ServingWatchTrigger'"), 120,
+                      "the serving watch to run in a triggerer", interval=1.0)
+    assert rows == [("kafka_runbooks.triggers.serving.ServingWatchTrigger", d.address[CONTROL])], rows
+    d.set_paused(RESPONSE, True)
+    try:
+        since = _iso_now()
+        t0 = time.time()
+        lab.hang(2)
+
+        def serving_events():
+            found = d.metadata_query(f"SELECT extra FROM asset_event WHERE timestamp >= to_timestamp({t0})")
+            return [p for (extra,) in found for p in [json.loads(extra).get("payload") or {}]
+                    if p.get("changed") == ["serving"] and "2" in (p.get("not_answering") or {})]
+
+        (event, *_) = wait_until(serving_events, 120, "the serving watch to name broker 2", interval=1.0)
+        assert event["cluster"] == "lab" and "no answer within" in event["not_answering"]["2"]["error"], event
+        state = _product(d)
+        opened = wait_until(lambda: [r for r in IncidentStore(state.db).records("lab") if r.get("broker_ids") == [2]
+                                     and str(r.get("opened_at") or "") >= since], 300, "an incident for broker 2", interval=1.0)
+        print(f"\n[hang -> serving watch event and incident {opened[0]['id']}: {time.time() - t0:.1f} s]")
+    finally:
+        _decline_other_responses(d)
+        d.set_paused(RESPONSE, False)
 
 
 # ---------------------------------------------------------------------------------------------------------------- (d)

@@ -145,3 +145,37 @@ def test_findings_about_a_running_plans_brokers_open_no_competing_incident(incid
     check_at(hung(3), 3)
     (start,) = check_at(hung(4), 4)
     assert start["conf"]["finding"]["kind"] == "broker_unresponsive"
+
+
+def test_a_run_started_by_the_serving_watch_opens_on_its_first_check(incident_base):
+    """Issue 30: the serving watch's rounds (broker 3 did not answer them) count as one check of broker 3, so the run it
+    started opens the incident on its own first, corroborated, check -- no re-check wait, no second snapshot. A cron run
+    with the same snapshot does not."""
+    from kafka_runbooks import clock
+    from kafka_runbooks.state.snapshots import Snapshots
+
+    class Event:
+        extra = {"from_trigger": True, "payload": {"cluster": "lab", "changed": ["serving"], "at": clock.now_iso(),
+                                                    "not_answering": {"3": {"failures": 2}}}}
+
+    def run(n, events):
+        s = dataclasses.replace(hung(0), taken_at=clock.now_iso())
+        ref = Snapshots(lab_config()).put(s)
+        op = DetectFindingsOperator(task_id="detect", cluster="lab", snapshot=ref.to_dict())
+        return op.execute({"dag": SimpleNamespace(dag_id="kafka_health_check"), "run_id": f"asset_triggered__{n}", "ti": TI({}),
+                           "triggering_asset_events": events})
+
+    (start,) = run(0, {"kafka-runbooks://zookeeper/lab": [Event()]})
+    assert start["conf"]["broker_ids"] == [3] and start["conf"]["finding"]["kind"] == "broker_unresponsive"
+    assert "held for 2 consecutive checks" in IncidentStore(lab_config()).audit_trail(start["conf"]["incident_id"])[1]["details"]["why"]
+
+
+def test_a_cron_run_with_the_same_snapshot_waits_for_a_second_check(incident_base):
+    from kafka_runbooks import clock
+    from kafka_runbooks.state.snapshots import Snapshots
+
+    s = dataclasses.replace(hung(0), taken_at=clock.now_iso())
+    ref = Snapshots(lab_config()).put(s)
+    op = DetectFindingsOperator(task_id="detect", cluster="lab", snapshot=ref.to_dict())
+    assert op.execute({"dag": SimpleNamespace(dag_id="kafka_health_check"), "run_id": "scheduled__0", "ti": TI({}),
+                       "triggering_asset_events": {}}) == []

@@ -48,12 +48,15 @@ def tool_said(stderr: bytes | None) -> str:
 
 
 def read_host(config, broker: Broker, registered: bool, ssh, replicas: Iterable[tuple[str, int, int, bool]] = (),
-              version=None) -> HostLeadership:
+              version=None, silent: str | None = None) -> HostLeadership:
     """One broker host's part (``ssh``: a StrictSSHHook or anything with ``run(argv, timeout)``). ``replicas``: (topic,
     partition, leader, this broker is the follower) of the replicas out of their ISR it takes part in
     (``detect/replicas.py``): their log end offsets and fetcher lags are read in the same JmxTool run, and a follower's
     state-change.log lines about them. ``version``: the brokers' version as observed, which decides how JmxTool is
-    run."""
+    run. ``silent``: why JmxTool is not run on this broker this check (``observe.take_snapshot``: the broker did not
+    answer Kafka requests, so its JMX read would wait behind the same stuck request path until
+    ``leadership.jmx_timeout_s``; or the run was started by the serving watch); its request metrics are unknown, with
+    that reason."""
     from kafka_runbooks.host.argv import UnsafeValueError, validate_abs_path
     from kafka_runbooks.detect.controller_log import controller_events
     from kafka_runbooks.detect.broker_log import lines_of_interest
@@ -102,7 +105,9 @@ def read_host(config, broker: Broker, registered: bool, ssh, replicas: Iterable[
                                               for n in (replica_names(t, p, leader, fetchers) if follower else (log_end_offset(t, p),))))
             at = clock.iso(now)
             run = jmx_read(config, broker, extra_names, version)
-            if run.argv is None:
+            if silent:
+                out.metrics = metrics_from(broker.id, at, JmxReading(), error=f"JmxTool not run: {silent}")
+            elif run.argv is None:
                 out.metrics = metrics_from(broker.id, at, JmxReading(), error=f"{run.unavailable}: request queues unknown")
             else:
                 res = ssh.run(run.argv, run.timeout_s)
@@ -116,7 +121,7 @@ def read_host(config, broker: Broker, registered: bool, ssh, replicas: Iterable[
 
 def read_hosts(config, brokers: Iterable[Broker], registered: set[int], runner_factory: Callable | None = None,
                replicas: Mapping[int, Iterable[tuple[str, int, int, bool]]] | None = None,
-               version=None) -> list[HostLeadership]:
+               version=None, silent: Mapping[int, str] | None = None) -> list[HostLeadership]:
     from kafka_runbooks.hooks.ssh import default_runner_factory, opened_runner
 
     factory = runner_factory or default_runner_factory(config.capture.connect_timeout_s)
@@ -125,7 +130,7 @@ def read_hosts(config, brokers: Iterable[Broker], registered: set[int], runner_f
     def one(b: Broker) -> HostLeadership:
         try:
             with opened_runner(factory, config.ssh_conn_id(b.id)) as ssh:
-                return read_host(config, b, b.id in registered, ssh, replicas.get(b.id, ()), version)
+                return read_host(config, b, b.id in registered, ssh, replicas.get(b.id, ()), version, (silent or {}).get(b.id))
         except Exception as exc:  # noqa: BLE001 - an unusable host is a note, never a failed health check
             return HostLeadership(b.id, notes=[f"broker {b.id}: host not read ({type(exc).__name__}: {exc})"])
 
@@ -147,7 +152,8 @@ def replica_roles(snapshot: ClusterSnapshot) -> dict[int, list[tuple[str, int, i
     return out
 
 
-def observe(config, snapshot: ClusterSnapshot, brokers: Iterable[Broker], *, hosts: bool = True) -> tuple[dict[str, Any], list[str]]:
+def observe(config, snapshot: ClusterSnapshot, brokers: Iterable[Broker], *, hosts: bool = True,
+            silent: Mapping[int, str] | None = None) -> tuple[dict[str, Any], list[str]]:
     """(the snapshot fields of issue 7 -- ``metadata_views``, ``request_metrics``, ``controller_log``,
     ``static_configs`` -- and notes about what could not be read)."""
     from kafka_runbooks.hooks.kafka import KafkaHook
@@ -161,7 +167,7 @@ def observe(config, snapshot: ClusterSnapshot, brokers: Iterable[Broker], *, hos
         views = pool.submit(KafkaHook(config.kafka_conn_id, listener=config.listener).metadata_views, live, h.view_timeout_s) \
             if h.metadata_views else None
         host = pool.submit(read_hosts, config, [b for b in brokers if b.id in config.hosts], set(snapshot.live_broker_ids),
-                           None, replica_roles(snapshot), snapshot.version if snapshot.kafka_version else None) if hosts else None
+                           None, replica_roles(snapshot), snapshot.version if snapshot.kafka_version else None, silent) if hosts else None
         if views is not None:
             fields["metadata_views"] = tuple(views.result())
         if host is not None:

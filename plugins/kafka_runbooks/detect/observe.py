@@ -103,15 +103,40 @@ def unreachable_snapshot(config, zk_hook, exc: BaseException, *, probe_zookeeper
                            configured_broker_ids=tuple(sorted(config.hosts)), zookeeper=tuple(members), zookeeper_error=error)
 
 
+def unanswered(hook, brokers, version) -> dict[int, str]:
+    """{broker id: why} of the registered brokers that were asked ApiVersions by the version probe and did not answer
+    it (``KafkaHook.kafka_version``, bounded by VERSION_PROBE_S): their request path does not serve, so a JMX read of
+    their request metrics would wait behind it until its own bound (lab/README.md, hang: JmxTool's RMI thread parks in
+    ``RequestChannel``) -- the leadership observation skips it. A broker not asked (it may be 0.9) is never in it."""
+    answered = {o.broker_id for b in version.brokers for o in b.observations if o.source == "api_versions"}
+    notes = {n.split(":", 1)[0]: n for n in version.notes}
+    return {b.id: notes.get(f"broker {b.id}", "no ApiVersions answer") for b in brokers
+            if hook.asking(b).api_versions and b.id not in answered}
+
+
+def no_jmx(hook, registered, brokers, version, jmx: bool) -> dict[int, str]:
+    """{broker id: why JmxTool is not run on it this check}: the registered brokers that did not answer the version
+    probe (``unanswered``); with ``jmx`` False, every broker."""
+    silent = {b: f"the broker did not answer Kafka requests ({why}); a JMX read waits behind its stuck request path"
+              for b, why in (unanswered(hook, registered, version) if version is not None else {}).items()}
+    return {b.id: silent.get(b.id) or NO_JMX for b in brokers} if not jmx else silent
+
+
+NO_JMX = ("this run was started by the serving watch: it judges the brokers that stopped answering, without a JVM per "
+          "host (the cron's and the ZooKeeper watch's runs read JMX)")
+
+
 def take_snapshot(config, *, probe_hosts: bool = True, check_kafka: bool = True, known: Mapping[int, Any] | None = None,
-                  leadership: bool = True, probe_zookeeper: bool = True):
+                  leadership: bool = True, probe_zookeeper: bool = True, jmx: bool = True):
     """ClusterSnapshot from ZooKeeper; then, in parallel: host probes over SSH of every registered
     or configured broker, direct Kafka checks of each, the canary when the cluster enables it, the
     ZooKeeper probe of every ensemble member (four-letter words; SSH where configured), the version the brokers
     report (ApiVersions, registration schema: ``KafkaHook.kafka_version``; with the host probes, each JVM's own
     ``Kafka version : N`` line, read once per JVM: ``logged_versions``), and what
     the leadership detectors read (each broker's own metadata; over SSH its election settings, controller
-    log lines and request-path JMX: ``detect/leadership_observe.py``)."""
+    log lines and request-path JMX: ``detect/leadership_observe.py``). ``jmx=False``: no JmxTool read at all (JVMs
+    started over SSH on every host: the longest part of a check on a loaded machine), as in a run the serving watch
+    started; JmxTool is never run on a broker that did not answer the version probe (``unanswered``)."""
     import dataclasses
     import logging
     from concurrent.futures import ThreadPoolExecutor
@@ -154,8 +179,10 @@ def take_snapshot(config, *, probe_hosts: bool = True, check_kafka: bool = True,
 
         version = hook.kafka_version(list(snapshot.brokers), config.health.kafka_probe_timeout_s, config.kafka_version)
         snapshot = dataclasses.replace(snapshot, kafka_version=versions.to_dict(with_logged(version, early)))
+    silent = no_jmx(hook, snapshot.brokers, brokers, version, jmx)
     with ThreadPoolExecutor(max_workers=5, thread_name_prefix="snapshot") as pool:
-        lead = pool.submit(observe_leadership, config, snapshot, brokers, hosts=probe_hosts) if leadership and check_kafka else None
+        lead = (pool.submit(observe_leadership, config, snapshot, brokers, hosts=probe_hosts, silent=silent)
+                if leadership and check_kafka else None)
         ensemble = pool.submit(probe_ensemble, config, zk_hook.servers, ssh=probe_hosts) if probe_zookeeper else None
         probes = pool.submit(probe_all, config, brokers, logged={b: (pid, v) for b, (pid, v, _) in logged.items()}) if probe_hosts else None
         checks = (pool.submit(hook.check_all, checkable, config.health.kafka_probe_timeout_s, unregistered=missing,

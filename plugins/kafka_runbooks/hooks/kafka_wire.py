@@ -27,6 +27,7 @@ clear error.
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import ssl
 import struct
@@ -297,3 +298,53 @@ def fetch_metadata(host: str, port: int, timeout_s: float, config: dict[str, Any
     finally:
         raw.close()
 
+
+
+# --------------------------------------------------------------------------- the serving watch's probe (asyncio)
+
+WATCH_CLIENT_ID = "kafka-runbooks-serving-watch"
+
+
+def _security(config: dict[str, Any] | None, host: str):
+    config = config or {}
+    protocol = str(config.get("security.protocol", "PLAINTEXT")).upper()
+    if protocol not in ("PLAINTEXT", "SSL"):
+        raise WireError(f"security.protocol {protocol} is not supported by the direct probe (PLAINTEXT and SSL are)")
+    return (ssl_context(config), host) if protocol == "SSL" else (None, None)
+
+
+async def answers(host: str, port: int, timeout_s: float, config: dict[str, Any] | None = None, *,
+                  ask_versions: bool = False) -> str:
+    """Does the broker at host:port answer one tiny request within ``timeout_s``? Returns the request's name when it
+    did; raises ``asyncio.TimeoutError`` (no answer in time: a hung or deadlocked broker accepts the connection and
+    never answers), OSError (refused: nothing listens) or WireError (an answer that is not one).
+
+    The request must be answered by the broker's request handler threads (a hung request pool answers nothing):
+    ``ApiVersions`` v0 (a few hundred bytes) where ``versions.asking`` allows it, else ``Metadata`` v0 -- the only
+    request this module sends to a broker that may be 0.9 (seed 002); v0 asks for every topic, so it is larger.
+    Non-blocking (asyncio streams) and bounded as a whole: connect, send and read together."""
+    ctx, server_hostname = _security(config, host)
+    api, body, name = (API_VERSIONS, b"", "ApiVersions v0") if ask_versions else (API_METADATA, metadata_body(0), "Metadata v0")
+
+    async def ask() -> str:
+        reader, writer = await asyncio.open_connection(host, int(port), ssl=ctx, server_hostname=server_hostname)
+        try:
+            writer.write(request(api, 0, 1, body, client_id=WATCH_CLIENT_ID))
+            await writer.drain()
+            try:
+                size = struct.unpack(">i", await reader.readexactly(4))[0]
+                if size < 4 or size > MAX_RESPONSE_BYTES:
+                    raise WireError(f"implausible response size {size}")
+                data = await reader.readexactly(size)
+            except asyncio.IncompleteReadError as exc:
+                raise WireError(f"the broker closed the connection after {len(exc.partial)} bytes") from None
+            got = struct.unpack(">i", data[:4])[0]
+            if got != 1:
+                raise WireError(f"response to correlation id {got}, expected 1")
+            if ask_versions:
+                parse_api_versions(data[4:])
+            return name
+        finally:
+            writer.transport.abort()  # no close handshake to wait for (a hung broker would not do its part)
+
+    return await asyncio.wait_for(ask(), timeout_s)

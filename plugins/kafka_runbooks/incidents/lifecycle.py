@@ -28,7 +28,7 @@ from kafka_runbooks import clock
 from kafka_runbooks.config import HealthSettings
 from kafka_runbooks.detect.detectors import OPENS_INCIDENT, problem_of, subject_of
 from kafka_runbooks.incidents.store import CLOSED, NEEDS_PERSON, OPEN, RESPONDING, TERMINAL
-from kafka_runbooks.model import Finding
+from kafka_runbooks.model import Finding, Severity
 
 # kinds that count toward a streak without opening an incident themselves
 STREAK_ONLY = ("broker_check_failed",)
@@ -62,12 +62,16 @@ def step(
     running: Iterable[str],
     settings: HealthSettings,
     at: str,
+    unobserved: Iterable[str] = (),
 ) -> tuple[dict[str, Any], list[Action]]:
     """One health check: (the new state, the actions to take).
 
     ``incidents``: the cluster's incident records by id; ``running``: ids of incidents whose
-    response run is running now (queued or running in Airflow)."""
+    response run is running now (queued or running in Airflow); ``unobserved``: problems this check could not see
+    (a run started by the serving watch reads no JMX: ``follower_stuck``): their streaks are neither counted nor
+    marked absent."""
     running = set(running)
+    unobserved = set(unobserved)
     streaks: dict[str, dict[str, Any]] = {k: dict(v) for k, v in (state.get("streaks") or {}).items()}
     actions: list[Action] = []
     present: dict[str, Finding] = {}
@@ -109,6 +113,8 @@ def step(
 
     for key in [k for k in streaks if k not in present]:
         st = streaks[key]
+        if st.get("problem") in unobserved:
+            continue
         st["count"] = 0
         st["absent"] = int(st.get("absent", 0)) + 1
         if st["absent"] < settings.clear_checks:
@@ -126,9 +132,36 @@ def step(
 
 
 def pending(state: Mapping[str, Any], settings: HealthSettings) -> list[str]:
-    """Streaks seen but not yet for the consecutive checks, with no incident: worth a re-check soon."""
+    """Streaks seen but not yet for the consecutive checks, with no incident: worth a re-check soon -- and streaks that
+    held long enough but only as a streak-only kind (a direct check failing, nothing corroborating it yet: the serving
+    watch's rounds count as a check, ``count_watch``), for the corroboration the re-check usually brings."""
     return sorted(k for k, st in (state.get("streaks") or {}).items()
-                  if not st.get("incident_id") and 0 < int(st.get("count", 0)) < settings.consecutive_checks)
+                  if not st.get("incident_id") and int(st.get("count", 0)) > 0
+                  and (int(st.get("count", 0)) < settings.consecutive_checks or st.get("kind") in STREAK_ONLY))
+
+
+def count_watch(state: Mapping[str, Any], not_answering: Mapping[int, str], settings: HealthSettings) -> tuple[dict[str, Any], list[str]]:
+    """The serving watch's observation (``triggers/serving.py``) as one check of the brokers it names: ``{broker id:
+    when the watch saw it not answering for health.serving_failures rounds in a row}``. Each counts one
+    ``broker_check_failed`` on its ``broker_not_serving`` streak -- what a health check whose direct check of that
+    broker fails with nothing corroborating it yet counts -- once per watch event (``watch_at``), and touches no other
+    streak (the watch looked at nothing else). The health check's own finding then counts the next; an incident still
+    opens only on a corroborated kind (``broker_unresponsive``...), as ever. Returns (the new state, the keys counted)."""
+    streaks: dict[str, dict[str, Any]] = {k: dict(v) for k, v in (state.get("streaks") or {}).items()}
+    counted = []
+    for bid, at in sorted(not_answering.items()):
+        f = Finding(kind="broker_check_failed", severity=Severity.WARNING, summary="", broker_ids=(int(bid),),
+                    details={"problem": "broker_not_serving"})
+        key = streak_key(f)
+        st = streaks.get(key)
+        if st is not None and (str(st.get("watch_at") or "") >= at or _gap_s(st.get("last_seen"), at) > settings.episode_gap_s):
+            continue  # this event counted already (a retried task), or an old streak: the check's own step decides
+        st = st or {"first_seen": at, "count": 0, "incident_id": None, "kind": f.kind}
+        st.update(problem=problem_of(f), broker_ids=[int(bid)], last_seen=max(str(st.get("last_seen") or ""), at), absent=0,
+                  watch_at=at, count=int(st.get("count", 0)) + 1)
+        streaks[key] = st
+        counted.append(key)
+    return {**state, "streaks": streaks}, counted
 
 
 def link(state: Mapping[str, Any], key: str, incident_id: str) -> dict[str, Any]:
@@ -177,4 +210,4 @@ def _gap_s(before: str | None, at: str) -> float:
         return 0.0
 
 
-__all__ = ["Action", "NEEDS_PERSON", "OPEN", "link", "pending", "stale_responses", "step", "streak_key"]
+__all__ = ["Action", "NEEDS_PERSON", "OPEN", "count_watch", "link", "pending", "stale_responses", "step", "streak_key"]

@@ -24,7 +24,24 @@ def task_of(context, log) -> Task:
                 try_number=int(getattr(ti, "try_number", 1) or 1),
                 starter=getattr(dag_run, "triggering_user_name", None) or None,
                 run_type=str(getattr(run_type, "value", run_type)) if run_type is not None else None,
-                log=log, paused=lambda dag_id: dag_paused(log, dag_id), run_state=lambda d, r: run_state(ti, d, r))
+                log=log, paused=lambda dag_id: dag_paused(log, dag_id), run_state=lambda d, r: run_state(ti, d, r),
+                asset_payloads=asset_payloads(context))
+
+
+def asset_payloads(context) -> list[dict[str, Any]]:
+    """The payloads of the asset events that started this run (Airflow keeps an AssetWatcher's TriggerEvent payload in
+    the event's ``extra["payload"]``); empty for a run no asset event started."""
+    try:
+        events = [e for evs in (context.get("triggering_asset_events") or {}).values() for e in evs]
+    except Exception:  # noqa: BLE001 - no asset events in this context (a test's, an older Airflow's)
+        return []
+    out = []
+    for e in events:
+        extra = e.get("extra") if isinstance(e, dict) else getattr(e, "extra", None)
+        payload = extra.get("payload") if isinstance(extra, dict) else None
+        if isinstance(payload, dict):
+            out.append(payload)
+    return out
 
 
 def run_state(ti, dag_id: str, run_id: str) -> str | None:

@@ -20,6 +20,37 @@ def health_dag_id(cluster: str) -> str:
     return f"{HEALTH_DAG_PREFIX}{cluster}"
 
 
+# what a check without JMX cannot see (a run the serving watch started: take_snapshot(jmx=False)): the follower's log
+# end offsets and fetcher lags come from the same JmxTool read
+NO_JMX_PROBLEMS = ("follower_stuck",)
+# a serving-watch event counts as a check of the brokers it names only while it is this fresh (a run queued behind a
+# long one starts later; an older event says little about now)
+WATCH_EVENT_MAX_AGE_S = 120.0
+
+
+def watch_observations(payloads: list[dict[str, Any]], cluster: str, now: str,
+                       max_age_s: float | None = WATCH_EVENT_MAX_AGE_S) -> dict[int, str]:
+    """``{broker id: when}`` of the serving watch's events (``triggers/serving.py``) that started this run (``payloads``:
+    its asset events' payloads) naming brokers of ``cluster`` that did not answer, at most ``max_age_s`` old (None: any
+    age -- was the run started by the serving watch at all). Empty for a cron run or a ZooKeeper change."""
+    from kafka_runbooks import clock  # keeps DAG parsing fast: loaded when a task runs
+
+    out: dict[int, str] = {}
+    for payload in payloads:
+        if payload.get("changed") != ["serving"] or payload.get("cluster") != cluster:
+            continue
+        at = str(payload.get("at") or "")
+        try:
+            if not at or (max_age_s is not None and (clock.parse(now) - clock.parse(at)).total_seconds() > max_age_s):
+                continue
+        except ValueError:
+            continue
+        for bid in (payload.get("not_answering") or {}):
+            if str(bid).isdigit():
+                out[int(bid)] = max(out.get(int(bid), ""), at)
+    return out
+
+
 def snapshot(cluster: str, task: Task, probe_hosts: bool = True,
              config_of: Callable[[str], Any] = plans.load_config) -> dict[str, Any]:
     """Reads ZooKeeper, checks every broker directly, runs the canary and probes every host; keeps the snapshot in the
@@ -27,8 +58,13 @@ def snapshot(cluster: str, task: Task, probe_hosts: bool = True,
     from kafka_runbooks.detect.observe import known_registrations, take_snapshot  # keeps DAG parsing fast: clients at run time
     from kafka_runbooks.state.snapshots import Snapshots  # keeps DAG parsing fast: loaded when a task runs
 
+    from kafka_runbooks import clock  # keeps DAG parsing fast: loaded when a task runs
+
     config = config_of(cluster)
-    s = take_snapshot(config, probe_hosts=probe_hosts, known=known_registrations(config))
+    watch = watch_observations(task.asset_payloads, config.name, clock.now_iso(), max_age_s=None)
+    if watch:
+        task.log.info("started by the serving watch (brokers %s did not answer it): no JmxTool read this run", sorted(watch))
+    s = take_snapshot(config, probe_hosts=probe_hosts, known=known_registrations(config), jmx=not watch)
     task.log.info("cluster %s: registered %s, configured %s, controller %s, %d partitions, %d unparsable znodes; checks %s",
                   s.cluster, sorted(s.live_broker_ids), list(s.configured_broker_ids), s.controller_id, len(s.partitions),
                   len(s.unparsable), {c.broker_id: ("ok" if c.ok else c.error_code) for c in s.kafka_checks})
@@ -63,16 +99,31 @@ def detect(cluster: str, snapshot_value: Any, task: Task, config_of: Callable[[s
     s = Snapshots(config).get(snapshot_value) if SnapshotRef.is_ref(snapshot_value) else ClusterSnapshot.from_dict(snapshot_value)
     history_store, store = HistoryStore(config), IncidentStore(config)
     starts: list[dict[str, Any]] = []
+    started, watch = _watched(task, config)
     for observation in range(1, config.health.consecutive_checks + 1):
-        state = check(s, config, history_store, store, task, starts)
+        counted = ((watch or {}) if observation == 1 else {}) if started else None  # the watch's rounds: once
+        state = check(s, config, history_store, store, task, starts, counted)
         waiting = lifecycle.pending(state, config.health)
         if not waiting or config.health.recheck_s <= 0 or observation == config.health.consecutive_checks:
             break
         task.log.info("re-checking in %gs: %s seen once, not yet for %d consecutive checks",
                       config.health.recheck_s, waiting, config.health.consecutive_checks)
         sleep(config.health.recheck_s)
-        s = take_snapshot(config, known=known_registrations(config))
+        s = take_snapshot(config, known=known_registrations(config), jmx=not started)
     return starts
+
+
+def _watched(task: Task, config) -> tuple[bool, dict[int, str] | None]:
+    """Whether the serving watch started this run (its snapshot read no JMX), and the brokers its fresh rounds count
+    one check of."""
+    from kafka_runbooks import clock  # keeps DAG parsing fast: loaded when a task runs
+
+    started = bool(watch_observations(task.asset_payloads, config.name, clock.now_iso(), max_age_s=None))
+    watch = watch_observations(task.asset_payloads, config.name, clock.now_iso()) if started else None
+    if watch:
+        task.log.info("started by the serving watch: brokers %s did not answer it (%s); that counts as one check of them",
+                      sorted(watch), watch)
+    return started, watch
 
 
 def findings_of(snapshot, config, history_store, task: Task) -> list:
@@ -94,8 +145,10 @@ def findings_of(snapshot, config, history_store, task: Task) -> list:
     return [f for f in findings if not during_plan(f)]
 
 
-def check(snapshot, config, history_store, store, task: Task, starts: list) -> dict:
-    """One observation: history, detectors, lifecycle, incident moves. Returns the new state."""
+def check(snapshot, config, history_store, store, task: Task, starts: list, watch: dict[int, str] | None = None) -> dict:
+    """One observation: history, detectors, lifecycle, incident moves. Returns the new state. ``watch`` (a run the
+    serving watch started; None otherwise): the brokers its rounds count one check of (``lifecycle.count_watch``);
+    the snapshot read no JMX, so ``NO_JMX_PROBLEMS`` are not observed."""
     from kafka_runbooks.incidents import lifecycle  # keeps DAG parsing fast: loaded when a task runs
     from kafka_runbooks.runbook.incident import needs_person  # keeps DAG parsing fast: loaded when a task runs
 
@@ -109,7 +162,13 @@ def check(snapshot, config, history_store, store, task: Task, starts: list) -> d
     actions: list[lifecycle.Action] = []
 
     def advance(state: dict) -> dict:
-        new, acts = lifecycle.step(state, findings, incidents, running, config.health, snapshot.taken_at)
+        if watch:  # the serving watch's rounds first: they came before this snapshot
+            state, counted = lifecycle.count_watch(state, {b: at for b, at in watch.items() if at <= snapshot.taken_at},
+                                                   config.health)
+            for key in counted:
+                task.log.info("lifecycle: %s counted once for the serving watch's rounds", key)
+        new, acts = lifecycle.step(state, findings, incidents, running, config.health, snapshot.taken_at,
+                                   unobserved=NO_JMX_PROBLEMS if watch is not None else ())
         actions.extend(acts)
         return new
 

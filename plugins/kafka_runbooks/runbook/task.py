@@ -24,6 +24,8 @@ class Task:
     paused: Callable[[str], bool | None] = lambda dag_id: None  # whether a DAG is paused (None: cannot tell)
     # Airflow's state of a DAG run ("queued", "running", "success"...); None when Airflow does not know it
     run_state: Callable[[str, str], str | None] = lambda dag_id, run_id: None
+    # the payloads of the asset events that started this run (a watcher's TriggerEvent: ``extra["payload"]``)
+    asset_payloads: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
     def plain(cls, run_id: str = "run-1", dag_id: str = "dag", task_id: str = "task", **kw: Any) -> "Task":

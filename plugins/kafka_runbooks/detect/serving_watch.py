@@ -1,0 +1,85 @@
+"""When the serving watch fires (pure): the decision of ``triggers/serving.py``, apart from its I/O.
+
+Every round the watch asks each registered broker one tiny request (``hooks/kafka_wire.answers``) and hands the
+answers here. A broker that failed ``failures`` rounds in a row is *not answering*; the watch fires once for it
+(the health check it starts looks at everything else), and fires for that broker again only after it answered a
+round (a new outage). A cluster fires at most once per ``debounce_s``: brokers that stop answering within that gap
+of an event (a flapping broker, a second broker following the first) wait and go out together in the next event, so
+a broker that answers one round in two never starts more than one health check per ``debounce_s``.
+
+A broker that is no longer registered is forgotten (ZooKeeper's own watch reports the deregistration).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One round's answer (or not) of one broker."""
+
+    broker_id: int
+    ok: bool
+    endpoint: str = ""
+    error: str | None = None
+    took_s: float | None = None
+
+
+@dataclass
+class _Streak:
+    failures: int = 0
+    since: float | None = None  # when the first failure of this streak was seen (the caller's clock)
+    since_iso: str | None = None
+    error: str | None = None
+    endpoint: str = ""
+    fired: bool = False  # this streak is already in an event
+
+
+@dataclass(frozen=True)
+class Fire:
+    """What one event reports: the brokers that stopped answering (``{id: what was seen}``)."""
+
+    brokers: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+    def summary(self) -> str:
+        return "; ".join(f"broker {b} did not answer {d['failures']} round(s) in a row ({d['error']})"
+                         for b, d in sorted(self.brokers.items()))
+
+
+class ServingWatch:
+    def __init__(self, failures: int, debounce_s: float) -> None:
+        if int(failures) < 1 or float(debounce_s) < 0:
+            raise ValueError("failures >= 1 and debounce_s >= 0")
+        self.failures = int(failures)
+        self.debounce_s = float(debounce_s)
+        self.streaks: dict[int, _Streak] = {}
+        self.last_fired: float | None = None
+
+    def observe(self, answers: Iterable[Answer], now: float, now_iso: str | None = None) -> Fire | None:
+        """One round (``answers``: every registered broker's; the others are forgotten). The event to send, or None."""
+        answers = list(answers)
+        seen = {a.broker_id for a in answers}
+        for gone in set(self.streaks) - seen:
+            del self.streaks[gone]
+        for a in answers:
+            st = self.streaks.setdefault(a.broker_id, _Streak())
+            if a.ok:
+                self.streaks[a.broker_id] = _Streak()  # answered: a later failure is a new outage
+                continue
+            if st.failures == 0:
+                st.since, st.since_iso = now, now_iso
+            st.failures += 1
+            st.error, st.endpoint = a.error, a.endpoint
+        due = {b: st for b, st in self.streaks.items() if st.failures >= self.failures and not st.fired}
+        if not due or (self.last_fired is not None and now - self.last_fired < self.debounce_s):
+            return None
+        self.last_fired = now
+        for st in due.values():
+            st.fired = True
+        return Fire({b: {"failures": st.failures, "since": st.since_iso, "error": st.error, "endpoint": st.endpoint}
+                     for b, st in sorted(due.items())})
+
+    def not_answering(self) -> list[int]:
+        return sorted(b for b, st in self.streaks.items() if st.failures >= self.failures)
