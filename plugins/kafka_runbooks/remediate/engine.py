@@ -70,7 +70,12 @@ NEEDS_REASON = frozenset({State.REFUSED, State.HALTED})
 
 
 class Halted(RuntimeError):
-    """The run stopped; the message is what on-call reads (reason, cluster state, the broker's last lines)."""
+    """The run stopped; the message is what on-call reads (reason, cluster state, the broker's last lines). ``code``:
+    the stable code of the reason, where a driver raises it (the engine's own Halted carries the run's)."""
+
+    def __init__(self, *args: Any, code: str | None = None) -> None:
+        super().__init__(*args)
+        self.code = code
 
 
 class Refused(RuntimeError):
