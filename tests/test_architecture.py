@@ -138,7 +138,6 @@ LONG_FUNCTIONS_BASELINE: dict[str, int] = {
     "kafka_runbooks.detect.serving._corroboration": 83,
     "kafka_runbooks.detect.snapshot._read_snapshot": 144,
     "kafka_runbooks.detect.zookeeper._drop_finding": 107,
-    "kafka_runbooks.remediate.plan.plan_restart": 86,
 }
 
 

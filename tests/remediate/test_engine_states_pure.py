@@ -283,3 +283,26 @@ def test_an_election_batch_refused_on_fresh_state_is_a_refusal_not_a_halt(loop, 
     trail = loop.store.audit_trail(loop.record["id"])
     assert [e["details"]["code"] for e in trail if e["action"] == "refused"] == ["refused_on_fresh_state"]
     assert not [e for e in trail if e["action"] == "halt"]
+
+
+def test_restart_and_election_plans_are_types_of_their_own():
+    """Issue 28: the plan builders give a RestartPlan and an ElectionPlan; what XCom or the state database carries comes
+    back as the same type (by its kind), equal field by field, with the same digest; a demotion's stays a Plan."""
+    from kafka_runbooks.model import ElectionPlan, RestartPlan
+    from kafka_runbooks.remediate import election as E
+    from kafka_runbooks.remediate.digest import plan_digest
+    from kafka_runbooks.remediate.plan import plan_restart
+
+    cfg = ClusterConfig.from_dict("c1", {"zk_conn_id": "zk", "hosts": {"1": "h1", "2": "h2", "3": "h3"}})
+    s = snap([P("orders", i, (1, 2, 3), 1, (1, 2, 3)) for i in range(3)])
+    restart = plan_restart(s, [2], cfg)
+    moved = snap([P("orders", i, (3, 1, 2), 1, (3, 1, 2)) for i in range(3)])
+    election = E.plan_election(moved, cfg)
+    assert type(restart) is RestartPlan and restart.steps and not restart.batches
+    assert type(election) is ElectionPlan and election.batches and election.steps == ()
+    for plan in (restart, election):
+        back = Plan.from_dict(plan.to_dict())
+        assert type(back) is type(plan) and back == plan and plan_digest(back) == plan_digest(plan)
+    demotion = Plan.from_dict({**restart.to_dict(), "kind": "demote", "steps": []})
+    assert type(demotion) is Plan
+    assert Plan(**{f: getattr(restart, f) for f in ("cluster", "steps", "kind")}) != restart  # fields differ: unequal

@@ -7,8 +7,11 @@ deletes the znode when it has processed it (waited for, ``election.znode_timeout
 ``election.convergence_s``, ZooKeeper must say the preferred replicas lead, every broker's own metadata must agree,
 a canary round (one acks=all record through every leader of the canary topic, read back) must succeed, and no
 broker's request queue may be saturated (JmxTool on each broker host, when ``leadership.jmx``).
-Anything else halts: nothing further is elected, the ledger and the audit say where and why, and ``Halted`` carries
-the text the failure callback pages on-call with. Every action is audited in the election's record.
+Each batch is a unit of the one engine loop (``engine.py``, :class:`ElectionWork`: checking -> electing -> gating ->
+done). A batch refused on fresh state ends the run with a refusal (``refused``, code ``refused_on_fresh_state``:
+nothing of it was written; ``Refused``). Anything else halts: nothing further is elected, the ledger and the audit
+say where and why, and ``Halted`` carries the text the failure callback pages on-call with. Every action is audited
+in the election's record.
 
 A converged batch is a ``step_done`` with its partitions in the election's ledger (the engine's ledger,
 ``remediate/ledger.py``): a resumed election (the DAG's ``resume``) re-plans the rest on fresh state, under a new

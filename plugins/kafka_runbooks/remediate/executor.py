@@ -1,16 +1,18 @@
-"""Runs an approved plan: the one executor every restart in the product goes through.
+"""A broker's restart -- the rolling and the incident restart -- as a unit of the one engine loop (``engine.py``):
+:class:`RestartWork`, behind the thin :func:`run` operators call.
 
-Holding the cluster's maintenance lock from the first safety check to the last gate, for each step
-not already done (the ledger says): prove the host runs the broker it is mapped to (its ``broker.id``),
-read fresh state -- the brokers' static configs over SSH, the open incidents, ZooKeeper, and a direct
-Kafka-protocol check of every holder the stop depends on (``safety.holders_to_check``) and of every broker
-under the not-serving waiver -- check the stop on it, then, right before the stop command, read ZooKeeper
-again and check once more, every holder checked directly again (``last_check``); restart the broker
-(``steps.restart_broker``), pass the gates (in sync, coordinators loaded, canary), record it done. Every wait of the step and of the gates polls the
-lock (``guard``): a lost lock halts at once. On any failure: halt -- the cluster is left as it is,
-described (which broker is down, which partitions are affected), the ledger and the audit say where and
-why, and :class:`Halted` carries all of it to the failure callback that pages on-call. A later run with
-"resume" continues from the failed step; a step whose worker died (``interrupted_step``) too.
+Holding the cluster's maintenance lock from the first safety check to the last gate, for each step not already done
+(the ledger says; planned -> done): ``checking`` -- prove the host runs the broker it is mapped to (its
+``broker.id``), read fresh state -- the brokers' static configs over SSH, the open incidents, ZooKeeper, and a direct
+Kafka-protocol check of every holder the stop depends on (``safety.holders_to_check``) and of every broker under the
+not-serving waiver -- and check the stop on it; ``stopping`` -- right before the stop command, read ZooKeeper again
+and check once more, every holder checked directly again (``last_check``), the intent committed (``stop_gate``);
+``stopped``/``starting`` -- ``steps.restart_broker``; ``gating`` -- in sync, coordinators loaded, canary; ``done``.
+Every wait of the step and of the gates polls the lock (``guard``): a lost lock halts at once. A failure before the
+stop command of a run that restarted nothing is a refusal (``refused``, with its code); any other failure halts --
+the cluster is left as it is, described (which broker is down, which partitions are affected), the ledger and the
+audit say where and why, and :class:`Halted` carries all of it to the failure callback that pages on-call. A later
+run with "resume" continues from the failed step; a step whose worker died (``interrupted_step``) too.
 
 Pure helpers (:func:`describe_state`, :func:`order_refusals`, :func:`plan_changed`, :func:`interrupted_step`)
 are apart from the I/O.
