@@ -241,6 +241,25 @@ def test_a_driver_that_skips_a_state_halts_the_run_with_a_code(loop, monkeypatch
     assert [e["state"] for e in loop.entries() if e["event"] == L.STATE] == ["checking"]
 
 
+class Raises(Illegal):
+    """A driver that halts on its own (as the election's convergence wait does): Halted with a code."""
+
+    def drive(self, ctx, unit):
+        ctx.move(unit, S.STOPPING)
+        raise G.Halted("the batch did not converge", code="not_converged")
+
+
+def test_a_drivers_own_halt_is_recorded_and_said_by_the_engine(loop, monkeypatch):
+    import kafka_runbooks.detect.snapshot as SN
+
+    monkeypatch.setattr(SN, "read_snapshot", lambda zk, cluster: snap([P("orders", 0, (1, 2, 3), 1, (1, 2, 3))]))
+    with pytest.raises(G.Halted, match="^HALTED: the batch did not converge$"):
+        G.run(loop.execution(Plan(cluster="c1", steps=(Step("restart_broker", 2, "r"),))), Raises())
+    (halted,) = [e for e in loop.entries() if e["event"] == L.HALTED]
+    assert halted["code"] == "not_converged" and halted["phase"] == "stopping"
+    assert [e["action"] for e in loop.store.audit_trail(loop.record["id"]) if e["action"] == "halt"] == ["halt"]
+
+
 def test_an_election_batch_refused_on_fresh_state_is_a_refusal_not_a_halt(loop, monkeypatch):
     """Issue 29 §3 (its open item for the election): the target broker does not answer a direct check when its batch is
     checked -- nothing of the batch is written, and the run ends with a refusal (code, the unit's path), not a halt."""

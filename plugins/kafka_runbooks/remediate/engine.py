@@ -246,6 +246,9 @@ class Work:
         raise NotImplementedError
 
     def failure(self, ctx: "Context", exc: BaseException) -> Failure:
+        if isinstance(exc, Halted):  # a driver's own halt: recorded and said by the engine like any other
+            return Failure(ctx.current.state.value if ctx.current is not None else "checking",
+                           Reason(exc.code or "halted", str(exc)))
         return Failure("unexpected error", Reason("unexpected", f"{type(exc).__name__}: {exc}"))
 
     def refuses(self, ctx: "Context", failure: Failure) -> bool:
@@ -334,9 +337,7 @@ def run(ex: Execution, work: Work) -> dict[str, Any]:
             ctx.board = Board(work.units(ctx))
             for unit in ctx.board.units:
                 _drive(ctx, unit)
-        except (Halted, Refused):
-            raise
-        except Exception as exc:  # noqa: BLE001 - SSH, ZooKeeper, Kafka client, a gate: every failure ends the same way
+        except Exception as exc:  # noqa: BLE001 - SSH, ZooKeeper, Kafka client, a gate, a driver's Halted: one way out
             end(ctx, work.failure(ctx, exc))
         finally:
             try:
