@@ -325,3 +325,13 @@ def test_restart_and_election_plans_are_types_of_their_own():
     demotion = Plan.from_dict({**restart.to_dict(), "kind": "demote", "steps": []})
     assert type(demotion) is Plan
     assert Plan(**{f: getattr(restart, f) for f in ("cluster", "steps", "kind")}) != restart  # fields differ: unequal
+
+
+def test_an_election_refused_after_converged_batches_stays_resumable():
+    """A batch refused on fresh state after earlier batches of the same election converged: the election is not
+    finished and resume takes it up (as a halted one was); refused before anything was elected: nothing to resume."""
+    after = [{"event": L.PLANNED, "run_id": "r1", "plan": {"requested": [3]}},
+             {"event": L.STEP_DONE, "run_id": "r1", "batch": 1, "broker_id": 3, "partitions": ["orders-0"]},
+             {"event": L.REFUSED, "run_id": "r1", "batch": 2, "code": "refused_on_fresh_state", "reason": "..."}]
+    assert L.progress(after).resumable and L.progress(after).partitions_done == ("orders-0",)
+    assert not L.progress([after[0], after[2]]).resumable
