@@ -6,8 +6,8 @@ one named state at a time, and only the moves of ``TRANSITIONS`` exist::
     restart:  planned -> checking -> stopping -> stopped -> starting -> gating -> done
     election: planned -> checking -> electing -> gating -> done          (checking -> done: nothing left to elect)
     demotion: planned -> checking [-> moving] -> electing -> gating -> done
-    any state before done -> halted; checking or stopping (nothing stopped yet) -> refused; planned -> done (a resume:
-    done by an earlier run)
+    every state after planned and before done -> halted; checking (and a restart's stopping: its stop command not yet
+    sent) -> refused; a restart's planned -> done: restarted by an earlier run of the roll (a resume)
 
 Every refusal and every halt carries a typed :class:`Reason` (a stable ``code`` and the sentence on-call reads). At
 most one unit of a run is between its action and its last gate (``ACTIVE``) at any time: :class:`Board` refuses the
