@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Iterable, Mapping
 
 from kafka_runbooks import versions
@@ -833,9 +833,11 @@ class ElectionBatch:
                    refusals=tuple(str(x) for x in d.get("refusals") or ()))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Plan:
-    """A remediation plan: ordered steps, or the reasons it is refused, and the state it came from.
+    """A remediation plan: ordered steps, or the reasons it is refused, and the state it came from. A restart's is a
+    :class:`RestartPlan`, a preferred election's an :class:`ElectionPlan` (``from_dict`` gives each its type by its
+    ``kind``); a plan of another kind (a demotion's) is a Plan. Plans compare by their fields, whatever the type.
 
     ``refusals`` lists every plan-wide reason not to act, then each step's first ones as ``"broker N: ..."`` (with a
     line counting the rest: every reason is in ``detail`` and the state database). A restart plan's blast radius is
@@ -869,6 +871,13 @@ class Plan:
     blast_topic_count: int = 0  # topics touched in all
     detail: "PlanDetail | None" = field(default=None, compare=False, repr=False)
 
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Plan):
+            return NotImplemented
+        return all(getattr(self, f.name) == getattr(other, f.name) for f in fields(Plan) if f.compare)
+
+    __hash__ = None  # type: ignore[assignment]  # its mappings (not_serving, conditions) are never hashable
+
     @property
     def refused(self) -> bool:
         return bool(self.refusals)
@@ -901,6 +910,8 @@ class Plan:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Plan":
+        if cls is Plan:  # the type its kind names
+            cls = plan_type(str(d.get("kind") or "restart"))
         return cls(
             cluster=str(d["cluster"]),
             steps=tuple(Step.from_dict(s) for s in d.get("steps") or ()),
@@ -922,3 +933,24 @@ class Plan:
             blast_topics=tuple(dict(t) for t in d.get("blast_topics") or ()),
             blast_topic_count=int(d.get("blast_topic_count") or 0),
         )
+
+
+@dataclass(frozen=True, eq=False)
+class RestartPlan(Plan):
+    """A restart's plan (rolling or incident): its ``steps``, each a broker's restart, in order; no batches."""
+
+
+@dataclass(frozen=True, eq=False)
+class ElectionPlan(Plan):
+    """A preferred-replica election's plan: its ``batches`` (:class:`ElectionBatch`); no steps -- nothing restarts."""
+
+    steps: tuple[Step, ...] = ()
+
+
+RESTART_KINDS = ("restart", "rolling_restart", "incident_restart")
+ELECTION_KIND = "preferred_election"
+
+
+def plan_type(kind: str) -> type[Plan]:
+    """The plan type of a plan ``kind``: RestartPlan, ElectionPlan, or Plan (any other kind: a demotion)."""
+    return RestartPlan if kind in RESTART_KINDS else ElectionPlan if kind == ELECTION_KIND else Plan

@@ -94,13 +94,19 @@ def test_a_target_that_stopped_serving_is_refused_before_its_batch(election_env,
     record_id, plan = _plan(config, settings)
     lab.hang(3)  # registered, in every ISR (no writes wait on it), serving nothing
     try:
-        with pytest.raises(R.Halted) as halted:
+        with pytest.raises(R.Refused) as refused:  # issue 29 §3: nothing of the batch was written: a refusal, not a halt
             R.run(_execution(config, record_id, plan))
     finally:
         lab.unhang(3)
-    text = str(halted.value)
-    assert "HALTED at batch 1" in text and "refused on fresh state" in text and "does not answer a direct check now" in text
-    assert "nothing of this batch was elected" in text
+    text = str(refused.value)
+    assert "refused at batch 1" in text and "refused on fresh state" in text and "does not answer a direct check now" in text
+    assert "nothing of this batch was elected" in text and "HALTED" not in text
+    from kafka_runbooks.remediate.ledger import Ledger
+
+    entries = Ledger(config, record_id).entries()
+    (end,) = [e for e in entries if e.get("event") in ("refused", "halted")]
+    assert end["event"] == "refused" and end["code"] == "refused_on_fresh_state" and end["batch"] == 1, end
+    assert [s["state"] for s in end["states"]] == ["planned", "checking", "refused"], end
     assert lab.kazoo().exists("/admin/preferred_replica_election") is None and not any(
         lab.partitions()[k]["leader"] == 3 for k in lab.preferred_of(3))
 

@@ -205,9 +205,16 @@ def test_the_halt_is_raised_without_the_database(engine):
 
         get = exists = get_children
 
+    from kafka_runbooks.remediate import engine as G
+
+    unit = G.Unit(G.RESTART, 2, 2)
+    ctx = G.Context(engine.ex, E.RestartWork(), engine.store, records.ledger, records, zk=DeadZk(), board=G.Board([unit]),
+                    current=unit)
+    for state in (L.StepState.CHECKING, L.StepState.STOPPING, L.StepState.STOPPED, L.StepState.STARTING):
+        ctx.board.move(unit, state)
     engine.blocker.hold()
     with pytest.raises(E.Halted, match="HALTED at broker 2"):
-        E._halt(engine.ex, records, DeadZk(), 2, "start", "the start command failed", {})
+        G.end(ctx, G.Failure("start", L.Reason("halted", "the start command failed")))
     kinds = [i.get("event") or i.get("action") for i in records.recorder.journal.pending()]
     assert kinds == [L.STEP_FAILED, L.HALTED, "halt"]
     records.audit("maintenance_lock", "released")  # the finally's audit: journaled, never raised

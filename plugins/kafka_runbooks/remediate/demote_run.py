@@ -21,8 +21,10 @@ from typing import Any, Callable, Mapping
 from kafka_runbooks import clock
 from kafka_runbooks.model import CONSUMER_OFFSETS, Plan
 from kafka_runbooks.remediate import demote as D
+from kafka_runbooks.remediate import engine
 from kafka_runbooks.remediate import ledger as L
-from kafka_runbooks.remediate.executor import Execution, Halted, Refused, describe_state
+from kafka_runbooks.remediate.engine import Execution, Failure, Halted, Refused, Unit, Work
+from kafka_runbooks.remediate.ledger import Reason, StepState as State
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +73,7 @@ def write_and_wait(zk, path: str, payload: bytes, timeout_s: float, guard: Calla
     try:
         zk.create(path, payload)
     except NodeExistsError:
-        raise Halted(f"{path} already exists: another change is pending; nothing was written") from None
+        raise Halted(f"{path} already exists: another change is pending; nothing was written", code="znode_exists") from None
     waker = Waker()
     gone = wait_for(lambda: True if zk.exists(path, watch=waker) is None else None, timeout_s=timeout_s, poll_s=0.5,
                     waker=waker, guard=guard)
@@ -79,7 +81,7 @@ def write_and_wait(zk, path: str, payload: bytes, timeout_s: float, guard: Calla
         removed = remove_if_ours(zk, path, payload)
         raise Halted(f"the controller did not take {path} within {timeout_s:g} s (no active controller, or it is stuck); "
                      + ("the znode was removed again: no controller will run it later" if removed else
-                        "the znode is no longer ours or already gone"))
+                        "the znode is no longer ours or already gone"), code="controller_did_not_take")
     return time.monotonic() - t0
 
 
@@ -97,7 +99,7 @@ def reorder_and_wait(zk, config, moving: D.DemotePlan, guard: Callable[[], None]
     try:
         zk.create(D.REASSIGN_ZNODE, moving.reassignment())
     except NodeExistsError:
-        raise Halted(f"{D.REASSIGN_ZNODE} already exists: another reassignment is pending; nothing was written") from None
+        raise Halted(f"{D.REASSIGN_ZNODE} already exists: another reassignment is pending; nothing was written", code="znode_exists") from None
     deadline = t0 + config.election.znode_timeout_s
     while True:
         guard()
@@ -111,7 +113,7 @@ def reorder_and_wait(zk, config, moving: D.DemotePlan, guard: Callable[[], None]
         if time.monotonic() >= deadline:
             left = [m.partition.name for m in moving.moves if m not in done and m not in stuck]
             raise Halted(f"the controller did not reorder {', '.join(left[:8])} within {config.election.znode_timeout_s:g} s "
-                         "(no active controller, or it is stuck); nothing was elected")
+                         "(no active controller, or it is stuck); nothing was elected", code="not_reordered")
         time.sleep(0.3)
 
 
@@ -170,7 +172,7 @@ def _gates(zk, ex: Execution, dplan: D.DemotePlan, moves: list[D.Move], guard) -
             break
         if time.monotonic() >= deadline:
             raise Halted(f"leadership did not leave broker {dplan.broker_id} within {cfg.election.convergence_s:g} s: "
-                         + "; ".join(left[:6]))
+                         + "; ".join(left[:6]), code="not_converged")
         time.sleep(0.5)
     out: dict[str, Any] = {"moved_s": round(time.monotonic() - t0, 2)}
     by_leader: dict[int, list[int]] = {}
@@ -186,7 +188,8 @@ def _gates(zk, ex: Execution, dplan: D.DemotePlan, moves: list[D.Move], guard) -
         results = hook.canary(brokers, {b.id: led[b.id] for b in brokers}, cfg.canary.topic, cfg.canary.timeout_s)
         bad = [f"leader {r.broker_id} partition {r.partition}: {r.error_code} {r.error}" for r in results if not r.ok]
         if bad or not results:
-            raise Halted("canary produce/consume failed after the move: " + "; ".join(bad or ["no serving leader to write to"]))
+            raise Halted("canary produce/consume failed after the move: " + "; ".join(bad or ["no serving leader to write to"]),
+                         code="canary_failed")
         out["canary"] = len(results)
     return out
 
@@ -206,90 +209,117 @@ def _views_disagree(views, moved: D.DemotePlan) -> list[str]:
 
 
 def run(ex: Execution) -> dict[str, Any]:
-    """Runs the approved demotion. Raises Refused (nothing changed) or Halted (stopped after an action)."""
-    from kafka_runbooks.hooks.zookeeper import ZooKeeperHook  # deferred: loaded on first use, not when a DAG file is parsed
-    from kafka_runbooks.incidents.store import IncidentStore  # deferred: loaded on first use, not when a DAG file is parsed
-    from kafka_runbooks.remediate.lock import LockBusy, LockLost, MaintenanceLock  # deferred: loaded on first use, not when a DAG file is parsed
-
-    cfg = ex.config
-    store = IncidentStore(cfg)
-    ledger = L.Ledger(cfg, ex.record_id)
-    where = {"run_id": ex.run_id, "dag_id": ex.dag_id, "task_id": ex.task_id, "try": ex.try_number}
-    b = int(ex.plan.conditions["broker_id"])
-
-    def audit(action: str, outcome: str, details: Mapping[str, Any] | None = None) -> None:
-        store.audit(ex.record_id, actor=ex.approver, action=action, outcome=outcome, details={**(details or {}), **where})
-
-    with ZooKeeperHook(cfg.zk_conn_id, timeout_s=cfg.capture.connect_timeout_s).session() as zk:
-        lock = MaintenanceLock(zk, cfg.name, run=ex.run_id, dag=ex.dag_id, user=ex.starter, purpose=D.KIND)
-        try:
-            identity = lock.acquire(cfg.gates.lock_wait_s)
-        except LockBusy as exc:
-            ledger.append("refused", ex.run_id, reason=str(exc))
-            raise Refused(str(exc)) from exc
-        audit("maintenance_lock", "acquired", identity)
-        phase = "checking"
-        try:
-            snapshot, fresh, check = fresh_demote(ex, zk)
-            moves, left = runnable(fresh, approved_moves(ex.plan))
-            refusals = [str(r) for r in fresh.refusals]
-            audit("demote_check", "refused" if refusals or not moves else "ok",
-                  {"broker_id": b, "refusals": refusals, "left_out": left, "moves": len(moves),
-                   "direct_check": check.to_dict() if check is not None else None})
-            if refusals or not moves:
-                why = "; ".join(refusals or left or ["nothing left to move"])
-                ledger.append("refused", ex.run_id, reason=why)
-                raise Refused(f"move of leadership off broker {b} refused on fresh state: {why}; nothing was changed")
-            moving = D.DemotePlan(fresh.cluster, b, tuple(moves), fresh.stays_offline, (), fresh.controller, fresh.evidence)
-            ledger.append(L.STEP_STARTED, ex.run_id, broker_id=b, phase="reassigning",
-                          partitions=[m.partition.name for m in moves], restore=moving.restore)
-            phase = "reassigning"
-            took_r, stuck, restore = 0.0, [], moving.restore  # every reorder asked for: a stuck one completes later
-            if moving.reorders:  # partitions B is the preferred replica of: B last first (none: the election alone)
-                took_r, moves, stuck = reorder_and_wait(zk, cfg, moving, lock.check)
-                audit("reassign", "ok" if not stuck else "partial",
-                      {"broker_id": b, "reordered": sum(m.reorder for m in moves), "stuck": stuck, "controller_s": round(took_r, 2)})
-                if not moves:
-                    raise Halted("no partition could be reordered: " + "; ".join(stuck[:6]))
-                moving = D.DemotePlan(fresh.cluster, b, tuple(moves), fresh.stays_offline, (), fresh.controller, fresh.evidence)
-            phase = "electing"
-            took_e = write_and_wait(zk, D.ELECTION_ZNODE, moving.election(), cfg.election.znode_timeout_s, guard=lock.check)
-            audit("elect", "ok", {"broker_id": b, "partitions": len(moves), "controller_s": round(took_e, 2)})
-            phase = "gating"
-            gates = _gates(zk, ex, moving, moves, lock.check)
-            timing = {"broker_id": b, "reassign_s": round(took_r, 2), "elect_s": round(took_e, 2), **gates}
-            audit("gates", "ok", timing)
-            ledger.append(L.STEP_DONE, ex.run_id, broker_id=b, partitions=[m.partition.name for m in moves], timing=timing)
-        except (Halted, LockLost) as exc:
-            _halt(ex, ledger, audit, zk, b, phase, str(exc))
-        except Refused:
-            raise
-        except Exception as exc:  # noqa: BLE001 - ZooKeeper, Kafka client: anything else halts the same way
-            _halt(ex, ledger, audit, zk, b, phase, f"unexpected error: {type(exc).__name__}: {exc}")
-        finally:
-            lock.release()
-            audit("maintenance_lock", "released")
-    ledger.append(L.COMPLETED, ex.run_id, moved=[m.partition.name for m in moves])
-    return {"broker_id": b, "moved": [m.partition.name for m in moves], "new_leaders": {m.partition.name: m.new_leader for m in moves},
-            "stays_offline": {**{s.partition.name: s.why for s in moving.stays_offline},
-                              **{w.split(":", 1)[0]: w.split(":", 1)[1].strip() for w in stuck}}, "left_out": left,
-            "restore": restore, "timing": timing, "approved_by": ex.approver, "record_id": ex.record_id,
-            "at": clock.now_iso()}
+    """Runs the approved demotion through the engine (``engine.run``, :class:`DemotionWork`). Raises Refused (nothing
+    changed) or Halted (stopped after an action)."""
+    return engine.run(ex, DemotionWork())
 
 
-def _halt(ex: Execution, ledger, audit, zk, b: int, phase: str, reason: str) -> None:
-    from kafka_runbooks.detect.snapshot import read_snapshot  # deferred: loaded on first use, not when a DAG file is parsed
+class DemoteRefused(RuntimeError):
+    """Refused on fresh state, before anything was written."""
 
-    try:
-        snapshot = read_snapshot(zk, ex.config.name)
-    except Exception:  # noqa: BLE001 - describe_state says "unknown"
-        snapshot = None
-    state = describe_state(snapshot, ex.config.hosts)
-    ledger.append(L.HALTED, ex.run_id, broker_id=b, phase=phase, reason=reason, state=state)
-    audit("halt", "failed", {"broker_id": b, "phase": phase, "reason": reason, "state": state})
-    raise Halted("\n".join([f"move of leadership off broker {b} of cluster {ex.config.name} HALTED while {phase}", reason,
-                            "cluster now:", *[f"  {line}" for line in state],
-                            f"broker {b}'s JVM was not touched (record {ex.record_id}); capture and the restart go on"]))
+    def __init__(self, reason: Reason) -> None:
+        super().__init__(reason.sentence)
+        self.reason = reason
+
+
+class DemotionWork(Work):
+    """A demotion as the engine's one unit: checking (the broker's direct check now, the plan again, only what was
+    approved) -> moving (the reassignment: B last, when B is a preferred replica) -> electing -> gating (B leads none of
+    the moved partitions in ZooKeeper and in the new leaders' own metadata, coordinators, canary) -> done."""
+
+    unit_kind, unit_field = engine.DEMOTION, "broker_id"
+
+    def purpose(self, ctx) -> str:
+        return D.KIND
+
+    def units(self, ctx) -> list[Unit]:
+        b = int(ctx.ex.plan.conditions["broker_id"])
+        return [Unit(engine.DEMOTION, b, b)]
+
+    def drive(self, ctx, unit: Unit) -> None:
+        _demote_unit(ctx, unit)
+
+    def refuses(self, ctx, failure: Failure) -> bool:
+        return failure.refuse or not failure.acted
+
+    def failure(self, ctx, exc: BaseException) -> Failure:
+        from kafka_runbooks.remediate.lock import LockLost  # deferred: loaded on first use, not when a DAG file is parsed
+
+        phase = ctx.current.state.value if ctx.current is not None else "checking"
+        if isinstance(exc, DemoteRefused):
+            return Failure(phase, exc.reason, acted=False, refuse=True)
+        if isinstance(exc, L.RecordFailed):
+            return Failure(phase, Reason("intent_not_recorded", str(exc)), acted=False)
+        if isinstance(exc, (Halted, LockLost)):
+            return Failure(phase, Reason("lock_lost" if isinstance(exc, LockLost) else exc.code or "halted", str(exc)))
+        return Failure(phase, Reason("unexpected", f"unexpected error: {type(exc).__name__}: {exc}"))
+
+    def refusal_text(self, ctx, unit: Unit | None, failure: Failure) -> str:
+        b = unit.key if unit is not None else ctx.ex.plan.conditions.get("broker_id")
+        return f"move of leadership off broker {b} refused on fresh state: {failure.reason.sentence}; nothing was changed"
+
+    def halt_text(self, ctx, unit: Unit | None, failure: Failure, state: list[str]) -> str:
+        ex = ctx.ex
+        b = unit.key if unit is not None else ex.plan.conditions.get("broker_id")
+        return "\n".join([f"move of leadership off broker {b} of cluster {ex.config.name} HALTED while {failure.phase}",
+                          failure.reason.sentence, "cluster now:", *[f"  {line}" for line in state],
+                          f"broker {b}'s JVM was not touched (record {ex.record_id}); capture and the restart go on"])
+
+    def finish(self, ctx, wall_s: float) -> dict[str, Any]:
+        ex, r = ctx.ex, ctx.result
+        moves, moving, stuck = r["moves"], r["moving"], r["stuck"]
+        ctx.records.event(L.COMPLETED, moved=[m.partition.name for m in moves])
+        return {"broker_id": moving.broker_id, "moved": [m.partition.name for m in moves],
+                "new_leaders": {m.partition.name: m.new_leader for m in moves},
+                "stays_offline": {**{s.partition.name: s.why for s in moving.stays_offline},
+                                  **{w.split(":", 1)[0]: w.split(":", 1)[1].strip() for w in stuck}}, "left_out": r["left"],
+                "restore": r["restore"], "timing": r["timing"], "approved_by": ex.approver, "record_id": ex.record_id,
+                "at": clock.now_iso()}
+
+
+def _demote_check(ctx, unit: Unit) -> tuple[D.DemotePlan, list[D.Move], list[str]]:
+    """``checking``: the plan again on fresh state, only the moves approved as they are now; DemoteRefused otherwise."""
+    b = unit.key
+    _, fresh, check = fresh_demote(ctx.ex, ctx.zk)
+    moves, left = runnable(fresh, approved_moves(ctx.ex.plan))
+    refusals = [str(r) for r in fresh.refusals]
+    ctx.audit("demote_check", "refused" if refusals or not moves else "ok",
+              {"broker_id": b, "refusals": refusals, "left_out": left, "moves": len(moves),
+               "direct_check": check.to_dict() if check is not None else None})
+    if refusals or not moves:
+        code = "refused_on_fresh_state" if refusals else "nothing_to_move"
+        raise DemoteRefused(Reason(code, "; ".join(refusals or left or ["nothing left to move"])))
+    return fresh, moves, left
+
+
+def _demote_unit(ctx, unit: Unit) -> None:
+    """The demotion, from ``checking`` to ``done``; raises on any failure (the engine refuses or halts)."""
+    cfg, zk, lock, b = ctx.config, ctx.zk, ctx.lock, unit.key
+    fresh, moves, left = _demote_check(ctx, unit)
+    moving = D.DemotePlan(fresh.cluster, b, tuple(moves), fresh.stays_offline, (), fresh.controller, fresh.evidence)
+    first = State.MOVING if moving.reorders else State.ELECTING
+    ctx.records.intent(L.STEP_STARTED, broker_id=b, phase="reassigning", partitions=[m.partition.name for m in moves],
+                       restore=moving.restore, state=first.value)  # committed before anything is written, or nothing is
+    ctx.move(unit, first)
+    took_r, stuck, restore = 0.0, [], moving.restore  # every reorder asked for: a stuck one completes later
+    if moving.reorders:  # partitions B is the preferred replica of: B last first (none: the election alone)
+        took_r, moves, stuck = reorder_and_wait(zk, cfg, moving, lock.check)
+        ctx.audit("reassign", "ok" if not stuck else "partial",
+                  {"broker_id": b, "reordered": sum(m.reorder for m in moves), "stuck": stuck, "controller_s": round(took_r, 2)})
+        if not moves:
+            raise Halted("no partition could be reordered: " + "; ".join(stuck[:6]), code="not_reordered")
+        moving = D.DemotePlan(fresh.cluster, b, tuple(moves), fresh.stays_offline, (), fresh.controller, fresh.evidence)
+        ctx.move(unit, State.ELECTING)
+    took_e = write_and_wait(zk, D.ELECTION_ZNODE, moving.election(), cfg.election.znode_timeout_s, guard=lock.check)
+    ctx.audit("elect", "ok", {"broker_id": b, "partitions": len(moves), "controller_s": round(took_e, 2)})
+    ctx.move(unit, State.GATING, record=True)
+    gates = _gates(zk, ctx.ex, moving, moves, lock.check)
+    timing = {"broker_id": b, "reassign_s": round(took_r, 2), "elect_s": round(took_e, 2), **gates}
+    ctx.audit("gates", "ok", timing)
+    ctx.move(unit, State.DONE)
+    ctx.records.event(L.STEP_DONE, broker_id=b, partitions=[m.partition.name for m in moves], timing=timing,
+                      state=State.DONE.value, states=unit.states)
+    ctx.result.update(moves=moves, moving=moving, stuck=stuck, left=left, restore=restore, timing=timing)
 
 
 def restore_order(zk, config, restore: Mapping[str, list[int]], guard: Callable[[], None] | None = None) -> dict[str, Any]:

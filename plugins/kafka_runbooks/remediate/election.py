@@ -24,7 +24,7 @@ from typing import Any, Iterable, Mapping
 
 from kafka_runbooks import clock
 from kafka_runbooks.config import ClusterConfig, ElectionSettings
-from kafka_runbooks.model import CONSUMER_OFFSETS, ClusterSnapshot, ElectionBatch, Partition, Plan, RequestMetrics
+from kafka_runbooks.model import CONSUMER_OFFSETS, ClusterSnapshot, ElectionBatch, ElectionPlan, Partition, RequestMetrics
 from kafka_runbooks.remediate.digest import state_digest
 from kafka_runbooks.schedules import in_window, next_open
 
@@ -47,7 +47,7 @@ def chunks(items: list, size: int) -> list[list]:
 
 def plan_election(snapshot: ClusterSnapshot, config: ClusterConfig, *, brokers: Iterable[int] = (), roll_id: str | None = None,
                   deadline_at: str | None = None, elected: Iterable[str] = (), views: Iterable[Any] | None = None,
-                  version=None) -> Plan:
+                  version=None) -> ElectionPlan:
     """``brokers``: only leadership moving to these (empty: every broker). ``elected``: partitions an earlier run of
     the same election already elected and saw converge (resume, from its ledger): never elected again by it. Refused
     when nothing is to move, the method cannot work on this Kafka, or a target broker has no configured host (the
@@ -105,8 +105,8 @@ def plan_election(snapshot: ClusterSnapshot, config: ClusterConfig, *, brokers: 
     }
     if done:
         conditions["already_elected"] = done
-    return Plan(
-        cluster=config.name, steps=(), batches=tuple(batches), refusals=tuple(refusals),
+    return ElectionPlan(
+        cluster=config.name, batches=tuple(batches), refusals=tuple(refusals),
         blast_radius=tuple(_moves(batches)),
         kind=KIND, requested=tuple(wanted), computed_at=clock.now_iso(), state_digest=state_digest(snapshot, {}),
         controller_id=snapshot.controller_id, controller_epoch=snapshot.controller_epoch, warnings=tuple(warnings),

@@ -7,8 +7,11 @@ deletes the znode when it has processed it (waited for, ``election.znode_timeout
 ``election.convergence_s``, ZooKeeper must say the preferred replicas lead, every broker's own metadata must agree,
 a canary round (one acks=all record through every leader of the canary topic, read back) must succeed, and no
 broker's request queue may be saturated (JmxTool on each broker host, when ``leadership.jmx``).
-Anything else halts: nothing further is elected, the ledger and the audit say where and why, and ``Halted`` carries
-the text the failure callback pages on-call with. Every action is audited in the election's record.
+Each batch is a unit of the one engine loop (``engine.py``, :class:`ElectionWork`: checking -> electing -> gating ->
+done). A batch refused on fresh state ends the run with a refusal (``refused``, code ``refused_on_fresh_state``:
+nothing of it was written; ``Refused``). Anything else halts: nothing further is elected, the ledger and the audit
+say where and why, and ``Halted`` carries the text the failure callback pages on-call with. Every action is audited
+in the election's record.
 
 A converged batch is a ``step_done`` with its partitions in the election's ledger (the engine's ledger,
 ``remediate/ledger.py``): a resumed election (the DAG's ``resume``) re-plans the rest on fresh state, under a new
@@ -17,6 +20,7 @@ approval, and never elects those partitions again.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from typing import Any, Callable, Iterable, Mapping
@@ -25,8 +29,10 @@ from kafka_runbooks import clock
 from kafka_runbooks.config import ClusterConfig
 from kafka_runbooks.model import CONSUMER_OFFSETS
 from kafka_runbooks.remediate import election as E
+from kafka_runbooks.remediate import engine
 from kafka_runbooks.remediate import ledger as L
-from kafka_runbooks.remediate.executor import Execution, Halted, Records, Refused, describe_state
+from kafka_runbooks.remediate.engine import Execution, Failure, Halted, Records, Refused, Unit, Work, describe_state
+from kafka_runbooks.remediate.ledger import Reason, StepState as State
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +131,7 @@ def _elect_znode(zk, partitions: list[str], timeout_s: float, guard: Callable[[]
     try:
         zk.create(E.ZNODE, payload)
     except NodeExistsError:
-        raise Halted(f"{E.ZNODE} already exists: another preferred election is pending; nothing was written") from None
+        raise Halted(f"{E.ZNODE} already exists: another preferred election is pending; nothing was written", code="znode_exists") from None
     waker = Waker()
     gone = wait_for(lambda: True if zk.exists(E.ZNODE, watch=waker) is None else None, timeout_s=timeout_s, poll_s=1.0, waker=waker,
                     guard=guard)
@@ -133,7 +139,7 @@ def _elect_znode(zk, partitions: list[str], timeout_s: float, guard: Callable[[]
         removed = remove_our_znode(zk, partitions)
         raise Halted(f"the controller did not take {E.ZNODE} within {timeout_s:g} s (no active controller, or it is stuck); "
                      + ("the znode was removed again: no controller will run this election later" if removed else
-                        "the znode is no longer ours or already gone"))
+                        "the znode is no longer ours or already gone"), code="controller_did_not_take")
     return time.monotonic() - t0
 
 
@@ -198,7 +204,7 @@ def _elect_admin(config: ClusterConfig, snapshot, partitions: list[str], timeout
     result = admin.elect_leaders(ElectionType.PREFERRED, tps).result(timeout=timeout_s)  # no kwargs: ENVIRONMENT.md
     errors = {f"{tp.topic}-{tp.partition}": str(err) for tp, err in result.items() if err is not None}
     if errors:
-        raise Halted(f"elect_leaders answered errors: {errors}")
+        raise Halted(f"elect_leaders answered errors: {errors}", code="elect_leaders_errors")
     return time.monotonic() - t0
 
 
@@ -248,7 +254,7 @@ def _converge(zk, ex: Execution, batch: list[str], guard: Callable[[], None] | N
             if not last:
                 break
         if time.monotonic() >= deadline:
-            raise Halted(f"batch did not converge within {cfg.election.convergence_s:g} s: " + "; ".join(last[:6]))
+            raise Halted(f"batch did not converge within {cfg.election.convergence_s:g} s: " + "; ".join(last[:6]), code="not_converged")
         now = time.monotonic()
         what = [w.split(":", 1)[0] for w in last]  # the kind of each reason, not its changing figures
         if progress is not None and (said["at"] is None or (what != said["what"] and now - said["at"] >= 5) or now - said["at"] >= 30):
@@ -257,7 +263,7 @@ def _converge(zk, ex: Execution, batch: list[str], guard: Callable[[], None] | N
         time.sleep(min(cfg.election.poll_s, 1.0))
     if canary_failed:
         # a failed canary produce is what incident 003's clients saw: never continued past, even if a later round passed
-        raise Halted("canary produce/consume failed after the batch: " + "; ".join(canary_failed[:5]))
+        raise Halted("canary produce/consume failed after the batch: " + "; ".join(canary_failed[:5]), code="canary_failed")
     return {"converged_s": round(diverged_s or 0.0, 2), "canary_rounds": rounds, "canary_failures": len(canary_failed),
             "queue_checks": jmx_rounds, "total_s": round(time.monotonic() - t0, 2)}
 
@@ -286,130 +292,163 @@ def _coordinators_loaded(zk, ex: Execution, broker_id: int, partitions: list[int
                                      led_by_broker=[p for p, leader in offsets_now.items() if leader == broker_id], guard=guard)
         except G.GateFailed as exc:
             raise Halted(f"the coordinators of __consumer_offsets {partitions} (now broker {broker_id}) did not load their groups "
-                         f"within {cfg.gates.coordinator_s:g} s: {exc.reason}") from None
+                         f"within {cfg.gates.coordinator_s:g} s: {exc.reason}", code="coordinators_not_loaded") from None
     return res.to_dict()
 
 
 def run(ex: Execution) -> dict[str, Any]:
-    """Runs the approved batches. Raises Refused (nothing changed) or Halted (stopped after an action)."""
-    from kafka_runbooks.detect.snapshot import read_snapshot
-    from kafka_runbooks.hooks.kafka import KafkaHook
-    from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
-    from kafka_runbooks.incidents.store import IncidentStore
-    from kafka_runbooks.remediate import progress
-    from kafka_runbooks.remediate.lock import LockBusy, LockLost, MaintenanceLock, zk_now
+    """Runs the approved batches through the engine (``engine.run``, :class:`ElectionWork`). Raises Refused (nothing
+    of the refused batch changed: a batch refused on fresh state) or Halted (stopped after an action)."""
+    return engine.run(ex, ElectionWork())
 
-    cfg = ex.config
-    progress.quiet_connection_noise()
-    store = IncidentStore(cfg)
-    ledger = L.Ledger(cfg, ex.record_id)
-    records = Records(ex, ledger, store)  # the intent before a batch is written must be committed; the rest best-effort
-    records.recorder.replay()
-    method = E.election_method(cfg)
 
-    def audit(action: str, outcome: str, details: Mapping[str, Any] | None = None) -> None:
-        records.audit(action, outcome, details=details)  # never raises: a failing database never skips a halt
+class BatchRefused(RuntimeError):
+    """A batch refused on fresh state, before anything of it was written: the run ends with a refusal, not a halt."""
 
-    elected: list[str] = []
-    batch_no = 0
-    hook = KafkaHook(cfg.kafka_conn_id, listener=cfg.listener)
-    pending: list[str] = []  # a batch written to the znode and not yet taken by the controller
-    already = set(ledger.progress().partitions_done)  # converged in an earlier run of this election: never again
-    with ZooKeeperHook(cfg.zk_conn_id, timeout_s=cfg.capture.connect_timeout_s).session() as zk:
-        lock = MaintenanceLock(zk, cfg.name, run=ex.run_id, dag=ex.dag_id, user=ex.starter, purpose=E.KIND)
-        try:
-            identity = lock.acquire(cfg.gates.lock_wait_s)
-        except LockBusy as exc:
-            audit("maintenance_lock", "busy", {"holders": exc.holders})
-            records.event(L.REFUSED, reason=str(exc), code="lock_busy", sentence=str(exc), state=L.StepState.REFUSED.value)
-            raise Refused(str(exc)) from exc
-        audit("maintenance_lock", "acquired", identity)
-        t_all = time.monotonic()
-        try:
-            for batch_no, batch in enumerate(ex.plan.batches, 1):
-                lock.check()
-                snapshot = read_snapshot(zk, cfg.name)
-                by_name = {p.name: p for p in snapshot.partitions}
-                todo = [n for n in batch.partitions
-                        if n in by_name and n not in already and by_name[n].leader != E.preferred(by_name[n])]
-                target = snapshot.broker(batch.target)
-                check = hook.check_broker(target, cfg.health.kafka_probe_timeout_s) if target is not None and todo else None
-                refusals = E.batch_refusals(snapshot, ex.plan.conditions, zk_now(zk, cfg.name), batch.target, todo,
-                                            check=check) if todo else []
-                at = {"batch": batch_no, "batches": len(ex.plan.batches), "broker_id": batch.target}
-                audit("batch_check", "refused" if refusals else "ok",
-                      {**at, "partitions": len(todo), "refusals": refusals,
-                       "direct_check": check.to_dict() if check is not None else None})
-                if refusals:
-                    raise Halted(f"batch {batch_no}: refused on fresh state: " + "; ".join(refusals) + "; nothing of this batch was elected")
-                if not todo:
-                    audit("elect_batch", "skipped", {**at, "why": "already led by the preferred replica, or elected by this election before"})
-                    records.event(L.STEP_DONE, batch=batch_no, broker_id=batch.target, partitions=[], skipped=True)
-                    continue
-                lock.fence()  # the lock proven in ZooKeeper before the batch is written
-                records.intent(L.STEP_STARTED, batch=batch_no, broker_id=batch.target, partitions=todo,
-                               state=L.StepState.STOPPING.value)  # committed before the znode is written, or nothing is
-                t0 = time.monotonic()
-                if method == "zookeeper":
-                    pending[:] = todo
-                    took = _elect_znode(zk, todo, cfg.election.znode_timeout_s, guard=lock.check)
-                    pending[:] = []
-                else:
-                    took = _elect_admin(cfg, snapshot, todo, cfg.election.znode_timeout_s)
-                audit("elect_batch", "ok", {**at, "partitions": todo, "method": method,
-                                            "znode": E.ZNODE if method == "zookeeper" else None, "controller_s": round(took, 2)})
-                lock.check()
-                conv = _converge(zk, ex, todo, guard=lock.check, progress=lambda waiting, left_s, _at=at: audit(
-                    "convergence_progress", "waiting", {**_at, "waiting_for": waiting[:10], "left_s": left_s}))
-                offsets = sorted(int(n.rpartition("-")[2]) for n in todo if n.rpartition("-")[0] == CONSUMER_OFFSETS)
-                if offsets:
-                    lock.check()
-                    conv["coordinator"] = _coordinators_loaded(zk, ex, batch.target, offsets, guard=lock.check)
-                timing = {"batch": batch_no, "batches": len(ex.plan.batches), "broker_id": batch.target, "partitions": len(todo),
-                          "elect_s": round(took, 2), **conv, "batch_s": round(time.monotonic() - t0, 2)}
-                ex.timings.append(timing)
-                audit("convergence", "ok", timing)
-                records.event(L.STEP_DONE, batch=batch_no, broker_id=batch.target, partitions=todo, timing=timing,
-                              state=L.StepState.DONE.value)
-                elected += todo
-        except Halted as exc:
-            _halt(ex, records, audit, zk, batch_no, str(exc), pending)
-        except LockLost as exc:
-            _halt(ex, records, audit, zk, batch_no, str(exc), pending)
-        except L.RecordFailed as exc:
-            _halt(ex, records, audit, zk, batch_no, f"{exc}; nothing of this batch was written", pending)
-        except Exception as exc:  # noqa: BLE001 - ZooKeeper, Kafka client: anything else halts the same way
-            _halt(ex, records, audit, zk, batch_no, f"unexpected error: {type(exc).__name__}: {exc}", pending)
-        finally:
+    def __init__(self, reason: Reason) -> None:
+        super().__init__(reason.sentence)
+        self.reason = reason
+
+
+class ElectionWork(Work):
+    """An election batch as the engine's unit: checking (fresh state, the batch's refusals, the target's direct check)
+    -> electing (the intent, then the znode or ``elect_leaders``) -> gating (converged, coordinators loaded) -> done;
+    checking -> done when nothing of the batch is left to elect."""
+
+    unit_kind, unit_field = engine.ELECTION, "batch"
+
+    def purpose(self, ctx) -> str:
+        return E.KIND
+
+    def units(self, ctx) -> list[Unit]:
+        ctx.result.update(elected=[], pending=[], at_batch=0, method=E.election_method(ctx.config),
+                          already=set(ctx.ledger.progress().partitions_done))  # converged earlier: never again
+        return [Unit(engine.ELECTION, n, b.target) for n, b in enumerate(ctx.ex.plan.batches, 1)]
+
+    def skip(self, ctx, unit: Unit) -> str | None:
+        ctx.result["at_batch"] = unit.key
+        return None
+
+    def names(self, ctx, unit: Unit | None) -> dict[str, Any]:
+        return {"batch": unit.key if unit is not None else ctx.result.get("at_batch", 0)}
+
+    def drive(self, ctx, unit: Unit) -> None:
+        _batch_unit(ctx, unit)
+
+    def refuses(self, ctx, failure: Failure) -> bool:
+        """A batch refused on fresh state is a refusal; so is an intent that could not be recorded before this run
+        elected anything (nothing was written)."""
+        return failure.refuse or (not failure.acted and not ctx.done)
+
+    def failure(self, ctx, exc: BaseException) -> Failure:
+        from kafka_runbooks.remediate.lock import LockLost  # deferred: loaded on first use, not when a DAG file is parsed
+
+        phase = ctx.current.state.value if ctx.current is not None else "checking"
+        if isinstance(exc, BatchRefused):
+            return Failure(phase, exc.reason, acted=False, refuse=True)
+        if isinstance(exc, (Halted, LockLost)):
+            return Failure(phase, Reason("lock_lost" if isinstance(exc, LockLost) else exc.code or "halted", str(exc)))
+        if isinstance(exc, L.RecordFailed):
+            return Failure(phase, Reason("intent_not_recorded", f"{exc}; nothing of this batch was written"), acted=False)
+        return Failure(phase, Reason("unexpected", f"unexpected error: {type(exc).__name__}: {exc}"))
+
+    def cleanup(self, ctx, unit: Unit | None, failure: Failure) -> Failure:
+        pending, extra = ctx.result.get("pending"), ""
+        if pending:
             try:
-                lock.release()
-            finally:
-                audit("maintenance_lock", "released")
-    wall_s = round(time.monotonic() - t_all, 2)
-    records.event(L.COMPLETED, elected=elected, wall_s=wall_s)
-    return {"elected": elected, "batches": len(ex.plan.batches), "approved_by": ex.approver, "timings": ex.timings,
-            "canary_failures": sum(t.get("canary_failures", 0) for t in ex.timings), "record_id": ex.record_id, "wall_s": wall_s}
+                if remove_our_znode(ctx.zk, pending):
+                    extra = f"; {E.ZNODE} (this batch) removed again: no controller will run it later"
+            except Exception as exc:  # noqa: BLE001 - said, never hidden
+                extra = f"; {E.ZNODE} could not be checked for removal ({type(exc).__name__}: {exc}): look at it by hand"
+        r = failure.reason
+        return dataclasses.replace(failure, reason=Reason(r.code, r.sentence + extra)) if extra else failure
 
+    def refusal_text(self, ctx, unit: Unit | None, failure: Failure) -> str:
+        ex = ctx.ex
+        return (f"preferred election of cluster {ex.config.name} refused at batch {self.names(ctx, unit)['batch']} of "
+                f"{len(ex.plan.batches)}: {failure.reason.sentence} (record {ex.record_id}; code {failure.reason.code}); "
+                f"resume with the same form and resume=true when the cluster allows it; see {E.RUNBOOK}")
 
-def _halt(ex: Execution, records: Records, audit, zk, batch_no: int, reason: str, pending: list[str] | None = None) -> None:
-    from kafka_runbooks.detect.snapshot import read_snapshot
-
-    if pending:
-        try:
-            if remove_our_znode(zk, pending):
-                reason += f"; {E.ZNODE} (this batch) removed again: no controller will run it later"
-        except Exception as exc:  # noqa: BLE001 - said, never hidden
-            reason += f"; {E.ZNODE} could not be checked for removal ({type(exc).__name__}: {exc}): look at it by hand"
-
-    try:
-        snapshot = read_snapshot(zk, ex.config.name)
-    except Exception:  # noqa: BLE001
-        snapshot = None
-    state = describe_state(snapshot, ex.config.hosts)
-    records.event(L.HALTED, batch=batch_no, reason=reason, state=state)
-    audit("halt", "failed", {"batch": batch_no, "reason": reason, "state": state})
-    text = [f"preferred election of cluster {ex.config.name} HALTED at batch {batch_no} of {len(ex.plan.batches)}", reason,
-            "cluster now:", *[f"  {line}" for line in state],
+    def halt_text(self, ctx, unit: Unit | None, failure: Failure, state: list[str]) -> str:
+        ex = ctx.ex
+        return "\n".join([
+            f"preferred election of cluster {ex.config.name} HALTED at batch {self.names(ctx, unit)['batch']} of "
+            f"{len(ex.plan.batches)}", failure.reason.sentence, "cluster now:", *[f"  {line}" for line in state],
             f"nothing further was elected (record {ex.record_id}, {clock.now_iso()}); resume with the same form and "
-            f"resume=true (the converged batches are not elected again; the rest is re-planned and approved again); see {E.RUNBOOK}"]
-    raise Halted("\n".join(text))
+            f"resume=true (the converged batches are not elected again; the rest is re-planned and approved again); see {E.RUNBOOK}"])
+
+    def finish(self, ctx, wall_s: float) -> dict[str, Any]:
+        ex, elected = ctx.ex, ctx.result.get("elected", [])
+        ctx.records.event(L.COMPLETED, elected=elected, wall_s=wall_s)
+        return {"elected": elected, "batches": len(ex.plan.batches), "approved_by": ex.approver, "timings": ex.timings,
+                "canary_failures": sum(t.get("canary_failures", 0) for t in ex.timings), "record_id": ex.record_id,
+                "wall_s": wall_s}
+
+
+def _batch_check(ctx, unit: Unit, batch) -> tuple[list[str], Any, dict[str, Any]]:
+    """``checking``: the batch's partitions still to elect on fresh state; BatchRefused when the batch may not run now
+    (``election.batch_refusals``: the target's session, its direct check, ...). (todo, snapshot, where)."""
+    from kafka_runbooks.detect.snapshot import read_snapshot  # deferred: loaded on first use, not when a DAG file is parsed
+    from kafka_runbooks.hooks.kafka import KafkaHook  # deferred: loaded on first use, not when a DAG file is parsed
+    from kafka_runbooks.remediate.lock import zk_now  # deferred: loaded on first use, not when a DAG file is parsed
+
+    cfg, ex, zk = ctx.config, ctx.ex, ctx.zk
+    snapshot = read_snapshot(zk, cfg.name)
+    by_name = {p.name: p for p in snapshot.partitions}
+    todo = [n for n in batch.partitions
+            if n in by_name and n not in ctx.result["already"] and by_name[n].leader != E.preferred(by_name[n])]
+    target = snapshot.broker(batch.target)
+    check = (KafkaHook(cfg.kafka_conn_id, listener=cfg.listener).check_broker(target, cfg.health.kafka_probe_timeout_s)
+             if target is not None and todo else None)
+    refusals = E.batch_refusals(snapshot, ex.plan.conditions, zk_now(zk, cfg.name), batch.target, todo,
+                                check=check) if todo else []
+    at = {"batch": unit.key, "batches": len(ex.plan.batches), "broker_id": batch.target}
+    ctx.audit("batch_check", "refused" if refusals else "ok",
+              {**at, "partitions": len(todo), "refusals": refusals,
+               "direct_check": check.to_dict() if check is not None else None})
+    if refusals:
+        raise BatchRefused(Reason("refused_on_fresh_state", f"batch {unit.key}: refused on fresh state: "
+                                  + "; ".join(refusals) + "; nothing of this batch was elected"))
+    return todo, snapshot, at
+
+
+def _batch_unit(ctx, unit: Unit) -> None:
+    """One batch, from ``checking`` to ``done``; raises on any failure (the engine refuses or halts)."""
+    cfg, ex, zk, lock = ctx.config, ctx.ex, ctx.zk, ctx.lock
+    batch = ex.plan.batches[unit.key - 1]
+    todo, snapshot, at = _batch_check(ctx, unit, batch)
+    if not todo:
+        ctx.audit("elect_batch", "skipped", {**at, "why": "already led by the preferred replica, or elected by this election before"})
+        ctx.move(unit, State.DONE)
+        ctx.records.event(L.STEP_DONE, batch=unit.key, broker_id=batch.target, partitions=[], skipped=True, states=unit.states)
+        return
+    lock.fence()  # the lock proven in ZooKeeper before the batch is written
+    ctx.records.intent(L.STEP_STARTED, batch=unit.key, broker_id=batch.target, partitions=todo,
+                       state=State.ELECTING.value)  # committed before the znode is written, or nothing is
+    ctx.move(unit, State.ELECTING)
+    t0 = time.monotonic()
+    method = ctx.result["method"]
+    if method == "zookeeper":
+        ctx.result["pending"][:] = todo
+        took = _elect_znode(zk, todo, cfg.election.znode_timeout_s, guard=lock.check)
+        ctx.result["pending"][:] = []
+    else:
+        took = _elect_admin(cfg, snapshot, todo, cfg.election.znode_timeout_s)
+    ctx.audit("elect_batch", "ok", {**at, "partitions": todo, "method": method,
+                                    "znode": E.ZNODE if method == "zookeeper" else None, "controller_s": round(took, 2)})
+    lock.check()
+    ctx.move(unit, State.GATING, record=True)
+    conv = _converge(zk, ex, todo, guard=lock.check, progress=lambda waiting, left_s: ctx.audit(
+        "convergence_progress", "waiting", {**at, "waiting_for": waiting[:10], "left_s": left_s}))
+    offsets = sorted(int(n.rpartition("-")[2]) for n in todo if n.rpartition("-")[0] == CONSUMER_OFFSETS)
+    if offsets:
+        lock.check()
+        conv["coordinator"] = _coordinators_loaded(zk, ex, batch.target, offsets, guard=lock.check)
+    timing = {"batch": unit.key, "batches": len(ex.plan.batches), "broker_id": batch.target, "partitions": len(todo),
+              "elect_s": round(took, 2), **conv, "batch_s": round(time.monotonic() - t0, 2)}
+    ex.timings.append(timing)
+    ctx.audit("convergence", "ok", timing)
+    ctx.move(unit, State.DONE)
+    ctx.records.event(L.STEP_DONE, batch=unit.key, broker_id=batch.target, partitions=todo, timing=timing,
+                      state=State.DONE.value, states=unit.states)
+    ctx.result["elected"] += todo

@@ -1,16 +1,18 @@
-"""Runs an approved plan: the one executor every restart in the product goes through.
+"""A broker's restart -- the rolling and the incident restart -- as a unit of the one engine loop (``engine.py``):
+:class:`RestartWork`, behind the thin :func:`run` operators call.
 
-Holding the cluster's maintenance lock from the first safety check to the last gate, for each step
-not already done (the ledger says): prove the host runs the broker it is mapped to (its ``broker.id``),
-read fresh state -- the brokers' static configs over SSH, the open incidents, ZooKeeper, and a direct
-Kafka-protocol check of every holder the stop depends on (``safety.holders_to_check``) and of every broker
-under the not-serving waiver -- check the stop on it, then, right before the stop command, read ZooKeeper
-again and check once more, every holder checked directly again (``last_check``); restart the broker
-(``steps.restart_broker``), pass the gates (in sync, coordinators loaded, canary), record it done. Every wait of the step and of the gates polls the
-lock (``guard``): a lost lock halts at once. On any failure: halt -- the cluster is left as it is,
-described (which broker is down, which partitions are affected), the ledger and the audit say where and
-why, and :class:`Halted` carries all of it to the failure callback that pages on-call. A later run with
-"resume" continues from the failed step; a step whose worker died (``interrupted_step``) too.
+Holding the cluster's maintenance lock from the first safety check to the last gate, for each step not already done
+(the ledger says; planned -> done): ``checking`` -- prove the host runs the broker it is mapped to (its
+``broker.id``), read fresh state -- the brokers' static configs over SSH, the open incidents, ZooKeeper, and a direct
+Kafka-protocol check of every holder the stop depends on (``safety.holders_to_check``) and of every broker under the
+not-serving waiver -- and check the stop on it; ``stopping`` -- right before the stop command, read ZooKeeper again
+and check once more, every holder checked directly again (``last_check``), the intent committed (``stop_gate``);
+``stopped``/``starting`` -- ``steps.restart_broker``; ``gating`` -- in sync, coordinators loaded, canary; ``done``.
+Every wait of the step and of the gates polls the lock (``guard``): a lost lock halts at once. A failure before the
+stop command of a run that restarted nothing is a refusal (``refused``, with its code); any other failure halts --
+the cluster is left as it is, described (which broker is down, which partitions are affected), the ledger and the
+audit say where and why, and :class:`Halted` carries all of it to the failure callback that pages on-call. A later
+run with "resume" continues from the failed step; a step whose worker died (``interrupted_step``) too.
 
 Pure helpers (:func:`describe_state`, :func:`order_refusals`, :func:`plan_changed`, :func:`interrupted_step`)
 are apart from the I/O.
@@ -27,46 +29,17 @@ from typing import Any, Iterable, Mapping
 from kafka_runbooks import clock
 from kafka_runbooks.config import ClusterConfig
 from kafka_runbooks.model import CONSUMER_OFFSETS, ClusterSnapshot, Plan
+from kafka_runbooks.remediate import engine
 from kafka_runbooks.remediate import ledger as L
+from kafka_runbooks.remediate.engine import (MAX_LISTED, Execution, Failure, Halted, Records, Refused, Unit, Work,
+                                             describe_state)
+from kafka_runbooks.remediate.ledger import Reason, StepState as State
 from kafka_runbooks.remediate.safety import SafetySettings, stop_refusals
 
 log = logging.getLogger(__name__)
-MAX_LISTED = 20
-
-
-class Halted(RuntimeError):
-    """The run stopped; the message is what on-call reads (reason, cluster state, the broker's last lines)."""
-
-
-class Refused(RuntimeError):
-    """The run did not start changing anything (lock busy, plan changed, no approval); the message says why."""
 
 
 # --------------------------------------------------------------------------- pure
-
-def describe_state(snapshot: ClusterSnapshot | None, configured: Iterable[int], focus: int | None = None) -> list[str]:
-    """What on-call needs to know about the cluster right now, in a few lines."""
-    if snapshot is None:
-        return ["cluster state unknown: ZooKeeper could not be read"]
-    live = snapshot.live_broker_ids
-    down = sorted(set(configured) - live)
-    lines = [
-        f"registered brokers: {sorted(live)}; down (configured, not registered): {down or 'none'}",
-        f"controller: {snapshot.controller_id} (epoch {snapshot.controller_epoch})",
-    ]
-    offline = sorted(p.name for p in snapshot.partitions if p.offline)
-    urp = sorted(p.name for p in snapshot.partitions if p.under_replicated and not p.offline)
-    if focus is not None:
-        missing = sorted(p.name for p in snapshot.partitions_of(focus) if focus not in p.isr)
-        lines.append(f"broker {focus} is {'registered' if focus in live else 'NOT registered'}; "
-                     f"partitions without it in their ISR: {len(missing)}" + (f" ({', '.join(missing[:MAX_LISTED])})" if missing else ""))
-        offsets = sorted(p.index for p in snapshot.partitions if p.topic == CONSUMER_OFFSETS and focus in p.replicas)
-        if offsets:
-            lines.append(f"__consumer_offsets partitions with a replica on broker {focus}: {len(offsets)}")
-    lines.append(f"offline partitions: {len(offline)}" + (f" ({', '.join(offline[:MAX_LISTED])})" if offline else ""))
-    lines.append(f"under-replicated partitions: {len(urp)}" + (f" ({', '.join(urp[:MAX_LISTED])})" if urp else ""))
-    return lines
-
 
 def order_refusals(plan: Plan, snapshot: ClusterSnapshot, remaining: list[int]) -> list[str]:
     """The controller must be restarted last: if it moved to a broker that is not the last one
@@ -176,21 +149,6 @@ def interruption_report(step: Mapping[str, Any], snapshot: ClusterSnapshot | Non
 
 
 # --------------------------------------------------------------------------- I/O
-
-@dataclass
-class Execution:
-    config: ClusterConfig
-    plan: Plan
-    record_id: str
-    dag_id: str
-    run_id: str
-    task_id: str
-    try_number: int
-    approver: str
-    starter: str | None
-    canary: bool
-    timings: list[dict[str, Any]] = field(default_factory=list)
-
 
 @dataclass
 class FreshState:
@@ -310,49 +268,15 @@ def probe_consumer_config(ex: Execution, snapshot: ClusterSnapshot):
     return lambda group: {**base, "group.id": group, "enable.auto.commit": False, "session.timeout.ms": 10000}
 
 
-class Records:
-    """The records of one execution, written through one :class:`ledger.Recorder`: the intent before a stop must be
-    committed (:meth:`intent`, else nothing is stopped); every other record is best-effort -- a bounded retry, then the
-    worker's local journal (``<incident_base>/journal/<record>.jsonl``), replayed when the database is back -- and never
-    raises: a failing database never skips a start, a gate or a halt."""
-
-    def __init__(self, ex: "Execution", ledger, store, recorder: L.Recorder | None = None) -> None:
-        self.ex, self.ledger, self.store = ex, ledger, store
-        self.recorder = recorder or L.Recorder(L.Journal.of(ex.config, ex.record_id), L.store_writer(ledger, store))
-        self.where = {"run_id": ex.run_id, "dag_id": ex.dag_id, "task_id": ex.task_id, "try": ex.try_number}
-
-    def _audit_item(self, action: str, outcome: str, host, command, details) -> dict[str, Any]:
-        return {"kind": "audit", "record_id": self.ex.record_id, "at": clock.now_iso(), "actor": self.ex.approver,
-                "action": action, "outcome": outcome, "host": host, "command": list(command) if command is not None else None,
-                "details": {**(details or {}), **self.where}}
-
-    def audit(self, action: str, outcome: str, *, host: str | None = None, command=None,
-              details: Mapping[str, Any] | None = None) -> None:
-        from kafka_runbooks.remediate import progress  # deferred: loaded on first use, not when a DAG file is parsed
-
-        self.recorder.best(self._audit_item(action, outcome, host, command, details))
-        try:
-            progress.say(log, action, outcome, details)  # the same entry as one readable log line
-        except Exception:  # noqa: BLE001 - a log line never stops the engine
-            log.exception("could not log %s %s", action, outcome)
-
-    def event(self, event: str, **fields: Any) -> None:
-        """A ledger entry after an action (best-effort)."""
-        self.recorder.best({"kind": "ledger", "event": event, "run_id": self.ex.run_id, "at": clock.now_iso(), **fields})
-
-    def intent(self, event: str, **fields: Any) -> None:
-        """A ledger entry that must be committed before the action it announces (``RecordFailed`` otherwise)."""
-        self.recorder.must({"kind": "ledger", "event": event, "run_id": self.ex.run_id, "at": clock.now_iso(), **fields})
-
-
 def stop_gate(records: Records, broker_id: int, check_now, fresh_s: float, *, monotonic=time.monotonic,
-              max_checks: int = 5):
+              max_checks: int = 5, on_intent=None):
     """``before_stop`` of a step: check (``check_now() -> (refusals, details)``: the lock proven in ZooKeeper, the
     state read again, every holder checked directly) -> the intent committed (``step_started``, state ``stopping``) ->
     while the last check is older than ``fresh_s`` (the intent's write took long), check again, writing nothing in
     between: the stop command leaves at most ``fresh_s`` after the last direct check was complete (its age runs from
     when it ended: a check that itself takes longer than ``fresh_s`` on a loaded machine is not stale for that). A refusal, or an intent that
-    cannot be committed, raises StepFailed with ``stopped=False``: nothing was stopped."""
+    cannot be committed, raises StepFailed with ``stopped=False``: nothing was stopped. ``on_intent()``: called once the
+    intent is committed (the engine's unit enters ``stopping``)."""
     from kafka_runbooks.remediate.steps import StepFailed  # deferred: loaded on first use, not when a DAG file is parsed
 
     def checked(first: bool):
@@ -372,6 +296,8 @@ def stop_gate(records: Records, broker_id: int, check_now, fresh_s: float, *, mo
             records.intent(L.STEP_STARTED, broker_id=broker_id, state=L.StepState.STOPPING.value, check=details)
         except L.RecordFailed as exc:
             raise StepFailed(broker_id, "intent", str(exc), stopped=False, code="intent_not_recorded") from exc
+        if on_intent is not None:
+            on_intent()
         checks = 1
         while monotonic() - t > fresh_s:
             if checks >= max_checks:
@@ -386,158 +312,215 @@ def stop_gate(records: Records, broker_id: int, check_now, fresh_s: float, *, mo
 
 
 def run(ex: Execution) -> dict[str, Any]:
-    """Execute ``ex.plan``; returns what was done. Raises Refused (nothing changed) or Halted."""
-    from kafka_runbooks.detect.snapshot import read_snapshot  # deferred: loaded on first use, not when a DAG file is parsed
+    """Execute ``ex.plan`` through the engine (``engine.run``, :class:`RestartWork`); returns what was done. Raises
+    Refused (nothing changed) or Halted."""
+    return engine.run(ex, RestartWork())
+
+
+class RestartWork(Work):
+    """A broker's restart as the engine's unit: checking (host identity, fresh state, the safety rules) -> stopping
+    (the last check and the intent, ``stop_gate``) -> stopped -> starting (``steps.restart_broker``) -> gating (in
+    sync, coordinators loaded, canary) -> done."""
+
+    unit_kind, unit_field, step_failed = engine.RESTART, "broker_id", True
+
+    def units(self, ctx) -> list[Unit]:
+        return [Unit(engine.RESTART, s.broker_id, s.broker_id) for s in ctx.ex.plan.steps]
+
+    def skip(self, ctx, unit: Unit) -> str | None:
+        if unit.key not in ctx.ledger.progress().completed:
+            return None
+        ctx.audit("restart_broker", "skipped", {"broker_id": unit.key, "why": "already completed by this roll"})
+        return "already completed by this roll"
+
+    def drive(self, ctx, unit: Unit) -> None:
+        _restart_unit(ctx, unit)
+
+    def focus(self, unit: Unit | None) -> int | None:
+        return unit.broker_id if unit is not None else None
+
+    def halt_fields(self, ctx, unit: Unit | None) -> dict[str, Any]:
+        return {"at_step": unit.key if unit is not None else None}
+
+    def failure(self, ctx, exc: BaseException) -> Failure:
+        from kafka_runbooks.remediate.gates import GateFailed  # deferred: loaded on first use, not when a DAG file is parsed
+        from kafka_runbooks.remediate.lock import LockLost  # deferred: loaded on first use, not when a DAG file is parsed
+        from kafka_runbooks.remediate.steps import StepFailed  # deferred: loaded on first use, not when a DAG file is parsed
+
+        if isinstance(exc, StepFailed):
+            refuse = not exc.stopped and not ctx.done
+            return Failure(exc.phase, Reason(exc.code or ("refused" if refuse else "halted"), exc.reason), exc.stopped,
+                           exc.logs, refuse=refuse)
+        if isinstance(exc, GateFailed):
+            return Failure(f"gate {exc.gate}", Reason(f"gate_{exc.gate}", exc.reason), details=exc.details or {})
+        if isinstance(exc, LockLost):
+            return Failure("maintenance lock", Reason("lock_lost", str(exc)))
+        return super().failure(ctx, exc)
+
+    def refusal_text(self, ctx, unit: Unit | None, failure: Failure) -> str:
+        ex = ctx.ex
+        return (f"{ex.plan.kind} of cluster {ex.config.name} refused" + (f" at broker {unit.key}" if unit is not None else "")
+                + f": {failure.phase}: {failure.reason.sentence}")
+
+    def halt_text(self, ctx, unit: Unit | None, failure: Failure, state: list[str]) -> str:
+        ex = ctx.ex
+        text = [f"{ex.plan.kind} of cluster {ex.config.name} HALTED" + (f" at broker {unit.key}" if unit is not None else ""),
+                f"{failure.phase}: {failure.reason.sentence}", "cluster now:", *[f"  {line}" for line in state]]
+        for path, tail in failure.logs.items():
+            text += [f"last lines of {path}:", *[f"  {line}" for line in tail.splitlines()[-15:]]]
+        text.append(f"nothing further was changed; resume with the same form and resume=true (record {ex.record_id}, "
+                    f"{clock.now_iso()})")
+        return "\n".join(text)
+
+    def finish(self, ctx, wall_s: float) -> dict[str, Any]:
+        ex, done = ctx.ex, [u.key for u in ctx.done]
+        ctx.records.event(L.COMPLETED, restarted=done, wall_s=wall_s)
+        return {"restarted": done, "approved_by": ex.approver, "timings": ex.timings, "record_id": ex.record_id,
+                "wall_s": wall_s}
+
+
+def _step_audit(records: Records, b: int, conn_id: str):
+    def step_audit(action, outcome, *, command=None, details=None):
+        records.audit(action, outcome, host=conn_id, command=command, details={"broker_id": b, **(details or {})})
+
+    return step_audit
+
+
+def _restart_unit(ctx, unit: Unit) -> None:
+    """One broker's restart, from ``checking`` to ``done``; raises on any failure (the engine refuses or halts)."""
     from kafka_runbooks.hooks.ssh import StrictSSHHook  # deferred: loaded on first use, not when a DAG file is parsed
-    from kafka_runbooks.hooks.zookeeper import ZooKeeperHook  # deferred: loaded on first use, not when a DAG file is parsed
-    from kafka_runbooks.incidents.store import IncidentStore  # deferred: loaded on first use, not when a DAG file is parsed
     from kafka_runbooks.remediate import gates as G  # deferred: loaded on first use, not when a DAG file is parsed
-    from kafka_runbooks.remediate import progress  # deferred: loaded on first use, not when a DAG file is parsed
     from kafka_runbooks.remediate.host import BrokerHost  # deferred: loaded on first use, not when a DAG file is parsed
-    from kafka_runbooks.remediate.lock import LockBusy, LockLost, MaintenanceLock  # deferred: loaded on first use, not when a DAG file is parsed
-    from kafka_runbooks.remediate.steps import StepFailed, restart_broker  # deferred: loaded on first use, not when a DAG file is parsed
 
-    cfg = ex.config
-    progress.quiet_connection_noise()
-    store = IncidentStore(cfg)
-    ledger = L.Ledger(cfg, ex.record_id)
-    records = Records(ex, ledger, store)
-    records.recorder.replay()  # what an earlier run of this record kept in the journal while the database failed
-    audit = records.audit
+    cfg, b = ctx.config, unit.key
+    conn_id = cfg.ssh_conn_id(b)
+    with StrictSSHHook(conn_id, connect_timeout=cfg.capture.connect_timeout_s) as ssh:
+        host = BrokerHost(cfg, b, ssh)
+        step_audit = _step_audit(ctx.records, b, conn_id)
+        fresh, remaining = _check_unit(ctx, unit, host, step_audit)
+        t0 = time.monotonic()
+        offsets_before = G.offsets_partitions(fresh.snapshot)
+        expected = [p.name for p in fresh.snapshot.partitions_of(b)]
+        report = _stop_and_start(ctx, unit, host, fresh, remaining, step_audit)
+        timing = {"broker_id": b, **{f"{k}_s": round(v, 2) for k, v in report.seconds.items()},
+                  "controlled_shutdown": report.controlled_shutdown, "killed": report.killed,
+                  "stop_command": report.stop_command}
+        ctx.lock.check()
+        ctx.move(unit, State.GATING, record=True)
+        timing.update(_restart_gates(ctx, b, host, expected, offsets_before, step_audit))
+    timing["total_s"] = round(time.monotonic() - t0, 2)
+    ctx.ex.timings.append(timing)
+    ctx.move(unit, State.DONE)
+    ctx.records.event(L.STEP_DONE, broker_id=b, state=State.DONE.value, report=report.to_dict(), timing=timing,
+                      states=unit.states)
+    step_audit("restart_broker", "ok", details={"report": report.to_dict(), "timing": timing})
 
-    done: list[int] = []
-    with ZooKeeperHook(cfg.zk_conn_id, timeout_s=cfg.capture.connect_timeout_s).session() as zk:
-        lock = MaintenanceLock(zk, cfg.name, run=ex.run_id, dag=ex.dag_id, user=ex.starter, purpose=ex.plan.kind)
-        try:
-            identity = lock.acquire(cfg.gates.lock_wait_s)
-        except LockBusy as exc:
-            audit("maintenance_lock", "busy", details={"holders": exc.holders})
-            records.event(L.REFUSED, state=L.StepState.REFUSED.value, reason=str(exc),
-                          code="lock_busy", sentence=str(exc))
-            raise Refused(str(exc)) from exc
-        audit("maintenance_lock", "acquired", details=identity)
-        t_roll = time.monotonic()
-        current: int | None = None
-        try:
-            for step in ex.plan.steps:
-                b = step.broker_id
-                current = None
-                if b in ledger.progress().completed:
-                    audit("restart_broker", "skipped", details={"broker_id": b, "why": "already completed by this roll"})
-                    continue
-                lock.check()
-                current = b  # a failure from here on halts at this step (nothing is stopped before the stop command)
-                conn_id = cfg.ssh_conn_id(b)
-                with StrictSSHHook(conn_id, connect_timeout=cfg.capture.connect_timeout_s) as ssh:
-                    host = BrokerHost(cfg, b, ssh)
 
-                    def step_audit(action, outcome, *, command=None, details=None, _b=b, _h=conn_id):
-                        audit(action, outcome, host=_h, command=command, details={"broker_id": _b, **(details or {})})
+def _check_unit(ctx, unit: Unit, host, step_audit) -> tuple[FreshState, list[int]]:
+    """``checking``: the host runs the broker it is mapped to; the stop checked on fresh state. StepFailed (nothing
+    stopped) otherwise."""
+    from kafka_runbooks.remediate.steps import StepFailed  # deferred: loaded on first use, not when a DAG file is parsed
 
-                    wrong = host.identity_refusal()
-                    step_audit("host_identity", "refused" if wrong else "ok",
-                               details={"reason": wrong} if wrong else {"server_properties": cfg.server_properties(b)})
-                    if wrong:
-                        raise StepFailed(b, "host identity", wrong, stopped=False, code="host_identity")
-                    fresh = read_fresh_state(zk, ex, b)
-                    remaining = [s.broker_id for s in ex.plan.steps if s.broker_id not in ledger.progress().completed]
-                    refusals = stop_refusals(fresh.snapshot, b, fresh.settings, fresh.not_serving, fresh.unresponsive)
-                    refusals += order_refusals(ex.plan, fresh.snapshot, remaining)
-                    audit("safety_check", "refused" if refusals else "ok",
-                          details={"broker_id": b, "refusals": refusals, "notes": fresh.notes, "not_serving": fresh.not_serving,
-                                   "unresponsive": fresh.unresponsive, "checked": _checked(fresh.checked),
-                                   "state": describe_state(fresh.snapshot, cfg.hosts, b)})
-                    if refusals:
-                        raise StepFailed(b, "safety check on fresh state", "; ".join(refusals[:10]) + "; nothing was stopped",
-                                         stopped=False, code="refused_on_fresh_state")
-                    t0 = time.monotonic()
-                    offsets_before = G.offsets_partitions(fresh.snapshot)
-                    expected = [p.name for p in fresh.snapshot.partitions_of(b)]
+    cfg, ex, b = ctx.config, ctx.ex, unit.key
+    wrong = host.identity_refusal()
+    step_audit("host_identity", "refused" if wrong else "ok",
+               details={"reason": wrong} if wrong else {"server_properties": cfg.server_properties(b)})
+    if wrong:
+        raise StepFailed(b, "host identity", wrong, stopped=False, code="host_identity")
+    fresh = read_fresh_state(ctx.zk, ex, b)
+    completed = ctx.ledger.progress().completed
+    remaining = [s.broker_id for s in ex.plan.steps if s.broker_id not in completed]
+    refusals = stop_refusals(fresh.snapshot, b, fresh.settings, fresh.not_serving, fresh.unresponsive)
+    refusals += order_refusals(ex.plan, fresh.snapshot, remaining)
+    ctx.audit("safety_check", "refused" if refusals else "ok",
+              {"broker_id": b, "refusals": refusals, "notes": fresh.notes, "not_serving": fresh.not_serving,
+               "unresponsive": fresh.unresponsive, "checked": _checked(fresh.checked),
+               "state": describe_state(fresh.snapshot, cfg.hosts, b)})
+    if refusals:
+        raise StepFailed(b, "safety check on fresh state", "; ".join(refusals[:10]) + "; nothing was stopped",
+                         stopped=False, code="refused_on_fresh_state")
+    return fresh, remaining
 
-                    def check_now(_b=b, _fresh=fresh, _remaining=remaining):
-                        """The lock proven in ZooKeeper, the state re-read, every holder checked again (``last_check``)."""
-                        fenced = lock.fence()
-                        now = read_snapshot(zk, cfg.name)
-                        why, unresponsive, checks = last_check(cfg, ex.plan, now, _b, _fresh, _remaining)
-                        return why, {"unresponsive": unresponsive, "checked": _checked(checks), "controller": now.controller_id,
-                                     "lock": fenced}
 
-                    before_stop = stop_gate(records, b, check_now, cfg.gates.check_fresh_s)
-                    report = restart_broker(zk, host, cfg.gates, step_audit, log, serving=b not in fresh.not_serving,
-                                            before_stop=before_stop, guard=lock.check)
-                    timing = {"broker_id": b, **{f"{k}_s": round(v, 2) for k, v in report.seconds.items()},
-                              "controlled_shutdown": report.controlled_shutdown, "killed": report.killed,
-                              "stop_command": report.stop_command}
-                    lock.check()
-                    gate_t0 = time.monotonic()
-                    res = G.in_sync_gate(
-                        zk, cfg.name, b, expected, timeout_s=cfg.gates.in_sync_s, poll_s=cfg.gates.poll_s,
-                        progress=lambda waiting, rec, _t0=gate_t0: step_audit(
-                            "in_sync_progress", "waiting",
-                            details={"waiting_for": waiting[:MAX_LISTED], "still_missing": len(waiting), "log_recovery": rec,
-                                     "left_s": round(max(0.0, cfg.gates.in_sync_s - (time.monotonic() - _t0)), 1)}),
-                        recovery_log=lambda _h=host, _p=cfg.server_log(b): _h.tail(_p, 2000), guard=lock.check,
-                    )
-                    step_audit("gate_in_sync", "ok", details=res.to_dict())
-                    timing["in_sync_s"] = round(res.seconds, 2)
-                    lock.check()
-                    now = read_snapshot(zk, cfg.name)
-                    offsets_now = G.offsets_partitions(now)
-                    if offsets_now:
-                        res = G.coordinator_gate(
-                            probe_consumer_config(ex, now), G.partitions_to_probe(offsets_before, offsets_now, b), len(offsets_now),
-                            timeout_s=cfg.gates.coordinator_s, poll_s=cfg.gates.poll_s, request_timeout_s=cfg.gates.probe_timeout_s,
-                            broker_log=lambda _h=host, _p=cfg.server_log(b): _h.tail(_p, 5000),
-                            led_by_broker=[p for p, leader in offsets_now.items() if leader == b], guard=lock.check,
-                            progress=lambda pending, errors, left: step_audit(
-                                "coordinator_progress", "waiting", details=coordinator_progress_details(pending, errors, left)),
-                        )
-                        step_audit("gate_coordinator", "ok", details=res.to_dict())
-                        timing["coordinator_s"] = round(res.seconds, 2)
-                    if ex.canary:
-                        lock.check()
-                        why = G.canary_coverage(now, cfg.canary.topic)
-                        if why:
-                            raise G.GateFailed("canary", "; ".join(why))
-                        from kafka_runbooks.hooks.kafka import KafkaHook  # deferred: loaded on first use, not when a DAG file is parsed
+def _stop_and_start(ctx, unit: Unit, host, fresh: FreshState, remaining: list[int], step_audit):
+    """``stopping`` (the last check, the intent) -> ``stopped`` -> ``starting``: ``steps.restart_broker``."""
+    from kafka_runbooks.detect.snapshot import read_snapshot  # deferred: loaded on first use, not when a DAG file is parsed
+    from kafka_runbooks.remediate import steps  # deferred: loaded on first use, not when a DAG file is parsed
 
-                        res = G.canary_gate(
-                            KafkaHook(cfg.kafka_conn_id, listener=cfg.listener), lambda: read_snapshot(zk, cfg.name),
-                            cfg.canary.topic, latency_bound_ms=cfg.canary.latency_bound_ms,
-                            round_timeout_s=cfg.canary.timeout_s, timeout_s=cfg.gates.canary_s, poll_s=cfg.gates.poll_s,
-                            guard=lock.check,
-                            progress=lambda rounds, last, left: step_audit(
-                                "canary_progress", "waiting",
-                                details={"failed_rounds": rounds, "last_failure": str(last)[:500], "left_s": round(left, 1)}),
-                        )
-                        step_audit("gate_canary", "ok", details=res.to_dict())
-                        timing["canary_s"] = round(res.seconds, 2)
-                timing["total_s"] = round(time.monotonic() - t0, 2)
-                ex.timings.append(timing)
-                records.event(L.STEP_DONE, broker_id=b, state=L.StepState.DONE.value, report=report.to_dict(), timing=timing)
-                step_audit("restart_broker", "ok", details={"report": report.to_dict(), "timing": timing})
-                done.append(b)
-                current = None
-        except (Halted, Refused):
-            raise
-        except StepFailed as exc:
-            if not exc.stopped and not done:
-                _refuse(ex, records, exc.broker_id, exc.phase, L.Reason(exc.code or "refused", exc.reason))
-            _halt(ex, records, zk, exc.broker_id, exc.phase, exc.reason, exc.logs, stopped=exc.stopped, code=exc.code)
-        except G.GateFailed as exc:
-            _halt(ex, records, zk, current, f"gate {exc.gate}", exc.reason, {}, exc.details, code=f"gate_{exc.gate}")
-        except LockLost as exc:
-            _halt(ex, records, zk, current, "maintenance lock", str(exc), {}, code="lock_lost")
-        except Exception as exc:  # noqa: BLE001 - SSH, ZooKeeper, Kafka client: anything else halts the same way
-            _halt(ex, records, zk, current, "unexpected error", f"{type(exc).__name__}: {exc}", {}, code="unexpected")
-        finally:
-            try:
-                lock.release()
-            finally:
-                audit("maintenance_lock", "released")  # best-effort: never replaces the exception on its way out
-        wall_s = round(time.monotonic() - t_roll, 2)
-    records.event(L.COMPLETED, restarted=done, wall_s=wall_s)
-    return {"restarted": done, "approved_by": ex.approver, "timings": ex.timings, "record_id": ex.record_id, "wall_s": wall_s}
+    cfg, b, lock = ctx.config, unit.key, ctx.lock
+
+    def check_now():
+        """The lock proven in ZooKeeper, the state re-read, every holder checked again (``last_check``)."""
+        fenced = lock.fence()
+        now = read_snapshot(ctx.zk, cfg.name)
+        why, unresponsive, checks = last_check(cfg, ctx.ex.plan, now, b, fresh, remaining)
+        return why, {"unresponsive": unresponsive, "checked": _checked(checks), "controller": now.controller_id,
+                     "lock": fenced}
+
+    before_stop = stop_gate(ctx.records, b, check_now, cfg.gates.check_fresh_s,
+                            on_intent=lambda: ctx.move(unit, State.STOPPING))
+    return steps.restart_broker(ctx.zk, host, cfg.gates, step_audit, log, serving=b not in fresh.not_serving,
+                                before_stop=before_stop, guard=lock.check, on_state=lambda s: ctx.move(unit, State(s)))
+
+
+def _restart_gates(ctx, b: int, host, expected: list[str], offsets_before, step_audit) -> dict[str, Any]:
+    """``gating``: in sync, the coordinators loaded, the canary; GateFailed (a halt) otherwise. The gates' seconds."""
+    from kafka_runbooks.detect.snapshot import read_snapshot  # deferred: loaded on first use, not when a DAG file is parsed
+    from kafka_runbooks.remediate import gates as G  # deferred: loaded on first use, not when a DAG file is parsed
+
+    cfg, zk, lock, ex = ctx.config, ctx.zk, ctx.lock, ctx.ex
+    timing: dict[str, Any] = {}
+    gate_t0 = time.monotonic()
+    res = G.in_sync_gate(
+        zk, cfg.name, b, expected, timeout_s=cfg.gates.in_sync_s, poll_s=cfg.gates.poll_s,
+        progress=lambda waiting, rec: step_audit(
+            "in_sync_progress", "waiting",
+            details={"waiting_for": waiting[:MAX_LISTED], "still_missing": len(waiting), "log_recovery": rec,
+                     "left_s": round(max(0.0, cfg.gates.in_sync_s - (time.monotonic() - gate_t0)), 1)}),
+        recovery_log=lambda: host.tail(cfg.server_log(b), 2000), guard=lock.check,
+    )
+    step_audit("gate_in_sync", "ok", details=res.to_dict())
+    timing["in_sync_s"] = round(res.seconds, 2)
+    lock.check()
+    now = read_snapshot(zk, cfg.name)
+    offsets_now = G.offsets_partitions(now)
+    if offsets_now:
+        res = G.coordinator_gate(
+            probe_consumer_config(ex, now), G.partitions_to_probe(offsets_before, offsets_now, b), len(offsets_now),
+            timeout_s=cfg.gates.coordinator_s, poll_s=cfg.gates.poll_s, request_timeout_s=cfg.gates.probe_timeout_s,
+            broker_log=lambda: host.tail(cfg.server_log(b), 5000),
+            led_by_broker=[p for p, leader in offsets_now.items() if leader == b], guard=lock.check,
+            progress=lambda pending, errors, left: step_audit(
+                "coordinator_progress", "waiting", details=coordinator_progress_details(pending, errors, left)),
+        )
+        step_audit("gate_coordinator", "ok", details=res.to_dict())
+        timing["coordinator_s"] = round(res.seconds, 2)
+    if ex.canary:
+        lock.check()
+        timing["canary_s"] = _canary_gate(ctx, now, step_audit)
+    return timing
+
+
+def _canary_gate(ctx, now: ClusterSnapshot, step_audit) -> float:
+    from kafka_runbooks.detect.snapshot import read_snapshot  # deferred: loaded on first use, not when a DAG file is parsed
+    from kafka_runbooks.hooks.kafka import KafkaHook  # deferred: loaded on first use, not when a DAG file is parsed
+    from kafka_runbooks.remediate import gates as G  # deferred: loaded on first use, not when a DAG file is parsed
+
+    cfg = ctx.config
+    why = G.canary_coverage(now, cfg.canary.topic)
+    if why:
+        raise G.GateFailed("canary", "; ".join(why))
+    res = G.canary_gate(
+        KafkaHook(cfg.kafka_conn_id, listener=cfg.listener), lambda: read_snapshot(ctx.zk, cfg.name),
+        cfg.canary.topic, latency_bound_ms=cfg.canary.latency_bound_ms,
+        round_timeout_s=cfg.canary.timeout_s, timeout_s=cfg.gates.canary_s, poll_s=cfg.gates.poll_s,
+        guard=ctx.lock.check,
+        progress=lambda rounds, last, left: step_audit(
+            "canary_progress", "waiting",
+            details={"failed_rounds": rounds, "last_failure": str(last)[:500], "left_s": round(left, 1)}),
+    )
+    step_audit("gate_canary", "ok", details=res.to_dict())
+    return round(res.seconds, 2)
 
 
 def coordinator_progress_details(pending: list[int], errors: Mapping[int, list[str]], left_s: float) -> dict[str, Any]:
@@ -550,42 +533,3 @@ def coordinator_progress_details(pending: list[int], errors: Mapping[int, list[s
     return {"waiting_for": [f"{CONSUMER_OFFSETS}-{p}" for p in named], "still_pending": len(pending),
             "errors_seen": {str(p): list(errors.get(p) or [])[:5] for p in named if errors.get(p)},
             "answered": dict(sorted(answered.items())[:10]), "left_s": round(max(0.0, left_s), 1)}
-
-
-def _refuse(ex: Execution, records: Records, broker_id: int | None, phase: str, reason: L.Reason) -> None:
-    """The run ends before any stop of this run: a refusal in the ledger (``refused``, with its code) and the audit;
-    nothing was changed. Raises Refused."""
-    records.event(L.STEP_FAILED, broker_id=broker_id, phase=phase, reason=reason.sentence, code=reason.code,
-                  state=L.StepState.REFUSED.value, stopped=False) if broker_id is not None else None
-    records.event(L.REFUSED, broker_id=broker_id, phase=phase, reason=reason.sentence, code=reason.code,
-                  state=L.StepState.REFUSED.value)
-    records.audit("refused", "refused", details={"broker_id": broker_id, "phase": phase, **reason.to_dict()})
-    raise Refused(f"{ex.plan.kind} of cluster {ex.config.name} refused"
-                  + (f" at broker {broker_id}" if broker_id is not None else "") + f": {phase}: {reason.sentence}")
-
-
-def _halt(ex: Execution, records: Records, zk, broker_id: int | None, phase: str, reason: str,
-          logs: Mapping[str, str], details: Mapping[str, Any] | None = None, *, stopped: bool = True,
-          code: str | None = None) -> None:
-    """Halts: the cluster as it is now, described; the ledger and the audit written best-effort (a failing database
-    never keeps the halt from being raised). Raises Halted."""
-    from kafka_runbooks.detect.snapshot import read_snapshot  # deferred: loaded on first use, not when a DAG file is parsed
-
-    try:
-        snapshot = read_snapshot(zk, ex.config.name)
-    except Exception:  # noqa: BLE001
-        snapshot = None
-    state = describe_state(snapshot, ex.config.hosts, broker_id)
-    code = code or "halted"
-    if broker_id is not None:
-        records.event(L.STEP_FAILED, broker_id=broker_id, phase=phase, reason=reason, code=code, stopped=stopped,
-                      state=(L.StepState.HALTED if stopped else L.StepState.REFUSED).value)
-    records.event(L.HALTED, broker_id=broker_id, phase=phase, reason=reason, code=code, state=state, at_step=broker_id)
-    records.audit("halt", "failed", details={"broker_id": broker_id, "phase": phase, "reason": reason, "code": code, "state": state,
-                                             "logs": {k: v[-4000:] for k, v in logs.items()}, **dict(details or {})})
-    text = [f"{ex.plan.kind} of cluster {ex.config.name} HALTED" + (f" at broker {broker_id}" if broker_id is not None else ""),
-            f"{phase}: {reason}", "cluster now:", *[f"  {line}" for line in state]]
-    for path, tail in logs.items():
-        text += [f"last lines of {path}:", *[f"  {line}" for line in tail.splitlines()[-15:]]]
-    text.append(f"nothing further was changed; resume with the same form and resume=true (record {ex.record_id}, {clock.now_iso()})")
-    raise Halted("\n".join(text))

@@ -34,18 +34,22 @@ HALTED = "halted"
 COMPLETED = "completed"
 REFUSED = "refused"  # the run changed nothing: it ended before any stop (lock busy, plan changed, a check refused)
 CUT = "cut"  # the worker running the step died: the close task or the resume records it (``executor.interrupted_step``)
+STATE = "state"  # a unit of work entered a state (``engine.Board.move``): where the action-free transitions are recorded
 
 log = logging.getLogger(__name__)
 
 
 class StepState(str, Enum):
-    """The state of one unit of work (a broker's restart), as the ledger records it (``state`` of an entry)."""
+    """The state of one unit of work (a broker's restart, an election batch, a demotion), as the ledger records it
+    (``state`` of an entry). Which state may follow which: ``remediate/engine.py`` (``TRANSITIONS``)."""
 
     PLANNED = "planned"
     CHECKING = "checking"
     STOPPING = "stopping"  # the intent: committed before the stop command leaves
     STOPPED = "stopped"
     STARTING = "starting"
+    MOVING = "moving"  # a demotion's reassignment (its intent committed before it is written)
+    ELECTING = "electing"  # an election batch or a demotion's election (its intent committed before the znode is written)
     GATING = "gating"
     DONE = "done"
     REFUSED = "refused"  # ended before its stop command: nothing stopped
@@ -110,7 +114,7 @@ def progress(entries: Iterable[Mapping[str, Any]]) -> Progress:
             halted, done = e, False
         elif kind == COMPLETED:
             done, halted, failed = True, None, None
-        elif kind == REFUSED and completed and not done:  # a refused resume of a roll that did some: still resumable
+        elif kind == REFUSED and (completed or partitions_done) and not done:  # a refused run after some work: resumable
             halted = e
     return Progress(tuple(completed), failed, halted, done, requested, tuple(runs), tuple(partitions_done))
 
@@ -310,4 +314,4 @@ def store_writer(ledger: "LedgerStore", store: Any) -> Callable[[Mapping[str, An
 
 __all__ = ["APPROVAL", "APPROVAL_REQUESTED", "APPROVAL_USED", "COMPLETED", "CUT", "HALTED", "PLANNED", "REFUSED", "STEP_DONE",
            "STEP_FAILED", "STEP_STARTED", "ApprovalMarkerError", "ApprovalUsed", "Journal", "Ledger", "PlanNotRecorded", "Progress", "Reason",
-           "RecordFailed", "recorded_plan", "waiver_refusals", "Recorder", "StepState", "find_resumable", "progress", "store_writer"]
+           "RecordFailed", "STATE", "recorded_plan", "waiver_refusals", "Recorder", "StepState", "find_resumable", "progress", "store_writer"]

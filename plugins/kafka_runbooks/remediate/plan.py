@@ -1,4 +1,4 @@
-"""Plan a restart of one or more brokers.  Pure: snapshot + config in, Plan out.
+"""Plan a restart of one or more brokers.  Pure: snapshot + config in, RestartPlan out.
 
 Order (Strimzi's): brokers proven not serving first, then brokers that are not registered (down),
 then the rest in the order asked, the active controller last (restarting it forces a controller
@@ -21,7 +21,7 @@ from typing import Iterable, Mapping
 
 from kafka_runbooks import clock
 from kafka_runbooks.config import ClusterConfig
-from kafka_runbooks.model import Broker, ClusterSnapshot, Partition, Plan, PlanDetail, Step
+from kafka_runbooks.model import Broker, ClusterSnapshot, Partition, PlanDetail, RestartPlan, Step
 from kafka_runbooks.remediate import blast
 from kafka_runbooks.remediate.digest import state_digest
 from kafka_runbooks.remediate.gates import canary_coverage
@@ -126,6 +126,27 @@ def _reason(n: int, total: int, broker_id: int, snapshot: ClusterSnapshot, not_s
     )
 
 
+def _each_stop(snapshot: ClusterSnapshot, order: list[int], config: ClusterConfig, settings: SafetySettings,
+               not_serving: Mapping[int, str], unresponsive: Mapping[int, str],
+               unreachable: Mapping[int, str]) -> list[tuple[int, list[str], list[str]]]:
+    """Each stop of ``order`` on the state the earlier steps leave (each broker back in every ISR after its step):
+    (broker, every effect, every refusal)."""
+    computed: list[tuple[int, list[str], list[str]]] = []
+    state, stuck, silent = snapshot, dict(not_serving), dict(unresponsive)
+    for bid in order:
+        why: list[str] = []
+        if bid not in config.hosts:
+            why.append(f"cluster {config.name!r} has no SSH connection for broker {bid}; refusing to act on an unknown broker")
+        elif bid in unreachable:
+            why.append(f"its host cannot be reached over SSH now ({unreachable[bid]}): its stop and start could not be run")
+        why += stop_refusals(state, bid, settings, stuck, silent)
+        computed.append((bid, blast_radius(state, bid, stuck, settings), why))
+        state = restored(state, bid)
+        stuck.pop(bid, None)
+        silent.pop(bid, None)
+    return computed
+
+
 def plan_restart(
     snapshot: ClusterSnapshot,
     broker_ids: Iterable[int],
@@ -139,7 +160,7 @@ def plan_restart(
     canary_topic: str | None = None,
     unresponsive: Mapping[int, str] | None = None,
     unreachable: Mapping[int, str] | None = None,
-) -> Plan:
+) -> RestartPlan:
     """``not_serving``: broker -> direct evidence it is not serving (``safety.not_serving_evidence``: the waiver).
     ``unresponsive``: broker -> why it is not a holder now (a direct check it did not answer, an open incident):
     such brokers are restarted first, never count as holders, and are named in the plan's warnings.
@@ -163,19 +184,7 @@ def plan_restart(
     if canary_topic:
         refusals += canary_coverage(snapshot, canary_topic)
     order = restart_order(snapshot, todo, {**unresponsive, **not_serving})
-    computed: list[tuple[int, list[str], list[str]]] = []  # (broker, every effect, every refusal)
-    state, stuck, silent = snapshot, dict(not_serving), dict(unresponsive)
-    for bid in order:
-        why: list[str] = []
-        if bid not in config.hosts:
-            why.append(f"cluster {config.name!r} has no SSH connection for broker {bid}; refusing to act on an unknown broker")
-        elif bid in (unreachable or {}):
-            why.append(f"its host cannot be reached over SSH now ({unreachable[bid]}): its stop and start could not be run")
-        why += stop_refusals(state, bid, settings, stuck, silent)
-        computed.append((bid, blast_radius(state, bid, stuck, settings), why))
-        state = restored(state, bid)
-        stuck.pop(bid, None)
-        silent.pop(bid, None)
+    computed = _each_stop(snapshot, order, config, settings, not_serving, unresponsive, unreachable or {})
     touched = {blast.split_line(line)[0] for _, effects, _ in computed for line in effects}
     min_isr = blast.min_isr_by_topic(snapshot, touched, settings)
     steps: list[Step] = []
@@ -193,7 +202,7 @@ def plan_restart(
     topics = blast.by_topic(rows)
     detail = PlanDetail(effects={b: tuple(e) for b, e, _ in computed}, refusals={b: tuple(w) for b, _, w in computed if w},
                         topic_rows=tuple(r.to_dict() for r in rows))
-    return Plan(
+    return RestartPlan(
         cluster=config.name,
         steps=tuple(steps),
         refusals=tuple(refusals),

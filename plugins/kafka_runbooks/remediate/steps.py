@@ -131,63 +131,90 @@ def _after_stop(audit: Audit, log) -> Audit:
 
 
 def restart_broker(zk, host: BrokerHost, gates: GateSettings, audit: Audit, log, *, serving: bool = True,
-                   before_stop: Callable[[], Any] | None = None, guard: Callable[[], None] | None = None) -> RestartReport:
+                   before_stop: Callable[[], Any] | None = None, guard: Callable[[], None] | None = None,
+                   on_state: Callable[[str], None] | None = None) -> RestartReport:
     """``serving=False``: the broker was checked not serving just before; its stop gets ``gates.stop_unserving_s``.
     ``before_stop`` runs right before the stop command (the last safety check on state read then, and the intent's
     record; it raises to refuse, and what it returns is recorded with the stop); ``guard`` (the maintenance lock's
-    check) runs at every poll of every wait and raises to halt."""
+    check) runs at every poll of every wait and raises to halt; ``on_state("stopped" | "starting")`` when the old
+    process and its registration are gone, and right before the start command (the engine's unit's states)."""
     b = host.broker_id
     stop_s = gates.stop_s if serving else min(gates.stop_s, gates.stop_unserving_s)
-    cfg = host.config
     report = RestartReport(broker_id=b)
     report.old_registration = registration(zk, b)
     report.old_processes = host.processes()
     old = {(p.pid, p.started) for p in report.old_processes}
-    server_log = cfg.server_log(b)
+    server_log = host.config.server_log(b)
     mark = host.size(server_log)
     log.debug("broker %s: stopping (registration %s, processes %s)", b, report.old_registration, report.old_processes)
 
-    # -- stop (controlled shutdown)
-    checked = before_stop() if before_stop is not None else None
+    checked = before_stop() if before_stop is not None else None  # the last check and the intent: raises to refuse
     t0 = time.monotonic()
+    audit = _stop(host, report, audit, log, stop_s, checked)  # from here on a failing record is only logged
+    _await_gone(host, report, audit, gates, old, stop_s, max(0.0, stop_s - (time.monotonic() - t0)), serving, guard)
+    report.seconds["stop"] = time.monotonic() - t0
+    waker = Waker()
+    _await_deregistered(zk, report, gates, waker, guard)
+    report.controlled_shutdown = controlled_shutdown_outcome(_new_log(host, server_log, mark))
+    audit("broker_stopped", "ok", details={"controlled_shutdown": report.controlled_shutdown, "killed": report.killed,
+                                           "seconds": round(time.monotonic() - t0, 2)})
+    if on_state is not None:
+        on_state("stopped")
+        on_state("starting")
+    _start_and_register(zk, host, report, audit, gates, old, waker, guard)
+    return report
+
+
+def _stop(host: BrokerHost, report: RestartReport, audit: Audit, log, stop_s: float, checked: Any) -> Audit:
+    """The stop command (controlled shutdown; ``checked``, what the last check returned, recorded with it) -- none when
+    the broker is already down (no process, no registration: a resumed step whose worker died after its stop). Returns
+    the audit to use from here on: one that never raises (the broker may be down: nothing recorded may keep it down)."""
     extra = {"before_stop": checked} if isinstance(checked, dict) else {}
     if not report.old_processes and report.old_registration is None:
-        # already down -- no process, no registration (a resumed step whose worker died after its stop): nothing to stop
         audit = _after_stop(audit, log)
         report.stop_command = "skipped: no broker process was running"
         audit("stop_broker", "skipped", details={"why": "no broker process is running on the host and it is not registered "
                                                         "in ZooKeeper: the broker was already down; no stop command sent",
                                                  **extra})
-    else:
-        res = host.run("stop_command", stop_s)
-        audit = _after_stop(audit, log)  # from here on the broker may be down: nothing recorded may keep it down
-        audit("stop_broker", "ok" if res.ok else "failed", command=res.argv,
-              details={**_result_details(res), "processes": [p.to_dict() for p in report.old_processes], **extra})
-        if not res.ok:
-            report.stop_command = f"exit {res.exit_code}: {res.error}" if res.error else f"exit {res.exit_code}"
+        return audit
+    res = host.run("stop_command", stop_s)
+    audit = _after_stop(audit, log)  # from here on the broker may be down: nothing recorded may keep it down
+    audit("stop_broker", "ok" if res.ok else "failed", command=res.argv,
+          details={**_result_details(res), "processes": [p.to_dict() for p in report.old_processes], **extra})
+    if not res.ok:
+        report.stop_command = f"exit {res.exit_code}: {res.error}" if res.error else f"exit {res.exit_code}"
+    return audit
+
+
+def _await_gone(host: BrokerHost, report: RestartReport, audit: Audit, gates: GateSettings, old: set, stop_s: float,
+                remaining: float, serving: bool, guard: Callable[[], None] | None) -> None:
+    """The old process gone within ``remaining`` s of the stop; else ``kill_command`` (when configured), then gone."""
+    b, cfg = host.broker_id, host.config
 
     def process_gone() -> bool | None:
         return True if not any((p.pid, p.started) in old for p in host.processes()) else None
 
-    remaining = max(0.0, stop_s - (time.monotonic() - t0))
-    if wait_for(process_gone, timeout_s=remaining, poll_s=gates.poll_s, guard=guard) is None:
-        alive = ", ".join(p.describe() for p in host.processes() if (p.pid, p.started) in old)  # as a person reads it
-        if not cfg.kill_command:
-            raise StepFailed(b, "stop", f"the broker process {alive} is still alive {stop_s:g}s after the stop command "
-                             "and no kill_command is configured; the broker is left as it is", host.last_log_lines())
-        res = host.run("kill_command", stop_s)
-        report.killed = True
-        audit("kill_broker", "ok" if res.ok else "failed", command=res.argv,
-              details={**_result_details(res), "grace_s": stop_s,
-                       "why": f"process {alive} outlived the stop command by {stop_s:g}s"
-                              + ("" if serving else " (the broker was not serving: gates.stop_unserving_s)")})
-        if wait_for(process_gone, timeout_s=stop_s, poll_s=gates.poll_s, guard=guard) is None:
-            raise StepFailed(b, "kill", f"the broker process {alive} is still alive after kill_command", host.last_log_lines())
-    report.seconds["stop"] = time.monotonic() - t0
+    if wait_for(process_gone, timeout_s=remaining, poll_s=gates.poll_s, guard=guard) is not None:
+        return
+    alive = ", ".join(p.describe() for p in host.processes() if (p.pid, p.started) in old)  # as a person reads it
+    if not cfg.kill_command:
+        raise StepFailed(b, "stop", f"the broker process {alive} is still alive {stop_s:g}s after the stop command "
+                         "and no kill_command is configured; the broker is left as it is", host.last_log_lines())
+    res = host.run("kill_command", stop_s)
+    report.killed = True
+    audit("kill_broker", "ok" if res.ok else "failed", command=res.argv,
+          details={**_result_details(res), "grace_s": stop_s,
+                   "why": f"process {alive} outlived the stop command by {stop_s:g}s"
+                          + ("" if serving else " (the broker was not serving: gates.stop_unserving_s)")})
+    if wait_for(process_gone, timeout_s=stop_s, poll_s=gates.poll_s, guard=guard) is None:
+        raise StepFailed(b, "kill", f"the broker process {alive} is still alive after kill_command", host.last_log_lines())
 
-    # -- the old registration must be gone (session closed, or expired after a kill)
+
+def _await_deregistered(zk, report: RestartReport, gates: GateSettings, waker: Waker,
+                        guard: Callable[[], None] | None) -> None:
+    """The old registration gone (session closed, or expired after a kill) within ``gates.deregister_s``."""
+    b = report.broker_id
     t1 = time.monotonic()
-    waker = Waker()
 
     def deregistered() -> bool | None:
         now = registration(zk, b, watch=waker)
@@ -202,11 +229,14 @@ def restart_broker(zk, host: BrokerHost, gates: GateSettings, audit: Audit, log,
             f"{gates.deregister_s:g}s after the process was gone; starting now would fail with 'node already exists'",
         )
     report.seconds["deregister"] = time.monotonic() - t1
-    report.controlled_shutdown = controlled_shutdown_outcome(_new_log(host, server_log, mark))
-    audit("broker_stopped", "ok", details={"controlled_shutdown": report.controlled_shutdown, "killed": report.killed,
-                                           "seconds": round(time.monotonic() - t0, 2)})
 
-    # -- start, then a live process registered with a new session
+
+def _start_and_register(zk, host: BrokerHost, report: RestartReport, audit: Audit, gates: GateSettings, old: set,
+                        waker: Waker, guard: Callable[[], None] | None) -> None:
+    """The start command, then a live process registered with a new session within ``gates.register_s``; a broker
+    that dies on start fails at once, with its own last lines."""
+    b = host.broker_id
+    server_log = host.config.server_log(b)
     t2 = time.monotonic()
     mark = host.size(server_log)
     res = host.run("start_command", gates.register_s)
@@ -239,4 +269,3 @@ def restart_broker(zk, host: BrokerHost, gates: GateSettings, audit: Audit, log,
                          host.last_log_lines())
     report.seconds["start_register"] = time.monotonic() - t2
     audit("broker_registered", "ok", details=report.to_dict())
-    return report
