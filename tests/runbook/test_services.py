@@ -196,7 +196,7 @@ def test_an_approver_who_started_the_run_is_refused_and_a_timeout_is_a_reject(cl
     with pytest.raises(Stop, match="the approval does not count: .*carol"):
         approval.answer(out, "c1", starter_is_approver, {
             "chosen_options": ["Approve"], "responded_by_user": {"id": "carol", "name": "carol"},
-            "responded_at": dt.datetime(2026, 11, 29, 9, tzinfo=dt.timezone.utc)}, secret_of=lambda c: SECRET)
+            "responded_at": dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=60)}, secret_of=lambda c: SECRET)
     assert starter_is_approver.pushed[approval.DECISION_KEY]["refusals"]  # the close reads why
     timed_out = cluster.task("approve", run_id="run-2")
     approval.ask(out, "c1", timed_out, secret_of=lambda c: SECRET)

@@ -113,7 +113,7 @@ def test_an_edited_xcom_does_not_change_what_runs(recorded, hitl, monkeypatch):
     decision = {}
     approve.execute_complete(_context("run-1", "approve", decision), {
         "chosen_options": ["Approve"], "params_input": {}, "responded_by_user": {"id": "carol", "name": "carol"},
-        "responded_at": dt.datetime(2026, 11, 29, 9, 0, tzinfo=dt.timezone.utc)})
+        "responded_at": dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=60)})  # a minute ago: within approvals.max_age_s
     assert decision["decision"]["refusals"] == []
     ExecutePlanOperator(task_id="execute", plan_output=recorded.edited).execute(_context("run-1", "execute"))
     (execution,) = ran
