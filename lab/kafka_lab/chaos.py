@@ -432,6 +432,12 @@ def prepare(d, lab) -> None:
             d.wait_run(ROLL, r["dag_run_id"], 900)
 
 
+def two_brokers(lab) -> list[int]:
+    """Two brokers, neither the controller: a roll of two (the CI cases; ``--brokers two`` of the benchmark)."""
+    controller = (lab.controller() or {}).get("brokerid")
+    return [b for b in (1, 2, 3) if b != controller][:2]
+
+
 def run_case(d, lab, fault: str, boundary: str, *, brokers: list[int] | None = None, outage_s: float = 20.0,
              stall_s: float = 6.0, timeout: float = 900.0, say: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
     """One cell of the table: a roll of ``brokers`` (all when empty) through REST (alice starts, bob approves), the fault

@@ -15,20 +15,14 @@ import pytest
 pytestmark = [pytest.mark.deployed, pytest.mark.timeout(1800)]
 
 
-def _roll_brokers(lab) -> list[int]:
-    """Two brokers, neither the controller: a roll of two that stays within the CI budget."""
-    controller = (lab.controller() or {}).get("brokerid")
-    return [b for b in (1, 2, 3) if b != controller][:2]
-
-
 @pytest.mark.parametrize("fault, boundary", [
     ("postgres", "after_stop"),  # the state database gone while the first broker is down: it is started, the record true
     ("lock_deleted", "in_gate"),  # the lock deleted while the first broker catches up: no second stop under a lost lock
 ])
 def test_chaos_case(deployment, deployed_lab, fault, boundary):
-    from kafka_lab.chaos import run_case, table
+    from kafka_lab.chaos import run_case, table, two_brokers
 
-    case = run_case(deployment, deployed_lab, fault, boundary, brokers=_roll_brokers(deployed_lab), outage_s=20.0,
+    case = run_case(deployment, deployed_lab, fault, boundary, brokers=two_brokers(deployed_lab)  # a roll of two: the CI budget, outage_s=20.0,
                     say=lambda s: print(f"\n[{s}]"))
     print("\n" + table([case]) + "\n" + json.dumps(case, default=str))
     assert not case.get("error"), case
