@@ -114,16 +114,19 @@ def record_truth(record: Mapping[str, Any] | None, roll: Iterable[int], started:
     return True, text[:200]
 
 
-def fault_in_record(fault: str, entries: list[Mapping[str, Any]], resolution: str, order: list[int]) -> tuple[bool, str]:
-    """Does the roll's ledger tell what happened to its first run? PostgreSQL: records kept in the journal and written
-    later, or a halt saying why; a killed worker: the run recorded as cut; the lock deleted: a halt on the lost lock before
+def fault_in_record(fault: str, entries: list[Mapping[str, Any]], resolution: str, order: list[int],
+                    audit: Iterable[Mapping[str, Any]] = ()) -> tuple[bool, str]:
+    """Does the roll's ledger (and audit trail) tell what happened to its first run? PostgreSQL: records kept in the
+    journal and written later (a ledger entry ``journaled``, an audit entry ``recorded_late``), or a halt saying why; a killed worker: the run recorded as cut; the lock deleted: a halt on the lost lock before
     the next stop (or, the fault in the roll's last step, nothing left to stop); ZooKeeper unreachable: a halt, or the
     roll done; the XCom edited: nothing of it (the recorded plan ran: the record names every broker)."""
     halts = [e for e in entries if e.get("event") == "halted"]
     codes = [str(e.get("code")) for e in halts]
     if fault == "postgres":
         late = sum(1 for e in entries if e.get("journaled"))
-        return bool(late or halts), f"{late} ledger entries written late from the journal; halts {codes}"
+        late_audit = sum(1 for e in audit if (e.get("details") or {}).get("recorded_late"))
+        return bool(late or late_audit or halts), (f"{late} ledger and {late_audit} audit entries written late from the "
+                                                   f"journal; halts {codes}")
     if fault == "worker_kill":
         cut = [e for e in halts if e.get("cut")]
         return bool(cut or "cut" in resolution), f"cut recorded: {len(cut)}; halts {codes}"
@@ -482,7 +485,8 @@ def run_case(d, lab, fault: str, boundary: str, *, brokers: list[int] | None = N
         out["starts"] = after
         record = _product(d).record(record_id)
         out["record_ok"], out["record_why"] = record_truth(record, order, after)
-        told, how = fault_in_record(fault, _product(d).ledger(record_id), str(record.get("resolution") or ""), order)
+        told, how = fault_in_record(fault, _product(d).ledger(record_id), str(record.get("resolution") or ""), order,
+                                    _product(d).audit_trail(record_id))
         out["fault_recorded"] = how
         if out["record_ok"] and not told:
             out["record_ok"], out["record_why"] = False, f"the fault is not in the record: {how}"

@@ -33,6 +33,9 @@ def test_the_fault_must_be_in_the_record():
     assert fault_in_record("lock_deleted", [{"event": "halted", "code": "lock_lost"}], "", [1, 2])[0]
     assert not fault_in_record("worker_kill", [{"event": "halted", "code": "x"}], "restarted [1, 2]", [1, 2])[0]
     assert fault_in_record("postgres", [{"event": "step_done", "journaled": True}], "", [1, 2])[0]
+    late = [{"action": "stop_broker", "details": {"recorded_late": "first tried at ...; kept in the worker's journal"}}]
+    assert fault_in_record("postgres", [{"event": "completed"}], "restarted [1, 2]", [1, 2], late)[0]
+    assert not fault_in_record("postgres", [{"event": "completed"}], "restarted [1, 2]", [1, 2], [{"action": "stop_broker"}])[0]
 
 
 def test_verdict_names_every_broken_invariant():
