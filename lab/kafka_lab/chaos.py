@@ -495,7 +495,7 @@ def run_case(d, lab, fault: str, boundary: str, *, brokers: list[int] | None = N
     finally:
         if arm is not None:
             arm.disarm()
-        if ctx is not None and not out.get("healed"):
+        if ctx is not None and "healed" not in out:
             try:
                 out["healed"] = heal(fault, ctx)
             except Exception as exc:  # noqa: BLE001
@@ -510,7 +510,6 @@ def run_case(d, lab, fault: str, boundary: str, *, brokers: list[int] | None = N
 
 def _judge_first_run(d, lab, out: dict, order: list[int], record_id: str) -> None:
     """When the first run ended: which brokers of the roll are down, and does the ledger say so."""
-
     registered = set(wait_until(lambda: lab.registered_brokers() or None, 60, "ZooKeeper to answer"))
     down = sorted(set(order) - registered)
     entries = _product(d).ledger(record_id)
