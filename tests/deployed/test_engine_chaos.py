@@ -20,9 +20,10 @@ pytestmark = [pytest.mark.deployed, pytest.mark.timeout(1800)]
     ("lock_deleted", "in_gate"),  # the lock deleted while the first broker catches up: no second stop under a lost lock
 ])
 def test_chaos_case(deployment, deployed_lab, fault, boundary):
+    """A roll of two brokers (neither the controller): the CI budget."""
     from kafka_lab.chaos import run_case, table, two_brokers
 
-    case = run_case(deployment, deployed_lab, fault, boundary, brokers=two_brokers(deployed_lab)  # a roll of two: the CI budget, outage_s=20.0,
+    case = run_case(deployment, deployed_lab, fault, boundary, brokers=two_brokers(deployed_lab), outage_s=20.0,
                     say=lambda s: print(f"\n[{s}]"))
     print("\n" + table([case]) + "\n" + json.dumps(case, default=str))
     assert not case.get("error"), case
