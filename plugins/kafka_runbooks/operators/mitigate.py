@@ -10,14 +10,18 @@ saying why, and the capture goes on; a refused or halted move fails its task, an
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+import logging
+from typing import Any, Mapping, Sequence
 
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
+from kafka_runbooks import clock
 from kafka_runbooks.operators.links import LINKS
 from kafka_runbooks.operators.recorded import _config
 from kafka_runbooks.operators.remediate import ClusterChangingOperator
+
+log = logging.getLogger(__name__)
 
 GATES = (
     "every moved partition led by a registered in-sync broker other than the hung one (ZooKeeper), and each serving "
@@ -108,13 +112,48 @@ class MitigateOperator(ClusterChangingOperator):
         ex = Execution(config=config, plan=plan, record_id=plan.roll_id, dag_id=ti.dag_id, run_id=ti.run_id,
                        task_id=ti.task_id, try_number=int(ti.try_number), approver=approver, starter=decision.starter,
                        canary=bool((decision.binding or {}).get("canary", {}).get("enabled")))
+        started = clock.now_iso()
         try:
             result = R.run(ex)
         except (Refused, Halted) as exc:
+            _on_incident(config, self.plan_output, approver, started, exc)
             raise AirflowFailException(str(exc)) from exc
         self.log.info("moved %d partition(s) off broker %s; staying down until its restart: %s",
                       len(result["moved"]), result["broker_id"], sorted(result["stays_offline"]) or "none")
+        _on_incident(config, self.plan_output, approver, started, result=result)
         return result
+
+
+def mitigation_summary(started: str, result: Mapping[str, Any] | None = None, error: BaseException | None = None) -> dict[str, Any]:
+    """What the mitigation did and when, as the incident keeps it (its page and its audit trail show it)."""
+    from kafka_runbooks.remediate.executor import Refused  # deferred: loaded when the task runs, not when a DAG file is parsed
+
+    if result is None:
+        return {"outcome": "refused" if isinstance(error, Refused) else "halted", "started_at": started,
+                "ended_at": clock.now_iso(), "reason": str(error).splitlines()[:12], "jvm_touched": False}
+    return {"outcome": "moved", "started_at": started, "ended_at": result.get("at"), "broker_id": result["broker_id"],
+            "moved": list(result["moved"]), "new_leaders": dict(result.get("new_leaders") or {}),
+            "stays_offline": dict(result.get("stays_offline") or {}), "timing": dict(result.get("timing") or {}),
+            "approved_by": result.get("approved_by"), "record_id": result.get("record_id"), "jvm_touched": False}
+
+
+def _on_incident(config, plan_output: Mapping[str, Any], approver: str, started: str, error: BaseException | None = None,
+                 result: Mapping[str, Any] | None = None) -> None:
+    """The incident the mitigation served records what it did and when (``mitigation`` on the record, and its audit
+    trail); a record that cannot be written is logged, never hides the move's own outcome (its own record has it all)."""
+    from kafka_runbooks.incidents.store import IncidentStore  # deferred: loaded when the task runs, not when a DAG file is parsed
+
+    incident_id = plan_output.get("incident_id")
+    if not incident_id:
+        return
+    summary = mitigation_summary(started, result, error)
+    summary["record_id"] = summary.get("record_id") or (plan_output.get("plan") or {}).get("roll_id")
+    try:
+        store = IncidentStore(config)
+        store.update(incident_id, mitigation=summary)
+        store.audit(incident_id, actor=approver, action="mitigation", outcome=summary["outcome"], details=summary)
+    except Exception as exc:  # noqa: BLE001 - the mitigation's own record and ledger are complete
+        log.warning("could not record the mitigation on incident %s: %s", incident_id, exc)
 
 
 class RestoreOrderOperator(BaseOperator):
