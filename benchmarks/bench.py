@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-ORDER = ("dags", "lab", "detect", "roll", "election", "incidents", "analysis", "scale")
+ORDER = ("dags", "lab", "detect", "roll", "election", "incidents", "mitigate", "analysis", "scale")
 
 
 class _Parsed(Exception):
