@@ -91,9 +91,10 @@ def _jstack(pid: int) -> dict:
         r = subprocess.run(["jstack", str(pid)], capture_output=True, text=True, timeout=120)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return {"pid": pid, "alive": True, "jstack": f"failed: {exc}"}
-    blocks = [b for b in r.stdout.split("\n\n") if '"kafka-request-handler' in b]
-    parked = [b for b in blocks if "java.lang.Thread.State: WAITING" in b or "java.lang.Thread.State: BLOCKED" in b
-              or "TIMED_WAITING" in b]
+    blocks = [b for b in r.stdout.split("\n\n") if 'kafka-request-handler-' in b.split("\n", 1)[0]]  # 2.x: data-plane-kafka-request-handler-N
+    # stuck: waiting to ACQUIRE the request queue's lock (held), not an idle handler's timed wait for a request
+    parked = [b for b in blocks if ("java.lang.Thread.State: WAITING" in b or "java.lang.Thread.State: BLOCKED" in b)
+              and ("AbstractQueuedSynchronizer.acquire(" in b or "waiting to lock" in b)]
     return {"pid": pid, "alive": True, "jstack_rc": r.returncode, "request_handlers": len(blocks), "parked": len(parked)}
 
 
