@@ -104,13 +104,40 @@ def _set_mitigation(enabled: bool) -> None:
     os.environ["AIRFLOW_VAR_KAFKA_RUNBOOKS_CLUSTERS"] = json.dumps(clusters)
 
 
-def one(lab, dags, fault: str, mode: str) -> dict:
+def clean_slate(lab, original: dict) -> list[str]:
+    """Between runs, after ``lab.reset()``: the incidents a run left (a needs_person incident of the broker would take the
+    next fault's finding as a note on it: no new response) are closed, and a replica order a mitigation left (its
+    restart refused or halted: restore_order never ran) is written back. What it did."""
+    from kafka_runbooks.config import load_cluster
+    from kafka_runbooks.incidents.store import IncidentStore
+    from kafka_lab.procs import wait_until
+
+    done = []
+    store = IncidentStore(load_cluster("lab"))
+    for r in store.records("lab", statuses=["open", "responding", "needs_person"]):
+        store.close(r["id"], actor="bench-mitigate", resolution="closed between benchmark runs")
+        done.append(f"closed {r['id']}")
+    now = lab.partitions()
+    back = [{"topic": t, "partition": p, "replicas": original[(t, p)]} for (t, p), s in now.items()
+            if (t, p) in original and s["replicas"] != original[(t, p)]]
+    if back:
+        kz = lab.kazoo()
+        kz.create("/admin/reassign_partitions", json.dumps({"version": 1, "partitions": back}).encode())
+        wait_until(lambda: kz.exists("/admin/reassign_partitions") is None, 180, "the original replica order written back")
+        lab.ensure_preferred_leaders(120)
+        done.append(f"original replica order of {len(back)} partition(s) written back")
+    return done
+
+
+def one(lab, dags, fault: str, mode: str, original: dict) -> dict:
     """One fault, one mode: the figures (see the module's doc)."""
     from kafka_lab.approvals import incident_answers
     from kafka_lab.drill import HEALTH, RESPONSE, detect_until_finding, say, say_mitigation
     from kafka_lab.net import broker_ip
 
     lab.reset()
+    for line in clean_slate(lab, original):
+        say(f"[{fault}/{mode}] before the run: {line}")
     _set_mitigation(mode == "mitigate")
     controller = lab.controller()["brokerid"]
     b = controller if fault == "controller" else max(x for x in (1, 2, 3) if x != controller)
@@ -210,9 +237,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"lab up in {time.monotonic() - t0:.1f}s", flush=True)
             prepare(state / "airflow", lab.airflow_env())
             dags = load_dags()
+            original = {k: v["replicas"] for k, v in lab.partitions().items()}
             for fault in args.faults:
                 for mode in args.modes:
-                    results.append(one(lab, dags, fault, mode))
+                    results.append(one(lab, dags, fault, mode, original))
                     print(json.dumps(results[-1]), flush=True)
         finally:
             lab.down()
