@@ -23,7 +23,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-ORDER = ("dags", "lab", "detect", "detect_deployed", "roll", "election", "incidents", "analysis", "scale", "chaos")
+ORDER = ("dags", "lab", "detect", "detect_deployed", "roll", "election", "incidents", "mitigate", "analysis", "scale",
+         "chaos")
 
 
 class _Parsed(Exception):

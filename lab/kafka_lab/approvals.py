@@ -16,6 +16,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Mapping
 
 
 @dataclass
@@ -26,6 +27,7 @@ class Responder:
     user: str = "drill-bot"
     timeout_s: float = 600.0
     answered_run_ids: list[str] = field(default_factory=list)
+    answered_at: list[float] = field(default_factory=list)  # time.time() of each answer (committed)
     error: BaseException | None = None
     sweep_timeouts: bool = False  # instead of answering, run the scheduler's timeout sweep
 
@@ -71,6 +73,7 @@ class Responder:
                     answered = None
                 if answered is not None:
                     self.answered_run_ids.append(answered)
+                    self.answered_at.append(time.time())
                     self._until_resumed(answered)
                     return
                 if self._parked_at is not None and time.monotonic() - self._parked_at >= self.timeout_s:
@@ -200,3 +203,46 @@ class Responder:
             return False
         SchedulerJobRunner(job=Job()).check_awaiting_input_timeouts()
         return True
+
+
+class Answers:
+    """Several approval tasks of one DAG answered, each by a :class:`Responder` of its own: the incident response asks
+    first whether to move leadership off the broker (``approve_mitigation``: mitigate first), then, after the capture
+    and the analysis, whether to restart it (``approve``). ``answers``: {task_id: option}; a task that never parks
+    (a mitigation planned for nobody is skipped) is simply not answered."""
+
+    def __init__(self, dag_id: str, answers: Mapping[str, str], user: str = "drill-bot", timeout_s: float = 600.0) -> None:
+        self.by_task = {t: Responder(dag_id, t, o, user=user, timeout_s=timeout_s) for t, o in answers.items()}
+
+    @property
+    def error(self) -> BaseException | None:
+        return next((r.error for r in self.by_task.values() if r.error is not None), None)
+
+    @property
+    def answered_run_ids(self) -> list[str]:
+        return [run_id for r in self.by_task.values() for run_id in r.answered_run_ids]
+
+    def __getitem__(self, task_id: str) -> Responder:
+        return self.by_task[task_id]
+
+    def start(self) -> "Answers":
+        for r in self.by_task.values():
+            r.start()
+        return self
+
+    def stop(self) -> None:
+        for r in self.by_task.values():
+            r.stop()
+
+    def __enter__(self) -> "Answers":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def incident_answers(restart: str, mitigation: str = "Approve", user: str = "drill-bot", timeout_s: float = 900.0) -> Answers:
+    """The incident response's two approvals: the mitigation's (moving leadership off a broker that does not serve,
+    asked before the capture) and the restart's."""
+    return Answers("kafka_incident_response", {"approve_mitigation": mitigation, "approve": restart}, user=user,
+                   timeout_s=timeout_s)

@@ -635,6 +635,18 @@ class Deployment:
             raise got
         return got
 
+    def answer_if_asked(self, user: str, dag_id: str, run_id: str, task_id: str, option: str, timeout: float) -> dict:
+        """Until ``task_id`` is asked (awaiting input: then ``user`` answers ``option`` through REST) or has ended without
+        asking (a mitigation planned for nobody is skipped). {"state": its state when seen, "subject": the question or
+        None, "status_code": the answer's HTTP status or None}."""
+        ended = ("failed", "upstream_failed", "skipped", "success", "removed")
+        ti = wait_until(lambda: (t := self.task_instances(dag_id, run_id).get(task_id) or {}).get("state") in
+                        ("awaiting_input", *ended) and t, timeout, f"{dag_id} {run_id}: {task_id} asked or ended", interval=2.0)
+        if ti["state"] != "awaiting_input":
+            return {"state": ti["state"], "subject": None, "status_code": None}
+        subject = self.hitl(dag_id, run_id, task_id, user).get("subject")
+        return {"state": ti["state"], "subject": subject, "status_code": self.answer(user, dag_id, run_id, task_id, option).status_code}
+
     def hitl(self, dag_id: str, run_id: str, task_id: str, user: str) -> dict:
         r = self.call(user, "GET", f"/api/v2/dags/{dag_id}/dagRuns/{quote(run_id)}/taskInstances/{task_id}/-1/hitlDetails")
         r.raise_for_status()

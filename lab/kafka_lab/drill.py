@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kafka_lab.airflow_home import REPO, load_dags, prepare, take_triggered_confs
-from kafka_lab.approvals import Responder
+from kafka_lab.approvals import incident_answers
 
 HEALTH = "kafka_health_check_lab"  # the lab cluster's health-check DAG (one per cluster: operators/detect.health_dag_id)
 RESPONSE = "kafka_incident_response"
@@ -45,6 +45,23 @@ def detect_until_finding(health_dag, cluster: str, timeout_s: float) -> list[dic
             raise DrillFailed(f"the health check raised no finding within {timeout_s:.0f}s")
 
 
+def say_mitigation(run) -> None:
+    """What the mitigation (move leadership off the broker first) did in a response run, in a line or two."""
+    tis = {ti.task_id: ti for ti in run.get_task_instances()}
+    plan, mitigate = tis.get("plan_mitigation"), tis.get("mitigate")
+    if plan is None or mitigate is None:
+        return
+    out = mitigate.xcom_pull(task_ids="mitigate") if mitigate.state == "success" else None
+    if out:
+        t = out.get("timing") or {}
+        say(f"mitigation: moved {len(out['moved'])} partition(s) off broker {out['broker_id']} at {out.get('at')} "
+            f"(reassignment {t.get('reassign_s')} s, election {t.get('elect_s')} s, leaders moved {t.get('moved_s')} s); "
+            f"staying down until the restart: {sorted(out.get('stays_offline') or {}) or 'none'}; its JVM was not touched")
+    else:
+        say(f"mitigation: plan {plan.state}, approval {tis['approve_mitigation'].state}, move {mitigate.state}: nothing moved"
+            if mitigate.state != "failed" else "mitigation: the move HALTED (see the mitigate task's log); the capture went on")
+
+
 @dataclass(frozen=True)
 class Drill001:
     ok: bool  # the response run succeeded and the incident ended as the answer asks (Approve: closed, else needs_person)
@@ -53,9 +70,10 @@ class Drill001:
 
 
 def run_001(lab, dags, broker: int = 3, option: str = "Approve", finding_timeout_s: float = 600,
-            user: str = "drill-bot") -> Drill001:
-    """Incident 001 on a running, healthy lab (Airflow prepared): deadlock -> incident -> response, the approval
-    answered ``option`` as ``user`` -> verdict."""
+            user: str = "drill-bot", mitigation: str | None = None) -> Drill001:
+    """Incident 001 on a running, healthy lab (Airflow prepared): deadlock -> incident -> response, the approvals
+    answered as ``user``: the restart's ``option``, the mitigation's (move leadership off the broker first, asked before
+    the capture) ``mitigation`` (default: the same as ``option``) -> verdict."""
     from kafka_runbooks.config import load_cluster
 
     config = load_cluster("lab")
@@ -66,11 +84,14 @@ def run_001(lab, dags, broker: int = 3, option: str = "Approve", finding_timeout
     say(f"fault → incident in {time.monotonic() - t_fault:.1f}s ({confs[0]['finding']['kind']}, held for the consecutive checks): "
         f"incident {confs[0]['incident_id']}, brokers {confs[0]['broker_ids']}: {confs[0]['reason']}")
 
-    say(f"the approval will be answered by this drill as user {user!r}: {option}")
-    with Responder(RESPONSE, "approve", option, user=user, timeout_s=900) as responder:
+    mitigation = mitigation or option
+    say(f"the approvals will be answered by this drill as user {user!r}: move leadership off broker {broker} first "
+        f"(mitigate-first): {mitigation}; the restart: {option}")
+    with incident_answers(option, mitigation, user=user, timeout_s=900) as answers:
         run = dags.get_dag(RESPONSE).test(run_conf=confs[0])
-    if responder.error:
-        raise responder.error
+    if answers.error:
+        raise answers.error
+    say_mitigation(run)
 
     from kafka_runbooks.incidents.store import IncidentStore
 

@@ -416,7 +416,7 @@ def fix_stuck_follower(lab, timeout_s: float = 900) -> dict[str, Any]:
     """The health check (as its schedule runs it) until it opens the follower_stuck incident; its response restarts
     broker 3 through the engine once ``drill-bot`` approves."""
     from kafka_lab.airflow_home import load_dags, take_triggered_confs
-    from kafka_lab.approvals import Responder
+    from kafka_lab.approvals import incident_answers
     from kafka_lab.drill import HEALTH, RESPONSE
     from kafka_runbooks.incidents.store import IncidentStore
 
@@ -435,10 +435,11 @@ def fix_stuck_follower(lab, timeout_s: float = 900) -> dict[str, Any]:
         say(f"    evidence {ev['source']}: {ev['excerpt'][:300]}")
     say("its incident response: capture, analysis, a restart of that broker through the engine; drill-bot approves")
     t1 = time.monotonic()
-    with Responder(RESPONSE, "approve", "Approve", user="drill-bot", timeout_s=900) as responder:
+    # the stuck follower serves: no move of leadership is offered (were one asked, it would be answered Reject)
+    with incident_answers("Approve", "Reject", user="drill-bot", timeout_s=900) as answers:
         run = dags.get_dag(RESPONSE).test(run_conf=conf)
-    if responder.error:
-        raise responder.error
+    if answers.error:
+        raise answers.error
     incident = IncidentStore(load_cluster("lab")).get(conf["incident_id"])
     say(f"incident {incident['id']}: {incident['status']} (response {run.state} in {time.monotonic() - t1:.0f} s)")
     lab.wait_full_isr(180)

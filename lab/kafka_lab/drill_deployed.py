@@ -55,6 +55,10 @@ def run(state_dir: Path, keep: bool) -> int:
         conf = response["conf"]
         say(f"fault -> incident {conf['incident_id']} in {time.monotonic() - t_fault:.0f} s (brokers {conf['broker_ids']}): {conf['reason']}")
         run_id = response["dag_run_id"]
+        # mitigate first: moving leadership off the broker that does not serve, its JVM untouched, is asked before the capture
+        m = d.answer_if_asked("bob", RESPONSE, run_id, "approve_mitigation", "Approve", 900)
+        say(f"mitigation: {m['subject']!r} answered Approve by bob (HTTP {m['status_code']})" if m["subject"] else
+            f"mitigation: not asked ({m['state']})")
         d.wait_task(RESPONSE, run_id, "approve", ("awaiting_input",), 1200)
         hitl = d.hitl(RESPONSE, run_id, "approve", "bob")
         say(f"approval waiting for {[u['id'] for u in hitl['assigned_users']]}: {hitl['subject']}")

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kafka_lab.airflow_home import REPO, load_dags, prepare, take_triggered_confs
-from kafka_lab.approvals import Responder
-from kafka_lab.drill import HEALTH, RESPONSE, DrillFailed, detect_until_finding, say
+from kafka_lab.approvals import incident_answers
+from kafka_lab.drill import HEALTH, RESPONSE, DrillFailed, detect_until_finding, say, say_mitigation
 
 INCIDENTS = ("000", "002a", "002b", "004")
 NEEDS_APPROVAL = ("000", "002b")  # a restart is proposed; the others are explained
@@ -92,14 +92,18 @@ def run_incident(lab, dags, incident: str, option: str = "Approve", finding_time
 
     t0 = time.monotonic()
     if incident in NEEDS_APPROVAL:
-        say(f"the approval will be answered by this drill as user 'drill-bot': {option}")
-        with Responder(RESPONSE, "approve", option, user="drill-bot", timeout_s=900) as responder:
-            run = dags.get_dag(RESPONSE).test(run_conf=conf)
-        if responder.error:
-            raise responder.error
+        say(f"the approvals will be answered by this drill as user 'drill-bot': moving leadership off the broker first "
+            f"(asked only for a broker that does not serve): {option}; the restart: {option}")
+        answers = incident_answers(option, option, user="drill-bot", timeout_s=900)
     else:
-        say("no restart applies to this incident: the response captures, analyses and explains it")
+        say("no restart applies to this incident: the response captures, analyses and explains it (a move of leadership, "
+            "asked only for a broker that does not serve, would be answered Reject)")
+        answers = incident_answers("Reject", "Reject", user="drill-bot", timeout_s=900)
+    with answers:
         run = dags.get_dag(RESPONSE).test(run_conf=conf)
+    if answers.error:
+        raise answers.error
+    say_mitigation(run)
     response_s = time.monotonic() - t0
     capture_s = next((ti.duration for ti in run.get_task_instances() if ti.task_id == "capture"), None)
 

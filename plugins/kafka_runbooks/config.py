@@ -431,10 +431,9 @@ class ElectionSettings:
 @dataclass(frozen=True)
 class MitigationSettings:
     """Mitigate first (runbooks/mitigate-first.md): the incident response offers to move leadership off a broker that
-    does not serve before the capture. Off by default for now: the drills and end-to-end tests answer the restart's
-    approval only."""
+    does not serve before the capture (its own approval: the drills and end-to-end tests answer both)."""
 
-    enabled: bool = False  # offer the move (its own four-eyes approval) before the capture
+    enabled: bool = True  # offer the move (its own four-eyes approval) before the capture
     approval_wait_s: float = 600.0  # the capture waits this long at most for that answer; none: nothing moves
 
     @classmethod

@@ -399,11 +399,15 @@ def _incident(b: Browser, d) -> None:
 
     run_id = d.trigger("alice", RESPONSE, {"cluster": "lab", "broker_ids": [1], "reason": "browser test: look at broker 1"})
 
-    rejected = []
+    rejected, asked_to_move = [], []
 
     def settled():
         # the analysis may still propose a restart of the broker asked about: bob rejects it, as on-call would
         tis = d.task_instances(RESPONSE, run_id)
+        # broker 1 serves: no move of leadership should be asked; were it asked, bob would reject it
+        if (tis.get("approve_mitigation") or {}).get("state") == "awaiting_input":
+            assert d.answer("bob", RESPONSE, run_id, "approve_mitigation", option="Reject").status_code == 200
+            asked_to_move.append(True)
         if (tis.get("approve") or {}).get("state") == "awaiting_input":
             assert d.answer("bob", RESPONSE, run_id, "approve", option="Reject").status_code == 200
             rejected.append(True)
@@ -418,6 +422,7 @@ def _incident(b: Browser, d) -> None:
           f"{[(p.get('event'), (p.get('text') or '').splitlines()[0][:200]) for p in paged]}]")
     if not rejected:
         assert [p for p in paged if p.get("event") in ("needs_person", "halted")], paged
+    assert not asked_to_move, "a move of leadership was asked for a broker nothing is wrong with"
     bob = b.page("bob")
     bob.goto(f"{d.url}/kafka-runbooks/incidents")
     text = _wait_text(bob, r"need a person")

@@ -97,6 +97,9 @@ def test_incident_loop_detected_on_one_worker_answered_on_the_other(healthy, dep
         d.consume("worker2", True)
         d.set_paused(RESPONSE, False)
         run_id = response["dag_run_id"]
+        # mitigate first: bob moves leadership off broker 3 (its JVM untouched) before the capture
+        m = d.answer_if_asked("bob", RESPONSE, run_id, "approve_mitigation", "Approve", 900)
+        assert m["status_code"] == 200 and "Move leadership off" in m["subject"] and "capture, then restart" in m["subject"], m
         d.wait_task(RESPONSE, run_id, "approve", ("awaiting_input",), 1500)  # capture and Spark first
         hitl = d.hitl(RESPONSE, run_id, "approve", "bob")
         assert "plan digest" in hitl["body"] and "broker 3" in hitl["body"]
@@ -109,7 +112,10 @@ def test_incident_loop_detected_on_one_worker_answered_on_the_other(healthy, dep
         assert set(ran.values()) == {"worker2"}, ran
         assert {"open_incident", "capture", "analyze", "report", "plan", "restart", "verify_recovery", "close_incident"} <= set(ran)
         assert tis["approve"]["state"] == "success"
-        assert _starts(lab, 3) == starts_before + 1  # restarted once, by the engine
+        # the mitigation ran before the capture; the restart only after both
+        assert tis["mitigate"]["state"] == "success" and tis["mitigate"]["end_date"] <= tis["capture"]["start_date"], tis["mitigate"]
+        assert tis["capture"]["end_date"] <= tis["restart"]["start_date"]
+        assert _starts(lab, 3) == starts_before + 1  # restarted once, by the engine (not by the mitigation)
         print(f"\n[fault -> incident response queued: {detected_s:.1f} s]")
     finally:
         for w in WORKERS:

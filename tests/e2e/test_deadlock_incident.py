@@ -33,6 +33,20 @@ def _store(settings):
     return IncidentStore(ClusterConfig.from_dict("lab", settings))
 
 
+def _hitl(run, task_id):
+    """The approval's question as Airflow stored it (subject, body, the answer)."""
+    from sqlalchemy import select
+
+    from airflow.models.hitl import HITLDetail
+    from airflow.utils.session import create_session
+
+    (ti,) = [t for t in run.get_task_instances() if t.task_id == task_id]
+    with create_session() as session:
+        detail = session.scalar(select(HITLDetail).where(HITLDetail.ti_id == ti.id))
+        session.expunge(detail)
+    return detail
+
+
 def test_deadlock_is_detected_captured_analysed_and_a_reject_leaves_it_to_a_person(drill):
     """Drill 001's own code (``./run demo``, ``./run demo all``), answered Reject, then checked in depth."""
     from airflow.models import DagRun
@@ -43,8 +57,9 @@ def test_deadlock_is_detected_captured_analysed_and_a_reject_leaves_it_to_a_pers
     store = _store(settings)
     already = {r["id"] for r in store.records("lab")}
     pid_before = lab.broker_pid(3)
+    replicas_before = {k: v["replicas"] for k, v in lab.partitions().items()}
 
-    result = run_001(lab, dags, 3, "Reject", finding_timeout_s=240, user="oncall-alice")
+    result = run_001(lab, dags, 3, "Reject", finding_timeout_s=240, user="oncall-alice")  # the mitigation: Reject too
     assert result.ok and result.run_state == "success", result
     incident_id = result.incident_id
     incident = store.get(incident_id)
@@ -58,6 +73,16 @@ def test_deadlock_is_detected_captured_analysed_and_a_reject_leaves_it_to_a_pers
     (run,) = [r for r in DagRun.find(dag_id=RESPONSE) if (r.conf or {}).get("incident_id") == incident_id]
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
     assert states["restart"] == "skipped" and states["close_incident"] == "success"
+    # mitigate first: the move of leadership off broker 3 was offered before the capture, rejected, and nothing moved
+    assert (states["plan_mitigation"], states["approve_mitigation"], states["mitigate"]) == ("success", "success", "skipped"), states
+    assert states["capture"] == "success" and states["restore_order"] == "skipped", states
+    asked = _hitl(run, "approve_mitigation")
+    assert asked.subject.startswith("Move leadership off Kafka broker(s) [3] of lab now (capture, then restart)?"), asked.subject
+    assert "move leadership of" in asked.body and "off broker 3 now; its JVM keeps running for the capture, then the restart" in asked.body
+    assert asked.body.index("Move leadership off broker 3") < asked.body.index("Reject"), asked.body[:2000]
+    assert asked.chosen_options == ["Reject"] and asked.responded_by_user_id == "oncall-alice"
+    assert {k: v["replicas"] for k, v in lab.partitions().items()} == replicas_before, "a rejected mitigation reordered replicas"
+    assert lab.kazoo().exists("/admin/reassign_partitions") is None and lab.kazoo().exists("/admin/preferred_replica_election") is None
     incident = store.get(incident_id)
     assert incident["status"] == "needs_person" and incident["decision"] == "Reject"
     assert lab.broker_pid(3) == pid_before, "a Reject must not restart anything"

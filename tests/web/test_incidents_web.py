@@ -308,3 +308,36 @@ def test_a_quiet_page_says_whether_anything_watches_each_cluster(site, client, a
     HistoryStore(west_config).update_state(lambda st: {**st, "last_check": hour_ago})
     west = _watch_of(client.get("/incidents").text, "west")
     assert "data-watched='no'" in west and "no check for 61 minutes" in west
+
+
+def test_the_incident_page_says_what_the_mitigation_did_and_when(site, client):
+    """Mitigate first: the move of leadership's outcome, written on the incident by the mitigate task
+    (``runbook/mitigate.on_incident``, with the shape ``remediate/demote_run.run`` returns), is on its page and in its
+    audit trail; a halted one says so with its reason."""
+    from kafka_runbooks.incidents.store import IncidentStore
+    from kafka_runbooks.remediate.engine import Halted
+    from kafka_runbooks.runbook.mitigate import on_incident
+    from kafka_runbooks.runbook.task import Task
+
+    result = {"broker_id": 3, "moved": ["orders-5", "__consumer_offsets-7"],
+              "new_leaders": {"orders-5": 1, "__consumer_offsets-7": 2},
+              "stays_offline": {"orders-2": "its only in-sync replica is broker 3 " + EVIL}, "left_out": [],
+              "restore": {"orders-5": [3, 1, 2]}, "timing": {"reassign_s": 1.3, "elect_s": 0.25, "moved_s": 0.3},
+              "approved_by": "carol", "record_id": "east-20261124T100100Z-abcdef", "at": "2026-11-24T10:01:22Z"}
+    on_incident(site.east, {"incident_id": site.deadlock, "plan": {"roll_id": result["record_id"]}}, "carol",
+                "2026-11-24T10:01:00Z", Task.plain(), result=result)
+    page = client.get(f"/incidents/east/{site.deadlock}").text
+    assert "<script>" not in page
+    section = page[page.index("id='mitigation'"):page.index("<h2>Runs</h2>")]
+    assert "Leadership of 2 partition(s) moved off broker 3 from 2026-11-24T10:01:00Z to 2026-11-24T10:01:22Z" in section
+    assert "approved by carol" in section and "JVM was not touched" in section
+    assert "to broker 1: orders-5" in section and "to broker 2: __consumer_offsets-7" in section
+    assert "stays unavailable until the restart: orders-2" in section and result["record_id"] in section
+    trail = IncidentStore(site.east).audit_trail(site.deadlock)
+    assert [(e["actor"], e["action"], e["outcome"]) for e in trail][-1] == ("carol", "mitigation", "moved")
+
+    on_incident(site.east, {"incident_id": site.stuck, "plan": {"roll_id": "east-x"}}, "carol", "2026-11-24T10:01:00Z",
+                Task.plain(), error=Halted("move of leadership off broker 2 HALTED while electing\nthe controller did not take it " + EVIL))
+    section = client.get(f"/incidents/east/{site.stuck}").text
+    section = section[section.index("id='mitigation'"):]
+    assert "was halted" in section and "HALTED while electing" in section and "<script>" not in section

@@ -1,5 +1,5 @@
 """Incident response: mitigate first (move leadership off a broker that does not serve, its JVM untouched, after an
-approval; where the cluster's ``mitigation.enabled``) → capture → analyze (Spark) → report → choose → (plan → approval
+approval; on unless the cluster sets ``mitigation.enabled`` false) → capture → analyze (Spark) → report → choose → (plan → approval
 → restart → verify → the original replica order back → follow up on the peers) or explain → close.
 
 Mitigate first (``operators/mitigate.py``, ``runbooks/mitigate-first.md``): for a suspect that fails a direct check now

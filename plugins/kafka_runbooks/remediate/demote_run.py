@@ -96,8 +96,9 @@ def reorder_and_wait(zk, config, moving: D.DemotePlan, guard: Callable[[], None]
     from kafka_runbooks.detect.snapshot import read_snapshot  # deferred: loaded on first use, not when a DAG file is parsed
 
     t0 = time.monotonic()
+    payload = moving.reassignment()
     try:
-        zk.create(D.REASSIGN_ZNODE, moving.reassignment())
+        zk.create(D.REASSIGN_ZNODE, payload)
     except NodeExistsError:
         raise Halted(f"{D.REASSIGN_ZNODE} already exists: another reassignment is pending; nothing was written", code="znode_exists") from None
     deadline = t0 + config.election.znode_timeout_s
@@ -112,8 +113,12 @@ def reorder_and_wait(zk, config, moving: D.DemotePlan, guard: Callable[[], None]
             return time.monotonic() - t0, done, why
         if time.monotonic() >= deadline:
             left = [m.partition.name for m in moving.moves if m not in done and m not in stuck]
+            removed = remove_if_ours(zk, D.REASSIGN_ZNODE, payload)  # not taken: no controller may run it later
             raise Halted(f"the controller did not reorder {', '.join(left[:8])} within {config.election.znode_timeout_s:g} s "
-                         "(no active controller, or it is stuck); nothing was elected", code="not_reordered")
+                         "(no active controller, or it is stuck); nothing was elected; "
+                         + (f"{D.REASSIGN_ZNODE} was removed again" if removed else
+                            f"{D.REASSIGN_ZNODE} is no longer ours or already gone (the controller may have taken it)"),
+                         code="not_reordered")
         time.sleep(0.3)
 
 

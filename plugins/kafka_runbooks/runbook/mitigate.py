@@ -10,7 +10,9 @@ Skip, saying why (the capture goes on); a refused or halted move stops (the capt
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
+
+from kafka_runbooks import clock
 
 from kafka_runbooks.runbook import plans
 from kafka_runbooks.runbook.errors import Skip, Stop
@@ -93,13 +95,48 @@ def execute(plan_output: Any, task: Task, secret_of: Callable[[str], bytes],
     ex = Execution(config=recorded.config, plan=plan, record_id=plan.roll_id, dag_id=task.dag_id, run_id=task.run_id,
                    task_id=task.task_id, try_number=task.try_number, approver=approver, starter=decision.starter,
                    canary=bool((decision.binding or {}).get("canary", {}).get("enabled")))
+    started = clock.now_iso()
     try:
         result = R.run(ex)
     except (Refused, Halted) as exc:
+        on_incident(recorded.config, plan_output, approver, started, task, error=exc)
         raise Stop(str(exc)) from exc
     task.log.info("moved %d partition(s) off broker %s; staying down until its restart: %s",
                   len(result["moved"]), result["broker_id"], sorted(result["stays_offline"]) or "none")
+    on_incident(recorded.config, plan_output, approver, started, task, result=result)
     return result
+
+
+def mitigation_summary(started: str, result: Mapping[str, Any] | None = None, error: BaseException | None = None) -> dict[str, Any]:
+    """What the mitigation did and when, as the incident keeps it (its page and its audit trail show it)."""
+    from kafka_runbooks.remediate.engine import Refused  # keeps DAG parsing fast: the engine loads when a task runs
+
+    if result is None:
+        return {"outcome": "refused" if isinstance(error, Refused) else "halted", "started_at": started,
+                "ended_at": clock.now_iso(), "reason": str(error).splitlines()[:12], "jvm_touched": False}
+    return {"outcome": "moved", "started_at": started, "ended_at": result.get("at"), "broker_id": result["broker_id"],
+            "moved": list(result["moved"]), "new_leaders": dict(result.get("new_leaders") or {}),
+            "stays_offline": dict(result.get("stays_offline") or {}), "timing": dict(result.get("timing") or {}),
+            "approved_by": result.get("approved_by"), "record_id": result.get("record_id"), "jvm_touched": False}
+
+
+def on_incident(config, plan_output: Mapping[str, Any], approver: str, started: str, task: Task,
+                error: BaseException | None = None, result: Mapping[str, Any] | None = None) -> None:
+    """The incident the mitigation served records what it did and when (``mitigation`` on the record, and its audit
+    trail); a record that cannot be written is logged, never hides the move's own outcome (its own record has it all)."""
+    from kafka_runbooks.incidents.store import IncidentStore  # keeps DAG parsing fast: loaded when a task runs
+
+    incident_id = plan_output.get("incident_id") if isinstance(plan_output, Mapping) else None
+    if not incident_id:
+        return
+    summary = mitigation_summary(started, result, error)
+    summary["record_id"] = summary.get("record_id") or (plan_output.get("plan") or {}).get("roll_id")
+    try:
+        store = IncidentStore(config)
+        store.update(incident_id, mitigation=summary)
+        store.audit(incident_id, actor=approver, action="mitigation", outcome=summary["outcome"], details=summary)
+    except Exception as exc:  # noqa: BLE001 - the mitigation's own record and ledger are complete
+        task.log.warning("could not record the mitigation on incident %s: %s", incident_id, exc)
 
 
 def restore(mitigation: Any, cluster: str, task: Task, config_of: Callable[[str], Any] = plans.load_config) -> dict[str, Any]:

@@ -200,6 +200,9 @@ def detail_page(cluster: str, view: IncidentView, bundles: Sequence[tuple[Mappin
             parts.append(f"<tr><td>{e(f.get('severity'))}</td><td>{e(f.get('kind'))}</td><td>{e(_short(f.get('summary'), 500))}</td></tr>")
         parts.append("</table>")
 
+    if isinstance(r.get("mitigation"), dict):
+        parts.append(mitigation_section(r["mitigation"]))
+
     parts.append("<h2>Runs</h2>")
     if view.runs:
         parts.append("<ul class='runs'>")
@@ -250,6 +253,30 @@ def detail_page(cluster: str, view: IncidentView, bundles: Sequence[tuple[Mappin
                          f"<td><code>{e(str(f.get('sha256') or '')[:16])}</code></td></tr>")
         parts.append("</table>")
     return page(f"{iid} ({cluster})", "".join(parts))
+
+
+def mitigation_section(m: Mapping[str, Any]) -> str:
+    """Mitigate first: what the move of leadership off the broker did and when (``operators/mitigate.py``)."""
+    parts = ["<h2 id='mitigation'>Mitigation</h2>"]
+    if m.get("outcome") == "moved":
+        t = m.get("timing") or {}
+        parts.append(f"<p>Leadership of {len(m.get('moved') or [])} partition(s) moved off broker {e(m.get('broker_id'))} "
+                     f"from {e(m.get('started_at'))} to {e(m.get('ended_at'))} (approved by {e(who(m.get('approved_by')))}; "
+                     f"reassignment {e(t.get('reassign_s'))} s, election {e(t.get('elect_s'))} s, leaders moved "
+                     f"{e(t.get('moved_s'))} s after). Its JVM was not touched: the capture's dumps were taken after.</p>")
+        by_leader: dict[Any, list[str]] = {}
+        for name, leader in sorted((m.get("new_leaders") or {}).items()):
+            by_leader.setdefault(leader, []).append(name)
+        parts.append("<ul>" + "".join(f"<li>to broker {e(b)}: {e(', '.join(ps))}</li>" for b, ps in sorted(by_leader.items(), key=str))
+                     + "".join(f"<li>stays unavailable until the restart: {e(n)} ({e(why)})</li>"
+                               for n, why in sorted((m.get("stays_offline") or {}).items())) + "</ul>")
+    else:
+        parts.append(f"<p>The move of leadership was {e(m.get('outcome'))} ({e(m.get('started_at'))} – {e(m.get('ended_at'))}); "
+                     "the broker's JVM was not touched and the capture went on:</p><pre>"
+                     + e("\n".join(str(x) for x in m.get("reason") or [])) + "</pre>")
+    if m.get("record_id"):
+        parts.append(f"<p class='muted'>its own record: <code>{e(m['record_id'])}</code></p>")
+    return "\n".join(parts)
 
 
 def blast_table(rows: Sequence[TopicBlast]) -> str:

@@ -1,0 +1,148 @@
+"""The incident response's mitigation (mitigate first, issue 30) as Airflow runs it (``dag.test()``), on the ZooKeeper-only
+stand-in cluster of conftest.py ("resttest": registrations and, here, one topic written by the test; nothing listens at
+the brokers' endpoints, so every direct check of broker 3 fails, as for a broker that serves nothing). No controller
+runs: a move that is approved is written and never taken, and halts -- the failed mitigation. What is claimed here is
+the DAG's order and its gating, not Kafka's behaviour (tests/remediate/test_demote_lab.py has that on real Kafka 2.3).
+
+* the move is offered (its own four-eyes approval) BEFORE the capture, and the capture runs after it whatever it
+  became: skipped (no evidence that the broker does not serve), rejected, or failed (halted);
+* a rejected move never writes anything under /admin (the znode's child version is unchanged) and leaves the
+  partition's assignment and state as they were;
+* the capture runs for real and fails (no SSH host answers); the tasks after it are marked success or left upstream
+  failed: no Spark here."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+
+from kafka_lab.airflow_home import load_dags
+from kafka_lab.approvals import Responder
+
+pytestmark = [pytest.mark.usefixtures("airflow_db"), pytest.mark.airflow, pytest.mark.timeout(600)]
+
+DAG_ID = "kafka_incident_response"
+AFTER_CAPTURE = r"^(analyze|report|choose_remediation|plan|approve|restart|verify_recovery|explain|follow_up_peers|close_incident)$"
+ASSIGNMENT = {"0": [3, 1, 2], "1": [1, 2, 3]}  # broker 3 leads t-0, every replica in sync
+
+
+@pytest.fixture
+def stand_in(cluster_env, zk, tmp_path, monkeypatch):
+    """The stand-in cluster with topic ``t`` (broker 3 leads t-0) and a short wait for a controller that never comes."""
+    import os
+
+    settings, _ = cluster_env
+    zk.ensure_path("/admin")
+    zk.create("/brokers/topics/t", json.dumps({"version": 1, "partitions": ASSIGNMENT}).encode())
+    for p, replicas in ASSIGNMENT.items():
+        zk.create(f"/brokers/topics/t/partitions/{p}/state", json.dumps(
+            {"controller_epoch": 3, "leader": replicas[0], "version": 1, "leader_epoch": 0, "isr": replicas}).encode(),
+            makepath=True)
+    clusters = json.loads(os.environ["AIRFLOW_VAR_KAFKA_RUNBOOKS_CLUSTERS"])
+    clusters["resttest"]["election"] = {"znode_timeout_s": 3}
+    clusters["resttest"]["canary"] = {"enabled": False}
+    clusters["resttest"]["bundle_base"] = str(tmp_path / "bundles")
+    monkeypatch.setenv("AIRFLOW_VAR_KAFKA_RUNBOOKS_CLUSTERS", json.dumps(clusters))
+    from kafka_runbooks.config import ClusterConfig
+
+    return ClusterConfig.from_dict("resttest", clusters["resttest"]), zk
+
+
+def _not_serving_incident(config) -> str:
+    """An open incident saying broker 3 does not serve (as the health check opens it)."""
+    from kafka_runbooks.incidents.store import IncidentStore
+    from kafka_runbooks.model import Finding, Severity
+
+    finding = Finding("broker_unresponsive", Severity.CRITICAL, "broker 3 is registered and answers no request", (3,))
+    return IncidentStore(config).open(cluster="resttest", broker_ids=[3], reason="broker 3 answers nothing", opened_by="test",
+                                      trigger=finding.to_dict())["id"]
+
+
+def _run(form, option=None):
+    """The response run, the mitigation's approval answered ``option`` by carol (None: nobody answers)."""
+    dag = load_dags().get_dag(DAG_ID)
+    if option is None:
+        return dag.test(run_conf=form, mark_success_pattern=AFTER_CAPTURE), None
+    with Responder(DAG_ID, "approve_mitigation", option, user="carol", timeout_s=120) as responder:
+        run = dag.test(run_conf=form, mark_success_pattern=AFTER_CAPTURE)
+    assert responder.error is None, responder.error
+    return run, responder
+
+
+def _tis(run):
+    return {ti.task_id: ti for ti in run.get_task_instances()}
+
+
+def _form(incident_id=None):
+    return {"cluster": "resttest", "broker_ids": [3], "reason": f"mitigation test {uuid.uuid4().hex[:8]}",
+            "incident_id": incident_id}
+
+
+def _after(tis, first, then):
+    assert tis[first].end_date is not None and tis[then].start_date is not None, (first, then)
+    assert tis[first].end_date <= tis[then].start_date, (first, tis[first].end_date, then, tis[then].start_date)
+
+
+def _znodes(zk):
+    """What a move would change: the children of /admin ever created (child version) and the partitions' znodes."""
+    return (zk.exists("/admin").cversion, zk.get("/brokers/topics/t")[1].mzxid,
+            [zk.get(f"/brokers/topics/t/partitions/{p}/state")[1].mzxid for p in ASSIGNMENT])
+
+
+def test_a_rejected_move_changes_nothing_and_the_capture_follows(stand_in):
+    config, zk = stand_in
+    before = _znodes(zk)
+    run, responder = _run(_form(_not_serving_incident(config)), "Reject")
+    tis = _tis(run)
+    states = {k: ti.state for k, ti in tis.items()}
+    assert (states["plan_mitigation"], states["approve_mitigation"], states["mitigate"]) == ("success", "success", "skipped"), states
+    assert states["capture"] == "failed" and states["restore_order"] != "success", states  # ran: no SSH host answers
+    for first, then in (("open_incident", "plan_mitigation"), ("plan_mitigation", "approve_mitigation"),
+                        ("approve_mitigation", "capture")):
+        _after(tis, first, then)
+    # what was asked first: the move, now; then the capture and the restart
+    plan = tis["plan_mitigation"].xcom_pull(task_ids="plan_mitigation")["plan"]
+    assert plan["kind"] == "demote" and plan["conditions"]["moves"] == {"t-0": [1, 2, 3]}, plan["conditions"]
+    assert plan["blast_radius"][0].startswith("move leadership of 1 partition(s) off broker 3 now; its JVM keeps running for "
+                                              "the capture, then the restart"), plan["blast_radius"]
+    # nothing moved: nothing was ever created under /admin, the assignment and the partitions' state untouched
+    assert _znodes(zk) == before
+    from kafka_runbooks.incidents.store import IncidentStore
+
+    trail = IncidentStore(config).audit_trail(plan["roll_id"])
+    assert [(e["actor"], e["outcome"]) for e in trail if e["action"] == "approval"] == [("carol", "reject")], trail
+    assert not [e for e in trail if e["action"] in ("maintenance_lock", "reassign", "elect")], trail
+
+
+def test_a_move_that_halts_fails_its_task_and_the_capture_still_runs(stand_in):
+    config, zk = stand_in
+    before = _znodes(zk)
+    run, _ = _run(_form(_not_serving_incident(config)), "Approve")
+    tis = _tis(run)
+    states = {k: ti.state for k, ti in tis.items()}
+    assert (states["approve_mitigation"], states["mitigate"]) == ("success", "failed"), states
+    assert states["capture"] == "failed" and states["restore_order"] != "success", states  # ran: no SSH host answers
+    _after(tis, "mitigate", "capture")
+    # no controller took the reordering: the run halted and removed its znode again (nothing left for a controller later)
+    assert zk.exists("/admin/reassign_partitions") is None and zk.exists("/admin/preferred_replica_election") is None
+    assert _znodes(zk)[1:] == before[1:]
+    from kafka_runbooks.incidents.store import IncidentStore
+
+    record = tis["plan_mitigation"].xcom_pull(task_ids="plan_mitigation")["plan"]["roll_id"]
+    trail = IncidentStore(config).audit_trail(record)
+    assert [e["outcome"] for e in trail if e["action"] == "maintenance_lock"] == ["acquired", "released"], trail
+    assert [e["outcome"] for e in trail if e["action"] == "halt"] == ["failed"], trail
+
+
+def test_without_evidence_nothing_is_asked_and_the_capture_runs(stand_in):
+    config, zk = stand_in
+    before = _znodes(zk)
+    run, _ = _run(_form())  # a person's form, no incident saying broker 3 does not serve
+    tis = _tis(run)
+    states = {k: ti.state for k, ti in tis.items()}
+    assert (states["plan_mitigation"], states["approve_mitigation"], states["mitigate"]) == ("skipped",) * 3, states
+    assert states["capture"] == "failed", states  # it ran: no SSH host answers
+    _after(tis, "open_incident", "capture")
+    assert _znodes(zk) == before
