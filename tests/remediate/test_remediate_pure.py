@@ -164,13 +164,23 @@ def test_not_serving_last_holder_may_restart_with_evidence_only():
     assert radius.index("__consumer_offsets-2") < radius.index("orders-2")
 
 
-def test_waiver_never_for_rf1_and_never_for_min_isr():
+def test_waiver_never_for_rf1_and_min_isr_waived_only_for_a_broker_that_does_not_serve():
     assert stop_refusals(snap([P("solo", 0, [3], 3, [3])]), 3, V23, {3: "stuck"}) == [
         "solo-0: broker 3 is the only replica (replication factor 1): the not-serving waiver never applies"
     ]
-    assert stop_refusals(snap([P("orders", 5, [1, 3], 1, [1, 3], min_isr=2)]), 3, V23, {3: "stuck"}) == [
+    # a serving broker 3: its stop takes orders-5 below min.insync.replicas -- refused
+    assert stop_refusals(snap([P("orders", 5, [1, 3], 1, [1, 3], min_isr=2)]), 3, V23) == [
         "orders-5: isr [1,3] would fall to 1 < min.insync.replicas 2 (topic override)"
     ]
+    # broker 3 does not serve (the bench's hung leader: orders-5 led by 3, isr [3,2], min ISR 2): it is no holder, so
+    # its stop leaves the serving holders there are now; refused, the restart never followed and the partition stayed
+    # down. The plan says it stays below min ISR until 3 is back in sync.
+    for leader, isr in ((1, [1, 3]), (3, [3, 2])):
+        s = snap([P("orders", 5, [1, 2, 3], leader, isr, min_isr=2)])
+        assert stop_refusals(s, 3, V23, {3: "stuck"}) == [], (leader, isr)
+        line = blast_radius(s, 3, {3: "stuck"}, V23)[0]
+        assert "below min.insync.replicas 2 until broker 3 is back in sync" in line and "acks=all writes are refused" in line
+        assert not any("below min.insync" in x for x in blast_radius(s, 3, {}, V23))  # a serving broker is refused instead
 
 
 def test_waiver_refused_where_unclean_election_would_lose_data():

@@ -4,7 +4,7 @@ unclean election on and off -- no allowed stop ever
 
 * stops the last live in-sync replica (except the not-serving waiver: direct evidence, RF > 1,
   no unclean election possible),
-* takes a partition below min.insync.replicas,
+* takes a partition below min.insync.replicas (a stop of a broker that does not serve takes no serving holder away),
 * leaves an internal-topic partition (__consumer_offsets, __transaction_state) that had a serving
   in-sync holder without one,
 * counts as a holder a broker that is registered and in the ISR but does not serve (incidents 000/001:
@@ -140,6 +140,8 @@ def violations(s: ClusterSnapshot, b: int, safety: SafetySettings, not_serving: 
                 needed = oracle_min_isr(p, s, safety)
                 if not serving_after:
                     out.append(f"{p.name}: left only in-sync replicas that do not serve {after}")
+                elif b not in serving_before:
+                    pass  # b serves nothing: its stop leaves every serving holder there is (no less writable than now)
                 elif needed is None:
                     out.append(f"{p.name}: stopped with min.insync.replicas unknown")
                 elif len(serving_after) < needed:

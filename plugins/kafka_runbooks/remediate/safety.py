@@ -21,8 +21,13 @@ see :func:`holders_to_check`):
      waiver: B not serving on direct evidence and replication factor > 1 (the partition is
      unavailable already; restarting B is its way back without an unclean election);
    * ``after`` not empty but none of it serving -> refuse (the other in-sync replicas are stuck);
-   * the serving members of ``after`` fewer than min.insync.replicas -> refuse; never waived. A holder that
-     does not answer is not a holder (incidents 000/001: registered, in every ISR, serving nothing);
+   * the serving members of ``after`` fewer than min.insync.replicas -> refuse. A holder that does not answer is
+     not a holder (incidents 000/001: registered, in every ISR, serving nothing). Waived only for B not serving on
+     direct evidence: B is no holder either, so its stop leaves exactly the serving holders there are now -- the
+     partition is no less writable than it is (a hung leader serves nothing; a hung follower holds every acks=all
+     write until it leaves the ISR); the plan says it stays below min.insync.replicas until B is back in sync
+     (:func:`blast_radius`). Without the waiver the restart of a hung leader whose ISR has one other member would be
+     refused, and its partitions would stay down;
    * min.insync.replicas unknown (a replica's server.properties could not be read and neither the topic nor a
      dynamic config decides) -> refuse; never assumed to be 1.
    This is also the offsets rule: every in-sync holder of a ``__consumer_offsets`` /
@@ -358,6 +363,8 @@ def partition_refusals(
     if not holders:
         out.append(f"{p.name}: the other in-sync replicas {_ids(after)} are not serving; broker {broker_id} is the last one "
                    f"that serves ({why})")
+    if broker_id in not_serving:
+        return out  # no holder is removed: the serving holders after the stop are those serving now (rule 4's waiver)
     needed, source = min_isr(p, snapshot, settings)
     if needed is None:
         out.append(f"{p.name}: min.insync.replicas is unknown ({source}): cannot prove the stop keeps the partition writable")
@@ -414,7 +421,7 @@ def blast_radius(snapshot: ClusterSnapshot, broker_id: int, not_serving: Mapping
         unclean = None
         if leads and settings is not None and not any(r != broker_id and r in live for r in p.isr):
             unclean = unclean_enabled(p, snapshot, settings)  # few (value, source) pairs: part of the key
-        key = (p.isr, leads, _COORDINATOR.get(p.topic), unclean)
+        key = (p.isr, leads, _COORDINATOR.get(p.topic), unclean, _below_min_isr(p, snapshot, broker_id, settings, stopped_stuck))
         text = texts.get(key)
         if text is None:
             text = texts[key] = _stop_effects(broker_id, *key, live, stopped_stuck)
@@ -423,13 +430,27 @@ def blast_radius(snapshot: ClusterSnapshot, broker_id: int, not_serving: Mapping
     return out
 
 
+def _below_min_isr(p: Partition, snapshot: ClusterSnapshot, broker_id: int, settings: SafetySettings | None,
+                   stuck: bool) -> int | None:
+    """min.insync.replicas when the stop of a not-serving ``broker_id`` leaves ``p`` below it (rule 4's waiver), else
+    None."""
+    if not stuck or settings is None or broker_id not in p.isr:
+        return None
+    after = [r for r in p.isr if r != broker_id and r in snapshot.live_broker_ids]
+    needed, _ = min_isr(p, snapshot, settings)
+    return needed if after and needed is not None and len(after) < needed else None
+
+
 def _stop_effects(broker_id: int, isr: tuple[int, ...], leads: bool, role: str | None, unclean: tuple[bool, str] | None,
-                  live: frozenset[int], stuck: bool) -> str:
+                  below: int | None, live: frozenset[int], stuck: bool) -> str:
     """One partition's line of :func:`blast_radius` after its name ("" when the stop changes nothing for it)."""
     effects = []
     if broker_id in isr:
         after = [r for r in isr if r != broker_id]
         effects.append(f"loses in-sync replica {broker_id} (isr {_ids(isr)} -> {_ids(after)})")
+    if below is not None:
+        effects.append(f"below min.insync.replicas {below} until broker {broker_id} is back in sync: acks=all writes are "
+                       f"refused (NotEnoughReplicas) meanwhile -- no less writable than now, broker {broker_id} does not serve")
     if leads:
         candidates = [r for r in isr if r != broker_id and r in live]
         what = f"{role} and leadership move" if role else "leadership moves"
