@@ -252,3 +252,35 @@ def test_the_close_of_an_incident_whose_plan_a_person_rejected_leaves_it_to_a_pe
     out = incident.close_incident(run, cluster.task("close_incident"))
     assert out["status"] == "needs_person" and out["decision"] == "Reject" and paged == []
     assert incident.approval_decision({"chosen_options": ["Reject"], "timedout": True}) == ("Reject", "nobody (approval timed out)")
+
+
+# ------------------------------------------------------------------------------------------------- the election's close
+
+@pytest.mark.parametrize("converged_before, says, status", [
+    (False, "refused: batch 1: broker 2 does not serve now; nothing elected", "closed"),
+    (True, "refused: batch 2: broker 2 does not serve now; nothing elected in that batch; resumable with resume=true", None),
+])
+def test_an_election_refused_on_fresh_state_is_closed_or_noted_as_refused(cluster, converged_before, says, status):
+    """Issue 29 §3: a refusal is a refusal in the close too -- the election's close said "stopped: ..." (or "halted:
+    ...; resumable") for a batch refused on fresh state. Refused with nothing elected: closed as refused; refused after
+    converged batches: noted as refused and resumable (the engine's progress rule)."""
+    from kafka_runbooks.remediate import ledger as L
+    from kafka_runbooks.runbook import election
+    from kafka_runbooks.runbook.errors import Stop
+
+    record = cluster.store.open(cluster="c1", broker_ids=[2], reason="election", opened_by="scheduler",
+                                trigger={"kind": "preferred_election"})
+    ledger = L.Ledger(cluster.config, record["id"])
+    ledger.append(L.PLANNED, "run-1", plan={"requested": [2]})
+    batch = 1
+    if converged_before:
+        ledger.append(L.STEP_DONE, "run-1", broker_id=2, partitions=["orders-0"])
+        batch = 2
+    ledger.append(L.REFUSED, "run-1", reason=f"batch {batch}: broker 2 does not serve now", code="refused_on_fresh_state")
+    stop = election._not_done(cluster.task("close"), cluster.config, cluster.store, record["id"])
+    assert isinstance(stop, Stop) and str(stop).startswith(f"election {record['id']} refused: batch {batch}")
+    now = cluster.store.get(record["id"])
+    if status == "closed":
+        assert now["status"] == "closed" and now["resolution"] == says, now
+    else:
+        assert now["status"] != "closed" and [n["text"] for n in now["notes"]][-1] == says, now

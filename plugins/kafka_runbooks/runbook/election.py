@@ -226,10 +226,16 @@ def _not_done(task: Task, config, store, record_id: str) -> Stop:
         store.audit(record_id, actor=task.actor, action="election_znode", outcome="checked", details={"what": cleared})
     last = next((e for e in reversed(entries) if e.get("event") in ("gave_up", "halted", "refused")), None)
     why = (last or {}).get("reason") or "the run stopped before electing (see the task logs)"
+    resumable = Ledger(config, record_id).progress().resumable if not (last and last.get("event") == "gave_up") else False
     if last is not None and last.get("event") == "gave_up":
         store.close(record_id, actor=task.actor, resolution=f"gave up: {why}")
+    elif last is not None and last.get("event") == "refused":  # a refusal is a refusal (as the roll's close says it)
+        if resumable:  # batches converged before it: the rest may be elected later
+            store.update(record_id, note=f"refused: {why}; nothing elected in that batch; resumable with resume=true")
+        else:
+            store.close(record_id, actor=task.actor, resolution=f"refused: {why}; nothing elected")
+        return Stop(f"election {record_id} refused: {why}")
     else:
-        resumable = Ledger(config, record_id).progress().resumable
         store.update(record_id, note=f"halted: {why}; resumable with resume=true" if resumable else f"stopped: {why}")
     return Stop(f"election {record_id} did not complete: {why}")
 
