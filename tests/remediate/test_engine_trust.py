@@ -280,3 +280,40 @@ def test_a_broker_already_down_is_started_not_stopped_and_the_audit_says_so():
     assert broker.commands[1:] == ["start_command"]
     assert ("stop_broker", "skipped") in audits and ("stop_broker", "ok") not in audits
     assert report.stop_command.startswith("skipped") and report.new_registration.session_id == 0x78
+
+
+def test_a_lock_lost_after_the_stop_starts_the_broker_again_before_the_halt():
+    """The chaos table (docs/CHAOS.md): the lock deleted, or ZooKeeper unreachable, right after the stop command halted
+    the step in its wait for the old process -- the broker stayed down until someone resumed. Now the guard's failure
+    after the stop is noted and audited, the broker is started and registered again, and then the run halts with it.
+    On the code before: commands ['stop_command'] and the halt raised at once."""
+    from kafka_runbooks.remediate.steps import restart_broker
+
+    class LockLost(Exception):
+        pass
+
+    broker = Broker()
+    audits = []
+
+    def guard():
+        if broker.phase != "up":  # the lock node is gone from the moment the stop command was sent
+            raise LockLost("the maintenance lock node /kafka-runbooks/locks/c1 is gone")
+
+    with pytest.raises(LockLost):
+        restart_broker(broker, broker, GATES, lambda action, outcome, **kw: audits.append((action, outcome)),
+                       logging.getLogger("t"), guard=guard)
+    assert broker.commands == ["stop_command", "start_command"]
+    assert ("guard_failed_after_stop", "noted") in audits and audits.index(("guard_failed_after_stop", "noted")) < audits.index(("start_broker", "ok"))
+
+
+def test_a_lock_lost_before_the_stop_halts_with_nothing_stopped():
+    from kafka_runbooks.remediate.steps import restart_broker
+
+    broker = Broker()
+
+    def before_stop():
+        raise RuntimeError("the maintenance lock is lost")  # the fence before the stop: nothing is sent
+
+    with pytest.raises(RuntimeError):
+        restart_broker(broker, broker, GATES, lambda *a, **k: None, logging.getLogger("t"), before_stop=before_stop)
+    assert broker.commands == []

@@ -136,8 +136,11 @@ def restart_broker(zk, host: BrokerHost, gates: GateSettings, audit: Audit, log,
     """``serving=False``: the broker was checked not serving just before; its stop gets ``gates.stop_unserving_s``.
     ``before_stop`` runs right before the stop command (the last safety check on state read then, and the intent's
     record; it raises to refuse, and what it returns is recorded with the stop); ``guard`` (the maintenance lock's
-    check) runs at every poll of every wait and raises to halt; ``on_state("stopped" | "starting")`` when the old
-    process and its registration are gone, and right before the start command (the engine's unit's states)."""
+    check) runs at every poll of every wait and raises to halt -- before the stop command; after it, a failing guard
+    no longer ends the step: it is noted (audited once) and raised once the broker is started and registered again, so
+    a lost lock never leaves a broker down (the chaos table: a lock deleted or ZooKeeper unreachable after the stop
+    left it down until a resume); ``on_state("stopped" | "starting")`` when the old process and its registration are
+    gone, and right before the start command (the engine's unit's states)."""
     b = host.broker_id
     stop_s = gates.stop_s if serving else min(gates.stop_s, gates.stop_unserving_s)
     report = RestartReport(broker_id=b)
@@ -151,6 +154,7 @@ def restart_broker(zk, host: BrokerHost, gates: GateSettings, audit: Audit, log,
     checked = before_stop() if before_stop is not None else None  # the last check and the intent: raises to refuse
     t0 = time.monotonic()
     audit = _stop(host, report, audit, log, stop_s, checked)  # from here on a failing record is only logged
+    guard = _AfterStop(guard, audit, b)  # from here on a failing guard waits for the broker to be back
     _await_gone(host, report, audit, gates, old, stop_s, max(0.0, stop_s - (time.monotonic() - t0)), serving, guard)
     report.seconds["stop"] = time.monotonic() - t0
     waker = Waker()
@@ -162,7 +166,31 @@ def restart_broker(zk, host: BrokerHost, gates: GateSettings, audit: Audit, log,
         on_state("stopped")
         on_state("starting")
     _start_and_register(zk, host, report, audit, gates, old, waker, guard)
+    guard.raise_noted()  # the broker is back: now the lost lock (or whatever the guard said) halts the run
     return report
+
+
+class _AfterStop:
+    """The guard once the stop command was sent: the first failure is noted and audited, never raised until
+    :meth:`raise_noted` (after the start); the step goes on to start the broker it stopped."""
+
+    def __init__(self, guard: Callable[[], None] | None, audit: Audit, broker_id: int) -> None:
+        self.guard, self.audit, self.broker_id, self.failure = guard, audit, broker_id, None
+
+    def __call__(self) -> None:
+        if self.guard is None or self.failure is not None:
+            return
+        try:
+            self.guard()
+        except Exception as exc:  # noqa: BLE001 - any halt the guard raises, kept for after the start
+            self.failure = exc
+            self.audit("guard_failed_after_stop", "noted", details={
+                "error": f"{type(exc).__name__}: {exc}"[:500],
+                "then": f"broker {self.broker_id} was stopped: it is started again before the run halts"})
+
+    def raise_noted(self) -> None:
+        if self.failure is not None:
+            raise self.failure
 
 
 def _stop(host: BrokerHost, report: RestartReport, audit: Audit, log, stop_s: float, checked: Any) -> Audit:
