@@ -168,6 +168,11 @@ class KafkaHook(BaseHook):
         if not self.librdkafka_settings([broker])["api.version.request"]:
             return self._check_without_describe_configs(broker, timeout_s, registered=registered, at=at, refused=False)
         t0 = time.monotonic()
+        closed = connection_refused(*broker.endpoint(self.listener), min(1.0, timeout_s))
+        if closed is not None:  # nothing listens: said at once (librdkafka would retry it for the whole timeout)
+            return KafkaCheck(broker.id, endpoint, ok=False, latency_ms=round((time.monotonic() - t0) * 1000, 1), at=at,
+                              error=f"connection refused at {endpoint}: nothing listens there ({closed})",
+                              error_code="ConnectionRefusedError", registered=registered, method="TCP connect")
 
         def elapsed() -> float:
             return round((time.monotonic() - t0) * 1000, 1)
@@ -436,6 +441,18 @@ class KafkaHook(BaseHook):
         except Exception:  # noqa: BLE001
             pass
         return out
+
+
+def connection_refused(host: str, port: int, timeout_s: float) -> str | None:
+    """The refusal when a TCP connection to ``host:port`` is refused (nothing listens: a killed broker), else None --
+    an answer, a timeout or any other error is left to the real check. Nothing is sent: safe for every version."""
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout_s):
+            return None
+    except ConnectionRefusedError as exc:
+        return f"{type(exc).__name__}: {exc}"
+    except OSError:
+        return None
 
 
 def _has(broker: Broker, listener: str | None) -> bool:
