@@ -114,6 +114,8 @@ def test_a_rejected_move_changes_nothing_and_the_capture_follows(stand_in):
     trail = IncidentStore(config).audit_trail(plan["roll_id"])
     assert [(e["actor"], e["outcome"]) for e in trail if e["action"] == "approval"] == [("carol", "reject")], trail
     assert not [e for e in trail if e["action"] in ("maintenance_lock", "reassign", "elect")], trail
+    record = IncidentStore(config).get(plan["roll_id"])  # the mitigation's own record ends with the Reject
+    assert record["status"] == "closed" and record["resolution"].startswith("rejected by carol: leadership was not moved"), record
 
 
 def test_a_move_that_halts_fails_its_task_and_the_capture_still_runs(stand_in):
@@ -134,6 +136,8 @@ def test_a_move_that_halts_fails_its_task_and_the_capture_still_runs(stand_in):
     trail = IncidentStore(config).audit_trail(record)
     assert [e["outcome"] for e in trail if e["action"] == "maintenance_lock"] == ["acquired", "released"], trail
     assert [e["outcome"] for e in trail if e["action"] == "halt"] == ["failed"], trail
+    now = IncidentStore(config).get(record)  # a halted move is left open, saying so
+    assert now["status"] != "closed" and now["notes"][-1]["text"].startswith("halted: "), now
 
 
 def test_without_evidence_nothing_is_asked_and_the_capture_runs(stand_in):

@@ -212,12 +212,22 @@ def answer(plan_output: Any, cluster: str, task: Task, event: Mapping[str, Any],
     _audit(config, plan, decision)
     if not timed_out and not refusals:  # a person who counts answered: on-call's PagerDuty page is acknowledged
         _acknowledge(config, plan, decision)
+    if plan.kind == "demote" and chosen != APPROVE:  # a mitigation not approved ends here: no later task closes it
+        _close_unapproved_move(config, plan, decision)
     said = {"chosen_options": [chosen] if chosen else [], "responded_by_user": user, "responded_at": decision.responded_at,
             "timedout": timed_out, "refusals": list(refusals)}
     task.push(DECISION_KEY, said)
     if refusals and chosen == APPROVE:
         raise Stop("the approval does not count: " + "; ".join(refusals))
     return said
+
+
+def _close_unapproved_move(config, plan, decision) -> None:
+    from kafka_runbooks.incidents.store import IncidentStore  # keeps DAG parsing fast: loaded when a task runs
+
+    why = "no answer in time" if decision.timed_out else f"rejected by {decision.user_name or 'nobody'}"
+    IncidentStore(config).close(plan.roll_id, actor=decision.user_name or "approval",
+                                resolution=f"{why}: leadership was not moved (the capture and the restart go on)")
 
 
 def _acknowledge(config, plan, decision) -> None:

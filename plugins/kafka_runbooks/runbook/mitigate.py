@@ -100,11 +100,27 @@ def execute(plan_output: Any, task: Task, secret_of: Callable[[str], bytes],
         result = R.run(ex)
     except (Refused, Halted) as exc:
         on_incident(recorded.config, plan_output, approver, started, task, error=exc)
+        _record_end(recorded.config, plan.roll_id, approver, exc)
         raise Stop(str(exc)) from exc
     task.log.info("moved %d partition(s) off broker %s; staying down until its restart: %s",
                   len(result["moved"]), result["broker_id"], sorted(result["stays_offline"]) or "none")
     on_incident(recorded.config, plan_output, approver, started, task, result=result)
     return result
+
+
+def _record_end(config, record_id: str, actor: str, exc: BaseException) -> None:
+    """The mitigation's own record at its end without a move: refused (nothing moved: closed), halted (left open with
+    the halt as its note: what moved before it keeps its new order until written back by hand)."""
+    from kafka_runbooks.incidents.store import IncidentStore  # keeps DAG parsing fast: loaded when a task runs
+    from kafka_runbooks.remediate.engine import Refused  # keeps DAG parsing fast: the engine loads when a task runs
+
+    first = str(exc).splitlines()[0][:500] if str(exc) else type(exc).__name__
+    store = IncidentStore(config)
+    if isinstance(exc, Refused):
+        store.close(record_id, actor=actor, resolution=f"refused: {first}; nothing moved")
+    else:
+        store.update(record_id, note=f"halted: {first}; partitions moved before the halt keep their new replica order "
+                                     "until it is written back (restore_order after the restart, or by hand)")
 
 
 def mitigation_summary(started: str, result: Mapping[str, Any] | None = None, error: BaseException | None = None) -> dict[str, Any]:
@@ -159,8 +175,16 @@ def restore(mitigation: Any, cluster: str, task: Task, config_of: Callable[[str]
             out = restore_order(zk, config, m["restore"], guard=lock.check)
         finally:
             lock.release()
-    IncidentStore(config).audit(m["record_id"], actor=f"dag:{task.dag_id}", action="restore_order",
-                                outcome="ok" if not out["left"] else "partial", details=out)
+    store = IncidentStore(config)
+    store.audit(m["record_id"], actor=f"dag:{task.dag_id}", action="restore_order",
+                outcome="ok" if not out["left"] else "partial", details=out)
+    if not out["left"]:  # the mitigation's whole life is over: moved, restarted, its order written back
+        store.close(m["record_id"], actor=f"dag:{task.dag_id}",
+                    resolution=f"leadership moved off broker {m.get('broker_id')} for the restart; the replica order "
+                               "written back after it (the deferred preferred election returns leadership)")
+    else:
+        store.update(m["record_id"], note=f"order not written back for {len(out['left'])} partition(s): "
+                                          + "; ".join(out["left"][:5]))
     for line in out["left"]:
         task.log.warning("not written back: %s", line)
     return out
