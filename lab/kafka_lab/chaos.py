@@ -323,8 +323,10 @@ def inject(fault: str, ctx: Ctx) -> str:
 
 
 def edit_plan_xcom(d, run_id: str, order: list[int]) -> str:
-    """The plan task's XCom rewritten in the metadata database, as someone with its credentials could: the next broker
-    waived as not serving, the steps cut to the first."""
+    """The plan task's XCom rewritten in the metadata database, as someone with its credentials could. It carries only
+    the reference to the recorded plan (record and digest), so the edit adds what an older XCom carried -- the next
+    broker waived as not serving, the steps cut to the first -- which nothing reads: the execute task runs the plan
+    recorded under the digest."""
     where = f"dag_id = '{ROLL}' AND run_id = '{run_id}' AND task_id = 'plan' AND key = 'return_value'"
     raw = d.postgres.psql(f"SELECT value::text FROM xcom WHERE {where}", database="airflow").strip()
     value = json.loads(raw)
@@ -333,7 +335,7 @@ def edit_plan_xcom(d, run_id: str, order: list[int]) -> str:
     plan = plan_out["plan"]
     nxt = order[1] if len(order) > 1 else order[0]
     plan["not_serving"] = {str(nxt): "edited into the XCom by the chaos driver"}
-    plan["steps"] = plan["steps"][:1]
+    plan["steps"] = [{"action": "restart_broker", "broker_id": order[0]}]
     text = json.dumps(json.dumps(plan_out) if nested else plan_out).replace("'", "''")
     d.postgres.psql(f"UPDATE xcom SET value = '{text}' WHERE {where}", database="airflow")
     return f"plan XCom: broker {nxt} waived as not serving, steps cut to {[s['broker_id'] for s in plan['steps']]}"
@@ -407,6 +409,14 @@ def _plan_output(d, run_id: str) -> dict:
                   "return_value").json()["value"]
 
 
+def _recorded_order(d, record_id: str, digest: str) -> list[int]:
+    """The brokers of the plan recorded under ``digest`` (its ``planned`` ledger entry), in the roll's order."""
+    entry = next((e for e in _product(d).ledger(record_id) if e.get("event") == "planned" and e.get("digest") == digest), None)
+    if entry is None:
+        raise LabError(f"roll {record_id}: no plan recorded under digest {digest[:12]}")
+    return [int(s["broker_id"]) for s in (entry.get("plan") or {}).get("steps") or ()]
+
+
 def _approve_run(d, run_id: str, timeout: float) -> None:
     d.wait_task(ROLL, run_id, "approve", ("awaiting_input",), timeout)
     r = d.answer("bob", ROLL, run_id, "approve")
@@ -461,9 +471,9 @@ def run_case(d, lab, fault: str, boundary: str, *, brokers: list[int] | None = N
         form = {"cluster": "lab", "brokers": list(brokers or []), "reason": reason, "mode": "execute", "canary": False}
         run_id = d.trigger("alice", ROLL, form)
         d.wait_task(ROLL, run_id, "approve", ("awaiting_input",), timeout)
-        plan = _plan_output(d, run_id)
-        order = [s["broker_id"] for s in plan["plan"]["steps"]]
+        plan = _plan_output(d, run_id)  # the reference (record and digest): the plan itself is in the state database
         record_id = plan["plan"]["roll_id"]
+        order = _recorded_order(d, record_id, plan["digest"])
         out.update(order=order, record_id=record_id, run_id=run_id)
         arm = Boundary(lab, order[0], boundary)
         _approve_run(d, run_id, timeout)
