@@ -284,3 +284,37 @@ def test_an_election_refused_on_fresh_state_is_closed_or_noted_as_refused(cluste
         assert now["status"] == "closed" and now["resolution"] == says, now
     else:
         assert now["status"] != "closed" and [n["text"] for n in now["notes"]][-1] == says, now
+
+
+# ------------------------------------------------------------------------------------------------- the mitigation's restore
+
+def test_the_order_written_back_is_the_recorded_mitigations_never_the_xcoms(cluster):
+    """The restore after the restart writes back what the recorded mitigation's intent kept (committed before it moved
+    anything), bound by the reference's digest -- a map handed over in XCom (the mitigate task's output, which it read
+    before) is never read: an edited one could reorder any partition's preferred leader."""
+    from kafka_runbooks.model import Plan
+    from kafka_runbooks.remediate import ledger as L
+    from kafka_runbooks.remediate.digest import plan_digest
+    from kafka_runbooks.runbook import mitigate, plans
+    from kafka_runbooks.runbook.errors import Skip, Stop
+
+    record = cluster.store.open(cluster="c1", broker_ids=[3], reason="move leadership off broker 3", opened_by="alice",
+                                trigger={"kind": "demote", "broker_ids": [3]})
+    plan = Plan(cluster="c1", kind="demote", steps=(), roll_id=record["id"])
+    digest = plan_digest(plan)
+    plans.record(cluster.config, plan, digest, "run-1", canary=False)
+    out = plans.output(plan, digest, incident_id="i-1")
+    with pytest.raises(Skip, match="moved nothing"):  # not approved, or refused before its intent
+        mitigate.recorded_restore(out, "c1")
+    L.Ledger(cluster.config, record["id"]).append(L.STEP_STARTED, "run-1", broker_id=3, phase="reassigning",
+                                                  partitions=["orders-5"], restore={"orders-5": [3, 1, 2]})
+    forged = {**out, "restore": {"__consumer_offsets-7": [2, 1, 3]}, "record_id": "c1-someone-else"}
+    assert mitigate.recorded_restore(forged, "c1") == {"record_id": record["id"], "broker_id": 3,
+                                                       "restore": {"orders-5": [3, 1, 2]}}
+    with pytest.raises(Stop, match="no plan with digest"):
+        mitigate.recorded_restore({**out, "digest": "0" * 64}, "c1")
+    roll, roll_digest = cluster.roll()
+    with pytest.raises(Stop, match="not a mitigation"):
+        mitigate.recorded_restore(plans.output(roll, roll_digest), "c1")
+    with pytest.raises(Skip, match="no mitigation was planned"):
+        mitigate.recorded_restore(None, "c1")

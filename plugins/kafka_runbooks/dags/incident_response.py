@@ -119,7 +119,7 @@ def build() -> DAG:
         )
         restart = ExecutePlanOperator(task_id="restart", plan_output=plan.output, on_failure_callback=halted)
         verify = ClusterRecoveredSensor(task_id="verify_recovery", incident=incident.output, timeout=RECOVERY_TIMEOUT.total_seconds())
-        restore = RestoreOrderOperator(task_id="restore_order", mitigation=xcom("mitigate"))
+        restore = RestoreOrderOperator(task_id="restore_order", plan_output=xcom("plan_mitigation"))
         follow_up = FollowUpPeersOperator(task_id="follow_up_peers", incident=incident.output, restart=xcom("restart"),
                                           remediation=xcom("choose_remediation", key="remediation"))
         close = CloseIncidentOperator(

@@ -42,19 +42,13 @@ class MitigateOperator(ClusterChangingOperator):
             return mitigate.execute(self.plan_output, task, secret_of)
 
 
-class RestoreOrderOperator(BaseOperator):
-    """After the restart passed its gates and the cluster recovered: the mitigation's original replica order written
-    back (bound by the mitigation's approval), so the deferred preferred election returns leadership to the broker."""
-
-    template_fields: Sequence[str] = ("mitigation",)
-
-    def __init__(self, *, mitigation: Any, **kwargs: Any) -> None:
-        kwargs["retries"] = 0
-        super().__init__(**kwargs)
-        self.mitigation = mitigation
+class RestoreOrderOperator(ClusterChangingOperator):
+    """After the restart passed its gates and the cluster recovered: the original replica order the recorded
+    mitigation (``plan_output``: the mitigation's plan reference) wrote in its intent, written back, so the deferred
+    preferred election returns leadership to the broker. Nothing of it is read from XCom."""
 
     def execute(self, context) -> dict[str, Any]:
         from kafka_runbooks.runbook import mitigate  # keeps DAG parsing fast: kazoo loads when the task runs
 
         with service(context, self.log) as task:
-            return mitigate.restore(self.mitigation, context["params"]["cluster"], task)
+            return mitigate.restore(self.plan_output, context["params"]["cluster"], task)

@@ -123,6 +123,28 @@ def _record_end(config, record_id: str, actor: str, exc: BaseException) -> None:
                                      "until it is written back (restore_order after the restart, or by hand)")
 
 
+def recorded_restore(plan_output: Any, cluster: str, config_of: Callable[[str], Any] = plans.load_config) -> dict[str, Any]:
+    """{"record_id", "broker_id", "restore"} of the mitigation this response recorded: the order its intent kept
+    (``remediate/demote_run``'s ``step_started``, committed before anything was moved). Skip when no mitigation was
+    planned or none got as far as its intent; Stop when the reference names another cluster or no recorded plan."""
+    from kafka_runbooks.remediate import ledger as L  # keeps DAG parsing fast: loaded when a task runs
+
+    if not isinstance(plan_output, dict) or not plan_output.get("digest"):
+        raise Skip("no mitigation was planned in this response: no replica order to write back")
+    recorded = plans.load(plan_output, "no replica order was written back", config_of)
+    if recorded.config.name != cluster or recorded.plan.kind != "demote":
+        raise Stop(f"the reference names a {recorded.plan.kind} plan of cluster {recorded.config.name!r}, not a mitigation of "
+                   f"{cluster!r}: nothing written back")
+    record_id = recorded.plan.roll_id
+    intents = [e for e in L.Ledger(recorded.config, record_id).entries() if e.get("event") == L.STEP_STARTED and e.get("restore")]
+    if not intents:
+        raise Skip(f"mitigation {record_id} moved nothing (not approved, refused, or stopped before its intent): no replica "
+                   "order to write back")
+    last = intents[-1]
+    return {"record_id": record_id, "broker_id": last.get("broker_id"),
+            "restore": {str(k): [int(r) for r in v] for k, v in dict(last["restore"]).items()}}
+
+
 def mitigation_summary(started: str, result: Mapping[str, Any] | None = None, error: BaseException | None = None) -> dict[str, Any]:
     """What the mitigation did and when, as the incident keeps it (its page and its audit trail show it)."""
     from kafka_runbooks.remediate.engine import Refused  # keeps DAG parsing fast: the engine loads when a task runs
@@ -155,18 +177,18 @@ def on_incident(config, plan_output: Mapping[str, Any], approver: str, started: 
         task.log.warning("could not record the mitigation on incident %s: %s", incident_id, exc)
 
 
-def restore(mitigation: Any, cluster: str, task: Task, config_of: Callable[[str], Any] = plans.load_config) -> dict[str, Any]:
-    """After the restart passed its gates and the cluster recovered: the mitigation's original replica order written
-    back under the maintenance lock, so the deferred preferred election returns leadership to the broker."""
+def restore(plan_output: Any, cluster: str, task: Task, config_of: Callable[[str], Any] = plans.load_config) -> dict[str, Any]:
+    """After the restart passed its gates and the cluster recovered: the original replica order written back under the
+    maintenance lock, so the deferred preferred election returns leadership to the broker. What is written back is
+    what the recorded mitigation (``plan_output``: its plan's reference, checked against the recorded digest) wrote in
+    its intent before it moved anything -- never a map handed over in XCom."""
     from kafka_runbooks.hooks.zookeeper import ZooKeeperHook  # keeps DAG parsing fast: kazoo loads when a task runs
     from kafka_runbooks.incidents.store import IncidentStore  # keeps DAG parsing fast: loaded when a task runs
     from kafka_runbooks.remediate import demote as D  # keeps DAG parsing fast: loaded when a task runs
     from kafka_runbooks.remediate.demote_run import restore_order  # keeps DAG parsing fast: the engine loads at run time
     from kafka_runbooks.remediate.lock import MaintenanceLock  # keeps DAG parsing fast: kazoo loads when a task runs
 
-    m = mitigation if isinstance(mitigation, dict) else {}
-    if not m.get("restore"):
-        raise Skip("no mitigation ran in this response: no replica order to write back")
+    m = recorded_restore(plan_output, cluster, config_of)
     config = config_of(cluster)
     with ZooKeeperHook(config.zk_conn_id, timeout_s=config.capture.connect_timeout_s).session() as zk:
         lock = MaintenanceLock(zk, config.name, run=task.run_id, dag=task.dag_id, user=None, purpose=D.KIND)
