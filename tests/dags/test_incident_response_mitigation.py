@@ -103,7 +103,9 @@ def test_a_rejected_move_changes_nothing_and_the_capture_follows(stand_in):
                         ("approve_mitigation", "capture")):
         _after(tis, first, then)
     # what was asked first: the move, now; then the capture and the restart
-    plan = tis["plan_mitigation"].xcom_pull(task_ids="plan_mitigation")["plan"]
+    from kafka_runbooks.runbook import plans
+
+    plan = plans.load(tis["plan_mitigation"].xcom_pull(task_ids="plan_mitigation"), "-").plan.to_dict()  # XCom: a reference
     assert plan["kind"] == "demote" and plan["conditions"]["moves"] == {"t-0": [1, 2, 3]}, plan["conditions"]
     assert plan["blast_radius"][0].startswith("move leadership of 1 partition(s) off broker 3 now; its JVM keeps running for "
                                               "the capture, then the restart"), plan["blast_radius"]

@@ -93,3 +93,24 @@ def test_a_slack_connection_is_read_as_the_provider_reads_it():
         slack.webhook_url(conn())
     with pytest.raises(ValueError, match="must be http or https"):
         slack.webhook_url(conn(password="file:///etc/passwd"))
+
+
+def test_a_refused_webhook_url_is_never_logged_or_audited_whole():
+    """An error that quotes the URL it refused (http.client's InvalidURL for a control character) would put the
+    webhook -- the Slack secret -- into the log and the audit trail; a token with a blank is refused saying so, and
+    an error's text has the URL taken out."""
+    import http.client
+    from types import SimpleNamespace
+
+    from kafka_runbooks.notify.http import error_text
+    from kafka_runbooks.notify.slack import webhook_url
+
+    conn = SimpleNamespace(conn_id="oncall", password="/services/T000/B000/SECRETTOKEN x", host="hooks.slack.com",
+                           schema="https", port=None)
+    with pytest.raises(ValueError) as refused:
+        webhook_url(conn)
+    assert "SECRETTOKEN" not in str(refused.value) and "blank or control character" in str(refused.value)
+    url = "https://hooks.slack.com/services/T000/B000/SECRETTOKEN"
+    exc = http.client.InvalidURL(f"URL can't contain control characters. '{url[26:]}\\n' (found at least '\\n')")
+    said = error_text(exc, url)
+    assert "SECRETTOKEN" not in said and said.startswith("InvalidURL: ")

@@ -34,6 +34,8 @@ def webhook_url(conn) -> str:
     token = (conn.password or "").strip()
     if not token:
         raise ValueError(f"Slack connection {conn.conn_id!r} has no webhook (its password)")
+    if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in token):  # said without the token: it is the secret
+        raise ValueError(f"Slack connection {conn.conn_id!r}: its webhook (the password) holds a blank or control character")
     if "://" in token:
         url = token
     else:

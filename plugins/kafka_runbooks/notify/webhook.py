@@ -22,7 +22,7 @@ from typing import Any, Mapping
 
 from airflow.sdk.bases.notifier import BaseNotifier
 
-from kafka_runbooks.notify.http import ATTEMPTS, PAUSES_S, TIMEOUT_S, post  # noqa: F401 - the names pages use here
+from kafka_runbooks.notify.http import ATTEMPTS, PAUSES_S, TIMEOUT_S, error_text, post  # noqa: F401 - the names pages use here
 
 log = logging.getLogger(__name__)
 
@@ -152,8 +152,9 @@ class OnCallWebhookNotifier(BaseNotifier):
                 log.info("on-call notified (%s, HTTP %s) through %s, attempt %d", self.event, status, conn_id, attempt)
                 return {"outcome": "ok", "attempts": attempt, "errors": errors, "conn_id": conn_id, "http_status": status}
             except Exception as exc:  # noqa: BLE001 - HTTP errors, refused connections, timeouts: tried again
-                errors.append(f"attempt {attempt}: {type(exc).__name__}: {exc}")
-                log.error("could not notify on-call (%s), attempt %d of %d: %r", self.event, attempt, ATTEMPTS, exc)
+                said = error_text(exc, url)  # the URL may be the secret (Slack): never logged or audited
+                errors.append(f"attempt {attempt}: {said}")
+                log.error("could not notify on-call (%s), attempt %d of %d: %s", self.event, attempt, ATTEMPTS, said)
                 if attempt < ATTEMPTS:
                     sleep(PAUSES_S[min(attempt - 1, len(PAUSES_S) - 1)])
         return {"outcome": "failed", "attempts": ATTEMPTS, "errors": errors, "conn_id": conn_id}
@@ -225,6 +226,7 @@ def page(conn_id: str | None, cluster: str, text: str, details: Mapping[str, Any
     if not conn_id:
         log.warning("no on-call webhook configured for cluster %s; not sent: %s", cluster, payload["text"])
         return False, "no on-call webhook configured (approvals.oncall_conn_id)"
+    url = None
     try:
         conn = BaseHook.get_connection(conn_id)
         record_id = str((details or {}).get("incident") or f"{event}/{clock_id()}")
@@ -232,8 +234,9 @@ def page(conn_id: str | None, cluster: str, text: str, details: Mapping[str, Any
         status = post(url, payload, headers)
         return True, f"HTTP {status} through {conn_id}"
     except Exception as exc:  # noqa: BLE001 - never fail the health check for a page
-        log.error("could not page on-call (%s): %r", FINDING, exc)
-        return False, f"{type(exc).__name__}: {exc}"
+        said = error_text(exc, url)  # the URL may be the secret (Slack): never logged or audited
+        log.error("could not page on-call (%s): %s", FINDING, said)
+        return False, said
 
 
 def page_needs_person(store, conn_id: str | None, cluster: str, record_id: str, reason: str, *, actor: str,
