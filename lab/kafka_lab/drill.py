@@ -21,7 +21,7 @@ from pathlib import Path
 from kafka_lab.airflow_home import REPO, load_dags, prepare, take_triggered_confs
 from kafka_lab.approvals import incident_answers
 
-HEALTH = "kafka_health_check_lab"  # the lab cluster's health-check DAG (one per cluster: operators/detect.health_dag_id)
+HEALTH = "kafka_health_check_lab"  # the lab cluster's health-check DAG (one per cluster: runbook/detect.health_dag_id)
 RESPONSE = "kafka_incident_response"
 
 

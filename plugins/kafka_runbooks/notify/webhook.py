@@ -189,8 +189,8 @@ class OnCallSlackNotifier(OnCallWebhookNotifier):
 
 
 def dry_run_refusal(context) -> bool:
-    """The failed task is a dry run's plan task that failed because its plan would be refused (``operators/summary.py``
-    pushes that as the task's ``refused`` XCom before failing): nothing to page about."""
+    """The failed task is a dry run's plan task that failed because its plan would be refused (``runbook/summary.py``
+    pushes that as the task's ``refused`` XCom, through ``operators/glue``, before failing): nothing to page about."""
     ti = context.get("ti") or context.get("task_instance")
     try:
         refused = ti.xcom_pull(task_ids=ti.task_id, key="refused") if hasattr(ti, "xcom_pull") else None

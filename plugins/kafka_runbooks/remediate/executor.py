@@ -14,7 +14,7 @@ the cluster is left as it is, described (which broker is down, which partitions 
 audit say where and why, and :class:`Halted` carries all of it to the failure callback that pages on-call. A later
 run with "resume" continues from the failed step; a step whose worker died (``interrupted_step``) too.
 
-Pure helpers (:func:`describe_state`, :func:`order_refusals`, :func:`plan_changed`, :func:`interrupted_step`)
+Pure helpers (``engine.describe_state``, :func:`order_refusals`, :func:`plan_changed`, :func:`interrupted_step`)
 are apart from the I/O.
 """
 
@@ -125,7 +125,7 @@ def plan_changed(approved: Plan, fresh: Plan) -> list[str]:
 def interrupted_step(entries: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] | None:
     """The ``step_started`` entry of a step that never ended -- no ``step_done``/``step_failed`` of that broker, no
     ``halted``/``completed`` after it: the worker running it died (killed, lost its machine) with the stop command
-    sent. None otherwise. The roll is resumable from that step (``operators/remediate.find_resumable_roll``)."""
+    sent. None otherwise. The roll is resumable from that step (``runbook/restart.find_resumable_roll``)."""
     open_step: Mapping[str, Any] | None = None
     for e in entries:
         kind = e.get("event")

@@ -7,7 +7,7 @@ then requires a live process registered with a NEW session within ``gates.regist
 that dies on start fails the step at once, with its own last log lines; nothing waits out a
 timeout pretending to be recovering. Every command is audited (who, what, where, when, outcome); once the stop
 command has left, a failing audit is logged and never keeps the step from going on (the start, the waits): the
-engine's audit is best-effort with a journal (``executor.Records``), and this step does not trust it to be.
+engine's audit is best-effort with a journal (``engine.Records``), and this step does not trust it to be.
 
 The stop command is Kafka's controlled shutdown (SIGTERM to the broker); whether the broker's log
 says ``Controlled shutdown succeeded`` is recorded. ``kill_command`` is used only when configured

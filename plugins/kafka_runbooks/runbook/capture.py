@@ -45,9 +45,9 @@ class MaintenanceLockGate:
 
     def not_serving(self, broker_id: int) -> str | None:
         """The evidence that the broker does not serve -- a direct check taken now had no answer (time-out, refused
-        connection), corroborated by a not-serving finding of it (``capture.commands.intrusive_evidence``) -- or None,
+        connection), corroborated by a not-serving finding of it (``host.commands.intrusive_evidence``) -- or None,
         the reason in ``why_not``."""
-        from kafka_runbooks.capture.commands import intrusive_evidence  # keeps DAG parsing fast: loaded when a task runs
+        from kafka_runbooks.host.commands import intrusive_evidence  # keeps DAG parsing fast: loaded when a task runs
         from kafka_runbooks.hooks.kafka import KafkaHook  # keeps DAG parsing fast: loaded when a task runs
 
         broker = self.brokers.get(int(broker_id))

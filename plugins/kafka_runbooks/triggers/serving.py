@@ -13,7 +13,7 @@ once per outage, and the cluster at most once per ``health.serving_debounce_s``.
 
 Where it looks: the registrations in ``/brokers/ids`` (its own kazoo client in a thread of its own, as the ZooKeeper
 watch does; the registrations are read again only when the children's ``cversion`` moved) on
-``health.listener``'s endpoint; the Kafka connection's TLS settings. The settings are read again every
+the cluster's ``listener`` endpoint; the Kafka connection's TLS settings. The settings are read again every
 ``RELOAD_S``. A ZooKeeper that cannot be read keeps the last registrations; one that was never read is tried again,
 backing off up to ``RETRY_MAX_S``: the watch never ends by itself.
 """

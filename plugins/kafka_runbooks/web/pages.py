@@ -256,7 +256,7 @@ def detail_page(cluster: str, view: IncidentView, bundles: Sequence[tuple[Mappin
 
 
 def mitigation_section(m: Mapping[str, Any]) -> str:
-    """Mitigate first: what the move of leadership off the broker did and when (``operators/mitigate.py``)."""
+    """Mitigate first: what the move of leadership off the broker did and when (``runbook/mitigate.py``'s ``on_incident``)."""
     parts = ["<h2 id='mitigation'>Mitigation</h2>"]
     if m.get("outcome") == "moved":
         t = m.get("timing") or {}

@@ -14,7 +14,7 @@ from typing import Any, Iterable, Mapping
 
 from kafka_runbooks import clock
 
-HEALTH_DAG_PREFIX = "kafka_health_check_"  # operators/detect.py's, without importing the operators here
+HEALTH_DAG_PREFIX = "kafka_health_check_"  # runbook/detect.py's, without importing the services here
 DEFAULT_STALE_S = 15 * 60.0
 _EVERY_N_MINUTES = re.compile(r"^\*/(\d+) \* \* \* \*$")
 
