@@ -429,11 +429,14 @@ def _product(d):
     return product_state(d)
 
 
-def prepare(d, lab) -> None:
-    """The healthy baseline of a case: lab healed, both workers consuming, the product's DAGs unpaused but the health
-    check (a roll changes /brokers/ids: its own tests cover that)."""
+def prepare(d, lab) -> list[str]:
+    """The healthy baseline of a case: lab healed, no open incident, both workers consuming, the product's DAGs unpaused
+    but the health check (a roll changes /brokers/ids: its own tests cover that). Returns the incidents it closed."""
 
     lab.reset()
+    # a case starts with no open incident: one an earlier test (or the serving watch, seeing a broker restart) left
+    # names its broker "not serving", and the roll's plan is refused for it
+    closed = _product(d).close_open("lab", "chaos-driver", "closed before a chaos case: a leftover of an earlier test")
     for w in WORKERS:
         if d.pid(w) is None:
             d.start_worker(w)
@@ -443,6 +446,7 @@ def prepare(d, lab) -> None:
     for r in d.runs(ROLL, limit=5):
         if r["state"] in ("queued", "running"):
             d.wait_run(ROLL, r["dag_run_id"], 900)
+    return closed
 
 
 def two_brokers(lab) -> list[int]:
@@ -460,7 +464,9 @@ def run_case(d, lab, fault: str, boundary: str, *, brokers: list[int] | None = N
         raise ValueError(f"no fault {fault!r}; choose from {FAULTS}")
     t0 = time.monotonic()
     out: dict[str, Any] = {"fault": fault, "boundary": boundary}
-    prepare(d, lab)
+    out["closed_before"] = closed = prepare(d, lab)
+    if closed:
+        say(f"closed the incidents an earlier test left: {closed}")
     before = {b: starts(lab, b) for b in (1, 2, 3)}
     watch = Registrations()
     supervisor = Supervisor(d).start()

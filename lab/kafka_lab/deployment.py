@@ -772,6 +772,16 @@ class ProductState:
 
         return Ledger(self.db, record_id).progress()
 
+    def close_open(self, cluster: str, actor: str, why: str) -> list[str]:
+        """Closes every record of ``cluster`` still open (open, responding, needs_person), saying why; their ids."""
+        from kafka_runbooks.incidents.store import IncidentStore  # deferred: the lab loads the product when it is used
+
+        store = IncidentStore(self.db)
+        left = store.records(cluster, statuses=["open", "responding", "needs_person"])
+        for r in left:
+            store.close(r["id"], actor=actor, resolution=why)
+        return [r["id"] for r in left]
+
 
 def product_state(d: "Deployment") -> ProductState:
     return ProductState(d.product_db_url())

@@ -341,3 +341,18 @@ def test_the_incident_page_says_what_the_mitigation_did_and_when(site, client):
     section = client.get(f"/incidents/east/{site.stuck}").text
     section = section[section.index("id='mitigation'"):]
     assert "was halted" in section and "HALTED while electing" in section and "<script>" not in section
+
+
+def test_a_response_run_that_also_moved_leadership_leads_to_its_incident(site, client):
+    """Mitigation is on by default: the response run also keeps a record of its own mitigation (its ledger holds the
+    run). The run's Incident tab still leads to the incident the run responds to (the mitigation is on its page), not
+    to a list of two records (the deployed browser journey failed on that list)."""
+    from kafka_runbooks.incidents.store import IncidentStore
+    from kafka_runbooks.remediate import ledger as L
+
+    store = IncidentStore(site.east)
+    move = store.open(cluster="east", broker_ids=[3], reason="move leadership off broker 3", opened_by="alice",
+                      trigger={"kind": "demote", "incident_id": site.deadlock, "broker_ids": [3]})["id"]
+    L.Ledger(site.east, move).append(L.PLANNED, site.run, plan={"kind": "demote", "requested": [3]})
+    back = client.get(f"/runs/kafka_incident_response/{site.run}", follow_redirects=False)
+    assert back.status_code == 303 and back.headers["location"] == f"/kafka-runbooks/incidents/east/{site.deadlock}"

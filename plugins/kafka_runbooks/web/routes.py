@@ -163,6 +163,8 @@ def add(app: FastAPI, reader) -> None:
     @app.get("/runs/{dag_id}/{run_id}", dependencies=[reader], response_class=HTMLResponse)
     def run_records(dag_id: str, run_id: str):
         found = _records_of_run(dag_id, run_id)
+        if len(found) > 1 and dag_id == I.RESPONSE_DAG:  # a response run also made a mitigation's record: its incident
+            found = [(c, r) for c, r in found if r.get("response_run") == run_id] or found
         if len(found) == 1:
             cluster, r = found[0]
             return RedirectResponse(P.incident_url(cluster, r["id"]), status_code=303)
