@@ -51,6 +51,7 @@ from kafka_lab.zookeeper import CHROOT
 FAULTS = ("postgres", "worker_kill", "lock_deleted", "xcom_edited", "zk_unreachable")
 BOUNDARIES = ("before_stop", "after_stop", "after_start", "in_gate")
 ROLL = "kafka_rolling_restart"
+RESPONSE = "kafka_incident_response"
 LOCK_ROOT = "/kafka-runbooks/locks/lab"  # lock.lock_path("lab"), under the lab's chroot
 HOLD_MAX_S = 30.0  # a held stop command runs after this long even if the driver never releases it
 
@@ -433,20 +434,53 @@ def prepare(d, lab) -> list[str]:
     """The healthy baseline of a case: lab healed, no open incident, both workers consuming, the product's DAGs unpaused
     but the health check (a roll changes /brokers/ids: its own tests cover that). Returns the incidents it closed."""
 
-    lab.reset()
-    # a case starts with no open incident: one an earlier test (or the serving watch, seeing a broker restart) left
-    # names its broker "not serving", and the roll's plan is refused for it
-    closed = _product(d).close_open("lab", "chaos-driver", "closed before a chaos case: a leftover of an earlier test")
+    # the health check first: paused, its runs in flight ended, no response left running -- else a run that started
+    # while an earlier test's fault (or the heal below) was on opens an incident after the close below, and the roll's
+    # plan is refused for it ("broker 2: open incident")
+    d.set_paused(HEALTH_DAG, True)
     for w in WORKERS:
         if d.pid(w) is None:
             d.start_worker(w)
         d.consume(w, True)
+    _end_runs(d, HEALTH_DAG, wait_s=300.0)
+    _end_runs(d, RESPONSE, wait_s=0.0)
+    lab.reset()
+    # a case starts with no open incident: one an earlier test (or the serving watch, seeing a broker restart) left
+    # names its broker "not serving", and the roll's plan is refused for it
+    closed = _product(d).close_open("lab", "chaos-driver", "closed before a chaos case: a leftover of an earlier test")
     for dag_id in ACTIVE_DAGS:
         d.set_paused(dag_id, dag_id == HEALTH_DAG)
     for r in d.runs(ROLL, limit=5):
         if r["state"] in ("queued", "running"):
             d.wait_run(ROLL, r["dag_run_id"], 900)
     return closed
+
+
+def _end_runs(d, dag_id: str, wait_s: float) -> None:
+    """Runs of ``dag_id`` still queued or running: waited for up to ``wait_s``, then failed through REST (as on-call
+    would decline them)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        live = [r["dag_run_id"] for r in d.runs(dag_id, limit=20) if r["state"] in ("queued", "running")]
+        if not live:
+            return
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(3.0)
+    for run_id in live:
+        r = d.call("alice", "PATCH", f"/api/v2/dags/{dag_id}/dagRuns/{quote(run_id)}", json={"state": "failed"})
+        if r.status_code != 200:
+            raise LabError(f"failing {dag_id} {run_id} before a chaos case: HTTP {r.status_code} {r.text[:200]}")
+
+
+def _plan_refused(d, run_id: str, exc: LabError) -> LabError:
+    """The approval never asked: the plan task's own last lines (its refusal, when it refused) joined to the error."""
+    try:
+        lines = [ln for ln in d.task_log(ROLL, run_id, "plan").splitlines() if ln.strip()]
+    except Exception as log_exc:  # noqa: BLE001 - the error stands without the log
+        return LabError(f"{exc}; the plan task's log could not be read: {log_exc!r}")
+    said = [ln for ln in lines if "refus" in ln.lower() or "error" in ln.lower()] or lines[-8:]
+    return LabError(f"{exc}; the plan task said: " + " | ".join(ln[-300:] for ln in said[-6:]))
 
 
 def two_brokers(lab) -> list[int]:
@@ -476,7 +510,10 @@ def run_case(d, lab, fault: str, boundary: str, *, brokers: list[int] | None = N
         reason = f"chaos {fault} at {boundary} {uuid.uuid4().hex[:6]}"
         form = {"cluster": "lab", "brokers": list(brokers or []), "reason": reason, "mode": "execute", "canary": False}
         run_id = d.trigger("alice", ROLL, form)
-        d.wait_task(ROLL, run_id, "approve", ("awaiting_input",), timeout)
+        try:
+            d.wait_task(ROLL, run_id, "approve", ("awaiting_input",), timeout)
+        except LabError as exc:
+            raise _plan_refused(d, run_id, exc) from exc
         plan = _plan_output(d, run_id)  # the reference (record and digest): the plan itself is in the state database
         record_id = plan["plan"]["roll_id"]
         order = _recorded_order(d, record_id, plan["digest"])
