@@ -1,6 +1,6 @@
 """kafka_runbooks/versions.py, pure: placing a broker from what it reports, the conservative reading of the unknown,
-and the mismatch with the setting. (The branches themselves run against real brokers: tests/lab/test_kafka010_product.py
-and tests/lab/test_versions_23.py.)"""
+and the mismatch with the setting. (The 2.x branches run against real brokers in tests/lab/test_versions_23.py; the 0.10 branches on what was recorded
+from the real 0.10.2.1 lab before its withdrawal, tests/analyze/fixtures/real0102/ -- docs/VERSIONS.md.)"""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Every 0.10 wording the analysis relies on, as the lab's real Kafka 0.10.2.1 brokers wrote it
-(tests/analyze/fixtures/real0102/, recorded by tests/lab/test_kafka010.py's run of 2026-11-24: scenario.log), is
+(tests/analyze/fixtures/real0102/, recorded by tests/lab/test_kafka010.py's run of 2026-11-24, a test removed with the 0.10.2.1 lab: scenario.log), is
 recognised by the one signature table; and what the product reads of 0.10's tools (JmxTool without --one-time,
 ApiVersions) is read."""
 

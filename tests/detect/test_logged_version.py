@@ -2,7 +2,7 @@
 recorded logs (0.10.2.1 writes it to kafkaServer.out only, 2.3.0 to server.log too), read by the host probe once per
 JVM (the server.log tail it already reads, else one grep of the stdout log and server.log; then the history),
 never a predecessor JVM's line, and merged into the version ApiVersions and the registration gave: exact.
-(tests/lab/test_kafka010_product.py reads it on the real 0.10.2.1 lab.)"""
+(On the real 0.10.2.1 lab it was read by tests/lab/test_kafka010_product.py, removed with that lab: issue 27.)"""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The other side of every version branch (kafka_runbooks/versions.py), against the lab's real Kafka 2.3.0 brokers:
-what tests/lab/test_kafka010_product.py shows 0.10.2.1 lacking, 2.3.0 has -- read from the brokers, not the setting."""
+what the real 0.10.2.1 lab lacked (recorded before its withdrawal: tests/analyze/fixtures/real0102/), 2.3.0 has -- read from the brokers, not the setting."""
 
 from __future__ import annotations
 

@@ -58,7 +58,7 @@ KAFKA_SRC = "wording from Kafka's source at that version (no real line recorded 
 ZK_SRC = "wording from ZooKeeper's source at that version (no real line recorded yet)"
 REALZK38_LOAD = ("real ZooKeeper 3.8.0 server (Debian's) started here on 2026-11-29 with acceptedEpoch 3 < currentEpoch 5 in its "
                  "dataDir, tests/analyze/fixtures/realzk38/zk1.zookeeper.log.load-failed")
-REAL0102_FENCE = ("real Kafka 0.10.2.1 lab (slot 3) run here on 2026-11-25 by tests/lab/test_kafka010.py (fence-fetcher, then "
+REAL0102_FENCE = ("real Kafka 0.10.2.1 lab (slot 3) run here on 2026-11-25 by tests/lab/test_kafka010.py, since removed with that lab (fence-fetcher, then "
                   "zk-flap), tests/analyze/fixtures/real0102/broker2.state-change.log.fence")
 REAL0102_HALT = ("real Kafka 0.10.2.1 lab (slot 9) run here on 2026-11-25 by drill 003's rebalance phase (broker 3's "
                  "ZooKeeper session lost), tests/analyze/fixtures/real0102/broker3.server.log.truncation-halt")
