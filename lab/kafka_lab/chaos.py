@@ -447,13 +447,27 @@ def prepare(d, lab) -> list[str]:
     lab.reset()
     # a case starts with no open incident: one an earlier test (or the serving watch, seeing a broker restart) left
     # names its broker "not serving", and the roll's plan is refused for it
-    closed = _product(d).close_open("lab", "chaos-driver", "closed before a chaos case: a leftover of an earlier test")
+    closed = _closed_and_quiet(d)
     for dag_id in ACTIVE_DAGS:
         d.set_paused(dag_id, dag_id == HEALTH_DAG)
     for r in d.runs(ROLL, limit=5):
         if r["state"] in ("queued", "running"):
             d.wait_run(ROLL, r["dag_run_id"], 900)
     return closed
+
+
+def _closed_and_quiet(d, quiet_s: float = 10.0, rounds: int = 3) -> list[str]:
+    """Closes the cluster's open incidents, then watches ``quiet_s`` for a new one (a run still finishing opens it
+    after the close); closes again, at most ``rounds`` times: a case never starts beside something opening incidents."""
+    why = "closed before a chaos case: a leftover of an earlier test"
+    closed = _product(d).close_open("lab", "chaos-driver", why)
+    for _ in range(rounds):
+        time.sleep(quiet_s)
+        again = _product(d).close_open("lab", "chaos-driver", why)
+        if not again:
+            return closed
+        closed += again
+    raise LabError(f"incidents keep opening on cluster lab before the chaos case (closed {closed}): something still runs")
 
 
 def _end_runs(d, dag_id: str, wait_s: float) -> None:
