@@ -39,7 +39,9 @@ def zk_cluster(zk, zookeeper):
     """Three registered 'brokers' (each its own ZooKeeper session), a controller, no topic: nothing listens at
     the brokers' endpoints, so a partition would make every stop wait for holders that cannot be proven serving
     (issue 17) -- these tests are about approvals, not about Kafka."""
-    sessions = [zookeeper.client(zk.chroot_path) for _ in range(3)]
+    # 30 s sessions: with 5 s ones a CI lane under load 18 stalled the machine 16 s, the registrations expired mid-test
+    # and the plan was refused for "controller 1 is not registered" (test_no_answer_before_the_timeout_is_a_reject)
+    sessions = [zookeeper.client(zk.chroot_path, timeout_s=30.0) for _ in range(3)]
     zk.ensure_path("/brokers/ids")
     for b, s in enumerate(sessions, 1):
         s.create(f"/brokers/ids/{b}", _reg(b), ephemeral=True)

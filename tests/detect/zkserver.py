@@ -73,7 +73,7 @@ class ZooKeeperServer:
         conf.mkdir()
         data.mkdir()
         (conf / "zoo.cfg").write_text(
-            f"tickTime=500\ndataDir={data}\nclientPort={PORT}\nclientPortAddress={HOST}\n"
+            f"tickTime=500\nmaxSessionTimeout=60000\ndataDir={data}\nclientPort={PORT}\nclientPortAddress={HOST}\n"
             "admin.enableServer=false\n4lw.commands.whitelist=srvr,ruok\nmaxClientCnxns=0\n"
         )
         self.log = self.workdir / "zookeeper.log"
@@ -129,10 +129,12 @@ class ZooKeeperServer:
             shutil.rmtree(self.workdir, ignore_errors=True)
             self.workdir = None
 
-    def client(self, chroot: str | None = None):
+    def client(self, chroot: str | None = None, timeout_s: float = 5.0):
+        """A started kazoo client; ``timeout_s`` its session timeout (the server grants up to 60 s: stand-in brokers
+        whose registrations must outlive a loaded machine's stalls ask for 30 s)."""
         from kafka_runbooks.zookeeper import kazoo_client
 
-        zk = kazoo_client(self.hosts, chroot, timeout_s=5.0)
+        zk = kazoo_client(self.hosts, chroot, timeout_s=timeout_s)
         zk.start(timeout=10)
         return zk
 
