@@ -12,8 +12,8 @@ from airflow.sdk import BaseOperator, BaseSensorOperator, PokeReturnValue, Trigg
 from kafka_runbooks.operators.glue import as_dict, service
 from kafka_runbooks.operators.links import LINKS
 from kafka_runbooks.policies import POOL  # per cluster at run time: kafka_runbooks/policies.py
-from kafka_runbooks.remediate import termination  # no imports of its own: on_kill runs in a signal handler
 from kafka_runbooks.runbook.restart import INCIDENT_RESTART, ROLLING_RESTART
+from kafka_runbooks.runbook.task import terminating
 
 __all__ = ["INCIDENT_RESTART", "POOL", "ROLLING_RESTART", "ClusterChangingOperator", "ClusterRecoveredSensor",
            "CloseRollOperator", "ExecutePlanOperator", "PlanRemediationOperator"]
@@ -69,8 +69,8 @@ class ClusterChangingOperator(BaseOperator):
 
     def on_kill(self) -> None:
         """Airflow's SIGTERM (its task runner calls this in the main thread and returns; SIGKILL follows ~5 s later):
-        noted for the engine, which begins nothing new and starts a broker it stopped (``remediate/termination.py``)."""
-        termination.on_kill(self.task_id)
+        noted for the engine, which begins nothing new and starts a broker it stopped (``runbook.task.terminating``)."""
+        terminating(self.task_id)
 
 
 def secret_of(conn_id: str) -> bytes:

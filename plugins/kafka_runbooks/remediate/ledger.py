@@ -294,8 +294,8 @@ class Recorder:
         failed = RecordFailed(f"no time for the database: {hurry}") if hurry else self._try(item)
         if failed is None:
             return True
-        log.error("state database unavailable (%s: %s): %s kept in the journal %s", type(failed).__name__,
-                  str(failed)[:300], item.get("kind"), self.journal.path)
+        log.error("%s (%s: %s): %s kept in the journal %s", "state database not used" if hurry else
+                  "state database unavailable", type(failed).__name__, str(failed)[:300], item.get("kind"), self.journal.path)
         try:
             self.journal.add(str(item.get("kind")), {**{k: v for k, v in item.items() if k != "kind"}, "journaled": True})
         except Exception as exc:  # noqa: BLE001 - the record is in the log line above and below
