@@ -297,3 +297,22 @@ def test_the_intent_records_the_registration_it_stops(roll):
     assert [e for e in roll.entries() if e["event"] == RESUMED] == []
     (intent,) = [e for e in roll.entries() if e["event"] == L.STEP_STARTED]
     assert intent["registration"] == REG5
+
+
+def test_a_registration_that_changes_between_the_intent_and_the_stop_refuses_the_stop():
+    """The intent records the registration the last check saw; when the intent's write took long and the check is taken
+    again (``stop_gate``), a broker registered anew meanwhile (it restarted by itself) is not the one recorded: the stop
+    is refused, nothing stopped -- a later resume must be able to trust what the intent says it stopped."""
+    from kafka_runbooks.remediate import executor as E
+    from kafka_runbooks.remediate.steps import StepFailed
+
+    intents, seen = [], [REG5, {"zxid": 9, "session_id": "0x78"}]
+    records = SimpleNamespace(audit=lambda *a, **k: None, intent=lambda event, **fields: intents.append(fields))
+    clock = iter([0.0, 10.0, 10.0, 10.0, 10.0])  # the first check is 10 s old once the intent is written: checked again
+    before_stop = E.stop_gate(records, 2, lambda: ([], {"registration": seen.pop(0)}), fresh_s=5.0,
+                              monotonic=lambda: next(clock))
+    with pytest.raises(StepFailed) as refused:
+        before_stop()
+    assert intents[0]["registration"] == REG5
+    assert refused.value.stopped is False and refused.value.code == "registration_changed"
+    assert "broker 2's registration changed since the intent recorded it" in refused.value.reason
