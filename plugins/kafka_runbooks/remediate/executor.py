@@ -458,7 +458,8 @@ def _resumption(ctx, unit: Unit, step_audit):
     its broker's registration now against the one recorded with that intent (``resumption.decide``), the decision
     recorded (ledger ``resumed``, audit ``resume_decision``) before anything is done. Registered again since: (the
     snapshot read, a report saying no stop was sent, the decision) is returned -- the unit goes to ``gating``; a
-    contradiction refuses (StepFailed, nothing stopped); otherwise None: the step goes on as any other (restarted if up, started if down)."""
+    contradiction refuses (StepFailed, nothing stopped); otherwise None: the step goes on as any other (restarted if
+    up, started if down)."""
     from kafka_runbooks.detect.snapshot import read_snapshot  # deferred: loaded on first use, not when a DAG file is parsed
     from kafka_runbooks.remediate import resumption as R  # deferred: loaded on first use, not when a DAG file is parsed
     from kafka_runbooks.remediate.steps import Registration, RestartReport, StepFailed  # deferred: loaded on first use
