@@ -158,3 +158,18 @@ def test_the_execute_operators_on_kill_notes_the_termination(no_termination):
 
     ExecutePlanOperator(task_id="execute", plan_output={}).on_kill()
     assert no_termination.noticed() and "task execute is being terminated by Airflow" in no_termination.why
+
+
+def test_an_intent_refused_by_the_termination_says_so(tmp_path, no_termination):
+    from kafka_runbooks.remediate import executor as E
+    from kafka_runbooks.remediate import ledger as L
+    from kafka_runbooks.remediate.steps import StepFailed
+
+    recorder = L.Recorder(L.Journal(tmp_path / "j.jsonl"), lambda item: None, urgent=lambda: no_termination.why)
+    records = SimpleNamespace(audit=lambda *a, **k: None,
+                              intent=lambda event, **f: recorder.must({"kind": "ledger", "event": event, **f}))
+    before_stop = E.stop_gate(records, 2, lambda: ([], {}), fresh_s=5.0)
+    no_termination.notice("task execute is being terminated by Airflow")
+    with pytest.raises(StepFailed) as refused:
+        before_stop()
+    assert refused.value.stopped is False and refused.value.code == "task_terminated"

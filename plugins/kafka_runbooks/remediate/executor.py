@@ -35,6 +35,7 @@ from kafka_runbooks.remediate.engine import (MAX_LISTED, Execution, Failure, Hal
                                              describe_state)
 from kafka_runbooks.remediate.ledger import Reason, StepState as State
 from kafka_runbooks.remediate.safety import SafetySettings, stop_refusals
+from kafka_runbooks.remediate.termination import TERMINATION, TaskTerminated
 
 log = logging.getLogger(__name__)
 
@@ -306,8 +307,9 @@ def stop_gate(records: Records, broker_id: int, check_now, fresh_s: float, *, mo
         try:
             records.intent(L.STEP_STARTED, broker_id=broker_id, state=L.StepState.STOPPING.value, check=details,
                            **registered)
-        except L.RecordFailed as exc:
-            raise StepFailed(broker_id, "intent", str(exc), stopped=False, code="intent_not_recorded") from exc
+        except L.RecordFailed as exc:  # the database failing, or Airflow terminating the task (``termination``)
+            raise StepFailed(broker_id, "intent", str(exc), stopped=False,
+                             code=TaskTerminated.code if TERMINATION.noticed() else "intent_not_recorded") from exc
         if on_intent is not None:
             on_intent()
         checks = 1
