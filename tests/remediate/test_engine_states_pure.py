@@ -21,7 +21,7 @@ from snapshot_builders import P, snap
 
 # The diagram the engine implements, written out by hand: the table in engine.py must say exactly this.
 DIAGRAM = {
-    G.RESTART: """planned>checking planned>done checking>stopping checking>refused checking>halted stopping>stopped
+    G.RESTART: """planned>checking planned>done checking>stopping checking>gating checking>refused checking>halted stopping>stopped
                   stopping>refused stopping>halted stopped>starting stopped>halted starting>gating starting>halted
                   gating>done gating>halted""",
     G.ELECTION: """planned>checking checking>electing checking>done checking>refused checking>halted electing>gating

@@ -13,6 +13,7 @@ from kafka_runbooks.operators.glue import as_dict, service
 from kafka_runbooks.operators.links import LINKS
 from kafka_runbooks.policies import POOL  # per cluster at run time: kafka_runbooks/policies.py
 from kafka_runbooks.runbook.restart import INCIDENT_RESTART, ROLLING_RESTART
+from kafka_runbooks.runbook.task import terminating
 
 __all__ = ["INCIDENT_RESTART", "POOL", "ROLLING_RESTART", "ClusterChangingOperator", "ClusterRecoveredSensor",
            "CloseRollOperator", "ExecutePlanOperator", "PlanRemediationOperator"]
@@ -65,6 +66,11 @@ class ClusterChangingOperator(BaseOperator):
         kwargs.setdefault("pool", POOL)
         super().__init__(**kwargs)
         self.plan_output = plan_output
+
+    def on_kill(self) -> None:
+        """Airflow's SIGTERM (its task runner calls this in the main thread and returns; SIGKILL follows ~5 s later):
+        noted for the engine, which begins nothing new and starts a broker it stopped (``runbook.task.terminating``)."""
+        terminating(self.task_id)
 
 
 def secret_of(conn_id: str) -> bytes:

@@ -7,7 +7,9 @@ one named state at a time, and only the moves of ``TRANSITIONS`` exist::
     election: planned -> checking -> electing -> gating -> done          (checking -> done: nothing left to elect)
     demotion: planned -> checking [-> moving] -> electing -> gating -> done
     every state after planned and before done -> halted; checking (and a restart's stopping: its stop command not yet
-    sent) -> refused; a restart's planned -> done: restarted by an earlier run of the roll (a resume)
+    sent) -> refused; a restart's planned -> done: restarted by an earlier run of the roll (a resume); a restart's
+    checking -> gating: its broker registered again after an earlier run's unfinished step stopped it (a resume:
+    ``resumption``), not stopped again
 
 Every refusal and every halt carries a typed :class:`Reason` (a stable ``code`` and the sentence on-call reads). At
 most one unit of a run is between its action and its last gate (``ACTIVE``) at any time: :class:`Board` refuses the
@@ -34,6 +36,7 @@ from kafka_runbooks.config import ClusterConfig
 from kafka_runbooks.model import CONSUMER_OFFSETS, ClusterSnapshot, Plan
 from kafka_runbooks.remediate import ledger as L
 from kafka_runbooks.remediate.ledger import Reason, StepState as State
+from kafka_runbooks.remediate.termination import TERMINATION, TaskTerminated
 
 log = logging.getLogger(__name__)
 MAX_LISTED = 20
@@ -44,7 +47,9 @@ _BAD = (State.HALTED,)
 TRANSITIONS: dict[str, dict[State, frozenset[State]]] = {
     RESTART: {
         State.PLANNED: frozenset({State.CHECKING, State.DONE}),
-        State.CHECKING: frozenset({State.STOPPING, State.REFUSED, *_BAD}),
+        # checking -> gating: a resumed step whose broker registered again after an earlier run stopped it
+        # (``resumption``): not stopped again, its gates only
+        State.CHECKING: frozenset({State.STOPPING, State.GATING, State.REFUSED, *_BAD}),
         State.STOPPING: frozenset({State.STOPPED, State.REFUSED, *_BAD}),  # refused: the stop command never left
         State.STOPPED: frozenset({State.STARTING, *_BAD}),
         State.STARTING: frozenset({State.GATING, *_BAD}),
@@ -195,6 +200,8 @@ class Records:
     def __init__(self, ex: "Execution", ledger, store, recorder: L.Recorder | None = None) -> None:
         self.ex, self.ledger, self.store = ex, ledger, store
         self.recorder = recorder or L.Recorder(L.Journal.of(ex.config, ex.record_id), L.store_writer(ledger, store))
+        if self.recorder.urgent is None:  # the task being terminated: no intent, every other record to the journal
+            self.recorder.urgent = lambda: TERMINATION.why
         self.where = {"run_id": ex.run_id, "dag_id": ex.dag_id, "task_id": ex.task_id, "try": ex.try_number}
 
     def _audit_item(self, action: str, outcome: str, host, command, details) -> dict[str, Any]:
@@ -246,6 +253,11 @@ class Work:
         raise NotImplementedError
 
     def failure(self, ctx: "Context", exc: BaseException) -> Failure:
+        if isinstance(exc, TaskTerminated):  # Airflow terminates the task: nothing new is begun (``termination``)
+            unit = ctx.current
+            begun = unit is not None and unit.state not in (State.PLANNED, State.CHECKING)
+            return Failure(unit.state.value if unit is not None else "between units", Reason(exc.code, str(exc)),
+                           acted=begun, refuse=not begun and not ctx.done)
         if isinstance(exc, Halted):  # a driver's own halt: recorded and said by the engine like any other
             return Failure(ctx.current.state.value if ctx.current is not None else "checking",
                            Reason(exc.code or "halted", str(exc)))
@@ -360,6 +372,22 @@ def _acquire(ctx: Context) -> None:
         ctx.records.event(L.REFUSED, state=State.REFUSED.value, reason=str(exc), code="lock_busy", sentence=str(exc))
         raise Refused(str(exc)) from exc
     ctx.audit("maintenance_lock", "acquired", identity)
+    ctx.lock = Guard(ctx.lock)
+
+
+class Guard:
+    """The maintenance lock as the drivers and their waits see it: :meth:`check` raises :class:`TaskTerminated` once
+    Airflow terminates the task (``termination``), then the lock's own check; everything else is the lock's."""
+
+    def __init__(self, lock: Any) -> None:
+        self.lock = lock
+
+    def check(self) -> None:
+        TERMINATION.check()
+        self.lock.check()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.lock, name)
 
 
 def _drive(ctx: Context, unit: Unit) -> None:

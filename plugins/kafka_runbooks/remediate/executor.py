@@ -35,6 +35,7 @@ from kafka_runbooks.remediate.engine import (MAX_LISTED, Execution, Failure, Hal
                                              describe_state)
 from kafka_runbooks.remediate.ledger import Reason, StepState as State
 from kafka_runbooks.remediate.safety import SafetySettings, stop_refusals
+from kafka_runbooks.remediate.termination import TERMINATION, TaskTerminated
 
 log = logging.getLogger(__name__)
 
@@ -138,14 +139,23 @@ def interrupted_step(entries: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] 
     return open_step
 
 
+def registration_now(snapshot: ClusterSnapshot, broker_id: int) -> dict[str, Any] | None:
+    """Broker ``broker_id``'s ZooKeeper registration in ``snapshot`` as the ledger records it (``resumption``)."""
+    from kafka_runbooks.remediate.resumption import registration_of  # deferred: loaded on first use, not when a DAG file is parsed
+
+    broker = snapshot.broker(broker_id)
+    return registration_of(broker.registration_zxid, broker.session_id) if broker is not None else None
+
+
 def interruption_report(step: Mapping[str, Any], snapshot: ClusterSnapshot | None, configured: Iterable[int]) -> list[str]:
     """What on-call reads when a worker died mid-step: which step, since when, and the cluster as it is now."""
     b = step.get("broker_id")
     return [f"the execute task stopped during the step of broker {b} (stop command sent at {step.get('at')} by run "
             f"{step.get('run_id')}) and never finished it: the worker died or was killed",
             *describe_state(snapshot, configured, b),
-            f"resume with resume=true: the roll continues from broker {b}'s step (a broker that is down is started, one that is "
-            "up is restarted), every stop checked again on fresh state"]
+            f"resume with resume=true: the roll continues from broker {b}'s step (a broker that is down is started; one "
+            "registered again since that step's stop gets its gates only; one still registered as before the stop is "
+            "restarted), every stop checked again on fresh state"]
 
 
 # --------------------------------------------------------------------------- I/O
@@ -292,10 +302,14 @@ def stop_gate(records: Records, broker_id: int, check_now, fresh_s: float, *, mo
 
     def before_stop() -> dict[str, Any]:
         t, details = checked(True)
+        # the registration it is about to stop (``resumption``: a resume proves from it whether the restart happened)
+        registered = {"registration": details["registration"]} if "registration" in details else {}
         try:
-            records.intent(L.STEP_STARTED, broker_id=broker_id, state=L.StepState.STOPPING.value, check=details)
-        except L.RecordFailed as exc:
-            raise StepFailed(broker_id, "intent", str(exc), stopped=False, code="intent_not_recorded") from exc
+            records.intent(L.STEP_STARTED, broker_id=broker_id, state=L.StepState.STOPPING.value, check=details,
+                           **registered)
+        except L.RecordFailed as exc:  # the database failing, or Airflow terminating the task (``termination``)
+            raise StepFailed(broker_id, "intent", str(exc), stopped=False,
+                             code=TaskTerminated.code if TERMINATION.noticed() else "intent_not_recorded") from exc
         if on_intent is not None:
             on_intent()
         checks = 1
@@ -306,6 +320,11 @@ def stop_gate(records: Records, broker_id: int, check_now, fresh_s: float, *, mo
                                  "nothing was stopped", stopped=False, code="check_not_fresh")
             t, details = checked(False)
             checks += 1
+            if registered and details.get("registration") != registered["registration"]:
+                raise StepFailed(broker_id, "safety check right before the stop",
+                                 f"broker {broker_id}'s registration changed since the intent recorded it "
+                                 f"({registered['registration']} -> {details.get('registration')}); nothing was stopped",
+                                 stopped=False, code="registration_changed")
         return {"last_check": details, "checks": checks, "checked_s_before_stop": round(monotonic() - t, 3)}
 
     return before_stop
@@ -397,16 +416,24 @@ def _restart_unit(ctx, unit: Unit) -> None:
     with StrictSSHHook(conn_id, connect_timeout=cfg.capture.connect_timeout_s) as ssh:
         host = BrokerHost(cfg, b, ssh)
         step_audit = _step_audit(ctx.records, b, conn_id)
-        fresh, remaining = _check_unit(ctx, unit, host, step_audit)
+        _check_identity(ctx, unit, host, step_audit)
+        resumed = _resumption(ctx, unit, step_audit)
         t0 = time.monotonic()
-        offsets_before = G.offsets_partitions(fresh.snapshot)
-        expected = [p.name for p in fresh.snapshot.partitions_of(b)]
-        report = _stop_and_start(ctx, unit, host, fresh, remaining, step_audit)
-        timing = {"broker_id": b, **{f"{k}_s": round(v, 2) for k, v in report.seconds.items()},
-                  "controlled_shutdown": report.controlled_shutdown, "killed": report.killed,
-                  "stop_command": report.stop_command}
+        if resumed is not None:  # registered again since an earlier run's stop of it: not stopped again
+            snapshot, report, decision = resumed
+            timing = {"broker_id": b, "resumed": "gates only", "stop_command": report.stop_command}
+        else:
+            fresh, remaining = _check_unit(ctx, unit, host, step_audit)
+            snapshot = fresh.snapshot
+            report = _stop_and_start(ctx, unit, host, fresh, remaining, step_audit)
+            timing = {"broker_id": b, **{f"{k}_s": round(v, 2) for k, v in report.seconds.items()},
+                      "controlled_shutdown": report.controlled_shutdown, "killed": report.killed,
+                      "stop_command": report.stop_command}
+        offsets_before = G.offsets_partitions(snapshot)
+        expected = [p.name for p in snapshot.partitions_of(b)]
         ctx.lock.check()
-        ctx.move(unit, State.GATING, record=True)
+        ctx.move(unit, State.GATING, record=True,
+                 **({"resumed": decision.sentence, "resumed_code": decision.code} if resumed is not None else {}))
         timing.update(_restart_gates(ctx, b, host, expected, offsets_before, step_audit))
     timing["total_s"] = round(time.monotonic() - t0, 2)
     ctx.ex.timings.append(timing)
@@ -416,17 +443,52 @@ def _restart_unit(ctx, unit: Unit) -> None:
     step_audit("restart_broker", "ok", details={"report": report.to_dict(), "timing": timing})
 
 
+def _check_identity(ctx, unit: Unit, host, step_audit) -> None:
+    """``checking``: the host runs the broker it is mapped to; StepFailed (nothing stopped) otherwise."""
+    from kafka_runbooks.remediate.steps import StepFailed  # deferred: loaded on first use, not when a DAG file is parsed
+
+    b = unit.key
+    wrong = host.identity_refusal()
+    step_audit("host_identity", "refused" if wrong else "ok",
+               details={"reason": wrong} if wrong else {"server_properties": ctx.config.server_properties(b)})
+    if wrong:
+        raise StepFailed(b, "host identity", wrong, stopped=False, code="host_identity")
+
+
+def _resumption(ctx, unit: Unit, step_audit):
+    """``checking`` of a step an earlier run of the roll started and never finished (cut, or halted after its intent):
+    its broker's registration now against the one recorded with that intent (``resumption.decide``), the decision
+    recorded (ledger ``resumed``, audit ``resume_decision``) before anything is done. Registered again since: (the
+    snapshot read, a report saying no stop was sent, the decision) is returned -- the unit goes to ``gating``; a
+    contradiction refuses (StepFailed, nothing stopped); otherwise None: the step goes on as any other (restarted if
+    up, started if down)."""
+    from kafka_runbooks.detect.snapshot import read_snapshot  # deferred: loaded on first use, not when a DAG file is parsed
+    from kafka_runbooks.remediate import resumption as R  # deferred: loaded on first use, not when a DAG file is parsed
+    from kafka_runbooks.remediate.steps import Registration, RestartReport, StepFailed  # deferred: loaded on first use
+
+    b = unit.key
+    step = R.unfinished_step(ctx.ledger.entries(), b)
+    if step is None:
+        return None
+    snapshot = read_snapshot(ctx.zk, ctx.config.name)
+    decision = R.decide(b, step, registration_now(snapshot, b))
+    ctx.records.event(L.RESUMED, broker_id=b, **decision.to_dict(), step_run=step.started.get("run_id"))
+    step_audit("resume_decision", decision.action, details=decision.to_dict())
+    if decision.action == R.REFUSE:
+        raise StepFailed(b, "resume", decision.sentence, stopped=False, code=decision.code)
+    if decision.action != R.GATES_ONLY:
+        return None
+    broker = snapshot.broker(b)
+    report = RestartReport(broker_id=b, new_registration=Registration(int(broker.session_id), int(broker.registration_zxid)),
+                           stop_command=f"skipped: {decision.sentence}")
+    return snapshot, report, decision
+
+
 def _check_unit(ctx, unit: Unit, host, step_audit) -> tuple[FreshState, list[int]]:
-    """``checking``: the host runs the broker it is mapped to; the stop checked on fresh state. StepFailed (nothing
-    stopped) otherwise."""
+    """``checking``: the stop checked on fresh state. StepFailed (nothing stopped) otherwise."""
     from kafka_runbooks.remediate.steps import StepFailed  # deferred: loaded on first use, not when a DAG file is parsed
 
     cfg, ex, b = ctx.config, ctx.ex, unit.key
-    wrong = host.identity_refusal()
-    step_audit("host_identity", "refused" if wrong else "ok",
-               details={"reason": wrong} if wrong else {"server_properties": cfg.server_properties(b)})
-    if wrong:
-        raise StepFailed(b, "host identity", wrong, stopped=False, code="host_identity")
     fresh = read_fresh_state(ctx.zk, ex, b)
     completed = ctx.ledger.progress().completed
     remaining = [s.broker_id for s in ex.plan.steps if s.broker_id not in completed]
@@ -455,7 +517,7 @@ def _stop_and_start(ctx, unit: Unit, host, fresh: FreshState, remaining: list[in
         now = read_snapshot(ctx.zk, cfg.name)
         why, unresponsive, checks = last_check(cfg, ctx.ex.plan, now, b, fresh, remaining)
         return why, {"unresponsive": unresponsive, "checked": _checked(checks), "controller": now.controller_id,
-                     "lock": fenced}
+                     "lock": fenced, "registration": registration_now(now, b)}
 
     before_stop = stop_gate(ctx.records, b, check_now, cfg.gates.check_fresh_s,
                             on_intent=lambda: ctx.move(unit, State.STOPPING))

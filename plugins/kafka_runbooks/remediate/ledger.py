@@ -34,6 +34,7 @@ HALTED = "halted"
 COMPLETED = "completed"
 REFUSED = "refused"  # the run changed nothing: it ended before any stop (lock busy, plan changed, a check refused)
 CUT = "cut"  # the worker running the step died: the close task or the resume records it (``executor.interrupted_step``)
+RESUMED = "resumed"  # a resumed restart step's decision on a broker an earlier run's unfinished step stopped (``resumption``)
 STATE = "state"  # a unit of work entered a state (``engine.Board.move``): where the action-free transitions are recorded
 
 log = logging.getLogger(__name__)
@@ -244,12 +245,16 @@ class Recorder:
     database in order: while the journal holds any, a new one is journaled behind them (after one replay try)."""
 
     def __init__(self, journal: Journal, write: Callable[[Mapping[str, Any]], None], *, attempts: int = 3,
-                 pause_s: float = 0.5, sleep: Callable[[float], None] = time.sleep) -> None:
+                 pause_s: float = 0.5, sleep: Callable[[float], None] = time.sleep,
+                 urgent: Callable[[], str | None] | None = None) -> None:
         self.journal = journal
         self.write = write  # one record (kind "ledger" or "audit") to the database; raises when it cannot
         self.attempts = max(1, int(attempts))
         self.pause_s = pause_s
         self.sleep = sleep
+        # why there is no time for the database (the task is being terminated, ``termination``), else None: then no
+        # intent is recorded (nothing new is done) and every other record goes to the journal at once
+        self.urgent = urgent
 
     def _try(self, item: Mapping[str, Any]) -> Exception | None:
         last: Exception | None = None
@@ -261,11 +266,22 @@ class Recorder:
                 return None
             except Exception as exc:  # noqa: BLE001 - any failure of the database is retried, bounded
                 last = exc
-                if i + 1 < self.attempts:
+                if i + 1 < self.attempts and not self._hurry():  # no time left for retries: to the journal
                     self.sleep(self.pause_s * (i + 1))
+                elif i + 1 < self.attempts:
+                    break
         return last
 
+    def _hurry(self) -> str | None:
+        try:
+            return self.urgent() if self.urgent is not None else None
+        except Exception:  # noqa: BLE001 - a failing probe is no reason to hurry
+            return None
+
     def must(self, item: Mapping[str, Any]) -> None:
+        hurry = self._hurry()
+        if hurry:
+            raise RecordFailed(f"the intent was not recorded: {hurry}; nothing was done")
         failed = self._try(item)
         if failed is not None:
             raise RecordFailed(f"the intent could not be recorded in the state database ({type(failed).__name__}: "
@@ -274,11 +290,12 @@ class Recorder:
     def best(self, item: Mapping[str, Any]) -> bool:
         """True when written to the database; False when it went to the journal (or, the disk failing too, only to
         the log)."""
-        failed = self._try(item)
+        hurry = self._hurry()
+        failed = RecordFailed(f"no time for the database: {hurry}") if hurry else self._try(item)
         if failed is None:
             return True
-        log.error("state database unavailable (%s: %s): %s kept in the journal %s", type(failed).__name__,
-                  str(failed)[:300], item.get("kind"), self.journal.path)
+        log.error("%s (%s: %s): %s kept in the journal %s", "state database not used" if hurry else
+                  "state database unavailable", type(failed).__name__, str(failed)[:300], item.get("kind"), self.journal.path)
         try:
             self.journal.add(str(item.get("kind")), {**{k: v for k, v in item.items() if k != "kind"}, "journaled": True})
         except Exception as exc:  # noqa: BLE001 - the record is in the log line above and below
@@ -314,4 +331,4 @@ def store_writer(ledger: "LedgerStore", store: Any) -> Callable[[Mapping[str, An
 
 __all__ = ["APPROVAL", "APPROVAL_REQUESTED", "APPROVAL_USED", "COMPLETED", "CUT", "HALTED", "PLANNED", "REFUSED", "STEP_DONE",
            "STEP_FAILED", "STEP_STARTED", "ApprovalMarkerError", "ApprovalUsed", "Journal", "Ledger", "PlanNotRecorded", "Progress", "Reason",
-           "RecordFailed", "STATE", "recorded_plan", "waiver_refusals", "Recorder", "StepState", "find_resumable", "progress", "store_writer"]
+           "RecordFailed", "RESUMED", "STATE", "recorded_plan", "waiver_refusals", "Recorder", "StepState", "find_resumable", "progress", "store_writer"]

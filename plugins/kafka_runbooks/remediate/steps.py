@@ -23,6 +23,7 @@ from typing import Any, Callable, Mapping
 from kafka_runbooks.analyze.parsers.kafka_log import parse_kafka_log
 from kafka_runbooks.config import GateSettings
 from kafka_runbooks.remediate.host import BrokerHost, ProcessInfo
+from kafka_runbooks.remediate.termination import TERMINATION, TaskTerminated
 from kafka_runbooks.remediate.waits import Waker, wait_for
 
 CONTROLLED_OK = "Controlled shutdown succeeded"
@@ -140,7 +141,10 @@ def restart_broker(zk, host: BrokerHost, gates: GateSettings, audit: Audit, log,
     no longer ends the step: it is noted (audited once) and raised once the broker is started and registered again, so
     a lost lock never leaves a broker down (the chaos table: a lock deleted or ZooKeeper unreachable after the stop
     left it down until a resume); ``on_state("stopped" | "starting")`` when the old process and its registration are
-    gone, and right before the start command (the engine's unit's states)."""
+    gone, and right before the start command (the engine's unit's states). Airflow terminating the task
+    (``termination``: SIGTERM, SIGKILL ~5 s later) is a failing guard like a lost lock: before the stop command nothing
+    is stopped; after it the step goes on at once, its waits polling fast and its records going to the journal, so the
+    broker is started before the SIGKILL where its old process and registration are gone by then."""
     b = host.broker_id
     stop_s = gates.stop_s if serving else min(gates.stop_s, gates.stop_unserving_s)
     report = RestartReport(broker_id=b)
@@ -205,6 +209,9 @@ def _stop(host: BrokerHost, report: RestartReport, audit: Audit, log, stop_s: fl
                                                         "in ZooKeeper: the broker was already down; no stop command sent",
                                                  **extra})
         return audit
+    if TERMINATION.noticed():  # Airflow terminates the task (``termination``): its SIGKILL would leave the broker down
+        raise StepFailed(report.broker_id, "right before the stop", f"{TERMINATION.why}; nothing was stopped",
+                         stopped=False, code=TaskTerminated.code)
     res = host.run("stop_command", stop_s)
     audit = _after_stop(audit, log)  # from here on the broker may be down: nothing recorded may keep it down
     audit("stop_broker", "ok" if res.ok else "failed", command=res.argv,

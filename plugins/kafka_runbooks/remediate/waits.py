@@ -1,10 +1,13 @@
-"""Bounded waits without fixed sleeps: re-check when a ZooKeeper watch fires, else every ``poll_s``."""
+"""Bounded waits without fixed sleeps: re-check when a ZooKeeper watch fires, else every ``poll_s`` (at once, then
+every ``termination.HURRY_POLL_S``, once the task is being terminated)."""
 
 from __future__ import annotations
 
 import threading
 import time
 from typing import Callable, TypeVar
+
+from kafka_runbooks.remediate.termination import HURRY_POLL_S, TERMINATION
 
 T = TypeVar("T")
 
@@ -37,7 +40,21 @@ def wait_for(check: Callable[[], T | None], *, timeout_s: float, poll_s: float, 
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             return None
+        _pause(min(poll_s, remaining), waker)
+
+
+def _pause(seconds: float, waker: Waker | None) -> None:
+    """Up to ``seconds``, in slices of ``HURRY_POLL_S``: ends when ``waker`` fires, and after the slice in which the
+    task was told it is being terminated (``termination``: its SIGKILL is ~5 s away, the step checks again now)."""
+    end = time.monotonic() + seconds
+    while True:
+        left = end - time.monotonic()
+        if left <= 0:
+            return
         if waker is not None:
-            waker.event.wait(min(poll_s, remaining))
+            if waker.event.wait(min(left, HURRY_POLL_S)):
+                return
         else:
-            time.sleep(min(poll_s, remaining))
+            time.sleep(min(left, HURRY_POLL_S))
+        if TERMINATION.noticed():
+            return

@@ -99,7 +99,8 @@ def how_it_ended(store, record_id: str, progress) -> str:
     step = interrupted_step(Ledger(store.db, record_id).entries())
     if step is not None:
         return (f"its run {step.get('run_id')} was cut during broker {step.get('broker_id')}'s step (stop command sent at "
-                f"{step.get('at')}): the broker is started if down, restarted if up")
+                f"{step.get('at')}): the broker is started if down, gated only if registered again since that stop, "
+                "restarted if still registered as before it")
     return "its last run ended without a halt"
 
 

@@ -9,6 +9,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from kafka_runbooks.remediate import termination  # no imports of its own: ``terminating`` runs in a signal handler
+
 
 @dataclass
 class Task:
@@ -41,3 +43,10 @@ class Task:
 
     def push(self, key: str, value: Any) -> None:
         self.pushed[key] = value
+
+
+def terminating(task_id: str) -> None:
+    """Airflow is terminating the task (SIGTERM: its task runner calls the operator's ``on_kill`` in the main thread
+    and returns; SIGKILL follows ~5 s later): noted for the engine, which begins nothing new and starts a broker it
+    stopped (``remediate/termination.py``). Assignments only: safe in a signal handler."""
+    termination.on_kill(task_id)
