@@ -360,3 +360,25 @@ def test_operators_are_glue():
 def test_the_glue_check_sees_a_long_execute():
     """The check above can fail: every operator's longest task method is over a limit of 3 lines."""
     assert len(_operator_methods_over(3)) >= 10
+
+
+# A finding crosses the response run's tasks as a reference (issue 28): the services load typed findings in one place,
+# runbook/finding_records.py, the only module of the services and the operators that parses one from a dict.
+FINDING_LOADER = "kafka_runbooks.runbook.finding_records"
+
+
+def _finding_parses(modules: dict[str, Path]) -> list[str]:
+    found = []
+    for module, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if (isinstance(node, ast.Attribute) and node.attr == "from_dict" and isinstance(node.value, ast.Name)
+                    and node.value.id == "Finding"):
+                found.append(f"{module}:{node.lineno}")
+    return found
+
+
+def test_findings_are_parsed_in_one_place():
+    services = {m: p for m, p in MODULES.items() if m.startswith(("kafka_runbooks.runbook.", "kafka_runbooks.operators."))
+                and m != FINDING_LOADER}
+    assert _finding_parses(services) == [], "Finding.from_dict outside runbook/finding_records.py"
+    assert _finding_parses({FINDING_LOADER: MODULES[FINDING_LOADER]})  # the check sees one where there is one
