@@ -152,3 +152,34 @@ def test_without_evidence_nothing_is_asked_and_the_capture_runs(stand_in):
     assert states["capture"] == "failed", states  # it ran: no SSH host answers
     _after(tis, "open_incident", "capture")
     assert _znodes(zk) == before
+
+
+def test_the_xcoms_of_a_response_run_hold_no_finding(stand_in):
+    """Issue 28: findings cross the tasks as references. A response to an incident the health check opened with its
+    finding (the trigger): every XCom the run wrote -- the incident's (open_incident), the mitigation's plan reference,
+    the approval's decision -- holds no finding; the tasks load it from the incident's record
+    (``runbook/finding_records.py``; tests/runbook/test_finding_references.py has the report, choice and explanation)."""
+    import json as _json
+
+    from sqlalchemy import select
+
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    from finding_dicts import finding_dicts
+
+    config, _ = stand_in
+    run, _ = _run(_form(_not_serving_incident(config)), "Reject")
+    with create_session() as session:
+        rows = session.execute(select(XComModel.task_id, XComModel.key, XComModel.value).where(
+            XComModel.dag_id == DAG_ID, XComModel.run_id == run.run_id)).all()
+    def value_of(stored):  # the metadata database's JSON column: the serialized value (a JSON text), or a plain string
+        try:
+            return _json.loads(stored) if isinstance(stored, str) else stored
+        except ValueError:
+            return stored
+
+    xcoms = {(task, key): value_of(value) for task, key, value in rows}
+    assert ("open_incident", "return_value") in xcoms and ("plan_mitigation", "return_value") in xcoms, sorted(xcoms)
+    assert {k: finding_dicts(v) for k, v in xcoms.items() if finding_dicts(v)} == {}
+    assert xcoms[("open_incident", "return_value")]["incident_id"]  # the reference the later tasks load it by

@@ -13,7 +13,7 @@ from kafka_runbooks.remediate.choice import EXPLAIN, RESTART, peers_needing_rest
 
 def trig(kind, problem=None, brokers=(3,), **details):
     return Finding(kind, Severity.CRITICAL, f"{kind} summary", broker_ids=tuple(brokers),
-                   details={**({"problem": problem} if problem else {}), **details}).to_dict()
+                   details={**({"problem": problem} if problem else {}), **details})
 
 
 def test_a_broker_not_serving_is_restarted_and_its_peers_followed_up():
@@ -36,8 +36,8 @@ def test_a_bad_client_and_a_zookeeper_drop_are_explained_never_restarted(kind, p
                 Finding("jvm_deadlock", Severity.CRITICAL, "unrelated")]
     r = remediation_for(trig(kind, problem, advice="pin the client"), analysis)
     assert r.kind == EXPLAIN and r.runbook == runbook and r.follow_up_peers is False
-    assert [f["kind"] for f in r.findings] == ["unknown_api_requests"]
-    assert r.to_dict()["kind"] == "explain"
+    assert [f.kind for f in r.findings] == ["unknown_api_requests"]
+    assert r.to_dict()["kind"] == "explain" and r.to_dict()["findings"] == ["unknown_api_requests"]  # kinds, no finding
 
 
 def test_a_response_from_the_form_restarts_as_asked_and_tells_no_restart_findings():

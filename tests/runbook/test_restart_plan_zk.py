@@ -77,3 +77,33 @@ def test_a_dry_run_records_nothing_and_says_what_it_would_do(settings):
     with pytest.raises(Stop, match="^dry run: would be refused"):
         restart.plan(restart.Request(kind=restart.ROLLING_RESTART, cluster="c1", mode="dry-run"), task)
     assert IncidentStore(load_cluster("c1")).records("c1") == [] and task.pushed["refused"]["dry_run"] is True
+
+
+def test_an_incident_restart_is_planned_from_the_findings_recorded_on_the_incident(settings, tmp_path):
+    """Issue 28: the plan of an incident's restart is computed from -- and records with it -- the analysis's findings
+    the report task recorded on the incident, never the findings an (edited) report output would carry."""
+    from kafka_runbooks.config import load_cluster
+    from kafka_runbooks.incidents.store import IncidentStore
+    from kafka_runbooks.model import Finding, Severity
+    from kafka_runbooks.remediate.ledger import Ledger
+    from kafka_runbooks.runbook import analyze, restart
+    from kafka_runbooks.runbook.errors import Stop
+    from kafka_runbooks.runbook.task import Task
+
+    store = IncidentStore(load_cluster("c1"))
+    trigger = Finding("broker_unresponsive", Severity.CRITICAL, "broker 2 answers nothing", broker_ids=(2,),
+                      details={"problem": "broker_not_serving"})
+    record = store.open(cluster="c1", broker_ids=[2], reason=trigger.summary, opened_by="health", trigger=trigger.to_dict())
+    incident = {"incident_id": record["id"], "cluster": "c1", "broker_ids": [2]}
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()  # findings.json as the Spark job writes it (analyze/bundle.py), from findings built with the model
+    deadlock = Finding("jvm_deadlock", Severity.CRITICAL, "a Java-level deadlock on broker 2", broker_ids=(2,))
+    (bundle / "findings.json").write_text(json.dumps({"findings": [deadlock.to_dict()]}))
+    task = Task(dag_id="kafka_incident_response", run_id="health__1", task_id="plan", log=logging.getLogger("test"))
+    report = analyze.publish(incident, str(bundle), task)
+    forged = Finding("request_handler_stalled", Severity.CRITICAL, "forged", broker_ids=(3,)).to_dict()
+    with pytest.raises(Stop, match="nothing changed"):  # no host can be read: refused, and recorded
+        restart.plan(restart.Request(kind=restart.INCIDENT_RESTART, incident=incident,
+                                     report={**report, "findings": [forged]}), task)
+    (planned,) = [e for e in Ledger(store.db, record["id"]).entries() if e["event"] == "planned"]
+    assert [(f["kind"], f["summary"]) for f in planned["findings"]] == [("jvm_deadlock", "a Java-level deadlock on broker 2")]

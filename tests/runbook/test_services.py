@@ -68,7 +68,7 @@ def test_a_plan_tasks_output_is_a_reference_and_what_it_refers_to_is_the_recorde
     assert set(out["plan"]) == {"roll_id", "cluster", "kind"} and out["digest"] == digest  # no copy of the plan
     loaded = plans.load(out, "nothing done")
     assert loaded.plan == plan and loaded.canary is False and list(loaded.gates) and loaded.report is None
-    assert [f["summary"] for f in loaded.findings] == ["broker 2 does not answer"]
+    assert [f.summary for f in loaded.findings] == ["broker 2 does not answer"]
 
 
 @pytest.mark.parametrize("output, says", [

@@ -49,6 +49,21 @@ def render_report(findings: list[Finding], tables: Mapping[str, Any] | None = No
     if t.get("bundle"):
         parts.append(f"<p class='muted'>Bundle <code>{_e(t['bundle'])}</code>, generated {_e(t.get('generated_at'))}</p>")
 
+    parts += _summary_section(findings)
+    parts += _charts_section(t)
+    parts += _deadlock_sections(findings)
+    parts += _broker_sections(t)
+    parts += _files_section(t)
+    parts += _timeline_section(t)
+    parts += _evidence_section(findings)
+    parts += _unparsable_section(findings)
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def _summary_section(findings: list[Finding]) -> list[str]:
+    """The findings, one row each."""
+    parts: list[str] = []
     # summary
     parts.append("<h2>Summary</h2>")
     if findings:
@@ -57,7 +72,12 @@ def render_report(findings: list[Finding], tables: Mapping[str, Any] | None = No
              _e(", ".join(map(str, f.broker_ids))), _e(f.summary)] for f in findings]))
     else:
         parts.append("<p>No findings.</p>")
+    return parts
 
+
+def _charts_section(t: Mapping[str, Any]) -> list[str]:
+    """ISR changes and GC pauses over time (inline SVG), when the bundle has them."""
+    parts: list[str] = []
     # charts (inline SVG): ISR changes and GC pauses, when the bundle has them
     c = t.get("charts") or {}
     drawn = [x for x in (isr_chart(c.get("isr_events") or [], int(c.get("isr_omitted") or 0)),
@@ -65,7 +85,12 @@ def render_report(findings: list[Finding], tables: Mapping[str, Any] | None = No
     if drawn:
         parts.append("<h2>Over time</h2>")
         parts += drawn
+    return parts
 
+
+def _deadlock_sections(findings: list[Finding]) -> list[str]:
+    """Each deadlock's lock cycle, its progress across the dumps, the known bugs of its version, the advice."""
+    parts: list[str] = []
     # deadlocks: lock cycle tables + advice
     for f in (x for x in findings if x.kind == "jvm_deadlock"):
         d = f.details
@@ -87,7 +112,12 @@ def render_report(findings: list[Finding], tables: Mapping[str, Any] | None = No
             parts.append("<p class='muted'>Ruled out by version: " + _e(", ".join(f"{b['id']} ({b['status']})" for b in ruled)) + "</p>")
         if d.get("advice"):
             parts.append(f"<p><b>Advice:</b> {_e(d['advice'])}</p>")
+    return parts
 
+
+def _broker_sections(t: Mapping[str, Any]) -> list[str]:
+    """The brokers' process figures and their connection states."""
+    parts: list[str] = []
     # brokers
     brokers = t.get("brokers") or []
     if brokers:
@@ -105,7 +135,12 @@ def render_report(findings: list[Finding], tables: Mapping[str, Any] | None = No
         parts.append(_table(["broker", "local port", "state", "count", "Recv-Q bytes"], [
             [_e(c.get("broker_id")), _e(c.get("local_port")), _e(c.get("state")), _e(c.get("count")), _e(c.get("recv_q"))]
             for c in conns]))
+    return parts
 
+
+def _files_section(t: Mapping[str, Any]) -> list[str]:
+    """How each file was read."""
+    parts: list[str] = []
     # how each file was read
     ft = t.get("files") or []
     if ft:
@@ -117,7 +152,12 @@ def render_report(findings: list[Finding], tables: Mapping[str, Any] | None = No
              _e(r.get("layout")),
              _e("" if r.get("parsed_share") is None else f"{r['parsed_share']:.1%}" + (" (sampled)" if r.get("share_sampled") else "")),
              _e(r.get("read_by")), _e("; ".join(x for x in (r.get("problems"), r.get("notes")) if x))] for r in ft]))
+    return parts
 
+
+def _timeline_section(t: Mapping[str, Any]) -> list[str]:
+    """The key log events in time order."""
+    parts: list[str] = []
     # timeline
     tl = t.get("timeline") or []
     parts.append("<h2>Timeline of key log events</h2>")
@@ -127,7 +167,12 @@ def render_report(findings: list[Finding], tables: Mapping[str, Any] | None = No
              _e(r.get("message")), f"<code>{_e(r.get('source'))}:{_e(r.get('line'))}</code>"] for r in tl]))
     else:
         parts.append("<p class='muted'>No key log events.</p>")
+    return parts
 
+
+def _evidence_section(findings: list[Finding]) -> list[str]:
+    """Every finding's cited lines (the unparsable files have their own table)."""
+    parts: list[str] = []
     # evidence
     parts.append("<h2>Evidence</h2>")
     for f in findings:
@@ -136,7 +181,12 @@ def render_report(findings: list[Finding], tables: Mapping[str, Any] | None = No
         for ev in f.evidence:
             cite = f"{ev.source}:{','.join(map(str, ev.lines))}" if ev.lines else ev.source
             parts.append(f"<h3>{_e(f.kind)} — <code>{_e(cite)}</code></h3><pre>{_e(ev.excerpt)}</pre>")
+    return parts
 
+
+def _unparsable_section(findings: list[Finding]) -> list[str]:
+    """The files that could not be parsed, with why."""
+    parts: list[str] = []
     # unparsable
     unp = [f for f in findings if f.kind == "unparsable"]
     parts.append("<h2>Unparsable evidence</h2>")
@@ -146,5 +196,4 @@ def render_report(findings: list[Finding], tables: Mapping[str, Any] | None = No
             for f in unp]))
     else:
         parts.append("<p class='muted'>None: every captured file was parsed.</p>")
-    parts.append("</body></html>")
-    return "\n".join(parts)
+    return parts

@@ -146,6 +146,14 @@ def survey_file(path: str, file_uri: str, split_bytes: int, want_layout: bool = 
             s.bad_utf8 = True
     s.ends_with_newline = prev_last in (b"\n", b"")
     s.first_line_of_split = {k: v for k, v in s.first_line_of_split.items() if k < pos}
+    _encoding_and_layout(s, head, tail, non_ascii, want_layout)
+    return s
+
+
+def _encoding_and_layout(s: Survey, head: bytes, tail: bytes, non_ascii: bool, want_layout: bool) -> None:
+    """The file's encoding (read from its head) and, for text, its log layout and the times of its first and last
+    records (from its head and its tail), into ``s``."""
+    pos = s.size
     dec = decode_evidence(head)
     if dec.encoding.startswith("utf-16"):
         s.encoding = "utf-16"
@@ -163,7 +171,6 @@ def survey_file(path: str, file_uri: str, split_bytes: int, want_layout: bool = 
             s.sampled_share = round(p.parsed_share, 4)
             s.first_ts = next((r.ts for r in p.records if r.ts), None)
             s.last_ts = next((r.ts for r in reversed(p.records) if r.ts), None)
-    return s
 
 
 def newlines_before(local_path: str, end: int) -> int:

@@ -56,7 +56,7 @@ from kafka_runbooks.host import sockets as S
 from kafka_runbooks.capture.bundle import EvidenceBundle, atomic_write_json
 from kafka_runbooks.capture.redact import redact_file
 from kafka_runbooks.config import CaptureSettings, ClusterConfig
-from kafka_runbooks.detect.endpoints import broker_endpoint
+from kafka_runbooks.detect.endpoints import Endpoint, broker_endpoint
 from kafka_runbooks.host.procfs import process_state
 from kafka_runbooks.hooks.ssh import CommandResult, SSHError, default_runner_factory
 
@@ -152,8 +152,24 @@ def capture_cluster(
     if snapshot is not None:
         bundle.write_snapshot(snapshot)
     ids = list(dict.fromkeys(C.validate_broker_id(b) for b in broker_ids))
-    if suspects is None:
-        suspects = (trig or {}).get("broker_ids") or ids
+    suspect_ids = _suspects(config, bundle, ids, (trig or {}).get("broker_ids") or ids if suspects is None else suspects)
+    checks = _capture_in_parallel(config, snapshot, bundle, factory, ids, suspect_ids, checker=checker, known=known,
+                                  sleep=sleep, zookeeper_members=list(zookeeper_members),
+                                  zookeeper_affected=zookeeper_affected)
+    _intrusive_phase(config, bundle, factory, sorted(suspect_ids), intrusive, sleep)
+    if checker is not None:
+        checks += _checks(checker, "end")
+        path = bundle.path / KAFKA_CHECKS_FILE
+        atomic_write_json(path, checks)
+        bundle.add_file(path, kind=C.KIND_KAFKA_CHECKS)
+    _judge_jmx_no_answer(bundle, checks)
+    _record_status(bundle, started)
+    return bundle.write_manifest()
+
+
+def _suspects(config: ClusterConfig, bundle: EvidenceBundle, ids: list[int], suspects: Iterable[int]) -> set[int]:
+    """The brokers that get the heavy tools (at most ``capture.max_suspects``; the others are captured as peers),
+    recorded in the manifest with every host's role."""
     wanted = [int(b) for b in dict.fromkeys(suspects) if int(b) in ids]
     cap = config.capture.max_suspects
     suspect_ids = set(wanted[:cap])
@@ -164,16 +180,24 @@ def capture_cluster(
     bundle.manifest["deadline_s"] = config.capture.host_deadline_s
     for bid in ids:
         bundle.set_host(bid, role=C.SUSPECT if bid in suspect_ids else C.PEER, status=FAILED, status_reasons=[])
+    return suspect_ids
+
+
+def _capture_in_parallel(config: ClusterConfig, snapshot: model.ClusterSnapshot | None, bundle: EvidenceBundle,
+                         factory: RunnerFactory, ids: list[int], suspect_ids: set[int], *, checker: Checker | None,
+                         known: Mapping[int, model.Broker] | None, sleep: Callable[[float], None],
+                         zookeeper_members: list[Any], zookeeper_affected: Iterable[str]) -> list[dict]:
+    """The first phase, every host at once: the brokers, the ZooKeeper ensemble and the direct checks at the start;
+    a failure on one is recorded and never loses the others. Returns those checks."""
     checks: list[dict] = []
     turns = DumpTurns()
-    zk_members = list(zookeeper_members)
     with ThreadPoolExecutor(max_workers=min(32, len(ids) + 2) or 1, thread_name_prefix="capture") as pool:
         check_first = pool.submit(_checks, checker, "start") if checker else None
         ensemble = None
-        if zk_members:
+        if zookeeper_members:
             from kafka_runbooks.capture.zookeeper import capture_ensemble
 
-            ensemble = pool.submit(capture_ensemble, config, bundle, zk_members, zookeeper_affected, factory)
+            ensemble = pool.submit(capture_ensemble, config, bundle, zookeeper_members, zookeeper_affected, factory)
         futures = {
             pool.submit(capture_host, config, snapshot, bid, bundle, factory, role=C.SUSPECT if bid in suspect_ids else C.PEER,
                         known=known, sleep=sleep, turns=turns): bid
@@ -194,20 +218,18 @@ def capture_cluster(
             except Exception as exc:  # noqa: BLE001 - recorded, the brokers' capture stands
                 log.exception("ZooKeeper capture failed")
                 bundle.manifest.setdefault("zookeeper", {})["_error"] = {"status": FAILED, "status_reasons": [f"capture failed: {exc!r}"]}
-    _intrusive_phase(config, bundle, factory, sorted(suspect_ids), intrusive, sleep)
-    if checker is not None:
-        checks += _checks(checker, "end")
-        path = bundle.path / KAFKA_CHECKS_FILE
-        atomic_write_json(path, checks)
-        bundle.add_file(path, kind=C.KIND_KAFKA_CHECKS)
-    _judge_jmx_no_answer(bundle, checks)
+    return checks
+
+
+def _record_status(bundle: EvidenceBundle, started: float) -> None:
+    """The bundle's status (complete, partial, failed: over the brokers and the ZooKeeper servers), the reasons of
+    every host's, and how long the capture took, into the manifest."""
     hosts = bundle.manifest["hosts"]
     zk = bundle.manifest.get("zookeeper") or {}
     status = overall_status({**hosts, **{f"zookeeper/{k}": v for k, v in zk.items()}})
     reasons = [f"broker {b}: {r}" for b, h in sorted(hosts.items(), key=lambda kv: int(kv[0])) for r in h.get("status_reasons") or []]
     reasons += [f"zookeeper {z}: {r}" for z, h in sorted(zk.items()) for r in h.get("status_reasons") or []]
     bundle.manifest.update(status=status, status_reasons=reasons, duration_s=round(time.monotonic() - started, 1))
-    return bundle.write_manifest()
 
 
 def _checks(checker: Checker, when: str) -> list[dict]:
@@ -382,6 +404,33 @@ def _capture_reachable_host(config, broker, bid, role, bundle, runner, sleep, ve
     notes = list(problems)
 
     # 1. the broker process, and its state before anything else
+    pid, state, netstat = _broker_process(h, settings, endpoint, notes)
+    plan = _record_tool_plan(config, bundle, h, bid, role, pid, state)
+    if pid is not None:
+        h.do(C.proc_threads_command(pid, t))
+
+    # 2-3. socket tables and thread dumps, interleaved
+    sockets = _socket_tables(h, t, netstat)
+    sockets()
+    # memory at the start and at the end (incident 000: free memory fell as CLOSE_WAIT climbed)
+    h.do(C.meminfo_command(t, 1), seq=1, taken_at=clock.now_iso())
+    if pid is not None:
+        h.do(C.process_status_command(pid, t, 1), seq=1, taken_at=clock.now_iso())
+    method = _thread_dumps(h, config, pid, plan, sockets, sleep)
+    bundle.set_host(bid, thread_dump_method=method, thread_dump_fallbacks=h.fallbacks, dump_turns=h.turns)
+
+    # 4. logs (and the broker's configuration: its log dirs, for the data evidence below), JMX
+    _logs_and_jmx(h, config, bundle, broker, bid, role, pid, plan, version)
+
+    # 5. suspect only: histogram, heap info, heap dump
+    facts = _last_samples(h, pid, plan, sockets, t, settings)
+    _record_host_status(bundle, bid, h, notes, settings, facts)
+
+
+def _broker_process(h: _HostCapture, settings: CaptureSettings, endpoint: Endpoint, notes: list[str]) -> tuple[int | None, str | None, bool]:
+    """Who listens on the broker's ports at its addresses, and that process's state: (pid, state, whether the host
+    lacks ``ss`` and netstat reads its sockets); a broker without a visible process is noted."""
+    t = settings.command_timeout_s
     res = h.do(C.listen_sockets_command(t))
     netstat = res is not None and res.exit_code == C.EXIT_NOT_FOUND
     if netstat:
@@ -401,7 +450,14 @@ def _capture_reachable_host(config, broker, bid, role, bundle, runner, sleep, ve
         h.do(C.process_state_command(pid, t))
         state = process_state(h.text("process-state"), pid)
         h.do(C.process_stat_command(pid, t))
-    plan = C.tool_plan(role, pid, state, settings)
+    return pid, state, netstat
+
+
+def _record_tool_plan(config: ClusterConfig, bundle: EvidenceBundle, h: _HostCapture, bid: int, role: str,
+                      pid: int | None, state: str | None) -> C.ToolPlan:
+    """Which tools this host gets (``host.commands.tool_plan``: its role, its process's state), recorded in the
+    manifest with the tools skipped or left out and why."""
+    plan = C.tool_plan(role, pid, state, config.capture)
     if plan.thread_dumps and C.lock_detail(role, bid, [bundle.manifest.get("trigger")]):
         plan = dataclasses.replace(plan, lock_detail=True)
     h.lock_detail = plan.lock_detail
@@ -412,26 +468,30 @@ def _capture_reachable_host(config, broker, bid, role, bundle, runner, sleep, ve
                                                             "heap_info": plan.heap_info, "intrusive": list(plan.intrusive),
                                                             "jmx": plan.jmx and config.leadership.jmx,
                                                             "lock_detail": plan.lock_detail})
-    if pid is not None:
-        h.do(C.proc_threads_command(pid, t))
+    return plan
 
-    # 2-3. socket tables and thread dumps, interleaved
-    sock_seq = 1
+
+def _socket_tables(h: _HostCapture, t: float, netstat: bool) -> Callable[[], None]:
+    """A function that takes the next socket table (ss, or netstat where ss is not found), numbered from 1."""
+    seq = 1
 
     def sockets() -> None:
-        nonlocal sock_seq
-        cmd = C.sockets_netstat_command(t, sock_seq) if netstat else C.sockets_command(t, sock_seq)
-        r = h.do(cmd, seq=sock_seq, taken_at=clock.now_iso())
+        nonlocal seq
+        cmd = C.sockets_netstat_command(t, seq) if netstat else C.sockets_command(t, seq)
+        r = h.do(cmd, seq=seq, taken_at=clock.now_iso())
         if r is not None and r.exit_code == C.EXIT_NOT_FOUND and not netstat:
             h.failed.pop()
-            h.do(C.sockets_netstat_command(t, sock_seq), seq=sock_seq, taken_at=clock.now_iso())
-        sock_seq += 1
+            h.do(C.sockets_netstat_command(t, seq), seq=seq, taken_at=clock.now_iso())
+        seq += 1
 
-    sockets()
-    # memory at the start and at the end (incident 000: free memory fell as CLOSE_WAIT climbed)
-    h.do(C.meminfo_command(t, 1), seq=1, taken_at=clock.now_iso())
-    if pid is not None:
-        h.do(C.process_status_command(pid, t, 1), seq=1, taken_at=clock.now_iso())
+    return sockets
+
+
+def _thread_dumps(h: _HostCapture, config: ClusterConfig, pid: int | None, plan: C.ToolPlan,
+                  sockets: Callable[[], None], sleep: Callable[[float], None]) -> str | None:
+    """The plan's thread dumps, ``capture.jstack_interval_s`` apart, a socket table between two; stops when the
+    host's deadline leaves no time for the interval or no method dumps. Returns the method that dumped last."""
+    settings = config.capture
     methods = list(plan.dump_methods)
     method = None
     last = None
@@ -448,9 +508,15 @@ def _capture_reachable_host(config, broker, bid, role, bundle, runner, sleep, ve
         method = _thread_dump(h, config, pid, i, methods)
         if method is None:
             break
-    bundle.set_host(bid, thread_dump_method=method, thread_dump_fallbacks=h.fallbacks, dump_turns=h.turns)
+    return method
 
-    # 4. logs (and the broker's configuration: its log dirs, for the data evidence below)
+
+def _logs_and_jmx(h: _HostCapture, config: ClusterConfig, bundle: EvidenceBundle, broker, bid: int, role: str,
+                  pid: int | None, plan: C.ToolPlan, version) -> None:
+    """The broker's server.properties and logs, its open files and disks, the offsets evidence of a suspect whose
+    trigger is about offsets, and one bounded JmxTool read of the request path's figures (as the health check takes it)."""
+    settings = config.capture
+    t = settings.command_timeout_s
     props_res = h.do(C.config_file_command("server-properties", C.KIND_KAFKA_CONFIG, config.server_properties(bid), t), optional_file=True)
     _server_log(h, config.server_log(bid), settings, t)
     log_dir = config.log_dir(bid)
@@ -461,14 +527,16 @@ def _capture_reachable_host(config, broker, bid, role, bundle, runner, sleep, ve
     h.do(C.disk_free_command(settings))
     if role == C.SUSPECT and ((bundle.manifest.get("trigger") or {}).get("kind") in OFFSETS_KINDS):
         _offsets_evidence(h, config, bid, h.text("server-properties") if props_res is not None else "", version)
-
-    # JMX: the request path's figures, one bounded JmxTool read (as the health check takes it)
     if not config.leadership.jmx:
         _leave_out(bundle, bid, "JMX read", "leadership.jmx is off for this cluster")
     elif plan.jmx:
         _jmx(h, config, broker, version)
 
-    # 5. suspect only: histogram, heap info, heap dump
+
+def _last_samples(h: _HostCapture, pid: int | None, plan: C.ToolPlan, sockets: Callable[[], None], t: float,
+                  settings: CaptureSettings) -> dict[str, Any]:
+    """The process's figures read so far, heap info, the last socket table and memory sample (how the queues and
+    memory moved during the capture), and whether a heap dump is taken: the host's facts for the manifest."""
     facts: dict[str, Any] = {}
     if "process-stat" in h.outputs:
         facts["process"] = C.parse_ps(h.text("process-stat"))
@@ -483,7 +551,12 @@ def _capture_reachable_host(config, broker, bid, role, bundle, runner, sleep, ve
     if not plan.intrusive or "heap dump" not in plan.intrusive:
         facts["heap_dump"] = {"take": False, "reason": next((why for tool, why in plan.skipped + plan.left_out if tool == "heap dump"),
                                                             "no broker process")}
+    return facts
 
+
+def _record_host_status(bundle: EvidenceBundle, bid: int, h: _HostCapture, notes: list[str], settings: CaptureSettings,
+                        facts: dict[str, Any]) -> None:
+    """The host's status: failed (nothing captured), partial (a note, a failure or a skip), else complete."""
     reasons = notes + h.failed + [f"skipped {s['tool']}: {s['reason']}" for s in h.skipped]
     if h.captured == 0:
         status = FAILED

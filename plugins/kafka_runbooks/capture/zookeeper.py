@@ -56,7 +56,6 @@ def _words(bundle: EvidenceBundle, m: Member, seq: int, timeout_s: float, ask: C
 
 def capture_member(config: ClusterConfig, bundle: EvidenceBundle, m: Member, affected: bool, runner_factory: Callable | None,
                    ask: Callable = four_letter) -> None:
-    zs, cs = config.zookeeper, config.capture
     timeout = config.zookeeper_health.four_letter_timeout_s
     failed: list[str] = []
     skipped: list[str] = []
@@ -65,91 +64,126 @@ def capture_member(config: ClusterConfig, bundle: EvidenceBundle, m: Member, aff
     if not m.ssh_conn_id or runner_factory is None:
         skipped.append("host files (log, zoo.cfg, jstack): no SSH connection configured for this server")
     else:
-        runner = None
-        deadline = time.monotonic() + cs.host_deadline_s
-        try:
-            runner = runner_factory(m.ssh_conn_id)
-
-            def do(cmd: C.CaptureCommand, optional: bool = False) -> CommandResult | None:
-                nonlocal captured
-                left = deadline - time.monotonic()
-                if left < 2.0:
-                    skipped.append(f"{cmd.name}: capture deadline of {cs.host_deadline_s:g} s reached")
-                    return None
-                path = bundle.zk_file_path(m.server, f"{cmd.name}.out")
-                timeout = max(1.0, min(cmd.timeout, left - 1.0))
-                try:
-                    res = runner.run_to_file(cmd.argv, timeout, str(path))
-                except SSHError as exc:
-                    path.write_bytes(b"")
-                    res = CommandResult(cmd.argv, "", b"", b"", None, clock.now_iso(), 0.0, f"{type(exc).__name__}: {exc}", str(path))
-                if cmd.redact:
-                    res = redact_file(cmd.redact, path, res)
-                bundle.record_zk_command(m.server, runner.address, cmd.name, cmd.kind, res)["timeout_s"] = timeout
-                if optional and res.exit_code == 1 and b"No such file" in (res.stderr or b""):
-                    skipped.append(f"{cmd.argv[-1]}: no such file on the host")
-                elif res.error or res.exit_code != 0:
-                    failed.append(f"{cmd.name}: {res.error or 'exit ' + str(res.exit_code)}")
-                elif res.stdout_bytes:
-                    captured += 1
-                return res
-
-            def text(res: CommandResult | None) -> str:
-                if res is None or res.exit_code != 0 or not res.stdout_path:
-                    return ""
-                with open(res.stdout_path, "rb") as fh:
-                    return fh.read(1 << 20).decode("utf-8", "replace")
-
-            runner.get_conn()
-            bundle.set_zookeeper(m.server, reachable=True)
-            t = cs.command_timeout_s
-            do(C.loadavg_command(t))
-            cfg = zs.path("config_path", m.server)
-            if cfg:
-                do(C.config_file_command("zoo-cfg", C.KIND_ZK_CONFIG, cfg, t, redact="zookeeper_properties"), optional=True)
-            for name, which, kind in (("zookeeper-log", "log_path", C.KIND_ZK_LOG), ("zookeeper-gc-log", "gc_log_path", C.KIND_GC_LOG)):
-                path = zs.path(which, m.server)
-                if path:
-                    n = C.validate_int(cs.log_tail_bytes, "log_tail_bytes", minimum=1, maximum=1 << 30)
-                    do(C.CaptureCommand(name, kind, ("tail", "-c", str(n), "--", C.validate_abs_path(path, f"ZooKeeper {which}")), t), optional=True)
-            pid = None
-            pid_file = zs.path("pid_file", m.server)
-            if pid_file:
-                raw = text(do(C.config_file_command("pid-file", C.KIND_AUX, pid_file, t, redact=None)))
-                pid = int(raw.strip()) if raw.strip().isdigit() else None
-            else:
-                listeners = S.parse_listeners(text(do(C.CaptureCommand("listen-sockets", C.KIND_SOCKETS_SS, ("ss", "-Hltnp"), t))))
-                from kafka_runbooks.detect.endpoints import resolve
-
-                pid = S.find_broker_pid(listeners, S.Endpoint.of([*resolve(m.host), m.host], [m.port]))
-            state = None
-            if pid is not None:
-                state = process_state(text(do(C.process_state_command(pid, t))), pid)
-                do(C.process_stat_command(pid, t))
-                if affected:
-                    prefix = tuple(zs.jvm_tool_prefix)
-                    if state in ("stopped", "tracing_stop", "zombie", "dead"):
-                        skipped.append(f"jstack: the process is {state}")
-                    else:
-                        do(C.CaptureCommand("jstack-1", C.KIND_JSTACK, (*prefix, "jstack", str(C.validate_pid(pid))), t))
-            else:
-                failed.append(f"no visible process listening on {m.address}")
-            bundle.set_zookeeper(m.server, pid=pid, process_state=state)
-        except SSHError as exc:
-            bundle.set_zookeeper(m.server, reachable=False)
-            failed.append(f"host unreachable: {type(exc).__name__}: {exc}")
-        except Exception as exc:  # noqa: BLE001 - a bad connection or setting: recorded, never fatal for the others
-            failed.append(f"{type(exc).__name__}: {exc}")
-        finally:
-            if runner is not None:
-                try:
-                    runner.close()
-                except Exception:  # noqa: BLE001
-                    pass
+        captured += _capture_member_host(config, bundle, m, affected, runner_factory, failed, skipped)
     captured += _words(bundle, m, 2, timeout, ask, failed)
     reasons = failed + [f"skipped {s}" for s in skipped]
     status = FAILED if captured == 0 else (PARTIAL if reasons else COMPLETE)
     bundle.set_zookeeper(m.server, status=status, status_reasons=reasons)
+
+
+class _MemberHost:
+    """One ZooKeeper server's host over SSH (``runner``, set once made), within the capture's deadline (counted from
+    here): each command's output into the bundle, what failed or was skipped into the member's lists, and how many
+    files came back with something."""
+
+    def __init__(self, bundle: EvidenceBundle, m: Member, runner: Any, deadline_s: float, failed: list[str],
+                 skipped: list[str]) -> None:
+        self.bundle, self.m, self.runner = bundle, m, runner
+        self.deadline_s = deadline_s
+        self.deadline = time.monotonic() + deadline_s
+        self.failed, self.skipped = failed, skipped
+        self.captured = 0
+
+    def do(self, cmd: C.CaptureCommand, optional: bool = False) -> CommandResult | None:
+        left = self.deadline - time.monotonic()
+        if left < 2.0:
+            self.skipped.append(f"{cmd.name}: capture deadline of {self.deadline_s:g} s reached")
+            return None
+        path = self.bundle.zk_file_path(self.m.server, f"{cmd.name}.out")
+        timeout = max(1.0, min(cmd.timeout, left - 1.0))
+        try:
+            res = self.runner.run_to_file(cmd.argv, timeout, str(path))
+        except SSHError as exc:
+            path.write_bytes(b"")
+            res = CommandResult(cmd.argv, "", b"", b"", None, clock.now_iso(), 0.0, f"{type(exc).__name__}: {exc}", str(path))
+        if cmd.redact:
+            res = redact_file(cmd.redact, path, res)
+        self.bundle.record_zk_command(self.m.server, self.runner.address, cmd.name, cmd.kind, res)["timeout_s"] = timeout
+        if optional and res.exit_code == 1 and b"No such file" in (res.stderr or b""):
+            self.skipped.append(f"{cmd.argv[-1]}: no such file on the host")
+        elif res.error or res.exit_code != 0:
+            self.failed.append(f"{cmd.name}: {res.error or 'exit ' + str(res.exit_code)}")
+        elif res.stdout_bytes:
+            self.captured += 1
+        return res
+
+    @staticmethod
+    def text(res: CommandResult | None) -> str:
+        if res is None or res.exit_code != 0 or not res.stdout_path:
+            return ""
+        with open(res.stdout_path, "rb") as fh:
+            return fh.read(1 << 20).decode("utf-8", "replace")
+
+
+def _capture_member_host(config: ClusterConfig, bundle: EvidenceBundle, m: Member, affected: bool,
+                         runner_factory: Callable, failed: list[str], skipped: list[str]) -> int:
+    """The server's host files over SSH: load, zoo.cfg, its logs, its process and (an affected server) one jstack.
+    Returns how many came back with something; an unreachable host or a bad setting is recorded, never raised."""
+    h = _MemberHost(bundle, m, None, config.capture.host_deadline_s, failed, skipped)
+    try:
+        h.runner = runner_factory(m.ssh_conn_id)
+        h.runner.get_conn()
+        bundle.set_zookeeper(m.server, reachable=True)
+        _member_files(config, h)
+        pid = _member_pid(config, h)
+        state = _member_process(config, h, pid, affected) if pid is not None else None
+        if pid is None:
+            failed.append(f"no visible process listening on {m.address}")
+        bundle.set_zookeeper(m.server, pid=pid, process_state=state)
+    except SSHError as exc:
+        bundle.set_zookeeper(m.server, reachable=False)
+        failed.append(f"host unreachable: {type(exc).__name__}: {exc}")
+    except Exception as exc:  # noqa: BLE001 - a bad connection or setting: recorded, never fatal for the others
+        failed.append(f"{type(exc).__name__}: {exc}")
+    finally:
+        if h.runner is not None:
+            try:
+                h.runner.close()
+            except Exception:  # noqa: BLE001
+                pass
+    return h.captured
+
+
+def _member_files(config: ClusterConfig, h: _MemberHost) -> None:
+    """Its host's load, its zoo.cfg (redacted) and the tails of its log and GC log, where configured."""
+    zs, cs = config.zookeeper, config.capture
+    t = cs.command_timeout_s
+    h.do(C.loadavg_command(t))
+    cfg = zs.path("config_path", h.m.server)
+    if cfg:
+        h.do(C.config_file_command("zoo-cfg", C.KIND_ZK_CONFIG, cfg, t, redact="zookeeper_properties"), optional=True)
+    for name, which, kind in (("zookeeper-log", "log_path", C.KIND_ZK_LOG), ("zookeeper-gc-log", "gc_log_path", C.KIND_GC_LOG)):
+        path = zs.path(which, h.m.server)
+        if path:
+            n = C.validate_int(cs.log_tail_bytes, "log_tail_bytes", minimum=1, maximum=1 << 30)
+            h.do(C.CaptureCommand(name, kind, ("tail", "-c", str(n), "--", C.validate_abs_path(path, f"ZooKeeper {which}")), t), optional=True)
+
+
+def _member_pid(config: ClusterConfig, h: _MemberHost) -> int | None:
+    """The server's pid: its pid file where configured, else who listens on its client port."""
+    zs, t, m = config.zookeeper, config.capture.command_timeout_s, h.m
+    pid_file = zs.path("pid_file", m.server)
+    if pid_file:
+        raw = h.text(h.do(C.config_file_command("pid-file", C.KIND_AUX, pid_file, t, redact=None)))
+        return int(raw.strip()) if raw.strip().isdigit() else None
+    listeners = S.parse_listeners(h.text(h.do(C.CaptureCommand("listen-sockets", C.KIND_SOCKETS_SS, ("ss", "-Hltnp"), t))))
+    from kafka_runbooks.detect.endpoints import resolve
+
+    return S.find_broker_pid(listeners, S.Endpoint.of([*resolve(m.host), m.host], [m.port]))
+
+
+def _member_process(config: ClusterConfig, h: _MemberHost, pid: int, affected: bool) -> str | None:
+    """The process's state and stat, and one jstack of an affected server whose process runs; returns the state."""
+    t = config.capture.command_timeout_s
+    state = process_state(h.text(h.do(C.process_state_command(pid, t))), pid)
+    h.do(C.process_stat_command(pid, t))
+    if affected:
+        prefix = tuple(config.zookeeper.jvm_tool_prefix)
+        if state in ("stopped", "tracing_stop", "zombie", "dead"):
+            h.skipped.append(f"jstack: the process is {state}")
+        else:
+            h.do(C.CaptureCommand("jstack-1", C.KIND_JSTACK, (*prefix, "jstack", str(C.validate_pid(pid))), t))
+    return state
 
 
 def capture_ensemble(config: ClusterConfig, bundle: EvidenceBundle, members: Iterable[Member], affected: Iterable[str] = (),

@@ -31,7 +31,7 @@ from kafka_runbooks.host import commands as C
 from kafka_runbooks.host import sockets as S
 from kafka_runbooks.config import ClusterConfig
 from kafka_runbooks.host import procfs
-from kafka_runbooks.detect.endpoints import Resolver, broker_endpoint, resolve
+from kafka_runbooks.detect.endpoints import Endpoint, Resolver, broker_endpoint, resolve
 from kafka_runbooks.analyze.parsers.kafka_log import UNREACHABLE_CAUSES, fetch_errors
 from kafka_runbooks.hooks.ssh import CommandResult, default_runner_factory
 
@@ -98,80 +98,9 @@ def probe_host(
             host.problems.append("host clock unknown: using this worker's clock and UTC for its logs")
         fields["probed_at"] = clock.iso(now)
 
-        # 2. the broker process: who listens on its ports at its addresses
-        res = host.run("listening sockets", ("ss", "-Hltnp"))
-        netstat = res is not None and res.exit_code == C.EXIT_NOT_FOUND
-        if netstat:
-            listeners = S.parse_listeners(host.text(host.run("listening sockets", ("netstat", "-ltnp"))))
-        else:
-            listeners = S.parse_listeners(host.text(res))
-        pid = S.find_broker_pid(listeners, endpoint)
-        if pid is None and not netstat and config.capture.jvm_tool_prefix:
-            argv = C.listen_sockets_command(h.probe_command_timeout_s, config.capture.jvm_tool_prefix).argv
-            listeners = S.parse_listeners(host.text(host.run("listening sockets as the JVM user", argv)))
-            pid = S.find_broker_pid(listeners, endpoint)
-        fields["listening"] = pid is not None or S.listening(listeners, endpoint)
-        fields["pid"] = pid
-
-        # 3. its state
-        if pid is None:
-            host.problems.append(f"no visible process listening on ports {list(endpoint.ports)} at {sorted(endpoint.addresses) or 'any address'}")
-        else:
-            C.validate_pid(pid)
-            state = procfs.process_state(host.text(host.run("process state", ("cat", f"/proc/{pid}/stat"))), pid)
-            fields["process_state"] = state
-            fields["process_alive"] = state is not None and state not in ("zombie", "dead")
-            fields["process_uptime_s"] = procfs.uptime_s(host.text(host.run("process uptime", ("ps", "-o", "etimes=", "-p", str(pid)))))
-            fd = host.run("open files", C.open_files_command(pid, config.capture).argv)
-            if fd is not None and fd.exit_code == 0 and fd.error is None:
-                fields["open_files"] = C.count_lines(fd.stdout)
-
-        # 4. its connections
-        res = host.run("connections", ("netstat", "-tan") if netstat else ("ss", "-Htani"))
-        if res is not None and res.exit_code == C.EXIT_NOT_FOUND and not netstat:
-            netstat = True
-            res = host.run("connections", ("netstat", "-tan"))
-        text = host.text(res)
-        if text:
-            summary = S.summarize(S.parse_connections(text, netstat=netstat), endpoint)
-            fields.update(
-                connection_states=summary.states,
-                recv_q_bytes=summary.recv_q_bytes,
-                recv_q_sockets=summary.recv_q_sockets,
-                bytes_received=summary.bytes_received,
-                bytes_acked=summary.bytes_acked,
-            )
-
-        # 5. its server.log: last written, and the fetch errors within the window
-        log_path = C.validate_abs_path(config.server_log(bid), "server log path")
-        mtime = procfs.mtime(host.text(host.run("server.log mtime", ("stat", "-c", "%Y", "--", log_path))))
-        if mtime is not None:
-            fields["server_log_mtime"] = clock.iso(mtime)
-            fields["server_log_age_s"] = round(max(0.0, (now - mtime).total_seconds()), 1)
-        since = now - dt.timedelta(seconds=h.fetch_error_window_s)
-        fields["fetch_errors_since"] = clock.iso(since)
-        n = C.validate_int(h.log_tail_bytes, "log_tail_bytes", minimum=1, maximum=1 << 30)
-        tail = _cut(host.text(host.run("server.log tail", ("tail", "-c", str(n), "--", log_path))), n)
-        # log4j rolls server.log (Kafka's default: hourly, server.log.YYYY-MM-DD-HH): the file rolled within the
-        # windows is read too, so the errors and lines written just before the hour are not lost at the hour
-        rolled = _rolled(host, log_path, max(h.fetch_error_window_s, h.bad_request_window_s))
-        rolled_text = _cut(host.text(host.run("server.log rolled tail", ("tail", "-c", str(n), "--", rolled))), n) if rolled else ""
-        if tail or rolled_text:
-            errors = [e for text in (rolled_text, tail)
-                      for e in fetch_errors(text, since=since, until=now, broker_id=bid, utc_offset=offset)
-                      if e.cause in UNREACHABLE_CAUSES and e.at is not None]
-            fields["fetch_errors_total"] = len(errors)
-            fields["fetch_errors"] = tuple(
-                model.FetchErrorSeen(
-                    at=clock.iso(e.at),
-                    fetcher_broker_id=e.fetcher_broker_id if e.fetcher_broker_id is not None else bid,
-                    leader_broker_id=e.leader_broker_id,
-                    line_no=e.line_no,
-                    excerpt=e.excerpt,
-                    cause=e.cause,
-                )
-                for e in errors[-MAX_FETCH_ERRORS_KEPT:]
-            )
+        pid, netstat = _probe_process(config, host, endpoint, fields)  # 2-3: who listens on its ports, its state
+        text = _probe_connections(host, endpoint, netstat, fields)  # 4: its connections
+        tail, rolled, rolled_text = _probe_server_log(config, host, bid, fields, now, offset)  # 5: its server.log
         # 5b. the version the JVM logged at its start: once per JVM (``logged``: what an earlier check read of this pid)
         if pid is not None:
             started = now - dt.timedelta(seconds=fields["process_uptime_s"]) if fields.get("process_uptime_s") is not None else None
@@ -185,6 +114,98 @@ def probe_host(
     except Exception as exc:  # noqa: BLE001 - SSHError or anything else: the host is unusable
         return model.HostProbe(broker_id=bid, reachable=False, error=f"{type(exc).__name__}: {exc}", **_safe(fields))
     return model.HostProbe(broker_id=bid, reachable=True, error="; ".join(host.problems) or None, **fields)
+
+
+def _probe_process(config: ClusterConfig, host: HostCommands, endpoint: Endpoint, fields: dict) -> tuple[int | None, bool]:
+    """Steps 2 and 3 of ``probe_host``: the broker's process (who listens on its ports at its addresses) and its
+    state, into ``fields``; returns (its pid or None, whether the host lacks ``ss`` and netstat reads its sockets)."""
+    h = config.health
+    # 2. the broker process: who listens on its ports at its addresses
+    res = host.run("listening sockets", ("ss", "-Hltnp"))
+    netstat = res is not None and res.exit_code == C.EXIT_NOT_FOUND
+    if netstat:
+        listeners = S.parse_listeners(host.text(host.run("listening sockets", ("netstat", "-ltnp"))))
+    else:
+        listeners = S.parse_listeners(host.text(res))
+    pid = S.find_broker_pid(listeners, endpoint)
+    if pid is None and not netstat and config.capture.jvm_tool_prefix:
+        argv = C.listen_sockets_command(h.probe_command_timeout_s, config.capture.jvm_tool_prefix).argv
+        listeners = S.parse_listeners(host.text(host.run("listening sockets as the JVM user", argv)))
+        pid = S.find_broker_pid(listeners, endpoint)
+    fields["listening"] = pid is not None or S.listening(listeners, endpoint)
+    fields["pid"] = pid
+
+    # 3. its state
+    if pid is None:
+        host.problems.append(f"no visible process listening on ports {list(endpoint.ports)} at {sorted(endpoint.addresses) or 'any address'}")
+    else:
+        C.validate_pid(pid)
+        state = procfs.process_state(host.text(host.run("process state", ("cat", f"/proc/{pid}/stat"))), pid)
+        fields["process_state"] = state
+        fields["process_alive"] = state is not None and state not in ("zombie", "dead")
+        fields["process_uptime_s"] = procfs.uptime_s(host.text(host.run("process uptime", ("ps", "-o", "etimes=", "-p", str(pid)))))
+        fd = host.run("open files", C.open_files_command(pid, config.capture).argv)
+        if fd is not None and fd.exit_code == 0 and fd.error is None:
+            fields["open_files"] = C.count_lines(fd.stdout)
+    return pid, netstat
+
+
+def _probe_connections(host: HostCommands, endpoint: Endpoint, netstat: bool, fields: dict) -> str:
+    """Step 4 of ``probe_host``: the broker's connections, summed into ``fields``; returns the socket table read."""
+    # 4. its connections
+    res = host.run("connections", ("netstat", "-tan") if netstat else ("ss", "-Htani"))
+    if res is not None and res.exit_code == C.EXIT_NOT_FOUND and not netstat:
+        netstat = True
+        res = host.run("connections", ("netstat", "-tan"))
+    text = host.text(res)
+    if text:
+        summary = S.summarize(S.parse_connections(text, netstat=netstat), endpoint)
+        fields.update(
+            connection_states=summary.states,
+            recv_q_bytes=summary.recv_q_bytes,
+            recv_q_sockets=summary.recv_q_sockets,
+            bytes_received=summary.bytes_received,
+            bytes_acked=summary.bytes_acked,
+        )
+    return text
+
+
+def _probe_server_log(config: ClusterConfig, host: HostCommands, bid: int, fields: dict, now: dt.datetime,
+                      offset: dt.timedelta) -> tuple[str, str | None, str]:
+    """Step 5 of ``probe_host``: the server.log's last write and the fetch errors within the window, into ``fields``;
+    returns (its tail, the rolled file read too or None, that file's tail)."""
+    h = config.health
+    # 5. its server.log: last written, and the fetch errors within the window
+    log_path = C.validate_abs_path(config.server_log(bid), "server log path")
+    mtime = procfs.mtime(host.text(host.run("server.log mtime", ("stat", "-c", "%Y", "--", log_path))))
+    if mtime is not None:
+        fields["server_log_mtime"] = clock.iso(mtime)
+        fields["server_log_age_s"] = round(max(0.0, (now - mtime).total_seconds()), 1)
+    since = now - dt.timedelta(seconds=h.fetch_error_window_s)
+    fields["fetch_errors_since"] = clock.iso(since)
+    n = C.validate_int(h.log_tail_bytes, "log_tail_bytes", minimum=1, maximum=1 << 30)
+    tail = _cut(host.text(host.run("server.log tail", ("tail", "-c", str(n), "--", log_path))), n)
+    # log4j rolls server.log (Kafka's default: hourly, server.log.YYYY-MM-DD-HH): the file rolled within the
+    # windows is read too, so the errors and lines written just before the hour are not lost at the hour
+    rolled = _rolled(host, log_path, max(h.fetch_error_window_s, h.bad_request_window_s))
+    rolled_text = _cut(host.text(host.run("server.log rolled tail", ("tail", "-c", str(n), "--", rolled))), n) if rolled else ""
+    if tail or rolled_text:
+        errors = [e for text in (rolled_text, tail)
+                  for e in fetch_errors(text, since=since, until=now, broker_id=bid, utc_offset=offset)
+                  if e.cause in UNREACHABLE_CAUSES and e.at is not None]
+        fields["fetch_errors_total"] = len(errors)
+        fields["fetch_errors"] = tuple(
+            model.FetchErrorSeen(
+                at=clock.iso(e.at),
+                fetcher_broker_id=e.fetcher_broker_id if e.fetcher_broker_id is not None else bid,
+                leader_broker_id=e.leader_broker_id,
+                line_no=e.line_no,
+                excerpt=e.excerpt,
+                cause=e.cause,
+            )
+            for e in errors[-MAX_FETCH_ERRORS_KEPT:]
+        )
+    return tail, rolled, rolled_text
 
 
 def _newest_of_this_jvm(text: str, started: dt.datetime | None, offset: dt.timedelta) -> str | None:

@@ -46,7 +46,7 @@ OPENS_INCIDENT = ("broker_unresponsive", "broker_unregistered_alive", "broker_ab
 
 def _corroboration(ctx: Context, bid: int) -> tuple[list[str], list[Evidence], dict[str, Any]]:
     """Independent signals that broker ``bid`` is not serving: (reasons, evidence, details)."""
-    s, h = ctx.snapshot, ctx.settings
+    s = ctx.snapshot
     reasons: list[str] = []
     evidence: list[Evidence] = []
     details: dict[str, Any] = {}
@@ -61,6 +61,30 @@ def _corroboration(ctx: Context, bid: int) -> tuple[list[str], list[Evidence], d
             evidence += fetch_error_evidence(peer, errs, ctx.host_of(peer), limit=3)
     details["peer_fetch_errors"] = {str(p): len(v) for p, v in sorted(peers.items())}
 
+    _process_signals(ctx, bid, host, reasons, evidence, details)
+    _socket_signals(ctx, bid, reasons, evidence, details)
+
+    canary = s.canary_of(bid)
+    if canary is not None and not canary.ok:
+        reasons.append(f"its canary failed: {canary.error}")
+        evidence.append(canary_evidence(canary))
+
+    shape = isr_shape(s, bid)
+    parts = shape.pop("_partitions")
+    if shape["dropped_from_isr"]:
+        reasons.append(f"dropped from the ISR of {len(shape['dropped_from_isr'])} partition(s) led by {shape['dropped_by']}")
+    if shape["led_with_isr_only_itself"]:
+        reasons.append(f"leads {len(shape['led_with_isr_only_itself'])} partition(s) whose ISR shrank to itself")
+    if parts:
+        evidence += state_evidence(parts, 5)
+    details["isr"] = shape
+    return reasons, evidence, details
+
+
+def _process_signals(ctx: Context, bid: int, host: str | None, reasons: list[str], evidence: list[Evidence],
+                     details: dict[str, Any]) -> None:
+    """Its process: stopped or gone, or its server.log silent while it lives (added to reasons, evidence, details)."""
+    s, h = ctx.snapshot, ctx.settings
     probe = s.probe(bid)
     if probe is not None and probe.reachable:
         details["process_state"] = probe.process_state
@@ -80,6 +104,11 @@ def _corroboration(ctx: Context, bid: int) -> tuple[list[str], list[Evidence], d
                 details["log_silent"] = silent
         evidence.append(probe_evidence(probe, host))
 
+
+def _socket_signals(ctx: Context, bid: int, reasons: list[str], evidence: list[Evidence], details: dict[str, Any]) -> None:
+    """Its sockets and files: CLOSE_WAIT or Recv-Q rising, traffic near zero, memory falling with them, counts far
+    above its peers' (added to reasons, evidence, details)."""
+    h = ctx.settings
     series = ctx.series(bid)
     name = broker_series(bid)
     found_trends = []
@@ -111,22 +140,6 @@ def _corroboration(ctx: Context, bid: int) -> tuple[list[str], list[Evidence], d
     if of:
         reasons.append(f"{of['value']} open files vs peer median {of['peer_median']}")
         details["open_files_outlier"] = of
-
-    canary = s.canary_of(bid)
-    if canary is not None and not canary.ok:
-        reasons.append(f"its canary failed: {canary.error}")
-        evidence.append(canary_evidence(canary))
-
-    shape = isr_shape(s, bid)
-    parts = shape.pop("_partitions")
-    if shape["dropped_from_isr"]:
-        reasons.append(f"dropped from the ISR of {len(shape['dropped_from_isr'])} partition(s) led by {shape['dropped_by']}")
-    if shape["led_with_isr_only_itself"]:
-        reasons.append(f"leads {len(shape['led_with_isr_only_itself'])} partition(s) whose ISR shrank to itself")
-    if parts:
-        evidence += state_evidence(parts, 5)
-    details["isr"] = shape
-    return reasons, evidence, details
 
 
 def _log_silent(ctx: Context, bid: int) -> dict[str, Any] | None:

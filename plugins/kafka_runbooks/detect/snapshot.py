@@ -381,115 +381,170 @@ def read_snapshot(zk, cluster: str, *, max_bytes: int = MAX_ZNODE_BYTES, pipelin
         reads.close()
 
 
+class _Reading:
+    """One snapshot's read in progress: the reads, the size limit, and the lines for ``unparsable``."""
+
+    def __init__(self, reads: _Reads, max_bytes: int) -> None:
+        self.reads = reads
+        self.max_bytes = max_bytes
+        self.bad: list[str] = []
+
+    def note(self, path: str, why: str) -> None:
+        self.bad.append(f"{path}: {why}")
+
+    def doc_of(self, path: str, data: bytes | None) -> Any:
+        return decode_json(data, max_bytes=self.max_bytes)
+
+
 def _read_snapshot(reads: _Reads, cluster: str, max_bytes: int) -> ClusterSnapshot:
     taken_at = clock.now_iso()
-    bad: list[str] = []
+    r = _Reading(reads, max_bytes)
+    brokers = _read_brokers(r)
+    admin = reads.get_many(["/controller", "/controller_epoch", *_ADMIN_PATHS])
+    controller_id, controller_epoch = _controller_of(r, admin)
+    in_progress = _in_progress_of(r, admin)
+    broker_configs = _read_broker_configs(r)
+    assignments, topic_overrides = _read_topics(r)
+    partitions = _read_partitions(r, assignments, topic_overrides)
+    return ClusterSnapshot(
+        cluster=cluster,
+        taken_at=taken_at,
+        brokers=tuple(brokers),
+        controller_id=controller_id,
+        partitions=tuple(partitions),
+        unparsable=tuple(r.bad),
+        controller_epoch=controller_epoch,
+        reassigning=tuple(in_progress["/admin/reassign_partitions"]),
+        preferred_election_pending=tuple(in_progress["/admin/preferred_replica_election"]),
+        broker_configs=broker_configs,
+    )
 
-    def note(path: str, why: str) -> None:
-        bad.append(f"{path}: {why}")
 
-    def doc_of(path: str, data: bytes | None) -> Any:
-        return decode_json(data, max_bytes=max_bytes)
-
-    # brokers
+def _read_brokers(r: _Reading) -> list[Broker]:
+    """The registered brokers, by id; a registration that cannot be read keeps its broker, address unknown."""
     brokers: list[Broker] = []
-    ids = reads.children("/brokers/ids")
+    ids = r.reads.children("/brokers/ids")
     if ids is None:
-        note("/brokers/ids", "missing: is the ZooKeeper chroot right for this Kafka cluster?")
+        r.note("/brokers/ids", "missing: is the ZooKeeper chroot right for this Kafka cluster?")
         ids = []
     valid_ids: dict[str, int] = {}
     for child in sorted(ids):
         try:
             valid_ids[child] = parse_id(child)
         except Unparsable as exc:
-            note(f"/brokers/ids/{show(child)}", str(exc))
-    regs = reads.get_many([f"/brokers/ids/{c}" for c in valid_ids])
+            r.note(f"/brokers/ids/{show(child)}", str(exc))
+    regs = r.reads.get_many([f"/brokers/ids/{c}" for c in valid_ids])
     for child, bid in sorted(valid_ids.items(), key=lambda kv: kv[1]):
         path = f"/brokers/ids/{child}"
         data, stat = regs[path]
         if stat is None:
-            note(path, "deregistered while the snapshot was being read")
+            r.note(path, "deregistered while the snapshot was being read")
             continue
         try:
-            broker = parse_broker(bid, doc_of(path, data))
+            broker = parse_broker(bid, r.doc_of(path, data))
         except Unparsable as exc:
             # The ephemeral registration exists, so the broker IS registered: keep it, address unknown.
-            note(path, f"{exc}; broker kept as registered with unknown address")
+            r.note(path, f"{exc}; broker kept as registered with unknown address")
             broker = Broker(id=bid, host="", port=0)
         brokers.append(dataclasses.replace(broker, **registration_facts(stat)))
+    return brokers
 
-    # controller, maintenance in progress, dynamic broker configs
-    admin = reads.get_many(["/controller", "/controller_epoch", "/admin/reassign_partitions", "/admin/preferred_replica_election"])
+
+_ADMIN_PATHS = ("/admin/reassign_partitions", "/admin/preferred_replica_election")
+
+
+def _controller_of(r: _Reading, admin: dict[str, tuple[bytes | None, Any]]) -> tuple[int | None, int | None]:
+    """(the controller's id, the controller epoch) from their znodes; None where one is missing or unreadable."""
     controller_id: int | None = None
     cdata, cstat = admin["/controller"]
     if cstat is not None:
         try:
-            controller_id = parse_controller(doc_of("/controller", cdata))
+            controller_id = parse_controller(r.doc_of("/controller", cdata))
         except Unparsable as exc:
-            note("/controller", str(exc))
+            r.note("/controller", str(exc))
     controller_epoch: int | None = None
     edata, estat = admin["/controller_epoch"]
     if estat is not None:
         try:
-            controller_epoch = _int(doc_of("/controller_epoch", edata), "controller_epoch", 0, MAX_BROKER_ID)
+            controller_epoch = _int(r.doc_of("/controller_epoch", edata), "controller_epoch", 0, MAX_BROKER_ID)
         except Unparsable as exc:
-            note("/controller_epoch", str(exc))
+            r.note("/controller_epoch", str(exc))
+    return controller_id, controller_epoch
+
+
+def _in_progress_of(r: _Reading, admin: dict[str, tuple[bytes | None, Any]]) -> dict[str, list[str]]:
+    """The maintenance in progress: {admin path: its partitions}; an unreadable one counts as in progress."""
     in_progress: dict[str, list[str]] = {}
-    for path in ("/admin/reassign_partitions", "/admin/preferred_replica_election"):
+    for path in _ADMIN_PATHS:
         data, stat = admin[path]
         in_progress[path] = []
         if stat is not None:
             try:
-                in_progress[path] = parse_partition_list(doc_of(path, data), path)
+                in_progress[path] = parse_partition_list(r.doc_of(path, data), path)
             except Unparsable as exc:
-                note(path, f"{exc}; treated as in progress")
+                r.note(path, f"{exc}; treated as in progress")
                 in_progress[path] = ["<unreadable>"]
+    return in_progress
+
+
+def _read_broker_configs(r: _Reading) -> dict[str, dict[str, str]]:
+    """The dynamic broker configs: {broker id or "<default>": {key: value}}."""
     broker_configs: dict[str, dict[str, str]] = {}
-    config_children = [c for c in (reads.children("/config/brokers") or []) if c == "<default>" or _DIGITS_RE.fullmatch(c)]
-    for path, (data, stat) in reads.get_many([f"/config/brokers/{c}" for c in config_children]).items():
+    children = [c for c in (r.reads.children("/config/brokers") or []) if c == "<default>" or _DIGITS_RE.fullmatch(c)]
+    for path, (data, stat) in r.reads.get_many([f"/config/brokers/{c}" for c in children]).items():
         if stat is None:
             continue
         try:
-            broker_configs[path.rsplit("/", 1)[1]] = config_map(doc_of(path, data), "broker config")
+            broker_configs[path.rsplit("/", 1)[1]] = config_map(r.doc_of(path, data), "broker config")
         except Unparsable as exc:
-            note(path, f"{exc}; dynamic broker config unknown")
+            r.note(path, f"{exc}; dynamic broker config unknown")
+    return broker_configs
 
-    # topics
-    partitions: list[Partition] = []
-    topics = reads.children("/brokers/topics")
+
+def _read_topics(r: _Reading) -> tuple[dict[str, dict[int, tuple[int, ...]]], dict[str, tuple[int | None, bool | None]]]:
+    """Every legal topic's assignment {partition: replicas} and its overrides (min.insync.replicas, unclean
+    leader election)."""
+    topics = r.reads.children("/brokers/topics")
     if topics is None:
-        note("/brokers/topics", "missing: is the ZooKeeper chroot right for this Kafka cluster?")
+        r.note("/brokers/topics", "missing: is the ZooKeeper chroot right for this Kafka cluster?")
         topics = []
     good_topics = []
     for t in sorted(topics):
         if valid_topic_name(t):
             good_topics.append(t)
         else:
-            note(f"/brokers/topics/{show(t)}", "not a legal Kafka topic name (ignored: never used in paths)")
-    docs = reads.get_many([f"/brokers/topics/{t}" for t in good_topics] + [f"/config/topics/{t}" for t in good_topics])
+            r.note(f"/brokers/topics/{show(t)}", "not a legal Kafka topic name (ignored: never used in paths)")
+    docs = r.reads.get_many([f"/brokers/topics/{t}" for t in good_topics] + [f"/config/topics/{t}" for t in good_topics])
     assignments: dict[str, dict[int, tuple[int, ...]]] = {}
     topic_overrides: dict[str, tuple[int | None, bool | None]] = {}
     for t in good_topics:
         tpath, cpath = f"/brokers/topics/{t}", f"/config/topics/{t}"
         data, stat = docs[tpath]
         if stat is None:
-            note(tpath, "deleted while the snapshot was being read")
+            r.note(tpath, "deleted while the snapshot was being read")
             continue
         try:
-            assignment, problems = parse_assignment(doc_of(tpath, data))
+            assignment, problems = parse_assignment(r.doc_of(tpath, data))
         except Unparsable as exc:
-            note(tpath, str(exc))
+            r.note(tpath, str(exc))
             continue
         for why in problems:
-            note(tpath, why)
+            r.note(tpath, why)
         assignments[t] = assignment
         cdata, cstat = docs[cpath]
         topic_overrides[t] = (None, None)
         if cstat is not None:
             try:
-                topic_overrides[t] = parse_topic_config(doc_of(cpath, cdata))
+                topic_overrides[t] = parse_topic_config(r.doc_of(cpath, cdata))
             except Unparsable as exc:
-                note(cpath, f"{exc}; min.insync.replicas and unclean.leader.election.enable unknown for this topic")
+                r.note(cpath, f"{exc}; min.insync.replicas and unclean.leader.election.enable unknown for this topic")
+    return assignments, topic_overrides
+
+
+def _read_partitions(r: _Reading, assignments: dict[str, dict[int, tuple[int, ...]]],
+                     topic_overrides: dict[str, tuple[int | None, bool | None]]) -> list[Partition]:
+    """Every assigned partition's state, in (topic, partition) order; one without a readable state is noted."""
+    state_keys = {f"/brokers/topics/{t}/partitions/{p}/state": (t, p) for t in sorted(assignments) for p in sorted(assignments[t])}
 
     def partition_of(spath: str, data: bytes | None, stat: Any) -> Partition | str:
         """The partition whose state ``spath`` holds, or why there is none (a line for ``unparsable``)."""
@@ -497,31 +552,19 @@ def _read_snapshot(reads: _Reads, cluster: str, max_bytes: int) -> ClusterSnapsh
         if stat is None:
             return f"missing: partition {t}-{p} has replicas {list(assignments[t][p])} but no state"
         try:
-            leader, isr, epoch = parse_state(doc_of(spath, data))
+            leader, isr, epoch = parse_state(r.doc_of(spath, data))
         except Unparsable as exc:
             return str(exc)
         min_isr, unclean = topic_overrides[t]
         return Partition(topic=t, index=p, replicas=assignments[t][p], leader=leader, isr=isr, leader_epoch=epoch,
                          min_insync_replicas=min_isr, unclean_leader_election=unclean)
 
-    state_keys = {f"/brokers/topics/{t}/partitions/{p}/state": (t, p) for t in sorted(assignments) for p in sorted(assignments[t])}
-    states = reads.get_many(state_keys, partition_of)  # parsed as they come in, while the server reads the next ones
+    partitions: list[Partition] = []
+    states = r.reads.get_many(state_keys, partition_of)  # parsed as they come in, while the server reads the next ones
     for spath in state_keys:  # in (topic, partition) order
         got = states[spath]
         if isinstance(got, str):
-            note(spath, got)
+            r.note(spath, got)
         else:
             partitions.append(got)
-
-    return ClusterSnapshot(
-        cluster=cluster,
-        taken_at=taken_at,
-        brokers=tuple(brokers),
-        controller_id=controller_id,
-        partitions=tuple(partitions),
-        unparsable=tuple(bad),
-        controller_epoch=controller_epoch,
-        reassigning=tuple(in_progress["/admin/reassign_partitions"]),
-        preferred_election_pending=tuple(in_progress["/admin/preferred_replica_election"]),
-        broker_configs=broker_configs,
-    )
+    return partitions

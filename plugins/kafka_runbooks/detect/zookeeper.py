@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import datetime as dt
 import statistics
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 from kafka_runbooks import clock
@@ -278,6 +279,18 @@ def detect_zookeeper(ctx: Context) -> list[Finding]:
     return findings
 
 
+@dataclass(frozen=True)
+class _DropLogs:
+    """The log lines of one drop: the follower's own (``own``, and among them its 'Exception when following',
+    election and 'looking' lines) and the leader's about this learner (``lead``)."""
+    own: list[LogLineSeen]
+    follow: list[LogLineSeen]
+    took: list[LogLineSeen]
+    looking: list[LogLineSeen]
+    lead: list[LogLineSeen]
+    since: str  # the earliest time a line of this drop may have
+
+
 def _drop_finding(ctx: Context, z: ZooKeeperProbe, leader: ZooKeeperProbe | None, series_name: str, series: list[Sample],
                   drops: list[dict[str, Any]], broker_expiries: list[str], base: dict[str, Any]) -> Finding:
     s = ctx.zk_settings
@@ -288,21 +301,8 @@ def _drop_finding(ctx: Context, z: ZooKeeperProbe, leader: ZooKeeperProbe | None
     for key, unit in (("uptime_ms", " ms"), ("elections", ""), ("packets_received", "")):
         if any(x.get(key) is not None for x in around):
             evidence.append(_cite(series_name, around, key, unit))
-    # the ensemble did not elect: the same leader and epoch across the window
-    window = [x for x in series if clock.parse(x.at) >= ctx.now - dt.timedelta(seconds=s.drop_window_s)]
-    epochs = sorted({int(v) for x in window for v in [_num(x, "epoch")] if v is not None})
-    leaders_seen = {}
-    for other in ctx.snapshot.zookeeper:
-        for x in ctx.zk_series(other.address):
-            if x.get("mode") == "leader" and clock.parse(x.at) >= ctx.now - dt.timedelta(seconds=s.drop_window_s):
-                leaders_seen[other.server] = x.at
-    no_election = len(epochs) <= 1 and len(leaders_seen) <= 1
-    if no_election:
-        parts.append("the ensemble did not elect a new leader (" + (f"leader {leader.server}, " if leader else "")
-                     + (f"epoch {epochs[0]} unchanged" if epochs else "epoch unknown") + ")")
-    else:
-        parts.append(f"the ensemble's leader or epoch changed in the window (leaders {sorted(leaders_seen)}, epochs {epochs}): "
-                     "an election of the whole ensemble, not only this follower")
+    no_election, epochs, leaders_seen, said = _ensemble_election(ctx, series, leader)
+    parts.append(said)
     conns = _connections(series, first["seen_at"], s)
     if conns and conns["stayed_low"]:
         peers = {o.server: o.connections for o in ctx.snapshot.zookeeper if o.server != z.server and o.connections is not None}
@@ -311,65 +311,25 @@ def _drop_finding(ctx: Context, z: ZooKeeperProbe, leader: ZooKeeperProbe | None
         evidence.append(_cite(series_name, [x for x in series if x.get("connections") is not None][-8:], "connections"))
     if z.packets_received is not None and first.get("uptime_ms") is not None:
         parts.append(f"packets received since it rejoined: {z.packets_received}")
-    # logs of this drop (between its last serving sample and a little after it was seen back): the follower's
-    # own lines, the leader's about this learner
-    hi = clock.iso(clock.parse(first["seen_at"]) + dt.timedelta(seconds=10))
-    lo = first["last_serving_at"] or _drop_start(z, leader, first["serving_again_since"])
-
-    def during(lines):
-        return [x for x in lines if x.at and lo <= x.at <= hi]
-
-    own = during([x for x in z.log_lines if x.what in ("zk_follow_exception", "zk_disconnected_from_leader", "zk_election_took", "zk_peer_state")])
-    follow = [x for x in own if x.what == "zk_follow_exception"]
-    took = [x for x in own if x.what == "zk_election_took" and x.attrs.get("role") == "FOLLOWING"]
-    looking = [x for x in own if x.what == "zk_peer_state"]
-    lead_lines = during([x for x in (leader.log_lines if leader and leader is not z else ())
-                         if (x.what == "zk_learner_closed" and x.attrs.get("sid") == z.server)
-                         or x.what in ("zk_transaction_timeout", "zk_learner_handler_error")])
-    if not any(x.what == "zk_learner_closed" for x in lead_lines):
-        lead_lines = []  # the leader's errors name no learner: only its "closing socket to learner <id>" ties them to this one
-    if lead_lines:
-        first_lead = lead_lines[0]
-        why = first_lead.attrs.get("cause") or ("transaction timeout" if first_lead.what == "zk_transaction_timeout" else "")
-        parts.append(f"the leader {leader.server} dropped it at {first_lead.at}" + (f" ({why})" if why else "")
-                     + "".join(f"; '{x.excerpt.split(' - ', 2)[-1][:100]}'" for x in lead_lines if x.what == "zk_learner_closed")[:200])
-    if follow:
-        parts.append(f"it logged 'Exception when following the leader' at {follow[-1].at}"
-                     + (f" ({follow[-1].attrs['cause']})" if follow[-1].attrs.get("cause") else "")
-                     + (", 'Peer state changed: looking'" if looking else "")
-                     + (f", then 'FOLLOWING - LEADER ELECTION TOOK - {took[-1].attrs.get('millis')} MS'" if took else ""))
-    evidence += _line_evidence(z.server, own[-6:], z.address)
+    logs = _drop_logs(z, leader, first)
+    parts += _log_sentences(leader, logs)
+    evidence += _line_evidence(z.server, logs.own[-6:], z.address)
     if leader is not None and leader is not z:
-        evidence += _line_evidence(leader.server, lead_lines[-3:], leader.address)
-    if leader is not None and leader is not z:
-        # the leader's own count of synced followers (mntr zk_synced_followers) in the checks around the drop
-        lead = [x for x in ctx.zk_series(leader.address) if x.get("synced_followers") is not None]
-        near = [x for x in lead if x.at >= (first["previous_sample_at"] or lo)][:6]
-        fewer = [x for x in near if isinstance(x.get("synced_followers"), int) and x.get("synced_followers") < max(
-            (y.get("synced_followers") for y in lead if isinstance(y.get("synced_followers"), int)), default=0)]
-        if fewer:
-            parts.append(f"the leader counted {fewer[0].get('synced_followers')} synced follower(s) at {fewer[0].at}")
-            evidence.append(_cite(zookeeper_series_of(leader.address), near, "synced_followers"))
+        evidence += _line_evidence(leader.server, logs.lead[-3:], leader.address)
+        said_synced, cited = _leader_synced_followers(ctx, leader, first, logs.since)
+        parts += said_synced
+        evidence += cited
     sync = _sync_arithmetic(z, leader)
     if sync:
         parts.append(f"a proposal or ping unanswered for longer than {sync['arithmetic']} (read from {sync['read_from']}) makes the "
                      "leader drop a follower")
-    # when, how long
-    drop_at = (lead_lines[0].at if lead_lines else None) or (follow[-1].at if follow else None) or first["previous_sample_at"] \
-        or first["serving_again_since"]
-    back_at = first.get("serving_again_since")
-    duration_ms = int((clock.parse(back_at) - clock.parse(drop_at)).total_seconds() * 1000) if back_at and drop_at and back_at >= drop_at else None
-    # correlations in the same minutes
-    corr = []
-    if z.load_1m is not None and z.cpus:
-        per_cpu = z.load_1m / z.cpus
-        corr.append(f"its host's load {z.load_1m:g} on {z.cpus} CPUs ({per_cpu:.1f} per CPU{' : HIGH' if per_cpu >= s.load_per_cpu_high else ''})")
-    expiries = [at for at in broker_expiries if _near(at, [drop_at], 120)]
-    corr.append(f"{len(expiries)} broker ZooKeeper session expiries within 2 minutes" if expiries else "no broker session expiry within 2 minutes")
+    drop_at, back_at, duration_ms = _drop_times(first, logs)
+    corr, expiries = _same_minutes(z, s, broker_expiries, drop_at)
     silent_since = None
-    if lead_lines and sync:
-        silent_since = clock.iso(clock.parse(lead_lines[0].at) - dt.timedelta(milliseconds=sync["sync_timeout_ms"]))
+    if logs.lead and sync:
+        silent_since = clock.iso(clock.parse(logs.lead[0].at) - dt.timedelta(milliseconds=sync["sync_timeout_ms"]))
         parts.append(f"so it had been silent since about {silent_since} ({sync['sync_timeout_ms']} ms before the leader gave up on it)")
+    took = logs.took
     drop = {"server": z.server, "address": z.address, "zone": z.zone, "at": drop_at, "rejoined_at": back_at, "duration_ms": duration_ms,
             "silent_since": silent_since,
             "election_took_ms": int(took[-1].attrs["millis"]) if took and took[-1].attrs.get("millis", "").isdigit() else None,
@@ -383,5 +343,99 @@ def _drop_finding(ctx: Context, z: ZooKeeperProbe, leader: ZooKeeperProbe | None
         details={**base, "drops": [drop] + [{"server": z.server, "seen_at": d["seen_at"], "signals": d["signals"], "zone": z.zone} for d in drops[1:]],
                  "no_ensemble_election": no_election, "epochs": epochs, "leaders_seen": sorted(leaders_seen),
                  "connections": conns, "sync_timeout": sync, "correlated": corr, "broker_session_expiries": expiries,
-                 "log_lines": [x.to_dict() for x in own[-10:] + lead_lines[-5:]]},
+                 "log_lines": [x.to_dict() for x in logs.own[-10:] + logs.lead[-5:]]},
     )
+
+
+def _ensemble_election(ctx: Context, series: list[Sample], leader: ZooKeeperProbe | None
+                       ) -> tuple[bool, list[int], dict[str, str], str]:
+    """Whether the ensemble did NOT elect within the drop window (the same leader and epoch across it): (no election,
+    the epochs seen, {server: when it was seen leading}, the sentence that says so)."""
+    since = ctx.now - dt.timedelta(seconds=ctx.zk_settings.drop_window_s)
+    window = [x for x in series if clock.parse(x.at) >= since]
+    epochs = sorted({int(v) for x in window for v in [_num(x, "epoch")] if v is not None})
+    leaders_seen = {}
+    for other in ctx.snapshot.zookeeper:
+        for x in ctx.zk_series(other.address):
+            if x.get("mode") == "leader" and clock.parse(x.at) >= since:
+                leaders_seen[other.server] = x.at
+    no_election = len(epochs) <= 1 and len(leaders_seen) <= 1
+    if no_election:
+        said = ("the ensemble did not elect a new leader (" + (f"leader {leader.server}, " if leader else "")
+                + (f"epoch {epochs[0]} unchanged" if epochs else "epoch unknown") + ")")
+    else:
+        said = (f"the ensemble's leader or epoch changed in the window (leaders {sorted(leaders_seen)}, epochs {epochs}): "
+                "an election of the whole ensemble, not only this follower")
+    return no_election, epochs, leaders_seen, said
+
+
+def _drop_logs(z: ZooKeeperProbe, leader: ZooKeeperProbe | None, first: dict[str, Any]) -> _DropLogs:
+    """The logs of this drop (between its last serving sample and a little after it was seen back): the follower's
+    own lines, the leader's about this learner."""
+    hi = clock.iso(clock.parse(first["seen_at"]) + dt.timedelta(seconds=10))
+    lo = first["last_serving_at"] or _drop_start(z, leader, first["serving_again_since"])
+
+    def during(lines):
+        return [x for x in lines if x.at and lo <= x.at <= hi]
+
+    own = during([x for x in z.log_lines if x.what in ("zk_follow_exception", "zk_disconnected_from_leader", "zk_election_took", "zk_peer_state")])
+    lead_lines = during([x for x in (leader.log_lines if leader and leader is not z else ())
+                         if (x.what == "zk_learner_closed" and x.attrs.get("sid") == z.server)
+                         or x.what in ("zk_transaction_timeout", "zk_learner_handler_error")])
+    if not any(x.what == "zk_learner_closed" for x in lead_lines):
+        lead_lines = []  # the leader's errors name no learner: only its "closing socket to learner <id>" ties them to this one
+    return _DropLogs(own=own, follow=[x for x in own if x.what == "zk_follow_exception"],
+                     took=[x for x in own if x.what == "zk_election_took" and x.attrs.get("role") == "FOLLOWING"],
+                     looking=[x for x in own if x.what == "zk_peer_state"], lead=lead_lines, since=lo)
+
+
+def _log_sentences(leader: ZooKeeperProbe | None, logs: _DropLogs) -> list[str]:
+    """What the leader's and the follower's logs say of the drop."""
+    parts = []
+    if logs.lead:
+        first_lead = logs.lead[0]
+        why = first_lead.attrs.get("cause") or ("transaction timeout" if first_lead.what == "zk_transaction_timeout" else "")
+        parts.append(f"the leader {leader.server} dropped it at {first_lead.at}" + (f" ({why})" if why else "")
+                     + "".join(f"; '{x.excerpt.split(' - ', 2)[-1][:100]}'" for x in logs.lead if x.what == "zk_learner_closed")[:200])
+    follow, took = logs.follow, logs.took
+    if follow:
+        parts.append(f"it logged 'Exception when following the leader' at {follow[-1].at}"
+                     + (f" ({follow[-1].attrs['cause']})" if follow[-1].attrs.get("cause") else "")
+                     + (", 'Peer state changed: looking'" if logs.looking else "")
+                     + (f", then 'FOLLOWING - LEADER ELECTION TOOK - {took[-1].attrs.get('millis')} MS'" if took else ""))
+    return parts
+
+
+def _leader_synced_followers(ctx: Context, leader: ZooKeeperProbe, first: dict[str, Any], lo: str
+                             ) -> tuple[list[str], list[Evidence]]:
+    """The leader's own count of synced followers (mntr zk_synced_followers) in the checks around the drop, when it
+    counted fewer than its most: (the sentence, its evidence), or two empty lists."""
+    lead = [x for x in ctx.zk_series(leader.address) if x.get("synced_followers") is not None]
+    near = [x for x in lead if x.at >= (first["previous_sample_at"] or lo)][:6]
+    fewer = [x for x in near if isinstance(x.get("synced_followers"), int) and x.get("synced_followers") < max(
+        (y.get("synced_followers") for y in lead if isinstance(y.get("synced_followers"), int)), default=0)]
+    if not fewer:
+        return [], []
+    return ([f"the leader counted {fewer[0].get('synced_followers')} synced follower(s) at {fewer[0].at}"],
+            [_cite(zookeeper_series_of(leader.address), near, "synced_followers")])
+
+
+def _drop_times(first: dict[str, Any], logs: _DropLogs) -> tuple[str | None, str | None, int | None]:
+    """When it dropped (the leader's line, else its own, else the samples), when it was back, how long (ms) between."""
+    drop_at = (logs.lead[0].at if logs.lead else None) or (logs.follow[-1].at if logs.follow else None) \
+        or first["previous_sample_at"] or first["serving_again_since"]
+    back_at = first.get("serving_again_since")
+    duration_ms = int((clock.parse(back_at) - clock.parse(drop_at)).total_seconds() * 1000) if back_at and drop_at and back_at >= drop_at else None
+    return drop_at, back_at, duration_ms
+
+
+def _same_minutes(z: ZooKeeperProbe, s: ZooKeeperHealthSettings, broker_expiries: list[str], drop_at: str | None
+                  ) -> tuple[list[str], list[str]]:
+    """The correlations in the same minutes: (its host's load and the brokers' session expiries said, those expiries)."""
+    corr = []
+    if z.load_1m is not None and z.cpus:
+        per_cpu = z.load_1m / z.cpus
+        corr.append(f"its host's load {z.load_1m:g} on {z.cpus} CPUs ({per_cpu:.1f} per CPU{' : HIGH' if per_cpu >= s.load_per_cpu_high else ''})")
+    expiries = [at for at in broker_expiries if _near(at, [drop_at], 120)]
+    corr.append(f"{len(expiries)} broker ZooKeeper session expiries within 2 minutes" if expiries else "no broker session expiry within 2 minutes")
+    return corr, expiries

@@ -86,7 +86,8 @@ class FleetAnalyticsOperator(PackagedSparkSubmitOperator):
 
 
 class PublishReportOperator(BaseOperator):
-    """Reads the job's findings.json, attaches findings and report to the incident."""
+    """Reads the job's findings.json, attaches findings and report to the incident; returns a reference to them (the
+    incident, the bundle, the count, the file's SHA-256), never the findings (``runbook/finding_records.py``)."""
 
     operator_extra_links = LINKS  # operators/links.py: the run's incident and its report
 

@@ -17,7 +17,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Sequence
 
 from kafka_runbooks.findings import canonical
 from kafka_runbooks.model import Finding
@@ -41,28 +41,29 @@ class Remediation:
     follow_up_peers: bool = False
     runbook: str | None = None
     advice: str | None = None
-    findings: tuple[dict, ...] = field(default_factory=tuple)  # the findings that explain it (EXPLAIN)
+    findings: tuple[Finding, ...] = field(default_factory=tuple)  # the findings that explain it (EXPLAIN)
 
     def to_dict(self) -> dict[str, Any]:
+        """What the choice task pushes: the findings by kind only (a task that needs them loads them: issue 28)."""
         return {"kind": self.kind, "reason": self.reason, "follow_up_peers": self.follow_up_peers, "runbook": self.runbook,
-                "advice": self.advice, "findings": list(self.findings)}
+                "advice": self.advice, "findings": [f.kind for f in self.findings]}
 
 
-def _problem(d: Mapping[str, Any] | None) -> str | None:
-    if not d:
+def _problem(trigger: Finding | None) -> str | None:
+    if trigger is None:
         return None
-    return str((d.get("details") or {}).get("problem") or d.get("kind") or "") or None
+    return str(trigger.details.get("problem") or trigger.kind or "") or None
 
 
-def remediation_for(trigger: Mapping[str, Any] | None, findings: Sequence[Finding] = ()) -> Remediation:
+def remediation_for(trigger: Finding | None, findings: Sequence[Finding] = ()) -> Remediation:
     """From the incident's trigger (the detection's finding; None for a response started from the form) and this
     run's analysis findings."""
     problem = _problem(trigger)
-    if problem in NO_RESTART_PROBLEMS:
-        related = [f.to_dict() for f in findings if f.details.get("no_restart") or canonical(f.kind) in (
+    if trigger is not None and problem in NO_RESTART_PROBLEMS:
+        related = [f for f in findings if f.details.get("no_restart") or canonical(f.kind) in (
             "unknown_api_requests", "zookeeper_follower_dropped", "zk_server_starved", "zk_session_expired", "segment_damage")]
-        details = (trigger or {}).get("details") or {}
-        return Remediation(EXPLAIN, f"{(trigger or {}).get('kind')}: nothing to restart -- "
+        details = trigger.details
+        return Remediation(EXPLAIN, f"{trigger.kind}: nothing to restart -- "
                            + ("the client has to be fixed" if problem == "bad_client_requests" else
                               "the follower already rejoined; the cause is on its host or network"),
                            runbook=NO_RESTART_PROBLEMS[problem], advice=details.get("advice"), findings=tuple(related))
@@ -74,19 +75,19 @@ def remediation_for(trigger: Mapping[str, Any] | None, findings: Sequence[Findin
                            + (f" (the analysis also found {', '.join(sorted({f.kind for f in no_restart}))}, which no restart fixes)"
                               if no_restart else ""),
                            follow_up_peers=True, advice=no_restart[0].details.get("advice") if no_restart else None,
-                           findings=tuple(f.to_dict() for f in no_restart))
+                           findings=tuple(no_restart))
     if problem == "follower_stuck":
-        ids = list((trigger or {}).get("broker_ids") or [])
+        ids = list(trigger.broker_ids)
         return Remediation(RESTART, f"follower_stuck: broker(s) {ids} stopped fetching partitions they follow and will not start again "
                            "by themselves; a restart through the engine (approved) starts their fetchers from the controller's state",
                            runbook="runbooks/preferred-election.md",
-                           advice=(trigger or {}).get("summary"))
+                           advice=trigger.summary)
     if problem == "log_cleaner_stopped":
         return Remediation(RESTART, "the log cleaner is dead on these brokers: restart them one at a time (it starts again and compacts)",
                            runbook="runbooks/offsets-load-stalled.md")
-    return Remediation(RESTART, f"{trigger.get('kind')}: restart the broker(s) through the engine",
+    return Remediation(RESTART, f"{trigger.kind}: restart the broker(s) through the engine",
                        follow_up_peers=problem in FOLLOW_UP_PROBLEMS,
-                       runbook=(trigger.get("details") or {}).get("runbook"))
+                       runbook=trigger.details.get("runbook"))
 
 
 def peers_needing_restart(observations: Iterable[Sequence[Finding]], restarted: Iterable[int], peers: Iterable[int]) -> tuple[list[int], dict[int, str]]:

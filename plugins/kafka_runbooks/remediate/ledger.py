@@ -161,12 +161,16 @@ def recorded_plan(entries: Iterable[Mapping[str, Any]], digest: str):
     raise PlanNotRecorded(f"no plan with digest {str(digest)[:12]} was recorded for this record by its plan task")
 
 
-def waiver_refusals(plan, findings: Iterable[Mapping[str, Any]]) -> list[str]:
-    """The not-serving waiver computed again from the findings recorded with the plan: a waived broker needs a recorded
-    stuck-thread / stalled-request finding naming it (the direct check is taken again at execute time)."""
+def waiver_refusals(plan, findings: Iterable[Any]) -> list[str]:
+    """The not-serving waiver computed again from the findings recorded with the plan (``model.Finding``, or the dicts
+    the ledger holds): a waived broker needs a recorded stuck-thread / stalled-request finding naming it (the direct
+    check is taken again at execute time)."""
     from kafka_runbooks.remediate.safety import NOT_SERVING_FINDING_KINDS  # deferred: loaded on first use, not when a DAG file is parsed
 
-    named = {int(b) for f in findings if f.get("kind") in NOT_SERVING_FINDING_KINDS for b in f.get("broker_ids") or ()}
+    def kind_and_brokers(f) -> tuple[Any, Any]:
+        return (f.get("kind"), f.get("broker_ids")) if isinstance(f, Mapping) else (f.kind, f.broker_ids)
+
+    named = {int(b) for k, ids in map(kind_and_brokers, findings) if k in NOT_SERVING_FINDING_KINDS for b in ids or ()}
     return [f"broker {b} is under the not-serving waiver, but no not-serving finding recorded with the plan names it: "
             "the waiver is not honoured" for b in sorted(plan.not_serving) if int(b) not in named]
 

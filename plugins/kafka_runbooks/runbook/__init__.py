@@ -3,6 +3,7 @@
     task.py      the task a service runs for (who, where, its log) and what it says besides its log
     errors.py    Stop (the task fails saying why) and Skip (nothing to do)
     plans.py     a plan task's output is a reference; the recorded plan is loaded by its digest
+    finding_records.py  findings pass between tasks as references; loaded typed from the incident's record
     restart.py   the restart: plan, use the approval, execute through the engine, close, recovered
     approval.py  the approval of every change: ask, answer
     election.py  the deferred preferred-replica election, and its schedule

@@ -121,12 +121,11 @@ def _body(bound: Bound, task: Task, request, assigned, automatic, timeout_s: flo
     """The page a person approves: the recorded plan, the findings and gates recorded with it, the argv per broker."""
     import datetime as dt
 
-    from kafka_runbooks.model import Finding  # keeps DAG parsing fast: loaded when a task runs
     from kafka_runbooks.remediate import asking, briefing  # keeps DAG parsing fast: loaded when a task runs
     from kafka_runbooks.urls import incident_url  # keeps DAG parsing fast: loaded when a task runs
 
     config, plan, recorded = bound.config, bound.plan, bound.recorded
-    findings = [Finding.from_dict(f) for f in recorded.findings]
+    findings = list(recorded.findings)
     commands = {s.broker_id: {w: config.argv(f"{w}_command", s.broker_id) for w in ("stop", "start", "kill")}
                 for s in plan.steps if s.action == "restart_broker"}
     page = incident_url(config.name, plan.roll_id)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from kafka_runbooks import clock
-from kafka_runbooks.runbook import plans
+from kafka_runbooks.runbook import finding_records, plans
 from kafka_runbooks.runbook.errors import Stop
 from kafka_runbooks.runbook.task import Task
 
@@ -87,7 +87,7 @@ def capture(incident: Any, task: Task, config_of: Callable[[str], Any] = plans.l
     from kafka_runbooks.detect.observe import brokers_to_probe, known_registrations  # keeps DAG parsing fast: clients at run time
     from kafka_runbooks.hooks.kafka import KafkaHook  # keeps DAG parsing fast: confluent_kafka loads when a task runs
     from kafka_runbooks.incidents.store import IncidentStore, ResponseRefused  # keeps DAG parsing fast
-    from kafka_runbooks.model import ClusterSnapshot, Finding  # keeps DAG parsing fast: loaded when a task runs
+    from kafka_runbooks.model import ClusterSnapshot  # keeps DAG parsing fast: loaded when a task runs
 
     if not isinstance(incident, dict) or not incident.get("incident_id"):
         # it runs whatever the mitigation before it did (trigger rule all_done), so also after a failed open_incident
@@ -100,10 +100,10 @@ def capture(incident: Any, task: Task, config_of: Callable[[str], Any] = plans.l
     except ResponseRefused as exc:
         raise Stop(str(exc)) from exc
     snapshot = ClusterSnapshot.from_dict(incident["snapshot"])
-    trigger = incident.get("trigger")
+    trigger = finding_records.trigger_of(finding_records.incident_record(config, incident))
     bundle = EvidenceBundle(
         config.bundle_base, cluster=config.name, incident_id=incident_id,
-        trigger=Finding.from_dict(trigger).to_dict() if trigger else None,
+        trigger=finding_records.to_record(trigger) if trigger else None,
         # one incident may be captured by several response runs; evidence is never overwritten
         capture_id=clock.stamp(micros=True),
     )

@@ -150,6 +150,7 @@ def check(snapshot, config, history_store, store, task: Task, starts: list, watc
     serving watch started; None otherwise): the brokers its rounds count one check of (``lifecycle.count_watch``);
     the snapshot read no JMX, so ``NO_JMX_PROBLEMS`` are not observed."""
     from kafka_runbooks.incidents import lifecycle  # keeps DAG parsing fast: loaded when a task runs
+    from kafka_runbooks.runbook.finding_records import to_record  # keeps DAG parsing fast: loaded when a task runs
     from kafka_runbooks.runbook.incident import needs_person  # keeps DAG parsing fast: loaded when a task runs
 
     findings = findings_of(snapshot, config, history_store, task)
@@ -219,14 +220,19 @@ def product_activity(config, task: Task) -> list:
 
 def open_for(store, config, a, task: Task, key: str | None = None) -> dict[str, Any]:
     """Opens the incident of a lifecycle ``open`` (once per problem episode), pages when the finding says so, and gives
-    it what ``remediate.choice.first_response`` says: the response run (returned with its conf) or a person."""
+    it what ``remediate.choice.first_response`` says: the response run (returned with its conf) or a person.
+
+    The finding is recorded on the incident (its ``trigger``), where the response run's tasks load it
+    (``finding_records.trigger_of``). The conf's ``finding`` is a copy for the people and drills that read the run's
+    conf: the response DAG has no parameter for it and nothing of the product reads it."""
     from kafka_runbooks.incidents.store import IncidentExists  # keeps DAG parsing fast: loaded when a task runs
     from kafka_runbooks.remediate.choice import PERSON, first_response  # keeps DAG parsing fast: loaded when a task runs
+    from kafka_runbooks.runbook.finding_records import to_record  # keeps DAG parsing fast: loaded when a task runs
     from kafka_runbooks.runbook.incident import needs_person  # keeps DAG parsing fast: loaded when a task runs
 
     f, actor = a.finding, task.actor
     try:
-        record = store.open(cluster=config.name, broker_ids=f.broker_ids, reason=f.summary, trigger=f.to_dict(), opened_by=actor,
+        record = store.open(cluster=config.name, broker_ids=f.broker_ids, reason=f.summary, trigger=to_record(f), opened_by=actor,
                             key=key)
     except IncidentExists as exc:
         task.log.warning("incident %s is already open for this problem (%s), opened by a concurrent health check: "
@@ -249,7 +255,7 @@ def open_for(store, config, a, task: Task, key: str | None = None) -> dict[str, 
     run_id = f"health__{record['id']}"
     store.responding(record["id"], actor=actor, run_id=run_id)
     conf = {"cluster": config.name, "incident_id": record["id"], "broker_ids": list(f.broker_ids), "reason": f.summary[:2000],
-            "zookeeper_servers": list(response.zookeeper_servers), "finding": f.to_dict()}
+            "zookeeper_servers": list(response.zookeeper_servers), "finding": to_record(f)}
     return {"incident_id": record["id"], "run_id": run_id, "conf": conf}
 
 

@@ -103,7 +103,8 @@ def open_incident(raw_request: Any, task: Task, config_of: Callable[[str], Any] 
         # ZooKeeper incident, the brokers' own session expiries)
         "capture_broker_ids": sorted(set(request.broker_ids) | set(peers)),
         "kafka_version": config.kafka_version or "",
-        "trigger": record.get("trigger"),
+        # the finding that opened the incident is not passed on: the tasks that need it load it from the incident's
+        # record (``finding_records.trigger_of``)
         "snapshot": snapshot.to_dict(),
     }
 

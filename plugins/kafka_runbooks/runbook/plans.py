@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+from kafka_runbooks.runbook import finding_records
 from kafka_runbooks.runbook.errors import Stop
 
 
@@ -27,7 +28,7 @@ class RecordedPlan:
     config: Any
     plan: Any  # model.Plan
     digest: str
-    findings: tuple[Mapping[str, Any], ...] = ()
+    findings: tuple[Any, ...] = ()  # model.Finding: the findings the plan was computed from
     canary: bool = False
     report: str | None = None
     gates: tuple[str, ...] = ()
@@ -51,12 +52,12 @@ def reference(plan_output: Any) -> Reference:
 
 
 def record(config, plan, digest: str, run_id: str, *, canary: bool, gates: Sequence[str] = (), report: str | None = None,
-           findings: Sequence[Mapping[str, Any]] = (), approval_wait_s: float | None = None, **more: Any) -> None:
+           findings: Sequence[Any] = (), approval_wait_s: float | None = None, **more: Any) -> None:
     """Appends the ``planned`` entry (the plan, its digest and everything the approval shows) to the record's ledger."""
     from kafka_runbooks.remediate import ledger as L  # keeps DAG parsing fast: the state store loads when a task runs
 
     L.Ledger(config, plan.roll_id).append(L.PLANNED, run_id, plan=plan.to_dict(), digest=digest, canary=bool(canary),
-                                          gates=list(gates), report=report, findings=[dict(f) for f in findings],
+                                          gates=list(gates), report=report, findings=finding_records.to_records(findings),
                                           approval_wait_s=approval_wait_s, **more)
 
 
@@ -79,14 +80,15 @@ def load(plan_output: Any, nothing: str, config_of=None) -> RecordedPlan:
     config = (config_of or load_config)(ref.cluster)
     entries = Ledger(config, ref.record_id).entries()
     try:
-        plan, findings = recorded_plan(entries, ref.digest)
-    except PlanNotRecorded as exc:
+        plan, recorded_findings = recorded_plan(entries, ref.digest)
+        findings = finding_records.from_records(recorded_findings)
+    except (PlanNotRecorded, ValueError) as exc:
         raise Stop(f"{exc}; {nothing}") from exc
     if plan.cluster != config.name:
         raise Stop(f"the recorded plan is of cluster {plan.cluster!r}, not {config.name!r}; {nothing}")
     entry = next(e for e in entries if e.get("event") == "planned" and e.get("digest") == ref.digest)
     canary = entry.get("canary")
-    return RecordedPlan(config=config, plan=plan, digest=ref.digest, findings=tuple(findings),
+    return RecordedPlan(config=config, plan=plan, digest=ref.digest, findings=findings,
                         canary=_default_canary(config, plan) if canary is None else bool(canary),
                         report=entry.get("report"), gates=tuple(entry.get("gates") or ()),
                         approval_wait_s=entry.get("approval_wait_s"),

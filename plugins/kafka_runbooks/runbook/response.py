@@ -8,7 +8,7 @@ import time
 from typing import Any, Callable
 
 from kafka_runbooks.remediate.choice import RESTART
-from kafka_runbooks.runbook import plans
+from kafka_runbooks.runbook import finding_records, plans
 from kafka_runbooks.runbook.task import Task
 
 ROLLING_RESTART_DAG = "kafka_rolling_restart"
@@ -16,17 +16,21 @@ FOLLOW_UP_KEY = "follow_up"
 __all__ = ["FOLLOW_UP_KEY", "RESTART", "ROLLING_RESTART_DAG", "choose", "explain", "follow_up"]
 
 
-def _findings(report: Any):
-    from kafka_runbooks.model import Finding  # keeps DAG parsing fast: loaded when a task runs
-
-    return [Finding.from_dict(f) for f in ((report or {}).get("findings") or []) if isinstance(report, dict)]
-
-
-def choose(incident: Any, report: Any, task: Task):
-    """The incident's remediation (``remediate.choice.remediation_for``), logged and pushed under ``remediation``."""
+def recorded_choice(incident: Any, config_of: Callable[[str], Any] = plans.load_config):
+    """(the incident's trigger, its remediation) from what the state database holds: the detection's finding that
+    opened it and the analysis's findings the report task recorded on it (``finding_records``) -- never from XCom."""
     from kafka_runbooks.remediate.choice import remediation_for  # keeps DAG parsing fast: loaded when a task runs
 
-    choice = remediation_for((incident or {}).get("trigger"), _findings(report))
+    record = finding_records.incident_record(config_of(incident["cluster"]), incident) if isinstance(incident, dict) else None
+    trigger = finding_records.trigger_of(record)
+    return trigger, remediation_for(trigger, finding_records.analysis_of(record))
+
+
+def choose(incident: Any, report: Any, task: Task, config_of: Callable[[str], Any] = plans.load_config):
+    """The incident's remediation (``remediate.choice.remediation_for`` over the recorded findings: ``report`` is the
+    report task's reference, which says only that they were recorded), logged and pushed under ``remediation`` --
+    without its findings: their kinds only."""
+    _, choice = recorded_choice(incident, config_of)
     task.log.warning("remediation: %s (%s)", choice.kind, choice.reason)
     task.push("remediation", choice.to_dict())
     return choice
@@ -35,17 +39,19 @@ def choose(incident: Any, report: Any, task: Task):
 def explain(incident: dict[str, Any], report: Any, remediation: Any, task: Task,
             config_of: Callable[[str], Any] = plans.load_config) -> dict[str, Any]:
     """No restart applies: records on the incident what was found, why nothing is restarted, what to do (the
-    runbook), and returns it for the close-out."""
+    runbook), and returns it for the close-out. The remediation is chosen again from the recorded findings
+    (``recorded_choice``): ``remediation``, what the choice task pushed, is only told apart from it in the log."""
     from kafka_runbooks.incidents.store import IncidentStore  # keeps DAG parsing fast: loaded when a task runs
 
-    rem = remediation if isinstance(remediation, dict) else {}
-    trigger = (incident or {}).get("trigger") or {}
+    trigger, rem = recorded_choice(incident, config_of)
+    if isinstance(remediation, dict) and remediation.get("kind") != rem.kind:
+        task.log.warning("the choice task pushed %r; chosen again from the recorded findings: %r", remediation.get("kind"), rem.kind)
     explanation = {
-        "why_no_restart": rem.get("reason"),
-        "advice": rem.get("advice") or (trigger.get("details") or {}).get("advice"),
-        "runbook": rem.get("runbook"),
-        "detected": trigger.get("summary"),
-        "analysis": [{"kind": f["kind"], "summary": f["summary"]} for f in rem.get("findings") or []],
+        "why_no_restart": rem.reason,
+        "advice": rem.advice or (trigger.details.get("advice") if trigger else None),
+        "runbook": rem.runbook,
+        "detected": trigger.summary if trigger else None,
+        "analysis": [{"kind": f.kind, "summary": f.summary} for f in rem.findings],
         "report": report.get("report") if isinstance(report, dict) else None,
     }
     store = IncidentStore(config_of(incident["cluster"]))

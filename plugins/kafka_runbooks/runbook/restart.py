@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from kafka_runbooks import metrics
-from kafka_runbooks.runbook import plans
+from kafka_runbooks.runbook import finding_records, plans
 from kafka_runbooks.runbook.errors import Refusal, Stop
 from kafka_runbooks.runbook.task import Task
 from kafka_runbooks.truth import FALSE_WORDS, TRUE_WORDS, truthy
@@ -38,7 +38,7 @@ class Request:
     canary: Any = None  # None: the cluster's setting
     resume: Any = False
     incident: dict[str, Any] | None = None  # the open_incident output (incident restart)
-    report: dict[str, Any] | None = None  # this run's analysis (incident restart)
+    report: dict[str, Any] | None = None  # the report task's reference to this run's analysis (incident restart)
 
     @property
     def dry_run(self) -> bool:
@@ -217,7 +217,6 @@ def plan(request: Request, task: Task, config_of: Callable[[str], Any] = plans.l
     audit) and shows it; returns the reference to it (``plans.output``). A refused plan stops here (nothing is asked,
     nothing changes; a rolling restart that did nothing is closed) -- a dry run's too, which records nothing."""
     from kafka_runbooks.incidents.store import IncidentStore  # keeps DAG parsing fast: loaded when a task runs
-    from kafka_runbooks.model import Finding  # keeps DAG parsing fast: loaded when a task runs
     from kafka_runbooks.remediate.digest import plan_digest  # keeps DAG parsing fast: loaded when a task runs
     from kafka_runbooks.remediate.executor import unconfigured_replicas  # keeps DAG parsing fast: the engine loads when a task runs
     from kafka_runbooks.remediate.host import static_config_state  # keeps DAG parsing fast: paramiko loads when a task runs
@@ -225,7 +224,9 @@ def plan(request: Request, task: Task, config_of: Callable[[str], Any] = plans.l
     config = config_of(request.incident["cluster"] if request.incident else request.cluster)
     store = IncidentStore(config)
     canary = canary_of(request, config)
-    findings = [Finding.from_dict(f) for f in (request.report or {}).get("findings") or []]
+    # this run's analysis, as the report task recorded it on the incident (its output is only a reference to it)
+    findings = (finding_records.analysis_of(finding_records.incident_record(config, request.incident))
+                if request.incident and request.report else ())
     static, unread = static_config_state(config)
     snapshot = read_cluster(config, "nothing was planned or changed")
     unread.update(unconfigured_replicas(config, snapshot))
@@ -273,7 +274,7 @@ def record_plan(task: Task, config, store, plan, digest: str, notes, findings, *
 
     PlanDetails(config).put(plan.roll_id, digest, plan)  # every line and refusal; the plan carries its fingerprint
     plans.record(config, plan, digest, task.run_id, canary=canary, gates=gates, report=report,
-                 findings=[f.to_dict() for f in findings], starter=task.starter, notes=list(notes))
+                 findings=findings, starter=task.starter, notes=list(notes))
     store.update(plan.roll_id, plan=plan.to_dict(), plan_digest=digest)
     store.audit(plan.roll_id, actor=task.starter or task.actor, action="plan_restart", outcome="refused" if plan.refused else "ok",
                 details={"refusals": list(plan.refusals), "plan": plan.to_dict(), "digest": digest, "notes": list(notes),

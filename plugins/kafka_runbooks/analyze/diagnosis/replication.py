@@ -73,10 +73,33 @@ def stall_explaining(index, t: dt.datetime) -> tuple | None:
     return None
 
 
+_FetchError = tuple  # (the log file, its record, when (UTC) or None, the reporting broker)
+
+
 def fetch_findings(files: list[ParsedFile], window: Window, offsets, gc) -> list[Finding]:
     logs = logs_by_broker(files)
     stall_index = {b: by_time(xs) for b, xs in self_stalls(logs, gc, offsets).items()}
-    errors: dict[int, list[tuple[ParsedFile, LogRecord, dt.datetime | None, int | None]]] = defaultdict(list)
+    errors, excluded, reporters_all, log_end = _fetch_errors(logs, offsets, stall_index)
+    findings = []
+    for leader, all_evs in sorted(errors.items()):
+        counted, earlier, notes = _episodes(all_evs, window, log_end)
+        if not counted:
+            findings.append(Finding(kind="earlier_fetch_failures", severity=Severity.INFO,
+                                    summary=(f"replica fetch failures from broker {leader} in {len(earlier)} earlier episode(s) "
+                                             f"({sum(e['count'] for e in earlier)} failures) ended before the incident window; not counted"),
+                                    broker_ids=(leader,), evidence=(cite(all_evs[0][0], [r for _, r, _, _ in all_evs]),),
+                                    details={"earlier_episodes": earlier, "window": window.describe()}))
+            continue
+        findings.append(_peer_fetch_failures(leader, counted, earlier, notes, reporters_all, excluded, window))
+    return findings + _own_doing(excluded)
+
+
+def _fetch_errors(logs, offsets, stall_index) -> tuple[dict[int, list[_FetchError]], list[dict], dict[int | None, set],
+                                                       dict[str, dt.datetime | None]]:
+    """Every replica fetch error the brokers' logs hold, by the leader it names; those the reporter caused itself (it
+    stopped the fetcher, or logged it right after a stall of its own) apart, with why. -> (errors by leader, the
+    excluded, {reporter: the leaders it reports}, {log path: its last time})."""
+    errors: dict[int, list[_FetchError]] = defaultdict(list)
     excluded: list[dict] = []
     reporters_all: dict[int | None, set] = defaultdict(set)  # reporter -> leaders it reports
     log_end: dict[str, dt.datetime | None] = {}
@@ -108,77 +131,85 @@ def fetch_findings(files: list[ParsedFile], window: Window, offsets, gc) -> list
                     continue
                 errors[leader].append((f, r, t, reporter))
                 reporters_all[reporter].add(leader)
-    findings = []
-    for leader, all_evs in sorted(errors.items()):
-        # episodes; one that ended before the incident window (its reporters kept logging without the error) is an
-        # earlier, already-fixed episode and is not counted
-        timed = sorted((x for x in all_evs if x[2] is not None), key=lambda x: x[2])
-        untimed = [x for x in all_evs if x[2] is None]
-        episodes: list[list] = []
-        for x in timed:
-            if episodes and (x[2] - episodes[-1][-1][2]).total_seconds() <= EPISODE_GAP_S:
-                episodes[-1].append(x)
-            else:
-                episodes.append([x])
-        counted, earlier, notes = list(untimed), [], []
-        for ep in episodes:
-            first, last = ep[0][2], ep[-1][2]
-            in_window = window.contains(last) is not False or window.since is None
-            if in_window:
-                counted.extend(ep)
-                continue
-            ended = all((log_end.get(f.path) or last) > last + dt.timedelta(seconds=EPISODE_GAP_S) for f, _, _, _ in ep)
-            if ended:
-                earlier.append({"from": first.isoformat(), "to": last.isoformat(), "count": len(ep),
-                                "why_not_counted": "before the incident window, and the reporters kept logging without it afterwards"})
-            else:
-                counted.extend(ep)
-                ends = sorted({log_end.get(f.path).isoformat() for f, _, _, _ in ep if log_end.get(f.path)})
-                notes.append(f"{len(ep)} failure(s) between {first:%H:%M:%S} and {last:%H:%M:%S} precede the incident window, "
-                             f"but the reporters' logs end at {', '.join(ends) or 'an unknown time'}: nothing shows the episode "
-                             "ended, so they are counted")
-        if not counted:
-            findings.append(Finding(kind="earlier_fetch_failures", severity=Severity.INFO,
-                                    summary=(f"replica fetch failures from broker {leader} in {len(earlier)} earlier episode(s) "
-                                             f"({sum(e['count'] for e in earlier)} failures) ended before the incident window; not counted"),
-                                    broker_ids=(leader,), evidence=(cite(all_evs[0][0], [r for _, r, _, _ in all_evs]),),
-                                    details={"earlier_episodes": earlier, "window": window.describe()}))
+    return errors, excluded, reporters_all, log_end
+
+
+def _episodes(all_evs: list[_FetchError], window: Window, log_end: dict[str, dt.datetime | None]
+              ) -> tuple[list[_FetchError], list[dict], list[str]]:
+    """One leader's errors in episodes; one that ended before the incident window (its reporters kept logging without
+    the error) is an earlier, already-fixed episode and is not counted. -> (the errors counted, the earlier
+    episodes, notes on episodes counted although before the window)."""
+    timed = sorted((x for x in all_evs if x[2] is not None), key=lambda x: x[2])
+    untimed = [x for x in all_evs if x[2] is None]
+    episodes: list[list] = []
+    for x in timed:
+        if episodes and (x[2] - episodes[-1][-1][2]).total_seconds() <= EPISODE_GAP_S:
+            episodes[-1].append(x)
+        else:
+            episodes.append([x])
+    counted, earlier, notes = list(untimed), [], []
+    for ep in episodes:
+        first, last = ep[0][2], ep[-1][2]
+        in_window = window.contains(last) is not False or window.since is None
+        if in_window:
+            counted.extend(ep)
             continue
-        reporters = sorted({rep for _, _, _, rep in counted} - {None})
-        times = [t for _, _, t, _ in counted if t]
-        causes = Counter(fetch_cause(r.attrs) for _, r, _, _ in counted)
-        per_file: dict[str, list] = defaultdict(list)
-        for f, r, _, _ in counted:
-            per_file[f.path].append((f, r))
-        evidence = [cite(items[0][0], [r for _, r in items]) for items in per_file.values()]
-        ambiguity = list(notes)
-        if len(reporters) == 1:
-            ambiguity.append(f"only broker {reporters[0]} reports it")
-            if len(reporters_all.get(reporters[0], ())) > 1:
-                ambiguity.append(f"broker {reporters[0]} reports fetch failures from {len(reporters_all[reporters[0]])} "
-                                 f"leaders ({', '.join(map(str, sorted(reporters_all[reporters[0]])))}): the reporter itself "
-                                 "may be the problem")
-        sampled = any(f.result.omitted.get(r.signature or "") for f, r, _, _ in counted)
-        exact_minutes = [m for path in per_file for f in [per_file[path][0][0]] for m in f.result.minutes
-                         if str(m.get("leader")) == str(leader)]
-        span = f"between {min(times):%Y-%m-%d %H:%M:%S} and {max(times):%H:%M:%S} UTC" if times else ""
-        summary = (f"peers report replica fetch failures from broker {leader}: {len(counted)} failure(s) logged by broker(s) "
-                   f"{', '.join(map(str, reporters)) or '?'} {span} ({', '.join(f'{c} x{n}' for c, n in causes.most_common())})")
-        if earlier:
-            summary += (f"; {sum(e['count'] for e in earlier)} failure(s) of {len(earlier)} earlier, ended episode(s) "
-                        "before the incident window not counted")
-        if ambiguity:
-            summary += "; ambiguous: " + "; ".join(ambiguity)
-        findings.append(Finding(
-            kind="peer_fetch_failures", severity=Severity.WARNING, summary=summary, broker_ids=(leader,),
-            evidence=tuple(evidence),
-            details={"leader": leader, "reporters": reporters, "count": len(counted), "causes": dict(causes),
-                     "first": min(times).isoformat() if times else None, "last": max(times).isoformat() if times else None,
-                     "window": window.describe(), "earlier_episodes": earlier,
-                     "excluded": [x for x in excluded if x["leader"] == leader][:50],
-                     "sampled": sampled, "minutes": exact_minutes[:500],
-                     "ambiguity": "; ".join(ambiguity) or None}))
-    # failures the reporters caused themselves: said once, apart, so nobody reads them as the leader's fault
+        ended = all((log_end.get(f.path) or last) > last + dt.timedelta(seconds=EPISODE_GAP_S) for f, _, _, _ in ep)
+        if ended:
+            earlier.append({"from": first.isoformat(), "to": last.isoformat(), "count": len(ep),
+                            "why_not_counted": "before the incident window, and the reporters kept logging without it afterwards"})
+        else:
+            counted.extend(ep)
+            ends = sorted({log_end.get(f.path).isoformat() for f, _, _, _ in ep if log_end.get(f.path)})
+            notes.append(f"{len(ep)} failure(s) between {first:%H:%M:%S} and {last:%H:%M:%S} precede the incident window, "
+                         f"but the reporters' logs end at {', '.join(ends) or 'an unknown time'}: nothing shows the episode "
+                         "ended, so they are counted")
+    return counted, earlier, notes
+
+
+def _peer_fetch_failures(leader: int, counted: list[_FetchError], earlier: list[dict], notes: list[str],
+                         reporters_all: dict[int | None, set], excluded: list[dict], window: Window) -> Finding:
+    """The ``peer_fetch_failures`` finding of one leader: who reports it, when, why, and what makes it ambiguous."""
+    reporters = sorted({rep for _, _, _, rep in counted} - {None})
+    times = [t for _, _, t, _ in counted if t]
+    causes = Counter(fetch_cause(r.attrs) for _, r, _, _ in counted)
+    per_file: dict[str, list] = defaultdict(list)
+    for f, r, _, _ in counted:
+        per_file[f.path].append((f, r))
+    evidence = [cite(items[0][0], [r for _, r in items]) for items in per_file.values()]
+    ambiguity = list(notes)
+    if len(reporters) == 1:
+        ambiguity.append(f"only broker {reporters[0]} reports it")
+        if len(reporters_all.get(reporters[0], ())) > 1:
+            ambiguity.append(f"broker {reporters[0]} reports fetch failures from {len(reporters_all[reporters[0]])} "
+                             f"leaders ({', '.join(map(str, sorted(reporters_all[reporters[0]])))}): the reporter itself "
+                             "may be the problem")
+    sampled = any(f.result.omitted.get(r.signature or "") for f, r, _, _ in counted)
+    exact_minutes = [m for path in per_file for f in [per_file[path][0][0]] for m in f.result.minutes
+                     if str(m.get("leader")) == str(leader)]
+    span = f"between {min(times):%Y-%m-%d %H:%M:%S} and {max(times):%H:%M:%S} UTC" if times else ""
+    summary = (f"peers report replica fetch failures from broker {leader}: {len(counted)} failure(s) logged by broker(s) "
+               f"{', '.join(map(str, reporters)) or '?'} {span} ({', '.join(f'{c} x{n}' for c, n in causes.most_common())})")
+    if earlier:
+        summary += (f"; {sum(e['count'] for e in earlier)} failure(s) of {len(earlier)} earlier, ended episode(s) "
+                    "before the incident window not counted")
+    if ambiguity:
+        summary += "; ambiguous: " + "; ".join(ambiguity)
+    return Finding(
+        kind="peer_fetch_failures", severity=Severity.WARNING, summary=summary, broker_ids=(leader,),
+        evidence=tuple(evidence),
+        details={"leader": leader, "reporters": reporters, "count": len(counted), "causes": dict(causes),
+                 "first": min(times).isoformat() if times else None, "last": max(times).isoformat() if times else None,
+                 "window": window.describe(), "earlier_episodes": earlier,
+                 "excluded": [x for x in excluded if x["leader"] == leader][:50],
+                 "sampled": sampled, "minutes": exact_minutes[:500],
+                 "ambiguity": "; ".join(ambiguity) or None})
+
+
+def _own_doing(excluded: list[dict]) -> list[Finding]:
+    """Failures the reporters caused themselves: said once per reporter, apart, so nobody reads them as the leader's
+    fault."""
+    findings = []
     by_rep: dict[int | None, list[dict]] = defaultdict(list)
     for x in excluded:
         by_rep[x["reporter"]].append(x)

@@ -1,0 +1,81 @@
+"""Findings between a response run's tasks travel as references, never as findings (issue 28), as the restart plan
+does (``plans.py``): a task passes the incident (its id and cluster) or the bundle (its directory and the SHA-256 of
+its ``findings.json``), and the service that needs the findings loads them, typed, from where they are stored:
+
+* the detection's finding that opened the incident (its ``trigger``) and the analysis's findings, both on the
+  incident's record in the state database (``trigger_of``, ``analysis_of``);
+* the analysis's ``findings.json`` in the bundle, read once, by the report task, which records its findings on the
+  incident with the file's SHA-256 (``read_analysis``);
+* the findings a plan was computed from, in the plan's ledger entry (``to_records`` when recorded, ``from_records``
+  when ``plans.load`` reads it back).
+
+This module is the one place of ``runbook/`` (and ``operators/``) where a finding is a dict: ``to_record`` /
+``to_records`` serialize for the state database and the bundle, ``from_records`` parses what they hold. An edited
+XCom therefore changes neither what the remediation choice reads nor what a plan is computed from.
+
+The health check's asset events (``triggers/serving.py``) carry observations of the serving watch, never findings;
+the DAG-run conf the health check starts a response with names the incident (``incident_id``), which holds the finding.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+FINDINGS_FILE = "findings.json"
+
+
+def to_record(finding) -> dict[str, Any]:
+    """A finding as the state database and the bundle's manifest hold it."""
+    return finding.to_dict()
+
+
+def to_records(findings: Iterable[Any]) -> list[dict[str, Any]]:
+    return [to_record(f) for f in findings]
+
+
+def from_records(raw: Iterable[Mapping[str, Any]] | None) -> tuple[Any, ...]:
+    """Typed findings from what the state database holds (a ledger entry's, an incident's); ValueError when one is
+    not a finding."""
+    from kafka_runbooks.model import Finding  # keeps DAG parsing fast: loaded when a task runs
+
+    try:
+        return tuple(Finding.from_dict(f) for f in raw or ())
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"a recorded finding cannot be read: {exc!r}") from exc
+
+
+def trigger_of(record: Mapping[str, Any] | None):
+    """The detection's finding that opened the incident ``record``, or None: an incident opened from the form has
+    none, and a record a change opened (a rolling restart's, an election's) holds what started it, not a finding."""
+    trigger = (record or {}).get("trigger")
+    if not isinstance(trigger, Mapping) or "severity" not in trigger or "summary" not in trigger:
+        return None
+    (finding,) = from_records([trigger])
+    return finding
+
+
+def analysis_of(record: Mapping[str, Any] | None) -> tuple[Any, ...]:
+    """The analysis's findings the report task recorded on the incident ``record`` (none before it ran)."""
+    return from_records((record or {}).get("findings") or ())
+
+
+def incident_record(config, incident: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The incident's record in the state database, by the id a task passed (``incident``: the open task's output);
+    None when no incident was opened."""
+    from kafka_runbooks.incidents.store import IncidentStore  # keeps DAG parsing fast: loaded when a task runs
+
+    incident_id = (incident or {}).get("incident_id") if isinstance(incident, Mapping) else None
+    return IncidentStore(config).get(str(incident_id)) if incident_id else None
+
+
+def read_analysis(bundle_dir: str | Path) -> tuple[tuple[Any, ...], str]:
+    """(the findings, the SHA-256 of the file) of the analysis's ``findings.json`` in ``bundle_dir``; OSError or
+    ValueError when it cannot be read."""
+    data = (Path(bundle_dir) / FINDINGS_FILE).read_bytes()
+    doc = json.loads(data.decode("utf-8"))
+    if not isinstance(doc, Mapping) or not isinstance(doc.get("findings"), list):
+        raise ValueError(f"{FINDINGS_FILE} holds no list of findings")
+    return from_records(doc["findings"]), hashlib.sha256(data).hexdigest()
