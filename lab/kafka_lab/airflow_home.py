@@ -16,6 +16,9 @@ from typing import Mapping
 REPO = Path(__file__).resolve().parents[2]
 
 
+SPARK_CONF_DIR = REPO / "lab" / "spark-conf"
+
+
 def airflow_environment(home: Path, lab_env: Mapping[str, str]) -> dict[str, str]:
     venv_bin = str(Path(sys.executable).parent)
     env = {
@@ -33,6 +36,8 @@ def airflow_environment(home: Path, lab_env: Mapping[str, str]) -> dict[str, str
         "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
         "SPARK_LOCAL_IP": "127.0.0.1",
         "PYSPARK_PYTHON": sys.executable,
+        # the lab's spark-defaults.conf: short analysis jobs on C1 only (half the CPU of a small job here)
+        "SPARK_CONF_DIR": os.environ.get("SPARK_CONF_DIR", str(SPARK_CONF_DIR)),
         # spark-submit must come from the same venv as the worker
         "PATH": venv_bin + os.pathsep + os.environ.get("PATH", ""),
     }

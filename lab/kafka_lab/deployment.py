@@ -227,6 +227,7 @@ class Deployment:
             # Spark in local mode on the worker that runs the analysis, bound to that worker's address
             "SPARK_LOCAL_IP": address,
             "PYSPARK_PYTHON": sys.executable,
+            "SPARK_CONF_DIR": str(REPO / "lab" / "spark-conf"),  # the lab's spark-defaults.conf (airflow_home.py)
         })
         if node == CONTROL:
             env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"] = str(self.passwords_file)
