@@ -94,4 +94,13 @@ def test_the_request_queue_is_drawn_per_answering_broker_and_the_silent_one_name
     # queued.max.requests: the lab sets none, Kafka's default 500 is the reference line
     assert "queued.max.requests 500: broker(s) 1 (default), 2 (default), 3 (default)" in svg
     # what the bundle does not hold is said, not invented
-    assert "ISR size and under-replicated partitions as the cluster reported them over the window are not in the bundle" in charts
+    assert "ISR size and under-replicated partitions as the cluster reported them over the window are not in the bundle (it holds no health history)" in charts
+
+
+def test_a_request_queue_with_no_answer_at_all_is_named_not_drawn():
+    from kafka_runbooks.analyze.charts import request_queue_chart
+
+    assert request_queue_chart([], []) == ""
+    fig = request_queue_chart([], [{"broker_id": "<b>3</b>", "reason": "timeout after 15s"}])
+    assert "<svg" not in fig and "<polyline" not in fig and "<b>" not in fig
+    assert "no broker's JMX read answered" in fig and "broker &lt;b&gt;3&lt;/b&gt;: no answer from its JMX read (timeout after 15s)" in fig

@@ -170,7 +170,9 @@ def request_queue_chart(points: Iterable[Mapping[str, Any]], unanswered: Iterabl
                     + " ".join(f"{x(t):.1f},{y(v):.1f}" for t, v in mine) + "'/>")
         body += [f"<circle cx='{x(t):.1f}' cy='{y(v):.1f}' r='3' fill='{colour[b]}'><title>broker {_e(b)}: "
                  f"RequestQueueSize {v:g} at {_e(t.isoformat())}</title></circle>" for t, v in mine]
+    single = all(sum(1 for _, p in timed if str(p.get("broker_id")) == b) == 1 for b in brokers)
     note = "; ".join(s for s in (
+        "one JmxTool read per broker (the capture reads JMX once): a point each, not a trend" if single else "",
         "dashed: queued.max.requests" if bounds else "queued.max.requests unknown (no server.properties read)",
         no_answer) if s)
     return _frame("Request queue (RequestQueueSize per broker, from the capture's JMX reads)", t0, t1, ymax, "requests",

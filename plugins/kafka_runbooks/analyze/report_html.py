@@ -40,8 +40,8 @@ def _states(d: Mapping[str, int] | None) -> str:
 
 
 NOT_IN_BUNDLE = ("ISR size and under-replicated partitions as the cluster reported them over the window are not in the "
-                 "bundle (no health history; its snapshot.json is one instant, at the capture): the under-replicated "
-                 "line, when drawn, is replayed from the brokers' own ISR changes in their logs")
+                 "bundle (it holds no health history{snapshot}): the under-replicated line, when drawn, is replayed from "
+                 "the brokers' own ISR changes in their logs")
 
 
 def _charts(c: Mapping[str, Any]) -> list[str]:
@@ -53,7 +53,8 @@ def _charts(c: Mapping[str, Any]) -> list[str]:
                          gc_chart(c.get("gc_pauses") or [])) if x]
     if not drawn:
         return []
-    return ["<h2>Over time</h2>", *drawn, f"<p class='muted'>{_e(NOT_IN_BUNDLE)}</p>"]
+    snapshot = "; its snapshot.json is one instant, at the capture" if c.get("has_snapshot") else ""
+    return ["<h2>Over time</h2>", *drawn, f"<p class='muted'>{_e(NOT_IN_BUNDLE.format(snapshot=snapshot))}</p>"]
 
 
 def render_report(findings: list[Finding], tables: Mapping[str, Any] | None = None, title: str = "Kafka incident analysis") -> str:

@@ -103,7 +103,7 @@ def chart_data(files: list[ParsedFile]) -> dict:
     gc = [{"at": p.at, "broker_id": f.broker_id, "seconds": p.seconds, "kind": p.kind}
           for f in files if f.kind == "gc_log" and f.result is not None for p in getattr(f.result, "pauses", ())]
     return {"isr_events": isr, "isr_omitted": omitted, "gc_pauses": gc, **request_queue_data(files),
-            "snapshot_only": any(f.kind == "cluster_snapshot" for f in files)}
+            "has_snapshot": any(f.kind == "cluster_snapshot" for f in files)}
 
 
 def request_queue_data(files: list[ParsedFile]) -> dict:
