@@ -133,3 +133,47 @@ def gc_chart(pauses: Iterable[Mapping[str, Any]]) -> str:
             f"{_e(p.get('kind'))} pause of {float(p['seconds']):.3f} s at {_e(p.get('at'))}</title></line>" for t, p in timed]
     return _frame("GC pauses (stop-the-world, seconds)", t0, t1, ymax, "seconds", bars,
                   [(f"broker {b}", colour[b]) for b in brokers])
+
+
+def request_queue_chart(points: Iterable[Mapping[str, Any]], unanswered: Iterable[Mapping[str, Any]] = (),
+                        bounds: Mapping[Any, Mapping[str, Any]] | None = None) -> str:
+    """RequestQueueSize per broker over the capture's window: one polyline per broker whose JMX read answered
+    (``points``: {"at", "broker_id", "value"}; a marker on every reading, one JmxTool read is one point), each broker's
+    queued.max.requests as a dashed reference line when its server.properties was read (``bounds``: broker ->
+    {"value", "default"}), and every broker whose read gave no answer (``unanswered``: {"broker_id", "reason"}) named
+    under the chart -- never drawn as zero. "" when no broker has a reading and none is unanswered."""
+    timed = sorted(((t, p) for p in points if (t := _time(p.get("at"))) is not None and p.get("value") is not None),
+                   key=lambda x: x[0])
+    silent = sorted({str(u.get("broker_id")): str(u.get("reason") or "no answer") for u in unanswered}.items())
+    if not timed and not silent:
+        return ""
+    no_answer = "; ".join(f"broker {b}: no answer from its JMX read ({why}), not drawn" for b, why in silent)
+    if not timed:
+        return (f"<figure class='chart'><figcaption>Request queue (RequestQueueSize): no broker's JMX read answered — "
+                f"{_e(no_answer)}</figcaption></figure>")
+    bounds = {str(k): v for k, v in (bounds or {}).items() if v and v.get("value")}
+    t0, t1 = timed[0][0], timed[-1][0]
+    t1 = t1 if t1 > t0 else t0 + dt.timedelta(seconds=1)
+    ymax = max([float(p["value"]) for _, p in timed] + [float(v["value"]) for v in bounds.values()]) or 1.0
+    x, y = _scale(t0, t1, ymax)
+    brokers = sorted({str(p.get("broker_id")) for _, p in timed})
+    colour = {b: COLOURS[i % len(COLOURS)] for i, b in enumerate(brokers)}
+    body = []
+    for value in sorted({float(v["value"]) for v in bounds.values()}):
+        who = ", ".join(f"{b}{' (default)' if v.get('default') else ''}" for b, v in sorted(bounds.items()) if float(v["value"]) == value)
+        body.append(f"<line class='bound' x1='{PAD_L}' y1='{y(value):.1f}' x2='{W - PAD_R}' y2='{y(value):.1f}' "
+                    f"stroke='#667085' stroke-dasharray='4 4'><title>queued.max.requests {value:g}: broker(s) {_e(who)}"
+                    f"</title></line>")
+    for b in brokers:
+        mine = [(t, float(p["value"])) for t, p in timed if str(p.get("broker_id")) == b]
+        body.append(f"<polyline fill='none' stroke='{colour[b]}' stroke-width='2' points='"
+                    + " ".join(f"{x(t):.1f},{y(v):.1f}" for t, v in mine) + "'/>")
+        body += [f"<circle cx='{x(t):.1f}' cy='{y(v):.1f}' r='3' fill='{colour[b]}'><title>broker {_e(b)}: "
+                 f"RequestQueueSize {v:g} at {_e(t.isoformat())}</title></circle>" for t, v in mine]
+    single = all(sum(1 for _, p in timed if str(p.get("broker_id")) == b) == 1 for b in brokers)
+    note = "; ".join(s for s in (
+        "one JmxTool read per broker (the capture reads JMX once): a point each, not a trend" if single else "",
+        "dashed: queued.max.requests" if bounds else "queued.max.requests unknown (no server.properties read)",
+        no_answer) if s)
+    return _frame("Request queue (RequestQueueSize per broker, from the capture's JMX reads)", t0, t1, ymax, "requests",
+                  body, [(f"broker {b}", colour[b]) for b in brokers], note)

@@ -10,7 +10,7 @@ import html
 from typing import Any, Iterable, Mapping
 
 from ..model import Finding
-from .charts import gc_chart, isr_chart
+from .charts import gc_chart, isr_chart, request_queue_chart
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:1.5rem;color:#1b1f23;max-width:1300px}
@@ -37,6 +37,24 @@ def _states(d: Mapping[str, int] | None) -> str:
     if not d:
         return ""
     return _e(", ".join(f"{k} {v}" for k, v in sorted(d.items(), key=lambda kv: -kv[1])))
+
+
+NOT_IN_BUNDLE = ("ISR size and under-replicated partitions as the cluster reported them over the window are not in the "
+                 "bundle (it holds no health history{snapshot}): the under-replicated line, when drawn, is replayed from "
+                 "the brokers' own ISR changes in their logs")
+
+
+def _charts(c: Mapping[str, Any]) -> list[str]:
+    """The 'Over time' section (inline SVG): ISR changes, the request queue, GC pauses, when the bundle has them; and
+    which of the series the report would draw the bundle does not hold."""
+    drawn = [x for x in (isr_chart(c.get("isr_events") or [], int(c.get("isr_omitted") or 0)),
+                         request_queue_chart(c.get("request_queue") or [], c.get("request_queue_unanswered") or [],
+                                             c.get("queued_max_requests") or {}),
+                         gc_chart(c.get("gc_pauses") or [])) if x]
+    if not drawn:
+        return []
+    snapshot = "; its snapshot.json is one instant, at the capture" if c.get("has_snapshot") else ""
+    return ["<h2>Over time</h2>", *drawn, f"<p class='muted'>{_e(NOT_IN_BUNDLE.format(snapshot=snapshot))}</p>"]
 
 
 def render_report(findings: list[Finding], tables: Mapping[str, Any] | None = None, title: str = "Kafka incident analysis") -> str:
@@ -76,16 +94,8 @@ def _summary_section(findings: list[Finding]) -> list[str]:
 
 
 def _charts_section(t: Mapping[str, Any]) -> list[str]:
-    """ISR changes and GC pauses over time (inline SVG), when the bundle has them."""
-    parts: list[str] = []
-    # charts (inline SVG): ISR changes and GC pauses, when the bundle has them
-    c = t.get("charts") or {}
-    drawn = [x for x in (isr_chart(c.get("isr_events") or [], int(c.get("isr_omitted") or 0)),
-                         gc_chart(c.get("gc_pauses") or [])) if x]
-    if drawn:
-        parts.append("<h2>Over time</h2>")
-        parts += drawn
-    return parts
+    """Over time (inline SVG): ISR changes, the request queue, GC pauses -- and what the bundle does not hold."""
+    return _charts(t.get("charts") or {})
 
 
 def _deadlock_sections(findings: list[Finding]) -> list[str]:

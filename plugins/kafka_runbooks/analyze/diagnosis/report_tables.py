@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from collections import Counter
 
 from ..logsummary import LogSummary
@@ -101,4 +102,29 @@ def chart_data(files: list[ParsedFile]) -> dict:
                         "topic", "partition", "from", "to")}})
     gc = [{"at": p.at, "broker_id": f.broker_id, "seconds": p.seconds, "kind": p.kind}
           for f in files if f.kind == "gc_log" and f.result is not None for p in getattr(f.result, "pauses", ())]
-    return {"isr_events": isr, "isr_omitted": omitted, "gc_pauses": gc}
+    return {"isr_events": isr, "isr_omitted": omitted, "gc_pauses": gc, **request_queue_data(files),
+            "has_snapshot": any(f.kind == "cluster_snapshot" for f in files)}
+
+
+def request_queue_data(files: list[ParsedFile]) -> dict:
+    """The capture's JMX reads: every RequestQueueSize reading with its broker (time in UTC), every broker whose read
+    gave none (why: the tool's error, or what its output lacked), and each broker's queued.max.requests when its
+    server.properties was read (Kafka's default, 500, when the file does not set it)."""
+    points, unanswered = [], []
+    jmx: dict = {}
+    for f in files:  # every read, a damaged or empty one too (by_broker leaves those out): its broker is named
+        if f.kind == "jmx":
+            jmx.setdefault(f.broker_id, []).append(f)
+    for b, fs in sorted(jmx.items(), key=lambda kv: (kv[0] is None, kv[0] or 0)):
+        mine = [(t, v) for f in fs if f.result is not None for t, v in f.result.series("RequestQueueSize")]
+        points += [{"at": dt.datetime.fromtimestamp(t / 1000, dt.timezone.utc).isoformat(), "broker_id": b, "value": v}
+                   for t, v in mine if t > 0]
+        if not mine:
+            f = fs[-1]
+            unanswered.append({"broker_id": b, "reason": f.command_error or "; ".join(
+                [*f.problems, *getattr(f.result, "unparsable", ())]) or "its output has no RequestQueueSize"})
+    bounds = {}
+    for b, fs in by_broker(files, "kafka_config").items():
+        n = fs[-1].result.int("queued.max.requests")
+        bounds[b] = {"value": n or 500, "default": n is None}
+    return {"request_queue": points, "request_queue_unanswered": unanswered, "queued_max_requests": bounds}
