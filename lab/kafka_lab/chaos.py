@@ -471,16 +471,18 @@ def _closed_and_quiet(d, quiet_s: float = 10.0, rounds: int = 3) -> list[str]:
 
 
 def _end_runs(d, dag_id: str, wait_s: float) -> None:
-    """Runs of ``dag_id`` still queued or running: waited for up to ``wait_s``, then failed through REST (as on-call
-    would decline them)."""
+    """Runs of ``dag_id`` still running: waited for up to ``wait_s``; then those and every queued one (a paused DAG's
+    queued runs never start: Airflow only starts runs of unpaused DAGs) failed through REST, as on-call would decline
+    them."""
     deadline = time.monotonic() + wait_s
     while True:
-        live = [r["dag_run_id"] for r in d.runs(dag_id, limit=20) if r["state"] in ("queued", "running")]
-        if not live:
-            return
-        if time.monotonic() >= deadline:
+        runs = d.runs(dag_id, limit=20)
+        live = [r["dag_run_id"] for r in runs if r["state"] in ("queued", "running")]
+        if not [r for r in runs if r["state"] == "running"] or time.monotonic() >= deadline:
             break
         time.sleep(3.0)
+    if not live:
+        return
     for run_id in live:
         r = d.call("alice", "PATCH", f"/api/v2/dags/{dag_id}/dagRuns/{quote(run_id)}", json={"state": "failed"})
         if r.status_code != 200:

@@ -59,7 +59,11 @@ def test_a_resume_after_a_worker_killed_after_the_start_does_not_restart_the_bro
 
     config = load_cluster("lab")
     record_id = (tmp_path / "record").read_text()
+    from kafka_runbooks.remediate.lock import holders
+
     with ZooKeeperHook(config.zk_conn_id).session() as zk:
+        # the killed process's lock znode lives until its session expires: the resume waits only lock_wait_s for it
+        wait_until(lambda: holders(zk, "lab") == [], 60, "the killed run's maintenance lock to go", interval=0.5)
         plan = plan_restart(read_snapshot(zk, "lab"), [target], config, roll_id=record_id)
     assert not plan.refused, plan.refusals
     ex = E.Execution(config=config, plan=plan, record_id=record_id, dag_id="test", run_id=f"resume-{uuid.uuid4().hex[:6]}",

@@ -22,6 +22,7 @@ from kafka_runbooks.remediate.host import ProcessInfo
 from snapshot_builders import P, snap
 
 REG5 = {"zxid": 5, "session_id": "0x77"}
+OLD_JVM = {"processes": [[4141, "Sun Nov 29 09:00:00 2026"]]}  # the JVM the earlier run's intent saw (its stop's target)
 RESUMED = "resumed"  # the ledger entry of the decision (ledger.RESUMED)
 
 
@@ -53,8 +54,31 @@ def test_registered_again_after_the_cut_gets_the_gates_only():
     assert d.sentence.endswith("(zxid 5 before its stop): not restarted again; gates only")
     halted = R.decide(2, R.Unfinished(started(registration=REG5), {"event": L.STEP_FAILED}), {"zxid": 9, "session_id": "0x78"})
     assert halted.action == R.GATES_ONLY and "after the halt of run run-1's step" in halted.sentence
-    # down when the intent was recorded (a resumed start), registered now: its start happened
-    assert R.decide(2, R.Unfinished(started(registration=None)), {"zxid": 9, "session_id": "0x78"}).action == R.GATES_ONLY
+    # not registered when the intent was recorded: any registration now is "newer" -- that proves nothing (review)
+    unproven = R.decide(2, R.Unfinished(started(registration=None)), {"zxid": 9, "session_id": "0x78"})
+    assert (unproven.action, unproven.code) == (R.RESTART, "not_registered_then")
+
+
+def test_a_step_refused_before_its_stop_is_no_unfinished_restart():
+    """The review's case: broker 2's intent recorded, then the re-check refused the stop (its registration changed on
+    its own): nothing was stopped -- a later resume must not take its newer registration for a restart that happened."""
+    cut = started(registration=REG5)
+    refused = {"event": L.STEP_FAILED, "broker_id": 2, "stopped": False, "code": "registration_changed"}
+    assert R.unfinished_step([cut, refused, {"event": L.REFUSED}], 2) is None
+    halted_after_stop = {"event": L.STEP_FAILED, "broker_id": 2, "stopped": True, "phase": "gate in_sync"}
+    assert R.unfinished_step([cut, halted_after_stop], 2) == R.Unfinished(cut, halted_after_stop)
+
+
+def test_a_newer_session_from_the_same_jvm_is_restarted():
+    """A newer registration proves a new session, not a new JVM: the process the intent saw must be gone."""
+    step = R.Unfinished(started(registration=REG5, check={"processes": [[4242, "Sun Nov 29 10:00:00 2026"]]}))
+    gates = R.decide(2, step, {"zxid": 9, "session_id": "0x78"})
+    assert gates.action == R.GATES_ONLY
+    same_jvm = R.old_process_running(step, [(4242, "Sun Nov 29 10:00:00 2026")], gates)
+    assert (same_jvm.action, same_jvm.code) == (R.RESTART, "old_process_running") and "pid 4242" in same_jvm.sentence
+    assert R.old_process_running(step, [(4343, "Sun Nov 29 10:05:00 2026")], gates) is None  # a new JVM: gates only
+    unknown = R.old_process_running(R.Unfinished(started(registration=REG5)), [], gates)
+    assert (unknown.action, unknown.code) == (R.RESTART, "processes_not_recorded")
 
 
 def test_the_same_registration_is_restarted_and_none_is_started():
@@ -227,7 +251,7 @@ def test_a_resumed_step_whose_broker_registered_again_after_the_cut_is_not_resta
     """The chaos table's ``starts 2``: run-1 recorded its intent (registration zxid 5) and was cut; broker 2 is up again
     with a registration created after it (zxid 20). The resume sends no command to the host, goes checking -> gating ->
     done, and the ledger and the audit say why. On the code before: commands ['stop_command', 'start_command']."""
-    roll.ledger.append(L.STEP_STARTED, "run-1", broker_id=2, state="stopping", registration=REG5)
+    roll.ledger.append(L.STEP_STARTED, "run-1", broker_id=2, state="stopping", registration=REG5, check=OLD_JVM)
     roll.host.phase = "started"  # the cut step's own start command went out before the worker died
     result = roll.resume()
     assert roll.host.commands == []
@@ -246,8 +270,34 @@ def test_a_resumed_step_whose_broker_registered_again_after_the_cut_is_not_resta
     assert L.STEP_STARTED not in [e["event"] for e in roll.entries()]
 
 
+def test_a_step_refused_before_its_stop_is_restarted_on_resume_not_taken_as_done(roll):
+    """The review's case: run-1 recorded its intent (zxid 5), then refused the stop (the registration changed on its own:
+    a session that expired and came back -- zxid 30, the same JVM); nothing was stopped. The resume restarts broker 2;
+    red before: no command at all, and the roll said broker 2 was restarted."""
+    roll.ledger.append(L.STEP_STARTED, "run-1", broker_id=2, state="stopping", registration=REG5, check=OLD_JVM)
+    roll.ledger.append(L.STEP_FAILED, "run-1", broker_id=2, phase="safety check right before the stop", stopped=False,
+                       code="registration_changed")
+    roll.ledger.append(L.REFUSED, "run-1", broker_id=2, code="registration_changed")
+    roll.host.reg = (0x99, 30)
+    roll.resume()
+    assert roll.host.commands == ["stop_command", "start_command"]
+    assert not [e for e in roll.entries() if e["event"] == RESUMED]  # an ordinary step: nothing was left unfinished
+
+
+def test_a_newer_session_of_the_jvm_the_intent_saw_is_restarted(roll):
+    """Cut after the intent, before the stop command; the broker's session expired and it registered again from the same
+    JVM (zxid 30): a newer registration, the same process -- restarted, said so. (Review: gates only before.)"""
+    roll.ledger.append(L.STEP_STARTED, "run-1", broker_id=2, state="stopping", registration=REG5,
+                       check={"processes": [[4242, "Sun Nov 29 10:00:00 2026"]]})
+    roll.host.reg = (0x99, 30)
+    roll.resume()
+    assert roll.host.commands == ["stop_command", "start_command"]
+    (decided,) = [e for e in roll.entries() if e["event"] == RESUMED]
+    assert (decided["action"], decided["code"]) == (R.RESTART, "old_process_running") and "pid 4242" in decided["sentence"]
+
+
 def test_a_resumed_step_whose_broker_still_holds_the_recorded_registration_is_restarted(roll):
-    roll.ledger.append(L.STEP_STARTED, "run-1", broker_id=2, state="stopping", registration=REG5)
+    roll.ledger.append(L.STEP_STARTED, "run-1", broker_id=2, state="stopping", registration=REG5, check=OLD_JVM)
     roll.resume()
     assert roll.host.commands == ["stop_command", "start_command"]
     (decided,) = [e for e in roll.entries() if e["event"] == RESUMED]
@@ -257,7 +307,7 @@ def test_a_resumed_step_whose_broker_still_holds_the_recorded_registration_is_re
 
 
 def test_a_resumed_step_whose_broker_is_down_is_started(roll):
-    roll.ledger.append(L.STEP_STARTED, "run-1", broker_id=2, state="stopping", registration=REG5)
+    roll.ledger.append(L.STEP_STARTED, "run-1", broker_id=2, state="stopping", registration=REG5, check=OLD_JVM)
     roll.host.phase = "down"
     roll.resume()
     assert roll.host.commands == ["start_command"]
@@ -270,7 +320,7 @@ def test_a_resumed_step_whose_broker_is_down_is_started(roll):
 def test_a_resumed_step_halted_in_its_gates_is_gated_again_not_restarted(roll):
     """The chaos table's ZooKeeper rows (``after_start``, ``in_gate``: halted, then ``starts 2``): run-1's step halted
     after its restart; the resume proves the restart from the registration and runs the gates only."""
-    roll.ledger.append(L.STEP_STARTED, "run-1", broker_id=2, state="stopping", registration=REG5)
+    roll.ledger.append(L.STEP_STARTED, "run-1", broker_id=2, state="stopping", registration=REG5, check=OLD_JVM)
     roll.ledger.append(L.STEP_FAILED, "run-1", broker_id=2, phase="gate in_sync", code="unexpected", stopped=True)
     roll.ledger.append(L.HALTED, "run-1", broker_id=2, code="unexpected", reason="ZooKeeper unreachable")
     roll.host.phase = "started"

@@ -417,7 +417,7 @@ def _restart_unit(ctx, unit: Unit) -> None:
         host = BrokerHost(cfg, b, ssh)
         step_audit = _step_audit(ctx.records, b, conn_id)
         _check_identity(ctx, unit, host, step_audit)
-        resumed = _resumption(ctx, unit, step_audit)
+        resumed = _resumption(ctx, unit, host, step_audit)
         t0 = time.monotonic()
         if resumed is not None:  # registered again since an earlier run's stop of it: not stopped again
             snapshot, report, decision = resumed
@@ -455,7 +455,7 @@ def _check_identity(ctx, unit: Unit, host, step_audit) -> None:
         raise StepFailed(b, "host identity", wrong, stopped=False, code="host_identity")
 
 
-def _resumption(ctx, unit: Unit, step_audit):
+def _resumption(ctx, unit: Unit, host, step_audit):
     """``checking`` of a step an earlier run of the roll started and never finished (cut, or halted after its intent):
     its broker's registration now against the one recorded with that intent (``resumption.decide``), the decision
     recorded (ledger ``resumed``, audit ``resume_decision``) before anything is done. Registered again since: (the
@@ -472,6 +472,8 @@ def _resumption(ctx, unit: Unit, step_audit):
         return None
     snapshot = read_snapshot(ctx.zk, ctx.config.name)
     decision = R.decide(b, step, registration_now(snapshot, b))
+    if decision.action == R.GATES_ONLY:  # a new session; the JVM the intent saw must be gone too
+        decision = R.old_process_running(step, [(p.pid, str(p.started)) for p in host.processes()], decision) or decision
     ctx.records.event(L.RESUMED, broker_id=b, **decision.to_dict(), step_run=step.started.get("run_id"))
     step_audit("resume_decision", decision.action, details=decision.to_dict())
     if decision.action == R.REFUSE:
@@ -517,7 +519,8 @@ def _stop_and_start(ctx, unit: Unit, host, fresh: FreshState, remaining: list[in
         now = read_snapshot(ctx.zk, cfg.name)
         why, unresponsive, checks = last_check(cfg, ctx.ex.plan, now, b, fresh, remaining)
         return why, {"unresponsive": unresponsive, "checked": _checked(checks), "controller": now.controller_id,
-                     "lock": fenced, "registration": registration_now(now, b)}
+                     "lock": fenced, "registration": registration_now(now, b),
+                     "processes": [[p.pid, str(p.started)] for p in host.processes()]}
 
     before_stop = stop_gate(ctx.records, b, check_now, cfg.gates.check_fresh_s,
                             on_intent=lambda: ctx.move(unit, State.STOPPING))

@@ -61,8 +61,31 @@ def unfinished_step(entries: Iterable[Mapping[str, Any]], broker_id: int) -> Unf
         elif _of(e, broker_id) and e.get("event") == "step_done" and "partitions" not in e:
             started, failed = None, None
         elif _of(e, broker_id) and e.get("event") == "step_failed" and started is not None:
-            failed = e
+            # a step refused before its stop (``stopped`` False: the re-check, the intent, a termination) stopped
+            # nothing: it is no unfinished restart, the next run's step is an ordinary one
+            started, failed = (None, None) if e.get("stopped") is False else (started, e)
     return Unfinished(started, failed) if started is not None else None
+
+
+def old_process_running(step: Unfinished, running: Iterable[tuple[int, Any]], decision: Resumption) -> Resumption | None:
+    """A newer registration proves a new ZooKeeper session, not a new process (a session that expired while the step was
+    cut before its stop command registers again from the same JVM): a gates-only resume also needs every process the
+    intent saw (``check.processes``: [pid, start]) gone. A refusal to skip the restart (RESTART) when one still runs,
+    or when the intent recorded none; None when they are all gone."""
+    e = step.started
+    recorded = (e.get("check") or {}).get("processes")
+    b = e.get("broker_id")
+    if recorded is None:
+        return Resumption(RESTART, "processes_not_recorded",
+                          f"the intent of broker {b}'s step recorded no process: a new JVM cannot be proven; it is restarted",
+                          decision.recorded, decision.now)
+    still = sorted({(int(p), str(t)) for p, t in recorded} & {(int(p), str(t)) for p, t in running})
+    if still:
+        return Resumption(RESTART, "old_process_running",
+                          f"broker {b} registered again, but the process its step was about to stop still runs "
+                          f"(pid {still[0][0]}): its session was renewed, not its JVM; it is restarted",
+                          decision.recorded, decision.now)
+    return None
 
 
 def _of(entry: Mapping[str, Any], broker_id: int) -> bool:
@@ -114,11 +137,14 @@ def decide(broker_id: int, step: Unfinished | None, now: Mapping[str, Any] | Non
     if now is None:
         return Resumption(START, "not_registered", f"broker {b} is not registered after {step.how} of {by}: it is started "
                                                    "(no stop command: it is down)", rec, now)
-    if rec is None or int(now["zxid"]) > int(rec["zxid"]):
-        was = "not registered then" if rec is None else f"zxid {rec['zxid']} before its stop"
+    if rec is None:  # not registered at the intent: any registration now is "newer", which proves nothing
+        return Resumption(RESTART, "not_registered_then",
+                          f"broker {b} was not registered when {by} recorded its intent: whether its restart happened cannot "
+                          "be proven from ZooKeeper; it is restarted", rec, now)
+    if int(now["zxid"]) > int(rec["zxid"]):
         return Resumption(GATES_ONLY, "registered_again",
                           f"broker {b} registered again (zxid {now['zxid']}, session {now.get('session_id')}) after {step.how} "
-                          f"of {by} ({was}): not restarted again; gates only", rec, now)
+                          f"of {by} (zxid {rec['zxid']} before its stop): not restarted again; gates only", rec, now)
     if int(now["zxid"]) == int(rec["zxid"]) and _session(now.get("session_id")) == _session(rec.get("session_id")):
         return Resumption(RESTART, "same_registration",
                           f"broker {b} still holds the registration recorded before {by}'s stop (zxid {rec['zxid']}): its "

@@ -121,7 +121,12 @@ def engine_for(url: str | URL) -> Engine:
             if url.get_backend_name() == "sqlite":
                 engine = _sqlite_engine(url)
             else:
-                engine = sa.create_engine(url, pool_pre_ping=True, pool_size=2, max_overflow=4, pool_recycle=1800)
+                # bounded: a server that does not answer (a failover's unreachable address) must not hold a record
+                # write -- and the signal handlers that run only between bytecodes (Airflow's SIGTERM) -- for the TCP
+                # timeout; the URL's own connect_timeout wins
+                args = {} if "connect_timeout" in url.query else {"connect_timeout": 5}
+                engine = sa.create_engine(url, pool_pre_ping=True, pool_size=2, max_overflow=4, pool_recycle=1800,
+                                          connect_args=args)
             _engines[key] = engine
         return engine
 
