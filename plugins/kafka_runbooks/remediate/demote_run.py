@@ -22,6 +22,7 @@ from kafka_runbooks import clock
 from kafka_runbooks.model import CONSUMER_OFFSETS, Plan
 from kafka_runbooks.remediate import demote as D
 from kafka_runbooks.remediate import engine
+from kafka_runbooks.remediate.termination import TERMINATION, TaskTerminated
 from kafka_runbooks.remediate import ledger as L
 from kafka_runbooks.remediate.engine import Execution, Failure, Halted, Refused, Unit, Work
 from kafka_runbooks.remediate.ledger import Reason, StepState as State
@@ -254,7 +255,9 @@ class DemotionWork(Work):
         if isinstance(exc, DemoteRefused):
             return Failure(phase, exc.reason, acted=False, refuse=True)
         if isinstance(exc, L.RecordFailed):
-            return Failure(phase, Reason("intent_not_recorded", str(exc)), acted=False)
+            return Failure(phase, Reason(_not_recorded_code(), str(exc)), acted=False)
+        if isinstance(exc, TaskTerminated):
+            return Failure(phase, Reason(TaskTerminated.code, str(exc)))
         if isinstance(exc, (Halted, LockLost)):
             return Failure(phase, Reason("lock_lost" if isinstance(exc, LockLost) else exc.code or "halted", str(exc)))
         return Failure(phase, Reason("unexpected", f"unexpected error: {type(exc).__name__}: {exc}"))
@@ -340,3 +343,8 @@ def restore_order(zk, config, restore: Mapping[str, list[int]], guard: Callable[
 
     restored = [f"{p['topic']}-{p['partition']}" for p in json.loads(payload)["partitions"]]
     return {"restored": restored, "left": left, "controller_s": round(took, 2)}
+
+
+def _not_recorded_code() -> str:
+    """An intent that could not be written: because Airflow is terminating the task (``termination``), or not."""
+    return TaskTerminated.code if TERMINATION.noticed() else "intent_not_recorded"

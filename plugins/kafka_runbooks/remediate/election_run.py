@@ -29,6 +29,7 @@ from kafka_runbooks import clock
 from kafka_runbooks.config import ClusterConfig
 from kafka_runbooks.model import CONSUMER_OFFSETS
 from kafka_runbooks.remediate import election as E
+from kafka_runbooks.remediate.termination import TERMINATION, TaskTerminated
 from kafka_runbooks.remediate import engine
 from kafka_runbooks.remediate import ledger as L
 from kafka_runbooks.remediate.engine import Execution, Failure, Halted, Records, Refused, Unit, Work, describe_state
@@ -349,7 +350,9 @@ class ElectionWork(Work):
         if isinstance(exc, (Halted, LockLost)):
             return Failure(phase, Reason("lock_lost" if isinstance(exc, LockLost) else exc.code or "halted", str(exc)))
         if isinstance(exc, L.RecordFailed):
-            return Failure(phase, Reason("intent_not_recorded", f"{exc}; nothing of this batch was written"), acted=False)
+            return Failure(phase, Reason(_not_recorded_code(), f"{exc}; nothing of this batch was written"), acted=False)
+        if isinstance(exc, TaskTerminated):
+            return Failure(phase, Reason(TaskTerminated.code, str(exc)))
         return Failure(phase, Reason("unexpected", f"unexpected error: {type(exc).__name__}: {exc}"))
 
     def cleanup(self, ctx, unit: Unit | None, failure: Failure) -> Failure:
@@ -452,3 +455,8 @@ def _batch_unit(ctx, unit: Unit) -> None:
     ctx.records.event(L.STEP_DONE, batch=unit.key, broker_id=batch.target, partitions=todo, timing=timing,
                       state=State.DONE.value, states=unit.states)
     ctx.result["elected"] += todo
+
+
+def _not_recorded_code() -> str:
+    """An intent that could not be written: because Airflow is terminating the task (``termination``), or not."""
+    return TaskTerminated.code if TERMINATION.noticed() else "intent_not_recorded"
