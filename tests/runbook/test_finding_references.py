@@ -109,3 +109,16 @@ def test_a_finding_dict_is_seen_wherever_it_sits():
     finding = {"kind": "jvm_deadlock", "severity": "critical", "summary": "s", "evidence": []}
     assert finding_dicts({"a": [1, {"b": finding}], "kinds": ["jvm_deadlock"]}) == ["['a'][1]['b']"]
     assert finding_dicts(finding) == ["(the value itself)"]
+
+
+def test_an_xcom_naming_another_clusters_incident_is_refused(response, tmp_path):
+    """An edited ``open_incident`` XCom that names another cluster's incident steers nothing: the record is read only if
+    it is the run's cluster's (review; red before: the other cluster's record was returned and used)."""
+    from kafka_runbooks.incidents.store import IncidentMismatch, IncidentStore
+    from kafka_runbooks.runbook.finding_records import incident_record
+
+    config, incident, _, _ = response
+    other = IncidentStore(config).open(cluster="c2", broker_ids=[2], reason="another cluster's", opened_by="health")
+    assert incident_record(config, incident)["id"] == incident["incident_id"]
+    with pytest.raises(IncidentMismatch, match="belongs to cluster 'c2', not 'c1'"):
+        incident_record(config, {**incident, "incident_id": other["id"], "cluster": "c2"})

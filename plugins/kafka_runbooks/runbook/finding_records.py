@@ -63,12 +63,14 @@ def analysis_of(record: Mapping[str, Any] | None) -> tuple[Any, ...]:
 
 
 def incident_record(config, incident: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """The incident's record in the state database, by the id a task passed (``incident``: the open task's output);
-    None when no incident was opened."""
+    """The incident's record in the state database, by the id a task passed (``incident``: the open task's output), if
+    it is ``config``'s cluster's; None when no incident was opened."""
     from kafka_runbooks.incidents.store import IncidentStore  # keeps DAG parsing fast: loaded when a task runs
 
     incident_id = (incident or {}).get("incident_id") if isinstance(incident, Mapping) else None
-    return IncidentStore(config).get(str(incident_id)) if incident_id else None
+    # only the run's own cluster's record (IncidentMismatch otherwise): an edited XCom naming another cluster's
+    # incident must not steer this run's choice, plan or capture
+    return IncidentStore(config).get(str(incident_id), cluster=config.name) if incident_id else None
 
 
 def read_analysis(bundle_dir: str | Path) -> tuple[tuple[Any, ...], str]:
