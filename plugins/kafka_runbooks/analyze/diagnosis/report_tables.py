@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import math
 from collections import Counter
 
 from ..logsummary import LogSummary
@@ -116,13 +117,15 @@ def request_queue_data(files: list[ParsedFile]) -> dict:
         if f.kind == "jmx":
             jmx.setdefault(f.broker_id, []).append(f)
     for b, fs in sorted(jmx.items(), key=lambda kv: (kv[0] is None, kv[0] or 0)):
-        mine = [(t, v) for f in fs if f.result is not None for t, v in f.result.series("RequestQueueSize")]
+        read = [(t, v) for f in fs if f.result is not None for t, v in f.result.series("RequestQueueSize")]
+        mine = [(t, float(v)) for t, v in read if t > 0 and math.isfinite(float(v))]  # a reading without a time or a
         points += [{"at": dt.datetime.fromtimestamp(t / 1000, dt.timezone.utc).isoformat(), "broker_id": b, "value": v}
-                   for t, v in mine if t > 0]
+                   for t, v in mine]  # number is no point: never drawn, its broker named below instead
         if not mine:
             f = fs[-1]
             unanswered.append({"broker_id": b, "reason": f.command_error or "; ".join(
-                [*f.problems, *getattr(f.result, "unparsable", ())]) or "its output has no RequestQueueSize"})
+                [*f.problems, *getattr(f.result, "unparsable", ())]) or (
+                "its RequestQueueSize readings have no time or no finite value" if read else "its output has no RequestQueueSize")})
     bounds = {}
     for b, fs in by_broker(files, "kafka_config").items():
         n = fs[-1].result.int("queued.max.requests")
