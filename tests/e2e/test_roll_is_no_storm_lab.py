@@ -21,7 +21,7 @@ import pytest
 from kafka_lab.airflow_home import load_dags
 from kafka_lab.approvals import Responder
 
-pytestmark = [pytest.mark.lab, pytest.mark.airflow, pytest.mark.timeout(1500)]
+pytestmark = [pytest.mark.lab, pytest.mark.airflow, pytest.mark.third_lane, pytest.mark.timeout(1500)]  # lane 3, after the tests without a lab: the lab lane is the longest
 
 
 def test_a_roll_through_the_engine_is_no_storm_and_its_findings_are_its_own(lab_settings, tmp_path):
