@@ -247,7 +247,8 @@ def test_the_capture_reads_jmx_once_exactly_as_the_health_check_does():
     cmd = C.jmx_command(cfg, b, v23)
     assert (cmd.name, cmd.kind, cmd.timeout) == ("jmx", "jmx", 12.0) and cmd.argv == jmx_read(cfg, b, (), v23).argv
     assert cmd.argv[cmd.argv.index("--jmx-url") + 1] == "service:jmx:rmi:///jndi/rmi://127.0.0.9:9999/jmxrmi"
-    assert {"--one-time", "--report-format", "csv", f"KAFKA_JVM_PERFORMANCE_OPTS={LIGHT_JVM}", "/opt/kafka/bin/kafka-run-class.sh"} <= set(cmd.argv)
+    assert {"--one-time", "--report-format", "csv", *LIGHT_JVM.split(), "-Xmx64m", "/opt/kafka/libs/*", "kafka.tools.JmxTool"} <= set(cmd.argv)
+    assert cmd.argv[:6] == ("env", "-u", "JMX_PORT", "-u", "CLASSPATH", "java")
     old = C.jmx_command(cfg, b, v0102)
     assert old.argv[:2] == ("bash", "-c") and "--one-time" not in old.argv and "--reporting-interval" in old.argv
     assert "no JMX port in its registration" in C.jmx_command(cfg, Broker(1, "kafka1", 9092), v23)

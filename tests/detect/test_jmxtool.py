@@ -61,7 +61,8 @@ def test_per_replica_names_are_spelled_out_no_patterns():
 
     url = "service:jmx:rmi:///jndi/rmi://h:9999/jmxrmi"
     argv = jmxtool_argv("/opt/kafka", url, extra_names=replica_names("orders", 1, 3, 1), version=versions.assumed("2.3.0"))
-    assert not any("*" in a or "?" in a for a in argv)  # JmxTool 2.3 + --attributes + a pattern = NullPointerException
+    names = [argv[i + 1] for i, a in enumerate(argv) if a == "--object-name"]
+    assert names and not any("*" in a or "?" in a for a in names)  # JmxTool 2.3 + --attributes + a pattern = NullPointerException
     assert argv[argv.index("--report-format") + 1] == "csv" and log_end_offset("orders", 1) in argv
     # before 2.0 (or a version not observed): no --one-time, no --attributes; stopped after its first row
     for old in (versions.assumed("0.10.2.1"), None):
@@ -72,3 +73,22 @@ def test_per_replica_names_are_spelled_out_no_patterns():
 
     with pytest.raises(ValueError):
         log_end_offset("orders,name=x", 1)
+
+
+def test_the_tools_heap_setting_takes_sizes_only():
+    """``leadership.jmx_heap`` reaches a JVM command line on the broker's host: sizes only, never an agent or a
+    system property; a refused value is no read, saying why."""
+    import pytest
+
+    from kafka_runbooks.config import ClusterConfig, LeadershipSettings
+    from kafka_runbooks.host.jmxtool import heap_options, jmx_read
+    from kafka_runbooks.model import Broker
+
+    assert heap_options("-Xms16m -Xmx64m") == ("-Xms16m", "-Xmx64m")
+    for bad in ("", "-javaagent:/tmp/x.jar", "-Xmx64m -Dcom.sun.management.jmxremote.port=1", "-Xmx64m; reboot"):
+        with pytest.raises(ValueError, match="only -Xmx/-Xms/-Xss"):
+            heap_options(bad)
+    cfg = ClusterConfig(name="c1", zk_conn_id="zk", hosts={1: "ssh_b1"}, kafka_home="/opt/kafka",
+                        leadership=LeadershipSettings(jmx_heap="-javaagent:/tmp/x.jar"))
+    read = jmx_read(cfg, Broker(1, "kafka1", 9092, jmx_port=9999))
+    assert read.argv is None and "leadership.jmx_heap '-javaagent:/tmp/x.jar'" in read.unavailable

@@ -105,18 +105,37 @@ REPORTING_INTERVAL_MS = 3_600_000  # the tool is stopped after its first row
 
 
 # A short-lived client on a broker's host, maybe a sick one: one GC thread and the first JIT tier instead of the broker's
-# G1 defaults that kafka-run-class.sh applies (measured on the lab, Kafka 2.3.0, JDK 17: 1.9 -> 1.3 CPU-seconds a run)
+# G1 defaults that kafka-run-class.sh applies (measured on the lab, Kafka 2.3.0, JDK 17: 1.9 -> 1.3 CPU-seconds a run),
+# and the JVM started directly on the distribution's libs/ instead of through kafka-run-class.sh, whose classpath loop
+# alone cost 0.4 CPU-seconds a run (lab, the health check's object names: 1.41 -> 1.01 CPU-seconds a run, 5 runs each).
 LIGHT_JVM = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Djava.awt.headless=true"
+_HEAP_OPTION = re.compile(r"-X(?:mx|ms|ss)[0-9]+[kKmMgG]?")
+
+
+def heap_options(heap: str) -> tuple[str, ...]:
+    """``leadership.jmx_heap`` as JVM options: only -Xmx/-Xms/-Xss sizes (it reaches a command line on the broker's
+    host; anything else, e.g. an agent, is refused)."""
+    opts = tuple(heap.split())
+    bad = [o for o in opts if not _HEAP_OPTION.fullmatch(o)]
+    if bad or not opts:
+        raise ValueError(f"leadership.jmx_heap {heap!r}: only -Xmx/-Xms/-Xss sizes are accepted (e.g. -Xmx64m)")
+    return opts
 
 
 def jmxtool_argv(kafka_home: str, url: str, heap: str = "-Xmx64m", extra_names: Iterable[str] = (), version=None) -> tuple[str, ...]:
-    """Kafka's JmxTool, once. ``JMX_PORT`` unset: kafka-run-class.sh would make the tool's own JVM bind it.
+    """Kafka's JmxTool, once, in a JVM of its own started as kafka-run-class.sh would start it (the distribution's
+    ``libs/*`` as the classpath -- every Kafka version's launcher puts exactly those jars on it for a tool --, its
+    ``config/tools-log4j.properties``), without that script: ``java`` from the PATH, as the capture's jstack and jcmd.
+    No JMX agent of its own (``KAFKA_JMX_OPTS`` and ``JMX_PORT`` of the launcher are not applied), no CLASSPATH from
+    the environment.
     ``version`` (``kafka_runbooks.versions.KafkaVersion``): ``--one-time`` CSV where every broker has it (2.0+), else
     (0.10, or unknown) the original format until its first row (``FIRST_ROW_SCRIPT``); every object name is the same
     in 0.10.2.1 (tests/analyze/fixtures/real0102/jmxtool.csv, recorded from the lab's broker)."""
     one_time = version is not None and version.has("jmxtool_one_time")
-    argv = ["env", "-u", "JMX_PORT", f"KAFKA_HEAP_OPTS={heap}", f"KAFKA_JVM_PERFORMANCE_OPTS={LIGHT_JVM}", "KAFKA_OPTS=", "KAFKA_JMX_OPTS=",
-            f"{kafka_home.rstrip('/')}/bin/kafka-run-class.sh", "kafka.tools.JmxTool", "--jmx-url", url]
+    home = kafka_home.rstrip("/")
+    argv = ["env", "-u", "JMX_PORT", "-u", "CLASSPATH", "java", *heap_options(heap), *LIGHT_JVM.split(),
+            f"-Dlog4j.configuration=file:{home}/config/tools-log4j.properties", "-cp", f"{home}/libs/*",
+            "kafka.tools.JmxTool", "--jmx-url", url]
     if one_time:
         argv += ["--one-time", "true", "--report-format", "csv", "--attributes", ",".join(ATTRIBUTES)]
     else:
@@ -151,8 +170,12 @@ def jmx_read(config, broker, extra_names: Iterable[str] = (), version=None) -> J
     if not host or not _JMX_HOST.fullmatch(host):
         return JmxRead(None, h.jmx_timeout_s, unavailable=f"no usable JMX host ({host!r})")
     url = jmx_url(host, validate_port(broker.jmx_port))
-    argv = jmxtool_argv(validate_abs_path(config.kafka_home, "kafka_home"), url, h.jmx_heap, extra_names, version)
-    return JmxRead(argv, h.jmx_timeout_s, url)
+    kafka_home = validate_abs_path(config.kafka_home, "kafka_home")
+    try:
+        heap_options(h.jmx_heap)
+    except ValueError as exc:
+        return JmxRead(None, h.jmx_timeout_s, url, unavailable=str(exc))
+    return JmxRead(jmxtool_argv(kafka_home, url, h.jmx_heap, extra_names, version), h.jmx_timeout_s, url)
 
 
 # --------------------------------------------------------------------------- reading it
