@@ -340,6 +340,18 @@ class ApprovalSettings:
         return dataclasses.replace(s, approver_names=names)
 
 
+_JVM_SIZE = re.compile(r"-X(?:mx|ms|ss)[0-9]+[kKmMgG]?")
+
+
+def jvm_sizes(value: str, where: str) -> tuple[str, ...]:
+    """A setting that becomes JVM options on a broker's host (``leadership.jmx_heap``): -Xmx/-Xms/-Xss sizes only,
+    never an agent or a system property. Raises ConfigError naming ``where``."""
+    opts = tuple(str(value).split())
+    if not opts or any(not _JVM_SIZE.fullmatch(o) for o in opts):
+        raise ConfigError(f"{where} {value!r}: only -Xmx/-Xms/-Xss sizes are accepted (e.g. -Xmx64m)")
+    return opts
+
+
 @dataclass(frozen=True)
 class LeadershipSettings:
     """Detecting leadership trouble (issue 7, incident 003): what the health check reads and its thresholds
@@ -370,6 +382,7 @@ class LeadershipSettings:
             raise ConfigError("leadership: timeouts, windows and ratios must be > 0")
         if s.storm_epoch_changes < 2 or s.flap_registrations < 2:
             raise ConfigError("leadership: storm_epoch_changes >= 2 and flap_registrations >= 2")
+        jvm_sizes(s.jmx_heap, "leadership.jmx_heap")
         return s
 
 

@@ -92,3 +92,7 @@ def test_the_tools_heap_setting_takes_sizes_only():
                         leadership=LeadershipSettings(jmx_heap="-javaagent:/tmp/x.jar"))
     read = jmx_read(cfg, Broker(1, "kafka1", 9092, jmx_port=9999))
     assert read.argv is None and "leadership.jmx_heap '-javaagent:/tmp/x.jar'" in read.unavailable
+    from kafka_runbooks.config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"leadership.jmx_heap '-Xmx64m -javaagent:/x.jar': only -Xmx/-Xms/-Xss"):
+        LeadershipSettings.from_dict({"jmx_heap": "-Xmx64m -javaagent:/x.jar"})

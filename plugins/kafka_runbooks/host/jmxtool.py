@@ -32,6 +32,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
+from kafka_runbooks.config import jvm_sizes
 from kafka_runbooks.host.argv import validate_abs_path, validate_port
 from kafka_runbooks.model import RequestMetrics
 
@@ -109,17 +110,12 @@ REPORTING_INTERVAL_MS = 3_600_000  # the tool is stopped after its first row
 # and the JVM started directly on the distribution's libs/ instead of through kafka-run-class.sh, whose classpath loop
 # alone cost 0.4 CPU-seconds a run (lab, the health check's object names: 1.41 -> 1.01 CPU-seconds a run, 5 runs each).
 LIGHT_JVM = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Djava.awt.headless=true"
-_HEAP_OPTION = re.compile(r"-X(?:mx|ms|ss)[0-9]+[kKmMgG]?")
 
 
 def heap_options(heap: str) -> tuple[str, ...]:
-    """``leadership.jmx_heap`` as JVM options: only -Xmx/-Xms/-Xss sizes (it reaches a command line on the broker's
-    host; anything else, e.g. an agent, is refused)."""
-    opts = tuple(heap.split())
-    bad = [o for o in opts if not _HEAP_OPTION.fullmatch(o)]
-    if bad or not opts:
-        raise ValueError(f"leadership.jmx_heap {heap!r}: only -Xmx/-Xms/-Xss sizes are accepted (e.g. -Xmx64m)")
-    return opts
+    """``leadership.jmx_heap`` as JVM options (it reaches a command line on the broker's host): sizes only
+    (``config.jvm_sizes``); raises ``config.ConfigError`` (a ValueError) naming the setting otherwise."""
+    return jvm_sizes(heap, "leadership.jmx_heap")
 
 
 def jmxtool_argv(kafka_home: str, url: str, heap: str = "-Xmx64m", extra_names: Iterable[str] = (), version=None) -> tuple[str, ...]:
