@@ -497,7 +497,7 @@ class ClusterConfig:
     # regex (pgrep -f) for the broker's process; "{server_properties}" becomes the escaped properties path
     process_pattern: str = r"kafka\.Kafka .*{server_properties}"
     server_properties_path: str = "/etc/kafka/server.properties"  # "{broker_id}" allowed
-    kafka_home: str = "/opt/kafka"  # on the broker hosts: bin/kafka-dump-log.sh, bin/kafka-run-class.sh
+    kafka_home: str = "/opt/kafka"  # on the broker hosts: bin/kafka-dump-log.sh, bin/kafka-run-class.sh, libs/ (JmxTool)
     kafka_version: str | None = None
     min_insync_replicas: int | None = None  # cluster default; topic overrides are read from ZooKeeper
     # cluster setting of unclean.leader.election.enable; None: Kafka's default for kafka_version
