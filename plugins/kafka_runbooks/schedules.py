@@ -77,7 +77,11 @@ def schedule_error(cron: str, timezone: str) -> str | None:
 
 
 def due_at(cron: str, timezone: str, start: dt.datetime, end: dt.datetime) -> dt.datetime | None:
-    """The last time in (start, end] at which ``cron`` (read in ``timezone``) fires, in UTC; None if it does not."""
+    """The last time in (start, end] at which ``cron`` (read in ``timezone``) fires, in UTC; None if it does not.
+
+    ``start``/``end`` may carry seconds and microseconds (a manual run's data interval ends at the moment it was
+    triggered). A cron fires on whole minutes, so the last time <= ``end`` is the last one before the minute after
+    ``end``'s own: croniter's ``get_prev`` returns the last time strictly before its base, to the microsecond."""
     from zoneinfo import ZoneInfo
 
     from croniter import croniter
@@ -85,6 +89,7 @@ def due_at(cron: str, timezone: str, start: dt.datetime, end: dt.datetime) -> dt
     if end <= start:
         return None
     tz = ZoneInfo(timezone)
-    last = croniter(cron, end.astimezone(tz) + dt.timedelta(seconds=1)).get_prev(dt.datetime)
+    after = end.astimezone(dt.timezone.utc).replace(second=0, microsecond=0) + dt.timedelta(minutes=1)
+    last = croniter(cron, after.astimezone(tz)).get_prev(dt.datetime)
     last = last.astimezone(dt.timezone.utc)
     return last if start < last <= end else None

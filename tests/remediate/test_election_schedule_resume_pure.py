@@ -36,6 +36,24 @@ def test_due_when_the_cron_fires_in_the_interval_in_its_timezone():
     assert due_at("0 2 * * *", "UTC", t("2026-01-10T02:05:00"), t("2026-01-10T02:05:00")) is None
 
 
+def test_due_in_an_interval_that_is_not_on_whole_seconds():
+    """A manual run's data interval ends when it was triggered (``dag.test(logical_date=now)``, the UI's trigger):
+    ending in the second before a cron time, the interval still holds the previous one. The old code looked from
+    ``end`` + 1 s (14:30:00.5 here), found 14:30 and, that being after ``end``, returned None: the dispatcher
+    started nothing and audited nothing (the lab test's run for 14:24:59.x..14:29:59.x)."""
+    assert due_at("*/5 * * * *", "UTC", t("2026-11-29T14:24:59.500"), t("2026-11-29T14:29:59.500")) == t("2026-11-29T14:25:00")
+    assert due_at("*/5 * * * *", "UTC", t("2026-11-29T14:25:00.000001"), t("2026-11-29T14:30:00.000001")) == t("2026-11-29T14:30:00")
+    assert due_at("*/5 * * * *", "UTC", t("2026-11-29T14:25:00.5"), t("2026-11-29T14:29:59.999999")) is None  # 14:25 < start
+    assert due_at("0 2 * * *", "Europe/Berlin", t("2026-01-10T00:55:00.250"), t("2026-01-10T00:59:59.250")) is None
+    assert due_at("0 2 * * *", "Europe/Berlin", t("2026-01-10T00:59:59.250"), t("2026-01-10T01:04:59.250")) == t("2026-01-10T01:00:00")
+    # every 5-minute interval, wherever it ends, holds exactly one time of a */5 cron
+    end = t("2026-11-29T14:20:00")
+    for step in range(0, 10 * 60 * 4):
+        at = end + dt.timedelta(milliseconds=250 * step + 123)
+        fire = due_at("*/5 * * * *", "UTC", at - dt.timedelta(minutes=5), at)
+        assert fire is not None and at - dt.timedelta(minutes=5) < fire <= at and fire.minute % 5 == 0 and fire.second == 0, at
+
+
 def test_schedule_setting_is_validated_and_off_by_default():
     assert config().election.schedule is None
     assert config(schedule="30 3 * * 6", schedule_timezone="Europe/Berlin").election.schedule == "30 3 * * 6"

@@ -259,7 +259,7 @@ def clear_pending_election(config, entries) -> str | None:
 # ------------------------------------------------------------------------------------------------ the schedule
 
 def scheduled(start, end, task: Task, raw=None) -> tuple[list[dict[str, Any]], list[str]]:
-    """The scheduled path: every cluster whose ``election.schedule`` fires in [start, end) is checked on its state now;
+    """The scheduled path: every cluster whose ``election.schedule`` fires in (start, end] is checked on its state now;
     skipped with the reason, or returned as the ``kafka_preferred_election`` run to start. Each decision is audited in
     the cluster's ``<cluster>-election-schedule`` record. Returns (the runs to start, the clusters not checked: why)."""
     from kafka_runbooks.config import ConfigError, load_cluster, raw_clusters  # keeps DAG parsing fast: loaded at run time
@@ -276,7 +276,10 @@ def scheduled(start, end, task: Task, raw=None) -> tuple[list[dict[str, Any]], l
             continue
         s = config.election
         fire = due_at(s.schedule, s.schedule_timezone, start, end) if s.schedule else None
-        if fire is None:
+        if fire is None:  # not a decision on the cluster (not audited: one a look), but said in the task's log
+            if s.schedule:
+                task.log.info("cluster %s: not due (election.schedule %r %s has no time in this interval)",
+                              name, s.schedule, s.schedule_timezone)
             continue
         try:
             started = _decide(config, fire, task)
