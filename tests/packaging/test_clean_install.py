@@ -429,7 +429,7 @@ def test_a_drill_against_the_lab_runs_through_the_installed_package(clean_venv, 
     out = json.loads(line[len("RUN "):])
     assert not out["sys_path_has_checkout"] and Path(out["module"]).is_relative_to(venv), out["module"]
     assert "ANSWERED" in (tmp / "responder.log").read_text(), (tmp / "responder.log").read_text()[-4000:]
-    assert out["states"] == dict.fromkeys(("plan", "approve", "execute", "close"), "success"), (out, p.stdout[-6000:])
+    assert out["states"] == dict.fromkeys(("plan", "approve", "execute", "close"), "success"), f"{out}\n{p.stdout[-6000:]}"
     close = out["close"]
     assert close["status"] == "closed" and close["restarted"] == [broker], close
     # the state the product recorded (the clean venv's state database, read here with the same settings)
