@@ -6,8 +6,9 @@ key, gets none and a warning naming the key), the Spark applications resolve thr
 of the installed package, ``kafka-runbooks validate`` refuses a bad setting with a sentence, and the venv's own
 ``airflow api-server`` serves the incidents page, and a DAG run of the installed package (``dag.test()`` of the
 venv's Airflow) reads a real ZooKeeper, probes each broker's host and refuses a dry-run roll of a stand-in cluster
-whose hosts cannot be reached. Not here: a whole drill against the lab's Kafka through the installed package (the lab
-is a distribution of the repository's; the drills run in the lab lanes).
+whose hosts cannot be reached; and one drill against the lab (marked ``third_lane``: it runs on the third lane's lab):
+an approved rolling restart of a real Kafka 2.3.0 broker over SSH, run by the clean venv's Airflow with the installed
+package only (the lab itself is the repository's: started by the test, never imported in the clean venv).
 
 Speed: a clean install of Airflow and PySpark writes ~1.2 GB (measured here: ~6 min under load). The dependencies
 are therefore installed once per machine and constraints/ci.txt into a cached virtualenv (``clean_venv``, built
@@ -18,6 +19,7 @@ what the venv holds, so the test is about this checkout's wheel, not about PyPI.
 
 from __future__ import annotations
 
+import base64
 import fcntl
 import hashlib
 import json
@@ -29,6 +31,7 @@ import secrets
 import signal
 import textwrap
 import time
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -88,6 +91,7 @@ def clean_venv(wheel, tmp_path_factory) -> Path:
 def _install(venv: Path, wheelhouse: Path, done: Path, wheel: Path, tmp_path_factory):
     if not done.exists():
         shutil.rmtree(venv, ignore_errors=True)
+        _metadata_template(venv).unlink(missing_ok=True)  # made by this venv's Airflow: goes with it
         _run([sys.executable, "-m", "pip", "wheel", "-q", "-w", str(wheelhouse), "-c", str(CONSTRAINTS), str(wheel)],
              timeout=1800)
         _run([sys.executable, "-m", "venv", str(venv)], timeout=300)  # this interpreter's base, no system site
@@ -95,11 +99,52 @@ def _install(venv: Path, wheelhouse: Path, done: Path, wheel: Path, tmp_path_fac
               "-c", str(CONSTRAINTS), str(wheel)], timeout=3000)
         done.touch()
     tmp = tmp_path_factory.mktemp("clean")
-    # this checkout's wheel; `pip check`: its requirements (and every other's) are met by what the venv holds
-    _run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-index", "--force-reinstall", "--no-deps",
-          str(wheel)], cwd=tmp, env=_clean_env(tmp), timeout=600)
-    _run([str(venv / "bin" / "python"), "-m", "pip", "check"], cwd=tmp, env=_clean_env(tmp), timeout=300)
+    # this checkout's wheel; `pip check`: its requirements (and every other's) are met by what the venv holds. Not
+    # again when the venv holds exactly this wheel's files already (./run test's third lane: the drill on its lab, after
+    # the tests without a lab installed the same wheel; ~10-30 s)
+    if not _holds(venv, wheel):
+        _run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-index", "--force-reinstall", "--no-deps",
+              str(wheel)], cwd=tmp, env=_clean_env(tmp), timeout=600)
+        _run([str(venv / "bin" / "python"), "-m", "pip", "check"], cwd=tmp, env=_clean_env(tmp), timeout=300)
+    assert _holds(venv, wheel)
     yield venv
+
+
+def _holds(venv: Path, wheel: Path) -> bool:
+    """Whether the venv's kafka_runbooks is this wheel's: one installed distribution; every file of the wheel's RECORD
+    there with its hash (the package, its METADATA, its entry points); no other file in the package."""
+    (site,) = (venv / "lib").glob("python*/site-packages")
+    with zipfile.ZipFile(wheel) as z:
+        (record,) = [n for n in z.namelist() if n.endswith(".dist-info/RECORD")]
+        rows = [line.rsplit(",", 2) for line in z.read(record).decode().splitlines() if line]
+    want = {path: digest for path, digest, _ in rows if digest}
+    if [p.name for p in site.glob("kafka_runbooks-*.dist-info")] != [record.split("/")[0]]:
+        return False
+    files = {str(p.relative_to(site)) for p in (site / "kafka_runbooks").rglob("*") if p.is_file() and "__pycache__" not in p.parts}
+    if files != {p for p in want if p.startswith("kafka_runbooks/")}:
+        return False
+    for path, digest in want.items():
+        f = site / path
+        if not f.is_file() or digest != "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(f.read_bytes()).digest()).rstrip(b"=").decode():
+            return False
+    return True
+
+
+def _metadata_template(venv: Path) -> Path:
+    return venv.with_name(venv.name + ".airflow.db")
+
+
+def _migrated_db(venv: Path, db: Path, env: dict[str, str]) -> None:
+    """An empty Airflow metadata database at head (SQLite) at ``db``: ``airflow db migrate`` of the venv's own Airflow,
+    run once per cached venv (under ``clean_venv``'s lock; ~25 s under load) and copied for each use."""
+    template = _metadata_template(venv)
+    if not template.exists():
+        part = template.with_name(template.name + ".part")
+        part.unlink(missing_ok=True)
+        _run([str(venv / "bin" / "python"), "-m", "airflow", "db", "migrate"], cwd=db.parent,
+             env={**env, "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{part}"}, timeout=900)
+        part.rename(template)
+    shutil.copyfile(template, db)
 
 
 PROBE = textwrap.dedent('''
@@ -223,7 +268,7 @@ def test_the_incidents_page_is_served_by_a_real_api_server_of_the_clean_venv(pro
            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(tmp / "passwords.json"),
            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False", "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_hex(32),
            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{tmp / 'airflow.db'}"}
-    _run([str(venv / "bin" / "python"), "-m", "airflow", "db", "migrate"], cwd=tmp, env=env, timeout=900)
+    _migrated_db(venv, tmp / "airflow.db", env)
     url = f"http://{host}:{port}"
     with open(tmp / "api-server.log", "wb") as log:
         proc = subprocess.Popen([str(venv / "bin" / "python"), "-m", "airflow", "api-server", "-H", host, "-p", str(port), "-w", "1"], cwd=tmp,
@@ -284,8 +329,11 @@ DAG_RUN = textwrap.dedent('''
     import kafka_runbooks.operators.remediate as remediate
     print("RUN " + json.dumps({
         "states": {k: str(getattr(ti.state, "value", ti.state)) for k, ti in tis.items()},
+        "seconds": {k: round((ti.end_date - ti.start_date).total_seconds(), 1) for k, ti in tis.items()
+                    if ti.start_date and ti.end_date},
         "refused": tis["plan"].xcom_pull(task_ids="plan", key="refused"),
         "close": tis["close"].xcom_pull(task_ids="close"),
+        "execute": tis["execute"].xcom_pull(task_ids="execute"),
         "module": remediate.__file__,
         "sys_path_has_checkout": any(p.startswith(REPO) for p in sys.path if p)}, default=str))
 ''')
@@ -296,8 +344,8 @@ def test_a_roll_runs_through_the_installed_package_against_a_real_zookeeper(prob
     file): a dry run of a rolling restart of a stand-in cluster -- three brokers registered in a real ZooKeeper (the
     lab's), their hosts' SSH addresses where nothing listens -- reads the cluster through the installed package, probes
     every host, and fails its plan task saying the plan would be refused (a host that cannot be reached over SSH);
-    the close task says "dry run, would be refused". Nothing of the checkout is imported. (A drill against the whole
-    lab through the installed package is not here: the lab is the repository's, and its drills run in the lab lanes.)"""
+    the close task says "dry run, would be refused". Nothing of the checkout is imported. (A drill against the lab's
+    Kafka through the installed package: the next test.)"""
     from kafka_lab.net import service_ip
 
     down = service_ip("capture_ssh_down")  # nothing listens there
@@ -322,7 +370,7 @@ def test_a_roll_runs_through_the_installed_package_against_a_real_zookeeper(prob
         env[f"AIRFLOW_CONN_STANDIN_HOST_{b}"] = json.dumps({
             "conn_type": "ssh", "host": down, "port": 2222, "login": "kafka",
             "extra": {"host_key": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"}})
-    _run([str(venv / "bin" / "python"), "-m", "airflow", "db", "migrate"], cwd=tmp, env=env, timeout=900)
+    _migrated_db(venv, tmp / "dagrun.db", env)
     p = _run([str(venv / "bin" / "python"), "-c", f"REPO = {str(REPO)!r}\n" + DAG_RUN], cwd=tmp, env=env, timeout=900)
     (line,) = [ln for ln in p.stdout.splitlines() if ln.startswith("RUN ")]
     out = json.loads(line[len("RUN "):])
@@ -331,3 +379,96 @@ def test_a_roll_runs_through_the_installed_package_against_a_real_zookeeper(prob
     assert out["refused"]["dry_run"] is True, out["refused"]
     assert out["refused"]["summary"].startswith("refused: 1 of 1 step(s) -- broker 2: its host cannot be reached over SSH"), out
     assert out["close"]["status"] == "dry run, would be refused", out["close"]
+
+
+# -- one drill against the lab through the installed package ----------------------------------------------------------
+
+RESPONDER = textwrap.dedent('''
+    import sys, time
+    from kafka_lab.approvals import Responder
+    r = Responder("kafka_rolling_restart", "approve", "Approve", user="oncall-carol", timeout_s=300).start()
+    print("READY", flush=True)
+    while r._thread.is_alive() and r.error is None:
+        time.sleep(0.3)
+    print("ANSWERED" if r.error is None else f"ERROR {r.error!r}", r.answered_run_ids, flush=True)
+    r._thread.join()  # on an error: it fails the parked task (and any that parks later) until this process is ended
+''')
+
+
+def _start_responder(db: Path, log: Path) -> subprocess.Popen:
+    """The on-call person's Approve, from outside the clean venv (as the API server would write it): the lab's
+    ``Responder`` in a process of the checkout's venv, on the clean venv's metadata database."""
+    env = {**os.environ, "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{db}"}
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-c", RESPONDER], env=env, stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while "READY" not in log.read_text():
+        assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-4000:]
+        time.sleep(0.2)
+    return proc
+
+
+@pytest.mark.lab
+@pytest.mark.airflow
+@pytest.mark.third_lane  # ./run test's lanes: on the third lane's lab, after the tests without a lab
+def test_a_drill_against_the_lab_runs_through_the_installed_package(clean_venv, healthy_lab, tmp_path_factory):
+    """The drill of issue 31 in the clean venv: the one DAG file of ``kafka-runbooks dag-file``, the lab's cluster in
+    a settings file and its connections as environment variables (what a team writes), the venv's own Airflow and
+    SQLite metadata database. ``dag.test()`` of kafka_rolling_restart, mode execute, for one broker of the lab's real
+    Kafka 2.3.0 (not the controller: a roll of one broker, to keep the lane short): the plan reads ZooKeeper and probes
+    the hosts over SSH, on-call approves, the engine stops and starts the broker over SSH through its gates (the
+    canary's produce and consume included) and the close task closes the roll's record. Then, from the state the
+    product recorded: the record closed with its resolution, the ledger's steps done; and on the lab: the broker runs
+    with a new pid, the others with their old ones, every broker registered."""
+    from kafka_runbooks.config import load_cluster
+    from kafka_runbooks.remediate.ledger import Ledger
+    from kafka_runbooks.state.incidents import IncidentStore
+
+    lab = healthy_lab
+    venv, tmp = clean_venv, tmp_path_factory.mktemp("drill")
+    env = _clean_env(tmp)
+    dags = tmp / "dags"
+    dags.mkdir()
+    dag_file = _run([str(venv / "bin" / "kafka-runbooks"), "dag-file"], cwd=tmp, env=env, timeout=300).stdout
+    (dags / "kafka_runbooks_dags.py").write_text(dag_file)
+    clusters = lab.cluster_settings()
+    clusters["lab"] = {**clusters["lab"], "incident_base": str(tmp / "incidents"), "bundle_base": str(tmp / "bundles")}
+    (tmp / "clusters.json").write_text(json.dumps(clusters))
+    controller = lab.controller()["brokerid"]
+    broker = min(b for b in lab.registered_brokers() if b != controller)
+    pids = {b: lab.broker_pid(b) for b in (1, 2, 3)}
+    db = tmp / "dagrun.db"
+    conns = {k: v for k, v in lab.airflow_env().items() if k.startswith("AIRFLOW_CONN_")}
+    env.update(conns, AIRFLOW__CORE__DAGS_FOLDER=str(dags), KAFKA_RUNBOOKS_CLUSTERS_FILE=str(tmp / "clusters.json"),
+               AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT="0", AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=f"sqlite:///{db}",
+               RUN_CONF=json.dumps({"cluster": "lab", "brokers": [broker], "reason": "clean venv drill", "mode": "execute",
+                                    "canary": True}))
+    _migrated_db(venv, db, env)
+    responder = _start_responder(db, tmp / "responder.log")
+    try:
+        p = _run([str(venv / "bin" / "python"), "-c", f"REPO = {str(REPO)!r}\n" + DAG_RUN], cwd=tmp, env=env, timeout=900)
+    finally:
+        os.killpg(responder.pid, signal.SIGKILL)
+        responder.wait(timeout=30)
+    (line,) = [ln for ln in p.stdout.splitlines() if ln.startswith("RUN ")]
+    out = json.loads(line[len("RUN "):])
+    assert not out["sys_path_has_checkout"] and Path(out["module"]).is_relative_to(venv), out["module"]
+    assert "ANSWERED" in (tmp / "responder.log").read_text(), (tmp / "responder.log").read_text()[-4000:]
+    assert out["states"] == dict.fromkeys(("plan", "approve", "execute", "close"), "success"), f"{out}\n{p.stdout[-6000:]}"
+    close = out["close"]
+    assert close["status"] == "closed" and close["restarted"] == [broker], close
+    # the state the product recorded (the clean venv's state database, read here with the same settings)
+    config = load_cluster("lab", clusters)
+    record = IncidentStore(config).get(close["record_id"])
+    assert record["status"] == "closed", record
+    assert record["resolution"].startswith(f"restarted [{broker}] ") and "approved by oncall-carol; every gate passed" \
+        in record["resolution"], record["resolution"]
+    progress = Ledger(config, close["record_id"]).progress()
+    assert progress.done and progress.completed == (broker,) and progress.requested == (broker,), progress
+    # the lab: the broker restarted (a new JVM), the others untouched, none left down
+    after = {b: lab.broker_pid(b) for b in (1, 2, 3)}
+    assert after[broker] not in (None, pids[broker]), (pids, after)
+    assert {b: after[b] for b in after if b != broker} == {b: pids[b] for b in pids if b != broker}, (pids, after)
+    assert set(lab.registered_brokers()) == {1, 2, 3}
+    print("drill through the installed package: broker", broker, "restarted; task seconds", out["seconds"])
