@@ -122,3 +122,38 @@ def test_an_xcom_naming_another_clusters_incident_is_refused(response, tmp_path)
     assert incident_record(config, incident)["id"] == incident["incident_id"]
     with pytest.raises(IncidentMismatch, match="belongs to cluster 'c2', not 'c1'"):
         incident_record(config, {**incident, "incident_id": other["id"], "cluster": "c2"})
+
+
+@pytest.mark.parametrize("tamper", ["file", "reference", "record", "gone"])
+def test_findings_that_are_not_the_recorded_ones_are_refused(response, tamper):
+    """The report task records the SHA-256 of findings.json with the findings; every reader checks it (review of issue
+    28; red before: nothing read the digest, and the choice was made from whatever the record held). A findings.json
+    edited after the report task ran (here: a deadlock added, which would make the choice a restart), a reference
+    handing on another digest, a record whose findings were edited, or a file that is gone: the choice and the
+    explanation are refused with a typed error naming the incident and the file -- nothing is decided from them."""
+    from kafka_runbooks.incidents.store import IncidentStore
+    from kafka_runbooks.runbook import analyze
+    from kafka_runbooks.runbook import response as R
+    from kafka_runbooks.runbook.finding_records import FindingsMismatch
+
+    config, incident, bundle, _ = response
+    report = analyze.publish(incident, bundle, task("report"))
+    path = __import__("pathlib").Path(bundle) / "findings.json"
+    deadlock = {"kind": "jvm_deadlock", "severity": "critical", "summary": "forged", "broker_ids": [2], "evidence": [],
+                "details": {}}
+    if tamper == "file":
+        doc = json.loads(path.read_text())
+        path.write_text(json.dumps({"findings": [deadlock] + doc["findings"]}))
+    elif tamper == "reference":
+        report = {**report, "findings_sha256": "0" * 64}
+    elif tamper == "record":
+        store = IncidentStore(config)
+        store.update(incident["incident_id"], findings=[deadlock] + store.get(incident["incident_id"])["findings"])
+    else:
+        path.unlink()
+    with pytest.raises(FindingsMismatch) as refused:
+        R.choose(incident, report, task("choose_remediation"))
+    assert refused.value.incident_id == incident["incident_id"] and refused.value.path == str(path)
+    assert incident["incident_id"] in str(refused.value) and str(path) in str(refused.value)
+    with pytest.raises(FindingsMismatch):
+        R.explain(incident, report, {"kind": "explain"}, task("explain"))
