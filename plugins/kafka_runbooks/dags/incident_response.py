@@ -119,6 +119,7 @@ def _diagnosis(incident):
     analyze = AnalyzeBundleOperator(
         task_id="analyze",
         bundle_dir=xcom("capture", "bundle_dir"),
+        incident=incident.output,  # the incident's recorded bundle is analysed; the pushed one must be it
         kafka_version=xcom("open_incident", "kafka_version"),
         conn_id="spark_default",
     )
