@@ -78,6 +78,16 @@ def load_dags():
     return bag
 
 
+def incident_of(conf: dict) -> dict:
+    """The incident a response conf names, as the state database records it: the health check's conf is a reference
+    (the cluster, the incident, its brokers), never a copy of the finding -- the finding that opened it is the record's
+    ``trigger`` (issue 28)."""
+    from kafka_runbooks.config import load_cluster  # after the environment is set: it may read Airflow's Variable
+    from kafka_runbooks.incidents.store import IncidentStore  # after the environment is set, as everything Airflow reads
+
+    return IncidentStore(load_cluster(conf["cluster"])).get(conf["incident_id"])
+
+
 def take_triggered_confs(dag_id: str) -> list[dict]:
     """Confs of runs queued by a TriggerDagRunOperator, removed from the queue.
 

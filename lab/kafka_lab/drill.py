@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from kafka_lab.airflow_home import REPO, load_dags, prepare, take_triggered_confs
+from kafka_lab.airflow_home import REPO, incident_of, load_dags, prepare, take_triggered_confs
 from kafka_lab.approvals import incident_answers
 
 HEALTH = "kafka_health_check_lab"  # the lab cluster's health-check DAG (one per cluster: runbook/detect.health_dag_id)
@@ -81,8 +81,9 @@ def run_001(lab, dags, broker: int = 3, option: str = "Approve", finding_timeout
     t_fault = time.monotonic()
     lab.deadlock(broker)
     confs = detect_until_finding(dags.get_dag(HEALTH), "lab", timeout_s=finding_timeout_s)  # a bound, not a speed: the machine may be loaded
-    say(f"fault → incident in {time.monotonic() - t_fault:.1f}s ({confs[0]['finding']['kind']}, held for the consecutive checks): "
-        f"incident {confs[0]['incident_id']}, brokers {confs[0]['broker_ids']}: {confs[0]['reason']}")
+    opened = incident_of(confs[0])  # the conf names the incident; its finding is on the record
+    say(f"fault → incident in {time.monotonic() - t_fault:.1f}s ({(opened.get('trigger') or {}).get('kind')}, held for the "
+        f"consecutive checks): incident {confs[0]['incident_id']}, brokers {confs[0]['broker_ids']}: {opened.get('reason')}")
 
     mitigation = mitigation or option
     say(f"the approvals will be answered by this drill as user {user!r}: move leadership off broker {broker} first "

@@ -415,7 +415,7 @@ def stuck_follower(lab, left_out_s: float = 120.0) -> str:
 def fix_stuck_follower(lab, timeout_s: float = 900) -> dict[str, Any]:
     """The health check (as its schedule runs it) until it opens the follower_stuck incident; its response restarts
     broker 3 through the engine once ``drill-bot`` approves."""
-    from kafka_lab.airflow_home import load_dags, take_triggered_confs
+    from kafka_lab.airflow_home import incident_of, load_dags, take_triggered_confs
     from kafka_lab.approvals import incident_answers
     from kafka_lab.drill import HEALTH, RESPONSE
     from kafka_runbooks.incidents.store import IncidentStore
@@ -428,10 +428,13 @@ def fix_stuck_follower(lab, timeout_s: float = 900) -> dict[str, Any]:
         if time.monotonic() - t0 > timeout_s:
             raise RuntimeError(f"the health check raised no follower_stuck incident within {timeout_s:.0f} s")
         dags.get_dag(HEALTH).test(run_conf={"cluster": "lab"})
-        conf = next((c for c in take_triggered_confs(RESPONSE) if c["finding"]["kind"] == "follower_stuck"), None)
+        # the conf names the incident; its finding is on the record (issue 28)
+        conf = next((c for c in take_triggered_confs(RESPONSE)
+                     if (incident_of(c).get("trigger") or {}).get("kind") == "follower_stuck"), None)
     found_s = time.monotonic() - t0
-    say(f"health check: follower_stuck on broker(s) {conf['broker_ids']} ({found_s:.0f} s): {conf['finding']['summary'][:600]}")
-    for ev in conf["finding"]["evidence"][:4]:
+    finding = incident_of(conf)["trigger"]
+    say(f"health check: follower_stuck on broker(s) {conf['broker_ids']} ({found_s:.0f} s): {finding['summary'][:600]}")
+    for ev in finding["evidence"][:4]:
         say(f"    evidence {ev['source']}: {ev['excerpt'][:300]}")
     say("its incident response: capture, analysis, a restart of that broker through the engine; drill-bot approves")
     t1 = time.monotonic()

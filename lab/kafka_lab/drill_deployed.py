@@ -53,7 +53,7 @@ def run(state_dir: Path, keep: bool) -> int:
         response = wait_until(lambda: [r for r in d.runs(RESPONSE) if (r.get("run_after") or "") >= since], 600,
                               "the scheduled health check to start an incident response", interval=3.0)[-1]
         conf = response["conf"]
-        say(f"fault -> incident {conf['incident_id']} in {time.monotonic() - t_fault:.0f} s (brokers {conf['broker_ids']}): {conf['reason']}")
+        say(f"fault -> incident {conf['incident_id']} in {time.monotonic() - t_fault:.0f} s (brokers {conf['broker_ids']})")
         run_id = response["dag_run_id"]
         # mitigate first: moving leadership off the broker that does not serve, its JVM untouched, is asked before the capture
         m = d.answer_if_asked("bob", RESPONSE, run_id, "approve_mitigation", "Approve", 900)

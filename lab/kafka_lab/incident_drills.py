@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from kafka_lab.airflow_home import REPO, load_dags, prepare, take_triggered_confs
+from kafka_lab.airflow_home import REPO, incident_of, load_dags, prepare, take_triggered_confs
 from kafka_lab.approvals import incident_answers
 from kafka_lab.drill import HEALTH, RESPONSE, DrillFailed, detect_until_finding, say, say_mitigation
 
@@ -87,8 +87,12 @@ def run_incident(lab, dags, incident: str, option: str = "Approve", finding_time
     confs = detect_until_finding(health, "lab", timeout_s=finding_timeout_s)
     t_found = time.monotonic() - t_fault
     conf = confs[0]
-    say(f"fault → incident in {t_found:.1f}s: {conf['finding']['kind']} on brokers {conf['broker_ids']}"
-        + (f", ZooKeeper {conf.get('zookeeper_servers')}" if conf.get("zookeeper_servers") else "") + f": {conf['reason'][:300]}")
+    opened = incident_of(conf)  # the conf names the incident; its finding is on the record
+    trigger = opened.get("trigger") or {}
+    details = trigger.get("details") or {}
+    zk = details.get("subject") if details.get("problem") == "zookeeper_member" else None
+    say(f"fault → incident in {t_found:.1f}s: {trigger.get('kind')} on brokers {opened.get('broker_ids')}"
+        + (f", ZooKeeper {zk}" if zk else "") + f": {str(opened.get('reason') or '')[:300]}")
 
     t0 = time.monotonic()
     if incident in NEEDS_APPROVAL:
@@ -126,7 +130,7 @@ def run_incident(lab, dags, incident: str, option: str = "Approve", finding_time
     ok = run.state == "success" and inc["status"] == expected
     if not ok:
         say(f"DRILL FAILED: expected run success and incident {expected}")
-    return DrillResult(incident, inc["id"], t_found, capture_s, response_s, str(run.state), inc["status"], conf["finding"]["kind"], ok)
+    return DrillResult(incident, inc["id"], t_found, capture_s, response_s, str(run.state), inc["status"], trigger.get("kind"), ok)
 
 
 def main(argv: list[str] | None = None) -> int:

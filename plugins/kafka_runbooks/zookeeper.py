@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import re
+import select
 import socket
+import struct
+import time
 from typing import Iterator
 
 
@@ -243,144 +246,190 @@ class PipelinedReader:
         (``ops`` > 1, GetData) ``ops`` per multiRead request; returns {path: reply}.
 
         Each turn sends the requests that replace the replies just received and only then parses those replies (the
-        caller's ``parse`` included): the server works on the new requests meanwhile, instead of waiting for them."""
-        import select
-        import struct
-        import time
-
-        from kazoo.exceptions import EXCEPTIONS, ConnectionLoss, NoNodeError
-        from kazoo.protocol.states import ZnodeStat
-        from kazoo.protocol.serialization import int_struct, reply_header_struct, stat_struct
+        caller's ``parse`` included): the server works on the new requests meanwhile, instead of waiting for them
+        (``_Exchange``). A lost connection closes the reader: ``MultiReadFailed`` for a multiRead refused before any
+        answer, ``ConnectionLoss`` otherwise."""
+        from kazoo.exceptions import ConnectionLoss
 
         if self._sock is None:
             raise ConnectionLoss("the reader is not open")
-        get_data = request_cls.type == 4
-        multi = ops > 1
-        missing = (None, None) if get_data else None
-        request_head = struct.Struct("!iiii")  # frame length, xid, op type, path length; then the path and watch=0
-        multi_head = struct.Struct("!iii")  # frame length, xid, MULTI_READ; then per op: op header, path length, path, 0
-        op_head = struct.Struct("!i?i")  # a multi op's header: type, done, error; (-1, True, -1) ends the list
-        op_end = op_head.pack(-1, True, -1)
-        out: dict = {}
-        by_xid: dict[int, list[str]] = {}
-        window = max(1, self.WINDOW // ops)
-        head_size, stat_size, op_size = reply_header_struct.size, stat_struct.size, op_head.size
-        sent = 0
-        answered = 0  # replies received: a multiRead refused before any answer is the server not knowing it
-        pending = bytearray()
-        inbuf = bytearray()
-        received = memoryview(bytearray(1 << 20))  # every receive lands here: recv(1 MB) would map a fresh 1 MB each time
-        replies: list = []  # (path, reply) received, not yet handed to ``parse``
-        sock = self._sock
-        sock.setblocking(False)
-        last_progress = time.monotonic()
-
-        def encode(path: str) -> bytes:
-            return (self.chroot + path if path != "/" else (self.chroot or "/")).encode("utf-8")
-
-        def data_reply(path: str, body: int, end: int) -> int:
-            """Appends the GetData reply at ``body`` (GetData.deserialize without copying the frame); its end."""
-            n = int_struct.unpack_from(inbuf, body)[0]
-            data_end = body + 4 + (n if n > 0 else 0)
-            if data_end + stat_size > end:
-                raise OSError(f"a GetData reply for {path} is too short")
-            replies.append((path, (bytes(view[body + 4:data_end]) if n >= 0 else None,
-                                   ZnodeStat._make(stat_struct.unpack_from(inbuf, data_end)))))
-            return data_end + stat_size
-
-        def error(path: str, err: int) -> None:
-            if err != NoNodeError.code:
-                raise EXCEPTIONS[err](f"{path}: ZooKeeper error {err}")
-            replies.append((path, missing))
-
+        exchange = _Exchange(self, request_cls, paths, parse, ops)
         try:
-            while True:
-                while sent < len(paths) and len(by_xid) < window and len(pending) < (1 << 20):
-                    self._xid = self._xid % 2147483647 + 1
-                    group = paths[sent:sent + ops]
-                    if multi:
-                        body = bytearray()
-                        for path in group:
-                            encoded = encode(path)
-                            body += op_head.pack(4, False, -1) + int_struct.pack(len(encoded)) + encoded + b"\x00"
-                        body += op_end
-                        pending += multi_head.pack(len(body) + 8, self._xid, self.MULTI_READ) + body
-                    else:
-                        encoded = encode(group[0])
-                        pending += request_head.pack(len(encoded) + 13, self._xid, request_cls.type, len(encoded))
-                        pending += encoded
-                        pending += b"\x00"
-                    by_xid[self._xid] = group
-                    sent += len(group)
-                if pending:
-                    try:
-                        del pending[:sock.send(pending)]
-                        last_progress = time.monotonic()
-                    except BlockingIOError:  # the socket's buffer is full: sent when select says it may be
-                        pass
-                for path, reply in replies:
-                    out[path] = reply if parse is None else parse(path, *reply)
-                replies.clear()
-                if sent == len(paths) and not by_xid:
-                    return out
-                readable, writable, _ = select.select([sock], [sock] if pending else [], [], 1.0)
-                if readable:
-                    nbytes = sock.recv_into(received)
-                    if not nbytes:
-                        raise OSError("connection closed by the server")
-                    inbuf += received[:nbytes]
-                    last_progress = time.monotonic()
-                    pos = 0
-                    view = memoryview(inbuf)  # data copied once, from here
-                    try:
-                        while len(inbuf) - pos >= 4:
-                            length = int_struct.unpack_from(inbuf, pos)[0]
-                            if not head_size <= length <= self.MAX_FRAME:
-                                raise OSError(f"bad frame length {length}")
-                            if len(inbuf) - pos - 4 < length:
-                                break
-                            start = pos + 4
-                            xid, _zxid, err = reply_header_struct.unpack_from(inbuf, start)
-                            pos = start + length
-                            if xid < 0:  # a ping or a watch event: none asked for
-                                continue
-                            group = by_xid.pop(xid, None)
-                            if group is None:
-                                raise OSError(f"a reply to xid {xid}, which was not asked")
-                            answered += 1
-                            if multi:
-                                if err:
-                                    raise MultiReadFailed(f"ZooKeeper error {err}")
-                                at = start + head_size
-                                for path in group:
-                                    if at + op_size > pos:
-                                        raise OSError(f"a multiRead reply of {length} bytes is too short")
-                                    op, done, op_err = op_head.unpack_from(inbuf, at)
-                                    if done:
-                                        raise OSError(f"a multiRead reply ends before {path}")
-                                    if op == 4:
-                                        at = data_reply(path, at + op_size, pos)
-                                    elif op == -1:  # an error result: its code, again after the header
-                                        error(path, op_err)
-                                        at += op_size + 4
-                                    else:
-                                        raise OSError(f"a multiRead reply answers {path} with op {op}")
-                            elif err:
-                                error(group[0], err)
-                            elif get_data:
-                                data_reply(group[0], start + head_size, pos)
-                            else:
-                                replies.append((group[0], request_cls.deserialize(bytes(view[start + head_size:pos]), 0)))
-                    finally:
-                        view.release()
-                    del inbuf[:pos]
-                if time.monotonic() - last_progress > self.timeout_s:
-                    raise OSError(f"no progress for {self.timeout_s:g} s")
+            return exchange.run()
         except MultiReadFailed:
             self.close()
             raise
         except OSError as exc:
             self.close()
-            if multi and not answered:
+            if exchange.multi and not exchange.answered:
                 raise MultiReadFailed(str(exc)) from exc
             raise ConnectionLoss(f"ZooKeeper {self.server[0]}:{self.server[1]}: {exc}") from exc
+
+
+class _Exchange:
+    """One pipelined exchange of ``PipelinedReader._pipeline``: the requests in flight by xid, the bytes waiting to be
+    sent and received, and the replies received but not yet handed to the caller's ``parse``. Its steps: ``fill`` the
+    window with requests, ``flush`` what the socket takes, ``deliver`` the replies, ``receive`` and cut frames
+    (``frame``: one reply, ``multi_reply``: a multiRead's replies)."""
+
+    REQUEST_HEAD = struct.Struct("!iiii")  # frame length, xid, op type, path length; then the path and watch=0
+    MULTI_HEAD = struct.Struct("!iii")  # frame length, xid, MULTI_READ; then per op: op header, path length, path, 0
+    OP_HEAD = struct.Struct("!i?i")  # a multi op's header: type, done, error; (-1, True, -1) ends the list
+    OP_END = OP_HEAD.pack(-1, True, -1)
+
+    def __init__(self, reader: PipelinedReader, request_cls, paths: list[str], parse, ops: int) -> None:
+        from kazoo.exceptions import EXCEPTIONS, NoNodeError
+        from kazoo.protocol.states import ZnodeStat
+        from kazoo.protocol.serialization import int_struct, reply_header_struct, stat_struct
+
+        self.reader, self.request_cls, self.paths, self.parse, self.ops = reader, request_cls, paths, parse, ops
+        self.get_data = request_cls.type == 4
+        self.multi = ops > 1
+        self.missing = (None, None) if self.get_data else None
+        self.window = max(1, reader.WINDOW // ops)
+        self.int_struct, self.reply_header_struct, self.stat_struct = int_struct, reply_header_struct, stat_struct
+        self.znode_stat, self.exceptions, self.no_node = ZnodeStat, EXCEPTIONS, NoNodeError.code
+        self.out: dict = {}
+        self.by_xid: dict[int, list[str]] = {}
+        self.sent = 0
+        self.answered = 0  # replies received: a multiRead refused before any answer is the server not knowing it
+        self.pending = bytearray()
+        self.inbuf = bytearray()
+        self.received = memoryview(bytearray(1 << 20))  # every receive lands here: recv(1 MB) would map a fresh 1 MB each time
+        self.replies: list = []  # (path, reply) received, not yet handed to ``parse``
+        self.view: memoryview | None = None
+        self.sock = reader._sock
+        self.last_progress = time.monotonic()
+
+    def run(self) -> dict:
+        sock = self.sock
+        sock.setblocking(False)
+        self.last_progress = time.monotonic()
+        while True:
+            self.fill()
+            self.flush()
+            self.deliver()
+            if self.sent == len(self.paths) and not self.by_xid:
+                return self.out
+            readable, _, _ = select.select([sock], [sock] if self.pending else [], [], 1.0)
+            if readable:
+                self.receive()
+            if time.monotonic() - self.last_progress > self.reader.timeout_s:
+                raise OSError(f"no progress for {self.reader.timeout_s:g} s")
+
+    def encode(self, path: str) -> bytes:
+        chroot = self.reader.chroot
+        return (chroot + path if path != "/" else (chroot or "/")).encode("utf-8")
+
+    def fill(self) -> None:
+        """Serializes requests until the window is full (or 1 MB waits to be sent)."""
+        reader, paths, ops, pending, by_xid, int_struct = self.reader, self.paths, self.ops, self.pending, self.by_xid, self.int_struct
+        while self.sent < len(paths) and len(by_xid) < self.window and len(pending) < (1 << 20):
+            reader._xid = reader._xid % 2147483647 + 1
+            group = paths[self.sent:self.sent + ops]
+            if self.multi:
+                body = bytearray()
+                for path in group:
+                    encoded = self.encode(path)
+                    body += self.OP_HEAD.pack(4, False, -1) + int_struct.pack(len(encoded)) + encoded + b"\x00"
+                body += self.OP_END
+                pending += self.MULTI_HEAD.pack(len(body) + 8, reader._xid, reader.MULTI_READ) + body
+            else:
+                encoded = self.encode(group[0])
+                pending += self.REQUEST_HEAD.pack(len(encoded) + 13, reader._xid, self.request_cls.type, len(encoded))
+                pending += encoded
+                pending += b"\x00"
+            by_xid[reader._xid] = group
+            self.sent += len(group)
+
+    def flush(self) -> None:
+        if self.pending:
+            try:
+                del self.pending[:self.sock.send(self.pending)]
+                self.last_progress = time.monotonic()
+            except BlockingIOError:  # the socket's buffer is full: sent when select says it may be
+                pass
+
+    def deliver(self) -> None:
+        out, parse = self.out, self.parse
+        for path, reply in self.replies:
+            out[path] = reply if parse is None else parse(path, *reply)
+        self.replies.clear()
+
+    def receive(self) -> None:
+        """One receive; every whole frame in the buffer read (``frame``), the rest kept for the next."""
+        inbuf, int_struct, head_size = self.inbuf, self.int_struct, self.reply_header_struct.size
+        nbytes = self.sock.recv_into(self.received)
+        if not nbytes:
+            raise OSError("connection closed by the server")
+        inbuf += self.received[:nbytes]
+        self.last_progress = time.monotonic()
+        pos = 0
+        self.view = memoryview(inbuf)  # data copied once, from here
+        try:
+            while len(inbuf) - pos >= 4:
+                length = int_struct.unpack_from(inbuf, pos)[0]
+                if not head_size <= length <= self.reader.MAX_FRAME:
+                    raise OSError(f"bad frame length {length}")
+                if len(inbuf) - pos - 4 < length:
+                    break
+                start = pos + 4
+                pos = start + length
+                self.frame(start, pos, length)
+        finally:
+            self.view.release()
+            self.view = None
+        del inbuf[:pos]
+
+    def frame(self, start: int, end: int, length: int) -> None:
+        """The reply frame at ``inbuf[start:end]`` (header and body), matched to its request by xid."""
+        xid, _zxid, err = self.reply_header_struct.unpack_from(self.inbuf, start)
+        if xid < 0:  # a ping or a watch event: none asked for
+            return
+        group = self.by_xid.pop(xid, None)
+        if group is None:
+            raise OSError(f"a reply to xid {xid}, which was not asked")
+        self.answered += 1
+        body = start + self.reply_header_struct.size
+        if self.multi:
+            if err:
+                raise MultiReadFailed(f"ZooKeeper error {err}")
+            self.multi_reply(group, body, end, length)
+        elif err:
+            self.error(group[0], err)
+        elif self.get_data:
+            self.data_reply(group[0], body, end)
+        else:
+            self.replies.append((group[0], self.request_cls.deserialize(bytes(self.view[body:end]), 0)))
+
+    def multi_reply(self, group: list[str], at: int, end: int, length: int) -> None:
+        op_size = self.OP_HEAD.size
+        for path in group:
+            if at + op_size > end:
+                raise OSError(f"a multiRead reply of {length} bytes is too short")
+            op, done, op_err = self.OP_HEAD.unpack_from(self.inbuf, at)
+            if done:
+                raise OSError(f"a multiRead reply ends before {path}")
+            if op == 4:
+                at = self.data_reply(path, at + op_size, end)
+            elif op == -1:  # an error result: its code, again after the header
+                self.error(path, op_err)
+                at += op_size + 4
+            else:
+                raise OSError(f"a multiRead reply answers {path} with op {op}")
+
+    def data_reply(self, path: str, body: int, end: int) -> int:
+        """Appends the GetData reply at ``body`` (GetData.deserialize without copying the frame); its end."""
+        inbuf, stat_size = self.inbuf, self.stat_struct.size
+        n = self.int_struct.unpack_from(inbuf, body)[0]
+        data_end = body + 4 + (n if n > 0 else 0)
+        if data_end + stat_size > end:
+            raise OSError(f"a GetData reply for {path} is too short")
+        self.replies.append((path, (bytes(self.view[body + 4:data_end]) if n >= 0 else None,
+                                    self.znode_stat._make(self.stat_struct.unpack_from(inbuf, data_end)))))
+        return data_end + stat_size
+
+    def error(self, path: str, err: int) -> None:
+        if err != self.no_node:
+            raise self.exceptions[err](f"{path}: ZooKeeper error {err}")
+        self.replies.append((path, self.missing))

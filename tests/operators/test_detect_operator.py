@@ -66,7 +66,9 @@ def test_one_response_per_episode_and_its_end(incident_base):
     (start,) = check_at(hung(1), 1)
     iid = start["conf"]["incident_id"]
     assert start["trigger_run_id"] == f"health__{iid}" and start["conf"]["broker_ids"] == [3]
-    assert start["conf"]["finding"]["kind"] == "broker_unresponsive"
+    # the conf is a reference (issue 28): the cluster, the incident and its brokers; the finding is on the record
+    assert start["conf"] == {"cluster": "lab", "incident_id": iid, "broker_ids": [3]}
+    assert store.get(iid)["trigger"]["kind"] == "broker_unresponsive"
     rec = store.get(iid)
     assert rec["status"] == "responding" and rec["response_run"] == f"health__{iid}"
     assert check_at(hung(2), 2) == []  # its response runs: noted, not repeated
@@ -144,7 +146,7 @@ def test_findings_about_a_running_plans_brokers_open_no_competing_incident(incid
                         lambda config, task: [dataclasses.replace(roll, ended=at(200), holds_lock=False)])
     check_at(hung(3), 3)
     (start,) = check_at(hung(4), 4)
-    assert start["conf"]["finding"]["kind"] == "broker_unresponsive"
+    assert IncidentStore(lab_config()).get(start["conf"]["incident_id"])["trigger"]["kind"] == "broker_unresponsive"
 
 
 def test_a_run_started_by_the_serving_watch_opens_on_its_first_check(incident_base):
@@ -166,7 +168,8 @@ def test_a_run_started_by_the_serving_watch_opens_on_its_first_check(incident_ba
                            "triggering_asset_events": events})
 
     (start,) = run(0, {"kafka-runbooks://zookeeper/lab": [Event()]})
-    assert start["conf"]["broker_ids"] == [3] and start["conf"]["finding"]["kind"] == "broker_unresponsive"
+    assert start["conf"]["broker_ids"] == [3]
+    assert IncidentStore(lab_config()).get(start["conf"]["incident_id"])["trigger"]["kind"] == "broker_unresponsive"
     assert "held for 2 consecutive checks" in IncidentStore(lab_config()).audit_trail(start["conf"]["incident_id"])[1]["details"]["why"]
 
 

@@ -42,8 +42,17 @@ def response(tmp_path, monkeypatch):
     bundle = tmp_path / "bundle"
     bundle.mkdir()
     (bundle / "findings.json").write_text(json.dumps({"findings": [f.to_dict() for f in analysis]}))
+    record_bundle(config, record["id"], str(bundle))
     incident = {"incident_id": record["id"], "cluster": "c1", "broker_ids": [2]}  # what open_incident hands on
     return config, incident, str(bundle), trigger
+
+
+def record_bundle(config, incident_id, location):
+    """The bundle recorded on the incident and in the bundle index, as the capture task records it."""
+    from kafka_runbooks.runbook.capture import record_bundle
+
+    record_bundle(config, incident_id, location, {"cluster": config.name, "incident_id": incident_id,
+                                                  "capture_id": location.rsplit("/", 1)[-1], "status": "complete"})
 
 
 def task(task_id):
@@ -122,3 +131,83 @@ def test_an_xcom_naming_another_clusters_incident_is_refused(response, tmp_path)
     assert incident_record(config, incident)["id"] == incident["incident_id"]
     with pytest.raises(IncidentMismatch, match="belongs to cluster 'c2', not 'c1'"):
         incident_record(config, {**incident, "incident_id": other["id"], "cluster": "c2"})
+
+
+@pytest.mark.parametrize("tamper", ["file", "reference", "record", "gone"])
+def test_findings_that_are_not_the_recorded_ones_are_refused(response, tamper):
+    """The report task records the SHA-256 of findings.json with the findings; every reader checks it (review of issue
+    28; red before: nothing read the digest, and the choice was made from whatever the record held). A findings.json
+    edited after the report task ran (here: a deadlock added, which would make the choice a restart), a reference
+    handing on another digest, a record whose findings were edited, or a file that is gone: the choice and the
+    explanation are refused with a typed error naming the incident and the file -- nothing is decided from them."""
+    from kafka_runbooks.incidents.store import IncidentStore
+    from kafka_runbooks.runbook import analyze
+    from kafka_runbooks.runbook import response as R
+    from kafka_runbooks.runbook.finding_records import FindingsMismatch
+
+    config, incident, bundle, _ = response
+    report = analyze.publish(incident, bundle, task("report"))
+    path = __import__("pathlib").Path(bundle) / "findings.json"
+    deadlock = {"kind": "jvm_deadlock", "severity": "critical", "summary": "forged", "broker_ids": [2], "evidence": [],
+                "details": {}}
+    if tamper == "file":
+        doc = json.loads(path.read_text())
+        path.write_text(json.dumps({"findings": [deadlock] + doc["findings"]}))
+    elif tamper == "reference":
+        report = {**report, "findings_sha256": "0" * 64}
+    elif tamper == "record":
+        store = IncidentStore(config)
+        store.update(incident["incident_id"], findings=[deadlock] + store.get(incident["incident_id"])["findings"])
+    else:
+        path.unlink()
+    with pytest.raises(FindingsMismatch) as refused:
+        R.choose(incident, report, task("choose_remediation"))
+    assert refused.value.incident_id == incident["incident_id"] and refused.value.path == str(path)
+    assert incident["incident_id"] in str(refused.value) and str(path) in str(refused.value)
+    with pytest.raises(FindingsMismatch):
+        R.explain(incident, report, {"kind": "explain"}, task("explain"))
+
+
+@pytest.mark.parametrize("where", ["report", "analyze"])
+def test_a_bundle_handed_on_that_is_not_the_incidents_recorded_one_is_refused(response, tmp_path, where):
+    """The bundle_dir the capture task pushes is checked against the incident's recorded bundle (review of issue 28;
+    red before: the report task read and recorded on the incident whatever bundle its XCom named). A bundle of this
+    cluster's but not this incident's -- here another incident's, indexed for it, whose analysis says deadlock -- is
+    refused by the analysis and by the report, naming the incident and both bundles; nothing is recorded from it."""
+    from kafka_runbooks.incidents.store import IncidentStore
+    from kafka_runbooks.runbook import analyze
+    from kafka_runbooks.runbook.capture import BundleMismatch
+
+    config, incident, bundle, _ = response
+    store = IncidentStore(config)
+    other = store.open(cluster="c1", broker_ids=[1], reason="another incident", opened_by="health")
+    forged = tmp_path / "other-bundle"
+    forged.mkdir()
+    (forged / "findings.json").write_text(json.dumps({"findings": [
+        {"kind": "jvm_deadlock", "severity": "critical", "summary": "forged", "broker_ids": [2], "evidence": [], "details": {}}]}))
+    record_bundle(config, other["id"], str(forged))
+    with pytest.raises(BundleMismatch) as refused:
+        if where == "report":
+            analyze.publish(incident, str(forged), task("report"))
+        else:
+            analyze.bundle_to_analyze(incident, str(forged), task("analyze"))
+    assert refused.value.incident_id == incident["incident_id"]
+    assert refused.value.handed == str(forged) and refused.value.recorded == bundle
+    assert str(forged) in str(refused.value) and bundle in str(refused.value) and incident["incident_id"] in str(refused.value)
+    assert not store.get(incident["incident_id"]).get("findings")  # nothing recorded from the forged bundle
+    # the recorded bundle itself is what both use
+    assert analyze.bundle_to_analyze(incident, bundle, task("analyze")) == bundle
+    assert analyze.publish(incident, bundle, task("report"))["bundle_dir"] == bundle
+
+
+def test_a_recorded_bundle_missing_from_the_bundle_index_is_refused(response):
+    """The incident's recorded bundle must also be indexed for it: a record edited to point at another directory
+    (not indexed for the incident) is refused."""
+    from kafka_runbooks.incidents.store import IncidentStore
+    from kafka_runbooks.runbook import analyze
+    from kafka_runbooks.runbook.capture import BundleMismatch
+
+    config, incident, bundle, _ = response
+    IncidentStore(config).update(incident["incident_id"], bundle_dir=bundle + "-elsewhere")
+    with pytest.raises(BundleMismatch, match="not in the bundle index"):
+        analyze.bundle_to_analyze(incident, bundle + "-elsewhere", task("analyze"))

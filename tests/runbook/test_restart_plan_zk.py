@@ -86,7 +86,7 @@ def test_an_incident_restart_is_planned_from_the_findings_recorded_on_the_incide
     from kafka_runbooks.incidents.store import IncidentStore
     from kafka_runbooks.model import Finding, Severity
     from kafka_runbooks.remediate.ledger import Ledger
-    from kafka_runbooks.runbook import analyze, restart
+    from kafka_runbooks.runbook import analyze, capture, restart
     from kafka_runbooks.runbook.errors import Stop
     from kafka_runbooks.runbook.task import Task
 
@@ -99,6 +99,9 @@ def test_an_incident_restart_is_planned_from_the_findings_recorded_on_the_incide
     bundle.mkdir()  # findings.json as the Spark job writes it (analyze/bundle.py), from findings built with the model
     deadlock = Finding("jvm_deadlock", Severity.CRITICAL, "a Java-level deadlock on broker 2", broker_ids=(2,))
     (bundle / "findings.json").write_text(json.dumps({"findings": [deadlock.to_dict()]}))
+    # the bundle recorded on the incident as the capture task records it
+    capture.record_bundle(load_cluster("c1"), record["id"], str(bundle), {"cluster": "c1", "incident_id": record["id"],
+                                                                         "capture_id": "c-1", "status": "complete"})
     task = Task(dag_id="kafka_incident_response", run_id="health__1", task_id="plan", log=logging.getLogger("test"))
     report = analyze.publish(incident, str(bundle), task)
     forged = Finding("request_handler_stalled", Severity.CRITICAL, "forged", broker_ids=(3,)).to_dict()

@@ -62,14 +62,7 @@ def build() -> DAG:
         catchup=False,
         render_template_as_native_obj=True,
         tags=["kafka", "capture", "analyze", "remediate"],
-        params={
-            "cluster": cluster_param(),
-            "broker_ids": broker_ids_param("Suspect broker ids (they are captured and, if approved, restarted)."),
-            "zookeeper_servers": Param([], type="array", items={"type": "string", "maxLength": 128},
-                                       description="For a ZooKeeper incident: the member(s) it is about (every member is captured)."),
-            "reason": Param("", type="string", maxLength=2000, description="Why this response was started."),
-            "incident_id": Param(None, type=["null", "string"], description="Set by the health check; empty opens a new incident."),
-        },
+        params=_params(),
     ) as dag:
         incident = OpenIncidentOperator(
             task_id="open_incident",
@@ -81,61 +74,93 @@ def build() -> DAG:
                 "incident_id": "{{ params.incident_id }}",
             },
         )
-        # --- mitigate first: the clients before the diagnosis; the JVM is left for the capture
-        plan_mitigation = PlanMitigationOperator(task_id="plan_mitigation", incident=incident.output)
-        approve_mitigation = RemediationApprovalOperator(
-            task_id="approve_mitigation",
-            subject="Move leadership off Kafka broker(s) {{ params.broker_ids }} of {{ params.cluster }} now (capture, then restart)?",
-            plan_output=plan_mitigation.output,
-            max_wait_s=600,  # the capture waits for this answer: capped (mitigation.approval_wait_s caps it further)
-            notifiers=[OnCallWebhookNotifier(event=APPROVAL_WAITING,
-                                             message="moving leadership off {{ params.broker_ids }} on {{ params.cluster }}")],
-        )
-        mitigate = MitigateOperator(task_id="mitigate", plan_output=plan_mitigation.output, on_failure_callback=OnCallWebhookNotifier(
-            event=HALTED, message="moving leadership off {{ params.broker_ids }} on {{ params.cluster }}"))
-        # runs whatever the mitigation did (off, skipped, rejected, refused, halted): the evidence is taken in every case
-        capture = CaptureEvidenceOperator(task_id="capture", incident=incident.output, trigger_rule="all_done")
-        analyze = AnalyzeBundleOperator(
-            task_id="analyze",
-            bundle_dir=xcom("capture", "bundle_dir"),
-            kafka_version=xcom("open_incident", "kafka_version"),
-            conn_id="spark_default",
-        )
-        report = PublishReportOperator(task_id="report", incident=incident.output, bundle_dir=xcom("capture", "bundle_dir"))
-        choose = ChooseRemediationOperator(task_id="choose_remediation", incident=incident.output, report=report.output)
-        explain = ExplainIncidentOperator(task_id="explain", incident=incident.output, report=report.output,
-                                          remediation=xcom("choose_remediation", key="remediation"))
-        # --- remediation: the one engine (plan / approve / restart); the stages above are detection's
-        halted = OnCallWebhookNotifier(event=HALTED, message="incident response on {{ params.cluster }}")
-        plan = PlanRemediationOperator(
-            task_id="plan", kind=INCIDENT_RESTART, incident=incident.output, report=report.output, on_failure_callback=halted
-        )
-        approve = RemediationApprovalOperator(
-            task_id="approve",
-            subject="Restart Kafka broker(s) {{ params.broker_ids }} on {{ params.cluster }}?",
-            plan_output=plan.output,
-            notifiers=[OnCallWebhookNotifier(event=APPROVAL_WAITING, message="restart of {{ params.broker_ids }} on {{ params.cluster }}")],
-            on_failure_callback=halted,
-        )
-        restart = ExecutePlanOperator(task_id="restart", plan_output=plan.output, on_failure_callback=halted)
-        verify = ClusterRecoveredSensor(task_id="verify_recovery", incident=incident.output, timeout=RECOVERY_TIMEOUT.total_seconds())
-        restore = RestoreOrderOperator(task_id="restore_order", plan_output=xcom("plan_mitigation"))
-        follow_up = FollowUpPeersOperator(task_id="follow_up_peers", incident=incident.output, restart=xcom("restart"),
-                                          remediation=xcom("choose_remediation", key="remediation"))
-        close = CloseIncidentOperator(
-            task_id="close_incident",
-            incident=incident.output,
-            # pulled by template, not XComArg: a Reject skips the approval's direct downstream tasks,
-            # and this one must still run to record the decision
-            approval=xcom("approve", key=DECISION_KEY),
-            restart=xcom("restart"),
-            verify=xcom("verify_recovery"),
-            report=xcom("report"),
-            explanation=xcom("explain"),
-            follow_up=xcom("follow_up_peers", key=FOLLOW_UP_KEY),
-        )
+        plan_mitigation, approve_mitigation, mitigate = _mitigation(incident)
+        capture, analyze, report, choose, explain = _diagnosis(incident)
+        plan, approve, restart, verify, restore, follow_up = _restart(incident, report)
+        close = _close(incident)
         incident >> plan_mitigation >> approve_mitigation >> mitigate >> capture
         incident >> capture >> analyze >> report >> choose >> [plan, explain]
         plan >> approve >> restart >> verify >> [restore, follow_up] >> close
         explain >> close
     return dag
+
+
+def _params() -> dict[str, Param]:
+    return {
+        "cluster": cluster_param(),
+        "broker_ids": broker_ids_param("Suspect broker ids (they are captured and, if approved, restarted)."),
+        "zookeeper_servers": Param([], type="array", items={"type": "string", "maxLength": 128},
+                                   description="For a ZooKeeper incident: the member(s) it is about (every member is captured)."),
+        "reason": Param("", type="string", maxLength=2000, description="Why this response was started."),
+        "incident_id": Param(None, type=["null", "string"], description="Set by the health check; empty opens a new incident."),
+    }
+
+
+def _mitigation(incident):
+    """Mitigate first: the clients before the diagnosis; the JVM is left for the capture."""
+    plan_mitigation = PlanMitigationOperator(task_id="plan_mitigation", incident=incident.output)
+    approve_mitigation = RemediationApprovalOperator(
+        task_id="approve_mitigation",
+        subject="Move leadership off Kafka broker(s) {{ params.broker_ids }} of {{ params.cluster }} now (capture, then restart)?",
+        plan_output=plan_mitigation.output,
+        max_wait_s=600,  # the capture waits for this answer: capped (mitigation.approval_wait_s caps it further)
+        notifiers=[OnCallWebhookNotifier(event=APPROVAL_WAITING,
+                                         message="moving leadership off {{ params.broker_ids }} on {{ params.cluster }}")],
+    )
+    mitigate = MitigateOperator(task_id="mitigate", plan_output=plan_mitigation.output, on_failure_callback=OnCallWebhookNotifier(
+        event=HALTED, message="moving leadership off {{ params.broker_ids }} on {{ params.cluster }}"))
+    return plan_mitigation, approve_mitigation, mitigate
+
+
+def _diagnosis(incident):
+    """Detection's stages: capture, analyze, report, and the choice between a restart and an explanation."""
+    # runs whatever the mitigation did (off, skipped, rejected, refused, halted): the evidence is taken in every case
+    capture = CaptureEvidenceOperator(task_id="capture", incident=incident.output, trigger_rule="all_done")
+    analyze = AnalyzeBundleOperator(
+        task_id="analyze",
+        bundle_dir=xcom("capture", "bundle_dir"),
+        incident=incident.output,  # the incident's recorded bundle is analysed; the pushed one must be it
+        kafka_version=xcom("open_incident", "kafka_version"),
+        conn_id="spark_default",
+    )
+    report = PublishReportOperator(task_id="report", incident=incident.output, bundle_dir=xcom("capture", "bundle_dir"))
+    choose = ChooseRemediationOperator(task_id="choose_remediation", incident=incident.output, report=report.output)
+    explain = ExplainIncidentOperator(task_id="explain", incident=incident.output, report=report.output,
+                                      remediation=xcom("choose_remediation", key="remediation"))
+    return capture, analyze, report, choose, explain
+
+
+def _restart(incident, report):
+    """The remediation: the one engine (plan / approve / restart), then the recovery, the order back and the peers."""
+    halted = OnCallWebhookNotifier(event=HALTED, message="incident response on {{ params.cluster }}")
+    plan = PlanRemediationOperator(
+        task_id="plan", kind=INCIDENT_RESTART, incident=incident.output, report=report.output, on_failure_callback=halted
+    )
+    approve = RemediationApprovalOperator(
+        task_id="approve",
+        subject="Restart Kafka broker(s) {{ params.broker_ids }} on {{ params.cluster }}?",
+        plan_output=plan.output,
+        notifiers=[OnCallWebhookNotifier(event=APPROVAL_WAITING, message="restart of {{ params.broker_ids }} on {{ params.cluster }}")],
+        on_failure_callback=halted,
+    )
+    restart = ExecutePlanOperator(task_id="restart", plan_output=plan.output, on_failure_callback=halted)
+    verify = ClusterRecoveredSensor(task_id="verify_recovery", incident=incident.output, timeout=RECOVERY_TIMEOUT.total_seconds())
+    restore = RestoreOrderOperator(task_id="restore_order", plan_output=xcom("plan_mitigation"))
+    follow_up = FollowUpPeersOperator(task_id="follow_up_peers", incident=incident.output, restart=xcom("restart"),
+                                      remediation=xcom("choose_remediation", key="remediation"))
+    return plan, approve, restart, verify, restore, follow_up
+
+
+def _close(incident):
+    return CloseIncidentOperator(
+        task_id="close_incident",
+        incident=incident.output,
+        # pulled by template, not XComArg: a Reject skips the approval's direct downstream tasks,
+        # and this one must still run to record the decision
+        approval=xcom("approve", key=DECISION_KEY),
+        restart=xcom("restart"),
+        verify=xcom("verify_recovery"),
+        report=xcom("report"),
+        explanation=xcom("explain"),
+        follow_up=xcom("follow_up_peers", key=FOLLOW_UP_KEY),
+    )

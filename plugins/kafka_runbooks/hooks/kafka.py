@@ -30,6 +30,7 @@ from __future__ import annotations
 import logging
 import socket
 import time
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 from airflow.sdk import BaseHook
@@ -338,7 +339,7 @@ class KafkaHook(BaseHook):
         ApiVersions where any broker may be older than 0.10.0 (seed 002)."""
         import uuid
 
-        from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+        from confluent_kafka import Producer
 
         brokers = list(brokers)
         at = clock.now_iso()
@@ -359,66 +360,10 @@ class KafkaHook(BaseHook):
         before = self._end_offsets(base, topic, set(todo.values()), min(timeout_s, 5.0))
         producer = Producer({**base, "acks": "all", "message.timeout.ms": ms, "linger.ms": 0, "enable.idempotence": idempotent})
         token = f"kafka-runbooks-canary {at} {uuid.uuid4().hex[:12]}".encode()
-        sent: dict[int, dict] = {}
-
-        def delivered(bid: int, t0: float):
-            def cb(err, msg):
-                sent[bid] = {"err": err, "offset": msg.offset() if err is None else None, "ms": round((time.monotonic() - t0) * 1000, 1)}
-            return cb
-
-        for bid, partition in todo.items():
-            producer.produce(topic, value=token, key=str(bid).encode(), partition=partition, on_delivery=delivered(bid, time.monotonic()))
-        deadline = time.monotonic() + timeout_s
-        producer.flush(max(0.0, deadline - time.monotonic()))
-        consumer = None
-        want: dict[int, tuple[int, int]] = {}
-        copies: dict[int, int] = {}
-        for bid, partition in todo.items():
-            d = sent.get(bid)
-            if d is None or d["err"] is not None:
-                err = d["err"] if d else None
-                results[bid] = CanaryResult(bid, topic, partition, ok=False, produce_ms=d["ms"] if d else None,
-                                            error=f"produce failed: {err or 'no delivery report within the timeout'}",
-                                            error_code=err.name() if err else "_MSG_TIMED_OUT", at=at, idempotent=idempotent)
-            else:
-                want[partition] = (bid, d["offset"])
+        sent = _canary_produce(producer, topic, todo, token, timeout_s)
+        want = _canary_delivered(todo, sent, topic, results, at, idempotent)
         if want:
-            consumer = Consumer({**base, "group.id": "kafka-runbooks-canary", "enable.auto.commit": False,
-                                 "enable.partition.eof": False, "fetch.wait.max.ms": 100})
-            try:
-                t0 = time.monotonic()
-                deadline = t0 + timeout_s  # consuming gets its own bound: a slow acks=all must not eat it
-                # from the partition's end before the produce (every copy of this round's record is after it)
-                start = {p: (before[p] if before.get(p) is not None and before[p] <= off else off) for p, (_, off) in want.items()}
-                consumer.assign([TopicPartition(topic, p, start[p]) for p in want])
-                while want and time.monotonic() < deadline:
-                    msg = consumer.poll(min(0.5, max(0.0, deadline - time.monotonic())))
-                    if msg is None:
-                        continue
-                    if msg.error():
-                        if msg.error().code() != KafkaError._PARTITION_EOF and msg.partition() in want:
-                            bid, _ = want.pop(msg.partition())
-                            results[bid] = CanaryResult(bid, topic, msg.partition(), ok=False, produce_ms=sent[bid]["ms"],
-                                                        error=f"consume failed: {msg.error()}", error_code=msg.error().name(), at=at,
-                                                        idempotent=idempotent)
-                        continue
-                    p = msg.partition()
-                    if p not in want:
-                        continue
-                    if msg.value() == token:
-                        copies[p] = copies.get(p, 0) + 1
-                    if msg.offset() >= want[p][1]:
-                        bid, _ = want.pop(p)
-                        counted = before.get(p) is not None and start[p] == before[p]
-                        results[bid] = CanaryResult(bid, topic, p, ok=True, produce_ms=sent[bid]["ms"],
-                                                    consume_ms=round((time.monotonic() - t0) * 1000, 1), at=at, idempotent=idempotent,
-                                                    duplicates=max(0, copies.get(p, 0) - 1) if counted else None)
-            finally:
-                consumer.close()
-            for p, (bid, _) in want.items():
-                results[bid] = CanaryResult(bid, topic, p, ok=False, produce_ms=sent[bid]["ms"],
-                                            error=f"record not consumed back within {timeout_s:g}s", error_code="_TIMED_OUT", at=at,
-                                            idempotent=idempotent)
+            _canary_consume(base, topic, want, _CanaryRound(token, before, sent, at, idempotent), results, timeout_s)
         return [results[b] for b in sorted(results)]
 
     @staticmethod
@@ -461,3 +406,95 @@ def _has(broker: Broker, listener: str | None) -> bool:
         return True
     except KeyError:
         return False
+
+
+@dataclass(frozen=True)
+class _CanaryRound:
+    """What one canary round's consumer checks against: its record (``token``), the partitions' end offsets before the
+    produce, the delivery reports, when it started and whether the producer was idempotent."""
+
+    token: bytes
+    before: dict
+    sent: dict
+    at: str
+    idempotent: bool
+
+
+def _canary_produce(producer, topic: str, todo: dict[int, int], token: bytes, timeout_s: float) -> dict[int, dict]:
+    """The canary record produced to every broker's partition in ``todo``; {broker: its delivery report} (error,
+    offset, milliseconds), for those reported within ``timeout_s``."""
+    sent: dict[int, dict] = {}
+
+    def delivered(bid: int, t0: float):
+        def cb(err, msg):
+            sent[bid] = {"err": err, "offset": msg.offset() if err is None else None, "ms": round((time.monotonic() - t0) * 1000, 1)}
+        return cb
+
+    for bid, partition in todo.items():
+        producer.produce(topic, value=token, key=str(bid).encode(), partition=partition, on_delivery=delivered(bid, time.monotonic()))
+    deadline = time.monotonic() + timeout_s
+    producer.flush(max(0.0, deadline - time.monotonic()))
+    return sent
+
+
+def _canary_delivered(todo: dict[int, int], sent: dict[int, dict], topic: str, results: dict, at: str,
+                      idempotent: bool) -> dict[int, tuple[int, int]]:
+    """A failed result in ``results`` for every broker whose record was not delivered; {partition: (broker, offset)}
+    of the delivered ones, to consume back."""
+    want: dict[int, tuple[int, int]] = {}
+    for bid, partition in todo.items():
+        d = sent.get(bid)
+        if d is None or d["err"] is not None:
+            err = d["err"] if d else None
+            results[bid] = CanaryResult(bid, topic, partition, ok=False, produce_ms=d["ms"] if d else None,
+                                        error=f"produce failed: {err or 'no delivery report within the timeout'}",
+                                        error_code=err.name() if err else "_MSG_TIMED_OUT", at=at, idempotent=idempotent)
+        else:
+            want[partition] = (bid, d["offset"])
+    return want
+
+
+def _canary_consume(base: dict, topic: str, want: dict[int, tuple[int, int]], round_: _CanaryRound, results: dict,
+                    timeout_s: float) -> None:
+    """Consumes the delivered records back (each partition from its end before the produce, so every copy of this
+    round's record is counted), within ``timeout_s`` of its own; a result in ``results`` for every broker of ``want``."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    sent, at, idempotent, before = round_.sent, round_.at, round_.idempotent, round_.before
+    copies: dict[int, int] = {}
+    consumer = Consumer({**base, "group.id": "kafka-runbooks-canary", "enable.auto.commit": False,
+                         "enable.partition.eof": False, "fetch.wait.max.ms": 100})
+    try:
+        t0 = time.monotonic()
+        deadline = t0 + timeout_s  # consuming gets its own bound: a slow acks=all must not eat it
+        # from the partition's end before the produce (every copy of this round's record is after it)
+        start = {p: (before[p] if before.get(p) is not None and before[p] <= off else off) for p, (_, off) in want.items()}
+        consumer.assign([TopicPartition(topic, p, start[p]) for p in want])
+        while want and time.monotonic() < deadline:
+            msg = consumer.poll(min(0.5, max(0.0, deadline - time.monotonic())))
+            if msg is None:
+                continue
+            if msg.error():
+                if msg.error().code() != KafkaError._PARTITION_EOF and msg.partition() in want:
+                    bid, _ = want.pop(msg.partition())
+                    results[bid] = CanaryResult(bid, topic, msg.partition(), ok=False, produce_ms=sent[bid]["ms"],
+                                                error=f"consume failed: {msg.error()}", error_code=msg.error().name(), at=at,
+                                                idempotent=idempotent)
+                continue
+            p = msg.partition()
+            if p not in want:
+                continue
+            if msg.value() == round_.token:
+                copies[p] = copies.get(p, 0) + 1
+            if msg.offset() >= want[p][1]:
+                bid, _ = want.pop(p)
+                counted = before.get(p) is not None and start[p] == before[p]
+                results[bid] = CanaryResult(bid, topic, p, ok=True, produce_ms=sent[bid]["ms"],
+                                            consume_ms=round((time.monotonic() - t0) * 1000, 1), at=at, idempotent=idempotent,
+                                            duplicates=max(0, copies.get(p, 0) - 1) if counted else None)
+    finally:
+        consumer.close()
+    for p, (bid, _) in want.items():
+        results[bid] = CanaryResult(bid, topic, p, ok=False, produce_ms=sent[bid]["ms"],
+                                    error=f"record not consumed back within {timeout_s:g}s", error_code="_TIMED_OUT", at=at,
+                                    idempotent=idempotent)

@@ -42,9 +42,12 @@ def parse_request(conf: Mapping[str, Any], known_brokers: set[int] | None = None
         raise IncidentError("'zookeeper_servers' must be a list of ZooKeeper server ids")
     zk = tuple(_zk_server(z) for z in raw_zk)
     raw_ids = conf.get("broker_ids")
-    if raw_ids is None and zk:
+    # a request naming an incident may leave its brokers to the incident's record (the health check's conf names only
+    # the incident: the response reads the rest from what was recorded)
+    by_incident = bool(conf.get("incident_id"))
+    if raw_ids is None and (zk or by_incident):
         raw_ids = []
-    if isinstance(raw_ids, (str, bytes)) or not isinstance(raw_ids, (list, tuple)) or (not raw_ids and not zk):
+    if isinstance(raw_ids, (str, bytes)) or not isinstance(raw_ids, (list, tuple)) or (not raw_ids and not zk and not by_incident):
         raise IncidentError("'broker_ids' must be a non-empty list of broker ids (or 'zookeeper_servers' name the ZooKeeper members)")
     ids: list[int] = []
     for raw in raw_ids:

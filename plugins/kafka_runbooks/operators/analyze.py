@@ -56,16 +56,29 @@ class PackagedSparkSubmitOperator(SparkSubmitOperator):
 class AnalyzeBundleOperator(PackagedSparkSubmitOperator):
     """``spark_apps/analyze_bundle.py`` on one evidence bundle.
 
-    ``bundle_dir`` is a path on storage every executor can read (a shared mount) or an s3a:// / hdfs:// URI.
+    ``bundle_dir`` is a path on storage every executor can read (a shared mount) or an s3a:// / hdfs:// URI. With an
+    ``incident`` (the open task's output), the bundle analysed is the incident's recorded one and ``bundle_dir`` (what
+    the capture task pushed) must be it (``runbook.analyze.bundle_to_analyze``): the task fails naming both otherwise.
     """
 
     operator_extra_links = LINKS  # operators/links.py: the run's incident and its report
+    template_fields: Sequence[str] = tuple(SparkSubmitOperator.template_fields) + ("incident",)
 
-    def __init__(self, *, bundle_dir: str, kafka_version: str = "", extra_args: Sequence[str] = (), **kwargs: Any) -> None:
+    def __init__(self, *, bundle_dir: str, kafka_version: str = "", incident: Any = None, extra_args: Sequence[str] = (),
+                 **kwargs: Any) -> None:
         kwargs.setdefault("application", os.environ.get("KAFKA_RUNBOOKS_SPARK_APP", str(DEFAULT_APP)))
         kwargs.setdefault("name", "kafka-runbooks-analyze-bundle")
         kwargs["application_args"] = ["--bundle", bundle_dir, "--kafka-version", kafka_version, *extra_args]
+        self.incident = incident
         super().__init__(**kwargs)
+
+    def execute(self, context) -> None:
+        if self.incident is not None:  # the incident's recorded bundle, never the pushed one alone
+            from kafka_runbooks.runbook import analyze  # keeps DAG parsing fast: loaded when the task runs
+
+            with service(context, self.log) as task:
+                self.application_args[1] = analyze.bundle_to_analyze(self.incident, self.application_args[1], task)
+        super().execute(context)
 
 
 class FleetAnalyticsOperator(PackagedSparkSubmitOperator):

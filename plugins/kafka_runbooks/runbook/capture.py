@@ -142,7 +142,6 @@ def _recorded(task: Task, config, incident_id: str, bundle, manifest, plan_text:
     """The capture's real status in the audit, the record and the bundle index; Stop when nothing was captured."""
     from kafka_runbooks.capture.collector import FAILED  # keeps DAG parsing fast: paramiko loads when a task runs
     from kafka_runbooks.incidents.store import IncidentStore  # keeps DAG parsing fast: loaded when a task runs
-    from kafka_runbooks.state.bundles import BundleIndex  # keeps DAG parsing fast: loaded when a task runs
 
     hosts = manifest.get("hosts", {})
     unreachable = sorted(b for b, h in hosts.items() if not h.get("reachable"))
@@ -164,8 +163,7 @@ def _recorded(task: Task, config, incident_id: str, bundle, manifest, plan_text:
         "unreachable": unreachable,
         "failed_commands": [f"{c['broker_id']}:{c['name']}" for c in failed],
     })
-    store.update(incident_id, bundle_dir=str(bundle.path), capture_status=status)
-    BundleIndex(config).record_capture(str(bundle.path), manifest)
+    record_bundle(config, incident_id, str(bundle.path), manifest)
     if status == FAILED:
         raise Stop(f"capture failed on every host; nothing captured (see {bundle.path}): "
                    + "; ".join(manifest.get("status_reasons", [])[:5]))
@@ -173,3 +171,44 @@ def _recorded(task: Task, config, incident_id: str, bundle, manifest, plan_text:
                   len(manifest.get("files", [])), manifest.get("status_reasons"))
     return {"bundle_dir": str(Path(bundle.path)), "unreachable": unreachable, "status": status,
             "status_reasons": manifest.get("status_reasons", [])}
+
+
+class BundleMismatch(Stop):
+    """The bundle a task was handed is not the incident's recorded one (or none is recorded, or the recorded one is
+    not in the bundle index for the incident): nothing is analysed or reported from it. Names the incident and both
+    bundles."""
+
+    def __init__(self, incident_id: Any, handed: Any, recorded: Any, why: str) -> None:
+        self.incident_id, self.handed, self.recorded = incident_id, handed, recorded
+        super().__init__(f"refused: incident {incident_id}: {why} (handed on: {handed}; recorded on the incident: "
+                         f"{recorded})")
+
+
+def record_bundle(config, incident_id: str, location: str, manifest) -> None:
+    """The incident's bundle, recorded where the tasks after the capture read it (``recorded_bundle``): on the
+    incident's record (its ``bundle_dir`` and the capture's status) and in the bundle index."""
+    from kafka_runbooks.incidents.store import IncidentStore  # keeps DAG parsing fast: loaded when a task runs
+    from kafka_runbooks.state.bundles import BundleIndex  # keeps DAG parsing fast: loaded when a task runs
+
+    IncidentStore(config).update(incident_id, bundle_dir=str(location), capture_status=manifest["status"])
+    BundleIndex(config).record_capture(str(location), manifest)
+
+
+def recorded_bundle(config, incident: Any, handed: Any) -> str:
+    """The incident's recorded bundle -- the ``bundle_dir`` on its record, indexed for it in the bundle index -- which
+    the analysis and the report use; ``handed`` (what the capture task pushed, through XCom) must be that very bundle.
+    ``BundleMismatch`` otherwise."""
+    from kafka_runbooks.state.bundles import BundleIndex  # keeps DAG parsing fast: loaded when a task runs
+
+    incident_id = incident.get("incident_id") if isinstance(incident, dict) else None
+    if not incident_id:
+        raise BundleMismatch(None, handed, None, "no incident was opened (see the open_incident task)")
+    recorded = (finding_records.incident_record(config, incident) or {}).get("bundle_dir")
+    if not recorded:
+        raise BundleMismatch(incident_id, handed, None, "no bundle is recorded on the incident (see the capture task)")
+    indexed = {str(b["location"]) for b in BundleIndex(config).of_incident(str(incident_id)) if b.get("cluster") == config.name}
+    if str(recorded) not in indexed:
+        raise BundleMismatch(incident_id, handed, recorded, "the incident's bundle is not in the bundle index for it")
+    if handed is not None and str(handed) != str(recorded):
+        raise BundleMismatch(incident_id, handed, recorded, "the bundle handed on is not the incident's recorded one")
+    return str(recorded)

@@ -223,8 +223,10 @@ def open_for(store, config, a, task: Task, key: str | None = None) -> dict[str, 
     it what ``remediate.choice.first_response`` says: the response run (returned with its conf) or a person.
 
     The finding is recorded on the incident (its ``trigger``), where the response run's tasks load it
-    (``finding_records.trigger_of``). The conf's ``finding`` is a copy for the people and drills that read the run's
-    conf: the response DAG has no parameter for it and nothing of the product reads it."""
+    (``finding_records.trigger_of``). The conf is a reference, never a copy of the finding: the cluster, the incident
+    and its brokers (shown in the response's approval subjects; its ``open_incident`` checks them against the record).
+    The response reads the rest -- the reason, the ZooKeeper members a ZooKeeper incident captures -- from the
+    incident's record (``runbook.incident.open_incident``)."""
     from kafka_runbooks.incidents.store import IncidentExists  # keeps DAG parsing fast: loaded when a task runs
     from kafka_runbooks.remediate.choice import PERSON, first_response  # keeps DAG parsing fast: loaded when a task runs
     from kafka_runbooks.runbook.finding_records import to_record  # keeps DAG parsing fast: loaded when a task runs
@@ -254,8 +256,7 @@ def open_for(store, config, a, task: Task, key: str | None = None) -> dict[str, 
         return {"incident_id": record["id"]}
     run_id = f"health__{record['id']}"
     store.responding(record["id"], actor=actor, run_id=run_id)
-    conf = {"cluster": config.name, "incident_id": record["id"], "broker_ids": list(f.broker_ids), "reason": f.summary[:2000],
-            "zookeeper_servers": list(response.zookeeper_servers), "finding": to_record(f)}
+    conf = {"cluster": config.name, "incident_id": record["id"], "broker_ids": list(record.get("broker_ids") or [])}
     return {"incident_id": record["id"], "run_id": run_id, "conf": conf}
 
 

@@ -5,7 +5,9 @@ its ``findings.json``), and the service that needs the findings loads them, type
 * the detection's finding that opened the incident (its ``trigger``) and the analysis's findings, both on the
   incident's record in the state database (``trigger_of``, ``analysis_of``);
 * the analysis's ``findings.json`` in the bundle, read once, by the report task, which records its findings on the
-  incident with the file's SHA-256 (``read_analysis``);
+  incident with the file's SHA-256 (``read_analysis``); every later reader (``analysis_of``) checks that digest --
+  the file's bytes, the reference the report task handed on and the recorded findings must all agree -- and refuses
+  (``FindingsMismatch``, naming the incident and the file) when they do not;
 * the findings a plan was computed from, in the plan's ledger entry (``to_records`` when recorded, ``from_records``
   when ``plans.load`` reads it back).
 
@@ -24,7 +26,20 @@ import json
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from kafka_runbooks.runbook.errors import Stop
+
 FINDINGS_FILE = "findings.json"
+SHA256_KEY = "findings_sha256"
+
+
+class FindingsMismatch(Stop):
+    """The analysis's findings of an incident cannot be trusted: its ``findings.json`` is gone or unreadable, its
+    SHA-256 is not the one recorded (or handed on), or the recorded findings are not the file's. Nothing is decided
+    from them: the task fails saying which incident and which file."""
+
+    def __init__(self, incident_id: Any, path: Any, why: str) -> None:
+        self.incident_id, self.path, self.why = incident_id, str(path), why
+        super().__init__(f"refused: the analysis's findings of incident {incident_id} cannot be trusted: {path}: {why}")
 
 
 def to_record(finding) -> dict[str, Any]:
@@ -57,9 +72,41 @@ def trigger_of(record: Mapping[str, Any] | None):
     return finding
 
 
-def analysis_of(record: Mapping[str, Any] | None) -> tuple[Any, ...]:
-    """The analysis's findings the report task recorded on the incident ``record`` (none before it ran)."""
-    return from_records((record or {}).get("findings") or ())
+def analysis_of(record: Mapping[str, Any] | None, reference: Any = None) -> tuple[Any, ...]:
+    """The analysis's findings the report task recorded on the incident ``record`` (none before it ran), once their
+    digest is checked (``verify_analysis``); ``reference`` is the report task's output, when the reader has it."""
+    record = record or {}
+    raw = record.get("findings") or ()
+    claimed = reference.get(SHA256_KEY) if isinstance(reference, Mapping) else None
+    if not raw and not record.get(SHA256_KEY) and not claimed:
+        return ()  # the report task has not run: nothing recorded, nothing claimed
+    return verify_analysis(record, claimed)
+
+
+def verify_analysis(record: Mapping[str, Any], claimed: Any = None) -> tuple[Any, ...]:
+    """The recorded findings of the incident ``record``, typed, if its bundle's ``findings.json`` still has the SHA-256
+    recorded with them (and ``claimed``, the one a task handed on, when given) and holds those very findings;
+    ``FindingsMismatch`` otherwise."""
+    incident_id = record.get("id")
+    path = Path(str(record.get("bundle_dir") or "(no bundle recorded)")) / FINDINGS_FILE
+    recorded = record.get(SHA256_KEY)
+    if not recorded:
+        raise FindingsMismatch(incident_id, path, "findings are recorded without the SHA-256 of their file")
+    if claimed is not None and claimed != recorded:
+        raise FindingsMismatch(incident_id, path, f"the report's reference says SHA-256 {claimed}, the incident records {recorded}")
+    try:
+        in_file, found = read_analysis(path.parent)
+    except (OSError, ValueError) as exc:
+        raise FindingsMismatch(incident_id, path, f"it cannot be read: {exc!r}") from exc
+    if found != recorded:
+        raise FindingsMismatch(incident_id, path, f"its SHA-256 is {found}, the incident records {recorded}")
+    try:
+        findings = from_records(record.get("findings") or ())
+    except ValueError as exc:
+        raise FindingsMismatch(incident_id, path, str(exc)) from exc
+    if to_records(findings) != to_records(in_file):
+        raise FindingsMismatch(incident_id, path, "the findings recorded on the incident are not the file's")
+    return findings
 
 
 def incident_record(config, incident: Mapping[str, Any] | None) -> dict[str, Any] | None:

@@ -4,11 +4,11 @@ person, saying why -- at the end of the run. And ``needs_person``, shared with d
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping
 
 from kafka_runbooks import metrics
-from kafka_runbooks.runbook import plans
+from kafka_runbooks.runbook import finding_records, plans
 from kafka_runbooks.runbook.errors import Stop
 from kafka_runbooks.runbook.task import Task
 from kafka_runbooks.urls import incident_url
@@ -59,8 +59,32 @@ def _record_of(store, config, request, actor: str, opened_by: str) -> dict[str, 
     except IncidentMismatch as exc:  # another cluster's (or brokers') incident is never taken over
         raise Stop(f"refused: {exc}") from exc
     except IncidentError:
+        if not request.broker_ids and not request.zookeeper_servers:
+            raise Stop(f"bad incident request: incident {request.incident_id} does not exist and the request names no "
+                       "broker and no ZooKeeper member") from None
         return store.open(cluster=config.name, broker_ids=request.broker_ids, reason=request.reason, opened_by=opened_by,
                           incident_id=request.incident_id)
+
+
+def _scope(request, record: Mapping[str, Any]):
+    """The request with what it leaves to the incident's record filled in from it: the health check's conf names the
+    incident (and its brokers), never a copy of its finding, so the reason and the ZooKeeper members a ZooKeeper
+    incident captures are the recorded ones -- those of the finding that opened it (``finding_records.trigger_of``,
+    ``remediate.choice.first_response``). ZooKeeper members a request names that are not the recorded finding's are
+    refused (Stop): what the response captures is the incident's, not what a conf says."""
+    from kafka_runbooks.remediate.choice import first_response  # keeps DAG parsing fast: loaded when a task runs
+
+    trigger = finding_records.trigger_of(record)
+    recorded_zk = tuple(sorted(set(first_response(trigger).zookeeper_servers))) if trigger is not None else ()
+    if request.zookeeper_servers and recorded_zk and set(request.zookeeper_servers) != set(recorded_zk):
+        raise Stop(f"refused: the request names ZooKeeper members {list(request.zookeeper_servers)}, incident "
+                   f"{record.get('id')} was opened for {list(recorded_zk)}")
+    scoped = replace(request, broker_ids=request.broker_ids or tuple(sorted(int(b) for b in record.get("broker_ids") or ())),
+                     zookeeper_servers=request.zookeeper_servers or recorded_zk,
+                     reason=request.reason or str(record.get("reason") or ""))
+    if not scoped.broker_ids and not scoped.zookeeper_servers:
+        raise Stop(f"bad incident request: incident {record.get('id')} names no broker and no ZooKeeper member")
+    return scoped
 
 
 def open_incident(raw_request: Any, task: Task, config_of: Callable[[str], Any] = plans.load_config) -> dict[str, Any]:
@@ -79,6 +103,7 @@ def open_incident(raw_request: Any, task: Task, config_of: Callable[[str], Any] 
     store = IncidentStore(config)
     actor = task.actor
     record = _record_of(store, config, request, actor, task.starter or actor)  # started by hand: the person opened it
+    request = _scope(request, record)  # what the request leaves to the incident, read from its record
     try:
         # a health-check run already marked it (same run id); a run started by hand takes it over -- unless another
         # response is working on the cluster: one at a time

@@ -16,21 +16,22 @@ FOLLOW_UP_KEY = "follow_up"
 __all__ = ["FOLLOW_UP_KEY", "RESTART", "ROLLING_RESTART_DAG", "choose", "explain", "follow_up"]
 
 
-def recorded_choice(incident: Any, config_of: Callable[[str], Any] = plans.load_config):
+def recorded_choice(incident: Any, config_of: Callable[[str], Any] = plans.load_config, report: Any = None):
     """(the incident's trigger, its remediation) from what the state database holds: the detection's finding that
-    opened it and the analysis's findings the report task recorded on it (``finding_records``) -- never from XCom."""
+    opened it and the analysis's findings the report task recorded on it (``finding_records``, their digest checked
+    against the file and ``report``, the report task's reference) -- never from XCom."""
     from kafka_runbooks.remediate.choice import remediation_for  # keeps DAG parsing fast: loaded when a task runs
 
     record = finding_records.incident_record(config_of(incident["cluster"]), incident) if isinstance(incident, dict) else None
     trigger = finding_records.trigger_of(record)
-    return trigger, remediation_for(trigger, finding_records.analysis_of(record))
+    return trigger, remediation_for(trigger, finding_records.analysis_of(record, report))
 
 
 def choose(incident: Any, report: Any, task: Task, config_of: Callable[[str], Any] = plans.load_config):
     """The incident's remediation (``remediate.choice.remediation_for`` over the recorded findings: ``report`` is the
     report task's reference, which says only that they were recorded), logged and pushed under ``remediation`` --
     without its findings: their kinds only."""
-    _, choice = recorded_choice(incident, config_of)
+    _, choice = recorded_choice(incident, config_of, report)
     task.log.warning("remediation: %s (%s)", choice.kind, choice.reason)
     task.push("remediation", choice.to_dict())
     return choice
@@ -43,7 +44,7 @@ def explain(incident: dict[str, Any], report: Any, remediation: Any, task: Task,
     (``recorded_choice``): ``remediation``, what the choice task pushed, is only told apart from it in the log."""
     from kafka_runbooks.incidents.store import IncidentStore  # keeps DAG parsing fast: loaded when a task runs
 
-    trigger, rem = recorded_choice(incident, config_of)
+    trigger, rem = recorded_choice(incident, config_of, report)
     if isinstance(remediation, dict) and remediation.get("kind") != rem.kind:
         task.log.warning("the choice task pushed %r; chosen again from the recorded findings: %r", remediation.get("kind"), rem.kind)
     explanation = {

@@ -225,7 +225,7 @@ def plan(request: Request, task: Task, config_of: Callable[[str], Any] = plans.l
     store = IncidentStore(config)
     canary = canary_of(request, config)
     # this run's analysis, as the report task recorded it on the incident (its output is only a reference to it)
-    findings = (finding_records.analysis_of(finding_records.incident_record(config, request.incident))
+    findings = (finding_records.analysis_of(finding_records.incident_record(config, request.incident), request.report)
                 if request.incident and request.report else ())
     static, unread = static_config_state(config)
     snapshot = read_cluster(config, "nothing was planned or changed")

@@ -171,11 +171,30 @@ def _short(value: Any, n: int) -> str:
 
 def detail_page(cluster: str, view: IncidentView, bundles: Sequence[tuple[Mapping[str, Any], list[dict], str | None]],
                 report_available: bool, report_problem: str | None) -> str:
-    """``bundles``: (index entry, its files from the manifest, why they cannot be listed)."""
+    """``bundles``: (index entry, its files from the manifest, why they cannot be listed). The page's sections in
+    order: the facts, the report and the findings, the mitigation, the runs, the plan, the audit trail, the notes and
+    the evidence bundles."""
     r = view.record
     iid = str(r.get("id"))
     base = incident_url(cluster, iid)
-    parts = [f"<h1>{'Remediation' if is_remediation(r) else 'Incident'} <code>{e(iid)}</code></h1>"]
+    parts = _facts_section(cluster, view) + _report_section(r, base, report_available, report_problem)
+    if isinstance(r.get("mitigation"), dict):
+        parts.append(mitigation_section(r["mitigation"]))
+    parts += _runs_section(view)
+    plan = r.get("plan")
+    if isinstance(plan, dict) and plan.get("steps"):
+        parts.append(_plan_section(plan, r.get("blast_summary"), view.plan_detail))
+    parts += _audit_section(view.audit)
+    notes = r.get("notes") or []
+    if notes:
+        parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{e(n.get('at'))}: {e(n.get('text'))}</li>" for n in notes) + "</ul>")
+    parts += _bundles_section(base, bundles)
+    return page(f"{iid} ({cluster})", "".join(parts))
+
+
+def _facts_section(cluster: str, view: IncidentView) -> list[str]:
+    r = view.record
+    parts = [f"<h1>{'Remediation' if is_remediation(r) else 'Incident'} <code>{e(str(r.get('id')))}</code></h1>"]
     if r.get("status") == NEEDS_PERSON:
         parts.append(f"<div class='banner' id='needs-person'><strong>Needs a person</strong> since {e(r.get('needs_person_since'))}: "
                      f"{e(r.get('status_reason'))}</div>")
@@ -187,8 +206,11 @@ def detail_page(cluster: str, view: IncidentView, bundles: Sequence[tuple[Mappin
              ("Who acted", e(", ".join(dict.fromkeys(who(a) for a in view.actors))))]
     parts += [f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in facts]
     parts.append("</table>")
+    return parts
 
-    parts.append("<h2>Report</h2>")
+
+def _report_section(r: Mapping[str, Any], base: str, report_available: bool, report_problem: str | None) -> list[str]:
+    parts = ["<h2>Report</h2>"]
     if report_available:
         parts.append(f"<p><a id='report-link' href='{base}/report'>Open the analysis report</a></p>")
     else:
@@ -199,11 +221,11 @@ def detail_page(cluster: str, view: IncidentView, bundles: Sequence[tuple[Mappin
         for f in findings[:50]:
             parts.append(f"<tr><td>{e(f.get('severity'))}</td><td>{e(f.get('kind'))}</td><td>{e(_short(f.get('summary'), 500))}</td></tr>")
         parts.append("</table>")
+    return parts
 
-    if isinstance(r.get("mitigation"), dict):
-        parts.append(mitigation_section(r["mitigation"]))
 
-    parts.append("<h2>Runs</h2>")
+def _runs_section(view: IncidentView) -> list[str]:
+    parts = ["<h2>Runs</h2>"]
     if view.runs:
         parts.append("<ul class='runs'>")
         for run in view.runs:
@@ -212,13 +234,12 @@ def detail_page(cluster: str, view: IncidentView, bundles: Sequence[tuple[Mappin
         parts.append("</ul>")
     else:
         parts.append("<p class='muted'>no DAG run recorded</p>")
+    return parts
 
-    plan = r.get("plan")
-    if isinstance(plan, dict) and plan.get("steps"):
-        parts.append(_plan_section(plan, r.get("blast_summary"), view.plan_detail))
 
-    parts.append("<h2>Audit trail</h2><table class='timeline'><tr><th>At</th><th>Who</th><th>Action</th><th>Outcome</th><th>Details</th></tr>")
-    for a in view.audit:
+def _audit_section(audit: Sequence[Mapping[str, Any]]) -> list[str]:
+    parts = ["<h2>Audit trail</h2><table class='timeline'><tr><th>At</th><th>Who</th><th>Action</th><th>Outcome</th><th>Details</th></tr>"]
+    for a in audit:
         details = a.get("details") or {}
         extra = []
         if a.get("host"):
@@ -231,12 +252,11 @@ def detail_page(cluster: str, view: IncidentView, bundles: Sequence[tuple[Mappin
                      + (f"<details><summary>{e(_short(text, 120))}</summary><pre>{e(_short(text, 20000))}</pre></details>" if text else "")
                      + "</td></tr>")
     parts.append("</table>")
+    return parts
 
-    notes = r.get("notes") or []
-    if notes:
-        parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{e(n.get('at'))}: {e(n.get('text'))}</li>" for n in notes) + "</ul>")
 
-    parts.append("<h2>Evidence bundles</h2>")
+def _bundles_section(base: str, bundles: Sequence[tuple[Mapping[str, Any], list[dict], str | None]]) -> list[str]:
+    parts = ["<h2>Evidence bundles</h2>"]
     if not bundles:
         parts.append("<p class='muted'>no bundle captured</p>")
     for entry, files, why in bundles:
@@ -252,7 +272,7 @@ def detail_page(cluster: str, view: IncidentView, bundles: Sequence[tuple[Mappin
                          f"<td>{e(f.get('kind'))}</td><td>{e(f.get('host') or '')}</td><td>{e(f.get('bytes') or '')}</td>"
                          f"<td><code>{e(str(f.get('sha256') or '')[:16])}</code></td></tr>")
         parts.append("</table>")
-    return page(f"{iid} ({cluster})", "".join(parts))
+    return parts
 
 
 def mitigation_section(m: Mapping[str, Any]) -> str:
