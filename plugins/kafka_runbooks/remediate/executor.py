@@ -34,6 +34,7 @@ from kafka_runbooks.remediate import ledger as L
 from kafka_runbooks.remediate.engine import (MAX_LISTED, Execution, Failure, Halted, Records, Refused, Unit, Work,
                                              describe_state)
 from kafka_runbooks.remediate.ledger import Reason, StepState as State
+from kafka_runbooks.remediate.plan import GATES_ACTION
 from kafka_runbooks.remediate.safety import SafetySettings, stop_refusals
 from kafka_runbooks.remediate.termination import TERMINATION, TaskTerminated
 
@@ -115,6 +116,11 @@ def plan_changed(approved: Plan, fresh: Plan) -> list[str]:
     if before != now:
         out.append(f"brokers that are no holder (no answer to a direct check, or an open incident): approved {before}, now {now}")
     out += _blast_changes(approved, fresh)
+    actions = {s.broker_id: s.action for s in fresh.steps}
+    for a in approved.steps:
+        if a.broker_id in actions and actions[a.broker_id] != a.action:
+            out.append(f"broker {a.broker_id}'s step changed: approved {a.action}, on fresh state {actions[a.broker_id]} "
+                       "(what a resume does with the step an earlier run left unfinished)")
     unclean = lambda p: sorted(w for w in p.warnings if not _NOT_HOLDER.match(w))
     if unclean(approved) != unclean(fresh):
         out.append(f"the warnings changed: approved {unclean(approved)}, now {unclean(fresh)}")
@@ -145,6 +151,21 @@ def registration_now(snapshot: ClusterSnapshot, broker_id: int) -> dict[str, Any
 
     broker = snapshot.broker(broker_id)
     return registration_of(broker.registration_zxid, broker.session_id) if broker is not None else None
+
+
+def resume_decisions(entries: Iterable[Mapping[str, Any]], snapshot: ClusterSnapshot, brokers: Iterable[int]) -> dict:
+    """Per broker of ``brokers`` whose step an earlier run of the roll left unfinished (``entries``: its ledger), what a
+    resume does with it on ``snapshot`` (``resumption.decide``: gates only, start, restart, refuse); the plan says it,
+    the approver approves it, the execution decides again on fresh state and refuses what was not approved."""
+    from kafka_runbooks.remediate import resumption as R  # deferred: loaded on first use, not when a DAG file is parsed
+
+    entries = list(entries)
+    out = {}
+    for b in brokers:
+        decision = R.decide(int(b), R.unfinished_step(entries, int(b)), registration_now(snapshot, int(b)))
+        if decision is not None:
+            out[int(b)] = decision
+    return out
 
 
 def interruption_report(step: Mapping[str, Any], snapshot: ClusterSnapshot | None, configured: Iterable[int]) -> list[str]:
@@ -468,7 +489,12 @@ def _resumption(ctx, unit: Unit, host, step_audit):
 
     b = unit.key
     step = R.unfinished_step(ctx.ledger.entries(), b)
+    approved = approved_action(ctx.ex.plan, b)
     if step is None:
+        if approved == GATES_ACTION:  # approved: gates only; nothing left unfinished proves it: a restart is not approved
+            raise StepFailed(b, "resume", f"the approved plan runs only the gates of broker {b} (no stop), but no step of "
+                             "it is left unfinished now; nothing was stopped: resume again for a new plan and approval",
+                             stopped=False, code="resume_not_as_approved")
         return None
     snapshot = read_snapshot(ctx.zk, ctx.config.name)
     decision = R.decide(b, step, registration_now(snapshot, b))
@@ -478,12 +504,21 @@ def _resumption(ctx, unit: Unit, host, step_audit):
     step_audit("resume_decision", decision.action, details=decision.to_dict())
     if decision.action == R.REFUSE:
         raise StepFailed(b, "resume", decision.sentence, stopped=False, code=decision.code)
+    if approved == GATES_ACTION and decision.action != R.GATES_ONLY:  # more than approved: never done
+        raise StepFailed(b, "resume", f"the approved plan runs only the gates of broker {b} (no stop), but now: "
+                         f"{decision.sentence}; nothing was stopped: resume again for a new plan and approval",
+                         stopped=False, code="resume_not_as_approved")
     if decision.action != R.GATES_ONLY:
         return None
     broker = snapshot.broker(b)
     report = RestartReport(broker_id=b, new_registration=Registration(int(broker.session_id), int(broker.registration_zxid)),
                            stop_command=f"skipped: {decision.sentence}")
     return snapshot, report, decision
+
+
+def approved_action(plan: Plan, broker_id: int) -> str | None:
+    """The action the approved plan has for ``broker_id``'s step (``restart_broker``, ``gate_broker``), None: no step."""
+    return next((s.action for s in plan.steps if s.broker_id == int(broker_id)), None)
 
 
 def _check_unit(ctx, unit: Unit, host, step_audit) -> tuple[FreshState, list[int]]:
