@@ -248,7 +248,8 @@ def read_fresh_state(zk, ex: Execution, broker_id: int) -> FreshState:
 
     cfg = ex.config
     static, unread = static_config_state(cfg)
-    records = IncidentStore(cfg).records(cfg.name)
+    records = L.read_retrying(lambda: IncidentStore(cfg).records(cfg.name), f"the open incidents of cluster {cfg.name}",
+                              urgent=lambda: TERMINATION.why)
     snapshot = read_snapshot(zk, cfg.name)
     not_serving, unresponsive, checks, notes = serving_evidence(cfg, snapshot, [broker_id], ex.plan.not_serving, records)
     version = KafkaHook(cfg.kafka_conn_id, listener=cfg.listener).kafka_version(
@@ -368,7 +369,8 @@ class RestartWork(Work):
         return [Unit(engine.RESTART, s.broker_id, s.broker_id) for s in ctx.ex.plan.steps]
 
     def skip(self, ctx, unit: Unit) -> str | None:
-        if unit.key not in ctx.ledger.progress().completed:
+        progress = ctx.read(f"the roll's progress before broker {unit.key}'s step", ctx.ledger.progress)
+        if unit.key not in progress.completed:
             return None
         ctx.audit("restart_broker", "skipped", {"broker_id": unit.key, "why": "already completed by this roll"})
         return "already completed by this roll"
@@ -406,6 +408,9 @@ class RestartWork(Work):
         ex = ctx.ex
         text = [f"{ex.plan.kind} of cluster {ex.config.name} HALTED" + (f" at broker {unit.key}" if unit is not None else ""),
                 f"{failure.phase}: {failure.reason.sentence}", "cluster now:", *[f"  {line}" for line in state]]
+        if ctx.done:  # what this run finished before it halted (restarted, or gated, and through every gate)
+            text.insert(2, f"done by this run: broker{'s' if len(ctx.done) > 1 else ''} "
+                           f"{', '.join(str(u.key) for u in ctx.done)}")
         for path, tail in failure.logs.items():
             text += [f"last lines of {path}:", *[f"  {line}" for line in tail.splitlines()[-15:]]]
         text.append(f"nothing further was changed; resume with the same form and resume=true (record {ex.record_id}, "
@@ -488,7 +493,7 @@ def _resumption(ctx, unit: Unit, host, step_audit):
     from kafka_runbooks.remediate.steps import Registration, RestartReport, StepFailed  # deferred: loaded on first use
 
     b = unit.key
-    step = R.unfinished_step(ctx.ledger.entries(), b)
+    step = R.unfinished_step(ctx.read(f"the roll's ledger before broker {b}'s step", ctx.ledger.entries), b)
     approved = approved_action(ctx.ex.plan, b)
     if step is None:
         if approved == GATES_ACTION:  # approved: gates only; nothing left unfinished proves it: a restart is not approved
@@ -527,7 +532,7 @@ def _check_unit(ctx, unit: Unit, host, step_audit) -> tuple[FreshState, list[int
 
     cfg, ex, b = ctx.config, ctx.ex, unit.key
     fresh = read_fresh_state(ctx.zk, ex, b)
-    completed = ctx.ledger.progress().completed
+    completed = ctx.read(f"the roll's progress before broker {b}'s stop", ctx.ledger.progress).completed
     remaining = [s.broker_id for s in ex.plan.steps if s.broker_id not in completed]
     refusals = stop_refusals(fresh.snapshot, b, fresh.settings, fresh.not_serving, fresh.unresponsive)
     refusals += order_refusals(ex.plan, fresh.snapshot, remaining)
