@@ -136,10 +136,18 @@ def what(plan: Plan) -> str:
         return f"Preferred-replica election on cluster {plan.cluster}"
     if plan.kind == "demote":
         return f"Move leadership off broker {(plan.conditions or {}).get('broker_id')} of cluster {plan.cluster} now"
-    order = [s.broker_id for s in plan.steps]
+    order = [s.broker_id for s in plan.steps if s.action != "gate_broker"]
+    # a resumed step whose broker registered again after an earlier run's stop: not stopped, its gates only
+    gated = [s.broker_id for s in plan.steps if s.action == "gate_broker"]
+    only = (f"gates only (no stop: registered again after an earlier run's stop) for broker{'s' if len(gated) > 1 else ''} "
+            f"{', '.join(map(str, gated))}")
+    if not order and gated:
+        return f"{only[0].upper()}{only[1:]} of cluster {plan.cluster}"
     if len(order) == 1:
-        return f"Restart broker {order[0]} of cluster {plan.cluster}"
-    return f"Restart brokers {', '.join(map(str, order))} of cluster {plan.cluster}, one at a time"
+        text = f"Restart broker {order[0]} of cluster {plan.cluster}"
+    else:
+        text = f"Restart brokers {', '.join(map(str, order))} of cluster {plan.cluster}, one at a time"
+    return text + (f"; {only}" if gated else "")
 
 
 def risk(plan: Plan, min_isr: Mapping[str, int | None] | None = None) -> str:

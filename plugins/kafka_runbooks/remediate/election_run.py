@@ -323,7 +323,7 @@ class ElectionWork(Work):
 
     def units(self, ctx) -> list[Unit]:
         ctx.result.update(elected=[], pending=[], at_batch=0, method=E.election_method(ctx.config),
-                          already=set(ctx.ledger.progress().partitions_done))  # converged earlier: never again
+                          already=set(ctx.read("the election's progress", ctx.ledger.progress).partitions_done))  # converged earlier: never again
         return [Unit(engine.ELECTION, n, b.target) for n, b in enumerate(ctx.ex.plan.batches, 1)]
 
     def skip(self, ctx, unit: Unit) -> str | None:
@@ -353,6 +353,8 @@ class ElectionWork(Work):
             return Failure(phase, Reason(_not_recorded_code(), f"{exc}; nothing of this batch was written"), acted=False)
         if isinstance(exc, TaskTerminated):
             return Failure(phase, Reason(TaskTerminated.code, str(exc)))
+        if isinstance(exc, L.StateUnavailable):  # read where the run decides: nothing of this batch was begun
+            return Failure(phase, Reason(exc.code, f"{exc}; nothing of this batch was written"), acted=False)
         return Failure(phase, Reason("unexpected", f"unexpected error: {type(exc).__name__}: {exc}"))
 
     def cleanup(self, ctx, unit: Unit | None, failure: Failure) -> Failure:

@@ -253,7 +253,9 @@ class Work:
         raise NotImplementedError
 
     def failure(self, ctx: "Context", exc: BaseException) -> Failure:
-        if isinstance(exc, TaskTerminated):  # Airflow terminates the task: nothing new is begun (``termination``)
+        # Airflow terminates the task (``termination``), or the state database cannot be read where the run decides
+        # (``Context.read``): nothing new is begun; a refusal if nothing was done yet, else a halt that says so
+        if isinstance(exc, (TaskTerminated, L.StateUnavailable)):
             unit = ctx.current
             begun = unit is not None and unit.state not in (State.PLANNED, State.CHECKING)
             return Failure(unit.state.value if unit is not None else "between units", Reason(exc.code, str(exc)),
@@ -314,6 +316,12 @@ class Context:
 
     def audit(self, action: str, outcome: str, details: Mapping[str, Any] | None = None, **kw: Any) -> None:
         self.records.audit(action, outcome, details=details, **kw)  # never raises
+
+    def read(self, what: str, read):
+        """A read of the state database the run decides on (the ledger's progress, the entries a resume proves from):
+        retried, bounded (``ledger.read_retrying``); then ``ledger.StateUnavailable`` -- the run refuses or halts
+        saying "state database unavailable", nothing begun on a guess."""
+        return self.records.recorder.read(read, what)
 
     def move(self, unit: Unit, to: State, reason: Reason | None = None, *, record: bool = False, **fields: Any) -> None:
         """The unit's next state; ``record``: a ``state`` entry in the ledger (best-effort: never where an action's

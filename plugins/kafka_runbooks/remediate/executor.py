@@ -34,6 +34,7 @@ from kafka_runbooks.remediate import ledger as L
 from kafka_runbooks.remediate.engine import (MAX_LISTED, Execution, Failure, Halted, Records, Refused, Unit, Work,
                                              describe_state)
 from kafka_runbooks.remediate.ledger import Reason, StepState as State
+from kafka_runbooks.remediate.plan import GATES_ACTION
 from kafka_runbooks.remediate.safety import SafetySettings, stop_refusals
 from kafka_runbooks.remediate.termination import TERMINATION, TaskTerminated
 
@@ -115,6 +116,11 @@ def plan_changed(approved: Plan, fresh: Plan) -> list[str]:
     if before != now:
         out.append(f"brokers that are no holder (no answer to a direct check, or an open incident): approved {before}, now {now}")
     out += _blast_changes(approved, fresh)
+    actions = {s.broker_id: s.action for s in fresh.steps}
+    for a in approved.steps:
+        if a.broker_id in actions and actions[a.broker_id] != a.action:
+            out.append(f"broker {a.broker_id}'s step changed: approved {a.action}, on fresh state {actions[a.broker_id]} "
+                       "(what a resume does with the step an earlier run left unfinished)")
     unclean = lambda p: sorted(w for w in p.warnings if not _NOT_HOLDER.match(w))
     if unclean(approved) != unclean(fresh):
         out.append(f"the warnings changed: approved {unclean(approved)}, now {unclean(fresh)}")
@@ -145,6 +151,21 @@ def registration_now(snapshot: ClusterSnapshot, broker_id: int) -> dict[str, Any
 
     broker = snapshot.broker(broker_id)
     return registration_of(broker.registration_zxid, broker.session_id) if broker is not None else None
+
+
+def resume_decisions(entries: Iterable[Mapping[str, Any]], snapshot: ClusterSnapshot, brokers: Iterable[int]) -> dict:
+    """Per broker of ``brokers`` whose step an earlier run of the roll left unfinished (``entries``: its ledger), what a
+    resume does with it on ``snapshot`` (``resumption.decide``: gates only, start, restart, refuse); the plan says it,
+    the approver approves it, the execution decides again on fresh state and refuses what was not approved."""
+    from kafka_runbooks.remediate import resumption as R  # deferred: loaded on first use, not when a DAG file is parsed
+
+    entries = list(entries)
+    out = {}
+    for b in brokers:
+        decision = R.decide(int(b), R.unfinished_step(entries, int(b)), registration_now(snapshot, int(b)))
+        if decision is not None:
+            out[int(b)] = decision
+    return out
 
 
 def interruption_report(step: Mapping[str, Any], snapshot: ClusterSnapshot | None, configured: Iterable[int]) -> list[str]:
@@ -227,7 +248,8 @@ def read_fresh_state(zk, ex: Execution, broker_id: int) -> FreshState:
 
     cfg = ex.config
     static, unread = static_config_state(cfg)
-    records = IncidentStore(cfg).records(cfg.name)
+    records = L.read_retrying(lambda: IncidentStore(cfg).records(cfg.name), f"the open incidents of cluster {cfg.name}",
+                              urgent=lambda: TERMINATION.why)
     snapshot = read_snapshot(zk, cfg.name)
     not_serving, unresponsive, checks, notes = serving_evidence(cfg, snapshot, [broker_id], ex.plan.not_serving, records)
     version = KafkaHook(cfg.kafka_conn_id, listener=cfg.listener).kafka_version(
@@ -347,7 +369,8 @@ class RestartWork(Work):
         return [Unit(engine.RESTART, s.broker_id, s.broker_id) for s in ctx.ex.plan.steps]
 
     def skip(self, ctx, unit: Unit) -> str | None:
-        if unit.key not in ctx.ledger.progress().completed:
+        progress = ctx.read(f"the roll's progress before broker {unit.key}'s step", ctx.ledger.progress)
+        if unit.key not in progress.completed:
             return None
         ctx.audit("restart_broker", "skipped", {"broker_id": unit.key, "why": "already completed by this roll"})
         return "already completed by this roll"
@@ -385,6 +408,9 @@ class RestartWork(Work):
         ex = ctx.ex
         text = [f"{ex.plan.kind} of cluster {ex.config.name} HALTED" + (f" at broker {unit.key}" if unit is not None else ""),
                 f"{failure.phase}: {failure.reason.sentence}", "cluster now:", *[f"  {line}" for line in state]]
+        if ctx.done:  # what this run finished before it halted (restarted, or gated, and through every gate)
+            text.insert(2, f"done by this run: broker{'s' if len(ctx.done) > 1 else ''} "
+                           f"{', '.join(str(u.key) for u in ctx.done)}")
         for path, tail in failure.logs.items():
             text += [f"last lines of {path}:", *[f"  {line}" for line in tail.splitlines()[-15:]]]
         text.append(f"nothing further was changed; resume with the same form and resume=true (record {ex.record_id}, "
@@ -467,8 +493,13 @@ def _resumption(ctx, unit: Unit, host, step_audit):
     from kafka_runbooks.remediate.steps import Registration, RestartReport, StepFailed  # deferred: loaded on first use
 
     b = unit.key
-    step = R.unfinished_step(ctx.ledger.entries(), b)
+    step = R.unfinished_step(ctx.read(f"the roll's ledger before broker {b}'s step", ctx.ledger.entries), b)
+    approved = approved_action(ctx.ex.plan, b)
     if step is None:
+        if approved == GATES_ACTION:  # approved: gates only; nothing left unfinished proves it: a restart is not approved
+            raise StepFailed(b, "resume", f"the approved plan runs only the gates of broker {b} (no stop), but no step of "
+                             "it is left unfinished now; nothing was stopped: resume again for a new plan and approval",
+                             stopped=False, code="resume_not_as_approved")
         return None
     snapshot = read_snapshot(ctx.zk, ctx.config.name)
     decision = R.decide(b, step, registration_now(snapshot, b))
@@ -478,6 +509,10 @@ def _resumption(ctx, unit: Unit, host, step_audit):
     step_audit("resume_decision", decision.action, details=decision.to_dict())
     if decision.action == R.REFUSE:
         raise StepFailed(b, "resume", decision.sentence, stopped=False, code=decision.code)
+    if approved == GATES_ACTION and decision.action != R.GATES_ONLY:  # more than approved: never done
+        raise StepFailed(b, "resume", f"the approved plan runs only the gates of broker {b} (no stop), but now: "
+                         f"{decision.sentence}; nothing was stopped: resume again for a new plan and approval",
+                         stopped=False, code="resume_not_as_approved")
     if decision.action != R.GATES_ONLY:
         return None
     broker = snapshot.broker(b)
@@ -486,13 +521,18 @@ def _resumption(ctx, unit: Unit, host, step_audit):
     return snapshot, report, decision
 
 
+def approved_action(plan: Plan, broker_id: int) -> str | None:
+    """The action the approved plan has for ``broker_id``'s step (``restart_broker``, ``gate_broker``), None: no step."""
+    return next((s.action for s in plan.steps if s.broker_id == int(broker_id)), None)
+
+
 def _check_unit(ctx, unit: Unit, host, step_audit) -> tuple[FreshState, list[int]]:
     """``checking``: the stop checked on fresh state. StepFailed (nothing stopped) otherwise."""
     from kafka_runbooks.remediate.steps import StepFailed  # deferred: loaded on first use, not when a DAG file is parsed
 
     cfg, ex, b = ctx.config, ctx.ex, unit.key
     fresh = read_fresh_state(ctx.zk, ex, b)
-    completed = ctx.ledger.progress().completed
+    completed = ctx.read(f"the roll's progress before broker {b}'s stop", ctx.ledger.progress).completed
     remaining = [s.broker_id for s in ex.plan.steps if s.broker_id not in completed]
     refusals = stop_refusals(fresh.snapshot, b, fresh.settings, fresh.not_serving, fresh.unresponsive)
     refusals += order_refusals(ex.plan, fresh.snapshot, remaining)

@@ -14,11 +14,13 @@ from typing import Any
 
 from kafka_runbooks.config import ClusterConfig
 from kafka_runbooks.host.properties import parse_properties  # noqa: F401 - the one parser; callers import it from here too
+from kafka_runbooks.remediate.termination import TERMINATION, TaskTerminated
 
 MAX_LOG_READ = 4 << 20  # bytes of new log read at once
 READ_RETRY_PAUSE_S = 1.0
 TAIL_LINES = 40
 CMD_TIMEOUT_S = 20.0
+STOPPING_COMMANDS = ("stop_command", "kill_command")  # what stops or kills a process: never sent once terminated
 
 
 @dataclass(frozen=True)
@@ -64,7 +66,11 @@ class BrokerHost:
         self.conn_id = config.ssh_conn_id(broker_id)
 
     def run(self, which: str, timeout: float):
-        """The configured stop/start/kill command for this broker (built from config, now)."""
+        """The configured stop/start/kill command for this broker (built from config, now). Once Airflow terminates
+        the task (``termination``), nothing that stops or kills a process leaves: the stop and the kill raise
+        TaskTerminated unsent (the start still goes: it brings a broker this step stopped back)."""
+        if which in STOPPING_COMMANDS and TERMINATION.noticed():
+            raise TaskTerminated(f"{which} of broker {self.broker_id} not sent: {TERMINATION.why}")
         return self.ssh.run(self.config.argv(which, self.broker_id), timeout)
 
     def processes(self) -> list[ProcessInfo]:

@@ -181,6 +181,40 @@ class RecordFailed(RuntimeError):
     """A record that must be committed before an action (the intent) could not be: the action is not taken."""
 
 
+class StateUnavailable(RuntimeError):
+    """The state database could not be read (after a bounded retry) where the engine decides what to do next: nothing
+    is begun on a guess; the run refuses or halts saying so."""
+
+    code = "state_db_unavailable"
+
+
+READ_WAIT_S = 30.0  # how long a read the engine decides on is retried (a PostgreSQL restart or failover, SQLite busy)
+
+
+def read_retrying(read: Callable[[], Any], what: str, *, wait_s: float = READ_WAIT_S, pause_s: float = 0.5,
+                  sleep: Callable[[float], None] = time.sleep, monotonic: Callable[[], float] = time.monotonic,
+                  urgent: Callable[[], str | None] | None = None) -> Any:
+    """``read()`` (``what`` it reads, for the message), retried while it fails for at most ``wait_s`` (pauses growing
+    from ``pause_s``, at most 5 s); then StateUnavailable naming what, how often and the last error. One try only when
+    ``urgent()`` says there is no time (the task being terminated)."""
+    deadline = monotonic() + max(0.0, wait_s)
+    tries = 0
+    while True:
+        tries += 1
+        try:
+            return read()
+        except Exception as exc:  # noqa: BLE001 - any failure of the database: retried, bounded, then said
+            hurry = urgent() if urgent is not None else None
+            left = deadline - monotonic()
+            if hurry or left <= 0:
+                raise StateUnavailable(
+                    f"state database unavailable: {what} could not be read ({tries} tr{'y' if tries == 1 else 'ies'}"
+                    f"{'' if hurry else f' over {wait_s:g} s'}; {type(exc).__name__}: {str(exc)[:300]})") from exc
+            log.warning("state database unavailable reading %s (%s: %s); trying again", what, type(exc).__name__,
+                        str(exc)[:200])
+            sleep(min(left, pause_s * tries, 5.0))
+
+
 class Journal:
     """A local file of records the state database did not take (one JSON line each, appended and fsynced), under the
     cluster's state directory: ``<incident_base>/journal/<record>.jsonl``. :meth:`replay` writes them to the database
@@ -259,6 +293,7 @@ class Recorder:
         # why there is no time for the database (the task is being terminated, ``termination``), else None: then no
         # intent is recorded (nothing new is done) and every other record goes to the journal at once
         self.urgent = urgent
+        self.read_wait_s = READ_WAIT_S
 
     def _try(self, item: Mapping[str, Any]) -> Exception | None:
         last: Exception | None = None
@@ -310,6 +345,11 @@ class Recorder:
     def replay(self) -> int:
         return self.journal.replay(self.write) if self.journal.pending() else 0
 
+    def read(self, read: Callable[[], Any], what: str) -> Any:
+        """A read the engine decides on (``read_retrying``, with this recorder's pause, sleep and urgency)."""
+        return read_retrying(read, what, wait_s=self.read_wait_s, pause_s=self.pause_s, sleep=self.sleep,
+                             urgent=self._hurry)
+
 
 def store_writer(ledger: "LedgerStore", store: Any) -> Callable[[Mapping[str, Any]], None]:
     """Writes a journaled record: a ledger entry (its original ``at`` kept) or an audit entry (its ``at`` in details)."""
@@ -335,4 +375,4 @@ def store_writer(ledger: "LedgerStore", store: Any) -> Callable[[Mapping[str, An
 
 __all__ = ["APPROVAL", "APPROVAL_REQUESTED", "APPROVAL_USED", "COMPLETED", "CUT", "HALTED", "PLANNED", "REFUSED", "STEP_DONE",
            "STEP_FAILED", "STEP_STARTED", "ApprovalMarkerError", "ApprovalUsed", "Journal", "Ledger", "PlanNotRecorded", "Progress", "Reason",
-           "RecordFailed", "RESUMED", "STATE", "recorded_plan", "waiver_refusals", "Recorder", "StepState", "find_resumable", "progress", "store_writer"]
+           "RecordFailed", "RESUMED", "StateUnavailable", "read_retrying", "STATE", "recorded_plan", "waiver_refusals", "Recorder", "StepState", "find_resumable", "progress", "store_writer"]

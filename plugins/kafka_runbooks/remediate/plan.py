@@ -17,7 +17,7 @@ plan's ``detail`` (``model.PlanDetail``), which the plan task keeps in the state
 from __future__ import annotations
 
 import dataclasses
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 from kafka_runbooks import clock
 from kafka_runbooks.config import ClusterConfig
@@ -25,9 +25,11 @@ from kafka_runbooks.model import Broker, ClusterSnapshot, Partition, PlanDetail,
 from kafka_runbooks.remediate import blast
 from kafka_runbooks.remediate.digest import state_digest
 from kafka_runbooks.remediate.gates import canary_coverage
+from kafka_runbooks.remediate.resumption import GATES_ONLY, REFUSE, START
 from kafka_runbooks.remediate.safety import SafetySettings, blast_radius, stop_refusals, unclean_warnings
 
 ACTION = "restart_broker"
+GATES_ACTION = "gate_broker"  # a resumed step whose broker registered again after an earlier run's stop: gates only
 
 
 def safety_settings(config: ClusterConfig, static_configs: Mapping[int, Mapping[str, str]] | None = None,
@@ -104,9 +106,36 @@ def restored(snapshot: ClusterSnapshot, broker_id: int) -> ClusterSnapshot:
     return dataclasses.replace(snapshot, brokers=brokers, partitions=tuple(back(p) for p in snapshot.partitions))
 
 
+GATES_ONLY_TAIL = (
+    "NOT stopped or started: its gates only -- registered with a new session, back in every ISR, every "
+    "__consumer_offsets partition's coordinator loaded, canary (when enabled). If the process the earlier run's stop "
+    "targeted still runs when the step executes, or ZooKeeper no longer shows this, the step is refused and nothing is "
+    "stopped: a restart needs a new plan and approval."
+)
+
+
+def _resumed_reason(n: int, total: int, resumed) -> str:
+    """The step of a broker an earlier run of the roll left unfinished (``resumption.decide``): what will really happen."""
+    head = f"step {n} of {total} (resumed): {resumed.sentence}. "
+    if resumed.action == GATES_ONLY:
+        return head + GATES_ONLY_TAIL
+    if resumed.action == REFUSE:
+        return head + "Nothing is done with it: the plan is refused."
+    if resumed.action == START:
+        return head + ("Started (a stop command only if a process of it still runs), then gates: registered with a new "
+                       "session, back in every ISR, every __consumer_offsets partition's coordinator loaded, canary (when "
+                       "enabled). Safety is checked again on fresh state first.")
+    return head + ("Controlled shutdown (stop command), wait until its process and its ZooKeeper registration are gone, "
+                   "start, then gates: registered with a new session, back in every ISR, every __consumer_offsets "
+                   "partition's coordinator loaded, canary (when enabled). Safety is checked again on fresh state before "
+                   "the stop.")
+
+
 def _reason(n: int, total: int, broker_id: int, snapshot: ClusterSnapshot, not_serving: Mapping[int, str],
-            unresponsive: Mapping[int, str] | None = None) -> str:
+            unresponsive: Mapping[int, str] | None = None, resumed=None) -> str:
     unresponsive = unresponsive or {}
+    if resumed is not None:
+        return _resumed_reason(n, total, resumed)
     if broker_id in not_serving:
         why = f"broker {broker_id} is not serving ({not_serving[broker_id]}): restarted first"
     elif broker_id in unresponsive:
@@ -128,10 +157,13 @@ def _reason(n: int, total: int, broker_id: int, snapshot: ClusterSnapshot, not_s
 
 def _each_stop(snapshot: ClusterSnapshot, order: list[int], config: ClusterConfig, settings: SafetySettings,
                not_serving: Mapping[int, str], unresponsive: Mapping[int, str],
-               unreachable: Mapping[int, str]) -> list[tuple[int, list[str], list[str]]]:
+               unreachable: Mapping[int, str], resumed: Mapping[int, Any]) -> list[tuple[int, list[str], list[str]]]:
     """Each stop of ``order`` on the state the earlier steps leave (each broker back in every ISR after its step):
-    (broker, every effect, every refusal)."""
+    (broker, every effect, every refusal). A resumed broker whose step is its gates only (``resumed``) is not stopped:
+    no effect, no stop refusal; one whose resume is refused has that refusal."""
     computed: list[tuple[int, list[str], list[str]]] = []
+    gates_only = {b for b, d in resumed.items() if d.action == GATES_ONLY}
+    resume_refused = {b: d.sentence for b, d in resumed.items() if d.action == REFUSE}
     state, stuck, silent = snapshot, dict(not_serving), dict(unresponsive)
     for bid in order:
         why: list[str] = []
@@ -139,8 +171,13 @@ def _each_stop(snapshot: ClusterSnapshot, order: list[int], config: ClusterConfi
             why.append(f"cluster {config.name!r} has no SSH connection for broker {bid}; refusing to act on an unknown broker")
         elif bid in unreachable:
             why.append(f"its host cannot be reached over SSH now ({unreachable[bid]}): its stop and start could not be run")
-        why += stop_refusals(state, bid, settings, stuck, silent)
-        computed.append((bid, blast_radius(state, bid, stuck, settings), why))
+        if bid in resume_refused:  # ZooKeeper's order contradicts the ledger (``resumption.decide``): nothing is done
+            why.append(resume_refused[bid])
+        if bid in gates_only:
+            computed.append((bid, [], why))
+        else:
+            why += stop_refusals(state, bid, settings, stuck, silent)
+            computed.append((bid, blast_radius(state, bid, stuck, settings), why))
         state = restored(state, bid)
         stuck.pop(bid, None)
         silent.pop(bid, None)
@@ -160,11 +197,15 @@ def plan_restart(
     canary_topic: str | None = None,
     unresponsive: Mapping[int, str] | None = None,
     unreachable: Mapping[int, str] | None = None,
+    resumed: Mapping[int, Any] | None = None,
 ) -> RestartPlan:
     """``not_serving``: broker -> direct evidence it is not serving (``safety.not_serving_evidence``: the waiver).
     ``unresponsive``: broker -> why it is not a holder now (a direct check it did not answer, an open incident):
     such brokers are restarted first, never count as holders, and are named in the plan's warnings.
-    ``completed``: brokers an earlier run of this roll restarted; they get no step."""
+    ``completed``: brokers an earlier run of this roll restarted; they get no step. ``resumed``: broker -> what a
+    resume does with the step an earlier run of the roll left unfinished (``resumption.Resumption``): its step says
+    so, and a gates-only one is a ``gate_broker`` step (nothing stopped: no blast radius, no stop refusal)."""
+
     not_serving = {int(k): v for k, v in (not_serving or {}).items()}
     unresponsive = {int(k): v for k, v in (unresponsive or {}).items() if int(k) not in not_serving}
     settings = settings or safety_settings(config)
@@ -184,7 +225,8 @@ def plan_restart(
     if canary_topic:
         refusals += canary_coverage(snapshot, canary_topic)
     order = restart_order(snapshot, todo, {**unresponsive, **not_serving})
-    computed = _each_stop(snapshot, order, config, settings, not_serving, unresponsive, unreachable or {})
+    resumed = {int(b): d for b, d in (resumed or {}).items() if d is not None}
+    computed = _each_stop(snapshot, order, config, settings, not_serving, unresponsive, unreachable or {}, resumed)
     touched = {blast.split_line(line)[0] for _, effects, _ in computed for line in effects}
     min_isr = blast.min_isr_by_topic(snapshot, touched, settings)
     steps: list[Step] = []
@@ -192,7 +234,8 @@ def plan_restart(
     for n, (bid, effects, why) in enumerate(computed, 1):
         shown, counts, sha, step_rows = blast.compact_step(bid, effects, min_isr)
         rows += step_rows
-        steps.append(Step(ACTION, bid, _reason(n, len(order), bid, snapshot, not_serving, unresponsive), shown,
+        steps.append(Step(GATES_ACTION if getattr(resumed.get(bid), "action", None) == GATES_ONLY else ACTION, bid,
+                          _reason(n, len(order), bid, snapshot, not_serving, unresponsive, resumed.get(bid)), shown,
                           tuple(why[:blast.SHOWN_REFUSALS]), blast_counts=counts, blast_sha256=sha,
                           refusal_count=len(why) if len(why) > blast.SHOWN_REFUSALS else 0))
         refusals += [f"broker {bid}: {w}" for w in why[:blast.SHOWN_REFUSALS]]

@@ -24,10 +24,12 @@ REFUSE = "refuse"  # ZooKeeper's order contradicts the record (another ensemble,
 @dataclass(frozen=True)
 class Unfinished:
     """The ``step_started`` entry of a broker's step that never ended done, and how it ended (``cut``: its worker died;
-    otherwise the ``step_failed`` entry that halted it after its intent)."""
+    otherwise the ``step_failed`` entry that halted it after its intent). ``gates_failed``: the ``step_failed`` of a
+    later run's gates-only resume of it whose gates FAILED (``gate_*``): the broker never became healthy since."""
 
     started: Mapping[str, Any]
     failed: Mapping[str, Any] | None = None
+    gates_failed: Mapping[str, Any] | None = None
 
     @property
     def how(self) -> str:
@@ -55,16 +57,25 @@ def unfinished_step(entries: Iterable[Mapping[str, Any]], broker_id: int) -> Unf
     has none. The entries are one roll's ledger, in order."""
     started: Mapping[str, Any] | None = None
     failed: Mapping[str, Any] | None = None
-    for e in entries:
-        if _of(e, broker_id) and e.get("event") == "step_started" and "partitions" not in e:
-            started, failed = e, None
-        elif _of(e, broker_id) and e.get("event") == "step_done" and "partitions" not in e:
-            started, failed = None, None
-        elif _of(e, broker_id) and e.get("event") == "step_failed" and started is not None:
+    gated_by: str | None = None  # the run whose resume of this step decided gates only
+    gates_failed: Mapping[str, Any] | None = None
+    for e in (e for e in entries if _of(e, broker_id) and "partitions" not in e):
+        if e.get("event") == "step_started":
+            started, failed, gated_by, gates_failed = e, None, None, None
+        elif e.get("event") == "step_done":
+            started, failed, gated_by, gates_failed = None, None, None, None
+        elif e.get("event") == "resumed" and started is not None:
+            gated_by = e.get("run_id") if e.get("action") == GATES_ONLY else None
+        elif e.get("event") == "step_failed" and started is not None:
             # a step refused before its stop (``stopped`` False: the re-check, the intent, a termination) stopped
             # nothing: it is no unfinished restart, the next run's step is an ordinary one
-            started, failed = (None, None) if e.get("stopped") is False else (started, e)
-    return Unfinished(started, failed) if started is not None else None
+            if e.get("stopped") is False:
+                started, failed, gated_by, gates_failed = None, None, None, None
+                continue
+            failed = e
+            if gated_by is not None and e.get("run_id") == gated_by and str(e.get("code") or "").startswith("gate_"):
+                gates_failed = e  # a gate said no (not a lost lock, a termination, ZooKeeper away: those concluded nothing)
+    return Unfinished(started, failed, gates_failed) if started is not None else None
 
 
 def old_process_running(step: Unfinished, running: Iterable[tuple[int, Any]], decision: Resumption) -> Resumption | None:
@@ -141,6 +152,8 @@ def decide(broker_id: int, step: Unfinished | None, now: Mapping[str, Any] | Non
         return Resumption(RESTART, "not_registered_then",
                           f"broker {b} was not registered when {by} recorded its intent: whether its restart happened cannot "
                           "be proven from ZooKeeper; it is restarted", rec, now)
+    if int(now["zxid"]) > int(rec["zxid"]) and step.gates_failed is not None:
+        return never_healthy(b, step, by, rec, now)
     if int(now["zxid"]) > int(rec["zxid"]):
         return Resumption(GATES_ONLY, "registered_again",
                           f"broker {b} registered again (zxid {now['zxid']}, session {now.get('session_id')}) after {step.how} "
@@ -153,3 +166,16 @@ def decide(broker_id: int, step: Unfinished | None, now: Mapping[str, Any] | Non
                       f"broker {b}'s registration now (zxid {now['zxid']}, session {now.get('session_id')}) is not newer "
                       f"than the one {by} recorded (zxid {rec['zxid']}, session {rec.get('session_id')}) and not the same: "
                       "ZooKeeper's order contradicts the record (another or a restored ensemble?); nothing is done", rec, now)
+
+
+def never_healthy(b: int, step: Unfinished, by: str, rec: Mapping[str, Any], now: Mapping[str, Any]) -> Resumption:
+    """Registered again since the intent, but a gates-only resume already ran its gates on it and they FAILED: it never
+    became healthy after that restart. Gates only again would wait on it forever (every resume "registered again, gates
+    only", every resume failing): it is restarted -- stop, start, gates, every stop checked on fresh state -- as the
+    resume's plan says before anyone approves it (``plan_restart``: "restart", with this sentence)."""
+    g = step.gates_failed or {}
+    return Resumption(RESTART, "gates_failed_after_resume",
+                      f"broker {b} registered again (zxid {now['zxid']}) after {step.how} of {by} (zxid {rec['zxid']} before "
+                      f"its stop), but run {g.get('run_id')}'s gates-only resume of it failed ({g.get('phase')}: "
+                      f"{str(g.get('reason') or g.get('code'))[:300]}): it never became healthy since that restart, so it "
+                      "is not taken as restarted and only waiting; it is restarted (stop, start, gates)", rec, now)

@@ -10,8 +10,9 @@ command has left, a failing audit is logged and never keeps the step from going 
 engine's audit is best-effort with a journal (``engine.Records``), and this step does not trust it to be.
 
 The stop command is Kafka's controlled shutdown (SIGTERM to the broker); whether the broker's log
-says ``Controlled shutdown succeeded`` is recorded. ``kill_command`` is used only when configured
-and only after ``gates.stop_s`` passed with the old process still there.
+says ``Controlled shutdown succeeded`` is recorded. ``kill_command`` is used only when configured,
+only after ``gates.stop_s`` passed with the old process still there, and never once Airflow terminates the task
+(``termination``): from then on nothing that stops or kills a process is sent (``host.BrokerHost.run`` refuses too).
 """
 
 from __future__ import annotations
@@ -209,10 +210,12 @@ def _stop(host: BrokerHost, report: RestartReport, audit: Audit, log, stop_s: fl
                                                         "in ZooKeeper: the broker was already down; no stop command sent",
                                                  **extra})
         return audit
-    if TERMINATION.noticed():  # Airflow terminates the task (``termination``): its SIGKILL would leave the broker down
+    try:  # Airflow terminating the task (``termination``): its SIGKILL would leave the broker down
+        TERMINATION.check()
+        res = host.run("stop_command", stop_s)  # raises TaskTerminated unsent when the SIGTERM came in between
+    except TaskTerminated:
         raise StepFailed(report.broker_id, "right before the stop", f"{TERMINATION.why}; nothing was stopped",
-                         stopped=False, code=TaskTerminated.code)
-    res = host.run("stop_command", stop_s)
+                         stopped=False, code=TaskTerminated.code) from None
     audit = _after_stop(audit, log)  # from here on the broker may be down: nothing recorded may keep it down
     audit("stop_broker", "ok" if res.ok else "failed", command=res.argv,
           details={**_result_details(res), "processes": [p.to_dict() for p in report.old_processes], **extra})
@@ -232,6 +235,11 @@ def _await_gone(host: BrokerHost, report: RestartReport, audit: Audit, gates: Ga
     if wait_for(process_gone, timeout_s=remaining, poll_s=gates.poll_s, guard=guard) is not None:
         return
     alive = ", ".join(p.describe() for p in host.processes() if (p.pid, p.started) in old)  # as a person reads it
+    if TERMINATION.noticed():  # nothing that stops or kills a process leaves once the task is being terminated
+        raise StepFailed(b, "stop", f"the broker process {alive} is still alive {stop_s:g}s after the stop command and "
+                         f"{TERMINATION.why}: kill_command was not sent (nothing that stops or kills a process is sent "
+                         "once termination began); the broker is left as it is", host.last_log_lines(),
+                         code=TaskTerminated.code)
     if not cfg.kill_command:
         raise StepFailed(b, "stop", f"the broker process {alive} is still alive {stop_s:g}s after the stop command "
                          "and no kill_command is configured; the broker is left as it is", host.last_log_lines())

@@ -190,11 +190,14 @@ def compute_plan(config, snapshot, requested, completed, *, kind: str, waived=No
     """The restart plan on ``snapshot``: the serving evidence, the version the brokers report, the safety settings.
     ``open_record``: opens the plan's record once the evidence is in (a new roll). Returns (plan, settings, notes)."""
     from kafka_runbooks.hooks.kafka import KafkaHook  # keeps DAG parsing fast: confluent_kafka loads when a task runs
-    from kafka_runbooks.remediate.executor import serving_evidence  # keeps DAG parsing fast: the engine loads when a task runs
+    from kafka_runbooks.remediate.executor import resume_decisions, serving_evidence  # keeps DAG parsing fast: the engine loads when a task runs
     from kafka_runbooks.remediate.host import unreachable_hosts  # keeps DAG parsing fast: paramiko loads when a task runs
+    from kafka_runbooks.remediate.ledger import Ledger  # keeps DAG parsing fast: loaded when a task runs
     from kafka_runbooks.remediate.plan import plan_restart, safety_settings  # keeps DAG parsing fast: loaded when a task runs
 
     todo = [b for b in requested if b not in completed]
+    # what a resume does with a step an earlier run left unfinished (gates only, start, restart): the plan says it
+    resumed = resume_decisions(Ledger(config, record_id).entries(), snapshot, todo) if record_id is not None else {}
     not_serving, unresponsive, checked, notes = serving_evidence(config, snapshot, todo, waived or {}, list(records),
                                                                  *([checked] if checked is not None else []))
     for b, c in sorted((checked or {}).items()):
@@ -208,7 +211,8 @@ def compute_plan(config, snapshot, requested, completed, *, kind: str, waived=No
     settings = safety_settings(config, static, unread, version)
     plan = plan_restart(snapshot, requested, config, kind=kind, not_serving=not_serving, settings=settings,
                         completed=completed, roll_id=record_id, canary_topic=config.canary.topic if canary else None,
-                        unresponsive=unresponsive, unreachable=unreachable_hosts(config, [b for b in todo if b in config.hosts]))
+                        unresponsive=unresponsive, unreachable=unreachable_hosts(config, [b for b in todo if b in config.hosts]),
+                        resumed=resumed)
     return plan, settings, notes
 
 
