@@ -146,7 +146,7 @@ def test_002a_unknown_api_key_is_explained_with_its_client_and_nothing_restarted
     assert {b: lab.broker_pid(b) for b in (1, 2, 3)} == pids, "a bad client must not restart anything"
 
 
-@pytest.mark.third_lane  # ./run test's lanes: the 2.3 lab lane is the longest
+@pytest.mark.second_lane  # ./run test's lanes: lane 3 (no-lab tests, then lab-c) is the longest since ci10's changes
 def test_002b_dead_log_cleaner_is_restarted_through_the_engine_and_compacts_again(drill):
     lab, dags, store = drill
     pid_before = lab.broker_pid(1)
