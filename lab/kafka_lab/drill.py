@@ -57,9 +57,27 @@ def say_mitigation(run) -> None:
         say(f"mitigation: moved {len(out['moved'])} partition(s) off broker {out['broker_id']} at {out.get('at')} "
             f"(reassignment {t.get('reassign_s')} s, election {t.get('elect_s')} s, leaders moved {t.get('moved_s')} s); "
             f"staying down until the restart: {sorted(out.get('stays_offline') or {}) or 'none'}; its JVM was not touched")
+    elif mitigate.state != "failed":
+        say(f"mitigation: plan {plan.state}, approval {tis['approve_mitigation'].state}, move {mitigate.state}: nothing moved")
     else:
-        say(f"mitigation: plan {plan.state}, approval {tis['approve_mitigation'].state}, move {mitigate.state}: nothing moved"
-            if mitigate.state != "failed" else "mitigation: the move HALTED (see the mitigate task's log); the capture went on")
+        m = recorded_mitigation(run)
+        say(f"mitigation: the move {str(m.get('outcome', 'halted')).upper()} ({m.get('code')}): "
+            + " / ".join(str(x) for x in (m.get("reason") or ["see the mitigate task's log"])[:2]) + "; the capture went on")
+
+
+def recorded_mitigation(run) -> dict:
+    """The response run's incident's recorded mitigation (``runbook/mitigate.py``'s ``on_incident``); {} if none."""
+    from kafka_runbooks.config import load_cluster
+    from kafka_runbooks.incidents.store import IncidentStore
+
+    conf = run.conf or {}
+    if not conf.get("incident_id"):
+        return {}
+    try:
+        incident = IncidentStore(load_cluster(conf.get("cluster") or "lab")).get(conf["incident_id"]) or {}
+    except Exception as exc:  # noqa: BLE001 - a line of the drill's output, never its verdict
+        return {"reason": [f"the incident's record could not be read: {type(exc).__name__}: {exc}"]}
+    return dict(incident.get("mitigation") or {})
 
 
 @dataclass(frozen=True)

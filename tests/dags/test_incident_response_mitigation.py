@@ -140,6 +140,38 @@ def test_a_move_that_halts_fails_its_task_and_the_capture_still_runs(stand_in):
     assert [e["outcome"] for e in trail if e["action"] == "halt"] == ["failed"], trail
     now = IncidentStore(config).get(record)  # a halted move is left open, saying so
     assert now["status"] != "closed" and now["notes"][-1]["text"].startswith("halted: "), now
+    # the incident it served keeps the outcome with its reason's stable code (a CI failure says why without a rerun)
+    incident = IncidentStore(config).get(run.conf["incident_id"])
+    m = incident["mitigation"]
+    assert (m["outcome"], m.get("code")) == ("halted", "not_reordered"), m
+    assert "the controller did not reorder t-0" in " ".join(m["reason"]), m
+    assert [(e["outcome"], e["details"].get("code")) for e in IncidentStore(config).audit_trail(incident["id"])
+            if e["action"] == "mitigation"] == [("halted", "not_reordered")]
+
+
+def test_after_a_halt_that_reordered_nothing_the_restore_writes_nothing_and_says_so(stand_in):
+    """restore_order runs after the restart whatever the mitigation became (its intent was recorded before the halt):
+    here no controller took the reordering, so nothing differs from the recorded original order -- nothing is written
+    under /admin, the assignment stays, and the mitigation's record ends saying nothing was written back (not that
+    leadership was moved)."""
+    import logging
+
+    from kafka_runbooks.incidents.store import IncidentStore
+    from kafka_runbooks.runbook import mitigate
+    from kafka_runbooks.runbook.task import Task
+
+    config, zk = stand_in
+    run, _ = _run(_form(_not_serving_incident(config)), "Approve")
+    assert {ti.task_id: ti.state for ti in run.get_task_instances()}["mitigate"] == "failed"
+    plan_output = _tis(run)["plan_mitigation"].xcom_pull(task_ids="plan_mitigation")
+    before = _znodes(zk)
+    out = mitigate.restore(plan_output, "resttest", Task(dag_id=DAG_ID, run_id="run-restore", task_id="restore_order",
+                                                         log=logging.getLogger("test")))
+    assert (out["restored"], out["left"]) == ([], []), out
+    assert _znodes(zk) == before  # nothing created under /admin, no partition touched
+    record = IncidentStore(config).get(plan_output["plan"]["roll_id"])
+    assert record["status"] == "closed", record
+    assert record["resolution"].startswith("nothing to write back after broker 3's restart"), record["resolution"]
 
 
 def test_without_evidence_nothing_is_asked_and_the_capture_runs(stand_in):

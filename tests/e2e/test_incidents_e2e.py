@@ -99,7 +99,7 @@ def test_000_isolated_broker_is_restarted_through_the_engine_and_healthy_peers_a
     # mitigate first (approved by the drill): offered before the capture for the broker that serves nothing; the move ran
     # (or halted, saying why: the capture goes on either way); after the restart the original order is written back
     assert (states["plan_mitigation"], states["approve_mitigation"]) == ("success", "success"), states
-    assert (states["mitigate"], states["restore_order"]) in (("success", "success"), ("failed", "skipped")), states
+    _mitigated_as_kafka_allows(store, incident_id, states)
 
     incident, bundle, manifest, findings = _bundle(store, incident_id)
     # the scene over time on the isolated broker: socket states repeated, memory at start and end, threads
@@ -126,6 +126,35 @@ def test_000_isolated_broker_is_restarted_through_the_engine_and_healthy_peers_a
     assert [a for a in actions if a in wanted] == wanted, actions
     (follow,) = [e for e in trail if e["action"] == "follow_up_peers"]
     assert follow["outcome"] == "peers healthy" and follow["details"]["peers"] == [], follow["details"]
+
+
+def _mitigated_as_kafka_allows(store, incident_id, states):
+    """What the move of leadership off the isolated broker 3 became, as Kafka 2.3 decides it, and what restore_order did:
+
+    * broker 3 is not the controller: the controller (1 or 2) reorders and elects -- moved; the order written back after
+      the restart;
+    * broker 3 IS the controller (the lab's brokers race for it at start; on CI it was 3 now and then): its
+      controller-event-thread takes /admin/reassign_partitions and blocks on its first log line (KafkaController
+      ``info("Handling reassignment of partition ...")``; the isolation holds its log4j appenders -- jstack of the
+      capture: BLOCKED in AppenderSkeleton.doAppend from maybeTriggerPartitionReassignment). Nothing is reordered: the
+      move halts (``not_reordered``; ``controller_did_not_take`` had there been only an election) after its intent was
+      recorded, so restore_order runs after the restart and finds nothing to write back."""
+    m = store.get(incident_id).get("mitigation") or {}
+    record = store.get(m["record_id"]) if m.get("record_id") else {}
+    controller = ((record.get("plan") or {}).get("conditions") or {}).get("controller")
+    restores = [e for e in store.audit_trail(m["record_id"]) if e["action"] == "restore_order"] if record else []
+    said = (f"tasks {states}; the mitigation recorded on the incident: {m.get('outcome')} (code {m.get('code')}) -- "
+            + " / ".join(str(x) for x in (m.get("reason") or [])[:3])
+            + f"; broker 3 was the controller when planned: {controller}; its record: {record.get('status')} "
+            f"{record.get('resolution') or ''}; restore_order: {[(e['outcome'], e['details']) for e in restores]}")
+    assert m and controller is not None, said
+    if not controller:
+        assert (states["mitigate"], states["restore_order"]) == ("success", "success") and m["outcome"] == "moved", said
+        return
+    assert (states["mitigate"], states["restore_order"]) == ("failed", "success"), said
+    assert m["outcome"] == "halted" and m.get("code") in ("not_reordered", "controller_did_not_take"), said
+    assert [(e["outcome"], e["details"]["restored"], e["details"]["left"]) for e in restores] == [("ok", [], [])], said
+    assert record["status"] == "closed" and record["resolution"].startswith("nothing to write back"), said
 
 
 def test_002a_unknown_api_key_is_explained_with_its_client_and_nothing_restarted(drill):

@@ -29,6 +29,12 @@ from kafka_runbooks.remediate.ledger import Reason, StepState as State
 
 log = logging.getLogger(__name__)
 
+# What removing a znode the controller did not take cannot undo (Kafka 2.3, KafkaController: the event thread reads
+# /admin/reassign_partitions into memory, then logs "Handling reassignment of partition ..." before acting; seen in the
+# lab's incident 000, the isolated broker being the controller: its controller-event-thread blocked on that log line)
+STUCK_READER = ("; a controller stuck while handling it (it read the znode, then blocked, e.g. writing its log) keeps "
+                "what it read and would still carry it out if it resumed without a restart")
+
 
 def to_plan(dplan: D.DemotePlan, snapshot, roll_id: str | None) -> Plan:
     """The demotion as the engine's Plan: nothing restarts (no steps); what the approval binds is in ``conditions``
@@ -81,7 +87,7 @@ def write_and_wait(zk, path: str, payload: bytes, timeout_s: float, guard: Calla
     if gone is None:
         removed = remove_if_ours(zk, path, payload)
         raise Halted(f"the controller did not take {path} within {timeout_s:g} s (no active controller, or it is stuck); "
-                     + ("the znode was removed again: no controller will run it later" if removed else
+                     + ("the znode was removed again: no controller that reads it from now on runs it" + STUCK_READER if removed else
                         "the znode is no longer ours or already gone"), code="controller_did_not_take")
     return time.monotonic() - t0
 
@@ -117,7 +123,7 @@ def reorder_and_wait(zk, config, moving: D.DemotePlan, guard: Callable[[], None]
             removed = remove_if_ours(zk, D.REASSIGN_ZNODE, payload)  # not taken: no controller may run it later
             raise Halted(f"the controller did not reorder {', '.join(left[:8])} within {config.election.znode_timeout_s:g} s "
                          "(no active controller, or it is stuck); nothing was elected; "
-                         + (f"{D.REASSIGN_ZNODE} was removed again" if removed else
+                         + (f"{D.REASSIGN_ZNODE} was removed again" + STUCK_READER if removed else
                             f"{D.REASSIGN_ZNODE} is no longer ours or already gone (the controller may have taken it)"),
                          code="not_reordered")
         time.sleep(0.3)

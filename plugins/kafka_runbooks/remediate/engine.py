@@ -84,7 +84,12 @@ class Halted(RuntimeError):
 
 
 class Refused(RuntimeError):
-    """The run did not start changing anything (lock busy, plan changed, no approval); the message says why."""
+    """The run did not start changing anything (lock busy, plan changed, no approval); the message says why. ``code``:
+    the stable code of the reason, where known (the engine's own Refused carries the run's)."""
+
+    def __init__(self, *args: Any, code: str | None = None) -> None:
+        super().__init__(*args)
+        self.code = code
 
 
 class IllegalTransition(RuntimeError):
@@ -445,7 +450,7 @@ def refuse(ctx: Context, unit: Unit | None, failure: Failure) -> None:
     ctx.records.event(L.REFUSED, **names, phase=failure.phase, reason=r.sentence, code=r.code, state=State.REFUSED.value,
                       **path)
     ctx.audit("refused", "refused", {**names, "phase": failure.phase, **r.to_dict(), **path})
-    raise Refused(work.refusal_text(ctx, unit, failure))
+    raise Refused(work.refusal_text(ctx, unit, failure), code=r.code)
 
 
 def halt(ctx: Context, unit: Unit | None, failure: Failure) -> None:
@@ -468,4 +473,4 @@ def halt(ctx: Context, unit: Unit | None, failure: Failure) -> None:
                       code=r.code, state=state, **path)
     ctx.audit("halt", "failed", {**names, "phase": failure.phase, "reason": r.sentence, "code": r.code, "state": state,
                                  "logs": {k: v[-4000:] for k, v in failure.logs.items()}, **dict(failure.details), **path})
-    raise Halted(work.halt_text(ctx, unit, failure, state))
+    raise Halted(work.halt_text(ctx, unit, failure, state), code=r.code)

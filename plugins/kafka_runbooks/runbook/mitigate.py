@@ -146,12 +146,15 @@ def recorded_restore(plan_output: Any, cluster: str, config_of: Callable[[str], 
 
 
 def mitigation_summary(started: str, result: Mapping[str, Any] | None = None, error: BaseException | None = None) -> dict[str, Any]:
-    """What the mitigation did and when, as the incident keeps it (its page and its audit trail show it)."""
+    """What the mitigation did and when, as the incident keeps it (its page and its audit trail show it). A move that
+    did not happen keeps its reason's stable ``code`` (the engine's, e.g. ``not_reordered``: the controller never took
+    the reassignment; None where the refusal came before the engine, e.g. a busy lock) and its words."""
     from kafka_runbooks.remediate.engine import Refused  # keeps DAG parsing fast: the engine loads when a task runs
 
     if result is None:
-        return {"outcome": "refused" if isinstance(error, Refused) else "halted", "started_at": started,
-                "ended_at": clock.now_iso(), "reason": str(error).splitlines()[:12], "jvm_touched": False}
+        return {"outcome": "refused" if isinstance(error, Refused) else "halted", "code": getattr(error, "code", None),
+                "started_at": started, "ended_at": clock.now_iso(), "reason": str(error).splitlines()[:12],
+                "jvm_touched": False}
     return {"outcome": "moved", "started_at": started, "ended_at": result.get("at"), "broker_id": result["broker_id"],
             "moved": list(result["moved"]), "new_leaders": dict(result.get("new_leaders") or {}),
             "stays_offline": dict(result.get("stays_offline") or {}), "timing": dict(result.get("timing") or {}),
@@ -177,6 +180,17 @@ def on_incident(config, plan_output: Mapping[str, Any], approver: str, started: 
         task.log.warning("could not record the mitigation on incident %s: %s", incident_id, exc)
 
 
+def restore_resolution(broker_id: Any, out: Mapping[str, Any]) -> str:
+    """How the mitigation's record ends once nothing is left to write back: what was written back, or that nothing was
+    needed (no partition of its intent has another order now: a move that halted before the controller reordered
+    anything, e.g. a controller that was the hung broker itself, or leadership moved by the election alone)."""
+    if out.get("restored"):
+        return (f"leadership moved off broker {broker_id} for the restart; the replica order of {len(out['restored'])} "
+                "partition(s) written back after it (the deferred preferred election returns leadership)")
+    return (f"nothing to write back after broker {broker_id}'s restart: every partition of the mitigation's intent has its "
+            "original replica order (none was reordered, or it was written back already)")
+
+
 def restore(plan_output: Any, cluster: str, task: Task, config_of: Callable[[str], Any] = plans.load_config) -> dict[str, Any]:
     """After the restart passed its gates and the cluster recovered: the original replica order written back under the
     maintenance lock, so the deferred preferred election returns leadership to the broker. What is written back is
@@ -200,10 +214,8 @@ def restore(plan_output: Any, cluster: str, task: Task, config_of: Callable[[str
     store = IncidentStore(config)
     store.audit(m["record_id"], actor=f"dag:{task.dag_id}", action="restore_order",
                 outcome="ok" if not out["left"] else "partial", details=out)
-    if not out["left"]:  # the mitigation's whole life is over: moved, restarted, its order written back
-        store.close(m["record_id"], actor=f"dag:{task.dag_id}",
-                    resolution=f"leadership moved off broker {m.get('broker_id')} for the restart; the replica order "
-                               "written back after it (the deferred preferred election returns leadership)")
+    if not out["left"]:  # the mitigation's whole life is over: moved (or halted), restarted, its order written back
+        store.close(m["record_id"], actor=f"dag:{task.dag_id}", resolution=restore_resolution(m.get("broker_id"), out))
     else:
         store.update(m["record_id"], note=f"order not written back for {len(out['left'])} partition(s): "
                                           + "; ".join(out["left"][:5]))
