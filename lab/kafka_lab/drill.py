@@ -67,8 +67,8 @@ def say_mitigation(run) -> None:
 
 def recorded_mitigation(run) -> dict:
     """The response run's incident's recorded mitigation (``runbook/mitigate.py``'s ``on_incident``); {} if none."""
-    from kafka_runbooks.config import load_cluster
-    from kafka_runbooks.incidents.store import IncidentStore
+    from kafka_runbooks.config import load_cluster  # deferred: the drill module loads before the lab's Airflow environment is set
+    from kafka_runbooks.incidents.store import IncidentStore  # deferred: as above
 
     conf = run.conf or {}
     if not conf.get("incident_id"):
