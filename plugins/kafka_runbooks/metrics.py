@@ -96,12 +96,23 @@ def incident_opened(record: Mapping[str, Any]) -> None:
     timing("incident.time_to_detect", seconds_between(began, record.get("opened_at")))
 
 
+def restarted(audit: Any) -> list[Mapping[str, Any]]:
+    """The audit entries of brokers really restarted (``restart_broker`` ok): not a skipped step, not a resumed step that
+    ran its gates only (audited ``gates_only``; before, ``restart_broker`` ok with ``timing.resumed`` "gates only")."""
+    def real(e: Any) -> bool:
+        if not isinstance(e, Mapping) or e.get("action") != "restart_broker" or e.get("outcome") != "ok":
+            return False
+        timing_ = (e.get("details") or {}).get("timing") if isinstance(e.get("details"), Mapping) else None
+        return not (isinstance(timing_, Mapping) and timing_.get("resumed") == "gates only")
+
+    return [e for e in (audit or ()) if real(e)]
+
+
 def incident_closed(record: Mapping[str, Any], audit: Any = None) -> None:
     """An incident was closed: counted, with its time to recover (opened to closed) and, when its audit trail holds
     a broker restarted (``restart_broker`` ok), its time to mitigate (opened to the last broker restarted)."""
     incr("incidents.closed")
-    restarts = [e.get("at") for e in (audit or ()) if isinstance(e, Mapping) and e.get("action") == "restart_broker"
-                and e.get("outcome") == "ok"]
+    restarts = [e.get("at") for e in restarted(audit)]
     timing("incident.time_to_mitigate", seconds_between(record.get("opened_at"), restarts[-1]) if restarts else None)
     timing("incident.time_to_recover", seconds_between(record.get("opened_at"), record.get("closed_at")))
 

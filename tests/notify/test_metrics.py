@@ -93,3 +93,36 @@ def test_no_metrics_backend_configured_sends_nothing_and_raises_nothing():
             sock.recvfrom(65535)
     finally:
         sock.close()
+
+
+GATES_ONLY_SCRIPT = textwrap.dedent("""
+    from kafka_runbooks import metrics
+    restarted = {"action": "restart_broker", "outcome": "ok", "at": "2026-11-29T06:01:30+00:00",
+                 "details": {"broker_id": 1, "timing": {"broker_id": 1, "total_s": 40.0}}}
+    # a resumed step that ran its gates only, as audited now and as audited before (restart_broker ok, timing saying so)
+    gated = {"action": "gates_only", "outcome": "ok", "at": "2026-11-29T06:03:30+00:00",
+             "details": {"broker_id": 2, "timing": {"broker_id": 2, "resumed": "gates only", "total_s": 5.0}}}
+    gated_before = {**gated, "action": "restart_broker", "at": "2026-11-29T06:04:30+00:00"}
+    assert len(metrics.restarted([restarted, gated, gated_before])) == 1
+    metrics.incident_closed({"opened_at": "2026-11-29T06:00:30+00:00", "closed_at": "2026-11-29T06:05:00Z"},
+                            [restarted, gated, gated_before])
+    print("done")
+""")
+
+
+def test_a_gates_only_unit_is_no_restart_to_the_metrics():
+    """Issue 28/29: one broker restarted (06:01:30) and one resumed step that ran its gates only (06:03:30, and the
+    same as audited before the fix, 06:04:30): 1 restart, the time to mitigate runs to the real restart (60 s; red
+    before: 240 s, to the gates-only unit)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind((service_ip("webhook"), 0))
+    env = {**os.environ, "AIRFLOW__METRICS__STATSD_ON": "True", "AIRFLOW__METRICS__STATSD_HOST": service_ip("webhook"),
+           "AIRFLOW__METRICS__STATSD_PORT": str(sock.getsockname()[1]), "AIRFLOW__METRICS__STATSD_PREFIX": "krbtest"}
+    try:
+        out = subprocess.run([sys.executable, "-c", GATES_ONLY_SCRIPT], env=env, capture_output=True, text=True, timeout=90)
+        assert out.returncode == 0 and "done" in out.stdout, out.stderr[-3000:]
+        lines = _receive(sock)
+    finally:
+        sock.close()
+    mitigated = [line.partition(":")[2] for line in lines if line.startswith("krbtest.kafka_runbooks.incident.time_to_mitigate:")]
+    assert [(float(v.partition("|")[0]), v.partition("|")[2]) for v in mitigated] == [(60000.0, "ms")], lines

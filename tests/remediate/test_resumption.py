@@ -366,3 +366,61 @@ def test_a_registration_that_changes_between_the_intent_and_the_stop_refuses_the
     assert intents[0]["registration"] == REG5
     assert refused.value.stopped is False and refused.value.code == "registration_changed"
     assert "broker 2's registration changed since the intent recorded it" in refused.value.reason
+
+
+def test_a_gates_only_resume_that_halts_says_it_stopped_nothing_and_the_earlier_stop_stays_unfinished(roll, monkeypatch):
+    """Issue 28/29 "the record true": run-1's step stopped broker 2 and was cut; broker 2 registered again; run-2's
+    resume runs its gates only and the in-sync gate fails. run-2 stopped nothing: its ``step_failed`` says
+    ``stopped`` False (red before: True) and ``gates_only``; a later resume still sees run-1's unfinished stop and
+    that run-2's gates failed on it (``resumption.unfinished_step``)."""
+    from kafka_runbooks.remediate import executor as E
+    from kafka_runbooks.remediate import gates as G
+
+    def in_sync(zk, cluster, b, expected, **kw):
+        raise G.GateFailed("in_sync", "orders-0 not back in sync within 2 s")
+
+    monkeypatch.setattr(G, "in_sync_gate", in_sync)
+    roll.ledger.append(L.STEP_STARTED, "run-1", broker_id=2, state="stopping", registration=REG5, check=OLD_JVM)
+    roll.host.phase = "started"
+    with pytest.raises(E.Halted):
+        roll.resume()
+    assert roll.host.commands == []
+    (failed,) = [e for e in roll.entries() if e["event"] == L.STEP_FAILED]
+    assert failed["stopped"] is False and failed["gates_only"] is True and failed["code"] == "gate_in_sync"
+    assert [s["state"] for s in failed["states"]] == ["planned", "checking", "gating", "halted"]
+    step = R.unfinished_step(roll.ledger.entries(), 2)
+    assert step is not None and step.started["run_id"] == "run-1" and step.gates_failed == failed
+
+
+def test_a_step_halted_after_this_runs_own_stop_still_says_stopped():
+    """The other side of ``stopped``: a restart unit that went through ``stopping`` and halted did stop its broker."""
+    from kafka_runbooks.remediate import engine
+    from kafka_runbooks.remediate import executor as E
+    from kafka_runbooks.remediate.ledger import Reason
+
+    failure = engine.Failure("start", Reason("start_timeout", "not registered"))
+    gated = engine.Unit(engine.RESTART, 2, 2, trace=[{"state": s} for s in ("planned", "checking", "gating")])
+    restarted = engine.Unit(engine.RESTART, 2, 2, trace=[{"state": s} for s in ("planned", "checking", "stopping",
+                                                                                   "stopped", "starting", "gating")])
+    assert E.RestartWork().stopped(None, restarted, failure) == {"stopped": True}
+    assert E.RestartWork().stopped(None, gated, failure) == {"stopped": False, "gates_only": True}
+
+
+def test_a_gates_only_resume_is_audited_as_gates_only_and_counted_as_no_restart(roll):
+    """Issue 28/29: the gates-only unit restarted nothing; its audit says ``gates_only`` (red before:
+    ``restart_broker`` ok) and the metrics' restarts (``metrics.restarted``) do not count it, while a real restart of
+    the same roll is counted once."""
+    from kafka_runbooks import metrics
+
+    roll.ledger.append(L.STEP_STARTED, "run-1", broker_id=2, state="stopping", registration=REG5, check=OLD_JVM)
+    roll.host.phase = "started"
+    roll.resume()
+    actions = [(a["action"], a["outcome"]) for a in roll.audit()]
+    assert ("gates_only", "ok") in actions and ("restart_broker", "ok") not in actions
+    real = {"action": "restart_broker", "outcome": "ok", "at": "2026-11-29T06:01:30+00:00",
+            "details": {"broker_id": 1, "timing": {"broker_id": 1, "total_s": 40.0}}}
+    trail = [real, *roll.audit()]
+    assert metrics.restarted(trail) == [real]
+    # an audit trail written before this change: the gates-only unit as ``restart_broker`` ok, its timing saying so
+    old = [real, *({**a, "action": "restart_broker"} if a["action"] == "gates_only" else a for a in roll.audit())]
+    assert metrics.restarted(old) == [real]

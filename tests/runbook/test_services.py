@@ -71,6 +71,46 @@ def test_a_plan_tasks_output_is_a_reference_and_what_it_refers_to_is_the_recorde
     assert [f.summary for f in loaded.findings] == ["broker 2 does not answer"]
 
 
+def _edit_planned_entry(config, record_id, edit):
+    """What someone with write access to the state database can do: drop the append-only trigger (SQLite's) and
+    rewrite the ``planned`` entry's JSON in place."""
+    import sqlalchemy as sa
+
+    from kafka_runbooks.state import schema as S
+    from kafka_runbooks.state import state_of
+
+    t = S.ledger
+    with state_of(config).write() as c:
+        c.execute(sa.text("DROP TRIGGER krb_ledger_no_update"))
+        seq, entry = c.execute(sa.select(t.c.seq, t.c.entry).where(t.c.record_id == record_id, t.c.event == "planned")).one()
+        c.execute(sa.update(t).where(t.c.seq == seq).values(entry=edit(dict(entry))))
+
+
+@pytest.mark.parametrize("edit, says", [
+    # a not-serving finding naming broker 3 (the waiver is recomputed from these): the SHA-256 no longer matches
+    (lambda e: {**e, "findings": [{**e["findings"][0], "kind": "jvm_deadlock", "broker_ids": [3]}]}, "have SHA-256"),
+    # the SHA-256 removed: findings recorded without one are refused
+    (lambda e: {k: v for k, v in e.items() if k != "findings_sha256"}, "recorded without their SHA-256"),
+])
+def test_findings_edited_in_the_state_database_after_the_plan_task_are_refused_on_load(cluster, edit, says):
+    """Issue 28/29 ("what the engine trusts that it has not proven"): the plan's digest covers the plan, not the
+    findings recorded beside it, from which the not-serving waiver is recomputed. The plan task records their SHA-256
+    with them; ``plans.load`` checks it and refuses, naming the record, the plan and what differs. Red before: the
+    edited findings were loaded as recorded."""
+    from kafka_runbooks.model import Finding, Severity
+    from kafka_runbooks.runbook import finding_records, plans
+
+    seen = Finding("broker_unresponsive", Severity.CRITICAL, "broker 2 does not answer", broker_ids=(2,))
+    plan, digest = cluster.roll(findings=[seen])
+    assert [f.summary for f in plans.load(plans.output(plan, digest), "nothing done").findings] == ["broker 2 does not answer"]
+    _edit_planned_entry(cluster.config, plan.roll_id, edit)
+    with pytest.raises(finding_records.PlanFindingsMismatch) as refused:
+        plans.load(plans.output(plan, digest), "nothing restarted")
+    assert refused.value.record_id == plan.roll_id and refused.value.digest == digest
+    assert f"plan {digest[:12]} of {plan.roll_id}" in str(refused.value) and says in str(refused.value)
+    assert str(refused.value).endswith("nothing restarted")
+
+
 @pytest.mark.parametrize("output, says", [
     (None, "names no recorded plan"),
     ({"plan": {"cluster": "c1"}, "digest": "d"}, "names no recorded plan"),

@@ -35,6 +35,7 @@ def recorded(tmp_path, monkeypatch):
     from kafka_runbooks.remediate import ledger as L
     from kafka_runbooks.remediate.digest import plan_digest
     from kafka_runbooks.remediate.plan import plan_restart
+    from kafka_runbooks.runbook import finding_records
 
     raw = {"c1": {"zk_conn_id": "zk", "hosts": {"1": "ssh_b1", "2": "ssh_b2", "3": "ssh_b3"}, "kafka_version": "2.3.0",
                   "incident_base": str(tmp_path / "state"), "approvals": {"approvers": ["carol", "dave"]},
@@ -49,6 +50,7 @@ def recorded(tmp_path, monkeypatch):
     plan = plan_restart(s, [2], config, roll_id=record["id"], canary_topic=None)
     digest = plan_digest(plan)
     L.Ledger(config, plan.roll_id).append(L.PLANNED, "run-1", plan=plan.to_dict(), digest=digest, findings=[RECORDED_FINDING],
+                                          findings_sha256=finding_records.records_sha256([RECORDED_FINDING]),
                                           canary=True, gates=["registered again", "canary produce"], report="/bundles/r.html")
     true = {"plan": plan.to_dict(), "digest": digest, "dry_run": False, "canary": True, "findings": [RECORDED_FINDING],
             "gates": ["registered again", "canary produce"], "report": "/bundles/r.html"}

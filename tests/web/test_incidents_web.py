@@ -343,6 +343,28 @@ def test_the_incident_page_says_what_the_mitigation_did_and_when(site, client):
     assert "was halted" in section and "HALTED while electing" in section and "<script>" not in section
 
 
+def test_the_incident_page_shows_a_mitigations_reason_code_beside_its_outcome(site, client):
+    """A move of leadership that did not happen keeps its reason's stable ``code`` on the incident
+    (``mitigate.mitigation_summary``); the page shows it beside the outcome (red before: the code was recorded, never
+    shown). One refused before the engine has none: nothing is shown for it."""
+    from kafka_runbooks.remediate.engine import Halted
+    from kafka_runbooks.runbook.mitigate import on_incident
+    from kafka_runbooks.runbook.task import Task
+
+    on_incident(site.east, {"incident_id": site.stuck, "plan": {"roll_id": "east-x"}}, "carol", "2026-11-24T10:01:00Z",
+                Task.plain(), error=Halted("move of leadership off broker 2 HALTED while moving\nthe controller never "
+                                           "took the reassignment", code="not_reordered" + EVIL))
+    section = client.get(f"/incidents/east/{site.stuck}").text
+    section = section[section.index("id='mitigation'"):]
+    assert "was halted (code <code>not_reordered" in section and "<script>" not in section
+
+    on_incident(site.east, {"incident_id": site.deadlock, "plan": {"roll_id": "east-y"}}, "carol", "2026-11-24T10:01:00Z",
+                Task.plain(), error=RuntimeError("the maintenance lock is held by another run"))
+    section = client.get(f"/incidents/east/{site.deadlock}").text
+    section = section[section.index("id='mitigation'"):]
+    assert "was halted (" in section and "(code" not in section
+
+
 def test_a_response_run_that_also_moved_leadership_leads_to_its_incident(site, client):
     """Mitigation is on by default: the response run also keeps a record of its own mitigation (its ledger holds the
     run). The run's Incident tab still leads to the incident the run responds to (the mitigation is on its page), not

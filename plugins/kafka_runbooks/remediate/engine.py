@@ -288,6 +288,10 @@ class Work:
         """How the ledger and the audit name the unit (``{"broker_id": 2}``, ``{"batch": 1}``)."""
         return {self.unit_field: unit.key if unit is not None else None}
 
+    def stopped(self, ctx: "Context", unit: Unit | None, failure: Failure) -> dict[str, Any]:
+        """What a halted unit's ``step_failed`` says about its stop: whether THIS run took the unit's action."""
+        return {"stopped": failure.acted}
+
     def focus(self, unit: Unit | None) -> int | None:
         """The broker the halt's description of the cluster looks at (None: the cluster as a whole)."""
         return None
@@ -468,7 +472,7 @@ def halt(ctx: Context, unit: Unit | None, failure: Failure) -> None:
     path = {"states": unit.states} if unit is not None else {}
     if unit is not None and work.step_failed:
         ctx.records.event(L.STEP_FAILED, **names, phase=failure.phase, reason=r.sentence, code=r.code,
-                          stopped=failure.acted, state=unit.state.value, **path)
+                          **work.stopped(ctx, unit, failure), state=unit.state.value, **path)
     ctx.records.event(L.HALTED, **names, **work.halt_fields(ctx, unit), phase=failure.phase, reason=r.sentence,
                       code=r.code, state=state, **path)
     ctx.audit("halt", "failed", {**names, "phase": failure.phase, "reason": r.sentence, "code": r.code, "state": state,

@@ -381,6 +381,13 @@ class RestartWork(Work):
     def focus(self, unit: Unit | None) -> int | None:
         return unit.broker_id if unit is not None else None
 
+    def stopped(self, ctx, unit: Unit | None, failure: Failure) -> dict[str, Any]:
+        if unit is not None and gates_only(unit):
+            # registered again after an earlier run's stop: this run stopped nothing (``stopped`` is this run's truth);
+            # that earlier stop is still unfinished (``resumption.unfinished_step`` reads ``gates_only``)
+            return {"stopped": False, "gates_only": True}
+        return super().stopped(ctx, unit, failure)
+
     def halt_fields(self, ctx, unit: Unit | None) -> dict[str, Any]:
         return {"at_step": unit.key if unit is not None else None}
 
@@ -422,6 +429,15 @@ class RestartWork(Work):
         ctx.records.event(L.COMPLETED, restarted=done, wall_s=wall_s)
         return {"restarted": done, "approved_by": ex.approver, "timings": ex.timings, "record_id": ex.record_id,
                 "wall_s": wall_s}
+
+
+GATES_ONLY_AUDIT = "gates_only"  # the audit action of a resumed step that ran its gates only (no stop, no start)
+
+
+def gates_only(unit: Unit) -> bool:
+    """A restart unit that went from ``checking`` to ``gating`` (a resume's gates only): it sent no stop command."""
+    states = [t.get("state") for t in unit.trace]
+    return State.GATING.value in states and State.STOPPING.value not in states
 
 
 def _step_audit(records: Records, b: int, conn_id: str):
@@ -466,7 +482,9 @@ def _restart_unit(ctx, unit: Unit) -> None:
     ctx.move(unit, State.DONE)
     ctx.records.event(L.STEP_DONE, broker_id=b, state=State.DONE.value, report=report.to_dict(), timing=timing,
                       states=unit.states)
-    step_audit("restart_broker", "ok", details={"report": report.to_dict(), "timing": timing})
+    # audited as what happened: a gates-only resume restarted nothing (``metrics`` counts ``restart_broker`` only)
+    step_audit(GATES_ONLY_AUDIT if resumed is not None else "restart_broker", "ok",
+               details={"report": report.to_dict(), "timing": timing})
 
 
 def _check_identity(ctx, unit: Unit, host, step_audit) -> None:

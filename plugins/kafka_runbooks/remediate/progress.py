@@ -96,6 +96,9 @@ def line(action: str, outcome: str, details: Mapping[str, Any] | None = None) ->
         t = d.get("timing") or {}
         killed = (d.get("report") or {}).get("killed")
         return f"{who}DONE in {_s(t.get('total_s'))}" + (" (it had to be KILLED after the stop timeout)" if killed else "")
+    if action == "gates_only" and outcome == "ok":
+        t = d.get("timing") or {}
+        return f"{who}DONE in {_s(t.get('total_s'))}: gates only (registered again since an earlier run's stop; not restarted again)"
     if action == "halt":
         if d.get("batch") is not None and d.get("phase") is None:  # an election's halt
             return f"HALTED at batch {d.get('batch')}: {d.get('reason')}"

@@ -68,8 +68,9 @@ def unfinished_step(entries: Iterable[Mapping[str, Any]], broker_id: int) -> Unf
             gated_by = e.get("run_id") if e.get("action") == GATES_ONLY else None
         elif e.get("event") == "step_failed" and started is not None:
             # a step refused before its stop (``stopped`` False: the re-check, the intent, a termination) stopped
-            # nothing: it is no unfinished restart, the next run's step is an ordinary one
-            if e.get("stopped") is False:
+            # nothing: it is no unfinished restart, the next run's step is an ordinary one. A gates-only resume that
+            # halted (``gates_only``) stopped nothing either, but the earlier run's stop it gated is still unfinished
+            if e.get("stopped") is False and not e.get("gates_only"):
                 started, failed, gated_by, gates_failed = None, None, None, None
                 continue
             failed = e

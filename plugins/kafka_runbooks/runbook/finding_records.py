@@ -8,8 +8,8 @@ its ``findings.json``), and the service that needs the findings loads them, type
   incident with the file's SHA-256 (``read_analysis``); every later reader (``analysis_of``) checks that digest --
   the file's bytes, the reference the report task handed on and the recorded findings must all agree -- and refuses
   (``FindingsMismatch``, naming the incident and the file) when they do not;
-* the findings a plan was computed from, in the plan's ledger entry (``to_records`` when recorded, ``from_records``
-  when ``plans.load`` reads it back).
+* the findings a plan was computed from, in the plan's ledger entry with their SHA-256 (``records_sha256``: the plan's
+  digest covers the plan only), checked when ``plans.load`` reads them back (``PlanFindingsMismatch`` when they differ).
 
 This module is the one place of ``runbook/`` (and ``operators/``) where a finding is a dict: ``to_record`` /
 ``to_records`` serialize for the state database and the bundle, ``from_records`` parses what they hold. An edited
@@ -30,6 +30,7 @@ from kafka_runbooks.runbook.errors import Stop
 
 FINDINGS_FILE = "findings.json"
 SHA256_KEY = "findings_sha256"
+PLAN_SHA256_KEY = "findings_sha256"  # beside the findings in a plan's ``planned`` ledger entry
 
 
 class FindingsMismatch(Stop):
@@ -40,6 +41,44 @@ class FindingsMismatch(Stop):
     def __init__(self, incident_id: Any, path: Any, why: str) -> None:
         self.incident_id, self.path, self.why = incident_id, str(path), why
         super().__init__(f"refused: the analysis's findings of incident {incident_id} cannot be trusted: {path}: {why}")
+
+
+class PlanFindingsMismatch(Stop):
+    """The findings recorded with a plan (its ``planned`` ledger entry) are not the ones it was recorded with: their
+    SHA-256 is not the one recorded beside them, or none was recorded. The not-serving waiver is recomputed from them,
+    so nothing is approved or run from them: the task fails naming the record, the plan's digest and what differs."""
+
+    def __init__(self, record_id: Any, digest: Any, why: str) -> None:
+        self.record_id, self.digest, self.why = record_id, str(digest), why
+        super().__init__(f"refused: the findings recorded with plan {self.digest[:12]} of {record_id} cannot be "
+                         f"trusted: {why}")
+
+
+def records_sha256(records: Iterable[Mapping[str, Any]] | None) -> str:
+    """The SHA-256 of findings as the state database holds them (``to_records``; canonical JSON: sorted keys, no
+    spaces), recorded beside them in a plan's ledger entry and checked when it is read back."""
+    text = json.dumps(list(records or ()), sort_keys=True, separators=(",", ":"), default=str, ensure_ascii=True)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def verify_plan_findings(entry: Mapping[str, Any], record_id: Any) -> tuple[Any, ...]:
+    """The findings of a plan's ``planned`` ledger ``entry``, typed, once their SHA-256 is the one recorded with them;
+    ``PlanFindingsMismatch`` otherwise. An entry that records no findings and no SHA-256 has none (nothing to trust:
+    no waiver can stand on it)."""
+    raw, recorded, digest = entry.get("findings") or [], entry.get(PLAN_SHA256_KEY), entry.get("digest")
+    if not isinstance(raw, list):
+        raise PlanFindingsMismatch(record_id, digest, f"the recorded findings are a {type(raw).__name__}, not a list")
+    if recorded is None and raw:
+        raise PlanFindingsMismatch(record_id, digest, f"{len(raw)} finding(s) are recorded without their SHA-256")
+    found = records_sha256(raw)
+    if recorded is not None and found != recorded:
+        kinds = ", ".join(sorted({str(f.get("kind")) for f in raw if isinstance(f, Mapping)})) or "none"
+        raise PlanFindingsMismatch(record_id, digest, f"the {len(raw)} recorded finding(s) (kinds: {kinds}) have SHA-256 "
+                                   f"{found}, the plan's entry records {recorded}: they were changed after the plan task")
+    try:
+        return from_records(raw)
+    except ValueError as exc:
+        raise PlanFindingsMismatch(record_id, digest, str(exc)) from exc
 
 
 def to_record(finding) -> dict[str, Any]:

@@ -56,8 +56,10 @@ def record(config, plan, digest: str, run_id: str, *, canary: bool, gates: Seque
     """Appends the ``planned`` entry (the plan, its digest and everything the approval shows) to the record's ledger."""
     from kafka_runbooks.remediate import ledger as L  # keeps DAG parsing fast: the state store loads when a task runs
 
+    records = finding_records.to_records(findings)
     L.Ledger(config, plan.roll_id).append(L.PLANNED, run_id, plan=plan.to_dict(), digest=digest, canary=bool(canary),
-                                          gates=list(gates), report=report, findings=finding_records.to_records(findings),
+                                          gates=list(gates), report=report, findings=records,
+                                          **{finding_records.PLAN_SHA256_KEY: finding_records.records_sha256(records)},
                                           approval_wait_s=approval_wait_s, **more)
 
 
@@ -80,13 +82,16 @@ def load(plan_output: Any, nothing: str, config_of=None) -> RecordedPlan:
     config = (config_of or load_config)(ref.cluster)
     entries = Ledger(config, ref.record_id).entries()
     try:
-        plan, recorded_findings = recorded_plan(entries, ref.digest)
-        findings = finding_records.from_records(recorded_findings)
-    except (PlanNotRecorded, ValueError) as exc:
+        plan, _ = recorded_plan(entries, ref.digest)
+    except PlanNotRecorded as exc:
         raise Stop(f"{exc}; {nothing}") from exc
     if plan.cluster != config.name:
         raise Stop(f"the recorded plan is of cluster {plan.cluster!r}, not {config.name!r}; {nothing}")
     entry = next(e for e in entries if e.get("event") == "planned" and e.get("digest") == ref.digest)
+    try:  # the digest covers the plan only: the findings the waiver is recomputed from are checked by their own SHA-256
+        findings = finding_records.verify_plan_findings(entry, ref.record_id)
+    except finding_records.PlanFindingsMismatch as exc:
+        raise finding_records.PlanFindingsMismatch(exc.record_id, exc.digest, f"{exc.why}; {nothing}") from exc
     canary = entry.get("canary")
     return RecordedPlan(config=config, plan=plan, digest=ref.digest, findings=findings,
                         canary=_default_canary(config, plan) if canary is None else bool(canary),

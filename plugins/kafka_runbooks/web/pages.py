@@ -276,7 +276,8 @@ def _bundles_section(base: str, bundles: Sequence[tuple[Mapping[str, Any], list[
 
 
 def mitigation_section(m: Mapping[str, Any]) -> str:
-    """Mitigate first: what the move of leadership off the broker did and when (``runbook/mitigate.py``'s ``on_incident``)."""
+    """Mitigate first: what the move of leadership off the broker did and when (``runbook/mitigate.py``'s ``on_incident``);
+    one that did not happen, with its reason's stable ``code`` beside its outcome."""
     parts = ["<h2 id='mitigation'>Mitigation</h2>"]
     if m.get("outcome") == "moved":
         t = m.get("timing") or {}
@@ -291,7 +292,8 @@ def mitigation_section(m: Mapping[str, Any]) -> str:
                      + "".join(f"<li>stays unavailable until the restart: {e(n)} ({e(why)})</li>"
                                for n, why in sorted((m.get("stays_offline") or {}).items())) + "</ul>")
     else:
-        parts.append(f"<p>The move of leadership was {e(m.get('outcome'))} ({e(m.get('started_at'))} – {e(m.get('ended_at'))}); "
+        code = f" (code <code>{e(m['code'])}</code>)" if m.get("code") else ""  # the engine's stable reason code
+        parts.append(f"<p>The move of leadership was {e(m.get('outcome'))}{code} ({e(m.get('started_at'))} – {e(m.get('ended_at'))}); "
                      "the broker's JVM was not touched and the capture went on:</p><pre>"
                      + e("\n".join(str(x) for x in m.get("reason") or [])) + "</pre>")
     if m.get("record_id"):
