@@ -179,12 +179,13 @@ def move_controller(zk, b: int, seen: Mapping[str, Any], timeout_s: float, guard
     now = controller_znode(zk)
     if now is not None and now["broker_id"] != b and zk.exists(f"/brokers/ids/{now['broker_id']}") is not None:
         return {"from": b, "to": now["broker_id"], "took_s": 0.0, "deleted": False}  # moved on its own since the check
-    if now is None or now["broker_id"] != b or (now["czxid"], now["owner"]) != (seen["czxid"], seen["owner"]):
+    same = ("czxid", "owner", "epoch_version")  # the same znode, and no election since the check read it
+    if now is None or now["broker_id"] != b or any(now[k] != seen[k] for k in same):
         raise Halted(f"{CONTROLLER_ZNODE} is no longer the one of broker {b} the check read ({_said(seen)}); now: "
                      f"{_said(now)}; nothing was deleted", code="controller_changed")
     t0 = time.monotonic()
     tx = zk.transaction()
-    tx.check(CONTROLLER_EPOCH_ZNODE, now["epoch_version"])
+    tx.check(CONTROLLER_EPOCH_ZNODE, seen["epoch_version"])
     tx.delete(CONTROLLER_ZNODE, version=now["version"])
     failed = [r for r in tx.commit() if isinstance(r, Exception)]
     if failed:
@@ -211,7 +212,7 @@ def move_controller(zk, b: int, seen: Mapping[str, Any], timeout_s: float, guard
 def _said(c: Mapping[str, Any] | None) -> str:
     if c is None:
         return "no /controller"
-    return f"broker {c['broker_id']}, czxid {c['czxid']:#x}, session {c['owner']:#x}"
+    return f"broker {c['broker_id']}, czxid {c['czxid']:#x}, session {c['owner']:#x}, epoch version {c['epoch_version']}"
 
 
 def remove_if_ours(zk, path: str, payload: bytes) -> bool:
