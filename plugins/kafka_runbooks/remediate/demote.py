@@ -10,6 +10,15 @@ handlers held (docs/MITIGATE.md): the controller processed both in about a secon
 itself (its ZooKeeper watches and controller-to-broker channels are not its request handlers), and B's JVM kept its
 stuck threads for the dumps. Both znodes exist with these meanings on every ZooKeeper-mode version (0.9 to 2.x).
 
+When B is the controller, the controller is moved first (:attr:`DemotePlan.move_controller`): with B's threads
+blocked (the lab's ``isolate`` blocks log4j too) its controller event thread reads the reassignment znode and blocks
+on its first log line, so nothing is reordered (docs/MITIGATE.md). Its /controller znode is deleted (only while it is
+the znode the run's check read and /controller_epoch is unchanged: ``demote_run.move_controller``); every other
+registered broker's controller event thread then runs ``elect()`` (Kafka 2.3, KafkaController) and the first to create
+/controller wins and, on failover, resumes whatever /admin/reassign_partitions and /admin/preferred_replica_election
+hold; B's own re-election waits behind its stuck event. The plan names who may take it (:attr:`DemotePlan.takers`:
+registered, not proven not serving) and is refused when nobody could, or /controller_epoch is unknown.
+
 Why the order changes and stays changed until B is back: with B first, the controller's automatic rebalance
 (``auto.leader.rebalance.enable``, Kafka's default true) would hand leadership straight back to the hung B. The plan
 records the original order (:attr:`DemotePlan.restore`); it is written back only after B's restart has passed its gates,

@@ -3,7 +3,8 @@ maintenance lock, on fresh state, its JVM untouched. Decisions are ``remediate/d
 
 One run: the lock; fresh state from ZooKeeper and a direct check of the broker NOW (it must still fail: a broker that
 answers again is left alone); the plan again on that state -- only moves that are still needed AND exactly what was
-approved run (a partition the approval did not cover needs a new one); the intent in the ledger; the reassignment
+approved run (a partition the approval did not cover needs a new one); the intent in the ledger; when B is the
+controller, the controller moved first (``move_controller``: its /controller znode deleted, another broker takes it); the reassignment
 (``/admin/reassign_partitions``, refused if one is pending), waited for until the controller deleted it; the
 preferred election of the moved partitions (``/admin/preferred_replica_election``); then the gates: every moved
 partition led by a registered in-sync broker other than B (ZooKeeper) and each new leader's own metadata agreeing,
