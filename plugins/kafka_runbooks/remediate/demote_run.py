@@ -386,9 +386,15 @@ def _demote_check(ctx, unit: Unit) -> tuple[D.DemotePlan, list[D.Move], list[str
     moves, left = runnable(fresh, approved_moves(ctx.ex.plan))
     unapproved = D.controller_move_unapproved(fresh, bool((ctx.ex.plan.conditions or {}).get("move_controller")))
     refusals = [str(r) for r in (*fresh.refusals, *([unapproved] if unapproved else []))]
-    seen = controller_znode(ctx.zk) if fresh.move_controller and not refusals else None
-    if fresh.move_controller and not refusals and (seen is None or seen["broker_id"] != b):
-        refusals.append(f"controller_changed: /controller no longer names broker {b} ({_said(seen)})")
+    seen = None
+    if fresh.move_controller and not refusals:
+        try:
+            seen = controller_znode(ctx.zk)
+        except Halted as exc:  # unreadable now: refused, nothing was written yet
+            refusals.append(f"{exc.code}: {exc}")
+        else:
+            if seen is None or seen["broker_id"] != b:
+                refusals.append(f"controller_changed: /controller no longer names broker {b} ({_said(seen)})")
     ctx.audit("demote_check", "refused" if refusals or not moves else "ok",
               {"broker_id": b, "refusals": refusals, "left_out": left, "moves": len(moves),
                "direct_check": check.to_dict() if check is not None else None})
