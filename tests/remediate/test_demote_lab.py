@@ -126,3 +126,62 @@ def test_a_hung_broker_loses_its_leadership_its_jvm_untouched_and_clients_delive
             lab.wait_full_isr(120)
             back = R.restore_order(zk, load_cluster("lab"), result["restore"]) if result else None
         print("restored:", back)
+
+
+def _make_controller(lab, b: int, attempts: int = 30) -> int:
+    """Broker ``b`` becomes the controller: /controller deleted until ``b`` wins the election (as done by hand on the lab
+    on 2026-11-29); the controller epoch then. Each deletion is one Kafka election among the registered brokers."""
+    zk = lab.kazoo()
+    for _ in range(attempts):
+        c = lab.controller()
+        if c is not None and c["brokerid"] == b:
+            return int(zk.get("/controller_epoch")[0])
+        if c is not None:
+            zk.delete("/controller")
+        deadline = time.monotonic() + 30
+        while zk.exists("/controller") is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+    raise AssertionError(f"broker {b} did not win the controller election in {attempts} tries (now {lab.controller()})")
+
+
+def test_an_isolated_controller_is_moved_first_then_its_leadership_its_jvm_untouched(healthy_lab, monkeypatch):
+    """Issue 30, incident 000's fault on the controller: ``lab.isolate`` blocks broker 3's log4j appenders too, so its
+    controller event thread blocks on its first log line and never reorders anything (docs/MITIGATE.md). The product
+    moves the controller first (/controller deleted; broker 1 or 2 takes it and, on failover, processes the znodes),
+    then the leadership. NOT YET RUN on the lab when written (2026-11-29): the lead runs it."""
+    from kafka_runbooks.config import load_cluster
+    from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
+    from kafka_runbooks.remediate import demote_run as R
+
+    lab, b = healthy_lab, 3
+    for k, v in lab.airflow_env().items():
+        monkeypatch.setenv(k, v)
+    epoch = _make_controller(lab, b)
+    led = sorted(k for k, s in lab.partitions(["orders"]).items() if s["leader"] == b)
+    assert led, f"broker {b} leads no orders partition on the healthy lab"
+    pid = lab.broker_pid(b)
+    result = None
+    try:
+        lab.isolate(b)
+        time.sleep(20)  # as deployed, the incident opens >= 30 s after the fault
+        config, dplan, result = _demote(lab, b)
+        assert dplan.move_controller and dplan.blast_radius()[0].startswith(f"broker {b} is the controller")
+        assert result["timing"]["controller_to"] in (1, 2), result
+        now_controller = lab.controller()
+        assert now_controller["brokerid"] in (1, 2) and int(lab.kazoo().get("/controller_epoch")[0]) > epoch
+        moved = {(n.rpartition("-")[0], int(n.rpartition("-")[2])) for n in result["moved"]}
+        assert moved and set(led) <= moved | {(n.rpartition("-")[0], int(n.rpartition("-")[2]))
+                                              for n in result["stays_offline"]}, (led, result)
+        now = lab.partitions()
+        for k in moved:
+            assert now[k]["leader"] != b and now[k]["leader"] in now[k]["isr"], (k, now[k])
+        # the JVM was not touched: same process, still holding its request handlers (the capture's evidence)
+        assert lab.broker_pid(b) == pid and subprocess.run(["kill", "-0", str(pid)]).returncode == 0
+        print(f"isolated controller {b}: controller -> {result['timing']['controller_to']} in "
+              f"{result['timing']['controller_move_s']} s, moved {len(moved)}, timing {result['timing']}")
+    finally:
+        lab.unisolate(b)
+        with ZooKeeperHook(load_cluster("lab").zk_conn_id, timeout_s=10).session() as zk:
+            lab.wait_full_isr(120)
+            back = R.restore_order(zk, load_cluster("lab"), result["restore"]) if result else None
+        print("restored:", back)

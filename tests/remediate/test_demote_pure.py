@@ -49,10 +49,53 @@ def test_refuses_without_direct_evidence_or_with_a_reassignment_or_election_pend
     assert [r.code for r in plan_demote(snap([P("orders", 0, [1, 2, 3], 1, [1, 2, 3])]), 3, HUNG).refusals] == ["nothing_to_move"]
 
 
-def test_the_controller_itself_may_be_moved_off_and_the_plan_says_so():
-    plan = plan_demote(snap([P("orders", 0, [3, 1, 2], 3, [3, 1, 2])], controller=3), 3, HUNG)
-    assert not plan.refused and plan.controller
-    assert any("is the controller" in line for line in plan.blast_radius())
+def test_when_the_hung_broker_is_the_controller_the_plan_moves_the_controller_first_and_says_so_by_name():
+    """Issue 30: a controller whose event thread is stuck never processes the reassignment (docs/MITIGATE.md)."""
+    plan = plan_demote(snap([P("orders", 0, [3, 1, 2], 3, [3, 1, 2])], controller=3, controller_epoch=7), 3, HUNG)
+    assert not plan.refused and plan.controller and plan.move_controller
+    assert plan.takers == (1, 2)
+    assert plan.blast_radius()[0].startswith(
+        "broker 3 is the controller: the controller is moved first (its /controller znode deleted, only while it is "
+        "still broker 3's and no election came between; another registered broker takes it: one of [1, 2]), then "
+        "leadership is moved")
+    # another broker being the controller: nothing about moving it
+    other = plan_demote(snap([P("orders", 0, [3, 1, 2], 3, [3, 1, 2])], controller=1, controller_epoch=7), 3, HUNG)
+    assert not other.move_controller and other.takers == ()
+    assert not any("controller" in line for line in other.blast_radius())
+
+
+def test_moving_the_controller_is_refused_when_no_other_serving_broker_could_take_it_or_its_epoch_is_unknown():
+    parts = [P("orders", 0, [3, 1, 2], 3, [3, 1, 2])]
+    # broker 1 is not registered and broker 2 is proven not serving too: nobody could take the controller
+    lone = plan_demote(snap(parts, brokers=(2, 3), controller=3, controller_epoch=7), 3, {**HUNG, 2: "did not answer"})
+    assert "no_controller_taker" in [r.code for r in lone.refusals]
+    assert "deleting /controller would leave the cluster without one" in str(lone.refusals[0])
+    no_epoch = plan_demote(snap(parts, controller=3), 3, HUNG)
+    assert [r.code for r in no_epoch.refusals] == ["controller_epoch_unreadable"]
+    unreadable = plan_demote(snap(parts, controller=3, controller_epoch=7, unparsable=("/controller",)), 3, HUNG)
+    assert "metadata_unreadable" in [r.code for r in unreadable.refusals]
+
+
+def test_the_approval_binds_the_controller_move_and_a_fresh_state_needing_an_unapproved_one_is_refused():
+    from kafka_runbooks.remediate.demote import controller_move_unapproved
+    from kafka_runbooks.remediate.demote_run import to_plan
+    from kafka_runbooks.remediate.digest import plan_digest
+
+    parts = [P("orders", 0, [3, 1, 2], 3, [3, 1, 2])]
+    s3 = snap(parts, controller=3, controller_epoch=7)
+    plan = to_plan(plan_demote(s3, 3, HUNG), s3, None)
+    assert plan.conditions["move_controller"] is True and plan.conditions["controller_takers"] == [1, 2]
+    edited = plan.to_dict()
+    edited["conditions"] = {**edited["conditions"], "move_controller": False}
+    from kafka_runbooks.model import Plan
+
+    assert plan_digest(Plan.from_dict(edited)) != plan_digest(plan)  # an edit of the approved plan loses the approval
+    # approved while broker 1 was the controller; broker 3 took it since: the fresh plan needs a move nobody approved
+    fresh = plan_demote(s3, 3, HUNG)
+    assert controller_move_unapproved(fresh, approved=False).code == "controller_move_not_approved"
+    assert controller_move_unapproved(fresh, approved=True) is None
+    s1 = snap(parts, controller=1, controller_epoch=8)
+    assert controller_move_unapproved(plan_demote(s1, 3, HUNG), approved=True) is None  # less than approved: skipped
 
 
 def test_coordinators_move_with_offsets_partitions_and_converged_reads_zookeeper():

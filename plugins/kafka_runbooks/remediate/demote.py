@@ -10,6 +10,15 @@ handlers held (docs/MITIGATE.md): the controller processed both in about a secon
 itself (its ZooKeeper watches and controller-to-broker channels are not its request handlers), and B's JVM kept its
 stuck threads for the dumps. Both znodes exist with these meanings on every ZooKeeper-mode version (0.9 to 2.x).
 
+When B is the controller, the controller is moved first (:attr:`DemotePlan.move_controller`): with B's threads
+blocked (the lab's ``isolate`` blocks log4j too) its controller event thread reads the reassignment znode and blocks
+on its first log line, so nothing is reordered (docs/MITIGATE.md). Its /controller znode is deleted (only while it is
+the znode the run's check read and /controller_epoch is unchanged: ``demote_run.move_controller``); every other
+registered broker's controller event thread then runs ``elect()`` (Kafka 2.3, KafkaController) and the first to create
+/controller wins and, on failover, resumes whatever /admin/reassign_partitions and /admin/preferred_replica_election
+hold; B's own re-election waits behind its stuck event. The plan names who may take it (:attr:`DemotePlan.takers`:
+registered, not proven not serving) and is refused when nobody could, or /controller_epoch is unknown.
+
 Why the order changes and stays changed until B is back: with B first, the controller's automatic rebalance
 (``auto.leader.rebalance.enable``, Kafka's default true) would hand leadership straight back to the hung B. The plan
 records the original order (:attr:`DemotePlan.restore`); it is written back only after B's restart has passed its gates,
@@ -82,8 +91,14 @@ class DemotePlan:
     moves: tuple[Move, ...]
     stays_offline: tuple[Stays, ...]
     refusals: tuple[Refusal, ...]
-    controller: bool  # B is the controller: the move is still processed (measured), the Admin API is not used
+    controller: bool  # B is the controller: it is moved first (``move_controller``), the Admin API is not used
     evidence: str  # why B is taken as not serving
+    takers: tuple[int, ...] = ()  # B is the controller: the registered, serving brokers that may take it (one must)
+
+    @property
+    def move_controller(self) -> bool:
+        """B is the controller: its /controller znode is deleted first and another broker takes it (module doc)."""
+        return self.controller
 
     @property
     def refused(self) -> bool:
@@ -123,8 +138,11 @@ class DemotePlan:
         for s in self.stays_offline:
             lines.append(f"  STAYS OFFLINE until broker {self.broker_id} is restarted: {s.partition.name} ({s.why})")
         if self.controller:
-            lines.append(f"  broker {self.broker_id} is the controller: the move goes through ZooKeeper, which its "
-                         f"controller threads still serve; if it is not processed in time, the run halts")
+            lines.insert(0, f"broker {self.broker_id} is the controller: the controller is moved first (its /controller "
+                            f"znode deleted, only while it is still broker {self.broker_id}'s and no election came "
+                            f"between; another registered broker takes it: one of {list(self.takers)}), then "
+                            f"leadership is moved; if no other broker takes it in time, or broker {self.broker_id} "
+                            f"takes it again, the run halts")
         return lines
 
 
@@ -150,7 +168,24 @@ def plan_demote(snapshot: ClusterSnapshot, broker_id: int, not_serving: Mapping[
         refusals.append(Refusal("nothing_to_move", f"broker {b} leads no partition that another serving in-sync "
                                                    f"replica could lead" + (f" ({len(stays)} stay offline)" if stays else "")))
     return DemotePlan(snapshot.cluster, b, tuple(moves), tuple(stays), tuple(refusals),
-                      snapshot.controller_id == b, str(not_serving.get(b, "")))
+                      snapshot.controller_id == b, str(not_serving.get(b, "")), _takers(snapshot, b, not_serving))
+
+
+def _takers(snapshot: ClusterSnapshot, b: int, not_serving: Mapping[int, str]) -> tuple[int, ...]:
+    """The brokers that may take the controller off B: registered, not B, not proven not serving. (Kafka elects
+    whichever registered broker's event thread creates /controller first; these are who can win it.)"""
+    if snapshot.controller_id != b:
+        return ()
+    return tuple(sorted(x for x in snapshot.live_broker_ids if x != b and x not in not_serving))
+
+
+def controller_move_unapproved(fresh: DemotePlan, approved: bool) -> Refusal | None:
+    """Fresh state needs the controller moved but the approval did not cover it: refused (a move the approver did not
+    see). Approved but no longer needed (another broker is the controller now): nothing to refuse, it is skipped."""
+    if fresh.move_controller and not approved:
+        return Refusal("controller_move_not_approved", f"broker {fresh.broker_id} is the controller now; the approved "
+                                                       f"plan did not move the controller: it needs a new approval")
+    return None
 
 
 def _cluster_refusals(snapshot: ClusterSnapshot, b: int, not_serving: Mapping[int, str]):
@@ -170,6 +205,19 @@ def _cluster_refusals(snapshot: ClusterSnapshot, b: int, not_serving: Mapping[in
         yield Refusal("election_pending", f"a preferred election is pending ({_names(snapshot.preferred_election_pending)})")
     if snapshot.controller_id is None or snapshot.controller_id not in snapshot.live_broker_ids:
         yield Refusal("no_controller", "no registered controller: nobody would process the move")
+    elif snapshot.controller_id == b:
+        yield from _controller_refusals(snapshot, b, not_serving)
+
+
+def _controller_refusals(snapshot: ClusterSnapshot, b: int, not_serving: Mapping[int, str]):
+    """B is the controller: it is moved first, which needs another broker to take it and /controller_epoch read (the
+    run deletes /controller only while /controller_epoch is unchanged: no election came between)."""
+    if not _takers(snapshot, b, not_serving):
+        yield Refusal("no_controller_taker", f"broker {b} is the controller and no other registered, serving broker could "
+                                             f"take it: deleting /controller would leave the cluster without one")
+    if snapshot.controller_epoch is None:
+        yield Refusal("controller_epoch_unreadable", f"broker {b} is the controller but /controller_epoch could not be "
+                                                     f"read: the controller cannot be moved safely")
 
 
 def _new_leader(p: Partition, b: int, live: frozenset[int], not_serving: Mapping[int, str]) -> int | str:

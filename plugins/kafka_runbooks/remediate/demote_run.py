@@ -3,7 +3,8 @@ maintenance lock, on fresh state, its JVM untouched. Decisions are ``remediate/d
 
 One run: the lock; fresh state from ZooKeeper and a direct check of the broker NOW (it must still fail: a broker that
 answers again is left alone); the plan again on that state -- only moves that are still needed AND exactly what was
-approved run (a partition the approval did not cover needs a new one); the intent in the ledger; the reassignment
+approved run (a partition the approval did not cover needs a new one); the intent in the ledger; when B is the
+controller, the controller moved first (``move_controller``: its /controller znode deleted, another broker takes it); the reassignment
 (``/admin/reassign_partitions``, refused if one is pending), waited for until the controller deleted it; the
 preferred election of the moved partitions (``/admin/preferred_replica_election``); then the gates: every moved
 partition led by a registered in-sync broker other than B (ZooKeeper) and each new leader's own metadata agreeing,
@@ -21,6 +22,7 @@ from typing import Any, Callable, Mapping
 from kafka_runbooks import clock
 from kafka_runbooks.model import CONSUMER_OFFSETS, Plan
 from kafka_runbooks.remediate import demote as D
+from kafka_runbooks.remediate import election as E
 from kafka_runbooks.remediate import engine
 from kafka_runbooks.remediate.termination import TERMINATION, TaskTerminated
 from kafka_runbooks.remediate import ledger as L
@@ -29,11 +31,7 @@ from kafka_runbooks.remediate.ledger import Reason, StepState as State
 
 log = logging.getLogger(__name__)
 
-# What removing a znode the controller did not take cannot undo (Kafka 2.3, KafkaController: the event thread reads
-# /admin/reassign_partitions into memory, then logs "Handling reassignment of partition ..." before acting; seen in the
-# lab's incident 000, the isolated broker being the controller: its controller-event-thread blocked on that log line)
-STUCK_READER = ("; a controller stuck while handling it (it read the znode, then blocked, e.g. writing its log) keeps "
-                "what it read and would still carry it out if it resumed without a restart")
+STUCK_READER = E.STUCK_READER  # what removing a znode the controller did not take cannot undo (election.py)
 
 
 def to_plan(dplan: D.DemotePlan, snapshot, roll_id: str | None) -> Plan:
@@ -47,7 +45,8 @@ def to_plan(dplan: D.DemotePlan, snapshot, roll_id: str | None) -> Plan:
         conditions={"broker_id": dplan.broker_id,
                     "moves": {m.partition.name: list(m.replicas) for m in dplan.moves},
                     "stays_offline": {s.partition.name: s.why for s in dplan.stays_offline},
-                    "restore": dplan.restore, "controller": dplan.controller},
+                    "restore": dplan.restore, "controller": dplan.controller,
+                    "move_controller": dplan.move_controller, "controller_takers": list(dplan.takers)},
     )
 
 
@@ -87,7 +86,7 @@ def write_and_wait(zk, path: str, payload: bytes, timeout_s: float, guard: Calla
     if gone is None:
         removed = remove_if_ours(zk, path, payload)
         raise Halted(f"the controller did not take {path} within {timeout_s:g} s (no active controller, or it is stuck); "
-                     + ("the znode was removed again: no controller that reads it from now on runs it" + STUCK_READER if removed else
+                     + (f"the znode was removed again: {E.REMOVED}" + STUCK_READER if removed else
                         "the znode is no longer ours or already gone"), code="controller_did_not_take")
     return time.monotonic() - t0
 
@@ -127,6 +126,94 @@ def reorder_and_wait(zk, config, moving: D.DemotePlan, guard: Callable[[], None]
                             f"{D.REASSIGN_ZNODE} is no longer ours or already gone (the controller may have taken it)"),
                          code="not_reordered")
         time.sleep(0.3)
+
+
+CONTROLLER_ZNODE, CONTROLLER_EPOCH_ZNODE = "/controller", "/controller_epoch"
+
+
+def controller_znode(zk) -> dict[str, Any] | None:
+    """/controller as it is now: the broker it names, the znode's identity (czxid, ephemeral owner = the session of
+    the broker that created it), its version, and the version of /controller_epoch read just before it (every
+    Kafka 2.x election creates /controller and bumps /controller_epoch in one ZooKeeper transaction). None: no
+    controller. Halted (nothing changed) when either cannot be read or parsed."""
+    from kazoo.exceptions import NoNodeError
+
+    from kafka_runbooks.detect.snapshot import parse_controller  # deferred: loaded on first use, not when a DAG file is parsed
+
+    try:
+        _, estat = zk.get(CONTROLLER_EPOCH_ZNODE)
+        data, stat = zk.get(CONTROLLER_ZNODE)
+    except NoNodeError:
+        if zk.exists(CONTROLLER_EPOCH_ZNODE) is None:
+            raise Halted(f"{CONTROLLER_EPOCH_ZNODE} is missing: the controller is not moved; nothing was deleted",
+                         code="controller_epoch_unreadable") from None
+        return None
+    try:
+        import json
+
+        broker = parse_controller(json.loads(data.decode("utf-8")))
+    except Exception as exc:  # noqa: BLE001 - any unparsable /controller: fail closed, said
+        raise Halted(f"{CONTROLLER_ZNODE} could not be parsed ({exc}); nothing was deleted", code="controller_unreadable") from None
+    return {"broker_id": broker, "czxid": stat.czxid, "owner": stat.ephemeralOwner, "version": stat.version,
+            "epoch_version": estat.version}
+
+
+def move_controller(zk, b: int, seen: Mapping[str, Any], timeout_s: float, guard: Callable[[], None] | None = None) -> dict[str, Any]:
+    """Moves the controller off broker ``b`` (issue 30), ``seen`` being /controller as the fresh check read it
+    (:func:`controller_znode`). Deletes /controller ONLY while it names ``b``, is the znode ``seen`` (same czxid and
+    ephemeral owner) and /controller_epoch is unchanged since (no election came between), in one ZooKeeper
+    transaction; then waits up to ``timeout_s`` for another registered broker to take it.
+
+    Kafka 2.3 (KafkaController, read for this): every broker watches /controller; its deletion puts a ``Reelect``
+    event in each broker's controller event queue. Each live broker's event thread resigns if it was active, then
+    ``elect()``: creates /controller (ephemeral) and bumps /controller_epoch in one transaction; the first wins, the
+    others see it and stop. The stuck broker's own ``Reelect`` waits in its queue behind the event its thread is stuck
+    in, so it cannot take it back while stuck; when it resumes, every ZooKeeper write of its old event is made with
+    the old /controller_epoch version and fails (ControllerMovedException: it resigns), and brokers reject its requests
+    (a controller epoch older than the one they know: STALE_CONTROLLER_EPOCH). The new controller, on failover, reads
+    /admin/reassign_partitions and /admin/preferred_replica_election and resumes what they hold. If broker ``b``
+    takes /controller again (its event thread was not stuck, or resumed), or nobody does within ``timeout_s``:
+    Halted ``controller_not_moved``. {"from", "to", "took_s", "deleted"} otherwise ("deleted" False: another registered
+    broker had taken it on its own since the check; nothing was deleted)."""
+    from kafka_runbooks.remediate.waits import Waker, wait_for  # deferred: loaded on first use, not when a DAG file is parsed
+
+    now = controller_znode(zk)
+    if now is not None and now["broker_id"] != b and zk.exists(f"/brokers/ids/{now['broker_id']}") is not None:
+        return {"from": b, "to": now["broker_id"], "took_s": 0.0, "deleted": False}  # moved on its own since the check
+    same = ("czxid", "owner", "epoch_version")  # the same znode, and no election since the check read it
+    if now is None or now["broker_id"] != b or any(now[k] != seen[k] for k in same):
+        raise Halted(f"{CONTROLLER_ZNODE} is no longer the one of broker {b} the check read ({_said(seen)}); now: "
+                     f"{_said(now)}; nothing was deleted", code="controller_changed")
+    t0 = time.monotonic()
+    tx = zk.transaction()
+    tx.check(CONTROLLER_EPOCH_ZNODE, seen["epoch_version"])
+    tx.delete(CONTROLLER_ZNODE, version=now["version"])
+    failed = [r for r in tx.commit() if isinstance(r, Exception)]
+    if failed:
+        raise Halted(f"{CONTROLLER_ZNODE} or {CONTROLLER_EPOCH_ZNODE} changed while the controller was being moved "
+                     f"({type(failed[0]).__name__}); nothing was deleted", code="controller_changed")
+    waker = Waker()
+
+    def taken():
+        zk.exists(CONTROLLER_ZNODE, watch=waker)
+        cur = controller_znode(zk)
+        if cur is not None and (cur["broker_id"] == b or zk.exists(f"/brokers/ids/{cur['broker_id']}") is not None):
+            return cur
+        return None  # nobody yet (or a broker that is not registered: waited on)
+
+    cur = wait_for(taken, timeout_s=timeout_s, poll_s=0.5, waker=waker, guard=guard)
+    if cur is None or cur["broker_id"] == b:
+        what = (f"broker {b} took it again (its controller event thread is not stuck)" if cur is not None else
+                f"no registered broker took it within {timeout_s:g} s ({_said(controller_znode(zk))})")
+        raise Halted(f"{CONTROLLER_ZNODE} of broker {b} was deleted to move the controller first; {what}; no "
+                     f"leadership was moved and nothing else was written", code="controller_not_moved")
+    return {"from": b, "to": cur["broker_id"], "took_s": round(time.monotonic() - t0, 2), "deleted": True}
+
+
+def _said(c: Mapping[str, Any] | None) -> str:
+    if c is None:
+        return "no /controller"
+    return f"broker {c['broker_id']}, czxid {c['czxid']:#x}, session {c['owner']:#x}, epoch version {c['epoch_version']}"
 
 
 def remove_if_ours(zk, path: str, payload: bytes) -> bool:
@@ -291,30 +378,46 @@ class DemotionWork(Work):
                 "at": clock.now_iso()}
 
 
-def _demote_check(ctx, unit: Unit) -> tuple[D.DemotePlan, list[D.Move], list[str]]:
-    """``checking``: the plan again on fresh state, only the moves approved as they are now; DemoteRefused otherwise."""
+def _demote_check(ctx, unit: Unit) -> tuple[D.DemotePlan, list[D.Move], list[str], dict[str, Any] | None]:
+    """``checking``: the plan again on fresh state, only the moves approved as they are now, and /controller as read
+    now when B is the controller (moved first only if the approval covered it); DemoteRefused otherwise."""
     b = unit.key
     _, fresh, check = fresh_demote(ctx.ex, ctx.zk)
     moves, left = runnable(fresh, approved_moves(ctx.ex.plan))
-    refusals = [str(r) for r in fresh.refusals]
+    unapproved = D.controller_move_unapproved(fresh, bool((ctx.ex.plan.conditions or {}).get("move_controller")))
+    refusals = [str(r) for r in (*fresh.refusals, *([unapproved] if unapproved else []))]
+    seen = None
+    if fresh.move_controller and not refusals:
+        try:
+            seen = controller_znode(ctx.zk)
+        except Halted as exc:  # unreadable now: refused, nothing was written yet
+            refusals.append(f"{exc.code}: {exc}")
+        else:
+            if seen is None or seen["broker_id"] != b:
+                refusals.append(f"controller_changed: /controller no longer names broker {b} ({_said(seen)})")
     ctx.audit("demote_check", "refused" if refusals or not moves else "ok",
               {"broker_id": b, "refusals": refusals, "left_out": left, "moves": len(moves),
                "direct_check": check.to_dict() if check is not None else None})
     if refusals or not moves:
         code = "refused_on_fresh_state" if refusals else "nothing_to_move"
         raise DemoteRefused(Reason(code, "; ".join(refusals or left or ["nothing left to move"])))
-    return fresh, moves, left
+    return fresh, moves, left, seen
 
 
 def _demote_unit(ctx, unit: Unit) -> None:
     """The demotion, from ``checking`` to ``done``; raises on any failure (the engine refuses or halts)."""
     cfg, zk, lock, b = ctx.config, ctx.zk, ctx.lock, unit.key
-    fresh, moves, left = _demote_check(ctx, unit)
-    moving = D.DemotePlan(fresh.cluster, b, tuple(moves), fresh.stays_offline, (), fresh.controller, fresh.evidence)
+    fresh, moves, left, seen = _demote_check(ctx, unit)
+    moving = D.DemotePlan(fresh.cluster, b, tuple(moves), fresh.stays_offline, (), fresh.controller, fresh.evidence, fresh.takers)
     first = State.MOVING if moving.reorders else State.ELECTING
     ctx.records.intent(L.STEP_STARTED, broker_id=b, phase="reassigning", partitions=[m.partition.name for m in moves],
-                       restore=moving.restore, state=first.value)  # committed before anything is written, or nothing is
+                       restore=moving.restore, state=first.value,
+                       move_controller=_said(seen) if seen else None)  # committed before anything is written, or nothing is
     ctx.move(unit, first)
+    moved = {}
+    if seen is not None:  # B is the controller: moved first (move_controller), or nothing else is written
+        moved = move_controller(zk, b, seen, cfg.election.znode_timeout_s, guard=lock.check)
+        ctx.audit("controller_move", "ok", {"broker_id": b, **moved})
     took_r, stuck, restore = 0.0, [], moving.restore  # every reorder asked for: a stuck one completes later
     if moving.reorders:  # partitions B is the preferred replica of: B last first (none: the election alone)
         took_r, moves, stuck = reorder_and_wait(zk, cfg, moving, lock.check)
@@ -322,13 +425,14 @@ def _demote_unit(ctx, unit: Unit) -> None:
                   {"broker_id": b, "reordered": sum(m.reorder for m in moves), "stuck": stuck, "controller_s": round(took_r, 2)})
         if not moves:
             raise Halted("no partition could be reordered: " + "; ".join(stuck[:6]), code="not_reordered")
-        moving = D.DemotePlan(fresh.cluster, b, tuple(moves), fresh.stays_offline, (), fresh.controller, fresh.evidence)
+        moving = D.DemotePlan(fresh.cluster, b, tuple(moves), fresh.stays_offline, (), fresh.controller, fresh.evidence, fresh.takers)
         ctx.move(unit, State.ELECTING)
     took_e = write_and_wait(zk, D.ELECTION_ZNODE, moving.election(), cfg.election.znode_timeout_s, guard=lock.check)
     ctx.audit("elect", "ok", {"broker_id": b, "partitions": len(moves), "controller_s": round(took_e, 2)})
     ctx.move(unit, State.GATING, record=True)
     gates = _gates(zk, ctx.ex, moving, moves, lock.check)
-    timing = {"broker_id": b, "reassign_s": round(took_r, 2), "elect_s": round(took_e, 2), **gates}
+    timing = {"broker_id": b, "reassign_s": round(took_r, 2), "elect_s": round(took_e, 2), **gates,
+              **({"controller_to": moved["to"], "controller_move_s": moved["took_s"]} if moved else {})}
     ctx.audit("gates", "ok", timing)
     ctx.move(unit, State.DONE)
     ctx.records.event(L.STEP_DONE, broker_id=b, partitions=[m.partition.name for m in moves], timing=timing,

@@ -30,6 +30,14 @@ from kafka_runbooks.schedules import in_window, next_open
 
 KIND = "preferred_election"
 ZNODE = "/admin/preferred_replica_election"
+
+# What removing an /admin znode the controller did not take cannot undo (Kafka 2.3, KafkaController: the event thread
+# reads /admin/reassign_partitions or /admin/preferred_replica_election into memory, then logs before acting; seen in
+# the lab's incident 000, the isolated broker being the controller: its controller-event-thread blocked on that log
+# line). Shared by election_run and demote_run: one wording.
+REMOVED = "no controller that reads it from now on runs it"
+STUCK_READER = ("; a controller stuck while handling it (it read the znode, then blocked, e.g. writing its log) keeps "
+                "what it read and would still carry it out if it resumed without a restart")
 RUNBOOK = "runbooks/preferred-election.md"
 
 

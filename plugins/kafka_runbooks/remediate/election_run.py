@@ -122,7 +122,8 @@ def _with_stuck_s(config: ClusterConfig, stuck_s: float) -> ClusterConfig:
 def _elect_znode(zk, partitions: list[str], timeout_s: float, guard: Callable[[], None] | None = None) -> float:
     """Writes the znode and waits until the controller deletes it; the seconds that took. A znode the controller did not
     take within ``timeout_s`` is removed again (when it is still ours) before halting: a halted election leaves nothing
-    behind for a controller to run later. ``guard`` (the maintenance lock's check) runs at every poll."""
+    behind for a controller that reads it later (one that read it and is stuck keeps it: ``E.STUCK_READER``).
+    ``guard`` (the maintenance lock's check) runs at every poll."""
     from kazoo.exceptions import NodeExistsError
 
     from kafka_runbooks.remediate.waits import Waker, wait_for
@@ -139,7 +140,7 @@ def _elect_znode(zk, partitions: list[str], timeout_s: float, guard: Callable[[]
     if gone is None:
         removed = remove_our_znode(zk, partitions)
         raise Halted(f"the controller did not take {E.ZNODE} within {timeout_s:g} s (no active controller, or it is stuck); "
-                     + ("the znode was removed again: no controller will run this election later" if removed else
+                     + (f"the znode was removed again: {E.REMOVED}{E.STUCK_READER}" if removed else
                         "the znode is no longer ours or already gone"), code="controller_did_not_take")
     return time.monotonic() - t0
 
@@ -187,7 +188,7 @@ def clear_interrupted_batch(zk, entries: Iterable[Mapping[str, Any]]) -> str | N
     partitions = [str(n) for n in batch.get("partitions") or ()]
     if remove_our_znode(zk, partitions):
         return (f"{E.ZNODE} written by batch {batch.get('batch')} of run {batch.get('run_id')} (its worker died) was still "
-                f"pending; it was removed: no controller will run it later")
+                f"pending; it was removed: {E.REMOVED}{E.STUCK_READER}")
     return f"batch {batch.get('batch')} of run {batch.get('run_id')} did not end; {E.ZNODE} holds nothing of it now"
 
 
@@ -362,7 +363,7 @@ class ElectionWork(Work):
         if pending:
             try:
                 if remove_our_znode(ctx.zk, pending):
-                    extra = f"; {E.ZNODE} (this batch) removed again: no controller will run it later"
+                    extra = f"; {E.ZNODE} (this batch) removed again: {E.REMOVED}{E.STUCK_READER}"
             except Exception as exc:  # noqa: BLE001 - said, never hidden
                 extra = f"; {E.ZNODE} could not be checked for removal ({type(exc).__name__}: {exc}): look at it by hand"
         r = failure.reason
