@@ -87,14 +87,14 @@ def test_no_broker_taking_it_within_the_bound_halts_controller_not_moved(zk, bro
     assert zk.exists("/controller") is None  # it was deleted: said, not hidden
 
 
-def test_the_stuck_broker_taking_it_again_halts_controller_not_moved(zk, brokers):
+def test_a_broker_whose_controller_thread_works_may_take_it_again_and_the_move_goes_on_through_it(zk, brokers):
+    """A hang of the request handlers only leaves the controller's event thread working: its own Reelect may win the
+    election again (the lab measured such a controller processing the move: docs/MITIGATE.md); the move goes on."""
     seen = controller_znode(zk)
     _elector(brokers[3], 3)  # broker 3's event thread is not stuck: its Reelect runs and it wins
-    with pytest.raises(Halted) as halted:
-        move_controller(zk, 3, seen, timeout_s=30)
-    assert halted.value.code == "controller_not_moved"
-    assert "broker 3 took it again" in str(halted.value)
-    assert controller_znode(zk)["broker_id"] == 3
+    moved = move_controller(zk, 3, seen, timeout_s=30)
+    assert moved["to"] == 3 and moved["retaken"] is True and moved["deleted"] is True
+    assert controller_znode(zk)["broker_id"] == 3 and controller_znode(zk)["czxid"] != seen["czxid"]
 
 
 def test_a_controller_znode_that_is_not_the_one_the_check_saw_is_never_deleted(zk, brokers):
