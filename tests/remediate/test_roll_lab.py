@@ -662,6 +662,9 @@ def test_a_worker_killed_mid_stop_leaves_a_resumable_roll_and_says_what_it_left(
     assert states(resumed)["execute"] == "success", states(resumed)
     plan = recorded_plan(settings, xcom(resumed, "plan"))
     assert plan["roll_id"] == record_id and [s["broker_id"] for s in plan["steps"]] == [b]
-    assert "not registered in ZooKeeper: started first" in plan["steps"][0]["reason"]
+    # the resume's plan says what will really happen to it (remediate/plan.py ``_resumed_reason``): started, not stopped
+    reason = plan["steps"][0]["reason"]
+    assert f"(resumed): broker {b} is not registered after " in reason and "it is started" in reason, reason
+    assert "Started (a stop command only if a process of it still runs)" in reason, reason
     assert lab.broker_pid(b) not in (None, pid) and lab.registration(b) is not None
     assert store.get(record_id)["status"] == "closed"
