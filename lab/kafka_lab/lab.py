@@ -345,6 +345,11 @@ class Lab(FaultsMixin, LeadershipMixin):
 
     # ------------------------------------------------------------------ ZooKeeper views (kazoo)
     def kazoo(self):
+        """The lab's own kazoo client; a new one when the last one's session was lost. ci11 saw this client's session
+        expire once (no ping heard for 10 s on a host at load ~40) and every call after it raise SessionExpiredError
+        for 8 minutes: the lab does not wait for kazoo to come back by itself."""
+        if self._kz is not None and (self._kz.state == "LOST" or self._kz.client_state in ("EXPIRED_SESSION", "CLOSED")):
+            self.close()
         if self._kz is None:
             from kazoo.client import KazooClient
 

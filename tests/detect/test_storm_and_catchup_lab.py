@@ -29,7 +29,7 @@ import pytest
 
 from kafka_runbooks.detect.observe import check_once
 
-pytestmark = [pytest.mark.lab, pytest.mark.third_lane, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.lab, pytest.mark.fourth_lane, pytest.mark.timeout(900)]
 
 STORM = "election_storm"
 

@@ -17,7 +17,7 @@ import pytest
 from kafka_lab.airflow_home import load_dags, take_triggered_confs
 from kafka_lab.drill import HEALTH, RESPONSE
 
-pytestmark = [pytest.mark.lab, pytest.mark.spark, pytest.mark.airflow, pytest.mark.timeout(1500)]  # a bound: the drill waits up to 240 s for the finding, Spark takes minutes under load
+pytestmark = [pytest.mark.lab, pytest.mark.fourth_lane, pytest.mark.spark, pytest.mark.airflow, pytest.mark.timeout(1500)]  # a bound: the drill waits up to 240 s for the finding, Spark takes minutes under load
 
 
 @pytest.fixture

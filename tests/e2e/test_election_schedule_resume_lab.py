@@ -25,7 +25,7 @@ import pytest
 from kafka_lab.airflow_home import load_dags
 from kafka_lab.approvals import Responder
 
-pytestmark = [pytest.mark.lab, pytest.mark.airflow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.lab, pytest.mark.fourth_lane, pytest.mark.airflow, pytest.mark.timeout(900)]
 
 SCHEDULE_DAG = "kafka_preferred_election_schedule"
 DAG_ID = "kafka_preferred_election"

@@ -257,7 +257,6 @@ def _gates(zk, ex: Execution, dplan: D.DemotePlan, moves: list[D.Move], guard) -
     from kafka_runbooks.detect.snapshot import read_snapshot  # deferred: loaded on first use, not when a DAG file is parsed
     from kafka_runbooks.hooks.kafka import KafkaHook  # deferred: loaded on first use, not when a DAG file is parsed
     from kafka_runbooks.remediate.election_run import _coordinators_loaded  # deferred: loaded on first use, not when a DAG file is parsed
-    from kafka_runbooks.remediate.gates import canary_leaders  # deferred: loaded on first use, not when a DAG file is parsed
 
     cfg = ex.config
     hook = KafkaHook(cfg.kafka_conn_id, listener=cfg.listener)
@@ -286,15 +285,34 @@ def _gates(zk, ex: Execution, dplan: D.DemotePlan, moves: list[D.Move], guard) -
         guard()
         out.setdefault("coordinators", {})[leader] = _coordinators_loaded(zk, ex, leader, sorted(parts), guard=guard)
     if ex.canary:
-        led = {b: p for b, p in canary_leaders(snapshot, cfg.canary.topic).items() if b != dplan.broker_id}
-        brokers = [b for b in (snapshot.broker(x) for x in sorted(led)) if b is not None]
-        results = hook.canary(brokers, {b.id: led[b.id] for b in brokers}, cfg.canary.topic, cfg.canary.timeout_s)
-        bad = [f"leader {r.broker_id} partition {r.partition}: {r.error_code} {r.error}" for r in results if not r.ok]
-        if bad or not results:
-            raise Halted("canary produce/consume failed after the move: " + "; ".join(bad or ["no serving leader to write to"]),
-                         code="canary_failed")
-        out["canary"] = len(results)
+        out["canary"] = _canary_after_move(zk, ex, hook, dplan.broker_id, guard)
     return out
+
+
+def _canary_after_move(zk, ex: Execution, hook, b: int, guard) -> dict[str, Any]:
+    """Canary rounds through every serving leader (B left out) until one passes, within ``gates.canary_s``; Halted
+    otherwise. Rounds, not one: a new leader keeps B in the ISR of what it took over until B has been out of date for
+    ``replica.lag.time.max.ms`` (Kafka sets its followers caught up when it becomes leader, and B, hung, never fetches),
+    so an acks=all write waits that long after the move -- as every client's does (docs/MITIGATE.md)."""
+    import dataclasses
+
+    from kafka_runbooks.detect.snapshot import read_snapshot  # deferred: loaded on first use, not when a DAG file is parsed
+    from kafka_runbooks.remediate import gates as G
+
+    cfg = ex.config
+
+    def serving():
+        snap = read_snapshot(zk, cfg.name)
+        return dataclasses.replace(snap, brokers=tuple(x for x in snap.brokers if x.id != b))
+
+    try:
+        res = G.canary_gate(hook, serving, cfg.canary.topic, latency_bound_ms=cfg.canary.latency_bound_ms,
+                            round_timeout_s=cfg.canary.timeout_s, timeout_s=cfg.gates.canary_s, poll_s=cfg.gates.poll_s,
+                            guard=guard)
+    except G.GateFailed as exc:
+        raise Halted(f"canary produce/consume failed after the move for {cfg.gates.canary_s:g} s: {exc.reason}; "
+                     + "; ".join(exc.details.get("failed_rounds", [])[-2:]), code="canary_failed") from None
+    return res.to_dict()
 
 
 def _views_disagree(views, moved: D.DemotePlan) -> list[str]:
