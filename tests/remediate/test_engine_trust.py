@@ -317,3 +317,34 @@ def test_a_lock_lost_before_the_stop_halts_with_nothing_stopped():
     with pytest.raises(RuntimeError):
         restart_broker(broker, broker, GATES, lambda *a, **k: None, logging.getLogger("t"), before_stop=before_stop)
     assert broker.commands == []
+
+
+@pytest.mark.parametrize("cause", ["lock_lost", "driver_halted", "unexpected"])
+def test_a_unit_that_fails_while_checking_is_recorded_as_not_stopped(engine, cause):
+    """A failure of any kind (a lost lock, a driver's own Halted, an unexpected error) while the unit is still being
+    checked: nothing was stopped, and the ledger's ``step_failed`` says ``stopped: false`` (before: the default of a
+    failure met further on, ``stopped: true``, for a broker that never saw a stop command)."""
+    records = engine.make_records()
+    from kafka_runbooks.remediate import engine as G
+    from kafka_runbooks.remediate import executor as E
+    from kafka_runbooks.remediate import ledger as L
+    from kafka_runbooks.remediate.lock import LockLost
+
+    exc = {"lock_lost": LockLost("the maintenance lock node /kafka-runbooks/locks/c1 is gone"),
+           "driver_halted": G.Halted("ZooKeeper did not answer", code="zk_unreachable"),
+           "unexpected": RuntimeError("connection reset")}[cause]
+
+    class DeadZk:
+        def get_children(self, *a, **k):
+            raise RuntimeError("connection lost")
+
+        get = exists = get_children
+
+    unit = G.Unit(G.RESTART, 2, 2)
+    ctx = G.Context(engine.ex, E.RestartWork(), engine.store, records.ledger, records, zk=DeadZk(), board=G.Board([unit]),
+                    current=unit)
+    ctx.board.move(unit, L.StepState.CHECKING)
+    with pytest.raises((E.Halted, G.Refused)):
+        G.end(ctx, ctx.work.failure(ctx, exc))
+    (failed,) = [e for e in engine.ledger.entries() if e["event"] == L.STEP_FAILED]
+    assert failed["stopped"] is False, failed

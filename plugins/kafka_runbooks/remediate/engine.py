@@ -26,6 +26,7 @@ or :class:`Halted` for the failure callback that pages on-call. The lock is rele
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from dataclasses import dataclass, field
@@ -37,6 +38,9 @@ from kafka_runbooks.model import CONSUMER_OFFSETS, ClusterSnapshot, Plan
 from kafka_runbooks.remediate import ledger as L
 from kafka_runbooks.remediate.ledger import Reason, StepState as State
 from kafka_runbooks.remediate.termination import TERMINATION, TaskTerminated
+
+# a unit in these states has taken no action yet (no stop command sent, no znode written)
+NOT_BEGUN = (State.PLANNED, State.CHECKING)
 
 log = logging.getLogger(__name__)
 MAX_LISTED = 20
@@ -262,7 +266,7 @@ class Work:
         # (``Context.read``): nothing new is begun; a refusal if nothing was done yet, else a halt that says so
         if isinstance(exc, (TaskTerminated, L.StateUnavailable)):
             unit = ctx.current
-            begun = unit is not None and unit.state not in (State.PLANNED, State.CHECKING)
+            begun = unit is not None and unit.state not in NOT_BEGUN
             return Failure(unit.state.value if unit is not None else "between units", Reason(exc.code, str(exc)),
                            acted=begun, refuse=not begun and not ctx.done)
         if isinstance(exc, Halted):  # a driver's own halt: recorded and said by the engine like any other
@@ -425,6 +429,10 @@ def _drive(ctx: Context, unit: Unit) -> None:
 def end(ctx: Context, failure: Failure) -> None:
     """The run ends at ``ctx.current``: refused (nothing of it changed) or halted. Raises Refused or Halted."""
     work, unit = ctx.work, ctx.current
+    if failure.acted and unit is not None and unit.state in NOT_BEGUN:
+        # whatever failed (a lost lock, a driver's Halted, an unexpected error), a unit still checking took no action:
+        # its record says so (``stopped: false``), never the default of a failure that came from further on
+        failure = dataclasses.replace(failure, acted=False)
     if work.refuses(ctx, failure):
         _mark(ctx, unit, State.REFUSED, failure.reason)
         refuse(ctx, unit, failure)
