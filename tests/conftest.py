@@ -22,19 +22,17 @@ PART = os.environ.get("KAFKA_RUNBOOKS_TEST_PART")  # ./run test's lanes (see _pa
 
 
 def _part(item) -> str:
-    """Which lane of ``./run test`` runs the test: "lab" (the Kafka 2.3.0 lab), "deployed" (tests/deployed: a deployment and a lab of their own), "lab-b" (the lab's own tests in tests/lab, on a
-    2.3.0 lab of the second lane's slot after the deployed suite: they mostly wait on Kafka, and the first lane is
-    the longest; so do tests marked ``second_lane``), "lab-c" (tests marked ``third_lane``, on a 2.3.0 lab of a third
-    slot after the tests without a lab), "lab-d" (tests marked ``fourth_lane``, on a 2.3.0 lab of a fourth slot, from
-    the start), or "rest" (no lab)."""
+    """Which lane of ``./run test`` runs the test: "lab" (the Kafka 2.3.0 lab), "deployed" (tests/deployed: a
+    deployment and a lab of their own), "lab-c" (tests marked ``third_lane``, on a 2.3.0 lab of a third slot after the
+    tests without a lab), "lab-d" (the lab's own tests in tests/lab and the tests marked ``fourth_lane``, on a 2.3.0 lab
+    of a fourth slot, from the start), or "rest" (no lab). Lanes are balanced by the fresh-clone runs' durations
+    (docs/FIGURES.md)."""
     if "deployment" in item.fixturenames:
         return "deployed"
     if _uses_lab(item):
-        if item.get_closest_marker("fourth_lane"):
-            return "lab-d"
         if item.get_closest_marker("third_lane"):
             return "lab-c"
-        return "lab-b" if item.path.parent.name == "lab" or item.get_closest_marker("second_lane") else "lab"
+        return "lab-d" if item.path.parent.name == "lab" or item.get_closest_marker("fourth_lane") else "lab"
     return "rest"
 
 
@@ -48,7 +46,7 @@ def _uses_lab(item) -> bool:
 
 def pytest_collection_modifyitems(config, items):
     """With KAFKA_RUNBOOKS_TEST_PART, only that lane's tests (``_part``)."""
-    if PART in ("lab", "rest", "deployed", "lab-b", "lab-c", "lab-d"):
+    if PART in ("lab", "rest", "deployed", "lab-c", "lab-d"):
         keep = [i for i in items if _part(i) == PART]
         config.hook.pytest_deselected(items=[i for i in items if i not in keep])
         items[:] = keep

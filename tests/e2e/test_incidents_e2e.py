@@ -176,7 +176,6 @@ def test_002a_unknown_api_key_is_explained_with_its_client_and_nothing_restarted
     assert {b: lab.broker_pid(b) for b in (1, 2, 3)} == pids, "a bad client must not restart anything"
 
 
-@pytest.mark.third_lane  # ./run test's lanes: lane 2 (the deployed suite, then lab-b) is the longest (fresh clone ci10)
 def test_002b_dead_log_cleaner_is_restarted_through_the_engine_and_compacts_again(drill):
     lab, dags, store = drill
     pid_before = lab.broker_pid(1)

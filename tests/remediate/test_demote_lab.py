@@ -12,7 +12,7 @@ import pytest
 
 from kafka_lab.net import broker_ip
 
-pytestmark = [pytest.mark.lab, pytest.mark.second_lane, pytest.mark.timeout(900)]  # lane 2: the lab lane is the longest
+pytestmark = [pytest.mark.lab, pytest.mark.fourth_lane, pytest.mark.timeout(900)]  # lane 4: the lab lane is the longest
 
 
 class Canary:

@@ -18,7 +18,7 @@ import pytest
 
 HERE = Path(__file__).parent
 
-pytestmark = [pytest.mark.lab, pytest.mark.second_lane, pytest.mark.timeout(900)]  # lane 2: the lab lane is the longest
+pytestmark = [pytest.mark.lab, pytest.mark.fourth_lane, pytest.mark.timeout(900)]  # lane 4: the lab lane is the longest
 
 
 def test_a_resume_after_a_worker_killed_after_the_start_does_not_restart_the_broker_again(healthy_lab, tmp_path,

@@ -26,7 +26,7 @@ from test_engine_trust import Blocker
 HERE = Path(__file__).parent
 GRACE_S = 5.0  # Airflow: SIGTERM, then SIGKILL after supervisor.kill's escalation_delay
 
-pytestmark = [pytest.mark.lab, pytest.mark.second_lane, pytest.mark.timeout(900)]  # lane 2: the lab lane is the longest
+pytestmark = [pytest.mark.lab, pytest.mark.fourth_lane, pytest.mark.timeout(900)]  # lane 4: the lab lane is the longest
 
 
 def test_a_sigterm_right_after_a_real_stop_starts_the_broker_before_the_sigkill(healthy_lab, tmp_path, monkeypatch):

@@ -15,6 +15,7 @@ when it is still ours: nothing is left for a controller to run later.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from typing import Any, Callable, Mapping
@@ -294,10 +295,8 @@ def _canary_after_move(zk, ex: Execution, hook, b: int, guard) -> dict[str, Any]
     otherwise. Rounds, not one: a new leader keeps B in the ISR of what it took over until B has been out of date for
     ``replica.lag.time.max.ms`` (Kafka sets its followers caught up when it becomes leader, and B, hung, never fetches),
     so an acks=all write waits that long after the move -- as every client's does (docs/MITIGATE.md)."""
-    import dataclasses
-
     from kafka_runbooks.detect.snapshot import read_snapshot  # deferred: loaded on first use, not when a DAG file is parsed
-    from kafka_runbooks.remediate import gates as G
+    from kafka_runbooks.remediate import gates as G  # deferred: loaded on first use, not when a DAG file is parsed
 
     cfg = ex.config
 
