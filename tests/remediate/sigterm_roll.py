@@ -1,7 +1,9 @@
 """The execute task's process for ``test_termination_lab``: the real engine restarting one broker of the lab, killed
 as Airflow kills it.
 
-Run as ``python sigterm_roll.py WORK BROKER`` with the lab's Airflow environment (its connections and Variable). It
+Run as ``python sigterm_roll.py WORK BROKER [hold-in-sync]`` with the lab's Airflow environment (its connections and
+Variable). ``hold-in-sync``: the step's in-sync gate, once reached (the broker stopped, started and registered again),
+writes WORK/in_gate and waits to be killed -- the worker killed inside its gates, never a step that ended first. It
 plans the restart of BROKER on the lab as it is (``plan_restart``, its own record), installs the SIGTERM handler Airflow
 3's task runner installs (``airflow/sdk/execution_time/task_runner.py``, ``_run_task_and_map_outcome._on_term``: in the
 task's own process it calls the operator's ``on_kill()`` and returns) around the real ``ExecutePlanOperator``, writes
@@ -18,7 +20,20 @@ import sys
 from pathlib import Path
 
 
-def main(work: Path, broker: int) -> None:
+def _hold_in_sync(work: Path) -> None:
+    import time
+
+    from kafka_runbooks.remediate import gates
+
+    def held(*_a, **_k):
+        (work / "in_gate").write_text("1")
+        while True:  # until the test kills this process
+            time.sleep(1)
+
+    gates.in_sync_gate = held
+
+
+def main(work: Path, broker: int, hold: bool = False) -> None:
     from kafka_runbooks.config import load_cluster
     from kafka_runbooks.detect.snapshot import read_snapshot
     from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
@@ -27,6 +42,8 @@ def main(work: Path, broker: int) -> None:
     from kafka_runbooks.remediate import executor as E
     from kafka_runbooks.remediate.plan import plan_restart
 
+    if hold:
+        _hold_in_sync(work)
     config = load_cluster("lab")
     record = IncidentStore(config).open(cluster="lab", broker_ids=[broker], reason="SIGTERM mid-step",
                                         trigger={"kind": "rolling_restart"}, opened_by="test")
@@ -55,4 +72,4 @@ def main(work: Path, broker: int) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]), int(sys.argv[2]))
+    main(Path(sys.argv[1]), int(sys.argv[2]), hold=sys.argv[3:] == ["hold-in-sync"])

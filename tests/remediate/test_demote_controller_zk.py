@@ -144,3 +144,78 @@ def test_a_controller_that_moved_to_another_registered_broker_on_its_own_is_left
     moved = move_controller(zk, 3, seen, timeout_s=2)
     assert moved["to"] == 2 and not moved["deleted"]
     assert controller_znode(zk)["czxid"] == czxid
+
+
+def _topic(zk, replicas, leader, isr):
+    zk.ensure_path("/admin")  # every Kafka broker creates it at startup (KafkaZkClient's persistent paths)
+    zk.create("/brokers/topics/orders", json.dumps({"version": 1, "partitions": {"0": replicas}}).encode(), makepath=True)
+    zk.create("/brokers/topics/orders/partitions/0/state", json.dumps(
+        {"controller_epoch": 8, "leader": leader, "version": 1, "leader_epoch": 4, "isr": isr}).encode(), makepath=True)
+
+
+def _failing_over_controller(session, zk_path="/admin/reassign_partitions"):
+    """Stands for a new Kafka 2.3 controller (KafkaController.onControllerFailover, read at the 2.3.0 tag): it read the
+    pending reassignments when its failover began (none) and, once "Ready to serve", deletes /admin/reassign_partitions
+    -- the first one it sees here, written in between, unread (``maybeTriggerPartitionReassignment`` of an empty set).
+    Any later one it runs: the new order written to the topic's assignment, then the znode deleted, as a working
+    controller completes a reorder of replicas that are all in sync. Returns the list of what it did."""
+    did: list[str] = []
+
+    def watch(event):
+        if event.type == "CREATED":
+            threading.Thread(target=act, daemon=True).start()
+        else:
+            session.exists(zk_path, watch=watch)
+
+    def act():
+        if not did:
+            session.delete(zk_path)
+            did.append("dropped")
+        else:
+            wanted = json.loads(session.get(zk_path)[0])["partitions"]
+            for p in wanted:
+                session.set(f"/brokers/topics/{p['topic']}", json.dumps(
+                    {"version": 1, "partitions": {str(p["partition"]): p["replicas"]}}).encode())
+            session.delete(zk_path)
+            did.append("reordered")
+        session.exists(zk_path, watch=watch)
+
+    session.exists(zk_path, watch=watch)
+    return did
+
+
+def test_a_reassignment_a_new_controller_drops_during_its_failover_is_written_again_once(zk, brokers):
+    from kafka_runbooks.config import ClusterConfig
+    from kafka_runbooks.detect.snapshot import read_snapshot
+    from kafka_runbooks.remediate import demote as D
+    from kafka_runbooks.remediate.demote_run import reorder_and_wait
+
+    _topic(zk, [3, 1, 2], 3, [3, 1, 2])
+    cfg = ClusterConfig.from_dict("c1", {"zk_conn_id": "zk", "hosts": {"1": "h1", "2": "h2", "3": "h3"},
+                                         "election": {"znode_timeout_s": 20}})
+    plan = D.plan_demote(read_snapshot(zk, "c1"), 3, {3: "hung"})
+    assert [m.replicas for m in plan.moves] == [(1, 2, 3)]
+    did = _failing_over_controller(brokers[1])
+    took, done, stuck, rewrites = reorder_and_wait(zk, cfg, plan, lambda: None, controller_moved=True)
+    assert did == ["dropped", "reordered"] and rewrites == 1 and stuck == []
+    assert [m.partition.name for m in done] == ["orders-0"]
+    assert json.loads(zk.get("/brokers/topics/orders")[0])["partitions"]["0"] == [1, 2, 3]
+
+
+def test_a_dropped_reassignment_is_not_written_again_when_this_run_did_not_move_the_controller(zk, brokers):
+    """Without a controller move of its own the run does not know who removed it (a person may have): it halts,
+    saying so, and writes nothing again."""
+    from kafka_runbooks.config import ClusterConfig
+    from kafka_runbooks.detect.snapshot import read_snapshot
+    from kafka_runbooks.remediate import demote as D
+    from kafka_runbooks.remediate.demote_run import reorder_and_wait
+
+    _topic(zk, [3, 1, 2], 3, [3, 1, 2])
+    cfg = ClusterConfig.from_dict("c1", {"zk_conn_id": "zk", "hosts": {"1": "h1", "2": "h2", "3": "h3"},
+                                         "election": {"znode_timeout_s": 3}})
+    plan = D.plan_demote(read_snapshot(zk, "c1"), 3, {3: "hung"})
+    did = _failing_over_controller(brokers[1])
+    with pytest.raises(Halted) as exc:
+        reorder_and_wait(zk, cfg, plan, lambda: None)
+    assert did == ["dropped"] and exc.value.code == "not_reordered"
+    assert json.loads(zk.get("/brokers/topics/orders")[0])["partitions"]["0"] == [3, 1, 2]

@@ -92,41 +92,68 @@ def write_and_wait(zk, path: str, payload: bytes, timeout_s: float, guard: Calla
     return time.monotonic() - t0
 
 
-def reorder_and_wait(zk, config, moving: D.DemotePlan, guard: Callable[[], None]) -> tuple[float, list[D.Move], list[str]]:
+def reorder_and_wait(zk, config, moving: D.DemotePlan, guard: Callable[[], None], *,
+                     controller_moved: bool = False) -> tuple[float, list[D.Move], list[str], int]:
     """Writes the reassignment and waits, bounded, until each reordered partition either shows its new order in
     ZooKeeper (done) or lost a replica from its ISR since the plan (stuck: Kafka completes a reassignment only with every
     replica in sync, and they would catch up from the hung broker -- seen on the lab when the hung leader shrank its ISR
-    after the plan was read). (seconds, the moves that may be elected, what is stuck). The controller keeps a stuck
-    partition's reassignment pending until its replicas are back in sync (Kafka before 2.4 cannot cancel one)."""
-    from kazoo.exceptions import NodeExistsError
+    after the plan was read). (seconds, the moves that may be elected, what is stuck, times written again). The
+    controller keeps a stuck partition's reassignment pending until its replicas are back in sync (Kafka before 2.4
+    cannot cancel one).
 
-    from kafka_runbooks.detect.snapshot import read_snapshot  # deferred: loaded on first use, not when a DAG file is parsed
-
+    ``controller_moved`` (this run moved the controller just before): a new Kafka 2.3 controller reads the pending
+    reassignments when its failover begins and, when it is ready, deletes ``/admin/reassign_partitions`` if it read
+    none (``KafkaController.onControllerFailover`` -> ``maybeTriggerPartitionReassignment`` with an empty set); a
+    reassignment written in between is dropped unread (CI, lab: the znode written 0.1 s after broker 3's election,
+    deleted by it at "Ready to serve", nothing reordered). Then, and only while no partition of it was reordered yet,
+    it is written again, once."""
     t0 = time.monotonic()
     payload = moving.reassignment()
-    try:
-        zk.create(D.REASSIGN_ZNODE, payload)
-    except NodeExistsError:
-        raise Halted(f"{D.REASSIGN_ZNODE} already exists: another reassignment is pending; nothing was written", code="znode_exists") from None
-    deadline = t0 + config.election.znode_timeout_s
+    _create_reassignment(zk, payload)
+    deadline, rewrites = t0 + config.election.znode_timeout_s, 0
     while True:
         guard()
-        now = {p.name: p for p in read_snapshot(zk, config.name).partitions}
-        done = [m for m in moving.moves if not m.reorder or tuple(now[m.partition.name].replicas) == tuple(m.replicas)]
-        stuck = [m for m in moving.moves if m not in done and not set(m.replicas) <= set(now[m.partition.name].isr)]
+        pending = zk.exists(D.REASSIGN_ZNODE) is not None  # read before the partitions: gone-then-done is not "dropped"
+        done, stuck, now = _reorder_progress(zk, config, moving)
         if len(done) + len(stuck) == len(moving.moves):
             why = [f"{m.partition.name}: ISR now {list(now[m.partition.name].isr)}; its reassignment stays pending in the "
                    f"controller until every replica is in sync again (after broker {moving.broker_id}'s restart)" for m in stuck]
-            return time.monotonic() - t0, done, why
+            return time.monotonic() - t0, done, why, rewrites
+        reordered = [m for m in done if m.reorder]
+        if not pending and controller_moved and not reordered and not stuck and rewrites == 0:
+            log.warning("the new controller dropped %s unread (its failover deleted it): written again", D.REASSIGN_ZNODE)
+            _create_reassignment(zk, payload)
+            rewrites += 1
+            continue
         if time.monotonic() >= deadline:
             left = [m.partition.name for m in moving.moves if m not in done and m not in stuck]
             removed = remove_if_ours(zk, D.REASSIGN_ZNODE, payload)  # not taken: no controller may run it later
             raise Halted(f"the controller did not reorder {', '.join(left[:8])} within {config.election.znode_timeout_s:g} s "
                          "(no active controller, or it is stuck); nothing was elected; "
                          + (f"{D.REASSIGN_ZNODE} was removed again" + STUCK_READER if removed else
-                            f"{D.REASSIGN_ZNODE} is no longer ours or already gone (the controller may have taken it)"),
+                            f"{D.REASSIGN_ZNODE} is no longer ours or already gone (the controller may have taken it)")
+                         + (f"; written {rewrites + 1} times (a new controller dropped it)" if rewrites else ""),
                          code="not_reordered")
         time.sleep(0.3)
+
+
+def _create_reassignment(zk, payload: bytes) -> None:
+    from kazoo.exceptions import NodeExistsError
+
+    try:
+        zk.create(D.REASSIGN_ZNODE, payload)
+    except NodeExistsError:
+        raise Halted(f"{D.REASSIGN_ZNODE} already exists: another reassignment is pending; nothing was written", code="znode_exists") from None
+
+
+def _reorder_progress(zk, config, moving: D.DemotePlan):
+    """(done: in their new order or nothing to reorder, stuck: a replica out of the ISR, the partitions now)."""
+    from kafka_runbooks.detect.snapshot import read_snapshot  # deferred: loaded on first use, not when a DAG file is parsed
+
+    now = {p.name: p for p in read_snapshot(zk, config.name).partitions}
+    done = [m for m in moving.moves if not m.reorder or tuple(now[m.partition.name].replicas) == tuple(m.replicas)]
+    stuck = [m for m in moving.moves if m not in done and not set(m.replicas) <= set(now[m.partition.name].isr)]
+    return done, stuck, now
 
 
 CONTROLLER_ZNODE, CONTROLLER_EPOCH_ZNODE = "/controller", "/controller_epoch"
@@ -441,9 +468,10 @@ def _demote_unit(ctx, unit: Unit) -> None:
         ctx.audit("controller_move", "ok", {"broker_id": b, **moved})
     took_r, stuck, restore = 0.0, [], moving.restore  # every reorder asked for: a stuck one completes later
     if moving.reorders:  # partitions B is the preferred replica of: B last first (none: the election alone)
-        took_r, moves, stuck = reorder_and_wait(zk, cfg, moving, lock.check)
+        took_r, moves, stuck, rewrites = reorder_and_wait(zk, cfg, moving, lock.check, controller_moved=bool(moved))
         ctx.audit("reassign", "ok" if not stuck else "partial",
-                  {"broker_id": b, "reordered": sum(m.reorder for m in moves), "stuck": stuck, "controller_s": round(took_r, 2)})
+                  {"broker_id": b, "reordered": sum(m.reorder for m in moves), "stuck": stuck, "controller_s": round(took_r, 2),
+                   "written": 1 + rewrites})
         if not moves:
             raise Halted("no partition could be reordered: " + "; ".join(stuck[:6]), code="not_reordered")
         moving = D.DemotePlan(fresh.cluster, b, tuple(moves), fresh.stays_offline, (), fresh.controller, fresh.evidence, fresh.takers)
