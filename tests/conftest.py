@@ -24,15 +24,19 @@ PART = os.environ.get("KAFKA_RUNBOOKS_TEST_PART")  # ./run test's lanes (see _pa
 def _part(item) -> str:
     """Which lane of ``./run test`` runs the test: "lab" (the Kafka 2.3.0 lab), "deployed" (tests/deployed: a
     deployment and a lab of their own), "lab-c" (tests marked ``third_lane``, on a 2.3.0 lab of a third slot after the
-    tests without a lab), "lab-d" (the lab's own tests in tests/lab and the tests marked ``fourth_lane``, on a 2.3.0 lab
-    of a fourth slot, from the start), or "rest" (no lab). Lanes are balanced by the fresh-clone runs' durations
-    (docs/FIGURES.md)."""
+    tests without a lab), "lab-d" (the tests marked ``fourth_lane``, on a 2.3.0 lab of a fourth slot, from the start),
+    "lab-b" (the lab's own tests in tests/lab, after lab-d in that lane, in a pytest process of their own: their
+    ``down``/``up`` moves the lab's state directory, state database included, away from under a process that used it --
+    ci14's resume test wrote to the moved file), or "rest" (no lab). Lanes are balanced by the fresh-clone runs'
+    durations (docs/FIGURES.md)."""
     if "deployment" in item.fixturenames:
         return "deployed"
     if _uses_lab(item):
         if item.get_closest_marker("third_lane"):
             return "lab-c"
-        return "lab-d" if item.path.parent.name == "lab" or item.get_closest_marker("fourth_lane") else "lab"
+        if item.path.parent.name == "lab":
+            return "lab-b"
+        return "lab-d" if item.get_closest_marker("fourth_lane") else "lab"
     return "rest"
 
 
@@ -46,7 +50,7 @@ def _uses_lab(item) -> bool:
 
 def pytest_collection_modifyitems(config, items):
     """With KAFKA_RUNBOOKS_TEST_PART, only that lane's tests (``_part``)."""
-    if PART in ("lab", "rest", "deployed", "lab-c", "lab-d"):
+    if PART in ("lab", "rest", "deployed", "lab-b", "lab-c", "lab-d"):
         keep = [i for i in items if _part(i) == PART]
         config.hook.pytest_deselected(items=[i for i in items if i not in keep])
         items[:] = keep
