@@ -161,12 +161,6 @@ def _failing_over_controller(session, zk_path="/admin/reassign_partitions"):
     controller completes a reorder of replicas that are all in sync. Returns the list of what it did."""
     did: list[str] = []
 
-    def watch(event):
-        if event.type == "CREATED":
-            threading.Thread(target=act, daemon=True).start()
-        else:
-            session.exists(zk_path, watch=watch)
-
     def act():
         if not did:
             session.delete(zk_path)
@@ -178,9 +172,21 @@ def _failing_over_controller(session, zk_path="/admin/reassign_partitions"):
                     {"version": 1, "partitions": {str(p["partition"]): p["replicas"]}}).encode())
             session.delete(zk_path)
             did.append("reordered")
-        session.exists(zk_path, watch=watch)
 
-    session.exists(zk_path, watch=watch)
+    def loop():
+        # A watch alone misses a znode written again between the delete and re-arming it (no CREATED event then):
+        # look whether it is there on every wake-up, the watch only making the wake-up prompt.
+        while len(did) < 2:
+            there = threading.Event()
+            try:
+                if session.exists(zk_path, watch=lambda _e: there.set()) is None:
+                    there.wait(0.5)
+                    continue
+                act()
+            except Exception:  # the session closed with the test
+                return
+
+    threading.Thread(target=loop, daemon=True).start()
     return did
 
 
