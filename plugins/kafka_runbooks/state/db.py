@@ -38,6 +38,7 @@ SQLITE_BUSY_TIMEOUT_S = 60.0
 
 _engines: dict[str, Engine] = {}
 _at_head: set[str] = set()
+_sqlite_files: dict[str, tuple[int, int]] = {}  # database path -> (device, inode) of the file this process opened
 _lock = threading.Lock()
 
 
@@ -74,10 +75,14 @@ def _enable_wal(cur, timeout_s: float = SQLITE_BUSY_TIMEOUT_S) -> None:
 FILE_MODE = 0o600  # the embedded database holds the audit trail, plans and approvals: its owner's only
 
 
+def _is_file(database: str | None) -> bool:
+    return bool(database) and database != ":memory:" and not database.startswith("file:")
+
+
 def _private_sqlite_file(database: str | None) -> None:
     """Creates the database file 0600 before SQLite does (SQLite makes it 0644 less the umask, and gives its -wal and
     -shm files the database file's mode), and makes an existing one and its -wal/-shm 0600."""
-    if not database or database == ":memory:" or database.startswith("file:"):
+    if not _is_file(database):
         return
     fd = os.open(database, os.O_RDWR | os.O_CREAT, FILE_MODE)
     try:
@@ -91,8 +96,32 @@ def _private_sqlite_file(database: str | None) -> None:
             pass
 
 
+def _file_identity(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _check_same_sqlite_file(url: URL) -> None:
+    """SQLite keeps writing to the file it opened, by inode: a database file moved, replaced or deleted under a running
+    process (a restore, a cleanup, a directory renamed) would take this process's records where nobody reads them,
+    without an error. Refused instead, naming the file; a process started afterwards opens the file now at the path."""
+    path = url.database
+    if not _is_file(path) or path not in _sqlite_files:
+        return
+    opened, now = _sqlite_files[path], _file_identity(path)
+    if now != opened:
+        what = "moved away or deleted" if now is None else f"replaced (device/inode {opened} -> {now})"
+        raise StateError(f"state database {path}: the file this process opened was {what} while in use; refusing to "
+                         "read or write the old one (restart the process to use the file now at that path)")
+
+
 def _sqlite_engine(url: URL) -> Engine:
     _private_sqlite_file(url.database)
+    if _is_file(url.database):
+        _sqlite_files[url.database] = _file_identity(url.database)
     engine = sa.create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S, "check_same_thread": False})
 
     @sa.event.listens_for(engine, "connect")
@@ -158,6 +187,8 @@ class StateDb:
     @property
     def engine(self) -> Engine:
         engine = engine_for(self.url)
+        if self.dialect == "sqlite":
+            _check_same_sqlite_file(self.url)
         if self.migrate:
             self._ensure_head(engine)
         return engine
