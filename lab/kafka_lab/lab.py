@@ -153,6 +153,13 @@ class Lab(FaultsMixin, LeadershipMixin):
         except (OSError, ValueError):
             return {}
 
+    def _forget_state_db(self) -> None:
+        """The lab's embedded state database moved with its directory, on purpose: this process's engine for it goes
+        (the product refuses a database file moved under a process that did not say so)."""
+        from kafka_runbooks.state.db import EMBEDDED_FILE, forget  # deferred: the lab starts without the product loaded
+
+        forget(self.state / "incidents" / EMBEDDED_FILE)
+
     def _save(self, **kw) -> None:
         data = {**self._saved(), **kw}
         (self.state / LAB_STATE_FILE).write_text(json.dumps(data, indent=2) + "\n")
@@ -188,6 +195,7 @@ class Lab(FaultsMixin, LeadershipMixin):
             prev = self.state.with_name(self.state.name + ".prev")
             shutil.rmtree(prev, ignore_errors=True)
             self.state.rename(prev)
+            self._forget_state_db()
         self.state.mkdir(parents=True)
         os.chmod(self.state, 0o755)
         (self.state / "run").mkdir()

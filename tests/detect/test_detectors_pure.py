@@ -249,3 +249,23 @@ def test_fetch_errors_before_the_broker_last_answered_belong_to_a_fixed_episode(
     assert f.details["peer_fetch_errors"] == {"2": 1}
     only_old = snapshot(checks=[check(1), check(2), check(3, ok=False)], probes=[probe(1, errors=[old]), probe(2), probe(3)])
     assert only(detect(only_old, history=history(healed, only_old)), "broker_check_failed").details["peer_fetch_errors"] == {}
+
+
+def test_a_snapshot_taken_during_the_products_own_roll_is_the_rolls_even_when_the_roll_ended_before_detection():
+    """Seen in CI (deployed lane): the serving watch started a health check while the product's own roll had broker 2
+    down; its snapshot read broker 2 absent, the roll ended 0.5 s before the detect task ran, and an incident opened
+    about the product's own restart. What a snapshot saw is judged against what ran when it was taken."""
+    from kafka_runbooks.detect.activity import Activity
+
+    s = snapshot(brokers=[broker(1), broker(3)], probes=[probe(1), probe(2, pid=None), probe(3)], taken=-20)
+    assert not only(detect(s), "broker_absent").details.get("during_plan")
+    roll = Activity("lab-roll-1", "rolling_restart", (2,), started=at(-60), ended=at(-1), run="manual__1")
+    f = only(detect(s, activity=[roll]), "broker_absent")
+    assert f.details["during_plan"][0]["record"] == "lab-roll-1"
+    assert "during the product's own rolling_restart" in f.summary and "seen while it ran" in f.summary
+    # a snapshot taken well after the roll ended (past the slack for its effects) is judged on its own
+    later = snapshot(brokers=[broker(1), broker(3)], probes=[probe(1), probe(2, pid=None), probe(3)], taken=60)
+    assert not only(detect(later, activity=[roll]), "broker_absent").details.get("during_plan")
+    # another broker's finding during that roll is not the roll's
+    other = snapshot(brokers=[broker(1), broker(2)], probes=[probe(1), probe(2), probe(3, pid=None)], taken=-20)
+    assert not only(detect(other, activity=[roll]), "broker_absent").details.get("during_plan")

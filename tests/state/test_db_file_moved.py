@@ -52,3 +52,18 @@ def test_the_same_file_goes_on_being_used(tmp_path):
         _write(db, n)
     with StateDb.embedded(tmp_path / "state", migrate=False).read() as c:
         assert [r[0] for r in c.exec_driver_sql("SELECT n FROM t ORDER BY n")] == [0, 1, 2]
+
+
+def test_a_process_that_moves_the_file_itself_says_so_and_then_opens_the_new_one(tmp_path):
+    """A lab brought up afresh renames its state directory away on purpose (``Lab.up``): ``forget`` drops this process's
+    engine for that file, and the next use opens the database now at the path (empty), not the moved one."""
+    from kafka_runbooks.state.db import forget
+
+    db = StateDb.embedded(tmp_path / "state", migrate=False)
+    _write(db, 1)
+    (tmp_path / "state").rename(tmp_path / "state.prev")
+    forget(tmp_path / "state" / "kafka_runbooks.sqlite")
+    fresh = StateDb.embedded(tmp_path / "state", migrate=False)
+    _write(fresh, 2)
+    with fresh.read() as c:
+        assert [r[0] for r in c.exec_driver_sql("SELECT n FROM t")] == [2]

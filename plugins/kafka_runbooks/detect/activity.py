@@ -4,7 +4,8 @@ A rolling restart, an incident restart or a preferred election moves leaderships
 registrations) and shrinks ISRs on purpose. The health check reads what ran and what runs (``remediate/activity.py``:
 the maintenance lock's holder, the plans' ledgers in the incident store) and the detectors attribute to it what it
 caused: leader moves inside a plan's window are never an election storm, and findings about the brokers of a plan that
-is running are annotated (``details.during_plan``) and open no competing incident, capture or plan while it runs.
+is running, or was when the snapshot was taken, are annotated (``details.during_plan``) and open no competing incident,
+capture or plan.
 """
 
 from __future__ import annotations
@@ -68,10 +69,13 @@ def covering(activity: Iterable[Activity], t0: str | None, t1: str) -> list[Acti
     return [a for a in activity if a.covers(t0, t1)]
 
 
-def annotate(findings: Iterable[Finding], activity: Iterable[Activity]) -> list[Finding]:
-    """Findings about the brokers of a running plan (or, for leadership findings, any running plan) get
-    ``details.during_plan``: what runs, and that no competing response starts for them while it does."""
-    running = [a for a in activity if a.running]
+def annotate(findings: Iterable[Finding], activity: Iterable[Activity], observed_at: str | None = None) -> list[Finding]:
+    """Findings about the brokers of a plan that runs -- or that ran when the snapshot was taken (``observed_at``,
+    within ``SLACK_S``) -- (or, for leadership findings, any such plan) get ``details.during_plan``: what ran, and that
+    no competing response starts for them. A snapshot taken while a roll had its broker down is the roll's even when
+    the roll ended before the detectors ran on it (seen: the serving watch's run read broker 2 absent during the roll,
+    the roll ended 0.5 s before its detect task, and an incident opened about the product's own restart)."""
+    running = [a for a in activity if a.running or (observed_at and a.covers(observed_at, observed_at))]
     if not running:
         return list(findings)
     out = []
@@ -80,7 +84,8 @@ def annotate(findings: Iterable[Finding], activity: Iterable[Activity]) -> list[
                (f.kind in LEADERSHIP_KINDS or not f.broker_ids or set(f.broker_ids) <= set(a.brokers))]
         if hit:
             note = "; ".join(a.describe() for a in hit)
-            f = dataclasses.replace(f, summary=f"{f.summary} [during the product's own {note}: no competing response while it runs]",
+            tail = "no competing response while it runs" if any(a.running for a in hit) else "seen while it ran: no competing response"
+            f = dataclasses.replace(f, summary=f"{f.summary} [during the product's own {note}: {tail}]",
                                     details={**f.details, "during_plan": [a.to_dict() for a in hit]})
         out.append(f)
     return out

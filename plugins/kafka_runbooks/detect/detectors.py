@@ -244,15 +244,15 @@ def detect(snapshot: ClusterSnapshot, settings: HealthSettings | None = None, hi
            zk_settings: ZooKeeperHealthSettings | None = None, *, leadership: LeadershipSettings | None = None,
            kafka_version: str | None = None, activity: Iterable[Activity] = ()) -> list[Finding]:
     """All findings for one snapshot (and the history ending with it), most severe first. ``activity``: the product's
-    own remediations (``detect/activity.py``): what they cause is theirs, and findings about a running one's brokers are
-    annotated ``details.during_plan``."""
+    own remediations (``detect/activity.py``): what they cause is theirs, and findings about the brokers of one that runs
+    (or ran when the snapshot was taken) are annotated ``details.during_plan``."""
     ctx = Context(snapshot, settings or HealthSettings(), history or {}, zk_settings or ZooKeeperHealthSettings(),
                   leadership or LeadershipSettings(), kafka_version, tuple(activity))
     if snapshot.zookeeper_error:
         # brokers and partitions are unknown: only what the ensemble's members say themselves
         findings = detect_zookeeper_unreachable(ctx) + [f for f in detect_zookeeper(ctx) if f.kind == "zookeeper_quorum_lost"]
     else:
-        findings = annotate([f for d in DETECTORS for f in d(ctx)], ctx.activity)
+        findings = annotate([f for d in DETECTORS for f in d(ctx)], ctx.activity, snapshot.taken_at)
     rank = {Severity.CRITICAL: 0, Severity.WARNING: 1, Severity.INFO: 2}
     return sorted(findings, key=lambda f: rank[f.severity])
 

@@ -160,6 +160,20 @@ def engine_for(url: str | URL) -> Engine:
         return engine
 
 
+def forget(database: str | os.PathLike[str]) -> None:
+    """This process moves or removes the SQLite database at ``database`` on purpose (a lab brought up afresh renames its
+    state directory away): its engine is disposed, and the next use opens the file then at that path, without the
+    moved-file refusal of :func:`_check_same_sqlite_file`."""
+    path = str(Path(database).resolve())
+    with _lock:
+        for key, engine in list(_engines.items()):
+            if engine.url.get_backend_name() == "sqlite" and engine.url.database == path:
+                engine.dispose()
+                del _engines[key]
+                _at_head.discard(key)
+        _sqlite_files.pop(path, None)
+
+
 class StateDb:
     """One state database. ``migrate``: bring the schema to head on first use (the default)."""
 
