@@ -133,20 +133,35 @@ def test_metadata_divergence_opens_an_incident_for_a_person_and_restarts_nothing
 
 def test_findings_about_a_running_plans_brokers_open_no_competing_incident(incident_base, monkeypatch):
     """Issue 17 §5: during the product's own roll of broker 3, its failed direct checks are the roll's doing: annotated,
-    no incident, no response; once the roll has ended, the same symptom is an incident again."""
+    no incident, no response; once the roll has ended, the same symptom on snapshots taken after it (past the slack for
+    its effects) is an incident again -- on snapshots taken while it ran, not (the next test)."""
     from kafka_runbooks.detect.activity import Activity
 
-    roll = Activity("lab-roll-1", "rolling_restart", (3,), started=at(60), ended=None, run="manual__1", holds_lock=True)
+    roll = Activity("lab-roll-1", "rolling_restart", (3,), started=at(-60), ended=None, run="manual__1", holds_lock=True)
     import kafka_runbooks.runbook.detect as detect_service
 
     monkeypatch.setattr(detect_service, "product_activity", lambda config, task: [roll])
     assert check_at(hung(0), 0) == [] and check_at(hung(1), 1) == [] and check_at(hung(2), 2) == []
     assert IncidentStore(lab_config()).records("lab") == []
     monkeypatch.setattr(detect_service, "product_activity",
-                        lambda config, task: [dataclasses.replace(roll, ended=at(200), holds_lock=False)])
-    check_at(hung(3), 3)
+                        lambda config, task: [dataclasses.replace(roll, ended=at(58), holds_lock=False)])
+    check_at(hung(3), 3)  # taken at 90 s: 32 s after the roll's end
     (start,) = check_at(hung(4), 4)
     assert IncidentStore(lab_config()).get(start["conf"]["incident_id"])["trigger"]["kind"] == "broker_unresponsive"
+
+
+def test_snapshots_taken_while_the_roll_ran_are_its_own_even_when_judged_after_it_ended(incident_base, monkeypatch):
+    """Seen in CI (the deployed lane): the serving watch's run took its snapshot while the roll had broker 2 down, the
+    roll ended before that run's detect task, and an incident opened about the product's own restart. A snapshot is
+    judged against what ran when it was taken: no incident while the snapshots are the roll's."""
+    from kafka_runbooks.detect.activity import Activity
+
+    import kafka_runbooks.runbook.detect as detect_service
+
+    ended = Activity("lab-roll-1", "rolling_restart", (3,), started=at(-60), ended=at(200), run="manual__1")
+    monkeypatch.setattr(detect_service, "product_activity", lambda config, task: [ended])
+    assert [check_at(hung(n), n) for n in range(5)] == [[]] * 5  # taken at 0 .. 120 s, the roll ran until 200 s
+    assert IncidentStore(lab_config()).records("lab") == []
 
 
 def test_a_run_started_by_the_serving_watch_opens_on_its_first_check(incident_base):
