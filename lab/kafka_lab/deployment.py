@@ -222,6 +222,10 @@ class Deployment:
             "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": str(HEARTBEAT_TIMEOUT_S),
             # a worker's calls to the api-server's execution API: Airflow's 5 s timed out here under load (>20)
             "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "30",
+            # a DAG file parses in ~0.5 s idle, but on the loaded CI machine one import outlasted Airflow's 30 s: the
+            # file became an import error, its DAG went missing and a trigger answered 404 ("Dag ... not found")
+            "AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT": "150",
+            "AIRFLOW__DAG_PROCESSOR__DAG_FILE_PROCESSOR_TIMEOUT": "180",
             # the product's deployment settings (README "Pointing the DAGs at a real cluster"), the same on every node
             "KAFKA_RUNBOOKS_DEFAULT_CLUSTER": "lab",
             # Spark in local mode on the worker that runs the analysis, bound to that worker's address
