@@ -27,7 +27,8 @@ def _part(item) -> str:
     tests without a lab), "lab-d" (the tests marked ``fourth_lane``, on a 2.3.0 lab of a fourth slot, from the start),
     "lab-b" (the lab's own tests in tests/lab, after lab-d in that lane, in a pytest process of their own: their
     ``down``/``up`` moves the lab's state directory, state database included, away from under a process that used it --
-    ci14's resume test wrote to the moved file), or "rest" (no lab). Lanes are balanced by the fresh-clone runs'
+    ci14's resume test wrote to the moved file), "rest" (no lab), or "rest-b" (no lab, marked ``second_lane``: Spark
+    tests, after the deployed suite in its lane). Lanes are balanced by the fresh-clone runs'
     durations (docs/FIGURES.md)."""
     if "deployment" in item.fixturenames:
         return "deployed"
@@ -37,7 +38,7 @@ def _part(item) -> str:
         if item.path.parent.name == "lab":
             return "lab-b"
         return "lab-d" if item.get_closest_marker("fourth_lane") else "lab"
-    return "rest"
+    return "rest-b" if item.get_closest_marker("second_lane") else "rest"
 
 
 # fixtures that start a lab (one lab per slot)
@@ -50,7 +51,7 @@ def _uses_lab(item) -> bool:
 
 def pytest_collection_modifyitems(config, items):
     """With KAFKA_RUNBOOKS_TEST_PART, only that lane's tests (``_part``)."""
-    if PART in ("lab", "rest", "deployed", "lab-b", "lab-c", "lab-d"):
+    if PART in ("lab", "rest", "rest-b", "deployed", "lab-b", "lab-c", "lab-d"):
         keep = [i for i in items if _part(i) == PART]
         config.hook.pytest_deselected(items=[i for i in items if i not in keep])
         items[:] = keep

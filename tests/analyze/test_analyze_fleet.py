@@ -9,6 +9,8 @@ import pytest
 
 from analyze_helpers import fixture_bytes, make_bundle, run_in_session, spark_env
 
+pytestmark = pytest.mark.second_lane  # ./run test runs it in its second lane, after the deployed suite (lane balance)
+
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory, airflow_db, spark):

@@ -12,6 +12,8 @@ import pytest
 
 from analyze_helpers import FIXTURES, REPO, VENV_BIN, fixture_bytes, spark_env
 
+pytestmark = pytest.mark.second_lane  # ./run test runs it in its second lane, after the deployed suite (lane balance)
+
 SEED_THREADS = ("executor-Heartbeat", "group-metadata-manager-0", "kafka-request-handler-3")
 
 

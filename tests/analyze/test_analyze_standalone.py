@@ -12,6 +12,8 @@ import pytest
 
 from analyze_helpers import VENV_BIN, fixture_bytes, make_bundle, spark_env, submit
 
+pytestmark = pytest.mark.second_lane  # ./run test runs it in its second lane, after the deployed suite (lane balance)
+
 MASTER_PORT = 7077
 
 

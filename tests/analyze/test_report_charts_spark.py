@@ -9,7 +9,11 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
+
 from analyze_helpers import fixture_bytes, make_bundle, run_in_session
+
+pytestmark = pytest.mark.second_lane  # ./run test runs it in its second lane, after the deployed suite (lane balance)
 
 
 def _bundle(root):
