@@ -25,7 +25,7 @@ from kafka_lab.drill import HEALTH, RESPONSE
 from kafka_lab.procs import wait_until
 from kafka_runbooks.config import ClusterConfig
 
-pytestmark = [pytest.mark.lab, pytest.mark.airflow, pytest.mark.spark, pytest.mark.third_lane, pytest.mark.timeout(1500)]
+pytestmark = [pytest.mark.lab, pytest.mark.airflow, pytest.mark.spark, pytest.mark.timeout(1500)]
 
 STUCK_S = 20.0
 

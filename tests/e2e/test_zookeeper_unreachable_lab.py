@@ -16,7 +16,7 @@ from kafka_lab.lab import zk_connect
 from webhook_receiver import WebhookReceiver
 from kafka_runbooks.config import ClusterConfig
 
-pytestmark = [pytest.mark.lab, pytest.mark.third_lane, pytest.mark.airflow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.lab, pytest.mark.fourth_lane, pytest.mark.airflow, pytest.mark.timeout(900)]
 
 
 def test_an_unreachable_zookeeper_is_a_finding_that_pages_on_call(lab_settings, monkeypatch):
