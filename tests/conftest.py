@@ -28,7 +28,7 @@ def _part(item) -> str:
     "lab-b" (the lab's own tests in tests/lab, after lab-d in that lane, in a pytest process of their own: their
     ``down``/``up`` moves the lab's state directory, state database included, away from under a process that used it --
     ci14's resume test wrote to the moved file), "rest" (no lab), or "rest-b" (no lab, marked ``second_lane``: Spark
-    tests, after the deployed suite in its lane). Lanes are balanced by the fresh-clone runs'
+    tests and two Airflow DAG modules, after the deployed suite in its lane). Lanes are balanced by the fresh-clone runs'
     durations (docs/FIGURES.md)."""
     if "deployment" in item.fixturenames:
         return "deployed"

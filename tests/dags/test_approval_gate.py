@@ -16,7 +16,8 @@ from kafka_runbooks.remediate import host as _host
 
 REAL_UNREACHABLE_HOSTS = _host.unreachable_hosts  # before conftest.py's cluster_env keeps the plan-time probe out
 
-pytestmark = [pytest.mark.usefixtures("airflow_db"), pytest.mark.airflow, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.usefixtures("airflow_db"), pytest.mark.airflow, pytest.mark.timeout(600),
+              pytest.mark.second_lane]  # ./run test: after the deployed suite in its lane (lane balance, docs/FIGURES.md)
 
 DAG_ID = "kafka_rolling_restart"
 

@@ -21,7 +21,8 @@ import pytest
 from kafka_lab.airflow_home import load_dags
 from kafka_lab.approvals import Responder
 
-pytestmark = [pytest.mark.usefixtures("airflow_db"), pytest.mark.airflow, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.usefixtures("airflow_db"), pytest.mark.airflow, pytest.mark.timeout(600),
+              pytest.mark.second_lane]  # ./run test: after the deployed suite in its lane (lane balance, docs/FIGURES.md)
 
 DAG_ID = "kafka_incident_response"
 AFTER_CAPTURE = r"^(analyze|report|choose_remediation|plan|approve|restart|verify_recovery|explain|follow_up_peers|close_incident)$"
