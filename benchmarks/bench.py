@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-ORDER = ("dags", "lab", "detect", "detect_deployed", "roll", "election", "incidents", "mitigate", "analysis", "scale",
+ORDER = ("dags", "lab", "load", "detect", "detect_deployed", "roll", "election", "incidents", "mitigate", "analysis", "scale",
          "chaos")
 
 

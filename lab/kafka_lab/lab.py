@@ -20,7 +20,7 @@ import sys
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from . import agent, hosts, topics, zookeeper
 from .badclient import BAD_REQUEST_WINDOW_S
@@ -312,14 +312,16 @@ class Lab(FaultsMixin, LeadershipMixin):
             raise LabError(f"{name} on host {b} exited {p.returncode}: {p.stdout}{p.stderr}")
         return p
 
-    def start_load(self) -> int:
+    def start_load(self, options: Sequence[str] = ()) -> int:
+        """The lab's load (load.py), unless it runs already; ``options``: load.py's own (``--rate``, ...)."""
         if not self.groups:
             raise LabError("no consumer groups chosen yet: the lab is not up")
         pid = read_pid(self._pid_file("load"))
         if alive(pid):
             return pid
         argv = [sys.executable, "-m", "kafka_lab.load", "--state", str(self.state), "--bootstrap", topics.bootstrap_all(),
-                "--groups", ",".join(self.groups[b] for b in sorted(self.groups)), "--stats", str(self.load_stats_path)]
+                "--groups", ",".join(self.groups[b] for b in sorted(self.groups)), "--stats", str(self.load_stats_path),
+                *options]
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")])}
         return spawn(argv, self.state / "run" / "load.log", self._pid_file("load"), env=env)
 

@@ -5,7 +5,7 @@ answers (NOT_LEADER_FOR_PARTITION, NOT_ENOUGH_REPLICAS, timeouts, ...) is counte
 retries would hide them. Each consumer group is chosen so that its coordinator (the leader of its
 ``__consumer_offsets`` partition) is a different broker. Stats are written to a JSON file every second.
 
-    python -m kafka_lab.load --state DIR --bootstrap H:P,... --groups G1,G2,G3 --stats FILE [--rate 4]
+    python -m kafka_lab.load --state DIR --bootstrap H:P,... --groups G1,G2,G3 --stats FILE [--rate 4] [--commit-every 2] [--heartbeat-ms 3000]
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from .topics import ORDERS, TOPICS
 # `Faults._load_fresh` asks of a fresh load.
 RATE = 4.0
 COMMIT_EVERY_S = 2.0
+HEARTBEAT_MS = 3000
 
 
 def offsets_partition(group: str, partitions: int = 50) -> int:
@@ -93,7 +94,8 @@ def _client_error(stats: Stats):
     return cb
 
 
-def run_consumer(bootstrap: str, group: str, stats: Stats, stop: threading.Event) -> None:
+def run_consumer(bootstrap: str, group: str, stats: Stats, stop: threading.Event, commit_every_s: float = COMMIT_EVERY_S,
+                 heartbeat_ms: int = HEARTBEAT_MS) -> None:
     from confluent_kafka import Consumer, KafkaException
 
     s = stats.groups[group]
@@ -115,13 +117,13 @@ def run_consumer(bootstrap: str, group: str, stats: Stats, stop: threading.Event
 
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "client.id": f"kafka-lab-load-{group}",
                   "enable.auto.commit": False, "auto.offset.reset": "latest", "session.timeout.ms": 10000,
-                  "heartbeat.interval.ms": 3000, "on_commit": on_commit, "error_cb": _client_error(stats),
+                  "heartbeat.interval.ms": heartbeat_ms, "on_commit": on_commit, "error_cb": _client_error(stats),
                   # the group's rebalance timeout: a rebalance that waits for a member lost in a coordinator
                   # move (seen after a ZooKeeper session flap of the coordinator) gives up after 30 s, not 5 min
                   "max.poll.interval.ms": 30000})
     c.subscribe([ORDERS], on_assign=on_assign)
     pending = 0
-    next_commit = time.monotonic() + COMMIT_EVERY_S
+    next_commit = time.monotonic() + commit_every_s
     while not stop.is_set():
         msg = c.poll(0.5)
         if msg is not None and msg.error() is None:
@@ -136,7 +138,7 @@ def run_consumer(bootstrap: str, group: str, stats: Stats, stop: threading.Event
                     s["commits_failed"] += 1
                     s["commit_errors"][exc.args[0].name()] += 1
             pending = 0
-            next_commit = time.monotonic() + COMMIT_EVERY_S
+            next_commit = time.monotonic() + commit_every_s
     c.close()
 
 
@@ -155,13 +157,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--groups", required=True)
     ap.add_argument("--stats", required=True, type=Path)
     ap.add_argument("--rate", type=float, default=RATE, help="messages per second")
+    ap.add_argument("--commit-every", type=float, default=COMMIT_EVERY_S, help="seconds between a group's commits")
+    ap.add_argument("--heartbeat-ms", type=int, default=HEARTBEAT_MS, help="the consumers' heartbeat.interval.ms")
     a = ap.parse_args(argv)
     groups = a.groups.split(",")
     stats = Stats(groups)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    threads = [threading.Thread(target=run_consumer, args=(a.bootstrap, g, stats, stop), name=f"consumer-{g}", daemon=True)
+    threads = [threading.Thread(target=run_consumer, args=(a.bootstrap, g, stats, stop, a.commit_every, a.heartbeat_ms),
+                                name=f"consumer-{g}", daemon=True)
                for g in groups]
     for t in threads:
         t.start()
