@@ -42,6 +42,7 @@ class FindingKind(enum.StrEnum):
     LOG_CLEANER_NOT_RUNNING = "log_cleaner_not_running"
     OFFSETS_PARTITION_OVERSIZED = "offsets_partition_oversized"
     OFFSETS_LOAD_SLOW = "offsets_load_slow"
+    OFFSETS_LOAD_FAILED = "offsets_load_failed"
     ELECTION_STORM = "election_storm"
     METADATA_DIVERGENCE = "metadata_divergence"
     REBALANCE_HAZARD = "rebalance_hazard"
@@ -107,6 +108,8 @@ MEANING: dict[FindingKind, str] = {
                                "logged (offsets-load-stalled.md)",
     K.OFFSETS_PARTITION_OVERSIZED: "a __consumer_offsets partition grown past the thresholds (offsets-load-stalled.md)",
     K.OFFSETS_LOAD_SLOW: "a __consumer_offsets load unfinished for too long (offsets-load-stalled.md)",
+    K.OFFSETS_LOAD_FAILED: "a __consumer_offsets load that ended with an exception, on the partition's coordinator: groups "
+                           "after the failure point unknown to it (offsets-load-stalled.md)",
     K.ELECTION_STORM: "leadership of partitions moving again and again (preferred-election.md)",
     K.METADATA_DIVERGENCE: "brokers' metadata disagreeing with ZooKeeper's about leaders (preferred-election.md)",
     K.REBALANCE_HAZARD: "automatic leader rebalancing on where it would move leaders at a bad time (preferred-election.md)",

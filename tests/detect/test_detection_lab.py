@@ -141,5 +141,10 @@ def test_a_broker_catching_up_after_a_restart_is_not_accused(healthy_lab, tmp_pa
         whole = whole + 1 if all(set(p.isr) == set(p.replicas) for p in snapshot.partitions) else 0
         time.sleep(2)
     kinds = {f.kind for fs in seen for f in fs}
-    # leadership_imbalance is true and accuses nobody: the restart moved broker 3's leaderships away (issue 7)
-    assert kinds <= {"under_replicated_partitions", "broker_starting", "leadership_imbalance"}, kinds
+    # leadership_imbalance is true and accuses nobody: the restart moved broker 3's leaderships away (issue 7).
+    # Kafka 2.3.0 itself sometimes fails a coordinator's load of an offsets partition that moved with the restart (a
+    # ci19 run: "Error loading offsets from __consumer_offsets-16", NoSuchElementException from
+    # GroupCoordinator.tryCompleteHeartbeat): then offsets_load_failed says so, citing that line
+    failed = [f for fs in seen for f in fs if f.kind == "offsets_load_failed"]
+    assert all("Error loading offsets from __consumer_offsets-" in e.excerpt for f in failed for e in f.evidence), failed
+    assert kinds - {"offsets_load_failed"} <= {"under_replicated_partitions", "broker_starting", "leadership_imbalance"}, kinds

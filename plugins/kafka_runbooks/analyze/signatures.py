@@ -277,6 +277,16 @@ SIGNATURES: tuple[Signature, ...] = (
       (E("1.0", "[2018-01-19 14:24:44,967] INFO [GroupMetadataManager brokerId=0] Finished loading offsets and group metadata from __consumer_offsets-25 in 4 milliseconds. (kafka.coordinator.group.GroupMetadataManager)", PUB_11),
        E("2.3.0", "[2026-11-22 13:58:00,825] INFO [GroupMetadataManager brokerId=1] Finished loading offsets and group metadata from __consumer_offsets-1 in 5 milliseconds. (kafka.coordinator.group.GroupMetadataManager)", REAL23),
        E("3.x", "[2023-09-30 21:00:08,981] INFO [GroupMetadataManager brokerId=0] Finished loading offsets and group metadata from __consumer_offsets-10 in 31 milliseconds for epoch 0, of which 31 milliseconds was spent in the scheduler. (kafka.coordinator.group.GroupMetadataManager)", PUB_3X))),
+    S("group_load_failed", "kafka", "0.10.2 – 3.x", ("GroupMetadataManager",), ("Error loading offsets from __consumer_offsets-",),
+      r"Error loading offsets from __consumer_offsets-(?P<partition>[0-9]{1,9})",
+      "the load of an offsets partition ended with an exception (the next lines); Kafka then counts the partition as "
+      "loaded: groups after the failure point are not in the coordinator's cache, their committed offsets unknown to it. "
+      "0.9 - 0.10.1 log \"Error in loading offsets from [__consumer_offsets,N]\" (their source): no real line of it was "
+      "recorded, so it has no row and those versions' failed loads read as unfinished",
+      (E("2.3.0", "[2026-11-30 02:30:16,856] ERROR [GroupMetadataManager brokerId=2] Error loading offsets from __consumer_offsets-16 (kafka.coordinator.group.GroupMetadataManager)",
+         "real Kafka 2.3.0 lab of a ./run test run here on 2026-11-30 (broker 3 stopped and started; broker 2 became the "
+         "coordinator of __consumer_offsets-16 and its load threw java.util.NoSuchElementException from "
+         "GroupCoordinator.tryCompleteHeartbeat), tests/analyze/fixtures/real23/broker2.server.log.load-failed"),)),
     # ------------------------------------------------------------ broker lifecycle
     S("kafka_version", "kafka", "0.9 – 4.x", ("AppInfoParser",), ("Kafka version",),
       r"Kafka version ?: ?(?P<version>[A-Za-z0-9._-]{1,40})",

@@ -733,7 +733,7 @@ def _intrusive_host(config: ClusterConfig, bundle: EvidenceBundle, factory: Runn
 
 
 # incidents about the log cleaner / __consumer_offsets: their suspects' data is evidence too
-OFFSETS_KINDS = ("log_cleaner_not_running", "offsets_partition_oversized", "offsets_load_slow")
+OFFSETS_KINDS = ("log_cleaner_not_running", "offsets_partition_oversized", "offsets_load_slow", "offsets_load_failed")
 
 
 def _offsets_evidence(h: _HostCapture, config: ClusterConfig, bid: int, server_properties: str, version=None) -> None:

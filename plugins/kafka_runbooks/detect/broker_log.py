@@ -16,6 +16,8 @@
     group_load_done       "Finished loading offsets and group metadata from __consumer_offsets-7 in 12 milliseconds."
                           "Finished loading offsets from [__consumer_offsets,27] in 1205 milliseconds." (0.9 - 0.10.1),
                           "Finished loading offsets from __consumer_offsets-0 in 231 milliseconds." (0.10.2)
+    group_load_failed     "Error loading offsets from __consumer_offsets-16" (0.10.2+; the exception on the next lines),
+                          (0.9 - 0.10.1 log "Error in loading offsets from [__consumer_offsets,16]": no recording, not read)
     zk_session_expired    "[ZooKeeperClient Kafka server] Session expired.", "zookeeper state changed (Expired)",
                           "session 0x... has expired"
     log_cleaner_died      (log-cleaner.log) "[kafka-log-cleaner-thread-0]: Error due to"
@@ -34,7 +36,7 @@
                           broker's current registration: the controller does not send a failed request again)
 
 The names come from the analysis' one signature table (``analyze/signatures.py``: invalid_request,
-processor_uncaught_exception, group_load_start/done, zk_session_expired, log_cleaner_died, the replica lines,
+processor_uncaught_exception, group_load_start/done/failed, zk_session_expired, log_cleaner_died, the replica lines,
 control_request_failed), read through the
 one Kafka log parser; this module only maps them to the words above and keeps one line per failed request.
 """
@@ -48,7 +50,7 @@ from kafka_runbooks.model import LogLineSeen
 
 MAX_EXCERPT = 300
 REPLICA_LINES = ("fetcher_fenced", "fetch_partition_failed", "leader_and_isr_ignored", "leader_and_isr_failed")  # detect/replicas.py
-_WANTED = ("invalid_request", "processor_uncaught_exception", "group_load_start", "group_load_done",
+_WANTED = ("invalid_request", "processor_uncaught_exception", "group_load_start", "group_load_done", "group_load_failed",
            "zk_session_expired", "log_cleaner_died", "control_request_failed", *REPLICA_LINES)
 MAX_PARTITIONS = 2000  # of one failed LeaderAndIsr (a bigger broker's request: the first ones, and "partitions_cut")
 
@@ -85,6 +87,8 @@ def _what(signature: str, a: dict[str, str], exception: str, message: str = "") 
         return "group_load_start", {"partition": a["partition"]}
     if signature == "group_load_done":
         return "group_load_done", {"partition": a["partition"], "millis": a["millis"]}
+    if signature == "group_load_failed":
+        return "group_load_failed", {"partition": a["partition"], "cause": exception.splitlines()[0][:160] if exception else ""}
     if signature == "zk_session_expired":
         return "zk_session_expired", {}
     if signature == "leader_and_isr_ignored" and a.get("current_epoch") not in (None, a.get("epoch")):

@@ -30,7 +30,7 @@ from kafka_runbooks.detect.leadership import DETECTORS as LEADERSHIP_DETECTORS
 from kafka_runbooks.detect.leadership import OPENS_INCIDENT as LEADERSHIP_INCIDENTS
 from kafka_runbooks.detect import replicas
 from kafka_runbooks.detect.offsets import OPENS_INCIDENT as CLEANER_INCIDENTS
-from kafka_runbooks.detect.offsets import detect_cleaner, detect_slow_loads
+from kafka_runbooks.detect.offsets import detect_cleaner, detect_failed_loads, detect_slow_loads
 from kafka_runbooks.detect.zookeeper import OPENS_INCIDENT as ZOOKEEPER_INCIDENTS
 from kafka_runbooks.detect.zookeeper import detect_zookeeper, detect_zookeeper_unreachable
 from kafka_runbooks.model import ClusterSnapshot, Evidence, Finding, Severity
@@ -233,6 +233,7 @@ DETECTORS: tuple[Callable[[Context], list[Finding]], ...] = (
     detect_unknown_api_requests,
     detect_cleaner,
     detect_slow_loads,
+    detect_failed_loads,
     *LEADERSHIP_DETECTORS,
     detect_request_saturation,
     detect_request_metrics_unknown,

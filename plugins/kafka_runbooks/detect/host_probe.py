@@ -357,19 +357,19 @@ def _rolled(host: "HostCommands", path: str, window_s: float) -> str | None:
 
 
 def _keep(lines: list[model.LogLineSeen], sockets_text: str) -> tuple[model.LogLineSeen, ...]:
-    """Every unfinished offsets load and the newest of the rest; each unknown-API-key line gets the sockets its
-    client holds right now on this host (address and port, from the socket table)."""
+    """Every offsets load still open or ended by a failure (each partition's newest load line when it is a start or
+    a failure), the five slowest finished ones and the newest of the rest; each unknown-API-key line gets the sockets
+    its client holds right now on this host (address and port, from the socket table)."""
     import dataclasses
 
+    loads = ("group_load_start", "group_load_done", "group_load_failed")
     done = {x.attrs.get("partition"): x for x in lines if x.what == "group_load_done"}
-    starts = {}
-    for x in lines:
-        if x.what == "group_load_start":
-            starts[x.attrs.get("partition")] = x
-        elif x.what == "group_load_done":
-            starts.pop(x.attrs.get("partition"), None)
+    newest = {}
+    for x in sorted((x for x in lines if x.what in loads), key=lambda x: (x.at or "", x.line_no)):
+        newest[x.attrs.get("partition")] = x
+    starts = {k: x for k, x in newest.items() if x.what != "group_load_done"}
     slow_done = sorted(done.values(), key=lambda x: -int(x.attrs.get("millis") or 0))[:5]
-    rest = [x for x in lines if x.what not in ("group_load_start", "group_load_done")][-MAX_LINES_KEPT:]
+    rest = [x for x in lines if x.what not in loads][-MAX_LINES_KEPT:]
     conns = S.parse_connections(sockets_text) if sockets_text else []
     with_sockets = []
     for x in rest:

@@ -8,6 +8,9 @@
   2,000+ segments of ~100 MB).
 * ``offsets_partition_oversized`` (warning): a ``__consumer_offsets`` partition directory with more than
   ``health.offsets_segments_max`` segments or ``health.offsets_bytes_max`` bytes.
+* ``offsets_load_failed`` (warning): the newest load line of a ``__consumer_offsets`` partition that the broker still
+  leads is ``Error loading offsets from`` (an exception ended the load; Kafka counts it as done): groups missing from
+  the coordinator (see :func:`detect_failed_loads`).
 * ``offsets_load_slow`` (warning): a broker started loading a ``__consumer_offsets`` partition
   (``Scheduling loading of offsets and group metadata``) more than ``health.offsets_load_expected_s`` ago
   with no ``Finished loading``; its groups get NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS meanwhile.
@@ -100,16 +103,55 @@ def detect_cleaner(ctx: Context) -> list[Finding]:
     return findings
 
 
-def unfinished_loads(p: HostProbe) -> dict[str, Any]:
-    """{partition: the start line} of loads started without a Finished loading line after them."""
-    starts: dict[str, Any] = {}
+def load_outcomes(p: HostProbe) -> dict[str, Any]:
+    """{partition: the newest of its load lines}: a start (``group_load_start``: still loading), a finish
+    (``group_load_done``) or a failure (``group_load_failed``: Kafka logged the exception and counts the load as done)."""
+    last: dict[str, Any] = {}
     for x in sorted(p.log_lines, key=lambda x: (x.at or "", x.line_no)):
-        part = x.attrs.get("partition")
-        if x.what == "group_load_start":
-            starts[part] = x
-        elif x.what == "group_load_done":
-            starts.pop(part, None)
-    return starts
+        if x.what in ("group_load_start", "group_load_done", "group_load_failed"):
+            last[x.attrs.get("partition")] = x
+    return last
+
+
+def unfinished_loads(p: HostProbe) -> dict[str, Any]:
+    """{partition: the start line} of loads started without a Finished loading (or a failure) line after them."""
+    return {k: x for k, x in load_outcomes(p).items() if x.what == "group_load_start"}
+
+
+def failed_loads(ctx: Context, p: HostProbe) -> dict[str, Any]:
+    """{partition: the failure line} of loads whose newest line is a failure, on a partition this broker still leads
+    (a broker that has since handed the partition over coordinates none of its groups)."""
+    led = {str(x.index) for x in ctx.snapshot.partitions if x.topic == CONSUMER_OFFSETS and x.leader == p.broker_id}
+    return {k: x for k, x in load_outcomes(p).items() if x.what == "group_load_failed" and k in led}
+
+
+def detect_failed_loads(ctx: Context) -> list[Finding]:
+    """``offsets_load_failed``: Kafka's GroupMetadataManager catches any exception of a load, logs "Error loading
+    offsets from" and then counts the partition as owned (loadGroupsAndOffsets' finally, 0.10.2 - 3.x; 0.9 alike): the
+    groups it had not reached are missing from the coordinator's cache, and their members and committed offsets
+    unknown to it until the partition is loaded again (its leadership moves)."""
+    findings = []
+    for p in sorted(ctx.snapshot.probes, key=lambda p: p.broker_id):
+        failed = failed_loads(ctx, p) if p.reachable else {}
+        if not failed:
+            continue
+        parts = sorted(failed, key=int)
+        causes = "; ".join(f"{CONSUMER_OFFSETS}-{k} at {failed[k].at}: {failed[k].attrs.get('cause') or 'no exception line read'}"
+                           for k in parts)
+        findings.append(Finding(
+            kind="offsets_load_failed", severity=Severity.WARNING,
+            summary=(f"Broker {p.broker_id}'s load of {', '.join(f'{CONSUMER_OFFSETS}-{k}' for k in parts)} failed ({causes}). "
+                     "Kafka counts a failed load as done: the groups it had not reached are not in this coordinator's cache, "
+                     "so their consumers may be told they have no committed offset (and reset) or rejoin from scratch. "
+                     "Moving the partition's leadership to another in-sync replica loads it again there; "
+                     f"{NEVER_DELETE}"),
+            broker_ids=(p.broker_id,), partitions=tuple(f"{CONSUMER_OFFSETS}-{k}" for k in parts),
+            evidence=tuple(Evidence(source=f"probe:broker/{p.broker_id}/server.log", lines=(failed[k].line_no,),
+                                    excerpt=failed[k].excerpt, host=ctx.host_of(p.broker_id)) for k in parts)[: ctx.settings.max_evidence],
+            details={"failed": {k: {"at": failed[k].at, "cause": failed[k].attrs.get("cause")} for k in parts},
+                     "runbook": RUNBOOK, "never_delete_segments": True},
+        ))
+    return findings
 
 
 def detect_slow_loads(ctx: Context) -> list[Finding]:

@@ -103,6 +103,31 @@ def finished_loading(log_text: str) -> dict[int, int]:
     return out
 
 
+def failed_loading(log_text: str) -> dict[int, str]:
+    """{partition: the exception} of offsets partitions whose newest load line is ``Error loading offsets from``: Kafka
+    counts such a load as done, and the groups it had not reached are missing from that coordinator (detect/offsets.py)."""
+    from kafka_runbooks.analyze.parsers.kafka_log import parse_kafka_log  # deferred: loaded on first use, not when a DAG file is parsed
+
+    parsed = parse_kafka_log(log_text)
+    newest: dict[int, Any] = {}
+    for ev in sorted(parsed.signatures("group_load_start") + parsed.signatures("group_load_done")
+                     + parsed.signatures("group_load_failed"), key=lambda r: r.line):
+        newest[int(ev.attrs["partition"])] = ev
+    return {p: (ev.exception or "no exception line")[:300] for p, ev in newest.items() if ev.signature == "group_load_failed"}
+
+
+def refuse_failed_loads(log_text: str, led: Iterable[int]) -> None:
+    """GateFailed when a partition in ``led`` last ended its load with an exception: its coordinator answers OffsetFetch,
+    without the groups the load had not reached, so no probe tells it from a loaded one."""
+    failed = {p: why for p, why in failed_loading(log_text).items() if p in set(led)}
+    if failed:
+        raise GateFailed("coordinator", "the load of " + ", ".join(f"__consumer_offsets-{p}" for p in sorted(failed))
+                         + " on this broker ended with an exception (" + "; ".join(f"{p}: {w}" for p, w in sorted(failed.items()))
+                         + "): Kafka counts it as loaded, but groups after the failure point are missing from the "
+                         "coordinator (their committed offsets unknown to it); moving the partition's leadership loads it again",
+                         {"failed_loads": {str(p): w for p, w in sorted(failed.items())}})
+
+
 def log_recovery_progress(log_text: str) -> dict[str, int]:
     return {m: log_text.count(m) for m in LOG_RECOVERY_MARKERS if m in log_text}
 
@@ -240,8 +265,9 @@ def coordinator_gate(consumer_config: Callable[[str], dict], partitions: Iterabl
                 c.close()
             except Exception:  # noqa: BLE001
                 pass
-    finished = finished_loading(broker_log())
     led = sorted(set(led_by_broker) & set(partitions))
+    refuse_failed_loads(log_text := broker_log(), led)
+    finished = finished_loading(log_text)
     return GateResult("coordinator", time.monotonic() - t0, {
         "probed": sorted(partitions),
         "errors_seen": {str(k): v for k, v in sorted(seen_errors.items())},

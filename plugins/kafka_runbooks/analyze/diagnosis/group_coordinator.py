@@ -23,12 +23,18 @@ def group_load_findings(files: list[ParsedFile]) -> list[Finding]:
         for f in fs:
             s: LogSummary = f.result
             starts: dict[str, LogRecord] = {}
-            for r in sorted(s.signatures("group_load_start") + s.signatures("group_load_done"), key=lambda r: r.line):
+            failed: dict[str, LogRecord] = {}
+            for r in sorted(s.signatures("group_load_start") + s.signatures("group_load_done") + s.signatures("group_load_failed"),
+                            key=lambda r: r.line):
                 p = r.attrs.get("partition")
+                starts.pop(p, None)
+                failed.pop(p, None)
                 if r.signature == "group_load_start":
                     starts[p] = r
-                elif p in starts:
-                    starts.pop(p)
+                elif r.signature == "group_load_failed":
+                    failed[p] = r
+            if failed:
+                out.append(_failed_load_finding(b, f, failed))
             if not starts:
                 continue
             parts = sorted(starts, key=lambda p: int(p or 0))
@@ -42,6 +48,22 @@ def group_load_findings(files: list[ParsedFile]) -> list[Finding]:
                 evidence=(cite(f, [starts[p] for p in parts]),),
                 details={"partitions": parts, "started": {p: starts[p].ts for p in parts}, "loader_progress": loader_note or None}))
     return out
+
+
+def _failed_load_finding(b, f: ParsedFile, failed: dict[str, LogRecord]) -> Finding:
+    """``offsets_load_failed``: loads whose last line in this log is "Error loading offsets from" (detect/offsets.py
+    says what Kafka does then; whether the broker still leads the partition is not in one log: the summary says so)."""
+    parts = sorted(failed, key=lambda p: int(p or 0))
+    causes = "; ".join(f"__consumer_offsets-{p} at {failed[p].ts}: {failed[p].exception or 'no exception line'}" for p in parts)
+    return Finding(
+        kind="offsets_load_failed", severity=Severity.WARNING,
+        summary=(f"{broker_label(b)}: the load of __consumer_offsets partition(s) {', '.join(parts)} ended with an exception "
+                 f"({causes}). Kafka counts a failed load as done: while this broker stayed their coordinator, the groups the "
+                 "load had not reached were missing from it (their consumers told of no committed offset, or rejoining); "
+                 "a later leadership move of the partition loads it again"),
+        broker_ids=(b,) if b is not None else (), partitions=tuple(f"__consumer_offsets-{p}" for p in parts),
+        evidence=(cite(f, [failed[p] for p in parts]),),
+        details={"partitions": parts, "failed": {p: {"at": failed[p].ts, "exception": failed[p].exception} for p in parts}})
 
 
 def _loader_progress(pairs: list[tuple[ParsedFile, JstackDump]]) -> str | None:
