@@ -83,3 +83,62 @@ def test_the_analysis_says_the_load_failed_not_that_it_never_finished():
     (f,) = [f for f in fs if f.kind == "offsets_load_failed"]
     assert f.partitions == ("__consumer_offsets-16",) and "NoSuchElementException" in f.summary
     assert not [f for f in fs if f.kind == "group_load_unfinished" and "__consumer_offsets-16" in f.partitions]
+
+
+def test_the_gate_reads_the_other_leaders_logs_where_the_stopped_brokers_coordinators_moved():
+    """ci19's case: broker 3 was the one restarted; the failed load was broker 2's. The gate's probes all answer (a
+    failed load still answers OffsetFetch), so only the new leader's log tells."""
+    from kafka_runbooks.remediate.gates import coordinator_gate
+
+    def gate(others):
+        return coordinator_gate(lambda group: {}, [], 50, timeout_s=1.0, poll_s=0.1, request_timeout_s=1.0,
+                                broker_log=lambda: "", led_by_broker=[], other_logs=lambda: others)
+
+    with pytest.raises(GateFailed) as e:
+        gate({2: ([16], REAL.read_text())})
+    assert "__consumer_offsets-16 on broker 2 ended with an exception" in e.value.reason
+    assert gate({2: ([40], REAL.read_text())}).gate == "coordinator"  # partition 40's load finished there
+
+
+def test_the_roll_asks_each_other_leader_of_a_probed_partition_for_its_log(monkeypatch):
+    from kafka_runbooks.hooks import ssh as ssh_mod
+    from kafka_runbooks.remediate import executor, host as host_mod
+
+    asked = []
+
+    class Hook:
+        def __init__(self, conn_id, connect_timeout=None):
+            self.conn_id = conn_id
+
+        def __enter__(self):
+            if self.conn_id.endswith("3"):
+                raise OSError("connection refused")
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    class Host:
+        def __init__(self, cfg, n, ssh):
+            self.n = n
+
+        def tail(self, path, lines):
+            asked.append((self.n, path))
+            return "log of %d" % self.n
+
+    class Cfg:
+        def ssh_conn_id(self, n):
+            return f"kafka_lab_ssh_{n}"
+
+        def server_log(self, n):
+            return f"/logs/{n}/server.log"
+
+        class capture:
+            connect_timeout_s = 1.0
+
+    monkeypatch.setattr(ssh_mod, "StrictSSHHook", Hook)
+    monkeypatch.setattr(host_mod, "BrokerHost", Host)
+    got = executor.other_leader_logs(Cfg(), {16: 2, 40: 2, 7: 1, 3: 3, 9: -1, 11: 1}, [16, 40, 3, 9, 11], 1)
+    assert asked == [(2, "/logs/2/server.log")]
+    assert got[2] == ([16, 40], "log of 2") and got[3][0] == [3] and "could not read broker 3" in got[3][1]
+    assert set(got) == {2, 3}  # broker 1 is the restarted one (its own log is read as before); 9 is offline

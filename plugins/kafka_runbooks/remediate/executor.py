@@ -613,6 +613,7 @@ def _restart_gates(ctx, b: int, host, expected: list[str], offsets_before, step_
             timeout_s=cfg.gates.coordinator_s, poll_s=cfg.gates.poll_s, request_timeout_s=cfg.gates.probe_timeout_s,
             broker_log=lambda: host.tail(cfg.server_log(b), 5000),
             led_by_broker=[p for p, leader in offsets_now.items() if leader == b], guard=lock.check,
+            other_logs=lambda: other_leader_logs(cfg, offsets_now, G.partitions_to_probe(offsets_before, offsets_now, b), b),
             progress=lambda pending, errors, left: step_audit(
                 "coordinator_progress", "waiting", details=coordinator_progress_details(pending, errors, left)),
         )
@@ -622,6 +623,28 @@ def _restart_gates(ctx, b: int, host, expected: list[str], offsets_before, step_
         lock.check()
         timing["canary_s"] = _canary_gate(ctx, now, step_audit)
     return timing
+
+
+def other_leader_logs(cfg, leaders: Mapping[int, int], probed: Iterable[int], b: int) -> dict[int, tuple[list[int], str]]:
+    """{broker: (the probed offsets partitions it leads, its server.log tail)} for the brokers other than ``b`` that lead
+    one: where a stopped broker's coordinators moved, and where a load can fail (ci19: Kafka 2.3.0 on broker 2, the
+    stopped one 3). A log that cannot be read is said in its place, and reads as no failure."""
+    from kafka_runbooks.hooks.ssh import StrictSSHHook  # deferred: loaded on first use, not when a DAG file is parsed
+    from kafka_runbooks.remediate.host import BrokerHost  # deferred: loaded on first use, not when a DAG file is parsed
+
+    by_leader: dict[int, list[int]] = {}
+    for p in sorted(probed):
+        leader = leaders.get(p)
+        if leader is not None and leader >= 0 and leader != b:
+            by_leader.setdefault(leader, []).append(p)
+    out = {}
+    for n, parts in sorted(by_leader.items()):
+        try:
+            with StrictSSHHook(cfg.ssh_conn_id(n), connect_timeout=cfg.capture.connect_timeout_s) as ssh:
+                out[n] = (parts, BrokerHost(cfg, n, ssh).tail(cfg.server_log(n), 5000))
+        except Exception as exc:  # noqa: BLE001 - an unreadable log is said, never a failure invented
+            out[n] = (parts, f"(could not read broker {n}'s server.log: {type(exc).__name__}: {exc})")
+    return out
 
 
 def _canary_gate(ctx, now: ClusterSnapshot, step_audit) -> float:

@@ -116,13 +116,23 @@ def failed_loading(log_text: str) -> dict[int, str]:
     return {p: (ev.exception or "no exception line")[:300] for p, ev in newest.items() if ev.signature == "group_load_failed"}
 
 
-def refuse_failed_loads(log_text: str, led: Iterable[int]) -> None:
+def refuse_any_failed_load(log_text: str, led: Iterable[int],
+                           other_logs: Callable[[], Mapping[int, tuple[list[int], str]]] | None) -> None:
+    """Once every probed partition answers: no partition's newest load line may be a failure, on this broker
+    (``log_text``, the partitions it leads) nor on the other brokers that lead a probed partition (``other_logs()``:
+    {broker: (the probed partitions it leads, its server.log tail)})."""
+    refuse_failed_loads(log_text, led)
+    for other, (theirs, text) in sorted((other_logs() if other_logs else {}).items()):
+        refuse_failed_loads(text, theirs, f"broker {other}")
+
+
+def refuse_failed_loads(log_text: str, led: Iterable[int], where: str = "this broker") -> None:
     """GateFailed when a partition in ``led`` last ended its load with an exception: its coordinator answers OffsetFetch,
     without the groups the load had not reached, so no probe tells it from a loaded one."""
     failed = {p: why for p, why in failed_loading(log_text).items() if p in set(led)}
     if failed:
         raise GateFailed("coordinator", "the load of " + ", ".join(f"__consumer_offsets-{p}" for p in sorted(failed))
-                         + " on this broker ended with an exception (" + "; ".join(f"{p}: {w}" for p, w in sorted(failed.items()))
+                         + f" on {where} ended with an exception (" + "; ".join(f"{p}: {w}" for p, w in sorted(failed.items()))
                          + "): Kafka counts it as loaded, but groups after the failure point are missing from the "
                          "coordinator (their committed offsets unknown to it); moving the partition's leadership loads it again",
                          {"failed_loads": {str(p): w for p, w in sorted(failed.items())}})
@@ -199,13 +209,14 @@ def in_sync_gate(zk, cluster: str, broker_id: int, expected: Iterable[str], *, t
 def coordinator_gate(consumer_config: Callable[[str], dict], partitions: Iterable[int], num_partitions: int, *,
                      timeout_s: float, poll_s: float, request_timeout_s: float,
                      broker_log: Callable[[], str], led_by_broker: Iterable[int],
+                     other_logs: Callable[[], Mapping[int, tuple[list[int], str]]] | None = None,
                      guard: Callable[[], None] | None = None,
                      progress: Callable[[list[int], dict[int, list[str]], float], None] | None = None) -> GateResult:
     """Every partition in ``partitions`` answers an OffsetFetch for its probe group.
     ``consumer_config(group_id)`` gives the librdkafka config of a consumer in that group.
     ``progress(pending, errors_seen, left_s)`` is called after a round of probes that left some partition
     without a loaded coordinator (at most once per poll): at the first such round, when the pending set changed
-    (at most every 5 s), and at least every 30 s while it waits."""
+    (at most every 5 s), and at least every 30 s while it waits. Then :func:`refuse_any_failed_load`."""
     from confluent_kafka import Consumer, KafkaException, TopicPartition
 
     t0 = time.monotonic()
@@ -265,8 +276,7 @@ def coordinator_gate(consumer_config: Callable[[str], dict], partitions: Iterabl
                 c.close()
             except Exception:  # noqa: BLE001
                 pass
-    led = sorted(set(led_by_broker) & set(partitions))
-    refuse_failed_loads(log_text := broker_log(), led)
+    refuse_any_failed_load(log_text := broker_log(), led := sorted(set(led_by_broker) & set(partitions)), other_logs)
     finished = finished_loading(log_text)
     return GateResult("coordinator", time.monotonic() - t0, {
         "probed": sorted(partitions),
