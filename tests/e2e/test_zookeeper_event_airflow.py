@@ -23,7 +23,7 @@ import pytest
 from kafka_lab.airflow_home import REPO
 from kafka_lab.net import service_ip, slot
 
-pytestmark = [pytest.mark.lab, pytest.mark.airflow, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.lab, pytest.mark.airflow, pytest.mark.third_lane, pytest.mark.timeout(600)]  # lane 3 (ci20: the lab lane the longest, 2,301 s)
 
 COMPONENTS = {
     "api-server": ["api-server"],
