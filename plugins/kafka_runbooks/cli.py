@@ -38,7 +38,7 @@ def _read(args: argparse.Namespace) -> tuple[str, Any]:
 
 
 def validate(args: argparse.Namespace) -> int:
-    from kafka_runbooks.settings_model import all_errors  # deferred: each subcommand loads only what it uses
+    from kafka_runbooks.config import all_errors  # deferred: each subcommand loads only what it uses
 
     try:
         source, raw = _read(args)
@@ -60,9 +60,10 @@ def validate(args: argparse.Namespace) -> int:
 
 
 def schema(args: argparse.Namespace) -> int:
+    from kafka_runbooks.config import ClusterConfig  # deferred: each subcommand loads only what it uses
     from kafka_runbooks.settings_model import json_schema  # deferred: each subcommand loads only what it uses
 
-    text = json.dumps(json_schema(), indent=2, sort_keys=True) + "\n"
+    text = json.dumps(json_schema(ClusterConfig), indent=2, sort_keys=True) + "\n"
     if args.output:
         with open(args.output, "w", encoding="utf-8") as fh:
             fh.write(text)

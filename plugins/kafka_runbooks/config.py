@@ -13,7 +13,7 @@ import json
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, ClassVar, Mapping
 
 VARIABLE_NAME = "kafka_runbooks_clusters"
 _CLUSTER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
@@ -515,6 +515,10 @@ class ClusterConfig:
     leadership: LeadershipSettings = field(default_factory=LeadershipSettings)
     election: ElectionSettings = field(default_factory=ElectionSettings)
     mitigation: MitigationSettings = field(default_factory=MitigationSettings)
+    # read by settings_model.py, the strict model derived from these dataclasses (it imports nothing of this module)
+    NAME_PATTERN: ClassVar[re.Pattern[str]] = _CLUSTER_NAME
+    RETIRED: ClassVar[Mapping[str, str]] = _RETIRED
+    ARGV_FIELDS: ClassVar[tuple[str, ...]] = _ARGV_FIELDS
 
     def ssh_conn_id(self, broker_id: int) -> str:
         try:
@@ -561,9 +565,11 @@ class ClusterConfig:
     def from_dict(cls, name: str, d: Mapping[str, Any]) -> "ClusterConfig":
         """One cluster's settings, checked in full: first the typed model (settings_model.py: shapes and strict types,
         unknown and retired keys by name), then every section's range checks; errors name the cluster and the key."""
-        from kafka_runbooks.settings_model import check  # deferred: loaded on first use, not when a DAG file is parsed
+        from kafka_runbooks.settings_model import errors  # deferred: loaded on first use, not when a DAG file is parsed
 
-        check(name, d)
+        found = errors(cls, name, d)
+        if found:
+            raise ConfigError("; ".join(dict.fromkeys(found)))
         try:
             return cls._from_checked(name, d)
         except ConfigError as exc:
@@ -592,6 +598,26 @@ class ClusterConfig:
             raise
         except (KeyError, TypeError, ValueError) as exc:
             raise ConfigError(f"cluster {name!r}: bad settings: {exc!r}") from exc
+
+
+def all_errors(raw: Any) -> dict[str, list[str]]:
+    """``{cluster: [problems]}`` for every cluster of a settings document (the Variable's value), checked in full (the
+    typed model, then the range checks, as the DAG file's parse does): the clusters without problems are left out."""
+    from kafka_runbooks.settings_model import errors  # deferred: loaded on first use, not when a DAG file is parsed
+
+    if not isinstance(raw, Mapping):
+        return {"(settings)": [f"expected an object {{cluster name: settings}}, got {type(raw).__name__}"]}
+    out: dict[str, list[str]] = {}
+    for name in sorted(raw, key=str):
+        found = errors(ClusterConfig, name, raw[name])
+        if not found:
+            try:
+                ClusterConfig.from_dict(name, raw[name])
+            except ConfigError as exc:
+                found = [str(exc)]
+        if found:
+            out[str(name)] = found
+    return out
 
 
 def raw_clusters(*, missing_ok: bool = False) -> Mapping[str, Any]:

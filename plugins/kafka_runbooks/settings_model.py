@@ -2,6 +2,10 @@
 settings: every field's type, its default and its comment there become the model, its checks and its JSON Schema
 (``docs/settings.schema.json``, written by ``kafka-runbooks schema``).
 
+This module imports nothing of the product: each function takes the cluster's dataclass (``root``, config's
+``ClusterConfig``) and reads what it needs from it (its fields and their comments, and its class attributes
+``NAME_PATTERN``, ``RETIRED``, ``ARGV_FIELDS``); ``config.py`` runs :func:`errors` on every cluster it reads.
+
 Strict: ``"false"`` is not a boolean, ``"2"`` is not a number, a string is not a list, ``hosts`` needs at least one
 broker and every broker a connection id; unknown and retired keys are refused by name. Every error names the cluster,
 the path of the setting and what was expected. The range and consistency checks (``> 0``, cron expressions, windows)
@@ -20,9 +24,6 @@ from typing import Annotated, Any, Mapping, Union
 
 from pydantic import BaseModel, ConfigDict, Field, Strict, StringConstraints, ValidationError, create_model
 
-from kafka_runbooks import config as _config
-from kafka_runbooks.config import ConfigError
-
 SCHEMA_ID = "https://kafka-runbooks.invalid/settings.schema.json"
 _Str = Annotated[str, Strict()]
 _NonEmpty = Annotated[str, Strict(), StringConstraints(min_length=1)]
@@ -32,7 +33,6 @@ _Bool = Annotated[bool, Strict()]
 # a broker id: "1" in JSON (object keys are strings), 1 from Python
 _BrokerId = Union[Annotated[str, Strict(), StringConstraints(pattern=r"^[0-9]{1,9}$")], Annotated[int, Strict(), Field(ge=0)]]
 _ServerId = Annotated[str, Strict(), StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
-_ClusterName = Annotated[str, StringConstraints(pattern=_config._CLUSTER_NAME.pattern)]
 
 _SCALARS = {int: _Int, float: _Float, bool: _Bool, str: _Str}
 # what each field's error says was expected, by pydantic's error type
@@ -68,37 +68,37 @@ def _comments(cls: type) -> dict[str, str]:
     return out
 
 
-def _field_type(hint: Any, name: str) -> Any:
+def _field_type(hint: Any, name: str, root: type) -> Any:
     """The strict pydantic type of one dataclass field's type hint."""
     if hint in _SCALARS:
         return _SCALARS[hint]
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin in (Union, types.UnionType):
         rest = [a for a in args if a is not type(None)]
-        inner = Union[tuple(_field_type(a, name) for a in rest)] if len(rest) > 1 else _field_type(rest[0], name)
+        inner = Union[tuple(_field_type(a, name, root) for a in rest)] if len(rest) > 1 else _field_type(rest[0], name, root)
         return inner | None if type(None) in args else inner
     if origin is tuple:
-        return list[_field_type(args[0], name)]
+        return list[_field_type(args[0], name, root)]
     if origin in (Mapping, dict, typing.Mapping) or origin is getattr(__import__("collections.abc").abc, "Mapping"):
         key, value = args
         if dataclasses.is_dataclass(value):  # zookeeper.servers: {server id: {address, ...} or "host:port"}
-            return dict[_ServerId, Union[section_model(value), _NonEmpty]]
-        return dict[_field_type(key, name), _field_type(value, name)]
+            return dict[_ServerId, Union[section_model(value, root), _NonEmpty]]
+        return dict[_field_type(key, name, root), _field_type(value, name, root)]
     if dataclasses.is_dataclass(hint):
-        return section_model(hint)
+        return section_model(hint, root)
     raise TypeError(f"settings field {name!r}: no strict type for {hint!r}")
 
 
 @functools.cache
-def section_model(cls: type) -> type[BaseModel]:
-    """The strict model of one settings dataclass (a section, or the cluster itself)."""
-    hints = typing.get_type_hints(cls, vars(_config))
+def section_model(cls: type, root: type) -> type[BaseModel]:
+    """The strict model of one settings dataclass (a section, or the cluster itself: ``root``)."""
+    hints = typing.get_type_hints(cls)
     notes = _comments(cls)
     fields: dict[str, Any] = {}
     for f in dataclasses.fields(cls):
-        if cls is _config.ClusterConfig and f.name == "name":
+        if cls is root and f.name == "name":
             continue  # the key of the cluster in the settings, not a setting
-        typ = _field_type(hints[f.name], f.name)
+        typ = _field_type(hints[f.name], f.name, root)
         extra = {"description": notes[f.name]} if f.name in notes else {}
         if f.default is not dataclasses.MISSING:
             default = list(f.default) if isinstance(f.default, tuple) else f.default
@@ -111,10 +111,10 @@ def section_model(cls: type) -> type[BaseModel]:
                 fields[f.name] = (typ, Field(default_factory=type(default), **extra))
         else:
             fields[f.name] = (typ, Field(**extra))
-    if cls is _config.ClusterConfig:
+    if cls is root:
         fields["hosts"] = (dict[_BrokerId, _NonEmpty], Field(min_length=1, description=
                            "broker id -> the Airflow SSH connection id of its host (at least one broker)"))
-        for key in _config._ARGV_FIELDS:
+        for key in root.ARGV_FIELDS:
             fields[key] = (list[_Str], Field(default=list(getattr(cls, key, ())) or [],
                                              description=notes.get(key, "argv run over SSH on the broker's host")))
     doc = inspect.getdoc(cls) if cls.__doc__ and not cls.__doc__.startswith(cls.__name__ + "(") else None
@@ -122,8 +122,8 @@ def section_model(cls: type) -> type[BaseModel]:
                         __doc__=doc, **fields)
 
 
-def cluster_model() -> type[BaseModel]:
-    return section_model(_config.ClusterConfig)
+def cluster_model(root: type) -> type[BaseModel]:
+    return section_model(root, root)
 
 
 def _is_branch(part: Any) -> bool:
@@ -154,23 +154,24 @@ def _path(loc: tuple[Any, ...]) -> str:
     return ".".join(str(p) for p in loc) or "(the cluster)"
 
 
-def errors(name: str, raw: Any) -> list[str]:
-    """Every problem of one cluster's settings, one sentence each (empty: the shapes and types are right)."""
+def errors(root: type, name: str, raw: Any) -> list[str]:
+    """Every problem of one cluster's settings (``root``: its dataclass), one sentence each (empty: the shapes and types
+    are right)."""
     out = []
-    if not isinstance(name, str) or not _config._CLUSTER_NAME.fullmatch(name):
+    if not isinstance(name, str) or not root.NAME_PATTERN.fullmatch(name):
         out.append(f"invalid cluster name {name!r}: letters, digits, '_', '.', '-' (at most 128)")
     if not isinstance(raw, Mapping):
         return out + [f"cluster {name!r}: expected an object of settings, got {type(raw).__name__}"]
-    for key in sorted(set(raw) & set(_config._RETIRED)):
-        out.append(f"cluster {name!r}: {key} is retired: {_config._RETIRED[key]}")
-    data = {k: v for k, v in raw.items() if k not in _config._RETIRED and k != "name"}
+    for key in sorted(set(raw) & set(root.RETIRED)):
+        out.append(f"cluster {name!r}: {key} is retired: {root.RETIRED[key]}")
+    data = {k: v for k, v in raw.items() if k not in root.RETIRED and k != "name"}
     # a plain string where an argv list belongs is the classic mistake: say so by name
-    for key in _config._ARGV_FIELDS:
+    for key in root.ARGV_FIELDS:
         if isinstance(data.get(key), str):
             out.append(f"cluster {name!r}: {key} must be an argv list, not a shell string")
             data.pop(key)
     try:
-        cluster_model().model_validate(data)
+        cluster_model(root).model_validate(data)
     except ValidationError as exc:
         for e in _one_per_union(exc.errors(include_url=False)):
             path = _path(e["loc"])
@@ -182,34 +183,9 @@ def errors(name: str, raw: Any) -> list[str]:
     return out
 
 
-def check(name: str, raw: Any) -> None:
-    """Raise :class:`ConfigError` naming every problem of one cluster's settings (see :func:`errors`)."""
-    found = errors(name, raw)
-    if found:
-        raise ConfigError("; ".join(dict.fromkeys(found)))
-
-
-def all_errors(raw: Any) -> dict[str, list[str]]:
-    """``{cluster: [problems]}`` for every cluster of a settings document (the Variable's value), checked in full (the
-    model, then config.py's range checks, as the DAG file's parse does): the clusters without problems are left out."""
-    if not isinstance(raw, Mapping):
-        return {"(settings)": [f"expected an object {{cluster name: settings}}, got {type(raw).__name__}"]}
-    out: dict[str, list[str]] = {}
-    for name in sorted(raw, key=str):
-        found = errors(name, raw[name])
-        if not found:
-            try:
-                _config.ClusterConfig.from_dict(name, raw[name])
-            except ConfigError as exc:
-                found = [str(exc)]
-        if found:
-            out[str(name)] = found
-    return out
-
-
-def json_schema() -> dict[str, Any]:
-    """The JSON Schema of the Variable ``kafka_runbooks_clusters``: an object of clusters by name."""
-    cluster = cluster_model().model_json_schema(ref_template="#/$defs/{model}")
+def json_schema(root: type) -> dict[str, Any]:
+    """The JSON Schema of the Variable ``kafka_runbooks_clusters``: an object of clusters (``root``) by name."""
+    cluster = cluster_model(root).model_json_schema(ref_template="#/$defs/{model}")
     defs = cluster.pop("$defs", {})
     defs["ClusterConfig"] = cluster
     return {
@@ -219,7 +195,7 @@ def json_schema() -> dict[str, Any]:
         "description": "Every cluster's settings, keyed by cluster name. Generated by `kafka-runbooks schema` from "
                        "kafka_runbooks/config.py; range checks (> 0, cron expressions, windows) are applied on top.",
         "type": "object",
-        "propertyNames": {"pattern": _config._CLUSTER_NAME.pattern},
+        "propertyNames": {"pattern": root.NAME_PATTERN.pattern},
         "additionalProperties": {"$ref": "#/$defs/ClusterConfig"},
         "$defs": defs,
     }
