@@ -107,6 +107,14 @@ def test_one_name_per_kind():
     assert canonical("broker_absent") == "broker_absent" and canonical("no_such_thing") == "no_such_thing"
 
 
+def test_the_offsets_load_kinds_old_spellings():
+    """The analysis's load started without a finish is detection's offsets_load_slow; a load that finished late has its
+    own name (``slow`` means one thing): reports written before read back as these."""
+    assert canonical("group_load_unfinished") == "offsets_load_slow"
+    assert canonical("group_load_slow") == "offsets_load_finished_late"
+    assert not is_kind("group_load_unfinished") and not is_kind("group_load_slow")
+
+
 def test_every_kind_has_its_meaning():
     assert [k for k in FindingKind if not MEANING.get(k, "").strip()] == []
     assert set(MEANING) == set(FindingKind)

@@ -4,7 +4,9 @@ what the runbooks and reports name, and what the state database stores (an incid
 One name per kind: where detection and analysis once spelled the same condition differently, the name the state
 database already stored is kept (detection's) and the other spelling is an alias, read back as the kind
 (``canonical``): reports and bundles written before keep their old spelling on disk, and the fleet analytics read
-them through ``canonical``.
+them through ``canonical``. An analysis kind whose name could be read as another kind's was renamed the same way,
+its old name an alias: ``group_load_slow`` (a load that finished, but after 60 s or more) is
+``offsets_load_finished_late``, apart from ``offsets_load_slow`` (a load not finished).
 
 A finding's ``details["problem"]`` is a coarser word, the incident's (``broker_not_serving``, ``log_cleaner_stopped``,
 ``leadership``, ...): several kinds open one incident for one problem. Those words are stored in incident records
@@ -62,8 +64,7 @@ class FindingKind(enum.StrEnum):
     PROCESS_STOPPED = "process_stopped"
     GC_PAUSE_LONG = "gc_pause_long"
     BROKER_STARTUP_FAILED = "broker_startup_failed"
-    GROUP_LOAD_UNFINISHED = "group_load_unfinished"
-    GROUP_LOAD_SLOW = "group_load_slow"
+    OFFSETS_LOAD_FINISHED_LATE = "offsets_load_finished_late"
     LOG_CLEANER_UNCLEANABLE = "log_cleaner_uncleanable"
     LOG_TRUNCATION_REFUSED = "log_truncation_refused"
     SEGMENT_DAMAGE = "segment_damage"
@@ -107,7 +108,9 @@ MEANING: dict[FindingKind, str] = {
     K.LOG_CLEANER_NOT_RUNNING: "a running broker without its log cleaner thread: absent from its threads, or its death "
                                "logged (offsets-load-stalled.md)",
     K.OFFSETS_PARTITION_OVERSIZED: "a __consumer_offsets partition grown past the thresholds (offsets-load-stalled.md)",
-    K.OFFSETS_LOAD_SLOW: "a __consumer_offsets load unfinished for too long (offsets-load-stalled.md)",
+    K.OFFSETS_LOAD_SLOW: "a __consumer_offsets load started and not finished (live: unfinished past the expected time, "
+                         "offsets_load_expected_s; in a bundle: started without a matching finish in the captured log) "
+                         "(offsets-load-stalled.md)",
     K.OFFSETS_LOAD_FAILED: "a __consumer_offsets load that ended with an exception, on the partition's coordinator: groups "
                            "after the failure point unknown to it (offsets-load-stalled.md)",
     K.ELECTION_STORM: "leadership of partitions moving again and again (preferred-election.md)",
@@ -129,8 +132,7 @@ MEANING: dict[FindingKind, str] = {
     K.PROCESS_STOPPED: "a broker's process stopped (T) or in uninterruptible sleep (D) in /proc",
     K.GC_PAUSE_LONG: "GC pauses long enough to stall the broker",
     K.BROKER_STARTUP_FAILED: "a broker's start failed (its log says why)",
-    K.GROUP_LOAD_UNFINISHED: "a __consumer_offsets load started without a matching finish",
-    K.GROUP_LOAD_SLOW: "a __consumer_offsets load that finished, after 60 s or more (offsets-load-stalled.md)",
+    K.OFFSETS_LOAD_FINISHED_LATE: "a __consumer_offsets load that finished, after 60 s or more (offsets-load-stalled.md)",
     K.LOG_CLEANER_UNCLEANABLE: "the log cleaner marked partitions uncleanable: no longer compacted",
     K.LOG_TRUNCATION_REFUSED: "a broker exited rather than truncate a partition below its high watermark",
     K.SEGMENT_DAMAGE: "kafka-dump-log found problems in a log segment",
@@ -158,6 +160,8 @@ ALIASES: dict[str, FindingKind] = {
     "log_cleaner_dead": K.LOG_CLEANER_NOT_RUNNING,
     "log_cleaner_missing": K.LOG_CLEANER_NOT_RUNNING,
     "close_wait_pileup": K.BROKER_SOCKET_PILEUP,
+    "group_load_unfinished": K.OFFSETS_LOAD_SLOW,
+    "group_load_slow": K.OFFSETS_LOAD_FINISHED_LATE,
 }
 
 def canonical(kind: str) -> str:

@@ -97,7 +97,7 @@ def test_restart_too_soon_and_offsets_load_without_finish():
     r = next(f for f in fs if f.kind == "registration_conflict")
     assert r.severity.value == "critical" and r.evidence[0].lines
     pasted = "Loading offsets and group metadata from [__consumer_offsets,19] (kafka.coordinator.GroupMetadataManager)\n"
-    g = next(f for f in diagnose([_log("hosts/3/server.log", None, 3, text=pasted)]) if f.kind == "group_load_unfinished")
+    g = next(f for f in diagnose([_log("hosts/3/server.log", None, 3, text=pasted)]) if f.kind == "offsets_load_slow")
     assert g.partitions == ("__consumer_offsets-19",)
 
 

@@ -135,14 +135,14 @@ def test_a_load_failure_without_the_exit_line_does_not_claim_the_exit():
 
 def test_an_offsets_load_that_took_minutes_is_said():
     fs = diagnose([_log(fixture_bytes("written/kafka23_offsets_load_slow.server.log"))])
-    s = next(f for f in fs if f.kind == "group_load_slow")
+    s = next(f for f in fs if f.kind == "offsets_load_finished_late")
     assert s.partitions == ("__consumer_offsets-7",) and "337,471 ms" in s.summary and s.broker_ids == (2,)
-    assert "group_load_unfinished" not in _kinds(fs)
+    assert "offsets_load_slow" not in _kinds(fs)
 
 
 def test_a_quick_load_is_not_slow():
     fs = diagnose([_log(fixture_bytes("real23/broker1.server.log.start"), "hosts/1/server.log", 1)])
-    assert "group_load_slow" not in _kinds(fs)
+    assert "offsets_load_finished_late" not in _kinds(fs)
 
 
 def test_kafka_26_fetch_error_with_its_exception_on_the_next_line():

@@ -82,7 +82,7 @@ def test_the_analysis_says_the_load_failed_not_that_it_never_finished():
     fs = diagnose([ParsedFile("hosts/2/server.log", "server_log", 2, result=parse_log(REAL.read_bytes()))])
     (f,) = [f for f in fs if f.kind == "offsets_load_failed"]
     assert f.partitions == ("__consumer_offsets-16",) and "NoSuchElementException" in f.summary
-    assert not [f for f in fs if f.kind == "group_load_unfinished" and "__consumer_offsets-16" in f.partitions]
+    assert not [f for f in fs if f.kind == "offsets_load_slow" and "__consumer_offsets-16" in f.partitions]
 
 
 def test_the_gate_reads_the_other_leaders_logs_where_the_stopped_brokers_coordinators_moved():

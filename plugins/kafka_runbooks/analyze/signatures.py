@@ -606,7 +606,7 @@ EVIDENCE_SHAPES: tuple[tuple[str, str, str, str], ...] = (
      "fetch_session_error, its cause from the exception line", "written/kafka26_fetch_error_two_line.server.log"),
     ("ZooKeeper 'Unable to load database on disk', then 'exiting abnormally' (written)", "zk_log",
      "zk_database_load_failed (critical)", "written/zk3413_unable_to_load_database.zookeeper.log"),
-    ("offsets load finished after minutes (written)", "server_log", "group_load_slow",
+    ("offsets load finished after minutes (written)", "server_log", "offsets_load_finished_late",
      "written/kafka23_offsets_load_slow.server.log"),
 )
 

@@ -1,9 +1,12 @@
-"""The group coordinator: __consumer_offsets partitions whose loading started and never finished (their groups get
-NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS), with the loader thread's progress across thread dumps; and loads
-that finished, but slowly (their groups got those errors for as long)."""
+"""The group coordinator: __consumer_offsets partitions whose loading started and never finished (``offsets_load_slow``,
+the kind detection gives a load unfinished past its expected time; their groups get NOT_COORDINATOR /
+COORDINATOR_LOAD_IN_PROGRESS), with the loader thread's progress across thread dumps; loads that finished, but slowly
+(``offsets_load_finished_late``: their groups got those errors for as long); and loads that ended with an exception
+(``offsets_load_failed``)."""
 
 from __future__ import annotations
 
+from ...findings import FindingKind
 from ...model import Finding, Severity
 from ..logsummary import LogSummary
 from ..parsed_file import ParsedFile
@@ -40,7 +43,7 @@ def group_load_findings(files: list[ParsedFile]) -> list[Finding]:
             parts = sorted(starts, key=lambda p: int(p or 0))
             loader_note = _loader_progress(dumps.get(b, []))
             out.append(Finding(
-                kind="group_load_unfinished", severity=Severity.WARNING,
+                kind=FindingKind.OFFSETS_LOAD_SLOW, severity=Severity.WARNING,
                 summary=(f"{broker_label(b)}: loading of __consumer_offsets partition(s) {', '.join(parts)} started without a matching "
                          f"'Finished loading' (their groups get NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS until it "
                          f"completes){'; ' + loader_note if loader_note else ''}"),
@@ -94,7 +97,7 @@ def slow_load_findings(files: list[ParsedFile]) -> list[Finding]:
             worst = slow[0]
             parts = sorted({r.attrs.get("partition") for r in slow}, key=lambda p: int(p or 0))
             out.append(Finding(
-                kind="group_load_slow", severity=Severity.WARNING,
+                kind=FindingKind.OFFSETS_LOAD_FINISHED_LATE, severity=Severity.WARNING,
                 summary=(f"{broker_label(b)}: loading __consumer_offsets partition(s) {', '.join(parts)} took {SLOW_LOAD_MS // 1000} s "
                          f"or more, the longest {int(worst.attrs['millis']):,} ms (__consumer_offsets-{worst.attrs.get('partition')}, "
                          f"finished {worst.ts}): the groups it coordinates got NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS "
