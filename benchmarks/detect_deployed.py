@@ -143,6 +143,11 @@ def report(row, d, fault: str, b: int, since: float, incident: dict, load: float
             continue
         waited = f"waited {s - q:.1f} s for a worker, " if q else ""
         row(f"  {fault}: {task} task", f"{waited}started at {s - since:+.1f} s, ran {((e or s) - s):.1f} s")
+    try:  # the snapshot task's own account of its parts (detect/observe.py take_snapshot's log line)
+        parts = [ln for ln in d.task_log(HEALTH_DAG, run_id, "snapshot").splitlines() if "snapshot of " in ln and " s: " in ln]
+    except Exception as exc:  # noqa: BLE001 - figures only
+        parts = [f"not read ({exc})"]
+    row(f"  {fault}: snapshot parts", parts[-1].split(" s: ", 1)[-1] if parts else "no line in its log")
     row(f"  {fault}: detect start -> incident opened", f"{_ts(incident['opened_at']) - (_ts((tis.get('detect') or {}).get('start_date')) or since):.1f} s")
 
 

@@ -80,7 +80,7 @@ UNCOMMENTED_FUNCTION_IMPORTS_BASELINE: dict[str, int] = {
     "kafka_runbooks.detect.jmx": 1,
     "kafka_runbooks.detect.leadership": 1,
     "kafka_runbooks.detect.leadership_observe": 10,
-    "kafka_runbooks.detect.observe": 18,
+    "kafka_runbooks.detect.observe": 16,
     "kafka_runbooks.detect.snapshot": 1,
     "kafka_runbooks.detect.zk_probe": 4,
     "kafka_runbooks.detect.zookeeper": 1,

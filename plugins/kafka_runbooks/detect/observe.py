@@ -3,7 +3,12 @@ parallel, into one ClusterSnapshot; and one whole health check outside Airflow (
 
 from __future__ import annotations
 
+import dataclasses
+import logging
+import time
 from typing import Any, Mapping
+
+from kafka_runbooks import versions
 
 
 def known_registrations(config) -> dict[int, Any]:
@@ -51,8 +56,6 @@ def logged_versions(config) -> dict[int, tuple[int, str, int | None]]:
 def with_logged(kv, logged: Mapping[int, tuple[str, str]]):
     """``kv`` (a ``versions.KafkaVersion`` without log observations) with each registered broker's own ``Kafka
     version : N`` line added ({broker id: (N, where it was read)}): exact where a broker logged one."""
-    from kafka_runbooks import versions
-
     per = {b.broker_id: list(b.observations) for b in kv.brokers}
     added = False
     for bid, (v, where) in sorted(logged.items()):
@@ -137,8 +140,6 @@ def take_snapshot(config, *, probe_hosts: bool = True, check_kafka: bool = True,
     log lines and request-path JMX: ``detect/leadership_observe.py``). ``jmx=False``: no JmxTool read at all (JVMs
     started over SSH on every host: the longest part of a check on a loaded machine), as in a run the serving watch
     started; JmxTool is never run on a broker that did not answer the version probe (``unanswered``)."""
-    import dataclasses
-    import logging
     from concurrent.futures import ThreadPoolExecutor
 
     from kafka_runbooks.detect.host_probe import probe_all
@@ -148,10 +149,13 @@ def take_snapshot(config, *, probe_hosts: bool = True, check_kafka: bool = True,
     from kafka_runbooks.hooks.kafka import KafkaHook
     from kafka_runbooks.hooks.zookeeper import ZooKeeperHook
 
+    took: dict[str, float] = {}
+    t0 = time.monotonic()
     zk_hook = ZooKeeperHook(config.zk_conn_id, timeout_s=config.capture.connect_timeout_s)
     try:
         with zk_hook.session() as zk:
             snapshot = read_snapshot(zk, config.name)
+        took["zookeeper"] = time.monotonic() - t0
     except Exception as exc:  # noqa: BLE001 - ZooKeeper unreachable is a finding (detect/zookeeper.py), not a failed check
         if not zookeeper_unreachable(exc):
             raise
@@ -167,35 +171,31 @@ def take_snapshot(config, *, probe_hosts: bool = True, check_kafka: bool = True,
     hook = KafkaHook(config.kafka_conn_id, listener=config.listener, kafka_version=config.kafka_version,
                      logged={b: v for b, (v, _) in early.items() if v}).knows(snapshot.brokers)
     checkable = [b for b in brokers if b.endpoints or b.id not in missing]
-    led = {}
-    if config.canary.enabled:
-        for p in sorted(snapshot.partitions, key=lambda p: p.index):
-            if p.topic == config.canary.topic and p.leader in snapshot.live_broker_ids:
-                led.setdefault(p.leader, p.index)
+    led = canary_partitions(config, snapshot)
     version = None
     if check_kafka:
         # first, and briefly (hooks/kafka.py VERSION_PROBE_S): JmxTool's invocation and the canary's producer depend on it
-        from kafka_runbooks import versions
 
-        version = hook.kafka_version(list(snapshot.brokers), config.health.kafka_probe_timeout_s, config.kafka_version)
+        version = _timed(took, "version", hook.kafka_version, list(snapshot.brokers), config.health.kafka_probe_timeout_s,
+                         config.kafka_version)
         snapshot = dataclasses.replace(snapshot, kafka_version=versions.to_dict(with_logged(version, early)))
     silent = no_jmx(hook, snapshot.brokers, brokers, version, jmx)
     with ThreadPoolExecutor(max_workers=5, thread_name_prefix="snapshot") as pool:
-        lead = (pool.submit(observe_leadership, config, snapshot, brokers, hosts=probe_hosts, silent=silent)
+        def submit(name, fn, *args, **kwargs):
+            return pool.submit(_timed, took, name, fn, *args, **kwargs)
+
+        lead = (submit("leadership", observe_leadership, config, snapshot, brokers, hosts=probe_hosts, silent=silent)
                 if leadership and check_kafka else None)
-        ensemble = pool.submit(probe_ensemble, config, zk_hook.servers, ssh=probe_hosts) if probe_zookeeper else None
-        probes = pool.submit(probe_all, config, brokers, logged={b: (pid, v) for b, (pid, v, _) in logged.items()}) if probe_hosts else None
-        checks = (pool.submit(hook.check_all, checkable, config.health.kafka_probe_timeout_s, unregistered=missing,
-                              unregistered_timeout_s=config.health.unregistered_probe_timeout_s) if check_kafka else None)
-        canary = (pool.submit(hook.canary, list(snapshot.brokers), led, config.canary.topic, config.canary.timeout_s,
-                              version=snapshot.version if snapshot.kafka_version else None)
+        ensemble = submit("ensemble", probe_ensemble, config, zk_hook.servers, ssh=probe_hosts) if probe_zookeeper else None
+        probes = (submit("host probes", probe_all, config, brokers, logged={b: (pid, v) for b, (pid, v, _) in logged.items()})
+                  if probe_hosts else None)
+        checks = (submit("direct checks", hook.check_all, checkable, config.health.kafka_probe_timeout_s, unregistered=missing,
+                         unregistered_timeout_s=config.health.unregistered_probe_timeout_s) if check_kafka else None)
+        canary = (submit("canary", hook.canary, list(snapshot.brokers), led, config.canary.topic, config.canary.timeout_s,
+                         version=snapshot.version if snapshot.kafka_version else None)
                   if check_kafka and config.canary.enabled else None)
         if probes is not None:
-            snapshot = snapshot.with_probes(probes.result())
-            if version is not None:  # every broker's own "Kafka version : N" line: the version exactly
-                found = {p.broker_id: (p.kafka_version_logged, p.kafka_version_log) for p in snapshot.probes
-                         if p.kafka_version_logged and p.kafka_version_log}
-                snapshot = dataclasses.replace(snapshot, kafka_version=versions.to_dict(with_logged(version, found)))
+            snapshot = _with_probes(snapshot, probes.result(), version)
         if checks is not None:
             snapshot = snapshot.with_checks(checks.result(), canary.result() if canary is not None else ())
         if lead is not None:
@@ -205,7 +205,40 @@ def take_snapshot(config, *, probe_hosts: bool = True, check_kafka: bool = True,
                 logging.getLogger(__name__).warning("leadership: %s", note)
         if ensemble is not None:
             snapshot = dataclasses.replace(snapshot, zookeeper=tuple(ensemble.result()))
+    logging.getLogger(__name__).info("snapshot of %s in %.1f s: %s", config.name, time.monotonic() - t0,
+                                     ", ".join(f"{k} {v:.1f} s" for k, v in took.items()))
     return snapshot
+
+
+def canary_partitions(config, snapshot) -> dict[int, int]:
+    """``{broker id: the canary topic's partition it leads}`` (the first by index), when the canary is enabled."""
+    led: dict[int, int] = {}
+    if config.canary.enabled:
+        for p in sorted(snapshot.partitions, key=lambda p: p.index):
+            if p.topic == config.canary.topic and p.leader in snapshot.live_broker_ids:
+                led.setdefault(p.leader, p.index)
+    return led
+
+
+def _with_probes(snapshot, probes, version):
+    """The snapshot with its host probes; with a version read, every broker's own "Kafka version : N" line makes it
+    exact."""
+    snapshot = snapshot.with_probes(probes)
+    if version is not None:
+        found = {p.broker_id: (p.kafka_version_logged, p.kafka_version_log) for p in snapshot.probes
+                 if p.kafka_version_logged and p.kafka_version_log}
+        snapshot = dataclasses.replace(snapshot, kafka_version=versions.to_dict(with_logged(version, found)))
+    return snapshot
+
+
+def _timed(took: dict[str, float], name: str, fn, *args, **kwargs):
+    """``fn(*args, **kwargs)``, its wall time kept in ``took[name]`` (the snapshot's log line says where a check's time
+    went: the slowest part is the check's length)."""
+    t = time.monotonic()
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        took[name] = time.monotonic() - t
 
 
 def check_once(config, *, probe_hosts: bool = True, activity=()):
