@@ -87,6 +87,36 @@ def test_a_broker_no_longer_registered_is_forgotten():
     assert _round(w, 3, ok=(1,), failed=(3,)) is not None
 
 
+def test_a_refused_connection_fires_after_one_round_a_silence_needs_n():
+    w = ServingWatch(failures=3, debounce_s=0)
+    assert _round(w, 0, ok=(1, 2, 3)) is None
+    refused = Answer(3, False, "h3:9092", "connection refused: [Errno 111]", refused=True)
+    fire = w.observe([Answer(1, True), Answer(2, True), refused], 1, "t=1")
+    assert fire is not None and fire.brokers[3]["failures"] == 1 and w.not_answering() == [3]
+    assert w.observe([Answer(1, True), Answer(2, True), refused], 2, "t=2") is None  # one event per outage
+    # a broker that answers slowly (busy) still needs failures rounds in a row
+    assert _round(w, 3, ok=(1, 3), failed=(2,)) is None and _round(w, 4, ok=(1, 3), failed=(2,)) is None
+    assert w.not_answering() == []
+    assert _round(w, 5, ok=(1, 3), failed=(2,)) is not None
+
+
+async def _ask_closed_port():
+    import socket
+
+    from kafka_runbooks.model import Broker
+    from kafka_runbooks.triggers.serving import ask
+
+    with socket.socket() as s:  # a port nothing listens on: bound, never listening
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        return await ask(Broker(3, "127.0.0.1", port), None, 2.0, {}, "2.3.0")
+
+
+def test_the_trigger_tells_a_refused_connection_from_a_silence():
+    answer = asyncio.run(_ask_closed_port())
+    assert not answer.ok and answer.refused and answer.error.startswith("connection refused"), answer
+
+
 def test_settings_are_checked():
     from kafka_runbooks.config import ClusterConfig, ConfigError
 

@@ -1,7 +1,10 @@
 """When the serving watch fires (pure): the decision of ``triggers/serving.py``, apart from its I/O.
 
 Every round the watch asks each registered broker one tiny request (``hooks/kafka_wire.answers``) and hands the
-answers here. A broker that failed ``failures`` rounds in a row is *not answering*; the watch fires once for it
+answers here. A broker that failed ``failures`` rounds in a row is *not answering* -- or one round, when its
+registered endpoint refused the connection (nothing listens there: a JVM that died or is shutting down still holds
+its registration until its ZooKeeper session ends; a slow answer, by contrast, may be a busy broker, so a timeout
+needs ``failures`` rounds); the watch fires once for it
 (the health check it starts looks at everything else), and fires for that broker again only after it answered a
 round (a new outage). A cluster fires at most once per ``debounce_s``: brokers that stop answering within that gap
 of an event (a flapping broker, a second broker following the first) wait and go out together in the next event, so
@@ -25,6 +28,7 @@ class Answer:
     endpoint: str = ""
     error: str | None = None
     took_s: float | None = None
+    refused: bool = False  # the connection was refused: nothing listens on the registered endpoint
 
 
 @dataclass
@@ -34,6 +38,7 @@ class _Streak:
     since_iso: str | None = None
     error: str | None = None
     endpoint: str = ""
+    refused: bool = False  # its last round's connection was refused
     fired: bool = False  # this streak is already in an event
 
 
@@ -71,8 +76,8 @@ class ServingWatch:
             if st.failures == 0:
                 st.since, st.since_iso = now, now_iso
             st.failures += 1
-            st.error, st.endpoint = a.error, a.endpoint
-        due = {b: st for b, st in self.streaks.items() if st.failures >= self.failures and not st.fired}
+            st.error, st.endpoint, st.refused = a.error, a.endpoint, a.refused
+        due = {b: st for b, st in self.streaks.items() if (st.failures >= self.failures or st.refused) and not st.fired}
         if not due or (self.last_fired is not None and now - self.last_fired < self.debounce_s):
             return None
         self.last_fired = now
@@ -82,4 +87,4 @@ class ServingWatch:
                      for b, st in sorted(due.items())})
 
     def not_answering(self) -> list[int]:
-        return sorted(b for b, st in self.streaks.items() if st.failures >= self.failures)
+        return sorted(b for b, st in self.streaks.items() if st.failures >= self.failures or st.refused)

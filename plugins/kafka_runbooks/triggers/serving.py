@@ -8,8 +8,8 @@ of its own (``hooks/kafka_wire.answers``: asyncio streams, no thread and no JVM 
 deadlocked broker never reaches (a TCP connect alone would succeed: the kernel and the acceptor still accept):
 ``ApiVersions`` v0, or ``Metadata`` v0 where the broker may be older than 0.10.0 (``versions.asking`` from its
 registration's schema version and the ``kafka_version`` setting: never ApiVersions to a 0.9 broker, seed 002).
-``detect/serving_watch.py`` decides (pure): a broker that failed ``health.serving_failures`` rounds in a row fires
-once per outage, and the cluster at most once per ``health.serving_debounce_s``.
+``detect/serving_watch.py`` decides (pure): a broker that failed ``health.serving_failures`` rounds in a row (one
+round when its endpoint refused the connection) fires once per outage, and the cluster at most once per ``health.serving_debounce_s``.
 
 Where it looks: the registrations in ``/brokers/ids`` (its own kazoo client in a thread of its own, as the ZooKeeper
 watch does; the registrations are read again only when the children's ``cversion`` moved) on
@@ -72,6 +72,8 @@ async def ask(broker, listener: str | None, timeout_s: float, tls: dict[str, Any
         await answers(host, port, timeout_s, tls, ask_versions=may)
     except asyncio.TimeoutError:
         return Answer(broker.id, False, endpoint, f"no answer within {timeout_s:g} s", time.monotonic() - t0)
+    except ConnectionRefusedError as exc:
+        return Answer(broker.id, False, endpoint, f"connection refused: {exc}", time.monotonic() - t0, refused=True)
     except Exception as exc:  # noqa: BLE001 - refused, reset, unreadable: not answering
         return Answer(broker.id, False, endpoint, f"{type(exc).__name__}: {exc}", time.monotonic() - t0)
     return Answer(broker.id, True, endpoint, None, time.monotonic() - t0)
