@@ -177,6 +177,9 @@ def one(lab, dags, fault: str, mode: str, original: dict) -> dict:
     asked = answers["approve_mitigation" if mode == "mitigate" else "approve"].answered_at
     t_approved = asked[0] if asked else None
     tis = {ti.task_id: ti.state for ti in run.get_task_instances()}
+    # where the time between the finding and delivery went: each task's wall time, in the order they ran
+    took = [(ti.task_id, (ti.end_date - ti.start_date).total_seconds()) for ti in sorted(
+        (ti for ti in run.get_task_instances() if ti.start_date and ti.end_date), key=lambda ti: ti.start_date)]
     stays = set()
     if mode == "mitigate":
         m = next((ti for ti in run.get_task_instances() if ti.task_id == "mitigate"), None)
@@ -192,7 +195,7 @@ def one(lab, dags, fault: str, mode: str, original: dict) -> dict:
     return {"fault": fault, "mode": mode, "broker": b, "controller": controller, "pid": pid, "run": str(run.state),
             "fault_to_finding_s": round(t_found - t_fault, 1),
             "finding_to_approval_s": round(t_approved - t_found, 1) if t_approved else None,
-            "mitigate": tis.get("mitigate"), "rows": rows, "evidence": evidence, "canary_failed": canary.failed}
+            "mitigate": tis.get("mitigate"), "took": took, "rows": rows, "evidence": evidence, "canary_failed": canary.failed}
 
 
 def _print(results: list[dict]) -> None:
@@ -216,6 +219,9 @@ def _print(results: list[dict]) -> None:
               + ", ".join(f"{x['partition']}{'*' if x['stays'] else ''} {x['fault_to_again_s']}/{x['approval_to_again_s']}/{x['gap_s']}"
                           for x in r["rows"]))
     print("  (* its only in-sync replica was the hung broker: it stays down until the restart)")
+    print("\nthe response's tasks, wall time in the order they ran (s):")
+    for r in results:
+        print(f"  {r['fault']}/{r['mode']}: " + ", ".join(f"{t} {s:.1f}" for t, s in r.get("took") or []))
 
 
 def main(argv: list[str] | None = None) -> int:
