@@ -115,7 +115,10 @@ def open_incident(raw_request: Any, task: Task, config_of: Callable[[str], Any] 
     unknown_zk = sorted(set(request.zookeeper_servers) - set(config.zookeeper.servers)) if config.zookeeper.servers else []
     if unknown_zk:
         raise Stop(f"bad incident request: ZooKeeper servers {unknown_zk} are not configured for {config.name!r}")
-    snapshot = take_snapshot(config, known=known_registrations(config))
+    # no JmxTool read here (a JVM started over SSH on every host, seconds on a loaded machine, before the mitigation
+    # can be asked for): the capture reads each broker's JMX itself, and the bundle's snapshot.json is read for the
+    # brokers' addresses and versions only
+    snapshot = take_snapshot(config, known=known_registrations(config), jmx=False)
     peers = sorted(snapshot.live_broker_ids - set(request.broker_ids))
     task.log.info("incident %s: brokers %s, ZooKeeper servers %s, peers %s", record["id"], list(request.broker_ids),
                   list(request.zookeeper_servers), peers)
