@@ -175,7 +175,7 @@ class HealthSettings:
     # issue 30: a watch in the triggerer asks every registered broker one tiny request (ApiVersions v0, or Metadata v0
     # where the broker may be 0.9) every serving_interval_s, each bounded by serving_timeout_s; a broker that does not
     # answer serving_failures rounds in a row (one round when its endpoint refused the connection) starts the health
-    # check, at most once per serving_debounce_s (triggers/serving.py). watch_serving None: $KAFKA_RUNBOOKS_WATCH_SERVING, else true
+    # check, each broker at most once per serving_debounce_s (triggers/serving.py). watch_serving None: $KAFKA_RUNBOOKS_WATCH_SERVING, else true
     watch_serving: bool | None = None
     serving_interval_s: float = 2.0
     serving_timeout_s: float = 2.0

@@ -4,11 +4,14 @@ Every round the watch asks each registered broker one tiny request (``hooks/kafk
 answers here. A broker that failed ``failures`` rounds in a row is *not answering* -- or one round, when its
 registered endpoint refused the connection (nothing listens there: a JVM that died or is shutting down still holds
 its registration until its ZooKeeper session ends; a slow answer, by contrast, may be a busy broker, so a timeout
-needs ``failures`` rounds); the watch fires once for it
-(the health check it starts looks at everything else), and fires for that broker again only after it answered a
-round (a new outage). A cluster fires at most once per ``debounce_s``: brokers that stop answering within that gap
-of an event (a flapping broker, a second broker following the first) wait and go out together in the next event, so
-a broker that answers one round in two never starts more than one health check per ``debounce_s``.
+needs ``failures`` rounds); the watch fires once for it (the health check it starts looks at everything else), and
+fires for that broker again only after it answered a round (a new outage). A broker fires at most once per
+``debounce_s``: a broker that answers one round in two never starts more than one health check per ``debounce_s``;
+its later outages within that gap wait and go out with the next event. Another broker's first outage is not held
+back by an event for the first (a restart of broker 3, then a deadlock of broker 2 twenty seconds later: the
+deadlock is seen at once, not 40 s later); brokers that stop answering in one round go out in one event, and Airflow
+folds events that arrive while a check is queued into that one run (``max_active_runs=1``), so a cluster-wide outage
+starts no storm either.
 
 A broker that is no longer registered is forgotten (ZooKeeper's own watch reports the deregistration).
 """
@@ -60,7 +63,7 @@ class ServingWatch:
         self.failures = int(failures)
         self.debounce_s = float(debounce_s)
         self.streaks: dict[int, _Streak] = {}
-        self.last_fired: float | None = None
+        self.last_fired: dict[int, float] = {}  # broker id -> when an event last named it
 
     def observe(self, answers: Iterable[Answer], now: float, now_iso: str | None = None) -> Fire | None:
         """One round (``answers``: every registered broker's; the others are forgotten). The event to send, or None."""
@@ -77,12 +80,13 @@ class ServingWatch:
                 st.since, st.since_iso = now, now_iso
             st.failures += 1
             st.error, st.endpoint, st.refused = a.error, a.endpoint, a.refused
-        due = {b: st for b, st in self.streaks.items() if (st.failures >= self.failures or st.refused) and not st.fired}
-        if not due or (self.last_fired is not None and now - self.last_fired < self.debounce_s):
+        due = {b: st for b, st in self.streaks.items() if (st.failures >= self.failures or st.refused) and not st.fired
+               and (b not in self.last_fired or now - self.last_fired[b] >= self.debounce_s)}
+        if not due:
             return None
-        self.last_fired = now
-        for st in due.values():
+        for b, st in due.items():
             st.fired = True
+            self.last_fired[b] = now
         return Fire({b: {"failures": st.failures, "since": st.since_iso, "error": st.error, "endpoint": st.endpoint}
                      for b, st in sorted(due.items())})
 

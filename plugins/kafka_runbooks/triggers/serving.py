@@ -9,7 +9,7 @@ deadlocked broker never reaches (a TCP connect alone would succeed: the kernel a
 ``ApiVersions`` v0, or ``Metadata`` v0 where the broker may be older than 0.10.0 (``versions.asking`` from its
 registration's schema version and the ``kafka_version`` setting: never ApiVersions to a 0.9 broker, seed 002).
 ``detect/serving_watch.py`` decides (pure): a broker that failed ``health.serving_failures`` rounds in a row (one
-round when its endpoint refused the connection) fires once per outage, and the cluster at most once per ``health.serving_debounce_s``.
+round when its endpoint refused the connection) fires once per outage, and a broker at most once per ``health.serving_debounce_s``.
 
 Where it looks: the registrations in ``/brokers/ids`` (its own kazoo client in a thread of its own, as the ZooKeeper
 watch does; the registrations are read again only when the children's ``cversion`` moved) on
