@@ -172,25 +172,25 @@ def take_snapshot(config, *, probe_hosts: bool = True, check_kafka: bool = True,
                      logged={b: v for b, (v, _) in early.items() if v}).knows(snapshot.brokers)
     checkable = [b for b in brokers if b.endpoints or b.id not in missing]
     led = canary_partitions(config, snapshot)
-    version = None
-    if check_kafka:
-        # first, and briefly (hooks/kafka.py VERSION_PROBE_S): JmxTool's invocation and the canary's producer depend on it
-
-        version = _timed(took, "version", hook.kafka_version, list(snapshot.brokers), config.health.kafka_probe_timeout_s,
-                         config.kafka_version)
-        snapshot = dataclasses.replace(snapshot, kafka_version=versions.to_dict(with_logged(version, early)))
-    silent = no_jmx(hook, snapshot.brokers, brokers, version, jmx)
-    with ThreadPoolExecutor(max_workers=5, thread_name_prefix="snapshot") as pool:
+    with ThreadPoolExecutor(max_workers=6, thread_name_prefix="snapshot") as pool:
         def submit(name, fn, *args, **kwargs):
             return pool.submit(_timed, took, name, fn, *args, **kwargs)
 
-        lead = (submit("leadership", observe_leadership, config, snapshot, brokers, hosts=probe_hosts, silent=silent)
-                if leadership and check_kafka else None)
+        # what needs no version first, beside the version probe (hooks/kafka.py VERSION_PROBE_S: a hung broker costs it
+        # its bound), so the direct checks' bound and the version probe's run at the same time
         ensemble = submit("ensemble", probe_ensemble, config, zk_hook.servers, ssh=probe_hosts) if probe_zookeeper else None
         probes = (submit("host probes", probe_all, config, brokers, logged={b: (pid, v) for b, (pid, v, _) in logged.items()})
                   if probe_hosts else None)
         checks = (submit("direct checks", hook.check_all, checkable, config.health.kafka_probe_timeout_s, unregistered=missing,
                          unregistered_timeout_s=config.health.unregistered_probe_timeout_s) if check_kafka else None)
+        version = (submit("version", hook.kafka_version, list(snapshot.brokers), config.health.kafka_probe_timeout_s,
+                          config.kafka_version).result() if check_kafka else None)
+        if version is not None:
+            snapshot = dataclasses.replace(snapshot, kafka_version=versions.to_dict(with_logged(version, early)))
+        # then what depends on it: JmxTool's invocation (leadership) and the canary's producer
+        silent = no_jmx(hook, snapshot.brokers, brokers, version, jmx)
+        lead = (submit("leadership", observe_leadership, config, snapshot, brokers, hosts=probe_hosts, silent=silent)
+                if leadership and check_kafka else None)
         canary = (submit("canary", hook.canary, list(snapshot.brokers), led, config.canary.topic, config.canary.timeout_s,
                          version=snapshot.version if snapshot.kafka_version else None)
                   if check_kafka and config.canary.enabled else None)
