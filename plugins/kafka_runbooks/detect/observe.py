@@ -130,16 +130,16 @@ NO_JMX = ("this run was started by the serving watch: it judges the brokers that
 
 
 def take_snapshot(config, *, probe_hosts: bool = True, check_kafka: bool = True, known: Mapping[int, Any] | None = None,
-                  leadership: bool = True, probe_zookeeper: bool = True, jmx: bool = True):
-    """ClusterSnapshot from ZooKeeper; then, in parallel: host probes over SSH of every registered
-    or configured broker, direct Kafka checks of each, the canary when the cluster enables it, the
-    ZooKeeper probe of every ensemble member (four-letter words; SSH where configured), the version the brokers
-    report (ApiVersions, registration schema: ``KafkaHook.kafka_version``; with the host probes, each JVM's own
-    ``Kafka version : N`` line, read once per JVM: ``logged_versions``), and what
-    the leadership detectors read (each broker's own metadata; over SSH its election settings, controller
-    log lines and request-path JMX: ``detect/leadership_observe.py``). ``jmx=False``: no JmxTool read at all (JVMs
-    started over SSH on every host: the longest part of a check on a loaded machine), as in a run the serving watch
-    started; JmxTool is never run on a broker that did not answer the version probe (``unanswered``)."""
+                  leadership: bool = True, probe_zookeeper: bool = True, jmx: bool = True, direct_checks: bool = True):
+    """ClusterSnapshot from ZooKeeper; then, in parallel: host probes over SSH of every registered or configured broker,
+    direct Kafka checks of each, the canary when the cluster enables it, the ZooKeeper probe of every ensemble member
+    (four-letter words; SSH where configured), the version the brokers report (ApiVersions, registration schema:
+    ``KafkaHook.kafka_version``; with the host probes, each JVM's own ``Kafka version : N`` line, read once per JVM:
+    ``logged_versions``), and what the leadership detectors read (each broker's own metadata; over SSH its election
+    settings, controller log lines and request-path JMX: ``detect/leadership_observe.py``). ``jmx=False``: no JmxTool
+    read at all (JVMs started over SSH on every host: the longest part of a check on a loaded machine), as in a run the
+    serving watch started; JmxTool is never run on a broker that did not answer the version probe (``unanswered``).
+    ``direct_checks=False``: no direct check, no canary (the version probe runs): the shape of an incident's opening."""
     from concurrent.futures import ThreadPoolExecutor
 
     from kafka_runbooks.detect.host_probe import probe_all
@@ -182,7 +182,8 @@ def take_snapshot(config, *, probe_hosts: bool = True, check_kafka: bool = True,
         probes = (submit("host probes", probe_all, config, brokers, logged={b: (pid, v) for b, (pid, v, _) in logged.items()})
                   if probe_hosts else None)
         checks = (submit("direct checks", hook.check_all, checkable, config.health.kafka_probe_timeout_s, unregistered=missing,
-                         unregistered_timeout_s=config.health.unregistered_probe_timeout_s) if check_kafka else None)
+                         unregistered_timeout_s=config.health.unregistered_probe_timeout_s)
+                  if check_kafka and direct_checks else None)
         version = (submit("version", hook.kafka_version, list(snapshot.brokers), config.health.kafka_probe_timeout_s,
                           config.kafka_version).result() if check_kafka else None)
         if version is not None:
@@ -193,7 +194,7 @@ def take_snapshot(config, *, probe_hosts: bool = True, check_kafka: bool = True,
                 if leadership and check_kafka else None)
         canary = (submit("canary", hook.canary, list(snapshot.brokers), led, config.canary.topic, config.canary.timeout_s,
                          version=snapshot.version if snapshot.kafka_version else None)
-                  if check_kafka and config.canary.enabled else None)
+                  if check_kafka and direct_checks and config.canary.enabled else None)
         if probes is not None:
             snapshot = _with_probes(snapshot, probes.result(), version)
         if checks is not None:

@@ -115,10 +115,12 @@ def open_incident(raw_request: Any, task: Task, config_of: Callable[[str], Any] 
     unknown_zk = sorted(set(request.zookeeper_servers) - set(config.zookeeper.servers)) if config.zookeeper.servers else []
     if unknown_zk:
         raise Stop(f"bad incident request: ZooKeeper servers {unknown_zk} are not configured for {config.name!r}")
-    # no JmxTool read here (a JVM started over SSH on every host, seconds on a loaded machine, before the mitigation
-    # can be asked for): the capture reads each broker's JMX itself, and the bundle's snapshot.json is read for the
-    # brokers' addresses and versions only
-    snapshot = take_snapshot(config, known=known_registrations(config), jmx=False)
+    # the cluster's shape, quickly: the mitigation is asked for only after this task, and a not-serving broker would
+    # cost every direct check its whole bound (kafka_probe_timeout_s). No direct check, canary, leadership or JmxTool
+    # read here: the health check's snapshot judged the brokers, the mitigation's plan checks its suspect again, the
+    # capture checks and reads JMX itself; the bundle's snapshot.json is read for addresses and versions (and the
+    # capture's choice of dump tool, from the version probe, which still runs)
+    snapshot = take_snapshot(config, known=known_registrations(config), jmx=False, leadership=False, direct_checks=False)
     peers = sorted(snapshot.live_broker_ids - set(request.broker_ids))
     task.log.info("incident %s: brokers %s, ZooKeeper servers %s, peers %s", record["id"], list(request.broker_ids),
                   list(request.zookeeper_servers), peers)
