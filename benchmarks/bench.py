@@ -33,7 +33,8 @@ class _Parsed(Exception):
 
 def split_runs(argv: list[str]) -> list[tuple[str, list[str]]]:
     """``NAME [its options and their values] NAME ...`` -> [(name, options)]: a word that names a benchmark starts the
-    next one; anything else belongs to the benchmark before it (an option, or an option's value)."""
+    next one; anything else belongs to the benchmark before it (an option, or an option's value). An option's value
+    that is also a benchmark's name is given as ``--option=value`` (``mitigate --modes=mitigate``)."""
     runs: list[tuple[str, list[str]]] = []
     for a in argv:
         if a in ORDER:
@@ -90,7 +91,8 @@ def check_options(name: str, options: list[str]) -> None:
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="./run bench", description="Runs the benchmarks named (all, in this order, when "
                                  "none is): " + ", ".join(ORDER) + ". A benchmark's own options follow its name, e.g. "
-                                 "`./run bench scale --parts big --no-compare-kazoo`; `./run bench NAME --help` prints them.")
+                                 "`./run bench scale --parts big --no-compare-kazoo` (a value that is also a benchmark's name as --option=value: "
+                                 "`./run bench mitigate --modes=mitigate`); `./run bench NAME --help` prints them.")
     ap.add_argument("--dry-run", action="store_true", help="check the names and each benchmark's options; run nothing")
     own = []
     while argv and argv[0] in ("--dry-run", "-h", "--help"):
